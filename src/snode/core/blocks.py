@@ -1,0 +1,71 @@
+"""Blocks: header, body, block hash and transaction root."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from snode.core.crypto import SigningKey, hash32
+from snode.core.encoding import domain_hash, encode
+from snode.core.transactions import Transaction, Vote, txid
+from snode.core.types import Hash32, Height, PubKey, Signature, Timestamp
+
+BLOCK_VERSION: Final = 1
+ZERO_HASH: Final = bytes(32)
+ZERO_SIGNATURE: Final = bytes(64)
+
+
+class BlockHeader(msgspec.Struct, frozen=True, array_like=True):
+    """What the block hash commits to."""
+
+    version: int
+    height: Height
+    prev_hash: Hash32
+    timestamp: Timestamp
+    tx_root: Hash32
+    """BLAKE2b-256 of the concatenated transaction ids, in block order."""
+    producer: PubKey
+    """The key that produced and signed the block (a genesis authority while bootstrapping)."""
+    round: int
+    """SN consensus round (0 for authority blocks)."""
+
+
+class Block(msgspec.Struct, frozen=True, array_like=True):
+    """A header, its transactions (coinbase first) and the signatures that authorise it."""
+
+    header: BlockHeader
+    transactions: tuple[Transaction, ...]
+    producer_signature: Signature
+    validator_signatures: tuple[Vote, ...] = ()
+
+
+def block_hash(header: BlockHeader) -> bytes:
+    """The block's id: BLAKE2b-256 of the canonical header."""
+    return hash32(encode(header))
+
+
+def tx_root(txids: list[bytes]) -> bytes:
+    """Commitment to the block's transactions in order."""
+    return hash32(b"".join(txids))
+
+
+def producer_message(network_id: int, header_hash: bytes) -> bytes:
+    """What the producer signs."""
+    return domain_hash(b"block", network_id, header_hash)
+
+
+def make_block(
+    *, height: int, prev_hash: bytes, timestamp: int, transactions: tuple[Transaction, ...],
+    producer_key: SigningKey, network_id: int, round: int = 0,
+) -> Block:
+    """Assemble and sign a block."""
+    header = BlockHeader(
+        version=BLOCK_VERSION, height=height, prev_hash=prev_hash, timestamp=timestamp,
+        tx_root=tx_root([txid(tx) for tx in transactions]),
+        producer=producer_key.public,
+        round=round,
+    )
+    signature = producer_key.sign(producer_message(network_id, block_hash(header)))
+    return Block(header=header, transactions=transactions, producer_signature=signature)
+

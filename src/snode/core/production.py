@@ -1,0 +1,35 @@
+"""Block templates: what a producer puts in the next block."""
+
+from __future__ import annotations
+
+from snode.core.blocks import Block, make_block
+from snode.core.crypto import SigningKey
+from snode.core.genesis import Consensus
+from snode.core.mempool import Mempool, select
+from snode.core.state import ChainState
+from snode.core.transition import make_coinbase
+from snode.params import MAX_BLOCK_BYTES
+
+COINBASE_ALLOWANCE = 4_096
+"""Bytes kept free in a template for the coinbase and the header."""
+
+
+def build_block(
+    state: ChainState, pool: Mempool, consensus: Consensus, key: SigningKey, *, timestamp: int
+) -> tuple[Block, list[bytes]]:
+    """The next block on `state` signed by `key`, and the pool ids found stale on the way.
+
+    The timestamp never goes below the parent's, whatever the producer's clock says.
+    """
+    timestamp = max(timestamp, state.timestamp)
+    txs, fees, stale = select(
+        pool, state, consensus, block_time=timestamp,
+        max_bytes=MAX_BLOCK_BYTES - COINBASE_ALLOWANCE,
+    )
+    coinbase = make_coinbase(state, key.public, fees, consensus)
+    block = make_block(
+        height=state.height + 1, prev_hash=state.tip_hash, timestamp=timestamp,
+        transactions=(coinbase, *txs), producer_key=key,
+        network_id=consensus.params.network_id,
+    )
+    return block, stale

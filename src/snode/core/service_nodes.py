@@ -1,0 +1,285 @@
+"""Service-node rules: registration, contributions, status, state changes and the reward split.
+
+DESIGN.md section 4 made executable. Every check is a guard clause that raises with the reason
+an operator or staker needs to fix the problem.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+import msgspec
+
+from snode.core.errors import InvalidRegistration, InvalidStake, InvalidStateChange
+from snode.core.state import NO_HEIGHT, Contribution, ServiceNode
+from snode.core.transactions import Registration
+from snode.core.units import format_coins, format_percent
+from snode.params import MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM, PPM, NetworkParams
+
+
+class StateChangeKind(enum.IntEnum):
+    """What a quorum state change does."""
+
+    ACTIVATE = 1
+    DECOMMISSION = 2
+    RECOMMISSION = 3
+
+
+class Reason(enum.IntEnum):
+    """Why a quorum changed a node's state; shown to operators by its `label`."""
+
+    NONE = 0
+    FIRST_UPTIME_PROOF = 1
+    MISSED_UPTIME_PROOFS = 2
+    UPTIME_PROOFS_RESUMED = 3
+
+    @property
+    def label(self) -> str:
+        """The operator-facing name, e.g. `missed_uptime_proofs`."""
+        return self.name.lower() if self is not Reason.NONE else ""
+
+
+class Status(str, enum.Enum):
+    """Display status used by tools."""
+
+    ACTIVE = "Active"
+    DECOMM = "Decomm"
+    AWAIT = "Await"
+
+
+def status(sn: ServiceNode) -> Status:
+    """Active when active; Decomm when funded but not active; Await when not funded."""
+    if sn.active:
+        return Status.ACTIVE
+    if sn.funded:
+        return Status.DECOMM
+    return Status.AWAIT
+
+
+def is_payable(sn: ServiceNode, height: int, params: NetworkParams) -> bool:
+    """True when the node earns rewards at `height`: active for at least the grace period."""
+    return sn.active and height >= sn.active_since + params.payable_grace
+
+
+# --- registration -------------------------------------------------------------------------
+
+def check_registration(
+    reg: Registration, *, registered: bool, block_time: int, params: NetworkParams
+) -> None:
+    """Every rule of a registration that needs no signature check and no wallet."""
+    if registered:
+        raise InvalidRegistration(
+            f"service node {reg.sn_pubkey.hex()} is already registered"
+        )
+    if block_time > reg.expiry:
+        raise InvalidRegistration(
+            "registration has expired: re-generate the command with "
+            "get_service_node_registration_cmd"
+        )
+    if reg.expiry > block_time + params.registration_validity:
+        raise InvalidRegistration(
+            f"registration expiry is more than {params.registration_validity // 86400} days "
+            "ahead: re-generate the command"
+        )
+    if reg.fee_ppm > MAX_OPERATOR_FEE_PPM:
+        raise InvalidRegistration(
+            f"operator fee {format_percent(reg.fee_ppm)}% is above the maximum of "
+            f"{format_percent(MAX_OPERATOR_FEE_PPM)}%"
+        )
+    if not reg.reservations:
+        raise InvalidRegistration("registration has no operator contribution")
+    if len(reg.reservations) > MAX_CONTRIBUTORS:
+        raise InvalidRegistration(
+            f"registration has {len(reg.reservations)} contributors; at most the operator and "
+            f"{MAX_CONTRIBUTORS - 1} others are allowed"
+        )
+    if len({r.owner for r in reg.reservations}) != len(reg.reservations):
+        raise InvalidRegistration("registration names the same contributor address twice")
+    operator_amount = reg.reservations[0].amount
+    if operator_amount < params.pool_operator_min:
+        raise InvalidRegistration(
+            f"operator contribution {format_coins(operator_amount)} is below the pool minimum of "
+            f"{format_coins(params.pool_operator_min)} coins"
+        )
+    if operator_amount > params.staking_requirement:
+        raise InvalidRegistration(
+            f"operator contribution {format_coins(operator_amount)} is above the staking "
+            f"requirement of {format_coins(params.staking_requirement)} coins"
+        )
+    for i, r in enumerate(reg.reservations[1:], start=1):
+        if r.amount <= 0:
+            raise InvalidRegistration(f"reserved contributor {i} has amount 0")
+    total = sum(r.amount for r in reg.reservations)
+    if total > params.staking_requirement:
+        raise InvalidRegistration(
+            f"reserved contributions total {format_coins(total)} coins, above the staking "
+            f"requirement of {format_coins(params.staking_requirement)} coins"
+        )
+
+
+def new_service_node(reg: Registration, height: int, params: NetworkParams) -> ServiceNode:
+    """The record a valid registration creates: the operator's amount is committed, the other
+    reservations wait for their contributors."""
+    operator, *others = reg.reservations
+    contributors = (Contribution(operator.owner, operator.amount, operator.amount),) + tuple(
+        Contribution(r.owner, 0, r.amount) for r in others
+    )
+    sn = ServiceNode(
+        pubkey=reg.sn_pubkey, fee_ppm=reg.fee_ppm, registration_height=height,
+        staking_requirement=params.staking_requirement, contributors=contributors,
+        funded_height=NO_HEIGHT, active=False, active_since=NO_HEIGHT, decommission_count=0,
+        last_reward_height=height, last_state_change_height=height,
+        last_state_change_reason=Reason.NONE, last_decommission_reason=Reason.NONE,
+    )
+    return _mark_funded(sn, height)
+
+
+def _mark_funded(sn: ServiceNode, height: int) -> ServiceNode:
+    if sn.funded and sn.funded_height == NO_HEIGHT:
+        return msgspec.structs.replace(sn, funded_height=height)
+    return sn
+
+
+# --- contributions ------------------------------------------------------------------------
+
+def open_for_others(sn: ServiceNode) -> int:
+    """Atomic units a new, unreserved contributor may still put in."""
+    return max(sn.staking_requirement - sn.total_contributed - sn.total_reserved_unfilled, 0)
+
+
+def min_contribution(sn: ServiceNode, staker: bytes) -> int:
+    """The least `staker` may contribute in one stake transaction.
+
+    A reserved contributor must fill its reservation at once. Anyone else must put in at least the
+    open remainder divided by the free contributor slots (rounded down), unless they fill the
+    remainder.
+    """
+    mine = next((c for c in sn.contributors if c.owner == staker), None)
+    if mine is not None and mine.reserved > mine.amount:
+        return mine.reserved - mine.amount
+    remaining = open_for_others(sn)
+    free_slots = max(MAX_CONTRIBUTORS - len(sn.contributors), 1)
+    return remaining // free_slots
+
+
+def check_stake(sn: ServiceNode | None, staker: bytes, amount: int, sn_pubkey: bytes) -> None:
+    """Every rule a contribution must follow."""
+    if sn is None:
+        raise InvalidStake(f"service node {sn_pubkey.hex()} is not registered")
+    if sn.funded:
+        raise InvalidStake(f"service node {sn.pubkey.hex()} is already full")
+    if amount <= 0:
+        raise InvalidStake("stake amount must be above 0")
+    mine = next((c for c in sn.contributors if c.owner == staker), None)
+    if mine is not None and mine.reserved > mine.amount:
+        owed = mine.reserved - mine.amount
+        if amount != owed:
+            raise InvalidStake(
+                f"this address reserved {format_coins(owed)} coins on the node and must "
+                f"contribute exactly that in one transaction"
+            )
+        return
+    if mine is None and len(sn.contributors) >= MAX_CONTRIBUTORS:
+        raise InvalidStake(
+            f"service node has {MAX_CONTRIBUTORS} contributors already; no slot is free"
+        )
+    remaining = open_for_others(sn)
+    if amount > remaining:
+        raise InvalidStake(
+            f"stake of {format_coins(amount)} coins is more than the node still needs "
+            f"({format_coins(remaining)} coins)"
+        )
+    minimum = min_contribution(sn, staker)
+    if amount < minimum:
+        raise InvalidStake(
+            f"stake of {format_coins(amount)} coins is below the minimum contribution of "
+            f"{format_coins(minimum)} coins"
+        )
+
+
+def add_contribution(sn: ServiceNode, staker: bytes, amount: int, height: int) -> ServiceNode:
+    """The record after a valid contribution."""
+    contributors = list(sn.contributors)
+    for i, c in enumerate(contributors):
+        if c.owner == staker:
+            contributors[i] = Contribution(c.owner, c.amount + amount, c.reserved)
+            break
+    else:
+        contributors.append(Contribution(staker, amount, 0))
+    updated = msgspec.structs.replace(
+        sn, contributors=tuple(contributors), last_state_change_height=height
+    )
+    return _mark_funded(updated, height)
+
+
+# --- quorum state changes -----------------------------------------------------------------
+
+def apply_state_change(
+    sn: ServiceNode, kind: int, reason: int, height: int
+) -> ServiceNode:
+    """The record after a quorum's verdict; InvalidStateChange when it does not fit the node."""
+    try:
+        kind = StateChangeKind(kind)
+        reason = Reason(reason)
+    except ValueError:
+        raise InvalidStateChange(f"unknown state change kind {kind} or reason {reason}") from None
+    if not sn.funded:
+        raise InvalidStateChange("service node is not funded yet")
+    if kind is StateChangeKind.ACTIVATE:
+        if sn.active or sn.active_since != NO_HEIGHT:
+            raise InvalidStateChange("service node has been activated before")
+        return msgspec.structs.replace(
+            sn, active=True, active_since=height, last_state_change_height=height,
+            last_state_change_reason=reason,
+        )
+    if kind is StateChangeKind.DECOMMISSION:
+        if not sn.active:
+            raise InvalidStateChange("service node is not active")
+        return msgspec.structs.replace(
+            sn, active=False, decommission_count=sn.decommission_count + 1,
+            last_state_change_height=height, last_state_change_reason=reason,
+            last_decommission_reason=reason,
+        )
+    if sn.active or sn.active_since == NO_HEIGHT:
+        raise InvalidStateChange("service node is not decommissioned")
+    # A recommissioned node goes to the back of the reward queue.
+    return msgspec.structs.replace(
+        sn, active=True, active_since=height, last_reward_height=height,
+        last_state_change_height=height, last_state_change_reason=reason,
+    )
+
+
+# --- rewards ------------------------------------------------------------------------------
+
+def reward_order_key(sn: ServiceNode) -> tuple[int, int, bytes]:
+    """Round robin: least recently paid first, then earliest registered, then by key."""
+    return (sn.last_reward_height, sn.registration_height, sn.pubkey)
+
+
+def next_reward_winner(
+    nodes: "list[ServiceNode]", height: int, params: NetworkParams
+) -> ServiceNode | None:
+    """The payable node that block `height` pays, judged by the parent's registry."""
+    payable = [sn for sn in nodes if is_payable(sn, height - 1, params)]
+    return min(payable, key=reward_order_key) if payable else None
+
+
+def reward_split(sn: ServiceNode, reward: int) -> list[tuple[bytes, int]]:
+    """(owner, atomic amount) for each contributor, operator first, summing exactly to reward.
+
+    The operator fee comes off first; the rest is shared pro rata by contribution, rounded down;
+    the rounding remainder goes to the operator.
+    """
+    fee = reward * sn.fee_ppm // PPM
+    rest = reward - fee
+    total = sn.total_contributed
+    shares = [(c.owner, rest * c.amount // total) for c in sn.contributors if c.amount > 0]
+    dust = rest - sum(a for _, a in shares)
+    owner0, amount0 = shares[0]
+    shares[0] = (owner0, amount0 + fee + dust)
+    return [(owner, amount) for owner, amount in shares if amount > 0]
+
+
+FEE_PERCENT_DISPLAY_DIVISOR: Final = 10_000
+"""Tools show `operator_fee / 10000` as percent."""

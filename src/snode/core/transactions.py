@@ -1,0 +1,176 @@
+"""Transactions: kinds, ids, signing hashes and stateless checks.
+
+Every transaction has the same frame (inputs, outputs, payload, signatures); the payload says
+which kind it is. Inputs name unspent outputs; signature i is the owner of input i signing the
+transaction's signing hash. Coinbase and state changes have no inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final, TypeAlias, Union
+
+import msgspec
+
+from snode.core.crypto import hash32
+from snode.core.encoding import domain_hash, encode
+from snode.core.errors import InvalidTransaction
+from snode.core.types import Amount, Hash32, Height, Ppm, PubKey, Signature, Timestamp
+from snode.params import MAX_TX_BYTES
+
+TX_VERSION: Final = 1
+OutputIndex: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=65_535)]
+
+
+class OutPoint(msgspec.Struct, frozen=True, array_like=True):
+    """Names one output of an earlier transaction."""
+
+    txid: Hash32
+    """Id of the transaction that made the output."""
+    index: OutputIndex
+    """Position of the output in that transaction."""
+
+    def key(self) -> bytes:
+        """The key of this output in the chain state's output map."""
+        return self.txid + self.index.to_bytes(2, "big")
+
+
+def outpoint_key(txid: bytes, index: int) -> bytes:
+    """The output-map key of output `index` of transaction `txid`."""
+    return txid + index.to_bytes(2, "big")
+
+
+class TxOut(msgspec.Struct, frozen=True, array_like=True):
+    """A new output: coins for a public key. It unlocks `unlock_confirmations` blocks later."""
+
+    owner: PubKey
+    """Public key that may spend it (the key inside the owner's address)."""
+    amount: Amount
+    """Atomic units."""
+
+
+class Transfer(msgspec.Struct, frozen=True, array_like=True, tag=0):
+    """Moves coins: the outputs are the whole point."""
+
+
+class Coinbase(msgspec.Struct, frozen=True, array_like=True, tag=1):
+    """First transaction of every block: the block reward and the fees. Height makes it unique."""
+
+    height: Height
+
+
+class Reservation(msgspec.Struct, frozen=True, array_like=True):
+    """One (address, amount) pair of a registration; the operator's comes first."""
+
+    owner: PubKey
+    amount: Amount
+
+
+class Registration(msgspec.Struct, frozen=True, array_like=True, tag=2):
+    """Registers a service node and commits the operator's stake (the first reservation)."""
+
+    fee_ppm: Ppm
+    """Operator fee in ppm (10 % = 100000)."""
+    reservations: tuple[Reservation, ...]
+    """Operator first, then contributors who reserved a share."""
+    expiry: Timestamp
+    """Unix time after which the registration may not be included."""
+    sn_pubkey: PubKey
+    """The service node's key."""
+    sn_signature: Signature
+    """The service node key's signature over `registration_hash(...)`."""
+
+
+class Stake(msgspec.Struct, frozen=True, array_like=True, tag=3):
+    """Contributes `amount` to a service node; the inputs' owner is the contributor."""
+
+    sn_pubkey: PubKey
+    amount: Amount
+
+
+class Vote(msgspec.Struct, frozen=True, array_like=True):
+    """One quorum member's signature."""
+
+    voter: PubKey
+    signature: Signature
+
+
+class StateChange(msgspec.Struct, frozen=True, array_like=True, tag=4):
+    """A quorum's verdict on one service node: activate, decommission or recommission."""
+
+    sn_pubkey: PubKey
+    kind: Annotated[int, msgspec.Meta(ge=0, le=255)]
+    """One of `service_nodes.StateChangeKind`."""
+    reason: Annotated[int, msgspec.Meta(ge=0, le=255)]
+    """One of `service_nodes.Reason`."""
+    quorum_height: Height
+    """The height whose obligations quorum voted."""
+    votes: tuple[Vote, ...]
+
+
+Payload: TypeAlias = Union[Transfer, Coinbase, Registration, Stake, StateChange]
+
+
+class Transaction(msgspec.Struct, frozen=True, array_like=True):
+    """A transaction of any kind."""
+
+    version: int
+    inputs: tuple[OutPoint, ...]
+    outputs: tuple[TxOut, ...]
+    payload: Payload
+    signatures: tuple[Signature, ...]
+    """Signature i is by the owner of input i over `signing_hash(tx)`."""
+
+
+def txid(tx: Transaction) -> bytes:
+    """The transaction id: BLAKE2b-256 of its canonical encoding."""
+    return hash32(encode(tx))
+
+
+def signing_hash(tx: Transaction, network_id: int) -> bytes:
+    """What the input owners sign: the transaction without its signatures, on one network."""
+    unsigned = msgspec.structs.replace(tx, signatures=())
+    return domain_hash(b"tx", network_id, encode(unsigned))
+
+
+def registration_hash(
+    network_id: int, fee_ppm: int, reservations: tuple[Reservation, ...], expiry: int,
+    sn_pubkey: bytes,
+) -> bytes:
+    """What the service node key signs to authorise its registration."""
+    body = encode((fee_ppm, reservations, expiry, sn_pubkey))
+    return domain_hash(b"registration", network_id, body)
+
+
+def state_change_hash(
+    network_id: int, sn_pubkey: bytes, kind: int, reason: int, quorum_height: int
+) -> bytes:
+    """What each quorum member signs to vote for a state change."""
+    return domain_hash(b"state-change", network_id, encode((sn_pubkey, kind, reason, quorum_height)))
+
+
+def check_stateless(tx: Transaction) -> int:
+    """Checks that need no chain state; returns the encoded size in bytes."""
+    size = len(encode(tx))
+    if tx.version != TX_VERSION:
+        raise InvalidTransaction(f"unknown transaction version {tx.version}")
+    if size > MAX_TX_BYTES:
+        raise InvalidTransaction(f"transaction is {size} bytes; the limit is {MAX_TX_BYTES}")
+    payload = tx.payload
+    if isinstance(payload, (Coinbase, StateChange)):
+        if tx.inputs or tx.signatures:
+            raise InvalidTransaction(f"a {type(payload).__name__} transaction has no inputs")
+        if isinstance(payload, StateChange) and tx.outputs:
+            raise InvalidTransaction("a state change has no outputs")
+    else:
+        if not tx.inputs:
+            raise InvalidTransaction("transaction has no inputs")
+        if len(tx.signatures) != len(tx.inputs):
+            raise InvalidTransaction(
+                f"transaction has {len(tx.signatures)} signatures for {len(tx.inputs)} inputs"
+            )
+        if len(set(tx.inputs)) != len(tx.inputs):
+            raise InvalidTransaction("transaction spends the same output twice")
+    for i, out in enumerate(tx.outputs):
+        if out.amount <= 0:
+            raise InvalidTransaction(f"output {i} has amount 0")
+    return size

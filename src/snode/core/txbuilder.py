@@ -1,0 +1,88 @@
+"""Building and signing spending transactions: coin selection, change and fee.
+
+Pure: the caller gives the spendable outputs it knows of (from its scan of the chain) and the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from snode.core.crypto import SigningKey
+from snode.core.encoding import encode
+from snode.core.errors import InvalidTransaction
+from snode.core.state import UtxoEntry
+from snode.core.transactions import (
+    TX_VERSION, OutPoint, Payload, Registration, Stake, Transaction, Transfer, TxOut, signing_hash,
+)
+from snode.core.types import SIGNATURE_BYTES
+from snode.core.units import format_coins
+from snode.params import NetworkParams
+
+Spendable = tuple[OutPoint, UtxoEntry]
+
+
+def payload_spend(payload: Payload) -> int:
+    """Atomic units a payload locks up besides the outputs (a stake)."""
+    if isinstance(payload, Registration):
+        return payload.reservations[0].amount
+    if isinstance(payload, Stake):
+        return payload.amount
+    return 0
+
+
+def _size(inputs: Sequence[OutPoint], outputs: Sequence[TxOut], payload: Payload) -> int:
+    dummy = (bytes(SIGNATURE_BYTES),) * len(inputs)
+    return len(encode(Transaction(TX_VERSION, tuple(inputs), tuple(outputs), payload, dummy)))
+
+
+def estimate_fee(n_inputs: int, outputs: Sequence[TxOut], payload: Payload, params: NetworkParams) -> int:
+    """The minimum fee of a transaction with n_inputs inputs, these outputs and change."""
+    inputs = [OutPoint(bytes(32), 0)] * n_inputs
+    change = TxOut(bytes(32), 2**62)
+    return params.fee_per_byte * _size(inputs, [*outputs, change], payload)
+
+
+def build_spend(
+    spendable: Sequence[Spendable], key: SigningKey, outputs: Sequence[TxOut], payload: Payload,
+    params: NetworkParams,
+) -> Transaction:
+    """Pick inputs of `key` (largest first), add change, pay the minimum fee, sign.
+
+    InvalidTransaction says how much is missing when the spendable outputs are not enough.
+    """
+    target = sum(o.amount for o in outputs) + payload_spend(payload)
+    mine = sorted(
+        (s for s in spendable if s[1].owner == key.public),
+        key=lambda s: (-s[1].amount, s[0].txid, s[0].index),
+    )
+    chosen: list[Spendable] = []
+    total = 0
+    for item in mine:
+        chosen.append(item)
+        total += item[1].amount
+        if total >= target + estimate_fee(len(chosen), outputs, payload, params):
+            break
+    fee = estimate_fee(max(len(chosen), 1), outputs, payload, params)
+    if total < target + fee:
+        raise InvalidTransaction(
+            f"unlocked balance {format_coins(total)} is not enough: {format_coins(target)} coins "
+            f"plus a fee of {format_coins(fee)} are needed"
+        )
+    inputs = tuple(op for op, _ in chosen)
+    all_outputs = list(outputs)
+    # The estimate counts a change output of the widest encoding, so it is never too low.
+    change = total - target - fee
+    if change > 0:
+        all_outputs.append(TxOut(key.public, change))
+    unsigned = Transaction(TX_VERSION, inputs, tuple(all_outputs), payload, ())
+    message = signing_hash(unsigned, params.network_id)
+    return Transaction(
+        TX_VERSION, inputs, tuple(all_outputs), payload, tuple(key.sign(message) for _ in inputs)
+    )
+
+
+def build_transfer(
+    spendable: Sequence[Spendable], key: SigningKey, to: bytes, amount: int, params: NetworkParams
+) -> Transaction:
+    """A signed transfer of `amount` to public key `to`."""
+    return build_spend(spendable, key, [TxOut(to, amount)], Transfer(), params)

@@ -1,0 +1,70 @@
+"""Coins <-> atomic units, and percent <-> ppm. Users type coins; the chain counts atomic units."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from snode.core.errors import InvalidAmount
+from snode.params import COIN, PPM
+
+DECIMALS: Final = 9
+PERCENT_DECIMALS: Final = 4
+_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
+def _split_decimal(text: str, what: str, max_decimals: int) -> tuple[str, str]:
+    if text == "" or text.strip() == "":
+        raise InvalidAmount(f"{what} is empty: give a number such as 1.5")
+    if text != text.strip() or any(ch.isspace() for ch in text):
+        raise InvalidAmount(f"{what} '{text}' contains whitespace: give digits only, such as 1.5")
+    if text.startswith("-"):
+        raise InvalidAmount(f"{what} '{text}' is negative: give a positive number")
+    if "," in text:
+        raise InvalidAmount(f"{what} '{text}' contains a comma: write it without separators")
+    if "e" in text.lower():
+        raise InvalidAmount(f"{what} '{text}' uses an exponent: write the number out in full")
+    if not _DECIMAL.fullmatch(text) or not text.isascii():
+        raise InvalidAmount(f"{what} '{text}' is not a decimal number: give digits such as 1.5")
+    whole, _, frac = text.partition(".")
+    if len(frac) > max_decimals:
+        raise InvalidAmount(
+            f"{what} '{text}' has more than {max_decimals} decimal places: "
+            f"the smallest unit is 0.{'0' * (max_decimals - 1)}1"
+        )
+    return whole, frac
+
+
+def parse_coins(text: str) -> int:
+    """Parse a coin amount typed by a user (`200000`, `1.5`, `0.000000001`) into atomic units."""
+    whole, frac = _split_decimal(text, "amount", DECIMALS)
+    atomic = int(whole) * COIN + int(frac.ljust(DECIMALS, "0") or "0")
+    if atomic > 2**63 - 1:
+        raise InvalidAmount(f"amount '{text}' is too large")
+    return atomic
+
+
+def format_coins(atomic: int) -> str:
+    """Atomic units as coins with no trailing zeros: 16500000000 -> `16.5`."""
+    sign = "-" if atomic < 0 else ""
+    whole, frac = divmod(abs(atomic), COIN)
+    frac_text = f"{frac:0{DECIMALS}d}".rstrip("0")
+    return f"{sign}{whole}.{frac_text}" if frac_text else f"{sign}{whole}"
+
+
+def parse_percent_ppm(text: str, *, maximum_ppm: int) -> int:
+    """Parse a decimal percent (`0`, `2.5`, `10`; up to 4 decimals) into ppm, at most maximum_ppm."""
+    whole, frac = _split_decimal(text, "percent", PERCENT_DECIMALS)
+    ppm = int(whole) * (PPM // 100) + int(frac.ljust(PERCENT_DECIMALS, "0") or "0")
+    if ppm > maximum_ppm:
+        raise InvalidAmount(
+            f"percent '{text}' is above the maximum of {format_percent(maximum_ppm)}"
+        )
+    return ppm
+
+
+def format_percent(ppm: int) -> str:
+    """ppm as a decimal percent with no trailing zeros: 25000 -> `2.5`."""
+    whole, frac = divmod(ppm, PPM // 100)
+    frac_text = f"{frac:0{PERCENT_DECIMALS}d}".rstrip("0")
+    return f"{whole}.{frac_text}" if frac_text else str(whole)

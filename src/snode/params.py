@@ -1,0 +1,129 @@
+"""Network parameter sets: every consensus and operator constant, in one place.
+
+One frozen record per network (mainnet, testnet, devnet, regtest). Amounts are atomic units
+(1 coin = 10**9), times are seconds, heights are blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+COIN: Final = 1_000_000_000
+"""Atomic units in one coin."""
+
+PPM: Final = 1_000_000
+"""Parts per million: the unit of the operator fee (10 % = 100_000 ppm)."""
+
+MAX_TX_BYTES: Final = 100_000
+MAX_BLOCK_BYTES: Final = 2_000_000
+MAX_OPERATOR_FEE_PPM: Final = 100_000
+MAX_CONTRIBUTORS: Final = 11
+"""The operator plus up to 10 others."""
+
+PROOF_CLOCK_TOLERANCE: Final = 300
+"""An uptime proof's timestamp must be within this many seconds of the receiver's clock."""
+
+STATE_CHANGE_WINDOW: Final = 10
+"""A state change may cite the quorum of any of this many most recent heights."""
+
+MAX_FUTURE_BLOCK_TIME: Final = 120
+"""A block timestamp may be at most this far ahead of the receiving node's clock."""
+
+# Published regtest keys: public constants on purpose, like Bitcoin's regtest keys. Never use
+# them on a network with value.
+REGTEST_AUTHORITY_SEED: Final = bytes.fromhex(
+    "7265677465737420617574686f72697479207365656420666f7220736e6f6465"
+)
+REGTEST_FAUCET_SEED: Final = bytes.fromhex(
+    "7265677465737420666175636574207365656420666f7220736e6f6465212121"
+)
+REGTEST_FAUCET_WORDS: Final = (
+    "include clinic tackle slab dance awake office concert gloom close amount traffic "
+    "film rare light social impulse adjust swear tell edge mountain loyal dinner"
+)
+"""BIP-39 words of the regtest faucet wallet: the mnemonic of REGTEST_FAUCET_SEED."""
+
+REGTEST_GENESIS_TIMESTAMP: Final = 1_767_225_600  # 2026-01-01T00:00:00Z
+REGTEST_FAUCET_AMOUNT: Final = 10_000_000 * COIN
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkParams:
+    """Everything that differs between networks."""
+
+    name: str
+    """`mainnet`, `testnet`, `devnet` or `regtest`."""
+    network_id: int
+    """Mixed into every signed message so that a signature is valid on one network only."""
+    address_prefix: str
+    """Human-readable part of a wallet address."""
+    p2p_port: int
+    rpc_port: int
+    quorumnet_port: int
+    omq_port: int
+    wallet_rpc_port: int
+    target_block_time: int
+    """Seconds between blocks; 0 on regtest, where blocks come from `generate_blocks`."""
+    proof_interval: int
+    """Seconds between two uptime proofs of one SN."""
+    healthy_proof_age: int
+    decommission_proof_age: int
+    min_active_sns: int
+    """Below this many active SNs the genesis authority produces blocks and stands in for quorums."""
+    registration_validity: int = 14 * 24 * 3600
+    unlock_confirmations: int = 10
+    payable_grace: int = 4
+    staking_requirement: int = 200_000 * COIN
+    pool_operator_min: int = 100_000 * COIN
+    obligations_quorum_size: int = 10
+    obligations_votes_needed: int = 7
+    validators_size: int = 11
+    validators_needed: int = 7
+    block_reward: int = 16_500_000_000
+    fee_per_byte: int = 1_000
+    private_public_ip_allowed: bool = False
+    """Devnet and regtest accept loopback and private `--service-node-public-ip` values."""
+    generate_on_demand: bool = False
+    """Regtest: any node produces blocks on `generate_blocks` with the published authority key."""
+
+    def quorum_size(self, active: int) -> int:
+        """Obligations quorum size for a network with `active` active SNs."""
+        if self.private_public_ip_allowed:
+            return min(self.obligations_quorum_size, active)
+        return self.obligations_quorum_size
+
+    def votes_needed(self, size: int) -> int:
+        """Votes needed from an obligations quorum of `size` members."""
+        if self.private_public_ip_allowed:
+            return -(-2 * size // 3)
+        return self.obligations_votes_needed
+
+
+MAINNET: Final = NetworkParams(
+    name="mainnet", network_id=0x534E0001, address_prefix="sn",
+    p2p_port=9230, rpc_port=9231, quorumnet_port=9232, omq_port=9233, wallet_rpc_port=9234,
+    target_block_time=120, proof_interval=60, healthy_proof_age=120,
+    decommission_proof_age=1800, min_active_sns=12,
+)
+TESTNET: Final = NetworkParams(
+    name="testnet", network_id=0x534E0002, address_prefix="snt",
+    p2p_port=18090, rpc_port=18091, quorumnet_port=18092, omq_port=18093, wallet_rpc_port=18094,
+    target_block_time=120, proof_interval=60, healthy_proof_age=120,
+    decommission_proof_age=1800, min_active_sns=12,
+)
+DEVNET: Final = NetworkParams(
+    name="devnet", network_id=0x534E0003, address_prefix="snd",
+    p2p_port=38090, rpc_port=38091, quorumnet_port=38092, omq_port=38093, wallet_rpc_port=38094,
+    target_block_time=2, proof_interval=2, healthy_proof_age=10,
+    decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
+)
+REGTEST: Final = NetworkParams(
+    name="regtest", network_id=0x534E0004, address_prefix="snr",
+    p2p_port=38090, rpc_port=38091, quorumnet_port=38092, omq_port=38093, wallet_rpc_port=38094,
+    target_block_time=0, proof_interval=2, healthy_proof_age=10,
+    decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
+    generate_on_demand=True,
+)
+
+NETWORKS: Final = {p.name: p for p in (MAINNET, TESTNET, DEVNET, REGTEST)}
