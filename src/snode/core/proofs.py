@@ -1,0 +1,70 @@
+"""Uptime proofs: what a service node signs to say it is up, and when a node accepts one."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from snode.core.crypto import SigningKey, verify
+from snode.core.encoding import domain_hash, encode
+from snode.core.errors import SnodeError
+from snode.core.types import PubKey, Signature, Timestamp
+from snode.params import PROOF_CLOCK_TOLERANCE, NetworkParams
+
+Port = Annotated[int, msgspec.Meta(ge=1, le=65_535)]
+
+
+class InvalidProof(SnodeError):
+    """An uptime proof this node does not accept; the reason goes back to the sender."""
+
+
+class UptimeProof(msgspec.Struct, frozen=True, array_like=True):
+    """A service node's signed statement that it is up and where it can be reached."""
+
+    pubkey: PubKey
+    timestamp: Timestamp
+    public_ip: Annotated[str, msgspec.Meta(max_length=45)]
+    p2p_port: Port
+    quorumnet_port: Port
+    version: Annotated[str, msgspec.Meta(max_length=32)]
+    signature: Signature
+
+
+def proof_message(network_id: int, proof: UptimeProof) -> bytes:
+    """What the service node key signs: the proof without its signature."""
+    unsigned = msgspec.structs.replace(proof, signature=bytes(64))
+    return domain_hash(b"uptime-proof", network_id, encode(unsigned))
+
+
+def make_proof(
+    key: SigningKey, params: NetworkParams, *, timestamp: int, public_ip: str, p2p_port: int,
+    quorumnet_port: int, version: str,
+) -> UptimeProof:
+    """A signed uptime proof."""
+    unsigned = UptimeProof(key.public, timestamp, public_ip, p2p_port, quorumnet_port, version, bytes(64))
+    return msgspec.structs.replace(
+        unsigned, signature=key.sign(proof_message(params.network_id, unsigned))
+    )
+
+
+def check_proof(
+    proof: UptimeProof, params: NetworkParams, *, registered: bool, now: int, last_accepted: int,
+) -> None:
+    """DESIGN.md section 5: registered key, clock within 5 minutes, newer than the last one,
+    at most one per half interval, good signature. InvalidProof names the failed rule."""
+    if not registered:
+        raise InvalidProof(f"key {proof.pubkey.hex()[:16]} is not a registered service node")
+    if abs(proof.timestamp - now) > PROOF_CLOCK_TOLERANCE:
+        raise InvalidProof(
+            f"proof timestamp {proof.timestamp} is more than {PROOF_CLOCK_TOLERANCE} s from "
+            f"this node's clock ({now}): check the sender's clock"
+        )
+    if proof.timestamp <= last_accepted:
+        raise InvalidProof("proof is not newer than the last accepted one")
+    if last_accepted and proof.timestamp - last_accepted < params.proof_interval // 2:
+        raise InvalidProof(
+            f"proofs are rate-limited to one per {params.proof_interval // 2} s"
+        )
+    if not verify(proof.pubkey, proof_message(params.network_id, proof), proof.signature):
+        raise InvalidProof("proof signature is not valid")

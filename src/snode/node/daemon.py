@@ -1,0 +1,241 @@
+"""snoded: start-up, main loop, graceful shutdown.
+
+Start-up order matters for the promise that a bad flag leaves the data dir as it was: parse and
+check every flag, bind every listening socket, and only then create, lock and open the data dir.
+Signal handlers only set the stop event; the main coroutine does the shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+import click
+from aiohttp import web
+
+from snode import __version__
+from snode.core.crypto import SigningKey
+from snode.core.genesis import genesis_state
+from snode.node.config import Config, ConfigError, Endpoint, build_config
+from snode.node.datadir import DataDir, check_writable
+from snode.node.metrics import render as render_metrics
+from snode.node.node import Identity, Node
+from snode.params import REGTEST_AUTHORITY_SEED
+from snode.rpc.methods import MethodTable
+from snode.rpc.server import make_app
+from snode.store import ChainStore, StoreError
+
+log = logging.getLogger("snoded")
+
+LOG_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG, 4: logging.DEBUG}
+SHUTDOWN_TIMEOUT = 10.0
+
+
+def bind_socket(option: str, endpoint: Endpoint) -> socket.socket:
+    """A listening TCP socket, or ConfigError naming the option (port in use, no such address)."""
+    family = socket.AF_INET6 if ":" in endpoint.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((endpoint.host, endpoint.port))
+        sock.listen(128)
+    except OSError as err:
+        sock.close()
+        if err.errno == 98:  # EADDRINUSE
+            raise ConfigError(f"{option}: {endpoint} is already in use by another program") from None
+        raise ConfigError(f"{option}: cannot listen on {endpoint}: {err.strerror}") from None
+    sock.setblocking(False)
+    return sock
+
+
+def setup_logging(level: int, log_file: Path) -> None:
+    """Log to stderr and to the data dir's log file."""
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    root = logging.getLogger()
+    root.setLevel(LOG_LEVELS[level])
+    for handler in (logging.StreamHandler(sys.stderr), logging.FileHandler(log_file)):
+        handler.setFormatter(fmt)
+        root.addHandler(handler)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+class Daemon:
+    """One running snoded."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.stop_event = asyncio.Event()
+        self.node: Node | None = None
+
+    def request_stop(self) -> None:
+        self.stop_event.set()
+
+    async def run(self) -> int:
+        cfg = self.config
+        rpc_sock = bind_socket("--rpc-admin", cfg.rpc_admin)
+        p2p_sock = bind_socket("--p2p-bind-ip/--p2p-bind-port", cfg.p2p_bind)
+        check_writable(cfg.data_dir)
+        datadir = DataDir(cfg.data_dir)
+        datadir.create()
+        datadir.lock()
+        setup_logging(cfg.log_level, datadir.log_file)
+        node = self.node = self._open_node(datadir)
+        if not cfg.rpc_admin.host.startswith("127.") and cfg.rpc_admin.host != "::1":
+            log.warning(
+                "admin RPC bound to %s: it must never be reachable from the internet; "
+                "restrict the port mapping to loopback", cfg.rpc_admin,
+            )
+        methods = MethodTable(node, request_stop=self.request_stop)
+        app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
+                       metrics=lambda: render_metrics(node))
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        await web.SockSite(runner, rpc_sock, shutdown_timeout=2.0).start()
+        # The P2P protocol arrives with the networking issue; until then the port is held so
+        # that a clash shows at start-up, and connections are closed politely.
+        p2p = await asyncio.start_server(_refuse_peer, sock=p2p_sock)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        tasks = [asyncio.create_task(self._produce_blocks(node), name="producer")]
+        if not cfg.non_interactive:
+            tasks.append(asyncio.create_task(self._console(node), name="console"))
+        log.info("snoded v%s on %s: height %d, admin RPC on %s, P2P on %s%s", __version__,
+                 cfg.params.name, node.height, cfg.rpc_admin, cfg.p2p_bind,
+                 f", service node {node.identity.key.public.hex()}" if node.identity else "")
+        print(node.status_line(int(time.time())), flush=True)
+        await self.stop_event.wait()
+        log.info("stopping")
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        p2p.close()
+        await asyncio.wait_for(runner.cleanup(), SHUTDOWN_TIMEOUT)
+        node.close()
+        datadir.unlock()
+        log.info("stopped")
+        return 0
+
+    def _open_node(self, datadir: DataDir) -> Node:
+        cfg = self.config
+        params = cfg.params
+        doc = datadir.genesis(params, cfg.genesis_file)
+        state0, block0, consensus = genesis_state(doc, params)
+        try:
+            store = ChainStore.open(datadir.database, genesis_block=block0, genesis_state=state0)
+            state = store.load_state()
+        except StoreError as err:
+            raise ConfigError(f"--data-dir: {err.reason}") from None
+        identity = None
+        if cfg.service_node:
+            assert cfg.public_ip is not None
+            identity = Identity(datadir.service_node_key(), cfg.public_ip, cfg.p2p_bind.port, cfg.quorumnet_port)
+        producer = datadir.authority_key()
+        if params.generate_on_demand:
+            producer = SigningKey(REGTEST_AUTHORITY_SEED)
+        if producer is not None and producer.public not in consensus.authorities:
+            log.warning("the authority key in the data dir is not one of this genesis' authorities; not producing blocks")
+            producer = None
+        return Node(params=params, consensus=consensus, store=store, state=state,
+                    identity=identity, producer_key=producer)
+
+    async def _produce_blocks(self, node: Node) -> None:
+        """Devnet and public networks while bootstrapping: the authority produces on schedule."""
+        interval = node.params.target_block_time
+        if node.producer_key is None or interval <= 0:
+            return
+        while True:
+            now = time.time()
+            due = node.state.timestamp + interval
+            await asyncio.sleep(max(due - now, 0.05))
+            try:
+                node.produce_block(int(time.time()))
+            except Exception:
+                log.exception("block production failed")
+                await asyncio.sleep(interval)
+
+    async def _console(self, node: Node) -> None:
+        """Console commands on stdin: status, print_sn_key, exit."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        try:
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        except (OSError, ValueError):
+            return
+        while True:
+            line = await reader.readline()
+            if not line:
+                return  # stdin closed: keep running
+            command = line.decode(errors="replace").strip()
+            if command == "status":
+                print(node.status_line(int(time.time())), flush=True)
+            elif command == "print_sn_key":
+                print(node.identity.key.public.hex() if node.identity else
+                      "this daemon is not a service node (start it with --service-node)", flush=True)
+            elif command in ("exit", "quit", "stop"):
+                self.request_stop()
+                return
+            elif command == "help":
+                print("commands: status, print_sn_key, exit", flush=True)
+            elif command:
+                print(f"unknown command '{command}'; commands: status, print_sn_key, exit", flush=True)
+
+
+async def _refuse_peer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    writer.close()
+
+
+@click.command(context_settings={"help_option_names": ["--help", "-h"], "max_content_width": 100})
+@click.option("--service-node", is_flag=True, help="Run as a service node.")
+@click.option("--data-dir", metavar="PATH", help="Data directory (keys, registration, chain).")
+@click.option("--p2p-bind-ip", metavar="IP", help="P2P bind address [0.0.0.0].")
+@click.option("--p2p-bind-port", metavar="PORT", help="P2P port [9230].")
+@click.option("--rpc-admin", metavar="IP:PORT", help="Admin RPC bind [127.0.0.1:9231]; keep it on loopback.")
+@click.option("--rpc-allow-host", "rpc_allow_hosts", multiple=True, metavar="HOST",
+              help="Extra Host header value the admin RPC accepts (repeatable).")
+@click.option("--service-node-public-ip", "public_ip", metavar="IP", help="The node's real public IP.")
+@click.option("--quorumnet-port", metavar="PORT", help="SN-to-SN port [9232].")
+@click.option("--add-priority-node", "priority_nodes", multiple=True, metavar="HOST:PORT",
+              help="Peer to stay connected to (repeatable).")
+@click.option("--log-level", default="2", show_default=True, metavar="0-4", help="0 errors .. 4 trace.")
+@click.option("--non-interactive", is_flag=True, help="Never read console commands from stdin.")
+@click.option("--testnet", "network", flag_value="testnet", help="Use the test network.")
+@click.option("--devnet", "network", flag_value="devnet", help="Use a local development network.")
+@click.option("--regtest", "network", flag_value="regtest", help="Regression-test network (blocks on demand).")
+@click.option("--genesis", metavar="FILE", help="Genesis document for this network.")
+@click.version_option(__version__, "--version", prog_name="snoded", message="%(prog)s v%(version)s")
+def cli(network: str | None, **flags: object) -> None:
+    """snoded: the snode service-node daemon."""
+    config = build_config(network=network or "mainnet", **flags)  # type: ignore[arg-type]
+    code = asyncio.run(Daemon(config).run())
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: every start-up error is one line on stderr and exit code 1."""
+    try:
+        cli.main(args=argv, prog_name="snoded", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as err:
+        click.echo(err.format_message(), err=True)
+        sys.exit(1)
+    except click.UsageError as err:
+        click.echo(f"snoded: {err.format_message()}", err=True)
+        sys.exit(1)
+    except ConfigError as err:
+        click.echo(f"snoded: {err}", err=True)
+        sys.exit(1)
+    except click.exceptions.Exit as err:
+        sys.exit(err.exit_code)
+    except click.Abort:
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

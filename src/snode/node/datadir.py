@@ -1,0 +1,168 @@
+"""The data dir: lock, service-node key, genesis document. Keys and chain survive restarts."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from typing import IO
+
+from snode.core.crypto import SigningKey
+from snode.core.errors import InvalidGenesis
+from snode.core.genesis import GenesisDoc, encode_genesis, parse_genesis, regtest_genesis
+from snode.node.config import ConfigError
+from snode.params import NetworkParams
+
+KEY_FILE = "key"
+AUTHORITY_KEY_FILE = "authority_key"
+GENESIS_FILE = "genesis.json"
+DATABASE_FILE = "chain.sqlite"
+LOCK_FILE = "snoded.lock"
+LOG_FILE = "snoded.log"
+
+
+def check_writable(path: Path) -> None:
+    """ConfigError unless path is (or can be created as) a writable directory."""
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise ConfigError(f"--data-dir: {probe} exists and is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"--data-dir: {path} is not writable by this user")
+
+
+def write_atomically(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Write a file so that a crash leaves either the old or the new content, never half."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class DataDir:
+    """One daemon's directory. Holding `lock()` keeps a second daemon out."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock: IO[str] | None = None
+
+    def create(self) -> None:
+        """Create the directory (0700) if it does not exist."""
+        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def lock(self) -> None:
+        """Take the exclusive lock, or ConfigError naming the process that holds it."""
+        handle = open(self.path / LOCK_FILE, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise ConfigError(
+                f"--data-dir: {self.path} is in use by another snoded (pid {holder}); stop it "
+                "or choose another data dir"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._lock = handle
+
+    def unlock(self) -> None:
+        """Release the lock (also released by the OS when the process dies)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    @property
+    def database(self) -> Path:
+        return self.path / DATABASE_FILE
+
+    @property
+    def log_file(self) -> Path:
+        return self.path / LOG_FILE
+
+    def service_node_key(self) -> SigningKey:
+        """The SN key: created on first start (mode 0600), the same one on every later start."""
+        return self._key(KEY_FILE, create=True)  # type: ignore[return-value]
+
+    def authority_key(self) -> SigningKey | None:
+        """The genesis authority key if this data dir holds one (devnet producer)."""
+        return self._key(AUTHORITY_KEY_FILE, create=False)
+
+    def _key(self, name: str, *, create: bool) -> SigningKey | None:
+        path = self.path / name
+        if path.exists():
+            raw = path.read_bytes().strip()
+            try:
+                seed = bytes.fromhex(raw.decode())
+                return SigningKey(seed)
+            except (UnicodeDecodeError, ValueError):
+                raise ConfigError(
+                    f"--data-dir: key file {path} is damaged (expected 64 hex characters); "
+                    "restore it from your backup"
+                ) from None
+        if not create:
+            return None
+        seed = os.urandom(32)
+        write_atomically(path, seed.hex().encode() + b"\n", mode=0o600)
+        return SigningKey(seed)
+
+    def genesis(self, params: NetworkParams, genesis_file: Path | None) -> GenesisDoc:
+        """The network's genesis: the data dir's copy, else --genesis FILE, else the built-in one.
+
+        A --genesis that differs from the data dir's copy is refused: the chain in this data dir
+        belongs to the other one.
+        """
+        stored = self.path / GENESIS_FILE
+        given: GenesisDoc | None = None
+        if genesis_file is not None:
+            given = _read_genesis(genesis_file, params, "--genesis")
+        if stored.exists():
+            doc = _read_genesis(stored, params, "--data-dir")
+            if given is not None and given != doc:
+                raise ConfigError(
+                    f"--genesis: {genesis_file} differs from the genesis in {stored}; this data "
+                    "dir holds another chain: use a new --data-dir"
+                )
+            return doc
+        doc = given or builtin_genesis(params)
+        write_atomically(stored, encode_genesis(doc), mode=0o644)
+        return doc
+
+
+def _read_genesis(path: Path, params: NetworkParams, option: str) -> GenesisDoc:
+    try:
+        return parse_genesis(path.read_bytes(), params)
+    except OSError as err:
+        raise ConfigError(f"{option}: cannot read {path}: {err.strerror}") from None
+    except InvalidGenesis as err:
+        raise ConfigError(f"{option}: {path}: {err}") from None
+
+
+def builtin_genesis(params: NetworkParams) -> GenesisDoc:
+    """The genesis shipped with the package for a network."""
+    if params.generate_on_demand:
+        return regtest_genesis()
+    from snode.node.builtin import BUILTIN_GENESIS
+
+    doc = BUILTIN_GENESIS.get(params.name)
+    if doc is None:
+        raise ConfigError(
+            f"--genesis: {params.name} has no built-in genesis; give one with --genesis FILE "
+            "(snode-devnet writes one)"
+        )
+    return doc

@@ -1,0 +1,401 @@
+"""The admin RPC methods. Each takes a validated params record and returns a JSON-able result.
+
+Parameter records reject unknown fields, so a typo in a parameter name is an error naming it
+rather than a silently ignored option.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+import msgspec
+
+from snode import __version__
+from snode.core import service_nodes as sn_rules
+from snode.core.address import decode_address, encode_address
+from snode.core.blocks import Block, block_hash
+from snode.core.encoding import decode, encode
+from snode.core.errors import DecodeError, InvalidAddress, InvalidAmount, InvalidRegistration, SnodeError
+from snode.core.proofs import InvalidProof
+from snode.core.registration import format_command, sign_registration
+from snode.core.state import ServiceNode
+from snode.core.transactions import Coinbase, Registration, Reservation, Stake, StateChange, Transaction, txid
+from snode.core.units import parse_percent_ppm
+from snode.node.node import Node
+from snode.params import MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM
+from snode.rpc import errors as E
+from snode.rpc.errors import RpcError
+
+REG_FAILED = "Failed to make registration command"
+MAX_GENERATE = 1000
+
+
+class NoParams(msgspec.Struct, forbid_unknown_fields=True):
+    """Methods that take no parameters."""
+
+
+class GetServiceNodesParams(msgspec.Struct, forbid_unknown_fields=True):
+    service_node_pubkeys: list[str] = []
+
+
+class GenerateBlocksParams(msgspec.Struct, forbid_unknown_fields=True):
+    blocks: Annotated[int, msgspec.Meta(ge=1, le=MAX_GENERATE)] = 1
+
+
+class GetBlockParams(msgspec.Struct, forbid_unknown_fields=True):
+    height: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    hash: str | None = None
+
+
+class TxidParams(msgspec.Struct, forbid_unknown_fields=True):
+    txid: str
+
+
+class RawTxParams(msgspec.Struct, forbid_unknown_fields=True):
+    tx_hex: str
+
+
+class AddressParams(msgspec.Struct, forbid_unknown_fields=True):
+    address: str
+
+
+def _invalid_params(err: msgspec.ValidationError) -> RpcError:
+    text = str(err)
+    # msgspec says "Expected `int`, got `str` - at `$.blocks`": lead with the parameter name.
+    if " - at `$." in text:
+        what, _, where = text.partition(" - at `$.")
+        text = f"{where.rstrip('`')}: {what[0].lower()}{what[1:]}"
+    return RpcError(E.INVALID_PARAMS, f"Invalid params: {text}")
+
+
+def _hex32(name: str, text: str) -> bytes:
+    try:
+        raw = bytes.fromhex(text)
+    except (ValueError, TypeError):
+        raw = b""
+    if len(raw) != 32:
+        raise RpcError(E.INVALID_PARAMS, f"Invalid params: {name}: must be 64 hex characters")
+    return raw
+
+
+def tx_kind(tx: Transaction) -> str:
+    """A transaction's kind as tools show it."""
+    return {
+        Coinbase: "coinbase", Registration: "registration", Stake: "stake", StateChange: "state_change",
+    }.get(type(tx.payload), "transfer")
+
+
+class MethodTable:
+    """Dispatch from method name to implementation, over one Node."""
+
+    def __init__(self, node: Node, *, request_stop: Callable[[], None],
+                 clock: Callable[[], float] = time.time) -> None:
+        self.node = node
+        self.request_stop = request_stop
+        self.clock = clock
+        self._sn_cache: tuple[tuple[bytes, int], msgspec.Raw] | None = None
+        self._table: dict[str, tuple[Callable[[Any], Awaitable[Any]], type[msgspec.Struct] | None]] = {
+            "get_info": (self.get_info, NoParams),
+            "get_height": (self.get_height, NoParams),
+            "get_service_nodes": (self.get_service_nodes, GetServiceNodesParams),
+            "get_service_node_key": (self.get_service_node_key, NoParams),
+            "get_service_node_registration_cmd": (self.get_service_node_registration_cmd, None),
+            "send_uptime_proof": (self.send_uptime_proof, NoParams),
+            "get_staking_requirement": (self.get_staking_requirement, NoParams),
+            "get_block": (self.get_block, GetBlockParams),
+            "get_transaction": (self.get_transaction, TxidParams),
+            "send_raw_transaction": (self.send_raw_transaction, RawTxParams),
+            "get_outputs": (self.get_outputs, AddressParams),
+            "get_mempool": (self.get_mempool, NoParams),
+            "get_peers": (self.get_peers, NoParams),
+            "stop_daemon": (self.stop_daemon, NoParams),
+            "generate_blocks": (self.generate_blocks, GenerateBlocksParams),
+        }
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._table)
+
+    def now(self) -> int:
+        return int(self.clock())
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        entry = self._table.get(method)
+        if entry is None:
+            raise RpcError(E.METHOD_NOT_FOUND, f"Method not found: {method}")
+        fn, schema = entry
+        if schema is None:
+            return await fn(params)
+        try:
+            args = msgspec.convert(params, schema)
+        except msgspec.ValidationError as err:
+            raise _invalid_params(err) from None
+        return await fn(args)
+
+    # --- specification methods ------------------------------------------------------------------
+
+    async def get_info(self, _: NoParams) -> dict[str, Any]:
+        node = self.node
+        return {
+            "height": node.height,
+            "target_height": node.target_height,
+            "status_line": node.status_line(self.now()),
+            "network": node.params.name,
+            "version": __version__,
+            "top_block_hash": node.state.tip_hash.hex(),
+            "genesis_hash": node.consensus.genesis_hash.hex(),
+            "mempool_size": len(node.pool),
+            "service_node": node.identity is not None,
+            "service_node_count": len(node.state.service_nodes),
+            "last_uptime_proof_rejection": node.last_proof_rejection,
+        }
+
+    async def get_service_nodes(self, p: GetServiceNodesParams) -> dict[str, Any]:
+        node = self.node
+        state = node.state
+        if p.service_node_pubkeys:
+            keys = [_hex32("service_node_pubkeys", k) for k in p.service_node_pubkeys]
+            records = [self._record(state.service_nodes[k]) for k in keys if k in state.service_nodes]
+            return {"service_node_states": records, "height": state.height}
+        # The full list changes only with the tip or a new uptime proof: serve it encoded once.
+        key = (state.tip_hash, node.proofs_version)
+        if self._sn_cache is None or self._sn_cache[0] != key:
+            records = [self._record(sn) for sn in state.service_nodes.values()]
+            self._sn_cache = (key, msgspec.Raw(msgspec.json.encode(records)))
+        return {"service_node_states": self._sn_cache[1], "height": state.height}
+
+    def _record(self, sn: ServiceNode) -> dict[str, Any]:
+        node = self.node
+        params = node.params
+        prefix = params.address_prefix
+        return {
+            "service_node_pubkey": sn.pubkey.hex(),
+            "active": sn.active,
+            "funded": sn.funded,
+            "payable": sn_rules.is_payable(sn, node.height, params),
+            "registration_height": sn.registration_height,
+            "total_contributed": sn.total_contributed,
+            "staking_requirement": sn.staking_requirement,
+            "operator_fee": sn.fee_ppm,
+            "contributors": [
+                {"address": encode_address(prefix, c.owner), "amount": c.amount, "reserved": c.reserved}
+                for c in sn.contributors
+            ],
+            "last_uptime_proof": node.last_proofs.get(sn.pubkey, 0),
+            "decommission_count": sn.decommission_count,
+            "status": sn_rules.status(sn).value,
+            "operator_address": encode_address(prefix, sn.operator),
+            "funded_height": sn.funded_height,
+            "activation_height": sn.active_since,
+            "last_reward_height": sn.last_reward_height,
+            "last_state_change_height": sn.last_state_change_height,
+            "last_state_change_reason": sn_rules.Reason(sn.last_state_change_reason).label,
+            "last_decommission_reason": sn_rules.Reason(sn.last_decommission_reason).label,
+        }
+
+    async def get_service_node_key(self, _: NoParams) -> dict[str, Any]:
+        ident = self._identity("get_service_node_key")
+        return {"service_node_pubkey": ident.key.public.hex()}
+
+    def _identity(self, what: str) -> Any:
+        if self.node.identity is None:
+            raise RpcError(
+                E.NOT_SERVICE_NODE,
+                f"{what}: this daemon is not a service node; start snoded with --service-node",
+            )
+        return self.node.identity
+
+    async def get_service_node_registration_cmd(self, params: dict[str, Any]) -> dict[str, Any]:
+        node = self.node
+        if node.identity is None:
+            raise RpcError(
+                E.NOT_SERVICE_NODE,
+                f"{REG_FAILED}: this daemon is not a service node; start snoded with --service-node",
+            )
+        if node.target_height:
+            raise RpcError(
+                E.NOT_SYNCED,
+                f"{REG_FAILED}: the node is still syncing (height {node.height} of "
+                f"{node.target_height}); wait until get_info shows target_height 0",
+            )
+        reg = build_registration(params, node, self.now())
+        return {"registration_cmd": format_command(reg, node.params)}
+
+    async def send_uptime_proof(self, _: NoParams) -> dict[str, Any]:
+        node = self.node
+        ident = self._identity("send_uptime_proof")
+        if ident.key.public not in node.state.service_nodes:
+            raise RpcError(
+                E.PROOF_FAILED,
+                "send_uptime_proof: this service node's key is not registered on the chain; "
+                "register it first (get_service_node_registration_cmd)",
+            )
+        now = self.now()
+        try:
+            node.accept_proof(node.make_own_proof(now), now)
+        except InvalidProof as err:
+            raise RpcError(E.PROOF_FAILED, f"send_uptime_proof: {err.reason}") from None
+        return {"status": "OK"}
+
+    # --- methods the wallet and the tools need -------------------------------------------------
+
+    async def get_height(self, _: NoParams) -> dict[str, Any]:
+        return {"height": self.node.height, "hash": self.node.state.tip_hash.hex()}
+
+    async def get_staking_requirement(self, _: NoParams) -> dict[str, Any]:
+        return {"staking_requirement": self.node.params.staking_requirement, "height": self.node.height}
+
+    async def get_block(self, p: GetBlockParams) -> dict[str, Any]:
+        store = self.node.store
+        if (p.height is None) == (p.hash is None):
+            raise RpcError(E.INVALID_PARAMS, "Invalid params: give exactly one of height and hash")
+        if p.hash is not None:
+            block = store.get_block(_hex32("hash", p.hash))
+        else:
+            block = store.get_block_by_height(p.height) if p.height <= self.node.height else None
+        if block is None:
+            raise RpcError(E.NOT_FOUND, "no such block on the main chain")
+        return self._block_json(block)
+
+    def _block_json(self, block: Block) -> dict[str, Any]:
+        h = block.header
+        return {
+            "hash": block_hash(h).hex(), "height": h.height, "timestamp": h.timestamp,
+            "prev_hash": h.prev_hash.hex(), "producer": h.producer.hex(),
+            "tx_ids": [txid(tx).hex() for tx in block.transactions],
+            "block_hex": encode(block).hex(),
+        }
+
+    async def get_transaction(self, p: TxidParams) -> dict[str, Any]:
+        tid = _hex32("txid", p.txid)
+        entry = self.node.pool.entries.get(tid)
+        if entry is not None:
+            return {"txid": p.txid, "height": None, "in_pool": True, "kind": tx_kind(entry.tx),
+                    "tx_hex": encode(entry.tx).hex()}
+        found = self.node.store.get_transaction(tid)
+        if found is None:
+            raise RpcError(E.NOT_FOUND, f"transaction {p.txid} is neither in the chain nor in the mempool")
+        height, tx = found
+        return {"txid": p.txid, "height": height, "in_pool": False, "kind": tx_kind(tx),
+                "tx_hex": encode(tx).hex()}
+
+    async def send_raw_transaction(self, p: RawTxParams) -> dict[str, Any]:
+        try:
+            raw = bytes.fromhex(p.tx_hex)
+        except ValueError:
+            raise RpcError(E.INVALID_PARAMS, "Invalid params: tx_hex: must be hex") from None
+        try:
+            tx = decode(raw, Transaction)
+            tid = self.node.submit_transaction(tx, self.now())
+        except DecodeError as err:
+            raise RpcError(E.TX_REJECTED, f"transaction rejected: {err.reason}") from None
+        except SnodeError as err:
+            raise RpcError(E.TX_REJECTED, f"transaction rejected: {err.reason}") from None
+        return {"txid": tid.hex()}
+
+    async def get_outputs(self, p: AddressParams) -> dict[str, Any]:
+        try:
+            owner = decode_address(self.node.params.address_prefix, p.address)
+        except InvalidAddress as err:
+            raise RpcError(E.INVALID_PARAMS, f"Invalid params: address: {err.reason}") from None
+        outputs = [
+            {"txid": key[:32].hex(), "index": int.from_bytes(key[32:], "big"),
+             "amount": u.amount, "unlock_height": u.unlock_height}
+            for key, u in self.node.outputs_of(owner)
+        ]
+        return {"height": self.node.height, "outputs": outputs}
+
+    async def get_mempool(self, _: NoParams) -> dict[str, Any]:
+        entries = sorted(self.node.pool.entries.values(), key=lambda e: e.arrival)
+        return {"transactions": [
+            {"txid": e.txid.hex(), "size": e.size, "fee": e.fee, "kind": tx_kind(e.tx),
+             "spends": [f"{i.txid.hex()}:{i.index}" for i in e.tx.inputs]}
+            for e in entries
+        ]}
+
+    async def get_peers(self, _: NoParams) -> dict[str, Any]:
+        return {"peers": []}
+
+    async def stop_daemon(self, _: NoParams) -> dict[str, Any]:
+        self.request_stop()
+        return {"status": "OK"}
+
+    async def generate_blocks(self, p: GenerateBlocksParams) -> dict[str, Any]:
+        node = self.node
+        if not node.params.generate_on_demand or node.producer_key is None:
+            raise RpcError(E.REGTEST_ONLY, "generate_blocks is only available on regtest (--regtest)")
+        hashes = []
+        for _ in range(p.blocks):
+            block = node.produce_block(self.now())
+            hashes.append(block_hash(block.header).hex())
+        return {"blocks": hashes, "height": node.height}
+
+
+def _fail(reason: str, code: int = E.REGISTRATION_CMD_FAILED) -> RpcError:
+    return RpcError(code, f"{REG_FAILED}: {reason}")
+
+
+def _is_atomic_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def build_registration(params: dict[str, Any], node: Node, now: int) -> Registration:
+    """Check get_service_node_registration_cmd's params against every rule; the signed payload."""
+    net = node.params
+    allowed = {"operator_cut", "contributor_addresses", "contributor_amounts", "staking_requirement"}
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise _fail(f"unknown parameter '{unknown[0]}'; the parameters are {', '.join(sorted(allowed))}")
+    amounts = params.get("contributor_amounts")
+    if not isinstance(amounts, list) or not amounts or not _is_atomic_int(amounts[0]):
+        raise _fail("No operator contribution given")
+    for i, a in enumerate(amounts[1:], start=1):
+        if not _is_atomic_int(a):
+            raise _fail(f"contributor_amounts[{i}] is not an integer in atomic units")
+    addresses = params.get("contributor_addresses")
+    if not isinstance(addresses, list) or not addresses or not all(isinstance(a, str) for a in addresses):
+        raise _fail("contributor_addresses must list the operator's wallet address first")
+    if len(addresses) != len(amounts):
+        raise _fail(
+            f"contributor_addresses has {len(addresses)} entries but contributor_amounts has "
+            f"{len(amounts)}; give one amount per address"
+        )
+    if len(addresses) > MAX_CONTRIBUTORS:
+        raise _fail(f"{len(addresses)} contributors given; at most the operator and {MAX_CONTRIBUTORS - 1} others")
+    cut = params.get("operator_cut", "0")
+    if _is_atomic_int(cut):
+        cut = str(cut)
+    if not isinstance(cut, str):
+        raise _fail("operator_cut must be a decimal percent string from \"0\" to \"10\"")
+    try:
+        fee_ppm = parse_percent_ppm(cut, maximum_ppm=MAX_OPERATOR_FEE_PPM)
+    except InvalidAmount as err:
+        raise _fail(f"operator_cut: {err.reason}") from None
+    requirement = params.get("staking_requirement", net.staking_requirement)
+    if not _is_atomic_int(requirement) or requirement != net.staking_requirement:
+        raise _fail(
+            f"staking_requirement {requirement!r} is not this network's staking requirement "
+            f"({net.staking_requirement} atomic units)"
+        )
+    reservations = []
+    for i, (address, amount) in enumerate(zip(addresses, amounts)):
+        who = "operator address" if i == 0 else f"contributor address {i}"
+        try:
+            reservations.append(Reservation(decode_address(net.address_prefix, address), amount))
+        except InvalidAddress as err:
+            raise _fail(f"{who}: {err.reason}") from None
+        if amount < 0 or amount > 2**63 - 1:
+            raise _fail(f"contributor_amounts[{i}] is out of range")
+    assert node.identity is not None
+    reg = sign_registration(
+        node.identity.key, net, fee_ppm, tuple(reservations), now + net.registration_validity
+    )
+    try:
+        sn_rules.check_registration(
+            reg, registered=reg.sn_pubkey in node.state.service_nodes, block_time=now, params=net
+        )
+    except InvalidRegistration as err:
+        raise _fail(err.reason) from None
+    return reg

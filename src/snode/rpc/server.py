@@ -1,0 +1,160 @@
+"""The admin JSON-RPC server: HTTP rules and the JSON-RPC 2.0 envelope around `methods`.
+
+Bound to loopback by default. Refused before any method runs: methods other than POST (405),
+a Content-Type other than application/json (415), bodies over 1 MiB (413), a Host header that
+is not the bind address, a loopback name or an allowed host (403, DNS rebinding) and any request
+with a browser Origin header (403, cross-site request forgery). JSON-RPC errors go back with
+HTTP 200; nothing a client sends produces an HTTP 500.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from snode.core.errors import SnodeError
+from snode.rpc import errors as E
+from snode.rpc.errors import RpcError
+from snode.rpc.methods import MethodTable
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1024 * 1024
+MAX_BATCH = 1000
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+
+_json_encoder = msgspec.json.Encoder()
+
+
+def _host_allowed(host_header: str | None, bind_host: str, allowed: frozenset[str]) -> bool:
+    if host_header is None:
+        return True
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        host = host[1:host.find("]")] if "]" in host else host
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    if host in LOOPBACK_NAMES or host in allowed or host == bind_host:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _plain(status: int, text: str) -> web.Response:
+    return web.Response(status=status, text=text + "\n", content_type="text/plain")
+
+
+def make_guard(bind_host: str, allowed_hosts: tuple[str, ...]) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """Middleware refusing cross-site and DNS-rebinding requests."""
+    allowed = frozenset(allowed_hosts)
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        if "Origin" in request.headers:
+            return _plain(403, "Forbidden: requests from web browsers (with an Origin header) are refused")
+        if not _host_allowed(request.headers.get("Host"), bind_host, allowed):
+            return _plain(
+                403,
+                f"Forbidden: Host '{request.headers.get('Host')}' is not this node's address; "
+                "call it by 127.0.0.1 or add --rpc-allow-host",
+            )
+        return await handler(request)
+
+    return guard
+
+
+def _error(req_id: Any, err: RpcError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": req_id, "error": err.to_json()}
+
+
+class JsonRpcHandler:
+    """Parses envelopes, dispatches to the method table, shapes responses."""
+
+    def __init__(self, methods: MethodTable) -> None:
+        self.methods = methods
+
+    async def post(self, request: web.Request) -> web.StreamResponse:
+        if request.content_type != "application/json":
+            return _plain(415, "Unsupported Media Type: send the header 'Content-Type: application/json'")
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _plain(413, f"Payload Too Large: the limit is {MAX_BODY_BYTES} bytes")
+        try:
+            message = msgspec.json.decode(body)
+        except msgspec.DecodeError as err:
+            return self._reply(_error(None, RpcError(E.PARSE_ERROR, f"Parse error: {err}")))
+        if isinstance(message, list):
+            if not message:
+                return self._reply(_error(None, RpcError(E.INVALID_REQUEST, "Invalid Request: empty batch")))
+            if len(message) > MAX_BATCH:
+                return self._reply(_error(None, RpcError(E.INVALID_REQUEST, f"Invalid Request: a batch holds at most {MAX_BATCH} calls")))
+            replies = [r for r in [await self._one(m) for m in message] if r is not None]
+            return self._reply(replies) if replies else web.Response(status=204)
+        reply = await self._one(message)
+        return self._reply(reply) if reply is not None else web.Response(status=204)
+
+    def _reply(self, payload: Any) -> web.Response:
+        return web.Response(body=_json_encoder.encode(payload), content_type="application/json")
+
+    async def _one(self, message: Any) -> dict[str, Any] | None:
+        if not isinstance(message, dict):
+            return _error(None, RpcError(E.INVALID_REQUEST, "Invalid Request: a call is a JSON object"))
+        req_id = message.get("id")
+        notification = "id" not in message
+        if not isinstance(req_id, (str, int, type(None))) or isinstance(req_id, bool):
+            return _error(None, RpcError(E.INVALID_REQUEST, "Invalid Request: id must be a string, a number or null"))
+        if message.get("jsonrpc") != "2.0":
+            return _error(req_id, RpcError(E.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"'))
+        method = message.get("method")
+        if not isinstance(method, str):
+            return _error(req_id, RpcError(E.INVALID_REQUEST, 'Invalid Request: "method" must be a string'))
+        params = message.get("params", {})
+        if params is None:
+            params = {}
+        if isinstance(params, list) and not params:
+            params = {}
+        if not isinstance(params, dict):
+            return _error(req_id, RpcError(E.INVALID_PARAMS, 'Invalid params: "params" must be an object'))
+        try:
+            result = await self.methods.call(method, params)
+        except RpcError as err:
+            reply = _error(req_id, err)
+        except SnodeError as err:
+            reply = _error(req_id, RpcError(E.MISC_ERROR, err.reason))
+        except Exception:  # a bug: log it, answer -32603, keep serving
+            log.exception("internal error in %s", method)
+            reply = _error(req_id, RpcError(E.INTERNAL_ERROR, f"Internal error in {method}; see the daemon log"))
+        else:
+            reply = {"jsonrpc": "2.0", "id": req_id, "result": result}
+        return None if notification else reply
+
+
+async def _method_not_allowed(request: web.Request) -> web.Response:
+    return web.Response(
+        status=405, text="Method Not Allowed: use POST with 'Content-Type: application/json'\n",
+        headers={"Allow": "POST"}, content_type="text/plain",
+    )
+
+
+def make_app(methods: MethodTable, *, bind_host: str, allowed_hosts: tuple[str, ...],
+             metrics: Callable[[], bytes] | None = None) -> web.Application:
+    """The aiohttp application for the admin RPC."""
+    app = web.Application(
+        client_max_size=MAX_BODY_BYTES, middlewares=[make_guard(bind_host, allowed_hosts)]
+    )
+    handler = JsonRpcHandler(methods)
+    app.router.add_post("/json_rpc", handler.post)
+    app.router.add_route("*", "/json_rpc", _method_not_allowed)
+    if metrics is not None:
+        async def serve_metrics(request: web.Request) -> web.Response:
+            return web.Response(body=metrics(), content_type="text/plain", charset="utf-8")
+        app.router.add_get("/metrics", serve_metrics)
+    return app

@@ -1,0 +1,157 @@
+"""snode-cli: the operator's view of a daemon over its admin RPC.
+
+`status`, `nodes`, `call METHOD [JSON]`, `register-cmd`; `--json` prints the raw result on any
+command. Every failure is one line on stderr and exit code 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+
+from snode.core.errors import InvalidAmount
+from snode.core.units import parse_coins
+from snode.params import NETWORKS
+from snode.rpc.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.tools.tables import make_console, service_node_table
+
+
+class CliError(click.ClickException):
+    """One line on stderr, exit code 1."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"snode-cli: {self.format_message()}", err=True)
+
+
+def _client(ctx: click.Context) -> RpcClient:
+    obj = ctx.obj
+    url = obj["rpc"] or f"http://127.0.0.1:{NETWORKS[obj['network']].rpc_port}"
+    try:
+        return RpcClient(url)
+    except ValueError as err:
+        raise CliError(f"--rpc: {err}") from None
+
+
+def _call(ctx: click.Context, method: str, params: Any = None) -> Any:
+    client = _client(ctx)
+    try:
+        return client.call(method, params)
+    except RpcUnavailable as err:
+        raise CliError(str(err)) from None
+    except RpcFailure as err:
+        raise CliError(f"{method}: {err.message}") from None
+    finally:
+        client.close()
+
+
+def _print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2))
+
+
+@click.group(context_settings={"help_option_names": ["--help", "-h"]})
+@click.option("--rpc", metavar="URL", help="Admin RPC address [http://127.0.0.1:9231 on mainnet].")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
+@click.option("--testnet", "network", flag_value="testnet", help="Default to the testnet RPC port.")
+@click.option("--devnet", "network", flag_value="devnet", help="Default to the devnet RPC port.")
+@click.option("--regtest", "network", flag_value="regtest", help="Default to the regtest RPC port.")
+@click.pass_context
+def cli(ctx: click.Context, rpc: str | None, as_json: bool, network: str | None) -> None:
+    """snode-cli: watch and drive a snoded over its admin RPC."""
+    ctx.obj = {"rpc": rpc, "json": as_json, "network": network or "mainnet"}
+
+
+@cli.command()
+@click.pass_context
+def status(ctx: click.Context) -> None:
+    """The daemon's status line, height and sync state."""
+    info = _call(ctx, "get_info")
+    if ctx.obj["json"]:
+        return _print_json(info)
+    click.echo(info["status_line"])
+    sync = "synced" if info["target_height"] == 0 else f"syncing to {info['target_height']}"
+    click.echo(f"network {info.get('network', '?')}, height {info['height']}, {sync}, "
+               f"mempool {info.get('mempool_size', 0)} transactions")
+    if info.get("last_uptime_proof_rejection"):
+        click.echo(f"last uptime proof rejection: {info['last_uptime_proof_rejection']}")
+
+
+@cli.command()
+@click.pass_context
+def nodes(ctx: click.Context) -> None:
+    """The service-node list: status, fee, stake, contributors, proof age."""
+    result = _call(ctx, "get_service_nodes", {})
+    if ctx.obj["json"]:
+        return _print_json(result)
+    records = result["service_node_states"]
+    if not records:
+        click.echo(f"no service nodes registered (height {result.get('height', '?')})")
+        return
+    make_console().print(service_node_table(records, now=int(time.time())))
+
+
+@cli.command()
+@click.argument("method")
+@click.argument("params", required=False)
+@click.pass_context
+def call(ctx: click.Context, method: str, params: str | None) -> None:
+    """Call any RPC METHOD with optional JSON PARAMS (an object)."""
+    parsed: Any = None
+    if params is not None:
+        try:
+            parsed = json.loads(params)
+        except ValueError as err:
+            raise CliError(f"PARAMS is not valid JSON: {err}; example: '{{\"blocks\": 1}}'") from None
+    _print_json(_call(ctx, method, parsed))
+
+
+def _atomic(text: str) -> int:
+    try:
+        return parse_coins(text)
+    except InvalidAmount as err:
+        raise CliError(f"--amount: {err}") from None
+
+
+@cli.command("register-cmd")
+@click.option("--cut", default="0", show_default=True, metavar="PERCENT", help="Operator fee, 0 to 10 percent.")
+@click.option("--address", "addresses", multiple=True, required=True, metavar="ADDR",
+              help="Contributor address; the operator's first (repeatable).")
+@click.option("--amount", "amounts", multiple=True, required=True, metavar="COINS",
+              help="Amount in coins for the --address at the same position (repeatable).")
+@click.pass_context
+def register_cmd(ctx: click.Context, cut: str, addresses: tuple[str, ...], amounts: tuple[str, ...]) -> None:
+    """Print the registration command to paste into snode-wallet."""
+    if len(addresses) != len(amounts):
+        raise CliError(f"give one --amount per --address ({len(addresses)} addresses, {len(amounts)} amounts)")
+    params = {
+        "operator_cut": cut,
+        "contributor_addresses": list(addresses),
+        "contributor_amounts": [_atomic(a) for a in amounts],
+    }
+    result = _call(ctx, "get_service_node_registration_cmd", params)
+    if ctx.obj["json"]:
+        return _print_json(result)
+    click.echo(result["registration_cmd"])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point."""
+    try:
+        cli.main(args=argv, prog_name="snode-cli", standalone_mode=False)
+    except click.ClickException as err:
+        if isinstance(err, CliError):
+            err.show()
+        else:
+            click.echo(f"snode-cli: {err.format_message()}", err=True)
+        sys.exit(1)
+    except click.exceptions.Exit as err:
+        sys.exit(err.exit_code)
+    except click.Abort:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

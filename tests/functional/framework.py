@@ -1,0 +1,212 @@
+"""Multi-node test framework, modelled on Bitcoin Core's test/functional/test_framework.
+
+Real `snoded` processes on distinct 127.x.y.z addresses, each with its own data dir under the
+test's tmp dir; a node handle is also an RPC proxy (`node.get_info()`); every wait polls a
+condition with a timeout scaled by SNODE_TIMEOUT_FACTOR; every process is stopped by its own pid
+when the test ends, pass or fail, and on failure its log tail is printed and its data dir kept.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from snode.rpc.client import RpcClient, RpcFailure, RpcUnavailable
+
+TIMEOUT_FACTOR = float(os.environ.get("SNODE_TIMEOUT_FACTOR", "1"))
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+_WORKER_INDEX = int(_WORKER[2:]) if _WORKER[2:].isdigit() else 0
+_node_counter = itertools.count()
+
+
+def next_loopback_ip() -> str:
+    """A loopback address no other node of this run uses: 127.<worker+1>.<n/250>.<n%250+1>."""
+    n = next(_node_counter) + (os.getpid() % 50) * 1000
+    return f"127.{_WORKER_INDEX + 1}.{(n // 250) % 250}.{n % 250 + 1}"
+
+
+JSONRPCException = RpcFailure
+"""A JSON-RPC error answer (Bitcoin Core's name)."""
+
+
+def wait_until(predicate: Callable[[], Any], *, timeout: float = 30, what: str = "condition",
+               interval: float = 0.05) -> Any:
+    """Poll predicate until it returns something truthy; fail the test after timeout seconds."""
+    deadline = time.monotonic() + timeout * TIMEOUT_FACTOR
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout * TIMEOUT_FACTOR:.0f} s waiting for {what}")
+        time.sleep(interval)  # noqa: polling interval inside wait_until
+
+
+def assert_equal(actual: Any, expected: Any, what: str = "") -> None:
+    if actual != expected:
+        raise AssertionError(f"{what + ': ' if what else ''}{actual!r} != {expected!r}")
+
+
+def assert_raises_rpc_error(code: int | None, text: str | None, fn: Callable[..., Any],
+                            *args: Any, **kwargs: Any) -> JSONRPCException:
+    """Call fn; it must fail with a JSON-RPC error of this code whose message contains text."""
+    try:
+        fn(*args, **kwargs)
+    except JSONRPCException as err:
+        if code is not None and err.code != code:
+            raise AssertionError(f"expected error code {code}, got {err.code}: {err.message}") from None
+        if text is not None and text not in err.message:
+            raise AssertionError(f"expected {text!r} in error message {err.message!r}") from None
+        return err
+    raise AssertionError("no JSON-RPC error was raised")
+
+
+class TestNode:
+    """One snoded process; attribute access is an RPC call: node.get_info()."""
+
+    def __init__(self, index: int, base_dir: Path, *, network: str = "regtest",
+                 extra_args: list[str] | None = None) -> None:
+        self.index = index
+        self.network = network
+        self.ip = next_loopback_ip()
+        self.data_dir = base_dir / f"node{index}"
+        self.rpc_port = 38091
+        self.p2p_port = 38090
+        self.extra_args = list(extra_args or [])
+        self.process: subprocess.Popen[bytes] | None = None
+        self.rpc = RpcClient(f"http://{self.ip}:{self.rpc_port}")
+        self._stdout = self.data_dir.parent / f"node{index}.stdout"
+        self._stderr = self.data_dir.parent / f"node{index}.stderr"
+
+    def args(self, extra: list[str] | None = None) -> list[str]:
+        args = [
+            sys.executable, "-m", "snode.node.daemon", f"--{self.network}", "--non-interactive",
+            f"--data-dir={self.data_dir}", f"--rpc-admin={self.ip}:{self.rpc_port}",
+            f"--p2p-bind-ip={self.ip}", f"--p2p-bind-port={self.p2p_port}", "--log-level=2",
+        ]
+        return args + self.extra_args + list(extra or [])
+
+    def start(self, extra: list[str] | None = None, *, wait: bool = True) -> None:
+        assert self.process is None or self.process.poll() is not None, "node already running"
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            self.args(extra), stdin=subprocess.DEVNULL,
+            stdout=open(self._stdout, "ab"), stderr=open(self._stderr, "ab"),
+        )
+        if wait:
+            self.wait_for_rpc()
+
+    def wait_for_rpc(self, timeout: float = 30) -> None:
+        def up() -> bool:
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(
+                    f"node{self.index} exited with code {self.process.returncode} during start-up:\n"
+                    + self.log_tail()
+                )
+            try:
+                self.rpc.call("get_info")
+                return True
+            except RpcUnavailable:
+                return False
+        wait_until(up, timeout=timeout, what=f"node{self.index} RPC")
+
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        if method.startswith("_"):
+            raise AttributeError(method)
+
+        def call(params: Any = None, **kwargs: Any) -> Any:
+            return self.rpc.call(method, params if params is not None else (kwargs or None))
+        return call
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 20) -> int:
+        """SIGTERM, wait; SIGKILL if it does not stop in time. Returns the exit code."""
+        self.rpc.close()
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout * TIMEOUT_FACTOR)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+                raise AssertionError(f"node{self.index} did not stop within {timeout} s of SIGTERM")
+        return self.process.returncode
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash."""
+        self.rpc.close()
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def log_tail(self, lines: int = 40) -> str:
+        out = []
+        for path in (self._stderr, self._stdout):
+            if path.exists():
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+                out.append(f"--- {path.name} ---\n" + "\n".join(text))
+        return "\n".join(out)
+
+    def stderr_text(self) -> str:
+        return self._stderr.read_text(errors="replace") if self._stderr.exists() else ""
+
+
+def run_snoded(args: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Run snoded to completion (for start-up errors): stdin closed, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "snode.node.daemon", *args], stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=timeout * TIMEOUT_FACTOR,
+    )
+
+
+class NodeSet:
+    """The nodes of one test; stops all of them at the end."""
+
+    def __init__(self, base_dir: Path) -> None:
+        self.base_dir = base_dir
+        self.nodes: list[TestNode] = []
+
+    def add(self, *, network: str = "regtest", extra_args: list[str] | None = None,
+            start: bool = True) -> TestNode:
+        node = TestNode(len(self.nodes), self.base_dir, network=network, extra_args=extra_args)
+        self.nodes.append(node)
+        if start:
+            node.start()
+        return node
+
+    def stop_all(self) -> None:
+        for node in self.nodes:
+            try:
+                node.stop()
+            except AssertionError:
+                pass
+            finally:
+                if node.process is not None and node.process.poll() is None:
+                    node.process.kill()
+                    node.process.wait()
+
+
+@pytest.fixture
+def nodes(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[NodeSet]:
+    """Start nodes with nodes.add(...); all are stopped by pid afterwards, logs shown on failure."""
+    node_set = NodeSet(tmp_path)
+    yield node_set
+    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
+    if failed:
+        for node in node_set.nodes:
+            print(f"\nnode{node.index} data dir kept at {node.data_dir}\n{node.log_tail()}")
+    node_set.stop_all()
