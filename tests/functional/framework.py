@@ -71,6 +71,8 @@ def assert_raises_rpc_error(code: int | None, text: str | None, fn: Callable[...
 
 
 class TestNode:
+    __test__ = False  # a helper, not a test class
+
     """One snoded process; attribute access is an RPC call: node.get_info()."""
 
     def __init__(self, index: int, base_dir: Path, *, network: str = "regtest",
@@ -98,10 +100,8 @@ class TestNode:
     def start(self, extra: list[str] | None = None, *, wait: bool = True) -> None:
         assert self.process is None or self.process.poll() is not None, "node already running"
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(
-            self.args(extra), stdin=subprocess.DEVNULL,
-            stdout=open(self._stdout, "ab"), stderr=open(self._stderr, "ab"),
-        )
+        with open(self._stdout, "ab") as out, open(self._stderr, "ab") as err:
+            self.process = subprocess.Popen(self.args(extra), stdin=subprocess.DEVNULL, stdout=out, stderr=err)
         if wait:
             self.wait_for_rpc()
 
@@ -210,3 +210,54 @@ def nodes(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[NodeSet]:
         for node in node_set.nodes:
             print(f"\nnode{node.index} data dir kept at {node.data_dir}\n{node.log_tail()}")
     node_set.stop_all()
+
+
+# --- chain helpers: real signed transactions built with the core, sent over RPC ---------------
+
+def spendable_outputs(node: TestNode, key: Any) -> list[Any]:
+    """The unlocked outputs of key's address that no mempool transaction spends."""
+    from snode.core.address import encode_address
+    from snode.core.state import UtxoEntry
+    from snode.core.transactions import OutPoint
+    from snode.params import NETWORKS
+
+    params = NETWORKS[node.network]
+    result = node.get_outputs(address=encode_address(params.address_prefix, key.public))
+    in_pool = {s for tx in node.get_mempool()["transactions"] for s in tx["spends"]}
+    return [
+        (OutPoint(bytes.fromhex(o["txid"]), o["index"]), UtxoEntry(key.public, o["amount"], o["unlock_height"]))
+        for o in result["outputs"]
+        if o["unlock_height"] <= result["height"] + 1 and f"{o['txid']}:{o['index']}" not in in_pool
+    ]
+
+
+def send_spend(node: TestNode, key: Any, outputs: list[Any], payload: Any) -> str:
+    """Build, sign and send a transaction from key's outputs; its txid."""
+    from snode.core.encoding import encode
+    from snode.core.txbuilder import build_spend
+    from snode.params import NETWORKS
+
+    tx = build_spend(spendable_outputs(node, key), key, outputs, payload, NETWORKS[node.network])
+    return node.send_raw_transaction(tx_hex=encode(tx).hex())["txid"]
+
+
+def faucet_key() -> Any:
+    """The published regtest faucet key that owns the regtest genesis funds."""
+    from snode.core.crypto import SigningKey
+    from snode.params import REGTEST_FAUCET_SEED
+
+    return SigningKey(REGTEST_FAUCET_SEED)
+
+
+def fund(node: TestNode, payments: dict[bytes, int]) -> str:
+    """Pay public keys from the regtest faucet in one transaction (not mined yet)."""
+    from snode.core.transactions import Transfer, TxOut
+
+    return send_spend(node, faucet_key(), [TxOut(k, a) for k, a in payments.items()], Transfer())
+
+
+def address_of(node: TestNode, key: Any) -> str:
+    from snode.core.address import encode_address
+    from snode.params import NETWORKS
+
+    return encode_address(NETWORKS[node.network].address_prefix, key.public)

@@ -32,9 +32,13 @@ def parse_url(url: str) -> tuple[str, int]:
     if "://" not in url:
         url = "http://" + url
     parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname or parts.port is None:
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "http" or not parts.hostname or port is None:
         raise ValueError(f"'{url}' is not of the form http://<ip>:<port>")
-    return parts.hostname, parts.port
+    return parts.hostname, port
 
 
 class RpcClient:

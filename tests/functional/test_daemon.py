@@ -1,0 +1,185 @@
+"""snoded as an operator starts it: every flag form, every bad value (one line naming the option,
+exit 1, data dir untouched), the data-dir lock, the SN key's life across restarts and SIGKILL,
+console commands and graceful signals.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+from contextlib import contextmanager
+
+import pytest
+
+from tests.functional.framework import TIMEOUT_FACTOR, assert_equal, next_loopback_ip, run_snoded, wait_until
+
+
+def test_version_and_help():
+    out = run_snoded(["--version"])
+    assert_equal((out.returncode, out.stdout.strip()), (0, "snoded v0.1.0"))
+    out = run_snoded(["--help"])
+    assert out.returncode == 0
+    for flag in ("--service-node", "--data-dir", "--p2p-bind-ip", "--p2p-bind-port", "--rpc-admin",
+                 "--service-node-public-ip", "--quorumnet-port", "--add-priority-node",
+                 "--log-level", "--non-interactive", "--testnet", "--devnet", "--regtest", "--genesis"):
+        assert flag in out.stdout, flag
+
+
+def _bad(tmp_path, args, option, rule):
+    data_dir = tmp_path / "dd"
+    out = run_snoded([f"--data-dir={data_dir}", "--non-interactive", *args])
+    assert_equal(out.returncode, 1, f"exit code for {args}: {out.stderr}")
+    lines = out.stderr.strip().splitlines()
+    assert_equal(len(lines), 1, f"stderr for {args}")
+    assert option in lines[0] and rule in lines[0], lines[0]
+    assert "Traceback" not in out.stderr
+    assert not data_dir.exists(), "a refused start must leave the data dir as it was"
+
+
+@pytest.mark.parametrize("args, option, rule", [
+    (["--regtest", "--p2p-bind-ip=1.2.3"], "--p2p-bind-ip", "not an IP address"),
+    (["--regtest", "--p2p-bind-port", "70000"], "--p2p-bind-port", "1 to 65535"),
+    (["--regtest", "--p2p-bind-port=http"], "--p2p-bind-port", "not a port number"),
+    (["--regtest", "--rpc-admin=127.0.0.1"], "--rpc-admin", "<ip>:<port>"),
+    (["--regtest", "--rpc-admin", "localhost:9231"], "--rpc-admin", "not an IP address"),
+    (["--regtest", "--quorumnet-port=0"], "--quorumnet-port", "1 to 65535"),
+    (["--regtest", "--log-level=9"], "--log-level", "0 to 4"),
+    (["--regtest", "--add-priority-node=seed"], "--add-priority-node", "<ip>:<port>"),
+    (["--service-node"], "--service-node-public-ip", "required"),
+    (["--service-node", "--service-node-public-ip=10.1.2.3"], "--service-node-public-ip", "not a public address"),
+    (["--testnet", "--service-node", "--service-node-public-ip", "127.0.0.1"], "--service-node-public-ip", "not a public address"),
+    (["--service-node", "--service-node-public-ip=300.1.1.1"], "--service-node-public-ip", "not an IP address"),
+    (["--regtest", "--genesis=/nonexistent/genesis.json"], "--genesis", "not a readable file"),
+    (["--regtest", "--no-such-flag"], "--no-such-flag", "No such option"),
+])
+def test_bad_values(tmp_path, args, option, rule):
+    _bad(tmp_path, args, option, rule)
+
+
+def test_port_in_use(tmp_path):
+    ip = next_loopback_ip()
+    with socket.socket() as busy:
+        busy.bind((ip, 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        _bad(tmp_path, ["--regtest", f"--rpc-admin={ip}:{port}"], "--rpc-admin", "already in use")
+        _bad(tmp_path, ["--regtest", f"--rpc-admin={ip}:{port + 1 if port < 65535 else port - 1}",
+                        f"--p2p-bind-ip={ip}", f"--p2p-bind-port={port}"], "--p2p-bind", "already in use")
+
+
+def test_unusable_data_dir(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    ip = next_loopback_ip()
+    out = run_snoded(["--regtest", "--non-interactive", f"--data-dir={blocker}/sub",
+                      f"--rpc-admin={ip}:38091", f"--p2p-bind-ip={ip}"])
+    assert_equal(out.returncode, 1)
+    assert "--data-dir" in out.stderr and "not a directory" in out.stderr, out.stderr
+    assert_equal(blocker.read_text(), "not a directory")
+
+
+def test_both_flag_forms_and_key_survives_restart_and_sigkill(nodes):
+    node = nodes.add(extra_args=["--service-node"], start=False)
+    node.extra_args = ["--service-node", "--log-level", "3"]  # `--opt value` form beside `--opt=value`
+    node.start()
+    key = node.get_service_node_key()["service_node_pubkey"]
+    key_file = node.data_dir / "key"
+    assert_equal(stat.S_IMODE(key_file.stat().st_mode), 0o600)
+    node.generate_blocks(blocks=7)
+    assert_equal(node.stop(), 0)
+    node.start()
+    assert_equal(node.get_service_node_key()["service_node_pubkey"], key)
+    assert_equal(node.get_info()["height"], 7)
+    node.generate_blocks(blocks=3)
+    node.kill()
+    node.start()
+    assert_equal(node.get_service_node_key()["service_node_pubkey"], key)
+    assert_equal(node.get_info()["height"], 10)
+    assert (node.data_dir / "genesis.json").is_file() and (node.data_dir / "chain.sqlite").is_file()
+
+
+def test_second_daemon_on_same_data_dir_refused(nodes):
+    first = nodes.add()
+    ip = next_loopback_ip()
+    out = run_snoded(["--regtest", "--non-interactive", f"--data-dir={first.data_dir}",
+                      f"--rpc-admin={ip}:38091", f"--p2p-bind-ip={ip}"])
+    assert_equal(out.returncode, 1)
+    assert "in use by another snoded" in out.stderr and str(first.process.pid) in out.stderr, out.stderr
+    assert_equal(first.get_info()["height"], 0)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_stop_gracefully(nodes, sig):
+    node = nodes.add()
+    node.process.send_signal(sig)
+    assert_equal(node.process.wait(20 * TIMEOUT_FACTOR), 0)
+    assert "stopped" in node.stderr_text()
+
+
+@contextmanager
+def piped_daemon(tmp_path, *extra):
+    """snoded with stdin and stdout as pipes; killed by its pid and its pipes closed at the end."""
+    ip = next_loopback_ip()
+    args = [sys.executable, "-m", "snode.node.daemon", "--regtest", f"--data-dir={tmp_path / 'dd'}",
+            f"--rpc-admin={ip}:38091", f"--p2p-bind-ip={ip}", *extra]
+    with subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True) as proc:
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_console_commands(tmp_path):
+    with piped_daemon(tmp_path, "--service-node") as proc:
+        assert_equal(proc.stdout.readline().strip(), "v0.1.0; Height: 0, SN: not registered")
+        proc.stdin.write("status\nprint_sn_key\nbogus\nexit\n")
+        proc.stdin.flush()
+        assert_equal(proc.stdout.readline().strip(), "v0.1.0; Height: 0, SN: not registered")
+        key = proc.stdout.readline().strip()
+        assert len(key) == 64 and bytes.fromhex(key)
+        assert "unknown command 'bogus'" in proc.stdout.readline()
+        assert_equal(proc.wait(20 * TIMEOUT_FACTOR), 0)
+
+
+def test_non_interactive_never_reads_stdin(tmp_path):
+    """With --non-interactive an `exit` on stdin is ignored: only a signal stops the daemon."""
+    with piped_daemon(tmp_path, "--non-interactive") as proc:
+        proc.stdout.readline()
+        proc.stdin.write("exit\n")
+        proc.stdin.flush()
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(1.5)
+        proc.send_signal(signal.SIGTERM)
+        assert_equal(proc.wait(20 * TIMEOUT_FACTOR), 0)
+
+
+def test_devnet_authority_produces_blocks(nodes, tmp_path):
+    """On devnet a node holding the genesis authority key produces a block every block time."""
+    from snode.core.address import encode_address
+    from snode.core.crypto import SigningKey
+    from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
+    from snode.params import DEVNET
+
+    authority = SigningKey(os.urandom(32))
+    wallet = SigningKey(os.urandom(32))
+    genesis = tmp_path / "genesis.json"
+    genesis.write_bytes(encode_genesis(GenesisDoc(
+        network="devnet", timestamp=1_767_225_600, authorities=[authority.public.hex()],
+        outputs=[GenesisOutput(encode_address(DEVNET.address_prefix, wallet.public), 10**15)],
+    )))
+    producer = nodes.add(network="devnet", extra_args=[f"--genesis={genesis}"], start=False)
+    producer.data_dir.mkdir(parents=True)
+    (producer.data_dir / "authority_key").write_text(authority.seed.hex() + "\n")
+    producer.start()
+    follower = nodes.add(network="devnet", extra_args=[f"--genesis={genesis}"])
+    wait_until(lambda: producer.get_info()["height"] >= 2, timeout=15, what="two devnet blocks")
+    assert_equal(follower.get_info()["height"], 0)  # no authority key, no blocks (and no P2P yet)
+    block = producer.get_block(height=1)
+    assert_equal(block["producer"], authority.public.hex())

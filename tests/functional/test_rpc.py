@@ -1,0 +1,284 @@
+"""Admin JSON-RPC against a real regtest daemon: every specification method and field, the
+registration-command rules with the specification's error texts, the JSON-RPC 2.0 envelope and
+the HTTP rules (405, 413, 415, 403), and a full registration paid through send_raw_transaction.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from snode.core.crypto import SigningKey
+from snode.core.registration import parse_command
+from snode.params import COIN, REGTEST
+from snode.rpc import errors as E
+from tests.functional.framework import (
+    address_of, assert_equal, assert_raises_rpc_error, fund, send_spend,
+)
+
+SOLO = 200_000 * COIN
+POOL_MIN = 100_000 * COIN
+REG_FAIL = "Failed to make registration command"
+
+
+@pytest.fixture
+def sn(nodes):
+    return nodes.add(extra_args=["--service-node"])
+
+
+def operator_key(label: str = "operator") -> SigningKey:
+    import hashlib
+
+    return SigningKey(hashlib.blake2b(label.encode(), digest_size=32).digest())
+
+
+def test_get_info_and_status_lines(nodes, sn):
+    plain = nodes.add()
+    info = plain.get_info()
+    assert_equal(info["height"], 0)
+    assert_equal(info["target_height"], 0)
+    assert_equal(info["status_line"], "v0.1.0; Height: 0, SN: no")
+    assert_equal(sn.get_info()["status_line"], "v0.1.0; Height: 0, SN: not registered")
+    plain.generate_blocks(blocks=2)
+    assert_equal(plain.get_info()["status_line"], "v0.1.0; Height: 2, SN: no")
+
+
+def test_service_node_key_and_non_sn_errors(nodes, sn):
+    key = sn.get_service_node_key()["service_node_pubkey"]
+    assert len(key) == 64 and bytes.fromhex(key)
+    plain = nodes.add()
+    assert_raises_rpc_error(E.NOT_SERVICE_NODE, "--service-node", plain.get_service_node_key)
+    assert_raises_rpc_error(E.NOT_SERVICE_NODE, "--service-node", plain.get_service_node_registration_cmd,
+                            contributor_addresses=[address_of(plain, operator_key())],
+                            contributor_amounts=[SOLO])
+    assert_raises_rpc_error(E.NOT_SERVICE_NODE, "--service-node", plain.send_uptime_proof)
+    assert_raises_rpc_error(E.PROOF_FAILED, "not registered", sn.send_uptime_proof)
+
+
+@pytest.mark.parametrize("params, reason", [
+    ({"contributor_addresses": ["A"]}, "No operator contribution given"),
+    ({"contributor_addresses": ["A"], "contributor_amounts": []}, "No operator contribution given"),
+    ({"contributor_addresses": ["A"], "contributor_amounts": ["200000000000000"]}, "No operator contribution given"),
+    ({"contributor_addresses": ["A"], "contributor_amounts": ["1,000"]}, "No operator contribution given"),
+    ({"contributor_addresses": ["A"], "contributor_amounts": [1.5]}, "No operator contribution given"),
+    ({"contributor_addresses": ["A", "B"], "contributor_amounts": [SOLO]}, "has 2 entries but contributor_amounts has 1"),
+    ({"contributor_addresses": ["A x"], "contributor_amounts": [SOLO]}, "whitespace"),
+    ({"contributor_addresses": ["snt1qqqq"], "contributor_amounts": [SOLO]}, "wrong network prefix"),
+    ({"operator_cut": "11", "contributor_addresses": ["A"], "contributor_amounts": [SOLO]}, "above the maximum of 10"),
+    ({"operator_cut": "ten", "contributor_addresses": ["A"], "contributor_amounts": [SOLO]}, "not a decimal number"),
+    ({"operator_cut": "-1", "contributor_addresses": ["A"], "contributor_amounts": [SOLO]}, "negative"),
+    ({"contributor_addresses": ["A"], "contributor_amounts": [POOL_MIN - 1]}, "below the pool minimum"),
+    ({"contributor_addresses": ["A"], "contributor_amounts": [SOLO + 1]}, "above the staking requirement"),
+    ({"contributor_addresses": ["A"], "contributor_amounts": [SOLO], "staking_requirement": 1}, "not this network's staking requirement"),
+    ({"contributor_addresses": ["A"] * 12, "contributor_amounts": [POOL_MIN] + [1] * 11}, "at most the operator and 10 others"),
+])
+def test_registration_cmd_errors(sn, params, reason):
+    valid = address_of(sn, operator_key())
+    params = dict(params)
+    params["contributor_addresses"] = [
+        valid if a == "A" else address_of(sn, operator_key(f"c{i}")) if a == "B" else a
+        for i, a in enumerate(params["contributor_addresses"])
+    ]
+    err = assert_raises_rpc_error(E.REGISTRATION_CMD_FAILED, reason, sn.get_service_node_registration_cmd, params)
+    assert err.message.startswith(f"{REG_FAIL}: "), err.message
+
+
+def test_registration_cmd_missing_amounts_uses_spec_text(sn):
+    assert_raises_rpc_error(
+        E.REGISTRATION_CMD_FAILED, f"{REG_FAIL}: No operator contribution given",
+        sn.get_service_node_registration_cmd, {"operator_cut": "0"},
+    )
+
+
+def test_registration_cmd_shape(sn):
+    op = operator_key()
+    contributor = operator_key("contributor")
+    cmd = sn.get_service_node_registration_cmd(
+        operator_cut="2.5", contributor_addresses=[address_of(sn, op), address_of(sn, contributor)],
+        contributor_amounts=[POOL_MIN, 50_000 * COIN], staking_requirement=SOLO,
+    )["registration_cmd"]
+    assert "\n" not in cmd and "  " not in cmd and cmd == cmd.strip()
+    words = cmd.split(" ")
+    assert_equal(words[0], "register_service_node")
+    assert_equal(words[1], "2.5")
+    assert_equal(words[2:6], [address_of(sn, op), str(POOL_MIN), address_of(sn, contributor), str(50_000 * COIN)])
+    reg = parse_command(cmd, REGTEST)  # checks the signature too
+    assert_equal(reg.sn_pubkey.hex(), sn.get_service_node_key()["service_node_pubkey"])
+    info_time = int(words[6])
+    import time
+    assert abs(info_time - (time.time() + REGTEST.registration_validity)) < 60
+
+
+def test_registration_through_raw_transaction(nodes, sn):
+    """Fund an operator from the faucet, register the daemon's key, check every record field."""
+    op = operator_key()
+    fund(sn, {op.public: SOLO + COIN})
+    sn.generate_blocks(blocks=1)
+    sn.generate_blocks(blocks=REGTEST.unlock_confirmations)
+    cmd = sn.get_service_node_registration_cmd(
+        operator_cut="5", contributor_addresses=[address_of(sn, op)], contributor_amounts=[SOLO],
+    )["registration_cmd"]
+    send_spend(sn, op, [], parse_command(cmd, REGTEST))
+    assert_equal(len(sn.get_mempool()["transactions"]), 1)
+    reg_height = sn.generate_blocks(blocks=1)["height"]
+    records = sn.get_service_nodes({})["service_node_states"]
+    assert_equal(len(records), 1)
+    rec = records[0]
+    spec_fields = {
+        "service_node_pubkey": str, "active": bool, "funded": bool, "payable": bool,
+        "registration_height": int, "total_contributed": int, "staking_requirement": int,
+        "operator_fee": int, "contributors": list, "last_uptime_proof": int, "decommission_count": int,
+    }
+    for field, kind in spec_fields.items():
+        assert isinstance(rec[field], kind), f"{field} is {type(rec[field]).__name__}"
+    assert_equal(rec["service_node_pubkey"], sn.get_service_node_key()["service_node_pubkey"])
+    assert_equal((rec["funded"], rec["active"], rec["payable"]), (True, False, False))
+    assert_equal(rec["registration_height"], reg_height)
+    assert_equal(rec["total_contributed"], SOLO)
+    assert_equal(rec["staking_requirement"], SOLO)
+    assert_equal(rec["operator_fee"], 50_000)  # ppm: tools show 50000 / 10000 = 5 %
+    assert_equal(len(rec["contributors"]), 1)
+    assert_equal(rec["last_uptime_proof"], 0)
+    assert_equal(rec["decommission_count"], 0)
+    assert_equal(sn.get_info()["status_line"], f"v0.1.0; Height: {reg_height}, SN: decomm., proof: never")
+    # The filter by pubkey returns the same record; an unknown key returns none.
+    same = sn.get_service_nodes(service_node_pubkeys=[rec["service_node_pubkey"]])["service_node_states"]
+    assert_equal(same, [rec])
+    assert_equal(sn.get_service_nodes(service_node_pubkeys=["00" * 32])["service_node_states"], [])
+    # Registering the same key again is refused with the reason.
+    assert_raises_rpc_error(None, "already registered", sn.get_service_node_registration_cmd,
+                            contributor_addresses=[address_of(sn, op)], contributor_amounts=[SOLO])
+    # Now registered, send_uptime_proof works and the proof shows.
+    assert_equal(sn.send_uptime_proof(), {"status": "OK"})
+    rec = sn.get_service_nodes({})["service_node_states"][0]
+    assert rec["last_uptime_proof"] > 0
+    assert sn.get_info()["status_line"].endswith("s") and "proof: never" not in sn.get_info()["status_line"]
+
+
+def test_pool_registration_awaits_contributions(sn):
+    op = operator_key("pool operator")
+    fund(sn, {op.public: POOL_MIN + COIN})
+    sn.generate_blocks(blocks=1 + REGTEST.unlock_confirmations)
+    cmd = sn.get_service_node_registration_cmd(
+        operator_cut="5", contributor_addresses=[address_of(sn, op)], contributor_amounts=[POOL_MIN],
+    )["registration_cmd"]
+    send_spend(sn, op, [], parse_command(cmd, REGTEST))
+    height = sn.generate_blocks(blocks=1)["height"]
+    rec = sn.get_service_nodes({})["service_node_states"][0]
+    assert_equal((rec["funded"], rec["active"], rec["total_contributed"]), (False, False, POOL_MIN))
+    assert_equal(sn.get_info()["status_line"], f"v0.1.0; Height: {height}, SN: awaiting contr., proof: never")
+
+
+def test_raw_transaction_rejections(sn):
+    assert_raises_rpc_error(E.INVALID_PARAMS, "tx_hex", sn.send_raw_transaction, tx_hex="zz")
+    assert_raises_rpc_error(E.TX_REJECTED, "transaction rejected: not a valid Transaction", sn.send_raw_transaction, tx_hex="00")
+    assert_equal(sn.get_mempool()["transactions"], [])
+
+
+def test_blocks_and_transactions_lookup(sn):
+    txid = fund(sn, {operator_key().public: COIN})
+    assert_equal(sn.get_transaction(txid=txid)["in_pool"], True)
+    result = sn.generate_blocks(blocks=1)
+    block = sn.get_block(height=1)
+    assert_equal(block["hash"], result["blocks"][0])
+    assert txid in block["tx_ids"]
+    assert_equal(sn.get_block(hash=block["hash"])["height"], 1)
+    tx = sn.get_transaction(txid=txid)
+    assert_equal((tx["in_pool"], tx["height"], tx["kind"]), (False, 1, "transfer"))
+    assert_raises_rpc_error(E.NOT_FOUND, "no such block", sn.get_block, height=99)
+    assert_raises_rpc_error(E.INVALID_PARAMS, "exactly one", sn.get_block, {})
+    assert_raises_rpc_error(E.NOT_FOUND, "neither in the chain", sn.get_transaction, txid="00" * 32)
+    assert_equal(sn.get_height(), {"height": 1, "hash": block["hash"]})
+    assert_equal(sn.get_staking_requirement()["staking_requirement"], SOLO)
+
+
+def test_generate_blocks_params(sn):
+    assert_raises_rpc_error(E.INVALID_PARAMS, "blocks", sn.generate_blocks, blocks="2")
+    assert_raises_rpc_error(E.INVALID_PARAMS, "blocks", sn.generate_blocks, blocks=0)
+    assert_raises_rpc_error(E.INVALID_PARAMS, "unknown field `block`", sn.generate_blocks, block=1)
+    assert_equal(sn.generate_blocks(blocks=5)["height"], 5)
+    assert_equal(sn.get_info()["height"], 5)
+
+
+# --- the JSON-RPC 2.0 envelope -------------------------------------------------------------------
+
+def post(node, body, headers=None):
+    status, hdrs, data = node.rpc.raw(body if isinstance(body, (bytes, str)) else json.dumps(body), headers=headers)
+    return status, hdrs, data
+
+
+def test_envelope(sn):
+    status, _, data = post(sn, {"jsonrpc": "2.0", "id": "abc", "method": "get_info"})
+    reply = json.loads(data)
+    assert_equal((status, reply["id"], reply["jsonrpc"]), (200, "abc", "2.0"))
+    for body, code in [
+        ("{not json", E.PARSE_ERROR),
+        ({"jsonrpc": "1.0", "id": 1, "method": "get_info"}, E.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": 1, "method": 5}, E.INVALID_REQUEST),
+        ({"jsonrpc": "2.0", "id": 1, "method": "no_such_method"}, E.METHOD_NOT_FOUND),
+        ({"jsonrpc": "2.0", "id": 1, "method": "get_info", "params": [1]}, E.INVALID_PARAMS),
+        ({"jsonrpc": "2.0", "id": 1, "method": "get_block", "params": {"height": "x"}}, E.INVALID_PARAMS),
+        ([], E.INVALID_REQUEST),
+        ("42", E.INVALID_REQUEST),
+    ]:
+        status, _, data = post(sn, body)
+        assert_equal(status, 200, f"HTTP status for {body!r}")
+        assert_equal(json.loads(data)["error"]["code"], code, f"code for {body!r}")
+    status, _, data = post(sn, {"jsonrpc": "2.0", "id": 1, "method": "get_block", "params": {"height": "x"}})
+    assert "height" in json.loads(data)["error"]["message"]
+
+
+def test_batches_and_notifications(sn):
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "get_height"},
+        {"jsonrpc": "2.0", "method": "get_height"},  # notification: no reply
+        {"jsonrpc": "2.0", "id": 2, "method": "nope"},
+    ]
+    status, _, data = post(sn, batch)
+    replies = json.loads(data)
+    assert_equal(status, 200)
+    assert_equal([r["id"] for r in replies], [1, 2])
+    assert_equal(replies[1]["error"]["code"], E.METHOD_NOT_FOUND)
+    status, _, data = post(sn, {"jsonrpc": "2.0", "method": "get_height"})
+    assert_equal((status, data), (204, b""))
+
+
+def test_http_rules(sn):
+    status, hdrs, data = sn.rpc.raw("", method="GET")
+    assert_equal(status, 405)
+    assert b"POST" in data
+    status, _, data = post(sn, {"jsonrpc": "2.0", "id": 1, "method": "get_info"}, {"Content-Type": "text/plain"})
+    assert_equal(status, 415)
+    assert b"Content-Type: application/json" in data
+    status, _, _ = post(sn, b"[" + b" " * (1024 * 1024 + 10) + b"]")
+    assert_equal(status, 413)
+    status, _, data = post(sn, {"jsonrpc": "2.0", "id": 1, "method": "get_info"}, {"Host": "evil.example:38091"})
+    assert_equal(status, 403)
+    assert b"Host" in data
+    status, _, data = post(sn, {"jsonrpc": "2.0", "id": 1, "method": "get_info"}, {"Origin": "http://evil.example"})
+    assert_equal(status, 403)
+    for host in ("localhost:38091", "127.0.0.1", f"{sn.ip}:{sn.rpc_port}"):
+        status, _, _ = post(sn, {"jsonrpc": "2.0", "id": 1, "method": "get_info"}, {"Host": host})
+        assert_equal(status, 200, f"Host {host}")
+
+
+def test_curl_as_the_spec_calls_it(sn):
+    import shutil
+    import subprocess
+
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed on this machine")
+    out = subprocess.run(
+        ["curl", "-s", "-X", "POST", f"http://{sn.ip}:{sn.rpc_port}/json_rpc",
+         "-H", "Content-Type: application/json",
+         "-d", '{"jsonrpc":"2.0","id":"0","method":"get_service_nodes","params":{}}'],
+        capture_output=True, text=True, timeout=30, check=True,
+    )
+    assert_equal(json.loads(out.stdout)["result"]["service_node_states"], [])
+
+
+def test_metrics(sn):
+    status, hdrs, data = sn.rpc.raw("", method="GET", path="/metrics")
+    assert_equal(status, 200)
+    assert b"snode_height 0.0" in data

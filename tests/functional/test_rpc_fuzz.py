@@ -1,0 +1,77 @@
+"""Fuzzing the admin RPC of a real daemon: thousands of generated bodies, envelopes and params.
+
+No request may get HTTP 500 or kill the connection handling, and the daemon must keep
+answering get_info afterwards. stop_daemon and generate_blocks are left out: they are valid
+calls with effects, not bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.functional.framework import TestNode, assert_equal
+
+METHODS = [
+    "get_info", "get_height", "get_service_nodes", "get_service_node_key",
+    "get_service_node_registration_cmd", "send_uptime_proof", "get_staking_requirement",
+    "get_block", "get_transaction", "send_raw_transaction", "get_outputs", "get_mempool",
+    "get_peers", "no_such_method", "",
+]
+EXAMPLES = int(os.environ.get("SNODE_FUZZ_EXAMPLES", "2000"))
+
+json_scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=40)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+    max_leaves=20,
+)
+param_names = st.sampled_from([
+    "operator_cut", "contributor_addresses", "contributor_amounts", "staking_requirement",
+    "service_node_pubkeys", "height", "hash", "txid", "tx_hex", "address", "blocks",
+])
+params = st.dictionaries(param_names, json_values, max_size=4) | json_values
+envelopes = st.fixed_dictionaries(
+    {"jsonrpc": st.sampled_from(["2.0", "2.0", "1.0", 2]), "method": st.sampled_from(METHODS) | json_scalars},
+    optional={"id": json_scalars, "params": params},
+)
+bodies = (
+    envelopes.map(json.dumps)
+    | st.lists(envelopes, max_size=4).map(json.dumps)
+    | st.binary(max_size=200)
+    | json_values.map(json.dumps)
+)
+
+
+@pytest.fixture(scope="module")
+def fuzz_node(tmp_path_factory):
+    node = TestNode(0, tmp_path_factory.mktemp("fuzz"), extra_args=["--service-node"])
+    node.start()
+    yield node
+    try:
+        assert_equal(node.stop(), 0)
+    finally:
+        node.kill()
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(body=bodies)
+def test_no_request_gets_http_500(fuzz_node, body):
+    status, _, data = fuzz_node.rpc.raw(body)
+    assert status in (200, 204), (status, body, data[:200])
+    if status == 200:
+        reply = json.loads(data)
+        replies = reply if isinstance(reply, list) else [reply]
+        for r in replies:
+            assert ("result" in r) != ("error" in r), r
+            if "error" in r:
+                assert r["error"]["code"] != -32603, f"internal error for {body!r}: {r}"
+
+
+def test_daemon_still_answers_after_fuzzing(fuzz_node):
+    assert_equal(fuzz_node.get_info()["target_height"], 0)
+    assert fuzz_node.running
