@@ -45,7 +45,8 @@ REGTEST_FAUCET_WORDS: Final = (
 """BIP-39 words of the regtest faucet wallet: the mnemonic of REGTEST_FAUCET_SEED."""
 
 REGTEST_GENESIS_TIMESTAMP: Final = 1_767_225_600  # 2026-01-01T00:00:00Z
-REGTEST_FAUCET_AMOUNT: Final = 10_000_000 * COIN
+REGTEST_FAUCET_AMOUNT: Final = 1_000_000_000 * COIN
+"""Enough for thousands of test service nodes (benchmarks register 2,000)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,7 +99,7 @@ def test_both_flag_forms_and_key_survives_restart_and_sigkill(nodes):
     node.start()
     assert_equal(node.get_service_node_key()["service_node_pubkey"], key)
     assert_equal(node.get_info()["height"], 10)
-    assert (node.data_dir / "genesis.json").is_file() and (node.data_dir / "chain.sqlite").is_file()
+    assert (node.data_dir / "genesis.json").is_file() and (node.data_dir / "chain.sqlite3").is_file()
 
 
 def test_second_daemon_on_same_data_dir_refused(nodes):

@@ -12,11 +12,11 @@ from snode.core.errors import InvalidGenesis
 from snode.core.genesis import GenesisDoc, encode_genesis, parse_genesis, regtest_genesis
 from snode.node.config import ConfigError
 from snode.params import NetworkParams
+from snode.store import DATABASE_FILE
 
 KEY_FILE = "key"
 AUTHORITY_KEY_FILE = "authority_key"
 GENESIS_FILE = "genesis.json"
-DATABASE_FILE = "chain.sqlite"
 LOCK_FILE = "snoded.lock"
 LOG_FILE = "snoded.log"
 

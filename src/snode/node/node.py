@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from snode import __version__
@@ -19,12 +20,15 @@ from snode.core.genesis import Consensus
 from snode.core.production import build_block
 from snode.core.proofs import UptimeProof, check_proof, make_proof
 from snode.core.service_nodes import Status, status
-from snode.core.state import ChainState, UtxoEntry
+from snode.core.errors import InvalidBlock, SnodeError
+from snode.core.state import ChainState, Undo, UtxoEntry, undo_block
 from snode.core.transactions import Transaction, txid
 from snode.core.transition import apply_block
+from snode.net.protocol import locator_heights
 from snode.node.verifier import ThreadedVerifier
 from snode.params import NetworkParams
 from snode.store import ChainStore
+from snode.store.chain_store import Commit
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +77,8 @@ class Node:
         self.proofs_version = 0
         """Counts accepted proofs, so answers that show proof times know when to refresh."""
         self.last_proof_rejection = ""
+        self.tip_listeners: list[Callable[[list[Block]], None]] = []
+        """Called with the new blocks after each tip change (P2P announces them)."""
         self._by_owner: dict[bytes, set[bytes]] = defaultdict(set)
         for key, entry in state.utxos.items():
             self._by_owner[entry.owner].add(key)
@@ -117,23 +123,117 @@ class Node:
 
     def accept_block(self, block: Block, now: int) -> None:
         """Validate, store, then adopt a block on the tip; InvalidBlock says why not."""
-        new_state, undo = apply_block(
-            self.state, block, self.consensus, verifier=self.verifier, now=now
-        )
-        self.store.commit_block(block, new_state, undo)
-        for key, old in undo.utxos:
-            if old is not None:
-                self._by_owner[old.owner].discard(key)
-            new = new_state.utxos.get(key)
-            if new is not None:
-                self._by_owner[new.owner].add(key)
-        self.state = new_state
-        mined = [txid(tx) for tx in block.transactions]
-        self.pool = mp.revalidate(mp.remove(self.pool, mined), new_state, self.consensus, now=now)
-        log.info(
-            "block %d %s: %d transactions", new_state.height, new_state.tip_hash.hex()[:16],
-            len(block.transactions),
-        )
+        self.accept_blocks([block], now)
+
+    def accept_blocks(self, blocks: list[Block], now: int) -> int:
+        """Apply consecutive blocks on the tip and commit them in one store transaction.
+
+        On an invalid block the valid ones before it are still committed and adopted, then the
+        error is raised. Returns how many were adopted.
+        """
+        state = self.state
+        commits: list[Commit] = []
+        failure: SnodeError | None = None
+        for block in blocks:
+            try:
+                state, undo = apply_block(state, block, self.consensus, verifier=self.verifier, now=now)
+            except SnodeError as err:
+                failure = err
+                break
+            commits.append((block, state, undo))
+        if commits:
+            self.store.commit_blocks(commits)
+            self._adopt(state, [u for _, _, u in commits], [b for b, _, _ in commits], now)
+        if failure is not None:
+            raise failure
+        return len(commits)
+
+    def _adopt(self, state: ChainState, undos: list[Undo], blocks: list[Block], now: int) -> None:
+        """Make `state` current after the store committed it."""
+        for undo in undos:
+            for key, old in undo.utxos:
+                if old is not None:
+                    self._by_owner[old.owner].discard(key)
+                new = state.utxos.get(key)
+                if new is not None:
+                    self._by_owner[new.owner].add(key)
+        self.state = state
+        mined = [txid(tx) for block in blocks for tx in block.transactions]
+        self.pool = mp.revalidate(mp.remove(self.pool, mined), state, self.consensus, now=now)
+        last = blocks[-1]
+        log.info("block %d %s: %d transactions%s", last.header.height, state.tip_hash.hex()[:16],
+                 len(last.transactions), f" (+{len(blocks) - 1} before it)" if len(blocks) > 1 else "")
+        for listener in self.tip_listeners:
+            listener(blocks)
+
+    def reorganize(self, branch: list[Block], now: int) -> bool:
+        """Switch to `branch` (consecutive blocks whose first parent is on the main chain) if it
+        ends higher than the tip. The whole switch is validated in memory before anything is
+        written, so an invalid branch changes nothing. Returns whether the tip changed.
+        """
+        fork_height = branch[0].header.height - 1
+        if self.store.block_hash_at(fork_height) != branch[0].header.prev_hash:
+            raise InvalidBlock("branch does not fork from this node's main chain")
+        if branch[-1].header.height <= self.height:
+            return False  # equal height: the tip seen first stays
+        state = self.state
+        undone: list[tuple[ChainState, Undo, Block]] = []
+        while state.height > fork_height:
+            undo = self.store.get_undo(state.tip_hash)
+            block = self.store.get_block(state.tip_hash)
+            assert block is not None
+            state = undo_block(state, undo)
+            undone.append((state, undo, block))
+        commits: list[Commit] = []
+        for block in branch:
+            state, undo = apply_block(state, block, self.consensus, verifier=self.verifier, now=now)
+            commits.append((block, state, undo))
+        for parent_state, undo, _ in undone:
+            self.store.undo_tip(parent_state, undo)
+        self.store.commit_blocks(commits)
+        log.warning("reorganized: undid %d blocks back to height %d, applied %d; new tip %d %s",
+                    len(undone), fork_height, len(branch), state.height, state.tip_hash.hex()[:16])
+        self._by_owner = defaultdict(set)
+        for key, entry in state.utxos.items():
+            self._by_owner[entry.owner].add(key)
+        old_pool = self.pool
+        self.pool = mp.Mempool()
+        self._adopt(state, [], [b for b, _, _ in commits], now)
+        self._readmit([tx for _, _, b in reversed(undone) for tx in b.transactions[1:]], old_pool, now)
+        return True
+
+    def _readmit(self, txs: list[Transaction], old_pool: mp.Mempool, now: int) -> None:
+        """Give the mempool back what a reorg undid and what it held, where still valid."""
+        pooled = sorted(old_pool.entries.values(), key=lambda e: e.arrival)
+        for tx in txs + [e.tx for e in pooled]:
+            try:
+                self.pool, _ = mp.admit(self.pool, tx, self.state, self.consensus, now=now, verifier=self.verifier)
+            except SnodeError:
+                continue
+
+    def locator(self) -> list[bytes]:
+        """Hashes of main-chain blocks, dense near the tip, for GetBlocks."""
+        hashes = [self.store.block_hash_at(h) for h in locator_heights(self.height)]
+        return [h for h in hashes if h is not None]
+
+    def blocks_after(self, locator: list[bytes], max_count: int, max_bytes: int) -> list[bytes]:
+        """Canonical bytes of main-chain blocks after the first locator hash on the main chain
+        (after genesis when none is)."""
+        start = 1
+        for h in locator:
+            block = self.store.get_block(h)
+            if block is not None and self.store.block_hash_at(block.header.height) == h:
+                start = block.header.height + 1
+                break
+        out: list[bytes] = []
+        size = 0
+        for height in range(start, min(start + max_count, self.height + 1)):
+            data = self.store.get_block_bytes(height)
+            if data is None or (out and size + len(data) > max_bytes):
+                break
+            out.append(data)
+            size += len(data)
+        return out
 
     def produce_block(self, now: int) -> Block:
         """Make, store and adopt the next block with this daemon's authority key."""

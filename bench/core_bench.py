@@ -1,0 +1,233 @@
+"""Block application against the physical limit: how much of apply_block is signature checking.
+
+Measures in one run, on one core:
+- the limit: Ed25519 verifications per second with PyNaCl (`core.crypto.verify`);
+- `apply_block` on blocks of 1, 50 and 500 transfers, with 2,000 active, payable service nodes
+  in the state (built with DevChain: funded at genesis, registered in blocks of 250, activated by
+  the authority);
+- per block, the time spent verifying the block's signatures alone, and its share of the
+  apply_block time. DESIGN.md section 10 wants sync at no less than half the rate that signature
+  verification alone allows, so the target share is >= 0.5.
+
+apply_block is pure, so each block is applied many times to the same parent state.
+`python -m bench --profile` adds a cProfile of apply_block on the largest block.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from rich.console import Console
+from rich.table import Table
+
+from snode.core import mempool as mp
+from snode.core.blocks import Block
+from snode.core.crypto import SigningKey, verify
+from snode.core.production import build_block
+from snode.core.service_nodes import Reason, StateChangeKind
+from snode.core.transition import SigCheck, apply_block, verify_serially
+from snode.core.txbuilder import build_transfer
+from snode.devchain import DevChain, key_from_label
+from snode.params import COIN
+
+SERVICE_NODES: Final = 2_000
+REGISTRATIONS_PER_BLOCK: Final = 250
+BLOCK_SIZES: Final = (1, 50, 500)
+VERIFY_SAMPLES: Final = 3_000
+TARGET_SIG_SHARE: Final = 0.5
+MIN_SECONDS: Final = 1.0
+"""Each figure repeats its measurement for at least this long and at least MIN_RUNS times."""
+MIN_RUNS: Final = 5
+
+
+def log(text: str) -> None:
+    """Progress on stderr, so that stdout holds the figures."""
+    print(f"core_bench: {text}", file=sys.stderr, flush=True)
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def seconds_per_run(*fns: Callable[[], object]) -> list[float]:
+    """Median wall time of one call of each fn, over enough rounds to fill MIN_SECONDS.
+
+    The functions take turns within each round, so that a neighbour's load on the machine
+    slows them alike and their ratio stays fair.
+    """
+    rounds: list[list[float]] = []
+    started = time.perf_counter()
+    while len(rounds) < MIN_RUNS or time.perf_counter() - started < MIN_SECONDS:
+        rounds.append([_timed(fn) for fn in fns])
+    return [statistics.median(column) for column in zip(*rounds)]
+
+
+# --- the limit ----------------------------------------------------------------------------
+
+def verify_rate() -> float:
+    """Ed25519 verifications per second on one core, over VERIFY_SAMPLES distinct signatures."""
+    keys = [key_from_label(f"bench verify {i}") for i in range(64)]
+    samples = []
+    for i in range(VERIFY_SAMPLES):
+        key = keys[i % len(keys)]
+        message = i.to_bytes(32, "big")
+        samples.append((key.public, message, key.sign(message)))
+
+    def verify_all() -> None:
+        for public, message, signature in samples:
+            if not verify(public, message, signature):
+                raise AssertionError("a benchmark signature does not verify")
+
+    [seconds] = seconds_per_run(verify_all)
+    return VERIFY_SAMPLES / seconds
+
+
+# --- the state ----------------------------------------------------------------------------
+
+def build_chain(spenders: Sequence[SigningKey]) -> DevChain:
+    """A DevChain with SERVICE_NODES active, payable service nodes and funded spenders."""
+    operators = [key_from_label(f"bench operator {i}") for i in range(SERVICE_NODES)]
+    nodes = [key_from_label(f"bench node {i}") for i in range(SERVICE_NODES)]
+    allocations = {k.public: 200_001 * COIN for k in operators}
+    allocations.update({k.public: 1_000 * COIN for k in spenders})
+    chain = DevChain.create(allocations)
+    for start in range(0, SERVICE_NODES, REGISTRATIONS_PER_BLOCK):
+        for op, node in zip(operators[start:start + REGISTRATIONS_PER_BLOCK],
+                            nodes[start:start + REGISTRATIONS_PER_BLOCK]):
+            chain.register(op, node, chain.params.staking_requirement)
+        chain.mine()
+    # One block of activations: every vote cites the tip's quorum, which is still the authority.
+    for node in nodes:
+        chain.state_change(node.public, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF)
+    chain.mine()
+    chain.mine(chain.params.payable_grace)
+    active = sum(1 for sn in chain.state.service_nodes.values() if sn.active)
+    if active != SERVICE_NODES:
+        raise AssertionError(f"{active} of {SERVICE_NODES} service nodes are active after setup")
+    return chain
+
+
+def transfer_block(chain: DevChain, spenders: Sequence[SigningKey], count: int) -> Block:
+    """The block after the tip holding `count` transfers, one from each of the first spenders."""
+    pool = mp.Mempool()
+    for i, key in enumerate(spenders[:count]):
+        to = spenders[(i + 1) % len(spenders)].public
+        tx = build_transfer(chain.spendable(key.public), key, to, 10 * COIN, chain.params)
+        pool, _ = mp.admit(pool, tx, chain.state, chain.consensus, now=chain.now)
+    block, stale = build_block(chain.state, pool, chain.consensus, chain.authority, timestamp=chain.now + 2)
+    if stale or len(block.transactions) != count + 1:
+        raise AssertionError(f"the {count}-transfer block holds {len(block.transactions) - 1} transfers")
+    return block
+
+
+# --- the measurement ----------------------------------------------------------------------
+
+def block_signatures(chain: DevChain, block: Block) -> list[SigCheck]:
+    """Every signature check apply_block makes for `block` (producer and inputs)."""
+    captured: list[SigCheck] = []
+
+    def capture(checks: Sequence[SigCheck]) -> int:
+        captured.extend(checks)
+        return -1
+
+    apply_block(chain.state, block, chain.consensus, verifier=capture)
+    return captured
+
+
+def measure_block(chain: DevChain, block: Block) -> dict[str, float]:
+    """apply_block time, the verify-alone time of its signatures, and the derived rates."""
+    transfers = len(block.transactions) - 1
+    checks = block_signatures(chain, block)
+    apply_s, verify_s = seconds_per_run(
+        lambda: apply_block(chain.state, block, chain.consensus), lambda: verify_serially(checks)
+    )
+    return {
+        "transfers": transfers,
+        "signatures": len(checks),
+        "apply_ms": apply_s * 1000,
+        "blocks_per_s": 1 / apply_s,
+        "transfers_per_s": transfers / apply_s,
+        "verify_ms": verify_s * 1000,
+        "sig_share": verify_s / apply_s,
+    }
+
+
+def run(profile: bool = False) -> dict[str, Any]:
+    """Every figure of this benchmark, as a dict (see `report`)."""
+    log("measuring Ed25519 verification (the limit)")
+    rate = verify_rate()
+    spenders = [key_from_label(f"bench spender {i}") for i in range(max(BLOCK_SIZES))]
+    log(f"building a chain with {SERVICE_NODES} service nodes")
+    started = time.perf_counter()
+    chain = build_chain(spenders)
+    setup_s = time.perf_counter() - started
+    blocks = {n: transfer_block(chain, spenders, n) for n in BLOCK_SIZES}
+    results: dict[str, Any] = {
+        "ed25519_verify_per_s": rate,
+        "service_nodes": len(chain.state.service_nodes),
+        "setup_s": setup_s,
+        "blocks": {},
+    }
+    for n, block in blocks.items():
+        log(f"applying the {n}-transfer block")
+        results["blocks"][n] = measure_block(chain, block)
+    if profile:
+        results["profile"] = {
+            n: profile_apply(chain, blocks[n]) for n in (min(BLOCK_SIZES), max(BLOCK_SIZES))
+        }
+    return results
+
+
+def profile_apply(chain: DevChain, block: Block, top: int = 15) -> str:
+    """cProfile of apply_block on `block` (about 1,000 signatures' worth), by own time."""
+    runs = max(1000 // len(block.transactions), 10)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(runs):
+        apply_block(chain.state, block, chain.consensus)
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def report(results: dict[str, Any], console: Console) -> None:
+    """Print the figures of `run` as tables, each ratio with its target and verdict."""
+    console.print()
+    console.print("[bold]core: apply_block against Ed25519 verification (one core)[/]")
+    console.print(
+        f"limit: {results['ed25519_verify_per_s']:,.0f} Ed25519 verifications/s (PyNaCl, one core)"
+    )
+    console.print(
+        f"state: {results['service_nodes']:,} active, payable service nodes "
+        f"(built in {results['setup_s']:.1f} s)"
+    )
+    table = Table(show_edge=False, pad_edge=False)
+    for name in ("transfers", "signatures", "apply ms", "blocks/s", "transfers/s",
+                 "verify ms", "other ms", "sig share", "target", "verdict"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for figures in results["blocks"].values():
+        share = figures["sig_share"]
+        verdict = "[green]PASS[/]" if share >= TARGET_SIG_SHARE else "[red]BELOW[/]"
+        table.add_row(
+            str(figures["transfers"]), str(figures["signatures"]), f"{figures['apply_ms']:.2f}",
+            f"{figures['blocks_per_s']:,.0f}", f"{figures['transfers_per_s']:,.0f}",
+            f"{figures['verify_ms']:.2f}", f"{figures['apply_ms'] - figures['verify_ms']:.2f}",
+            f"{share:.2f}", f">= {TARGET_SIG_SHARE}", verdict,
+        )
+    console.print(table)
+    console.print("apply ms = apply_block time per block; verify ms = verifying its signatures alone")
+    console.print("other ms = apply ms - verify ms; sig share = verify ms / apply ms")
+    for n, text in results.get("profile", {}).items():
+        console.print()
+        console.print(f"[bold]cProfile of apply_block, {n}-transfer block[/]")
+        console.print(text, markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,168 @@
+"""The peer protocol without I/O: message shapes and length-prefixed framing.
+
+A frame is a 4-byte big-endian length followed by the canonical msgpack of one `Message`. The
+decoder refuses a frame longer than MAX_FRAME before reading it, and any bytes that are not a
+known message in canonical form; both are grounds to drop and ban the peer.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final, TypeAlias, Union
+
+import msgspec
+
+from snode.core.encoding import decode, encode
+from snode.core.errors import DecodeError
+from snode.core.proofs import UptimeProof
+from snode.core.types import Hash32, Height
+
+PROTOCOL_VERSION: Final = 1
+MAX_FRAME: Final = 8 * 1024 * 1024
+"""Bytes in one frame: room for a batch of blocks, far below what could exhaust memory."""
+MAX_BLOCKS_PER_BATCH: Final = 500
+MAX_BATCH_BYTES: Final = 6 * 1024 * 1024
+MAX_LOCATOR: Final = 64
+MAX_PEER_ADDRESSES: Final = 100
+HEADER_BYTES: Final = 4
+
+Bytes = Annotated[bytes, msgspec.Meta(max_length=MAX_FRAME)]
+
+
+class Hello(msgspec.Struct, frozen=True, array_like=True, tag=1):
+    """First message both ways: who I am, which chain, how far I am."""
+
+    network_id: int
+    genesis_hash: Hash32
+    version: int
+    agent: Annotated[str, msgspec.Meta(max_length=64)]
+    height: Height
+    top_hash: Hash32
+    listen_port: Annotated[int, msgspec.Meta(ge=0, le=65_535)]
+    """The port this node accepts peers on (0: none)."""
+    nonce: int
+    """Random per process: a node that meets its own nonce has dialled itself."""
+
+
+class Ping(msgspec.Struct, frozen=True, array_like=True, tag=2):
+    nonce: int
+
+
+class Pong(msgspec.Struct, frozen=True, array_like=True, tag=3):
+    nonce: int
+
+
+class Tip(msgspec.Struct, frozen=True, array_like=True, tag=4):
+    """The sender's best chain moved."""
+
+    height: Height
+    top_hash: Hash32
+
+
+class GetBlocks(msgspec.Struct, frozen=True, array_like=True, tag=5):
+    """Blocks after the first locator hash that is on the receiver's main chain."""
+
+    locator: Annotated[list[Hash32], msgspec.Meta(max_length=MAX_LOCATOR)]
+    max_count: Annotated[int, msgspec.Meta(ge=1, le=MAX_BLOCKS_PER_BATCH)]
+
+
+class Blocks(msgspec.Struct, frozen=True, array_like=True, tag=6):
+    """Canonical encodings of consecutive main-chain blocks (may be empty)."""
+
+    blocks: Annotated[list[Bytes], msgspec.Meta(max_length=MAX_BLOCKS_PER_BATCH)]
+    height: Height
+    """The sender's height when it answered."""
+
+
+class NewBlock(msgspec.Struct, frozen=True, array_like=True, tag=7):
+    block: Bytes
+
+
+class NewTransaction(msgspec.Struct, frozen=True, array_like=True, tag=8):
+    tx: Bytes
+
+
+class GetPeers(msgspec.Struct, frozen=True, array_like=True, tag=9):
+    pass
+
+
+class Peers(msgspec.Struct, frozen=True, array_like=True, tag=10):
+    addresses: Annotated[list[Annotated[str, msgspec.Meta(max_length=64)]], msgspec.Meta(max_length=MAX_PEER_ADDRESSES)]
+
+
+class Proof(msgspec.Struct, frozen=True, array_like=True, tag=11):
+    """An uptime proof, relayed once by each node that accepts it."""
+
+    proof: UptimeProof
+
+
+class ProofRejected(msgspec.Struct, frozen=True, array_like=True, tag=12):
+    """Sent back to a proof's own sender: why the receiver refused it."""
+
+    pubkey: Hash32
+    reason: Annotated[str, msgspec.Meta(max_length=300)]
+
+
+Message: TypeAlias = Union[
+    Hello, Ping, Pong, Tip, GetBlocks, Blocks, NewBlock, NewTransaction, GetPeers, Peers, Proof,
+    ProofRejected,
+]
+
+
+class ProtocolViolation(Exception):
+    """The peer broke the protocol; the reason goes into the ban log."""
+
+
+def frame(message: Message) -> bytes:
+    """One message as a frame."""
+    payload = encode(message)
+    return len(payload).to_bytes(HEADER_BYTES, "big") + payload
+
+
+def parse(payload: bytes) -> Message:
+    """One frame's payload as a message; ProtocolViolation if it is not a canonical message."""
+    try:
+        return decode(payload, Message)  # type: ignore[arg-type]
+    except DecodeError as err:
+        raise ProtocolViolation(f"undecodable message: {err.reason}") from None
+
+
+class FrameDecoder:
+    """Feed bytes, take complete payloads. Sans-IO: the caller owns the socket."""
+
+    def __init__(self, max_frame: int = MAX_FRAME) -> None:
+        self.max_frame = max_frame
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Complete payloads in the bytes so far; ProtocolViolation for an oversized frame."""
+        self._buffer += data
+        out = []
+        while len(self._buffer) >= HEADER_BYTES:
+            size = int.from_bytes(self._buffer[:HEADER_BYTES], "big")
+            if size > self.max_frame:
+                raise ProtocolViolation(f"frame of {size} bytes exceeds the {self.max_frame}-byte limit")
+            if len(self._buffer) < HEADER_BYTES + size:
+                break
+            out.append(bytes(self._buffer[HEADER_BYTES:HEADER_BYTES + size]))
+            del self._buffer[:HEADER_BYTES + size]
+        return out
+
+    def needed(self) -> int:
+        """Bytes still missing for the frame in progress (0 when none is in progress)."""
+        if len(self._buffer) < HEADER_BYTES:
+            return HEADER_BYTES - len(self._buffer)
+        return HEADER_BYTES + int.from_bytes(self._buffer[:HEADER_BYTES], "big") - len(self._buffer)
+
+
+def locator_heights(height: int) -> list[int]:
+    """Heights for a block locator: the last 10 one by one, then exponentially back, then 0."""
+    heights = []
+    step = 1
+    h = height
+    while h > 0 and len(heights) < MAX_LOCATOR - 1:
+        heights.append(h)
+        if len(heights) >= 10:
+            step *= 2
+        h -= step
+    heights.append(0)
+    return heights

@@ -1,0 +1,108 @@
+"""Tables operators read: the service-node list of snode-cli `nodes` and of the walkthrough.
+
+Input is plain record dicts shaped like `get_service_nodes` records (specification section 2.1),
+so the same code renders what the RPC returns and what the walkthrough derives from the core.
+On a terminal the tables are coloured; in pipes, files and CI logs they are plain text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, NamedTuple, TextIO
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from snode.core.service_nodes import Status, status
+from snode.core.units import format_coins, format_percent
+
+PLAIN_WIDTH: Final = 120
+"""Width used when the output is not a terminal: wide enough for the node table on one line."""
+
+SHORT_KEY_CHARS: Final = 12
+
+_STATUS_STYLE: Final = {Status.ACTIVE: "green", Status.DECOMM: "red", Status.AWAIT: "yellow"}
+
+
+def make_console(file: TextIO | None = None) -> Console:
+    """A console that colours a terminal and writes plain text to pipes, files and CI logs.
+
+    `file` None means the current `sys.stdout` at the time of each write.
+    """
+    console = Console(file=file, highlight=False)
+    if not console.is_terminal:
+        console = Console(file=file, highlight=False, width=PLAIN_WIDTH)
+    return console
+
+
+def short_key(hex_key: str) -> str:
+    """A public key shortened for a table column (its first characters, like a short git hash)."""
+    return hex_key if len(hex_key) <= SHORT_KEY_CHARS else f"{hex_key[:SHORT_KEY_CHARS]}..."
+
+
+def yes_no(flag: bool) -> str:
+    """A boolean as an operator reads it."""
+    return "yes" if flag else "no"
+
+
+def proof_age(last_uptime_proof: int, now: int) -> str:
+    """Time since the last accepted uptime proof, like `45s`, `1m05s` or `2h03m`; `never` for 0."""
+    if not last_uptime_proof:
+        return "never"
+    age = max(now - last_uptime_proof, 0)
+    if age < 60:
+        return f"{age}s"
+    if age < 3600:
+        return f"{age // 60}m{age % 60:02d}s"
+    return f"{age // 3600}h{age % 3600 // 60:02d}m"
+
+
+class _Flags(NamedTuple):
+    # The core's status rule reads only these two flags of a node.
+    active: bool
+    funded: bool
+
+
+def record_status(record: Mapping[str, Any]) -> Status:
+    """Active / Decomm / Await of a `get_service_nodes` record, by the core's rule."""
+    return status(_Flags(active=bool(record["active"]), funded=bool(record["funded"])))  # type: ignore[arg-type]
+
+
+def service_node_table(records: Iterable[Mapping[str, Any]], *, now: int | None = None) -> Table:
+    """The service-node table: one row per `get_service_nodes` record.
+
+    With `now` (Unix seconds) a `proof` column shows the age of each node's last accepted uptime
+    proof.
+    """
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    table.add_column("pubkey", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("funded", no_wrap=True)
+    table.add_column("active", no_wrap=True)
+    table.add_column("payable", no_wrap=True)
+    table.add_column("reg. height", justify="right", no_wrap=True)
+    table.add_column("staked / required", justify="right", no_wrap=True)
+    table.add_column("fee %", justify="right", no_wrap=True)
+    table.add_column("contributors", justify="right", no_wrap=True)
+    table.add_column("decomms", justify="right", no_wrap=True)
+    if now is not None:
+        table.add_column("proof", justify="right", no_wrap=True)
+    for r in records:
+        state = record_status(r)
+        row = [
+            short_key(r["service_node_pubkey"]),
+            f"[{_STATUS_STYLE[state]}]{state.value}[/]",
+            yes_no(r["funded"]),
+            yes_no(r["active"]),
+            yes_no(r["payable"]),
+            str(r["registration_height"]),
+            f"{format_coins(r['total_contributed'])} / {format_coins(r['staking_requirement'])}",
+            format_percent(r.get("operator_fee") or 0),
+            str(len(r["contributors"])),
+            str(r["decommission_count"]),
+        ]
+        if now is not None:
+            row.append(proof_age(r["last_uptime_proof"], now))
+        table.add_row(*row)
+    return table
