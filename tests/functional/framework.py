@@ -261,3 +261,37 @@ def address_of(node: TestNode, key: Any) -> str:
     from snode.params import NETWORKS
 
     return encode_address(NETWORKS[node.network].address_prefix, key.public)
+
+
+# --- P2P helpers ---------------------------------------------------------------------------------
+
+def connect_nodes(a: TestNode, b: TestNode, timeout: float = 30) -> None:
+    """Make a dial b (and keep the connection); wait until both list each other."""
+    a.add_peer(address=f"{b.ip}:{b.p2p_port}")
+
+    def linked() -> bool:
+        return (any(p["address"].startswith(b.ip + ":") for p in a.get_peers()["peers"])
+                and any(p["address"].startswith(a.ip + ":") for p in b.get_peers()["peers"]))
+    wait_until(linked, timeout=timeout, what=f"node{a.index} <-> node{b.index} connection")
+
+
+def sync_blocks(nodes: list[TestNode], timeout: float = 60) -> None:
+    """Wait until every node has the same tip; on failure list every node's tip."""
+    tips: list[tuple[int, str]] = []
+
+    def same() -> bool:
+        nonlocal tips
+        tips = [(n.get_height()["height"], n.get_height()["hash"]) for n in nodes]
+        return len({h for _, h in tips}) == 1
+    try:
+        wait_until(same, timeout=timeout, what="all nodes on one tip")
+    except AssertionError:
+        listing = "\n".join(f"  node{n.index}: height {h} {t[:16]}" for n, (h, t) in zip(nodes, tips))
+        raise AssertionError(f"tips did not converge within {timeout} s:\n{listing}") from None
+
+
+def sync_mempools(nodes: list[TestNode], timeout: float = 30) -> None:
+    def same() -> bool:
+        pools = [sorted(t["txid"] for t in n.get_mempool()["transactions"]) for n in nodes]
+        return all(p == pools[0] for p in pools)
+    wait_until(same, timeout=timeout, what="equal mempools")

@@ -27,6 +27,10 @@ class InvalidTransaction(SnodeError):
     """A transaction breaks a consensus rule."""
 
 
+class BadSignature(InvalidTransaction):
+    """A transaction carries a signature that does not verify: never an honest mistake."""
+
+
 class InvalidRegistration(InvalidTransaction):
     """A service-node registration breaks a staking rule."""
 

@@ -18,7 +18,7 @@ from snode.core import service_nodes as sn_rules
 from snode.core.blocks import BLOCK_VERSION, Block, block_hash, producer_message, tx_root
 from snode.core.crypto import verify
 from snode.core.encoding import encode
-from snode.core.errors import InvalidBlock, InvalidStateChange, InvalidTransaction
+from snode.core.errors import BadSignature, InvalidBlock, InvalidStateChange, InvalidTransaction
 from snode.core.genesis import Consensus
 from snode.core.quorums import obligations_quorum
 from snode.core.state import ChainState, Quorum, ServiceNode, TrackedMap, Undo, UtxoEntry
@@ -255,8 +255,26 @@ def check_header(state: ChainState, block: Block, consensus: Consensus, now: int
         # SN block production (leader + validator signatures) is a later issue; until then
         # only the genesis authority produces blocks.
         raise InvalidBlock("block producer is not a genesis authority")
+    if block.validator_signatures:
+        # The block hash does not cover them: in an authority block they could only be padding
+        # that changes the block's bytes but not its id.
+        raise InvalidBlock("an authority block carries no validator signatures")
     if not block.transactions or not isinstance(block.transactions[0].payload, Coinbase):
         raise InvalidBlock("block does not start with a coinbase")
+
+
+def check_block_stateless(block: Block, consensus: Consensus) -> None:
+    """What can be checked of a block without its parent's state: the producer is an
+    authority, its signature verifies, and the transaction root matches. Lets a node refuse a
+    forged block that does not build on its tip instead of keeping it to wait for a parent."""
+    header = block.header
+    if header.producer not in consensus.authorities:
+        raise InvalidBlock("block producer is not a genesis authority")
+    if tx_root([txid(tx) for tx in block.transactions]) != header.tx_root:
+        raise InvalidBlock("block transaction root does not match its transactions")
+    message = producer_message(consensus.params.network_id, block_hash(header))
+    if not verify(header.producer, message, block.producer_signature):
+        raise InvalidBlock(f"block {header.height} has a bad producer signature")
 
 
 def apply_block(
@@ -355,5 +373,5 @@ def check_transaction(
     The mempool's admission check: the same rules as in a block, against the tip.
     """
     _, fee, checks = apply_transaction(state, tx, consensus, block_time=block_time)
-    _run_checks(checks, verifier, InvalidTransaction)
+    _run_checks(checks, verifier, BadSignature)
     return fee

@@ -22,6 +22,7 @@ from aiohttp import web
 from snode import __version__
 from snode.core.crypto import SigningKey
 from snode.core.genesis import genesis_state
+from snode.net.peers import PeerManager
 from snode.node.config import Config, ConfigError, Endpoint, build_config
 from snode.node.datadir import DataDir, check_writable
 from snode.node.metrics import render as render_metrics
@@ -91,15 +92,15 @@ class Daemon:
                 "admin RPC bound to %s: it must never be reachable from the internet; "
                 "restrict the port mapping to loopback", cfg.rpc_admin,
             )
-        methods = MethodTable(node, request_stop=self.request_stop)
+        peers = PeerManager(node, bind_ip=cfg.p2p_bind.host, listen_port=cfg.p2p_bind.port,
+                            priority=[str(e) for e in cfg.priority_nodes])
+        methods = MethodTable(node, request_stop=self.request_stop, peers=peers)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
                        metrics=lambda: render_metrics(node))
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         await web.SockSite(runner, rpc_sock, shutdown_timeout=2.0).start()
-        # The P2P protocol arrives with the networking issue; until then the port is held so
-        # that a clash shows at start-up, and connections are closed politely.
-        p2p = await asyncio.start_server(_refuse_peer, sock=p2p_sock)
+        await peers.start(p2p_sock)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
@@ -115,7 +116,7 @@ class Daemon:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        p2p.close()
+        await peers.stop()
         await asyncio.wait_for(runner.cleanup(), SHUTDOWN_TIMEOUT)
         node.close()
         datadir.unlock()
@@ -185,10 +186,6 @@ class Daemon:
                 print("commands: status, print_sn_key, exit", flush=True)
             elif command:
                 print(f"unknown command '{command}'; commands: status, print_sn_key, exit", flush=True)
-
-
-async def _refuse_peer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    writer.close()
 
 
 def run_loop(main: Any) -> int:

@@ -79,6 +79,8 @@ class Node:
         self.last_proof_rejection = ""
         self.tip_listeners: list[Callable[[list[Block]], None]] = []
         """Called with the new blocks after each tip change (P2P announces them)."""
+        self.tx_listeners: list[Callable[[Transaction, bytes, object], None]] = []
+        """Called with (transaction, id, source) for each transaction the mempool admits."""
         self._by_owner: dict[bytes, set[bytes]] = defaultdict(set)
         for key, entry in state.utxos.items():
             self._by_owner[entry.owner].add(key)
@@ -113,12 +115,15 @@ class Node:
 
     # --- changing -----------------------------------------------------------------------------
 
-    def submit_transaction(self, tx: Transaction, now: int) -> bytes:
-        """Admit a transaction to the mempool; SnodeError says why not."""
+    def submit_transaction(self, tx: Transaction, now: int, *, source: object = None) -> bytes:
+        """Admit a transaction to the mempool and tell the listeners (P2P relays it);
+        SnodeError says why not. `source` is the peer it came from, if any."""
         self.pool, entry = mp.admit(
             self.pool, tx, self.state, self.consensus, now=now, verifier=self.verifier
         )
         log.info("mempool: accepted %s (%d bytes, fee %d)", entry.txid.hex(), entry.size, entry.fee)
+        for listener in self.tx_listeners:
+            listener(tx, entry.txid, source)
         return entry.txid
 
     def accept_block(self, block: Block, now: int) -> None:

@@ -23,6 +23,7 @@ from snode.core.registration import format_command, sign_registration
 from snode.core.state import ServiceNode
 from snode.core.transactions import Coinbase, Registration, Reservation, Stake, StateChange, Transaction, txid
 from snode.core.units import parse_percent_ppm
+from snode.net.peers import PeerManager, parse_address
 from snode.node.node import Node
 from snode.params import MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM
 from snode.rpc import errors as E
@@ -61,6 +62,10 @@ class AddressParams(msgspec.Struct, forbid_unknown_fields=True):
     address: str
 
 
+class AddPeerParams(msgspec.Struct, forbid_unknown_fields=True):
+    address: str
+
+
 def _invalid_params(err: msgspec.ValidationError) -> RpcError:
     text = str(err)
     # msgspec says "Expected `int`, got `str` - at `$.blocks`": lead with the parameter name.
@@ -91,8 +96,9 @@ class MethodTable:
     """Dispatch from method name to implementation, over one Node."""
 
     def __init__(self, node: Node, *, request_stop: Callable[[], None],
-                 clock: Callable[[], float] = time.time) -> None:
+                 peers: PeerManager | None = None, clock: Callable[[], float] = time.time) -> None:
         self.node = node
+        self.peers = peers
         self.request_stop = request_stop
         self.clock = clock
         self._sn_cache: tuple[tuple[bytes, int], msgspec.Raw] | None = None
@@ -110,6 +116,7 @@ class MethodTable:
             "get_outputs": (self.get_outputs, AddressParams),
             "get_mempool": (self.get_mempool, NoParams),
             "get_peers": (self.get_peers, NoParams),
+            "add_peer": (self.add_peer, AddPeerParams),
             "stop_daemon": (self.stop_daemon, NoParams),
             "generate_blocks": (self.generate_blocks, GenerateBlocksParams),
         }
@@ -149,6 +156,7 @@ class MethodTable:
             "mempool_size": len(node.pool),
             "service_node": node.identity is not None,
             "service_node_count": len(node.state.service_nodes),
+            "peer_count": len(self.peers.peers) if self.peers is not None else 0,
             "last_uptime_proof_rejection": node.last_proof_rejection,
         }
 
@@ -316,7 +324,17 @@ class MethodTable:
         ]}
 
     async def get_peers(self, _: NoParams) -> dict[str, Any]:
-        return {"peers": []}
+        if self.peers is None:
+            return {"peers": [], "bans": []}
+        return {"peers": self.peers.peer_list(), "bans": self.peers.ban_list()}
+
+    async def add_peer(self, p: AddPeerParams) -> dict[str, Any]:
+        if self.peers is None:
+            raise RpcError(E.MISC_ERROR, "add_peer: this daemon has no P2P layer")
+        if parse_address(p.address) is None:
+            raise RpcError(E.INVALID_PARAMS, f"Invalid params: address: '{p.address}' is not <ip>:<port>")
+        self.peers.add_peer(p.address)
+        return {"status": "OK"}
 
     async def stop_daemon(self, _: NoParams) -> dict[str, Any]:
         self.request_stop()

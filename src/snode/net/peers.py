@@ -1,0 +1,595 @@
+"""The peer manager: the asyncio adapter around the sans-IO protocol.
+
+It accepts and dials peers, runs the handshake, keeps `--add-priority-node` peers connected with
+backoff, syncs the chain from the best peer in batches, relays transactions and blocks, and cuts
+off and bans any peer that breaks the protocol (oversized frame, undecodable bytes, invalid
+block or signature, flooding). Per-peer buffers are bounded, so no peer can grow our memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import os
+import random
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from snode import __version__
+from snode.core.blocks import Block, block_hash
+from snode.core.encoding import decode, encode
+from snode.core.errors import BadSignature, DecodeError, InvalidBlock, SnodeError
+from snode.core.transactions import Transaction, txid
+from snode.core.transition import check_block_stateless
+from snode.net import protocol as P
+from snode.net.protocol import FrameDecoder, ProtocolViolation
+from snode.node.node import Node
+
+log = logging.getLogger(__name__)
+
+HANDSHAKE_TIMEOUT: Final = 10.0
+IDLE_TIMEOUT: Final = 90.0
+PING_INTERVAL: Final = 30.0
+REQUEST_TIMEOUT: Final = 30.0
+BAN_SECONDS: Final = 600
+MAX_INBOUND: Final = 32
+MAX_OUTBOUND: Final = 8
+MAX_WRITE_BUFFER: Final = 32 * 1024 * 1024
+FLOOD_RATE: Final = 500.0
+"""Messages per second a peer may send on average..."""
+FLOOD_BURST: Final = 2_000.0
+"""...and in one burst."""
+MAX_KNOWN_ADDRESSES: Final = 1_000
+MAX_ORPHANS: Final = 100
+MAX_BRANCH_BLOCKS: Final = 20_000
+SEEN_TX_CACHE: Final = 50_000
+PROGRESS_EVERY: Final = 5.0
+BACKOFF_MAX: Final = 30.0
+
+
+class PeerGone(Exception):
+    """The peer disconnected or did not answer in time."""
+
+
+@dataclass
+class TokenBucket:
+    """Allows `rate` events per second with bursts up to `burst`."""
+
+    rate: float
+    burst: float
+    tokens: float
+    stamp: float
+
+    def take(self, now: float) -> bool:
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+class Peer:
+    """One connection."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
+                 outbound: bool, dialled: str | None) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.outbound = outbound
+        self.dialled = dialled
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        self.ip, self.port = str(peer[0]), int(peer[1])
+        self.hello: P.Hello | None = None
+        self.height = 0
+        self.decoder = FrameDecoder()
+        self.inbox: deque[bytes] = deque()
+        """Frames read but not handled yet: at most one read's worth (bounded by MAX_FRAME)."""
+        self.bucket = TokenBucket(FLOOD_RATE, FLOOD_BURST, FLOOD_BURST, time.monotonic())
+        self.pending: asyncio.Future[P.Blocks] | None = None
+        self.connected_at = time.time()
+
+    @property
+    def name(self) -> str:
+        return f"{self.ip}:{self.port}"
+
+    @property
+    def listen_address(self) -> str | None:
+        """Where this peer accepts connections, as it told us."""
+        if self.hello is None or not self.hello.listen_port:
+            return None
+        return f"{self.ip}:{self.hello.listen_port}"
+
+    def send(self, message: P.Message) -> None:
+        if self.writer.is_closing():
+            return
+        if self.writer.transport.get_write_buffer_size() > MAX_WRITE_BUFFER:
+            raise ProtocolViolation("peer does not read what we send (write buffer over 32 MiB)")
+        self.writer.write(P.frame(message))
+
+    async def request_blocks(self, locator: list[bytes], max_count: int) -> P.Blocks:
+        """Ask for blocks and wait for the answer; PeerGone on disconnect or timeout."""
+        loop = asyncio.get_running_loop()
+        self.pending = loop.create_future()
+        self.send(P.GetBlocks(locator=locator[:P.MAX_LOCATOR], max_count=max_count))
+        try:
+            return await asyncio.wait_for(self.pending, REQUEST_TIMEOUT)
+        except (asyncio.TimeoutError, ConnectionError) as err:
+            raise PeerGone(f"{self.name} did not send the blocks it was asked for") from err
+        finally:
+            self.pending = None
+
+    def close(self) -> None:
+        if self.pending is not None and not self.pending.done():
+            self.pending.set_exception(ConnectionError("peer closed"))
+        if not self.writer.is_closing():
+            self.writer.close()
+
+
+def parse_address(text: str) -> tuple[str, int] | None:
+    """`ip:port` -> (ip, port), None if it is not one."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    try:
+        return str(ipaddress.ip_address(host.strip("[]"))), int(port)
+    except ValueError:
+        return None
+
+
+class PeerManager:
+    """All peers of one node."""
+
+    def __init__(self, node: Node, *, bind_ip: str, listen_port: int,
+                 priority: list[str], clock: Callable[[], float] = time.time) -> None:
+        self.node = node
+        self.bind_ip = bind_ip
+        self.listen_port = listen_port
+        self.clock = clock
+        self.nonce = int.from_bytes(os.urandom(8), "big") >> 1
+        self.peers: set[Peer] = set()
+        self.bans: dict[str, tuple[float, str]] = {}
+        self.known: OrderedDict[str, None] = OrderedDict()
+        self.priority: list[str] = list(priority)
+        self._dialling: set[str] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self._sync_wanted = asyncio.Event()
+        self._orphans: OrderedDict[bytes, Block] = OrderedDict()
+        self._seen_txs: OrderedDict[bytes, None] = OrderedDict()
+        for address in node.store.load_peers():
+            self._learn(address)
+        node.tip_listeners.append(self._on_new_blocks)
+        node.tx_listeners.append(self._on_new_transaction)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self, sock: Any) -> None:
+        self._server = await asyncio.start_server(self._inbound, sock=sock, limit=2**16)
+        self._spawn(self._sync_loop(), "sync")
+        self._spawn(self._maintain(), "maintain")
+        for address in self.priority:
+            self._spawn(self._keep_connected(address), f"priority {address}")
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for peer in list(self.peers):
+            peer.close()
+        self._save_peers()
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- operator-facing ----------------------------------------------------------------------
+
+    def add_peer(self, address: str) -> None:
+        """Connect to `address` and keep it connected (like --add-priority-node)."""
+        if address not in self.priority:
+            self.priority.append(address)
+            self._spawn(self._keep_connected(address), f"priority {address}")
+
+    def peer_list(self) -> list[dict[str, Any]]:
+        return [
+            {"address": p.name, "listen_address": p.listen_address,
+             "direction": "outbound" if p.outbound else "inbound", "height": p.height,
+             "agent": p.hello.agent if p.hello else "", "connected_since": int(p.connected_at)}
+            for p in sorted(self.peers, key=lambda p: p.name) if p.hello is not None
+        ]
+
+    def ban_list(self) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        return [{"ip": ip, "seconds_left": int(until - now), "reason": reason}
+                for ip, (until, reason) in self.bans.items() if until > now]
+
+    def is_banned(self, ip: str) -> bool:
+        entry = self.bans.get(ip)
+        if entry is None:
+            return False
+        if entry[0] <= time.monotonic():
+            del self.bans[ip]
+            return False
+        return True
+
+    def ban(self, peer: Peer, reason: str) -> None:
+        self.bans[peer.ip] = (time.monotonic() + BAN_SECONDS, reason)
+        log.warning("banned peer %s for %d s: %s", peer.name, BAN_SECONDS, reason)
+        peer.close()
+
+    # --- connections --------------------------------------------------------------------------
+
+    async def _inbound(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = Peer(reader, writer, outbound=False, dialled=None)
+        if self.is_banned(peer.ip):
+            log.debug("refused banned peer %s", peer.name)
+            writer.close()
+            return
+        if sum(1 for p in self.peers if not p.outbound) >= MAX_INBOUND:
+            log.info("refused peer %s: %d inbound peers already", peer.name, MAX_INBOUND)
+            writer.close()
+            return
+        await self._run(peer)
+
+    async def _dial(self, address: str) -> bool:
+        """Connect to address and serve the peer until it goes; whether the handshake worked."""
+        parsed = parse_address(address)
+        if parsed is None or self.is_banned(parsed[0]) or address in self._dialling:
+            return False
+        self._dialling.add(address)
+        try:
+            local = (self.bind_ip, 0) if self.bind_ip not in ("0.0.0.0", "::") else None
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(parsed[0], parsed[1], local_addr=local, limit=2**16), 5
+            )
+        except (OSError, asyncio.TimeoutError) as err:
+            log.debug("cannot connect to %s: %s", address, err)
+            self._dialling.discard(address)
+            return False
+        peer = Peer(reader, writer, outbound=True, dialled=address)
+        try:
+            return await self._run(peer)
+        finally:
+            self._dialling.discard(address)
+
+    async def _keep_connected(self, address: str) -> None:
+        delay = 1.0
+        while True:
+            started = time.monotonic()
+            handshook = await self._dial(address)
+            if handshook and time.monotonic() - started > BACKOFF_MAX:
+                delay = 1.0
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BACKOFF_MAX)
+
+    async def _maintain(self) -> None:
+        """Fill outbound slots from known addresses; save them now and then."""
+        last_save = time.monotonic()
+        while True:
+            await asyncio.sleep(2)
+            connected = {p.dialled for p in self.peers} | {p.listen_address for p in self.peers}
+            outbound = sum(1 for p in self.peers if p.outbound) + len(self._dialling)
+            for address in list(self.known):
+                if outbound >= MAX_OUTBOUND:
+                    break
+                if address in connected or address in self._dialling or address in self.priority:
+                    continue
+                if address == f"{self.bind_ip}:{self.listen_port}":
+                    continue
+                self._spawn(self._dial(address), f"dial {address}")
+                outbound += 1
+            for peer in list(self.peers):
+                if peer.hello is not None:
+                    try:
+                        peer.send(P.Ping(self.nonce))
+                    except ProtocolViolation as err:
+                        self.ban(peer, str(err))
+            if time.monotonic() - last_save > 60:
+                self._save_peers()
+                last_save = time.monotonic()
+
+    def _save_peers(self) -> None:
+        try:
+            self.node.store.save_peers(list(self.known)[-MAX_KNOWN_ADDRESSES:])
+        except SnodeError as err:
+            log.warning("could not save peers: %s", err)
+
+    def _learn(self, address: str) -> None:
+        if parse_address(address) is None:
+            return
+        self.known[address] = None
+        self.known.move_to_end(address)
+        while len(self.known) > MAX_KNOWN_ADDRESSES:
+            self.known.popitem(last=False)
+
+    async def _run(self, peer: Peer) -> bool:
+        """Handshake, then read messages until the peer goes or breaks the rules."""
+        handshook = False
+        try:
+            peer.send(self._hello())
+            first = await asyncio.wait_for(self._next_message(peer), HANDSHAKE_TIMEOUT)
+            if not isinstance(first, P.Hello):
+                raise ProtocolViolation(f"first message was {type(first).__name__}, not Hello")
+            if not self._accept_hello(peer, first):
+                return False
+            handshook = True
+            self.peers.add(peer)
+            log.info("connected to peer %s (%s, height %d)", peer.name,
+                     "outbound" if peer.outbound else "inbound", peer.height)
+            if peer.listen_address and peer.outbound:
+                self._learn(peer.listen_address)
+            peer.send(P.GetPeers())
+            if peer.height > self.node.height:
+                self._sync_wanted.set()
+            while True:
+                message = await asyncio.wait_for(self._next_message(peer), IDLE_TIMEOUT)
+                await self._handle(peer, message)
+        except ProtocolViolation as err:
+            self.ban(peer, str(err))
+        except asyncio.TimeoutError:
+            log.info("dropping peer %s: silent for too long", peer.name)
+        except (ConnectionError, asyncio.IncompleteReadError, PeerGone, OSError):
+            pass
+        finally:
+            peer.close()
+            if peer in self.peers:
+                self.peers.discard(peer)
+                log.info("peer %s disconnected", peer.name)
+        return handshook
+
+    async def _next_message(self, peer: Peer) -> P.Message:
+        while not peer.inbox:
+            data = await peer.reader.read(min(max(peer.decoder.needed(), 4096), 2**20))
+            if not data:
+                raise ConnectionError("closed")
+            peer.inbox.extend(peer.decoder.feed(data))
+        if not peer.bucket.take(time.monotonic()):
+            raise ProtocolViolation(f"flooding: more than {FLOOD_RATE:.0f} messages per second")
+        return P.parse(peer.inbox.popleft())
+
+    def _hello(self) -> P.Hello:
+        node = self.node
+        return P.Hello(
+            network_id=node.params.network_id, genesis_hash=node.consensus.genesis_hash,
+            version=P.PROTOCOL_VERSION, agent=f"snoded/{__version__}", height=node.height,
+            top_hash=node.state.tip_hash, listen_port=self.listen_port, nonce=self.nonce,
+        )
+
+    def _accept_hello(self, peer: Peer, hello: P.Hello) -> bool:
+        node = self.node
+        if hello.nonce == self.nonce:
+            log.debug("dropping connection to myself at %s", peer.name)
+            return False
+        if hello.network_id != node.params.network_id:
+            log.warning("dropping peer %s: it is on another network (id %#x, we are %s)",
+                        peer.name, hello.network_id, node.params.name)
+            return False
+        if hello.genesis_hash != node.consensus.genesis_hash:
+            log.warning("dropping peer %s: its genesis %s is not ours (%s)", peer.name,
+                        hello.genesis_hash.hex()[:16], node.consensus.genesis_hash.hex()[:16])
+            return False
+        if any(p.hello is not None and p.hello.nonce == hello.nonce for p in self.peers):
+            log.debug("dropping duplicate connection to %s", peer.name)
+            return False
+        peer.hello = hello
+        peer.height = hello.height
+        return True
+
+    # --- messages -----------------------------------------------------------------------------
+
+    async def _handle(self, peer: Peer, message: P.Message) -> None:
+        node = self.node
+        if isinstance(message, P.Ping):
+            peer.send(P.Pong(message.nonce))
+        elif isinstance(message, P.Pong):
+            pass
+        elif isinstance(message, P.Hello):
+            raise ProtocolViolation("sent Hello twice")
+        elif isinstance(message, P.Tip):
+            peer.height = message.height
+            if message.height > node.height:
+                self._sync_wanted.set()
+        elif isinstance(message, P.GetBlocks):
+            blocks = node.blocks_after(message.locator, message.max_count, P.MAX_BATCH_BYTES)
+            peer.send(P.Blocks(blocks=blocks, height=node.height))
+        elif isinstance(message, P.Blocks):
+            if peer.pending is not None and not peer.pending.done():
+                peer.pending.set_result(message)
+        elif isinstance(message, P.NewBlock):
+            self._on_peer_block(peer, message.block)
+        elif isinstance(message, P.NewTransaction):
+            self._on_peer_transaction(peer, message.tx)
+        elif isinstance(message, P.GetPeers):
+            addresses = [p.listen_address for p in self.peers if p.listen_address and p is not peer]
+            peer.send(P.Peers(addresses=addresses[:P.MAX_PEER_ADDRESSES]))
+        elif isinstance(message, P.Peers):
+            for address in message.addresses:
+                self._learn(address)
+        elif isinstance(message, (P.Proof, P.ProofRejected)):
+            self._on_proof_message(peer, message)
+
+    def _on_peer_block(self, peer: Peer, raw: bytes) -> None:
+        node = self.node
+        try:
+            block = decode(raw, Block)
+        except DecodeError as err:
+            raise ProtocolViolation(f"sent a block that does not decode: {err.reason}") from None
+        h = block.header
+        try:
+            check_block_stateless(block, node.consensus)
+        except InvalidBlock as err:
+            raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
+        peer.height = max(peer.height, h.height)
+        if h.height <= node.height and node.store.block_hash_at(h.height) == block_hash(h):
+            return
+        if h.prev_hash != node.state.tip_hash:
+            self._keep_orphan(block)
+            self._sync_wanted.set()
+            return
+        try:
+            node.accept_block(block, int(self.clock()))
+        except InvalidBlock as err:
+            raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
+        self._apply_orphans()
+
+    def _keep_orphan(self, block: Block) -> None:
+        self._orphans[block.header.prev_hash] = block
+        while len(self._orphans) > MAX_ORPHANS:
+            self._orphans.popitem(last=False)
+
+    def _apply_orphans(self) -> None:
+        node = self.node
+        while True:
+            child = self._orphans.pop(node.state.tip_hash, None)
+            if child is None:
+                return
+            try:
+                node.accept_block(child, int(self.clock()))
+            except SnodeError as err:
+                log.info("dropped a waiting block %d: %s", child.header.height, err)
+                return
+
+    def _on_peer_transaction(self, peer: Peer, raw: bytes) -> None:
+        try:
+            tx = decode(raw, Transaction)
+        except DecodeError as err:
+            raise ProtocolViolation(f"sent a transaction that does not decode: {err.reason}") from None
+        tid = txid(tx)
+        if tid in self._seen_txs or tid in self.node.pool:
+            return
+        self._remember_tx(tid)
+        try:
+            self.node.submit_transaction(tx, int(self.clock()), source=peer)
+        except BadSignature as err:
+            raise ProtocolViolation(f"sent a transaction with a bad signature: {err.reason}") from None
+        except SnodeError as err:
+            log.debug("transaction %s from %s not taken: %s", tid.hex()[:16], peer.name, err)
+
+    def _remember_tx(self, tid: bytes) -> None:
+        self._seen_txs[tid] = None
+        while len(self._seen_txs) > SEEN_TX_CACHE:
+            self._seen_txs.popitem(last=False)
+
+    def _on_proof_message(self, peer: Peer, message: P.Proof | P.ProofRejected) -> None:
+        """Uptime proofs: handled by the service-node layer when it is attached."""
+        handler = getattr(self.node, "on_peer_proof", None)
+        if handler is not None:
+            handler(self, peer, message)
+
+    # --- relay --------------------------------------------------------------------------------
+
+    def broadcast(self, message: P.Message, *, skip: Peer | None = None) -> None:
+        for peer in list(self.peers):
+            if peer is skip or peer.hello is None:
+                continue
+            try:
+                peer.send(message)
+            except ProtocolViolation as err:
+                self.ban(peer, str(err))
+
+    def _on_new_blocks(self, blocks: list[Block]) -> None:
+        node = self.node
+        if len(blocks) == 1:
+            self.broadcast(P.NewBlock(encode(blocks[-1])))
+        else:
+            self.broadcast(P.Tip(node.height, node.state.tip_hash))
+
+    def _on_new_transaction(self, tx: Transaction, tid: bytes, source: Any) -> None:
+        self._remember_tx(tid)
+        self.broadcast(P.NewTransaction(encode(tx)), skip=source if isinstance(source, Peer) else None)
+
+    # --- sync ---------------------------------------------------------------------------------
+
+    def _best_peer(self) -> Peer | None:
+        candidates = [p for p in self.peers if p.hello is not None]
+        return max(candidates, key=lambda p: p.height, default=None)
+
+    def _update_target(self) -> None:
+        best = self._best_peer()
+        node = self.node
+        node.target_height = best.height if best is not None and best.height > node.height else 0
+
+    async def _sync_loop(self) -> None:
+        while True:
+            await self._sync_wanted.wait()
+            self._sync_wanted.clear()
+            while True:
+                self._update_target()
+                best = self._best_peer()
+                if best is None or best.height <= self.node.height:
+                    break
+                try:
+                    await self._sync_from(best)
+                except PeerGone as err:
+                    log.info("sync: %s", err)
+                except ProtocolViolation as err:
+                    self.ban(best, str(err))
+            self._update_target()
+
+    async def _sync_from(self, peer: Peer) -> None:
+        node = self.node
+        branch: list[Block] = []
+        started, start_height, last_report = time.monotonic(), node.height, time.monotonic()
+        while True:
+            locator = ([block_hash(branch[-1].header)] if branch else []) + node.locator()
+            reply = await peer.request_blocks(locator, P.MAX_BLOCKS_PER_BATCH)
+            peer.height = reply.height
+            if not reply.blocks:
+                return
+            blocks = self._decode_batch(reply.blocks)
+            first = blocks[0].header
+            if branch and first.prev_hash != block_hash(branch[-1].header):
+                branch = []  # the peer's chain moved under us; start over from our tip
+                continue
+            if not branch and first.prev_hash == node.state.tip_hash:
+                try:
+                    node.accept_blocks(blocks, int(self.clock()))
+                except InvalidBlock as err:
+                    raise ProtocolViolation(f"sent an invalid block during sync: {err.reason}") from None
+                self._apply_orphans()
+            else:
+                branch.extend(blocks)
+                if len(branch) > MAX_BRANCH_BLOCKS:
+                    raise PeerGone(f"{peer.name} offers a fork deeper than {MAX_BRANCH_BLOCKS} blocks")
+                if branch[-1].header.height > node.height:
+                    try:
+                        node.reorganize(branch, int(self.clock()))
+                    except InvalidBlock as err:
+                        raise ProtocolViolation(f"sent an invalid fork: {err.reason}") from None
+                    branch = []
+            self._update_target()
+            now = time.monotonic()
+            if now - last_report >= PROGRESS_EVERY:
+                last_report = now
+                self._report_progress(start_height, started, now)
+            if node.height >= peer.height and not branch:
+                return
+
+    def _decode_batch(self, raws: list[bytes]) -> list[Block]:
+        blocks = []
+        for raw in raws:
+            try:
+                blocks.append(decode(raw, Block))
+            except DecodeError as err:
+                raise ProtocolViolation(f"sent a block that does not decode: {err.reason}") from None
+        for parent, child in zip(blocks, blocks[1:]):
+            if child.header.prev_hash != block_hash(parent.header):
+                raise ProtocolViolation("sent blocks that do not form a chain")
+        return blocks
+
+    def _report_progress(self, start_height: int, started: float, now: float) -> None:
+        node = self.node
+        target = node.target_height or node.height
+        rate = (node.height - start_height) / max(now - started, 1e-9)
+        eta = (target - node.height) / rate if rate > 0 else float("inf")
+        log.info("sync: height %d / %d (%.1f%%), %.0f blocks/s, ETA %s", node.height, target,
+                 100.0 * node.height / max(target, 1), rate,
+                 f"{eta:.0f} s" if eta != float("inf") else "unknown")

@@ -1,0 +1,153 @@
+"""P2P between real daemons: a line of nodes converges, a late node syncs 300 blocks, a
+transaction relays to the producer, a split network heals onto the longer chain, hostile peers
+are banned without disturbing honest sync, and a node killed mid-sync finishes after restart.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from snode.core.blocks import Block, BlockHeader
+from snode.core.encoding import decode, encode
+from snode.core.transactions import Transaction
+from snode.net import protocol as P
+from snode.params import COIN
+from tests.functional.framework import (
+    assert_equal, connect_nodes, fund, next_loopback_ip, sync_blocks, sync_mempools, wait_until,
+)
+from tests.functional.p2p import FakePeer
+from tests.functional.test_rpc import operator_key
+
+
+def line(nodes, count):
+    started = [nodes.add() for _ in range(count)]
+    for a, b in zip(started, started[1:]):
+        connect_nodes(a, b)
+    return started
+
+
+def test_line_converges_and_late_node_syncs(nodes):
+    n = line(nodes, 4)
+    n[0].generate_blocks(blocks=5)
+    sync_blocks(n)
+    n[0].generate_blocks(blocks=295)
+    sync_blocks(n, timeout=120)
+    late = nodes.add()
+    connect_nodes(late, n[3])
+    wait_until(lambda: late.get_info()["height"] == 300 and late.get_info()["target_height"] == 0,
+               timeout=120, what="late node synced to 300")
+    assert_equal(late.get_height()["hash"], n[0].get_height()["hash"])
+
+
+def test_transaction_relays_to_producer(nodes):
+    n = line(nodes, 4)
+    txid = fund(n[3], {operator_key("relay").public: 5 * COIN})
+    sync_mempools(n)
+    block_hash = n[0].generate_blocks(blocks=1)["blocks"][0]
+    assert txid in n[0].get_block(hash=block_hash)["tx_ids"]
+    sync_blocks(n)
+    wait_until(lambda: n[3].get_mempool()["transactions"] == [], what="mempool emptied on node3")
+    assert_equal(n[3].get_transaction(txid=txid)["height"], 1)
+
+
+def test_split_network_heals_on_longer_chain(nodes):
+    n = [nodes.add() for _ in range(4)]
+    connect_nodes(n[0], n[1])
+    connect_nodes(n[2], n[3])
+    n[0].generate_blocks(blocks=3)
+    # A transaction that only the short side mines: after the heal it is back in the mempool.
+    txid = fund(n[0], {operator_key("short side").public: COIN})
+    n[0].generate_blocks(blocks=2)
+    n[2].generate_blocks(blocks=8)
+    sync_blocks(n[:2])
+    sync_blocks(n[2:])
+    long_tip = n[2].get_height()
+    connect_nodes(n[1], n[2])
+    sync_blocks(n)
+    assert_equal(n[0].get_height(), long_tip)
+    wait_until(lambda: txid in [t["txid"] for t in n[0].get_mempool()["transactions"]],
+               what="undone transaction back in the mempool")
+
+
+def hostile_inputs(node):
+    """(name, bytes to send after the handshake) for each hostile behaviour of the issue."""
+    garbage_block = encode(Block(
+        header=BlockHeader(version=1, height=1, prev_hash=bytes.fromhex(node.get_info()["genesis_hash"]),
+                           timestamp=2_000_000_000, tx_root=bytes(32), producer=bytes(32), round=0),
+        transactions=(), producer_signature=bytes(64)))
+    tx = decode(bytes.fromhex(fund_tx_hex(node)), Transaction)
+    forged = encode(Transaction(tx.version, tx.inputs, tx.outputs, tx.payload, (bytes(64),) * len(tx.inputs)))
+    return [
+        ("oversized frame", (P.MAX_FRAME + 1).to_bytes(4, "big") + b"x" * 100, "exceeds"),
+        ("undecodable bytes", (5).to_bytes(4, "big") + b"\xc1\xc1\xc1\xc1\xc1", "undecodable"),
+        ("unknown message", P.frame(P.Ping(1))[:4] + b"\x92\x63\x01", "undecodable"),
+        ("invalid block", P.frame(P.NewBlock(garbage_block)), "invalid block"),
+        ("invalid transaction", P.frame(P.NewTransaction(forged)), "bad signature"),
+        ("flood", b"".join(P.frame(P.Ping(i)) for i in range(3000)), "flooding"),
+    ]
+
+
+def fund_tx_hex(node):
+    """A valid signed transfer (not sent), to forge from."""
+    from snode.core.transactions import Transfer, TxOut
+    from snode.core.txbuilder import build_spend
+    from snode.params import REGTEST
+    from tests.functional.framework import faucet_key, spendable_outputs
+
+    key = faucet_key()
+    tx = build_spend(spendable_outputs(node, key), key, [TxOut(operator_key("x").public, COIN)], Transfer(), REGTEST)
+    return encode(tx).hex()
+
+
+def test_hostile_peers_are_banned(nodes):
+    victim, honest = nodes.add(), nodes.add()
+    victim.generate_blocks(blocks=20)
+    for name, data, reason in hostile_inputs(victim):
+        source = next_loopback_ip()
+        peer = FakePeer(victim, source_ip=source)
+        try:
+            peer.handshake()
+            peer.send_raw(data)
+            assert peer.closed_by_node(), f"{name}: not disconnected"
+        finally:
+            peer.close()
+        bans = {b["ip"]: b["reason"] for b in victim.get_peers()["bans"]}
+        assert source in bans, f"{name}: {source} not banned ({bans})"
+        assert reason in bans[source], f"{name}: ban reason {bans[source]!r}"
+        with pytest.raises(OSError):  # a banned address is refused at once
+            again = FakePeer(victim, source_ip=source)
+            try:
+                again.handshake()
+            finally:
+                again.close()
+        assert_equal(victim.get_info()["height"], 20)
+    connect_nodes(honest, victim)
+    sync_blocks([victim, honest])
+
+
+def test_other_network_is_dropped(nodes):
+    node = nodes.add()
+    peer = FakePeer(node, source_ip=next_loopback_ip())
+    try:
+        peer.send(peer.hello(genesis_hash=bytes(32)))
+        peer.receive()  # the node's own Hello
+        assert peer.closed_by_node()
+    finally:
+        peer.close()
+    wait_until(lambda: "its genesis" in node.stderr_text(), what="log line naming the genesis")
+    assert_equal(node.get_peers()["bans"], [])
+
+
+def test_kill_mid_sync_then_resume(nodes):
+    source = nodes.add()
+    source.generate_blocks(blocks=600)
+    syncing = nodes.add()
+    connect_nodes(syncing, source)
+    seen = wait_until(lambda: syncing.get_info()["height"], what="sync under way")
+    syncing.kill()
+    syncing.start()
+    # Every block the node reported before the kill was committed, so none is lost.
+    assert seen <= syncing.get_info()["height"] <= 600
+    connect_nodes(syncing, source)
+    sync_blocks([source, syncing], timeout=120)
+    assert_equal(syncing.get_info()["target_height"], 0)

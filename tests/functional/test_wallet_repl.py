@@ -1,0 +1,163 @@
+"""The interactive wallet in a real terminal (pexpect pty) against a real regtest daemon: the
+registration's (Yes/No) question (No cancels and sends nothing, Yes sends and prints the id),
+command completion, help, the idle lock that asks for the password again, and the wallet
+JSON-RPC server (loopback only) with its get_address, get_balance, transfer and stake methods.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+
+import pexpect
+import pytest
+
+from snode.params import COIN, REGTEST
+from tests.functional.framework import TIMEOUT_FACTOR, assert_equal, next_loopback_ip, wait_until
+from tests.functional.test_wallet import (
+    POOL_MIN, SOLO, Wallet, funded, mine, node_record, registration_cmd, run_wallet,
+)
+
+PROMPT = r"\[wallet snr1"
+
+
+@pytest.fixture
+def sn(nodes):
+    return nodes.add(extra_args=["--service-node"])
+
+
+def spawn(wallet: Wallet, *extra: str) -> pexpect.spawn:
+    args = ["-m", "snode.wallet", "--regtest", "--daemon-address", f"{wallet.node.ip}:{wallet.node.rpc_port}",
+            "--wallet-file", str(wallet.path), *extra]
+    env = dict(os.environ, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm")
+    child = pexpect.spawn(sys.executable, args, env=env, encoding="utf-8",
+                          timeout=30 * TIMEOUT_FACTOR, dimensions=(50, 250))
+    child.expect("Wallet password: ")
+    child.sendline(wallet.password_file.read_text().rstrip("\n"))
+    child.expect(PROMPT)
+    return child
+
+
+def close(child: pexpect.spawn) -> None:
+    child.sendline("exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_registration_asks_yes_or_no(sn, tmp_path):
+    operator = funded(sn, tmp_path, {"operator": 200_010 * COIN})["operator"]
+    line = registration_cmd(sn, operator.address, SOLO, cut="1")
+    child = spawn(operator)
+
+    child.sendline(line)
+    child.expect(r"Operator stake: 200000 coins")
+    child.expect(r"Operator fee: 1 %")
+    child.expect(r"\(Yes/No\):")
+    child.sendline("nope")
+    child.expect("Transaction cancelled.")
+    child.expect(PROMPT)
+    assert_equal(sn.get_mempool()["transactions"], [])
+
+    child.sendline(line)
+    child.expect(r"\(Yes/No\):")
+    child.sendline("yes")
+    child.expect(r"Transaction ID: ([0-9a-f]{64})")
+    txid = child.match.group(1)
+    child.expect(PROMPT)
+    pool = sn.get_mempool()["transactions"]
+    assert_equal([(t["txid"], t["kind"]) for t in pool], [(txid, "registration")])
+    mine(sn)
+    assert node_record(sn, sn.get_service_node_key()["service_node_pubkey"])["funded"] is True
+
+    child.sendline(line)
+    child.expect("Error: service node [0-9a-f]{64} is already registered")
+    child.expect(PROMPT)
+    close(child)
+
+
+def test_completion_help_and_idle_lock(sn, tmp_path):
+    wallet = Wallet(sn, tmp_path, "idle")
+    child = spawn(wallet, "--idle-timeout", "2")
+    child.send("show_tr\t")
+    child.expect("show_transfers")
+    child.send("\r")
+    child.expect("No transfers yet.")
+    child.expect(PROMPT)
+    child.sendline("help")
+    child.expect(r"register_service_node <operator_cut>")
+    child.expect(r"stake <service_node_pubkey> <amount>\|<percent>%")
+    child.expect(PROMPT)
+    child.expect("Wallet locked after 2 seconds without input.", timeout=20 * TIMEOUT_FACTOR)
+    child.expect("Password to unlock the wallet:")
+    child.sendline("not it")
+    child.expect("Error: wrong password")
+    child.expect("Password to unlock the wallet:")
+    child.sendline(wallet.password_file.read_text().rstrip("\n"))
+    child.expect("Wallet unlocked.")
+    child.expect(PROMPT)
+    child.sendline("address")
+    child.expect(wallet.address)
+    close(child)
+
+
+def _rpc(url: str, method: str, **params) -> dict:
+    body = json.dumps({"jsonrpc": "2.0", "id": "1", "method": method, "params": params}).encode()
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def test_wallet_rpc_server(sn, tmp_path):
+    wallets = funded(sn, tmp_path, {"operator": 130_010 * COIN, "staker": 150_000 * COIN})
+    operator, staker = wallets["operator"], wallets["staker"]
+    pubkey = sn.get_service_node_key()["service_node_pubkey"]
+    refused = run_wallet(staker.args() + ["--rpc-bind", "0.0.0.0:38094"])
+    assert refused.rc == 1 and "local only" in refused.err
+
+    ip = next_loopback_ip()
+    url = f"http://{ip}:{REGTEST.wallet_rpc_port}/json_rpc"
+    log = tmp_path / "wallet-rpc.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen([sys.executable, "-m", "snode.wallet", *operator.args(),
+                                   "--rpc-bind", f"{ip}:{REGTEST.wallet_rpc_port}"],
+                                  stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        def up():
+            try:
+                return _rpc(url, "get_address")
+            except OSError:
+                assert server.poll() is None, log.read_text()
+                return None
+        assert_equal(wait_until(up, what="wallet RPC")["result"], {"address": operator.address})
+        balance = _rpc(url, "get_balance")["result"]
+        assert_equal((balance["balance"], balance["unlocked_balance"]), (130_010 * COIN, 130_010 * COIN))
+        line = registration_cmd(sn, operator.address, POOL_MIN, cut="5")
+        sent = _rpc(url, "register_service_node", registration_cmd=line)["result"]
+        assert len(sent["txid"]) == 64 and sent["fee"] > 0
+        again = _rpc(url, "register_service_node", registration_cmd=line)
+        assert again["error"]["code"] == -1 and "is not enough" in again["error"]["message"]
+        mine(sn, 11)
+        bad = _rpc(url, "transfer", address=staker.address)
+        assert bad["error"]["code"] == -32602 and "'amount'" in bad["error"]["message"]
+        unknown = _rpc(url, "sweep_all")
+        assert unknown["error"]["code"] == -32601
+        paid = _rpc(url, "transfer", address=staker.address, amount=3 * COIN)["result"]
+        assert len(paid["txid"]) == 64
+        mine(sn, 11)
+        low = _rpc(url, "stake", service_node_pubkey=pubkey, percent=5)
+        assert "below the minimum contribution of 10000 coins" in low["error"]["message"]
+        staked = _rpc(url, "stake", service_node_pubkey=pubkey, percent=10)["result"]
+        assert_equal(staked["amount"], 10_000 * COIN)
+        mine(sn)
+        assert_equal(_rpc(url, "get_balance")["result"]["staked"], POOL_MIN + 10_000 * COIN)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=20)
+    assert_equal(server.returncode, 0)
+    assert f"listening on http://{ip}:{REGTEST.wallet_rpc_port}/json_rpc" in log.read_text()
+    assert_equal(node_record(sn, pubkey)["total_contributed"], POOL_MIN + 10_000 * COIN)
