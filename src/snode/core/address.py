@@ -41,7 +41,9 @@ def decode_address(prefix: str, text: str) -> bytes:
         raise InvalidAddress("address is empty")
     if any(ch.isspace() for ch in text):
         raise InvalidAddress("address contains whitespace: paste it as one word")
-    hrp, sep, data = text.rpartition(SEPARATOR)
+    # No network prefix holds the separator, so the first one ends the prefix: a `1` typed into
+    # the data part is then named as a bad character, not as a wrong network.
+    hrp, sep, data = text.partition(SEPARATOR)
     if not sep or hrp != prefix:
         raise InvalidAddress(
             f"address '{text[:12]}...' has the wrong network prefix: addresses on this network "

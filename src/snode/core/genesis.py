@@ -19,7 +19,7 @@ from snode.core.errors import InvalidAddress, InvalidGenesis
 from snode.core.quorums import authority_quorum
 from snode.core.state import ChainState, UtxoEntry
 from snode.core.transactions import TX_VERSION, Coinbase, Transaction, TxOut, outpoint_key, txid
-from snode.core.types import PUBKEY_BYTES
+from snode.core.types import PUBKEY_BYTES, Amount, Timestamp
 from snode.params import (
     REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_AMOUNT, REGTEST_FAUCET_SEED,
     REGTEST_GENESIS_TIMESTAMP, NetworkParams,
@@ -30,14 +30,14 @@ class GenesisOutput(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One initial allocation."""
 
     address: str
-    amount: int
+    amount: Amount
 
 
 class GenesisDoc(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The JSON genesis document."""
 
     network: str
-    timestamp: int
+    timestamp: Timestamp
     authorities: list[str]
     """Hex Ed25519 public keys of the bootstrap authority."""
     outputs: list[GenesisOutput]
@@ -78,6 +78,11 @@ def parse_genesis(data: bytes, params: NetworkParams) -> GenesisDoc:
             raise InvalidGenesis(f"genesis output: {err}") from None
         if out.amount <= 0:
             raise InvalidGenesis("genesis output amount must be above 0")
+    # Coins issued are an Amount in every undo record: a larger total could not be stored.
+    if sum(out.amount for out in doc.outputs) > 2**63 - 1:
+        raise InvalidGenesis(
+            "genesis outputs total more than the largest amount, 2**63 - 1 atomic units"
+        )
     return doc
 
 

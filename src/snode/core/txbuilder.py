@@ -24,7 +24,8 @@ Spendable = tuple[OutPoint, UtxoEntry]
 def payload_spend(payload: Payload) -> int:
     """Atomic units a payload locks up besides the outputs (a stake)."""
     if isinstance(payload, Registration):
-        return payload.reservations[0].amount
+        # No reservation at all is refused by the chain with its reason, not here by IndexError.
+        return payload.reservations[0].amount if payload.reservations else 0
     if isinstance(payload, Stake):
         return payload.amount
     return 0
@@ -37,7 +38,9 @@ def _size(inputs: Sequence[OutPoint], outputs: Sequence[TxOut], payload: Payload
 
 def estimate_fee(n_inputs: int, outputs: Sequence[TxOut], payload: Payload, params: NetworkParams) -> int:
     """The minimum fee of a transaction with n_inputs inputs, these outputs and change."""
-    inputs = [OutPoint(bytes(32), 0)] * n_inputs
+    # The widest output index, as for the change: an input naming output 300 is 2 bytes longer
+    # than one naming output 0, and the estimate must never be too low.
+    inputs = [OutPoint(bytes(32), 65_535)] * n_inputs
     change = TxOut(bytes(32), 2**62)
     return params.fee_per_byte * _size(inputs, [*outputs, change], payload)
 

@@ -11,6 +11,7 @@ from snode.params import COIN, PPM
 DECIMALS: Final = 9
 PERCENT_DECIMALS: Final = 4
 _DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_EXPONENT = re.compile(r"[0-9.]+[eE][+-]?[0-9]+")
 
 
 def _split_decimal(text: str, what: str, max_decimals: int) -> tuple[str, str]:
@@ -22,7 +23,7 @@ def _split_decimal(text: str, what: str, max_decimals: int) -> tuple[str, str]:
         raise InvalidAmount(f"{what} '{text}' is negative: give a positive number")
     if "," in text:
         raise InvalidAmount(f"{what} '{text}' contains a comma: write it without separators")
-    if "e" in text.lower():
+    if _EXPONENT.fullmatch(text):
         raise InvalidAmount(f"{what} '{text}' uses an exponent: write the number out in full")
     if not _DECIMAL.fullmatch(text) or not text.isascii():
         raise InvalidAmount(f"{what} '{text}' is not a decimal number: give digits such as 1.5")

@@ -1,0 +1,182 @@
+"""Fixtures of the core's unit tests: a real in-process chain with funded, well-known people.
+
+`LabChain` is `snode.devchain.DevChain` plus what tests need on top: transactions built but not
+yet submitted, hand-made blocks (to reach the block rules the mempool would stop first) and
+shortcuts through a service node's life. Every block is made and checked by the real core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import msgspec
+import pytest
+
+from snode.core.blocks import Block, make_block
+from snode.core.crypto import SigningKey
+from snode.core.registration import sign_registration
+from snode.core.service_nodes import Reason, StateChangeKind
+from snode.core.state import ChainState, ServiceNode
+from snode.core.transactions import (
+    TX_VERSION, OutPoint, Payload, Registration, Reservation, Stake, Transaction, Transfer, TxOut,
+    signing_hash,
+)
+from snode.core.transition import make_coinbase
+from snode.core.txbuilder import Spendable, build_spend, payload_spend
+from snode.devchain import DevChain, key_from_label
+from snode.params import COIN
+
+FUNDS = 1_000_000 * COIN
+"""What genesis gives each well-known person."""
+
+PEOPLE = (
+    "operator", "alice", "bob", "carol", "dave",
+    *(f"contributor-{i}" for i in range(1, 12)),
+)
+"""Labels of the people genesis funds; `key_from_label(label)` is each one's key."""
+
+REQUIREMENT = 200_000 * COIN
+POOL_MINIMUM = 100_000 * COIN
+
+
+def fee_of(state: ChainState, tx: Transaction) -> int:
+    """The fee tx pays on `state`, by plain arithmetic (no rule checked)."""
+    inputs = sum(state.utxos[op.key()].amount for op in tx.inputs if op.key() in state.utxos)
+    return inputs - sum(o.amount for o in tx.outputs) - payload_spend(tx.payload)
+
+
+class LabChain(DevChain):
+    """A DevChain with test conveniences; every block still goes through `apply_block`."""
+
+    def __repr__(self) -> str:
+        # The dataclass repr would print every block: unreadable in a failure report.
+        return f"LabChain(height={self.state.height}, pool={len(self.pool)})"
+
+    def node(self, sn_pubkey: bytes) -> ServiceNode:
+        """The registry record of a service node at the tip."""
+        return self.state.service_nodes[sn_pubkey]
+
+    def unspent(self, owner: bytes) -> list[Spendable]:
+        """Unlocked outputs of `owner` at the next height, including those the pool spends."""
+        height = self.state.height + 1
+        return [
+            (OutPoint(key[:32], int.from_bytes(key[32:], "big")), u)
+            for key, u in self.state.utxos.items()
+            if u.owner == owner and u.unlock_height <= height
+        ]
+
+    def spend(
+        self, key: SigningKey, payload: Payload, outputs: Sequence[TxOut] = (),
+        *, from_pool_spent: bool = False,
+    ) -> Transaction:
+        """A signed transaction of `key` carrying payload (not submitted)."""
+        coins = self.unspent(key.public) if from_pool_spent else self.spendable(key.public)
+        return build_spend(coins, key, list(outputs), payload, self.params)
+
+    def registration(
+        self, sn_key: SigningKey, reservations: Sequence[tuple[SigningKey | bytes, int]], *,
+        fee_ppm: int = 0, expiry: int | None = None,
+    ) -> Registration:
+        """A registration payload signed by sn_key; reservations are (key or pubkey, amount)."""
+        pairs = tuple(
+            Reservation(who.public if isinstance(who, SigningKey) else who, amount)
+            for who, amount in reservations
+        )
+        if expiry is None:
+            expiry = self.now + self.params.registration_validity
+        return sign_registration(sn_key, self.params, fee_ppm, pairs, expiry)
+
+    def signed(
+        self, inputs: Sequence[OutPoint], outputs: Sequence[TxOut], payload: Payload,
+        signers: Sequence[SigningKey],
+    ) -> Transaction:
+        """A transaction with exactly these inputs and outputs, input i signed by signers[i]."""
+        unsigned = Transaction(TX_VERSION, tuple(inputs), tuple(outputs), payload, ())
+        message = signing_hash(unsigned, self.params.network_id)
+        return msgspec.structs.replace(
+            unsigned, signatures=tuple(key.sign(message) for key in signers)
+        )
+
+    def stake_tx(self, staker: SigningKey, sn_pubkey: bytes, amount: int) -> Transaction:
+        """A signed stake (not submitted)."""
+        return self.spend(staker, Stake(sn_pubkey=sn_pubkey, amount=amount))
+
+    def transfer_tx(self, key: SigningKey, to: bytes, amount: int, **kw: bool) -> Transaction:
+        """A signed transfer (not submitted)."""
+        return self.spend(key, Transfer(), [TxOut(to, amount)], **kw)
+
+    def block_with(
+        self, transactions: Sequence[Transaction], *, timestamp: int | None = None,
+        producer: SigningKey | None = None,
+    ) -> Block:
+        """A block on the tip with these transactions and the coinbase they call for."""
+        producer = producer or self.authority
+        fees = sum(fee_of(self.state, tx) for tx in transactions)
+        coinbase = make_coinbase(self.state, producer.public, fees, self.consensus)
+        return make_block(
+            height=self.state.height + 1, prev_hash=self.state.tip_hash,
+            timestamp=self.now + 2 if timestamp is None else timestamp,
+            transactions=(coinbase, *transactions), producer_key=producer,
+            network_id=self.params.network_id,
+        )
+
+    def mine_with(self, transactions: Sequence[Transaction], *, timestamp: int | None = None) -> Block:
+        """Apply a hand-made block with these transactions (raises what apply_block raises)."""
+        block = self.block_with(transactions, timestamp=timestamp)
+        self.apply(block)
+        self.now = block.header.timestamp
+        return block
+
+    def mine_to(self, height: int) -> None:
+        """Mine empty-pool or pending blocks until the tip is at `height`."""
+        assert height >= self.state.height, f"tip is already at {self.state.height}"
+        self.mine(height - self.state.height)
+
+    # --- a service node's life -------------------------------------------------------------
+
+    def new_node(
+        self, operator: str = "operator", sn_label: str = "sn-1", amount: int = REQUIREMENT, *,
+        fee_ppm: int = 0, reserved: Sequence[tuple[SigningKey, int]] = (),
+    ) -> bytes:
+        """Register sn_label's key, `operator` staking `amount` (solo by default), and mine the
+        registration; the node's public key."""
+        sn_key = key_from_label(sn_label)
+        self.register(
+            key_from_label(operator), sn_key, amount, fee_ppm=fee_ppm,
+            reserved=tuple((key.public, a) for key, a in reserved),
+        )
+        self.mine()
+        return sn_key.public
+
+    def change_state(self, sn_pubkey: bytes, kind: StateChangeKind) -> int:
+        """Vote a state change with the authority quorum and mine it; the block's height."""
+        reason = {
+            StateChangeKind.ACTIVATE: Reason.FIRST_UPTIME_PROOF,
+            StateChangeKind.DECOMMISSION: Reason.MISSED_UPTIME_PROOFS,
+            StateChangeKind.RECOMMISSION: Reason.UPTIME_PROOFS_RESUMED,
+        }[kind]
+        self.state_change(sn_pubkey, kind, reason)
+        self.mine()
+        return self.state.height
+
+    def copy(self) -> "LabChain":
+        """An independent chain at the same tip (states and pools are immutable)."""
+        return replace(self, blocks=list(self.blocks), undos=list(self.undos))
+
+
+def new_chain() -> LabChain:
+    """A chain whose genesis gives each of PEOPLE `FUNDS` in one output."""
+    return LabChain.create({key_from_label(p).public: FUNDS for p in PEOPLE})
+
+
+@pytest.fixture
+def chain() -> LabChain:
+    """A fresh chain at genesis with the well-known people funded."""
+    return new_chain()
+
+
+@pytest.fixture(scope="session")
+def chain_factory():
+    """`new_chain` for tests that need many chains (hypothesis examples)."""
+    return new_chain
