@@ -93,6 +93,8 @@ class Proof(msgspec.Struct, frozen=True, array_like=True, tag=11):
     """An uptime proof, relayed once by each node that accepts it."""
 
     proof: UptimeProof
+    relayed: bool
+    """False when the proof comes straight from the node that signed it."""
 
 
 class ProofRejected(msgspec.Struct, frozen=True, array_like=True, tag=12):
@@ -106,6 +108,20 @@ Message: TypeAlias = Union[
     Hello, Ping, Pong, Tip, GetBlocks, Blocks, NewBlock, NewTransaction, GetPeers, Peers, Proof,
     ProofRejected,
 ]
+
+
+class QuorumVote(msgspec.Struct, frozen=True, array_like=True, tag=1):
+    """Quorumnet: one obligations-quorum member's signed vote for a state change."""
+
+    sn_pubkey: Hash32
+    kind: Annotated[int, msgspec.Meta(ge=0, le=255)]
+    reason: Annotated[int, msgspec.Meta(ge=0, le=255)]
+    quorum_height: Height
+    voter: Hash32
+    signature: Annotated[bytes, msgspec.Meta(min_length=64, max_length=64)]
+
+
+QuorumMessage: TypeAlias = Union[QuorumVote]
 
 
 class ProtocolViolation(Exception):

@@ -23,10 +23,12 @@ from snode import __version__
 from snode.core.crypto import SigningKey
 from snode.core.genesis import genesis_state
 from snode.net.peers import PeerManager
+from snode.net.quorumnet import QuorumNet
 from snode.node.config import Config, ConfigError, Endpoint, build_config
 from snode.node.datadir import DataDir, check_writable
 from snode.node.metrics import render as render_metrics
 from snode.node.node import Identity, Node
+from snode.node.sn_service import ServiceNodeDuties
 from snode.params import REGTEST_AUTHORITY_SEED
 from snode.rpc.methods import MethodTable
 from snode.rpc.server import make_app
@@ -81,6 +83,9 @@ class Daemon:
         cfg = self.config
         rpc_sock = bind_socket("--rpc-admin", cfg.rpc_admin)
         p2p_sock = bind_socket("--p2p-bind-ip/--p2p-bind-port", cfg.p2p_bind)
+        if cfg.service_node:
+            # Quorumnet binds through ZeroMQ later; check the port now, before the data dir.
+            bind_socket("--quorumnet-port", Endpoint(cfg.p2p_bind.host, cfg.quorumnet_port)).close()
         check_writable(cfg.data_dir)
         datadir = DataDir(cfg.data_dir)
         datadir.create()
@@ -94,7 +99,17 @@ class Daemon:
             )
         peers = PeerManager(node, bind_ip=cfg.p2p_bind.host, listen_port=cfg.p2p_bind.port,
                             priority=[str(e) for e in cfg.priority_nodes])
-        methods = MethodTable(node, request_stop=self.request_stop, peers=peers)
+        quorumnet = None
+        if node.identity is not None:
+            duties_ref: list[ServiceNodeDuties] = []
+            quorumnet = QuorumNet(node, node.identity.key, bind_ip=cfg.p2p_bind.host,
+                                  port=cfg.quorumnet_port,
+                                  on_message=lambda m: duties_ref[0].on_quorum_message(m))
+        duties = ServiceNodeDuties(node, peers, quorumnet=quorumnet)
+        if quorumnet is not None:
+            duties_ref.append(duties)
+            quorumnet.start()
+        methods = MethodTable(node, request_stop=self.request_stop, peers=peers, duties=duties)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
                        metrics=lambda: render_metrics(node))
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -104,7 +119,8 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
-        tasks = [asyncio.create_task(self._produce_blocks(node), name="producer")]
+        tasks = [asyncio.create_task(self._produce_blocks(node), name="producer"),
+                 asyncio.create_task(duties.run_proofs(), name="uptime proofs")]
         if not cfg.non_interactive:
             tasks.append(asyncio.create_task(self._console(node), name="console"))
         log.info("snoded v%s on %s: height %d, admin RPC on %s, P2P on %s%s", __version__,
@@ -117,6 +133,8 @@ class Daemon:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await peers.stop()
+        if quorumnet is not None:
+            await quorumnet.stop()
         await asyncio.wait_for(runner.cleanup(), SHUTDOWN_TIMEOUT)
         node.close()
         datadir.unlock()

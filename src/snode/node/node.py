@@ -74,6 +74,8 @@ class Node:
         """Best height announced by peers while syncing; 0 when synced."""
         self.last_proofs: dict[bytes, int] = {}
         """Timestamp of the last accepted uptime proof per service node (this node's view)."""
+        self.proof_endpoints: dict[bytes, tuple[str, int]] = {}
+        """(public IP, quorumnet port) of each SN, from its last accepted uptime proof."""
         self.proofs_version = 0
         """Counts accepted proofs, so answers that show proof times know when to refresh."""
         self.last_proof_rejection = ""
@@ -193,9 +195,7 @@ class Node:
         for block in branch:
             state, undo = apply_block(state, block, self.consensus, verifier=self.verifier, now=now)
             commits.append((block, state, undo))
-        for parent_state, undo, _ in undone:
-            self.store.undo_tip(parent_state, undo)
-        self.store.commit_blocks(commits)
+        self.store.reorganize([(parent, undo) for parent, undo, _ in undone], commits)
         log.warning("reorganized: undid %d blocks back to height %d, applied %d; new tip %d %s",
                     len(undone), fork_height, len(branch), state.height, state.tip_hash.hex()[:16])
         self._by_owner = defaultdict(set)
@@ -266,6 +266,7 @@ class Node:
             last_accepted=self.last_proofs.get(proof.pubkey, 0),
         )
         self.last_proofs[proof.pubkey] = proof.timestamp
+        self.proof_endpoints[proof.pubkey] = (proof.public_ip, proof.quorumnet_port)
         self.proofs_version += 1
 
     def close(self) -> None:

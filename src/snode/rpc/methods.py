@@ -25,6 +25,7 @@ from snode.core.transactions import Coinbase, Registration, Reservation, Stake, 
 from snode.core.units import parse_percent_ppm
 from snode.net.peers import PeerManager, parse_address
 from snode.node.node import Node
+from snode.node.sn_service import ServiceNodeDuties
 from snode.params import MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM
 from snode.rpc import errors as E
 from snode.rpc.errors import RpcError
@@ -96,9 +97,11 @@ class MethodTable:
     """Dispatch from method name to implementation, over one Node."""
 
     def __init__(self, node: Node, *, request_stop: Callable[[], None],
-                 peers: PeerManager | None = None, clock: Callable[[], float] = time.time) -> None:
+                 peers: PeerManager | None = None, duties: ServiceNodeDuties | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.node = node
         self.peers = peers
+        self.duties = duties
         self.request_stop = request_stop
         self.clock = clock
         self._sn_cache: tuple[tuple[bytes, int], msgspec.Raw] | None = None
@@ -240,9 +243,12 @@ class MethodTable:
                 "send_uptime_proof: this service node's key is not registered on the chain; "
                 "register it first (get_service_node_registration_cmd)",
             )
-        now = self.now()
         try:
-            node.accept_proof(node.make_own_proof(now), now)
+            if self.duties is not None:
+                self.duties.send_proof()
+            else:
+                now = self.now()
+                node.accept_proof(node.make_own_proof(now), now)
         except InvalidProof as err:
             raise RpcError(E.PROOF_FAILED, f"send_uptime_proof: {err.reason}") from None
         return {"status": "OK"}

@@ -1,0 +1,41 @@
+"""What an obligations quorum member decides about one service node, from its own view of
+uptime proofs (DESIGN.md section 4): decommission a silent active node, activate or recommission
+a funded inactive node that proves it is up."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from snode.core.service_nodes import Reason, StateChangeKind
+from snode.core.state import NO_HEIGHT, ServiceNode
+from snode.params import NetworkParams
+
+
+class Verdict(NamedTuple):
+    """A state change a quorum member votes for."""
+
+    kind: StateChangeKind
+    reason: Reason
+
+
+def judge(
+    sn: ServiceNode, *, last_proof: int, now: int, params: NetworkParams, may_decommission: bool,
+) -> Verdict | None:
+    """The state change `sn` deserves now, or None.
+
+    `last_proof` is the timestamp of the last uptime proof this member accepted from the node (0
+    if none). `may_decommission` is False while the member has not been up long enough to have
+    seen everyone's proofs: a freshly restarted member must not vote the whole network out.
+    """
+    if not sn.funded:
+        return None
+    if sn.active:
+        silent_for = now - last_proof if last_proof else None
+        if may_decommission and (silent_for is None or silent_for > params.decommission_proof_age):
+            return Verdict(StateChangeKind.DECOMMISSION, Reason.MISSED_UPTIME_PROOFS)
+        return None
+    if last_proof and now - last_proof <= params.healthy_proof_age:
+        if sn.active_since == NO_HEIGHT:
+            return Verdict(StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF)
+        return Verdict(StateChangeKind.RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED)
+    return None

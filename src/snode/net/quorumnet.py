@@ -1,0 +1,161 @@
+"""Quorumnet: the SN-to-SN channel for votes, on CurveZMQ.
+
+Each SN's X25519 identity is derived from its Ed25519 key, so the key an SN registered is the key
+it is known by here. The ZAP handler lets in only clients whose key is a registered SN's; anyone
+else fails the CURVE handshake and is logged. Messages are canonical msgpack `QuorumMessage`s; a
+member that sends garbage is ignored and logged (it is a registered SN: the quorum, not the
+transport, judges it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, Final
+
+import zmq
+import zmq.asyncio
+from zmq.auth.asyncio import AsyncioAuthenticator
+from zmq.utils import z85
+
+from snode.core.crypto import SigningKey, x25519_public
+from snode.core.encoding import decode, encode
+from snode.core.errors import DecodeError
+from snode.net.protocol import QuorumMessage
+from snode.node.node import Node
+
+log = logging.getLogger(__name__)
+
+SEND_HWM: Final = 1_000
+"""Messages queued per destination before new ones are dropped (votes are re-cast each block)."""
+MAX_MESSAGE: Final = 64 * 1024
+
+
+class QuorumNet:
+    """This SN's quorumnet endpoint: one ROUTER to receive, one DEALER per destination."""
+
+    def __init__(self, node: Node, key: SigningKey, *, bind_ip: str, port: int,
+                 on_message: Callable[[Any], None]) -> None:
+        self.node = node
+        self.key = key
+        self.bind_ip = bind_ip
+        self.port = port
+        self.on_message = on_message
+        self._public = x25519_public(key.public)
+        self._secret = key.x25519_secret()
+        self._allowed: set[bytes] = set()
+        self._allowed_from: object = None
+        self._ctx = zmq.asyncio.Context()
+        self._auth: AsyncioAuthenticator | None = None
+        self._router: zmq.asyncio.Socket | None = None
+        self._dealers: dict[bytes, tuple[str, zmq.asyncio.Socket]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.refused = 0
+
+    # --- ZAP: who may connect -----------------------------------------------------------------
+
+    def callback(self, domain: str, z85_key: bytes) -> bool:
+        """ZAP credentials provider: True for the X25519 key of a registered SN."""
+        self._refresh_allowed()
+        key = z85.decode(z85_key)
+        if key in self._allowed:
+            return True
+        self.refused += 1
+        log.warning("quorumnet: refused a client whose key %s is not a registered service node's",
+                    key.hex()[:16])
+        return False
+
+    def _refresh_allowed(self) -> None:
+        registry = self.node.state.service_nodes
+        if registry is self._allowed_from:
+            return
+        allowed = set()
+        for pubkey in registry.keys():
+            try:
+                allowed.add(x25519_public(pubkey))
+            except ValueError:
+                continue
+        self._allowed, self._allowed_from = allowed, registry
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Bind the ROUTER (raises zmq.ZMQError if the port is taken)."""
+        self._auth = AsyncioAuthenticator(self._ctx)
+        self._auth.start()
+        self._auth.configure_curve_callback("*", credentials_provider=self)
+        router = self._ctx.socket(zmq.ROUTER)
+        router.curve_server = True
+        router.curve_secretkey = z85.encode(self._secret)
+        router.curve_publickey = z85.encode(self._public)
+        router.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
+        router.setsockopt(zmq.LINGER, 0)
+        host = f"[{self.bind_ip}]" if ":" in self.bind_ip else self.bind_ip
+        router.bind(f"tcp://{host}:{self.port}")
+        self._router = router
+        self._task = asyncio.create_task(self._receive(), name="quorumnet")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        for _, sock in self._dealers.values():
+            sock.close(linger=0)
+        if self._router is not None:
+            self._router.close(linger=0)
+        if self._auth is not None:
+            self._auth.stop()
+        self._ctx.term()
+
+    async def _receive(self) -> None:
+        assert self._router is not None
+        while True:
+            frames = await self._router.recv_multipart()
+            if len(frames) != 2:
+                continue
+            try:
+                message = decode(frames[1], QuorumMessage)  # type: ignore[arg-type]
+            except DecodeError as err:
+                log.info("quorumnet: ignored an undecodable message: %s", err.reason)
+                continue
+            try:
+                self.on_message(message)
+            except Exception:
+                log.exception("quorumnet: error handling %s", type(message).__name__)
+
+    # --- sending ------------------------------------------------------------------------------
+
+    def send(self, member: bytes, message: Any) -> bool:
+        """Queue a message for SN `member` at the address of its last uptime proof; False when
+        its address is not known yet or its queue is full."""
+        endpoint = self.node.proof_endpoints.get(member)
+        if endpoint is None or member == self.key.public:
+            return False
+        ip, port = endpoint
+        address = f"tcp://[{ip}]:{port}" if ":" in ip else f"tcp://{ip}:{port}"
+        cached = self._dealers.get(member)
+        if cached is None or cached[0] != address:
+            if cached is not None:
+                cached[1].close(linger=0)
+            sock = self._ctx.socket(zmq.DEALER)
+            sock.curve_secretkey = z85.encode(self._secret)
+            sock.curve_publickey = z85.encode(self._public)
+            sock.curve_serverkey = z85.encode(x25519_public(member))
+            sock.setsockopt(zmq.SNDHWM, SEND_HWM)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(address)
+            cached = self._dealers[member] = (address, sock)
+        try:
+            sent = cached[1].send(encode(message), flags=zmq.NOBLOCK)
+        except zmq.Again:
+            return False
+        if isinstance(sent, asyncio.Future):
+            sent.add_done_callback(_consume)
+        return True
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Read a send future's outcome so that a dropped message is not reported as unhandled."""
+    if not future.cancelled():
+        future.exception()

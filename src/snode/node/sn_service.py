@@ -1,0 +1,183 @@
+"""Service-node duties: uptime proofs out and in, obligations judging, vote collection.
+
+Proofs travel over P2P to every node (each relays a proof once, after accepting it); the node
+that gets a proof straight from its signer checks the declared IP against the connection and
+tells the signer why it refused. Votes travel over quorumnet between quorum members; once a
+state change has the votes it needs, the member that has them submits the transaction, and P2P
+carries it to the block producer. While the network is small the genesis authority is the quorum
+and signs alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from snode.core.blocks import Block
+from snode.core.crypto import SigningKey, verify
+from snode.core.errors import SnodeError
+from snode.core.obligations import judge
+from snode.core.proofs import InvalidProof
+from snode.core.service_nodes import Reason, StateChangeKind
+from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
+from snode.net import protocol as P
+from snode.net.peers import Peer, PeerManager
+from snode.net.quorumnet import QuorumNet
+from snode.node.node import Node
+from snode.params import STATE_CHANGE_WINDOW
+
+log = logging.getLogger(__name__)
+
+VoteKey = tuple[bytes, int, int, int]
+"""(sn pubkey, kind, reason, quorum height)."""
+
+
+class ServiceNodeDuties:
+    """Everything a daemon does for the service-node network besides blocks and transactions."""
+
+    def __init__(self, node: Node, peers: PeerManager, *, quorumnet: QuorumNet | None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.node = node
+        self.peers = peers
+        self.quorumnet = quorumnet
+        self.clock = clock
+        self.started = clock()
+        self.votes: dict[VoteKey, dict[bytes, bytes]] = {}
+        self.submitted: set[VoteKey] = set()
+        node.on_peer_proof = self.on_peer_proof  # type: ignore[attr-defined]
+        node.tip_listeners.append(self.on_new_blocks)
+
+    def now(self) -> int:
+        return int(self.clock())
+
+    # --- our own proofs -----------------------------------------------------------------------
+
+    def send_proof(self) -> None:
+        """Sign, accept and broadcast a fresh uptime proof; InvalidProof says why not."""
+        node = self.node
+        assert node.identity is not None
+        now = self.now()
+        proof = node.make_own_proof(now)
+        node.accept_proof(proof, now)
+        self.peers.broadcast(P.Proof(proof=proof, relayed=False))
+
+    async def run_proofs(self) -> None:
+        """Send a proof every proof interval while registered."""
+        node = self.node
+        interval = node.params.proof_interval
+        while True:
+            if node.identity is not None and node.identity.key.public in node.state.service_nodes:
+                try:
+                    self.send_proof()
+                except InvalidProof as err:
+                    log.debug("uptime proof not sent: %s", err)
+            await asyncio.sleep(interval)
+
+    # --- proofs from peers --------------------------------------------------------------------
+
+    def on_peer_proof(self, manager: PeerManager, peer: Peer, message: P.Proof | P.ProofRejected) -> None:
+        node = self.node
+        own = node.identity.key.public if node.identity is not None else None
+        if isinstance(message, P.ProofRejected):
+            if message.pubkey == own:
+                node.last_proof_rejection = f"uptime proof rejected by {peer.name}: {message.reason}"
+                log.warning("%s", node.last_proof_rejection)
+            return
+        proof = message.proof
+        if proof.pubkey == own:
+            return
+        direct = not message.relayed
+        if direct and proof.public_ip != peer.ip:
+            reason = f"declared IP {proof.public_ip}, seen {peer.ip}"
+            log.info("refused uptime proof of %s from %s: %s", proof.pubkey.hex()[:16], peer.name, reason)
+            peer.send(P.ProofRejected(pubkey=proof.pubkey, reason=reason))
+            return
+        try:
+            node.accept_proof(proof, self.now())
+        except InvalidProof as err:
+            if direct:
+                peer.send(P.ProofRejected(pubkey=proof.pubkey, reason=err.reason))
+            log.debug("uptime proof of %s from %s not accepted: %s", proof.pubkey.hex()[:16], peer.name, err)
+            return
+        manager.broadcast(P.Proof(proof=proof, relayed=True), skip=peer)
+
+    # --- obligations --------------------------------------------------------------------------
+
+    def signers(self) -> list[SigningKey]:
+        """Our keys that belong to the quorum of the tip."""
+        node = self.node
+        quorum = node.state.quorums.get(node.height)
+        if quorum is None:
+            return []
+        keys = [k for k in (node.identity.key if node.identity else None, node.producer_key) if k is not None]
+        return [k for k in keys if k.public in quorum.members]
+
+    def on_new_blocks(self, blocks: list[Block]) -> None:
+        self._prune()
+        self.judge_all()
+
+    def judge_all(self) -> None:
+        """Vote on every funded node if one of our keys is in the tip's quorum."""
+        node = self.node
+        signers = self.signers()
+        if not signers:
+            return
+        now = self.now()
+        warm = now - self.started >= node.params.decommission_proof_age
+        height = node.height
+        quorum = node.state.quorums[height]
+        for sn in node.state.service_nodes.values():
+            verdict = judge(sn, last_proof=node.last_proofs.get(sn.pubkey, 0), now=now,
+                            params=node.params, may_decommission=warm)
+            if verdict is None:
+                continue
+            message = state_change_hash(node.params.network_id, sn.pubkey, verdict.kind, verdict.reason, height)
+            for key in signers:
+                vote = P.QuorumVote(sn_pubkey=sn.pubkey, kind=verdict.kind, reason=verdict.reason,
+                                    quorum_height=height, voter=key.public, signature=key.sign(message))
+                self.add_vote(vote)
+                if self.quorumnet is not None:
+                    for member in quorum.members:
+                        self.quorumnet.send(member, vote)
+
+    def on_quorum_message(self, message: Any) -> None:
+        if isinstance(message, P.QuorumVote):
+            self.add_vote(message)
+
+    def add_vote(self, vote: P.QuorumVote) -> None:
+        """Keep a valid vote; submit the state change once enough votes are in."""
+        node = self.node
+        quorum = node.state.quorums.get(vote.quorum_height)
+        if quorum is None or vote.voter not in quorum.members:
+            return
+        message = state_change_hash(node.params.network_id, vote.sn_pubkey, vote.kind, vote.reason, vote.quorum_height)
+        if not verify(vote.voter, message, vote.signature):
+            log.info("ignored a forged vote claiming to be from %s", vote.voter.hex()[:16])
+            return
+        key: VoteKey = (vote.sn_pubkey, vote.kind, vote.reason, vote.quorum_height)
+        collected = self.votes.setdefault(key, {})
+        collected[vote.voter] = vote.signature
+        if len(collected) >= quorum.needed and key not in self.submitted:
+            self.submitted.add(key)
+            self._submit(key, collected)
+
+    def _submit(self, key: VoteKey, collected: dict[bytes, bytes]) -> None:
+        sn_pubkey, kind, reason, quorum_height = key
+        votes = tuple(Vote(v, s) for v, s in sorted(collected.items()))
+        tx = Transaction(TX_VERSION, (), (), StateChange(sn_pubkey, kind, reason, quorum_height, votes), ())
+        try:
+            self.node.submit_transaction(tx, self.now())
+        except SnodeError as err:
+            log.debug("state change for %s not submitted: %s", sn_pubkey.hex()[:16], err)
+            return
+        log.info("quorum: %s %s (%s)", StateChangeKind(kind).name.lower(), sn_pubkey.hex()[:16],
+                 Reason(reason).label)
+
+    def _prune(self) -> None:
+        oldest = self.node.height - STATE_CHANGE_WINDOW
+        for key in [k for k in self.votes if k[3] < oldest]:
+            del self.votes[key]
+            self.submitted.discard(key)

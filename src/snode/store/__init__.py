@@ -1,0 +1,11 @@
+"""The durable store: blocks, the state at the tip, undo records, transactions, peers.
+
+One SQLite database per data dir (stdlib sqlite3, WAL, synchronous=FULL), one SQL transaction per
+block or per batch of blocks, so a crash at any moment leaves the state of the last committed
+block. See `chain_store.ChainStore`.
+"""
+
+from snode.store.chain_store import DATABASE_FILE, ChainStore, Commit, Undone
+from snode.store.errors import StoreError
+
+__all__ = ["DATABASE_FILE", "ChainStore", "Commit", "StoreError", "Undone"]

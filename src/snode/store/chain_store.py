@@ -1,0 +1,318 @@
+"""ChainStore: the node's chain on disk, in one SQLite database.
+
+Each block is committed in one SQL transaction (a batch of blocks in one, during sync) holding the
+block, its undo record, its transaction index entries and the state rows it changed, so a crash
+at any moment leaves exactly the state of the last committed block, and a restart reads that
+state back without replaying the chain.
+
+Threading rule: one caller at a time. The node calls from its event-loop thread or from a single
+executor thread (the connection is opened with check_same_thread=False for that case), never from
+two threads at once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Final
+
+from snode.core.blocks import Block, block_hash
+from snode.core.encoding import decode_trusted, encode
+from snode.core.state import ChainState, Undo
+from snode.core.transactions import Transaction, txid
+from snode.store import schema, state_tables
+from snode.store.errors import StoreError
+
+DATABASE_FILE: Final = "chain.sqlite3"
+"""The database's file name inside a data dir."""
+
+Commit = tuple[Block, ChainState, Undo]
+"""A block, the state after it and its undo record, as `transition.apply_block` returns them."""
+
+Undone = tuple[ChainState, Undo]
+"""The state of an undone block's parent and the block's undo record (`state.undo_block`)."""
+
+_BlockRow = tuple[bytes, int, bytes, bytes | None]
+"""(hash, height, data, undo) of the blocks table."""
+_MainChainRow = tuple[int, bytes]
+_TxRow = tuple[bytes, int, int]
+"""(txid, height, position) of the txs table."""
+
+
+class ChainStore:
+    """Blocks, undo records, the transaction index and the state at the tip of one chain."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, height: int, tip_hash: bytes) -> None:
+        """Wrap an open, checked connection; use `ChainStore.open`."""
+        self._conn = conn
+        self._path = path
+        self._tip = (height, tip_hash)
+
+    @classmethod
+    def open(
+        cls, path: Path, *, genesis_block: Block, genesis_state: ChainState
+    ) -> ChainStore:
+        """Open the database file `path` (usually `data_dir / DATABASE_FILE`), creating it with
+        the genesis block and state on first use.
+
+        StoreError when the file belongs to another genesis, has an unsupported schema version,
+        is not an snode database or is in use by another process; such a file is not written.
+        """
+        genesis_hash = block_hash(genesis_block.header)
+        if genesis_state.height != 0 or genesis_state.tip_hash != genesis_hash:
+            raise ValueError("genesis_state is not the state after genesis_block")
+        stored = schema.stored_genesis(path)
+        if stored is not None and stored != genesis_hash:
+            raise StoreError(
+                f"data dir belongs to a different network/genesis: its database {path} starts "
+                f"with block {stored.hex()[:16]}, this node's genesis is "
+                f"{genesis_hash.hex()[:16]}; use the matching genesis document or a new data dir"
+            )
+        conn = schema.connect(path)
+        try:
+            if stored is None:
+                _create(conn, path, genesis_block, genesis_state)
+            tip = state_tables.read_tip(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, path, tip.height, tip.tip_hash)
+
+    def close(self) -> None:
+        """Close the database (SQLite checkpoints the WAL into the main file)."""
+        self._conn.close()
+
+    def __enter__(self) -> ChainStore:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # --- the chain ----------------------------------------------------------------------------
+
+    def tip(self) -> tuple[int, bytes]:
+        """(height, block hash) of the stored tip."""
+        return self._tip
+
+    def load_state(self) -> ChainState:
+        """The state at the stored tip, read from the state tables (no block is read)."""
+        return state_tables.read_state(self._conn)
+
+    def commit_block(self, block: Block, new_state: ChainState, undo: Undo) -> None:
+        """Append one block to the main chain, in one transaction."""
+        self.reorganize([], [(block, new_state, undo)])
+
+    def commit_blocks(self, batch: Sequence[Commit]) -> None:
+        """Append blocks to the main chain, lowest first, in one transaction (sync commits a
+        batch per transaction: a crash loses at most the batch, which is downloaded again)."""
+        self.reorganize([], batch)
+
+    def undo_tip(self, parent_state: ChainState, undo: Undo) -> None:
+        """Take the tip block off the main chain, in one transaction. The block and its undo
+        record stay stored, so the block can be committed again."""
+        self.reorganize([(parent_state, undo)], [])
+
+    def reorganize(self, undone: Sequence[Undone], commits: Sequence[Commit]) -> None:
+        """Undo blocks off the tip (tip first), then append `commits` (lowest first), in one
+        transaction, so that a crash never leaves the chain between two branches.
+
+        Each state row the blocks touched is written once, with its value in the final state.
+        ValueError when an undo is not the tip's, a parent state not its parent's, or a block
+        does not extend the tip at that point (a caller's bug); nothing is written then.
+        """
+        if not undone and not commits:
+            return
+        height, tip_hash = self._tip
+        stale_heights: list[tuple[int]] = []
+        stale_txs: list[tuple[bytes, int]] = []
+        for parent_state, undo in undone:
+            tip_block = self._check_undoes_tip(height, tip_hash, parent_state, undo)
+            stale_heights.append((height,))
+            stale_txs.extend((txid(tx), height) for tx in tip_block.transactions)
+            height, tip_hash = height - 1, parent_state.tip_hash
+        blocks, main_chain, txs = [], [], []
+        for block, new_state, undo in commits:
+            this_hash = block_hash(block.header)
+            _check_extends(height, tip_hash, block, this_hash, new_state, undo)
+            block_row, main_row, tx_rows = _block_rows(block, this_hash, undo)
+            blocks.append(block_row)
+            main_chain.append(main_row)
+            txs.extend(tx_rows)
+            height, tip_hash = block.header.height, this_hash
+        final_state = commits[-1][1] if commits else undone[-1][0]
+        touched = state_tables.touched_keys(
+            [undo for _, undo in undone] + [undo for _, _, undo in commits]
+        )
+        with _transaction(self._conn, self._path):
+            # Stale rows go first: a transaction in both branches is indexed at its new height.
+            self._conn.executemany("DELETE FROM main_chain WHERE height = ?", stale_heights)
+            self._conn.executemany("DELETE FROM txs WHERE txid = ? AND height = ?", stale_txs)
+            _insert_blocks(self._conn, blocks, main_chain, txs)
+            state_tables.write_state(self._conn, final_state, touched)
+        self._tip = (height, tip_hash)
+
+    def _check_undoes_tip(
+        self, height: int, tip_hash: bytes, parent_state: ChainState, undo: Undo
+    ) -> Block:
+        """The stored block at (height, tip_hash), after checking that undo and parent_state
+        are its own."""
+        if height == 0:
+            raise ValueError("the genesis block cannot be undone")
+        if undo.height != height:
+            raise ValueError(f"undo record is for height {undo.height}; the tip is at {height}")
+        parent_hash = self.block_hash_at(height - 1)
+        if parent_state.height != height - 1 or parent_state.tip_hash != parent_hash:
+            raise ValueError(f"parent_state is not the state of block {height}'s parent")
+        tip_block = self.get_block(tip_hash)
+        assert tip_block is not None, "every main-chain block is stored"
+        return tip_block
+
+    # --- lookups ------------------------------------------------------------------------------
+
+    def block_hash_at(self, height: int) -> bytes | None:
+        """Hash of the main-chain block at `height`, or None above the tip."""
+        row = self._conn.execute(
+            "SELECT hash FROM main_chain WHERE height = ?", (height,)
+        ).fetchone()
+        return row[0] if row else None
+
+    def get_block_bytes(self, height: int) -> bytes | None:
+        """Canonical bytes of the main-chain block at `height` (to serve peers without
+        decoding), or None above the tip."""
+        row = self._conn.execute(
+            "SELECT b.data FROM main_chain m JOIN blocks b ON b.hash = m.hash WHERE m.height = ?",
+            (height,),
+        ).fetchone()
+        return row[0] if row else None
+
+    def get_block_by_height(self, height: int) -> Block | None:
+        """The main-chain block at `height`, or None above the tip."""
+        data = self.get_block_bytes(height)
+        return decode_trusted(data, Block) if data is not None else None
+
+    def get_block(self, hash_: bytes) -> Block | None:
+        """Any stored block by hash (on the main chain or undone by a reorg), or None."""
+        row = self._conn.execute("SELECT data FROM blocks WHERE hash = ?", (hash_,)).fetchone()
+        return decode_trusted(row[0], Block) if row else None
+
+    def get_undo(self, hash_: bytes) -> Undo:
+        """The undo record of a stored block; StoreError for genesis or an unknown block."""
+        row = self._conn.execute("SELECT undo FROM blocks WHERE hash = ?", (hash_,)).fetchone()
+        if row is None or row[0] is None:
+            raise StoreError(f"no undo record is stored for block {hash_.hex()[:16]}")
+        return decode_trusted(row[0], Undo)
+
+    def get_transaction(self, tx_id: bytes) -> tuple[int, Transaction] | None:
+        """(height, transaction) of a main-chain transaction, or None."""
+        row = self._conn.execute(
+            "SELECT t.height, t.position, b.data FROM txs t"
+            " JOIN main_chain m ON m.height = t.height JOIN blocks b ON b.hash = m.hash"
+            " WHERE t.txid = ?",
+            (tx_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        height, position, data = row
+        return height, decode_trusted(data, Block).transactions[position]
+
+    # --- the node's own records ---------------------------------------------------------------
+
+    def save_peers(self, addresses: Sequence[str]) -> None:
+        """Replace the saved peer addresses (kept in this order)."""
+        with _transaction(self._conn, self._path):
+            self._conn.execute("DELETE FROM peers")
+            self._conn.executemany(
+                "INSERT INTO peers (address) VALUES (?)", [(a,) for a in addresses]
+            )
+
+    def load_peers(self) -> list[str]:
+        """The saved peer addresses, in the order they were saved."""
+        rows = self._conn.execute("SELECT address FROM peers ORDER BY position").fetchall()
+        return [address for (address,) in rows]
+
+    def get_meta(self, key: str) -> bytes | None:
+        """The node's value stored under `key`, or None."""
+        row = self._conn.execute("SELECT value FROM node_meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: bytes) -> None:
+        """Store a value for the node under `key` (durably, in its own transaction)."""
+        with _transaction(self._conn, self._path):
+            self._conn.execute(
+                "INSERT OR REPLACE INTO node_meta (key, value) VALUES (?, ?)", (key, value)
+            )
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection, path: Path) -> Iterator[None]:
+    """One SQL transaction, committed whole or rolled back whole; a write the database refuses
+    (disk full, I/O error) becomes a StoreError."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        yield
+        conn.execute("COMMIT")
+    except sqlite3.Error as err:
+        _rollback(conn)
+        raise StoreError(f"cannot write to database {path}: {err}") from err
+    except BaseException:
+        _rollback(conn)
+        raise
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    # A failed COMMIT may already have rolled back.
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+def _create(conn: sqlite3.Connection, path: Path, block: Block, state: ChainState) -> None:
+    """Tables, genesis block and genesis state, in one transaction."""
+    block_row, main_row, tx_rows = _block_rows(block, state.tip_hash, None)
+    with _transaction(conn, path):
+        schema.create_tables(conn)
+        _insert_blocks(conn, [block_row], [main_row], tx_rows)
+        state_tables.write_state(conn, state, state_tables.all_keys(state))
+
+
+def _check_extends(
+    height: int, tip_hash: bytes, block: Block, this_hash: bytes, new_state: ChainState, undo: Undo
+) -> None:
+    header = block.header
+    if header.height != height + 1 or header.prev_hash != tip_hash:
+        raise ValueError(
+            f"block {header.height} ({this_hash.hex()[:16]}) does not extend the stored tip at "
+            f"height {height}"
+        )
+    if new_state.tip_hash != this_hash or undo.height != header.height:
+        raise ValueError(
+            f"the state or undo record given with block {header.height} is not its own"
+        )
+
+
+def _block_rows(
+    block: Block, this_hash: bytes, undo: Undo | None
+) -> tuple[_BlockRow, _MainChainRow, list[_TxRow]]:
+    """The rows of the blocks, main_chain and txs tables for one block."""
+    height = block.header.height
+    block_row = (this_hash, height, encode(block), encode(undo) if undo is not None else None)
+    tx_rows = [(txid(tx), height, position) for position, tx in enumerate(block.transactions)]
+    return block_row, (height, this_hash), tx_rows
+
+
+def _insert_blocks(
+    conn: sqlite3.Connection,
+    blocks: list[_BlockRow],
+    main_chain: list[_MainChainRow],
+    txs: list[_TxRow],
+) -> None:
+    # REPLACE: a block undone by a reorg may come back; its stored row is rewritten.
+    conn.executemany(
+        "INSERT OR REPLACE INTO blocks (hash, height, data, undo) VALUES (?, ?, ?, ?)", blocks
+    )
+    conn.executemany("INSERT INTO main_chain (height, hash) VALUES (?, ?)", main_chain)
+    conn.executemany("INSERT OR REPLACE INTO txs (txid, height, position) VALUES (?, ?, ?)", txs)

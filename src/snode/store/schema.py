@@ -1,0 +1,128 @@
+"""The database file: its tables, its schema version, and how a connection to it is opened.
+
+The schema version lives in SQLite's `user_version` header field. An existing file is checked
+through a read-only connection before anything writes to it, so a database this snode must not
+use (another release's, another program's, another network's) is refused and left byte for byte
+as it was.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Final
+
+from snode.store.errors import StoreError
+
+SCHEMA_VERSION: Final = 1
+"""Bump with every change to the tables below (and refuse the old version, or migrate it)."""
+
+TABLES: Final = (
+    # The block and the record that undoes it share a row: one insert per block. Blocks leave
+    # this table never, so a block undone by a reorg can be applied again.
+    "CREATE TABLE blocks (hash BLOB PRIMARY KEY, height INTEGER NOT NULL, data BLOB NOT NULL,"
+    " undo BLOB)",
+    "CREATE TABLE main_chain (height INTEGER PRIMARY KEY, hash BLOB NOT NULL)",
+    "CREATE TABLE txs (txid BLOB PRIMARY KEY, height INTEGER NOT NULL,"
+    " position INTEGER NOT NULL) WITHOUT ROWID",
+    # The state at the tip, one table per `state.MAP_NAMES` entry, with the same name.
+    "CREATE TABLE utxos (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE service_nodes (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE quorums (key INTEGER PRIMARY KEY, value BLOB NOT NULL)",
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
+    "CREATE TABLE node_meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
+    "CREATE TABLE peers (position INTEGER PRIMARY KEY, address TEXT NOT NULL)",
+)
+
+PRAGMAS: Final = (
+    # Held from the first read until close: a second daemon on the same data dir is refused
+    # instead of interleaving its blocks with ours. Set before WAL is entered, so the WAL index
+    # lives in our heap rather than in a shared-memory file.
+    "PRAGMA locking_mode = EXCLUSIVE",
+    "PRAGMA journal_mode = WAL",
+    # FULL syncs the WAL on every commit: a committed block survives a power cut, not only a
+    # killed process.
+    "PRAGMA synchronous = FULL",
+)
+
+_LOCK_WAIT: Final = 1.0
+"""Seconds to wait for a lock: with EXCLUSIVE locking another holder keeps it until it stops."""
+
+
+def stored_genesis(path: Path) -> bytes | None:
+    """The genesis block hash of the snode database at `path`, or None when there is none yet.
+
+    Raises StoreError when the file is not an snode database, has a schema version this snode
+    does not support, or is held by another process. Opens the file read-only, so a database
+    that is refused here has not been written to.
+    """
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=_LOCK_WAIT)
+        try:
+            return _read_genesis(conn, path)
+        finally:
+            conn.close()
+    except sqlite3.Error as err:
+        raise _open_error(path, err) from None
+
+
+def _read_genesis(conn: sqlite3.Connection, path: Path) -> bytes | None:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == 0:
+        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if tables == 0:
+            return None
+        raise StoreError(f"{path} is not an snode database: use a new data dir")
+    if version != SCHEMA_VERSION:
+        raise StoreError(
+            f"database schema version {version} is not supported by this snode (expects "
+            f"{SCHEMA_VERSION}): use a matching snode release or a new data dir"
+        )
+    (genesis,) = conn.execute("SELECT hash FROM main_chain WHERE height = 0").fetchone()
+    return genesis
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A read-write connection with the store's pragmas, in autocommit mode (the store opens
+    its own transactions).
+
+    check_same_thread is off because the node may call from one executor thread rather than the
+    thread that opened the store; calls must still come from one thread at a time.
+    """
+    try:
+        conn = sqlite3.connect(
+            path, timeout=_LOCK_WAIT, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as err:
+        raise _open_error(path, err) from None
+    try:
+        for pragma in PRAGMAS:
+            conn.execute(pragma)
+        # The first read takes the exclusive lock, so a busy file is refused here, at open.
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as err:
+        conn.close()
+        raise _open_error(path, err) from None
+    return conn
+
+
+def create_tables(conn: sqlite3.Connection) -> None:
+    """Create the tables and stamp the schema version; call inside the creating transaction so
+    that a crash leaves either no tables or all of them."""
+    for statement in TABLES:
+        conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _open_error(path: Path, err: sqlite3.Error) -> StoreError:
+    text = str(err)
+    if "locked" in text or "busy" in text:
+        return StoreError(
+            f"database {path} is in use by another process (is another snoded running on "
+            "this data dir?)"
+        )
+    if "not a database" in text:
+        return StoreError(f"{path} is not an snode database: use a new data dir")
+    return StoreError(f"cannot open database {path}: {text}")

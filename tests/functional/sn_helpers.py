@@ -1,0 +1,52 @@
+"""Shared steps for service-node tests: fund keys, register a daemon's key, stake, records."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from snode.core.crypto import SigningKey
+from snode.core.registration import parse_command
+from snode.core.transactions import Stake
+from snode.params import COIN, NETWORKS
+from tests.functional.framework import address_of, fund, send_spend, wait_until
+
+SOLO = 200_000 * COIN
+POOL_MIN = 100_000 * COIN
+
+
+def key(label: str) -> SigningKey:
+    """A deterministic wallet key for tests."""
+    return SigningKey(hashlib.blake2b(label.encode(), digest_size=32).digest())
+
+
+def fund_and_unlock(generator: Any, payments: dict[bytes, int]) -> None:
+    """Pay keys from the faucet and mine until the outputs are spendable."""
+    fund(generator, payments)
+    generator.generate_blocks(blocks=1 + NETWORKS[generator.network].unlock_confirmations)
+
+
+def register(sn: Any, via: Any, operator: SigningKey, amount: int, *, cut: str = "0") -> str:
+    """Ask daemon `sn` for its registration command and pay it from `operator` through `via`."""
+    cmd = sn.get_service_node_registration_cmd(
+        operator_cut=cut, contributor_addresses=[address_of(sn, operator)], contributor_amounts=[amount],
+    )["registration_cmd"]
+    return send_spend(via, operator, [], parse_command(cmd, NETWORKS[sn.network]))
+
+
+def stake(via: Any, staker: SigningKey, sn_pubkey: str, amount: int) -> str:
+    return send_spend(via, staker, [], Stake(bytes.fromhex(sn_pubkey), amount))
+
+
+def record(node: Any, sn_pubkey: str) -> dict[str, Any]:
+    found = node.get_service_nodes(service_node_pubkeys=[sn_pubkey])["service_node_states"]
+    assert found, f"{sn_pubkey[:16]} is not registered on node{node.index}"
+    return found[0]
+
+
+def mine_until(generator: Any, predicate: Any, *, timeout: float, what: str) -> Any:
+    """Generate a block per poll until predicate holds (state changes need blocks)."""
+    def step() -> Any:
+        generator.generate_blocks(blocks=1)
+        return predicate()
+    return wait_until(step, timeout=timeout, what=what, interval=0.5)

@@ -1,0 +1,203 @@
+"""The service-node network on regtest with real daemons: uptime proofs over P2P, activation,
+payable after 4 blocks, the exact reward split of a pool with a fee, decommission after missed
+proofs and recommission after a restart, refused proofs from a node that lies about its IP, and
+quorumnet refusing keys that are not registered service nodes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from snode.core.blocks import Block
+from snode.core.encoding import decode
+from snode.core.address import encode_address
+from snode.params import COIN, REGTEST
+from tests.functional.framework import assert_equal, connect_nodes, next_loopback_ip, sync_blocks, wait_until
+from tests.functional.sn_helpers import (
+    POOL_MIN, SOLO, fund_and_unlock, key, mine_until, record, register, stake,
+)
+
+V = "v0.1.0"
+
+
+def test_lifecycle_solo_and_pool(nodes):
+    hub = nodes.add()
+    solo = nodes.add(extra_args=["--service-node"])
+    pool = nodes.add(extra_args=["--service-node"])
+    connect_nodes(solo, hub)
+    connect_nodes(pool, hub)
+    op_solo, op_pool, c1, c2 = key("op solo"), key("op pool"), key("c1"), key("c2")
+    fund_and_unlock(hub, {op_solo.public: SOLO + COIN, op_pool.public: POOL_MIN + COIN,
+                          c1.public: 60_001 * COIN, c2.public: 40_001 * COIN})
+    sync_blocks([hub, solo, pool])
+    solo_pk = solo.get_service_node_key()["service_node_pubkey"]
+    pool_pk = pool.get_service_node_key()["service_node_pubkey"]
+    assert_equal(solo.get_info()["status_line"], f"{V}; Height: {solo.get_info()['height']}, SN: not registered")
+
+    register(solo, hub, op_solo, SOLO)
+    register(pool, hub, op_pool, POOL_MIN, cut="5")
+    reg_height = hub.generate_blocks(blocks=1)["height"]
+    sync_blocks([hub, solo, pool])
+    rec = record(hub, pool_pk)
+    assert_equal((rec["funded"], rec["active"], rec["payable"], rec["status"]), (False, False, False, "Await"))
+    assert_equal((rec["registration_height"], rec["operator_fee"], rec["total_contributed"]), (reg_height, 50_000, POOL_MIN))
+    assert pool.get_info()["status_line"].startswith(f"{V}; Height: {reg_height}, SN: awaiting contr., proof: ")
+
+    stake(hub, c1, pool_pk, 60_000 * COIN)
+    stake(hub, c2, pool_pk, 40_000 * COIN)
+    hub.generate_blocks(blocks=1)
+    rec = record(hub, pool_pk)
+    assert_equal((rec["funded"], rec["total_contributed"], len(rec["contributors"])), (True, SOLO, 3))
+
+    # Proofs flow over P2P; the authority (every regtest node holds it) activates both nodes.
+    activated = mine_until(hub, lambda: all(record(hub, k)["active"] for k in (solo_pk, pool_pk)),
+                           timeout=60, what="both nodes active")
+    assert activated
+    rec = record(hub, solo_pk)
+    assert rec["last_uptime_proof"] > 0 and rec["last_state_change_reason"] == "first_uptime_proof"
+    assert_equal((rec["payable"], rec["decommission_count"]), (False, 0))
+    activation = rec["activation_height"]
+    while hub.get_info()["height"] < activation + 3:
+        hub.generate_blocks(blocks=1)
+    assert_equal(record(hub, solo_pk)["payable"], False)
+    hub.generate_blocks(blocks=1)
+    assert_equal(record(hub, solo_pk)["payable"], True)
+    sync_blocks([hub, solo])
+    line = solo.get_info()["status_line"]
+    assert line.startswith(f"{V}; Height: {activation + 4}, SN: active, proof: "), line
+
+    # Rewards: find a block paying the pool node and check the split to the atomic unit.
+    reward = REGTEST.block_reward
+    fee = reward * 50_000 // 1_000_000
+    rest = reward - fee
+    expected = {
+        encode_address("snr", op_pool.public): fee + rest * POOL_MIN // SOLO + (rest - rest * POOL_MIN // SOLO - rest * 60_000 * COIN // SOLO - rest * 40_000 * COIN // SOLO),
+        encode_address("snr", c1.public): rest * 60_000 * COIN // SOLO,
+        encode_address("snr", c2.public): rest * 40_000 * COIN // SOLO,
+    }
+    assert_equal(sum(expected.values()), reward)
+    found = None
+    for _ in range(4):
+        h = hub.generate_blocks(blocks=1)["height"]
+        block = decode(bytes.fromhex(hub.get_block(height=h)["block_hex"]), Block)
+        paid = {encode_address("snr", o.owner): o.amount for o in block.transactions[0].outputs}
+        if set(expected) <= set(paid):
+            found = paid
+            break
+    assert found is not None, "no block paid the pool node within 4 blocks"
+    for address, amount in expected.items():
+        assert_equal(found[address], amount, f"reward of {address[:12]}")
+
+    # Decommission: the solo node stops; after 30 s without proofs the quorum votes it out.
+    solo.stop()
+    mine_until(hub, lambda: not record(hub, solo_pk)["active"], timeout=90, what="solo decommissioned")
+    rec = record(hub, solo_pk)
+    assert_equal((rec["active"], rec["payable"], rec["funded"], rec["decommission_count"], rec["status"]),
+                 (False, False, True, 1, "Decomm"))
+    assert_equal(rec["last_decommission_reason"], "missed_uptime_proofs")
+
+    # Restart with the same data dir: proofs resume and the node is recommissioned.
+    solo.start()
+    connect_nodes(solo, hub)
+    mine_until(hub, lambda: record(hub, solo_pk)["active"], timeout=60, what="solo recommissioned")
+    rec = record(hub, solo_pk)
+    assert_equal((rec["decommission_count"], rec["last_state_change_reason"]), (1, "uptime_proofs_resumed"))
+    sync_blocks([hub, solo])
+    assert ", SN: active, proof: " in solo.get_info()["status_line"]
+
+
+def test_wrong_public_ip_is_refused(nodes):
+    hub = nodes.add()
+    liar = nodes.add(extra_args=["--service-node", f"--service-node-public-ip={next_loopback_ip()}"])
+    connect_nodes(liar, hub)
+    op = key("liar op")
+    fund_and_unlock(hub, {op.public: SOLO + COIN})
+    register(liar, hub, op, SOLO)
+    hub.generate_blocks(blocks=1)
+    sync_blocks([hub, liar])
+    reason = wait_until(lambda: liar.get_info()["last_uptime_proof_rejection"], timeout=30,
+                        what="the proof rejection reaching the liar")
+    declared = liar.args()[-1].split("=")[1]
+    assert f"declared IP {declared}, seen {liar.ip}" in reason, reason
+    assert "uptime proof rejected by" in liar.stderr_text()
+    pk = liar.get_service_node_key()["service_node_pubkey"]
+    hub.generate_blocks(blocks=3)
+    rec = record(hub, pk)
+    assert_equal((rec["active"], rec["last_uptime_proof"]), (False, 0))
+
+
+def test_quorumnet_refuses_unregistered_keys(nodes):
+    zmq = pytest.importorskip("zmq")
+    from zmq.utils import z85
+    from zmq.utils.monitor import recv_monitor_message
+
+    from snode.core.crypto import SigningKey, x25519_public
+
+    sn = nodes.add(extra_args=["--service-node"])
+    server = x25519_public(bytes.fromhex(sn.get_service_node_key()["service_node_pubkey"]))
+
+    def handshake(client_key: SigningKey) -> int:
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.DEALER)
+        try:
+            sock.curve_secretkey = z85.encode(client_key.x25519_secret())
+            sock.curve_publickey = z85.encode(x25519_public(client_key.public))
+            sock.curve_serverkey = z85.encode(server)
+            monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+            sock.connect(f"tcp://{sn.ip}:{REGTEST.quorumnet_port}")
+            monitor.setsockopt(zmq.RCVTIMEO, 10_000)
+            event = recv_monitor_message(monitor)["event"]
+            sock.disable_monitor()
+            monitor.close(linger=0)
+            return event
+        finally:
+            sock.close(linger=0)
+            ctx.term()
+
+    stranger = key("not a service node")
+    assert_equal(handshake(stranger), zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+    wait_until(lambda: "not a registered service node" in sn.stderr_text(), what="refusal logged")
+    # The same key, once registered as a service node, is let in.
+    hub = nodes.add()
+    connect_nodes(sn, hub)
+    op = key("quorumnet op")
+    fund_and_unlock(hub, {op.public: SOLO + COIN})
+    from tests.functional.framework import address_of, send_spend
+    from snode.core.registration import sign_registration
+    from snode.core.transactions import Reservation
+    import time
+    reg = sign_registration(stranger, REGTEST, 0, (Reservation(op.public, SOLO),), int(time.time()) + 3600)
+    send_spend(hub, op, [], reg)
+    hub.generate_blocks(blocks=1)
+    sync_blocks([hub, sn])
+    assert_equal(handshake(stranger), zmq.EVENT_HANDSHAKE_SUCCEEDED)
+
+
+def test_forged_state_changes_are_rejected(nodes):
+    from snode.core.encoding import encode
+    from snode.core.service_nodes import Reason, StateChangeKind
+    from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
+    from snode.params import REGTEST_AUTHORITY_SEED
+    from snode.core.crypto import SigningKey
+    from tests.functional.framework import assert_raises_rpc_error
+
+    hub = nodes.add()
+    sn = nodes.add(extra_args=["--service-node"])
+    connect_nodes(sn, hub)
+    op = key("forge op")
+    fund_and_unlock(hub, {op.public: SOLO + COIN})
+    register(sn, hub, op, SOLO)
+    height = hub.generate_blocks(blocks=1)["height"]
+    pk = bytes.fromhex(sn.get_service_node_key()["service_node_pubkey"])
+
+    def change(voter: SigningKey, *, sign_with: SigningKey | None = None) -> str:
+        message = state_change_hash(REGTEST.network_id, pk, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, height)
+        vote = Vote(voter.public, (sign_with or voter).sign(message))
+        tx = Transaction(TX_VERSION, (), (), StateChange(pk, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, height, (vote,)), ())
+        return encode(tx).hex()
+
+    outsider = key("outsider")
+    authority = SigningKey(REGTEST_AUTHORITY_SEED)
+    assert_raises_rpc_error(-10, "not a member of the quorum", hub.send_raw_transaction, tx_hex=change(outsider))
+    assert_raises_rpc_error(-10, "bad signature", hub.send_raw_transaction, tx_hex=change(authority, sign_with=outsider))
+    assert_equal(record(hub, pk.hex())["active"], False)

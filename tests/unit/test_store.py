@@ -1,0 +1,295 @@
+"""The durable store: what is committed comes back after a restart, and what it must refuse it
+refuses without touching the file.
+
+A real chain (transfers, a registration, a stake, quorum state changes) is made with the core,
+its blocks are committed to a store, and the store is closed and reopened: the loaded state must
+equal the in-memory one, and every block, transaction and undo record must come back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from snode.core.blocks import Block, block_hash
+from snode.core.encoding import encode
+from snode.core.mempool import Mempool
+from snode.core.service_nodes import Reason, StateChangeKind
+from snode.core.state import ChainState, undo_block
+from snode.core.transactions import txid
+from snode.devchain import DevChain, key_from_label
+from snode.params import COIN
+from snode.store import DATABASE_FILE, ChainStore, Commit, StoreError, Undone
+
+
+class History(NamedTuple):
+    """A chain as the store receives it: genesis, then (block, state after it, undo) per block."""
+
+    genesis_block: Block
+    genesis_state: ChainState
+    commits: list[Commit]
+    chain: DevChain
+    """The chain at the tip, for making forks."""
+
+    @property
+    def final_state(self) -> ChainState:
+        """The state at the tip."""
+        return self.commits[-1][1]
+
+
+def _mine(chain: DevChain, commits: list[Commit], count: int = 1) -> None:
+    for _ in range(count):
+        chain.mine()
+        commits.append((chain.blocks[-1], chain.state, chain.undos[-1]))
+
+
+@pytest.fixture
+def history(chain: DevChain) -> History:
+    """About 30 blocks: transfers to new wallets, a registration that a stake completes, its
+    activation and decommission, and transfers between the new wallets."""
+    genesis_block, genesis_state = chain.blocks[0], chain.state
+    commits: list[Commit] = []
+    operator, staker = key_from_label("operator"), key_from_label("alice")
+    wallets = [key_from_label(f"store wallet {i}") for i in range(4)]
+    sn_key = key_from_label("store test service node")
+
+    chain.pay_many(key_from_label("bob"), {w.public: 50 * COIN for w in wallets})
+    _mine(chain, commits)
+    chain.register(operator, sn_key, 100_000 * COIN, fee_ppm=50_000)
+    _mine(chain, commits)
+    chain.stake(staker, sn_key.public, 100_000 * COIN)
+    _mine(chain, commits)
+    chain.state_change(sn_key.public, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF)
+    _mine(chain, commits, 8)
+    for i, wallet in enumerate(wallets):
+        chain.transfer(wallet, wallets[(i + 1) % len(wallets)].public, (i + 1) * COIN)
+        _mine(chain, commits)
+    chain.state_change(sn_key.public, StateChangeKind.DECOMMISSION, Reason.MISSED_UPTIME_PROOFS)
+    _mine(chain, commits, 15)
+    return History(genesis_block, genesis_state, commits, chain)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """Where the store's database goes."""
+    return tmp_path / DATABASE_FILE
+
+
+def open_store(db: Path, history: History) -> ChainStore:
+    """The store at `db` for the history's genesis."""
+    return ChainStore.open(
+        db, genesis_block=history.genesis_block, genesis_state=history.genesis_state
+    )
+
+
+def committed_store(db: Path, history: History) -> ChainStore:
+    """A store holding every block of the history, committed one by one, reopened."""
+    with open_store(db, history) as store:
+        for block, state, undo in history.commits:
+            store.commit_block(block, state, undo)
+    return open_store(db, history)
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_new_store_holds_genesis(db: Path, history: History) -> None:
+    with open_store(db, history) as store:
+        assert store.tip() == (0, block_hash(history.genesis_block.header))
+        assert store.load_state() == history.genesis_state
+        assert store.get_block_by_height(0) == history.genesis_block
+
+
+def test_reopening_loads_the_state_at_the_tip(db: Path, history: History) -> None:
+    final = history.final_state
+    assert final.service_nodes and final.quorums, "the history must exercise every state map"
+    with committed_store(db, history) as store:
+        assert store.tip() == (final.height, final.tip_hash)
+        assert store.load_state() == final
+
+
+def test_blocks_transactions_and_undo_records_come_back(db: Path, history: History) -> None:
+    with committed_store(db, history) as store:
+        for block, _, undo in history.commits:
+            height, this_hash = block.header.height, block_hash(block.header)
+            assert store.block_hash_at(height) == this_hash
+            assert store.get_block_by_height(height) == block
+            assert store.get_block(this_hash) == block
+            assert store.get_block_bytes(height) == encode(block)
+            assert store.get_undo(this_hash) == undo
+            for tx in block.transactions:
+                assert store.get_transaction(txid(tx)) == (height, tx)
+        above = history.final_state.height + 1
+        assert store.get_block_by_height(above) is None
+        assert store.get_block_bytes(above) is None
+        assert store.block_hash_at(above) is None
+        assert store.get_block(bytes(32)) is None
+        assert store.get_transaction(bytes(32)) is None
+
+
+def test_a_batch_commit_stores_what_single_commits_store(db: Path, history: History) -> None:
+    with open_store(db, history) as store:
+        for start in range(0, len(history.commits), 7):
+            store.commit_blocks(history.commits[start:start + 7])
+    with open_store(db, history) as store:
+        assert store.load_state() == history.final_state
+        for block, _, undo in history.commits:
+            assert store.get_block_by_height(block.header.height) == block
+            assert store.get_undo(block_hash(block.header)) == undo
+
+
+def test_undo_tip_restores_the_parent_state_and_keeps_the_block(db: Path, history: History) -> None:
+    undone = history.commits[-3:]
+    with committed_store(db, history) as store:
+        state = history.final_state
+        for _ in undone:
+            undo = store.get_undo(state.tip_hash)
+            state = undo_block(state, undo)
+            store.undo_tip(state, undo)
+    parent = history.commits[-4][1]
+    assert state == parent
+    with open_store(db, history) as store:
+        assert store.tip() == (parent.height, parent.tip_hash)
+        assert store.load_state() == parent
+        for block, _, _ in undone:
+            assert store.get_block_by_height(block.header.height) is None
+            assert store.get_block(block_hash(block.header)) == block
+            assert store.get_transaction(txid(block.transactions[0])) is None
+        store.commit_blocks(undone)
+    with open_store(db, history) as store:
+        assert store.load_state() == history.final_state
+
+
+def fork(history: History, depth: int, length: int) -> list[Commit]:
+    """`length` blocks branching off the history `depth` blocks below its tip (their
+    timestamps differ by a second from the main chain's, so their hashes differ)."""
+    fork_point = history.commits[-depth - 1][1]
+    chain = replace(
+        history.chain, state=fork_point, pool=Mempool(), now=fork_point.timestamp + 1,
+        blocks=[], undos=[],
+    )
+    branch: list[Commit] = []
+    _mine(chain, branch, length)
+    return branch
+
+
+def undo_records(history: History, depth: int) -> list[Undone]:
+    """(parent state, undo record) of the top `depth` blocks, tip first."""
+    top = len(history.commits) - 1
+    return [
+        (history.commits[i - 1][1], history.commits[i][2]) for i in range(top, top - depth, -1)
+    ]
+
+
+def test_a_reorganization_switches_branches(db: Path, history: History) -> None:
+    branch = fork(history, depth=3, length=4)
+    with committed_store(db, history) as store:
+        store.reorganize(undo_records(history, 3), branch)
+    new_tip = branch[-1][1]
+    with open_store(db, history) as store:
+        assert store.tip() == (new_tip.height, new_tip.tip_hash)
+        assert store.load_state() == new_tip
+        for block, _, _ in branch:
+            height = block.header.height
+            assert store.get_block_by_height(height) == block
+            coinbase = block.transactions[0]
+            assert store.get_transaction(txid(coinbase)) == (height, coinbase)
+
+
+def test_a_reorganization_that_breaks_the_chain_writes_nothing(db: Path, history: History) -> None:
+    branch = fork(history, depth=3, length=4)
+    with committed_store(db, history) as store:
+        with pytest.raises(ValueError, match="does not extend the stored tip"):
+            store.reorganize(undo_records(history, 3), branch[:1] + branch[2:])
+        with pytest.raises(ValueError, match="undo record is for height"):
+            store.reorganize(undo_records(history, 3)[1:], branch)
+        with pytest.raises(ValueError, match="not the state of block"):
+            store.reorganize([(history.final_state, history.commits[-1][2])], [])
+    with open_store(db, history) as store:
+        final = history.final_state
+        assert store.tip() == (final.height, final.tip_hash)
+        assert store.load_state() == final
+
+
+def test_a_block_that_does_not_extend_the_tip_is_refused(db: Path, history: History) -> None:
+    with open_store(db, history) as store:
+        with pytest.raises(ValueError, match="does not extend the stored tip"):
+            store.commit_block(*history.commits[1])
+        store.commit_block(*history.commits[0])
+        with pytest.raises(ValueError, match="does not extend the stored tip"):
+            store.commit_block(*history.commits[0])
+        assert store.tip()[0] == 1
+    with open_store(db, history) as store:
+        assert store.load_state() == history.commits[0][1]
+
+
+def test_genesis_cannot_be_undone(db: Path, history: History) -> None:
+    with open_store(db, history) as store:
+        undo = history.commits[0][2]
+        with pytest.raises(ValueError, match="genesis block cannot be undone"):
+            store.undo_tip(history.genesis_state, undo)
+
+
+def test_an_unknown_schema_version_is_refused_and_the_file_left_untouched(
+    db: Path, history: History
+) -> None:
+    open_store(db, history).close()
+    other = sqlite3.connect(db)
+    other.execute("PRAGMA user_version = 7")
+    other.close()
+    before = file_digest(db)
+    with pytest.raises(StoreError) as refused:
+        open_store(db, history)
+    assert str(refused.value) == (
+        "database schema version 7 is not supported by this snode (expects 1): use a matching "
+        "snode release or a new data dir"
+    )
+    assert file_digest(db) == before
+
+
+def test_a_data_dir_of_another_genesis_is_refused(db: Path, history: History) -> None:
+    open_store(db, history).close()
+    before = file_digest(db)
+    other = DevChain.create({key_from_label("someone else").public: 1_000 * COIN})
+    with pytest.raises(StoreError, match="data dir belongs to a different network/genesis"):
+        ChainStore.open(db, genesis_block=other.blocks[0], genesis_state=other.state)
+    assert file_digest(db) == before
+
+
+def test_a_file_that_is_not_an_snode_database_is_refused(db: Path, history: History) -> None:
+    db.write_bytes(b"these are not the bytes of an SQLite database" * 100)
+    with pytest.raises(StoreError, match="is not an snode database"):
+        open_store(db, history)
+    db.unlink()
+    foreign = sqlite3.connect(db)
+    foreign.execute("CREATE TABLE songs (title TEXT)")
+    foreign.close()
+    before = file_digest(db)
+    with pytest.raises(StoreError, match="is not an snode database"):
+        open_store(db, history)
+    assert file_digest(db) == before
+
+
+def test_a_store_in_use_is_refused(db: Path, history: History) -> None:
+    with open_store(db, history):
+        with pytest.raises(StoreError, match="in use by another process"):
+            open_store(db, history)
+
+
+def test_peers_and_node_records_survive_a_restart(db: Path, history: History) -> None:
+    with open_store(db, history) as store:
+        assert store.load_peers() == []
+        assert store.get_meta("sn key registered") is None
+        store.save_peers(["127.0.0.2:38090", "127.0.0.1:38090"])
+        store.save_peers(["127.0.0.3:38090", "127.0.0.2:38090"])
+        store.set_meta("sn key registered", b"\x01")
+    with open_store(db, history) as store:
+        assert store.load_peers() == ["127.0.0.3:38090", "127.0.0.2:38090"]
+        assert store.get_meta("sn key registered") == b"\x01"
