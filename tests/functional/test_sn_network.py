@@ -201,3 +201,46 @@ def test_forged_state_changes_are_rejected(nodes):
     assert_raises_rpc_error(-10, "not a member of the quorum", hub.send_raw_transaction, tx_hex=change(outsider))
     assert_raises_rpc_error(-10, "bad signature", hub.send_raw_transaction, tx_hex=change(authority, sign_with=outsider))
     assert_equal(record(hub, pk.hex())["active"], False)
+
+
+def test_service_node_quorum_decommissions_over_quorumnet(nodes):
+    """With 4 active SNs the quorum is made of SNs (not the authority): the 3 live members vote
+    over quorumnet to decommission the 4th after it stops; with 3 active the authority stands in
+    again and recommissions it when it is back."""
+    hub = nodes.add()
+    sns = [nodes.add(extra_args=["--service-node"]) for _ in range(REGTEST.min_active_sns)]
+    for sn in sns:
+        connect_nodes(sn, hub)
+    ops = [key(f"quorum op {i}") for i in range(len(sns))]
+    fund_and_unlock(hub, {op.public: SOLO + COIN for op in ops})
+    for sn, op in zip(sns, ops):
+        register(sn, hub, op, SOLO)
+    hub.generate_blocks(blocks=1)
+    pks = [sn.get_service_node_key()["service_node_pubkey"] for sn in sns]
+    mine_until(hub, lambda: all(record(hub, pk)["active"] for pk in pks), timeout=60, what="all SNs active")
+    hub.generate_blocks(blocks=1)
+    sync_blocks([hub, *sns])
+    # Every SN must know the others' quorumnet addresses (from their proofs) before one stops.
+    wait_until(lambda: all(record(sn, pk)["last_uptime_proof"] for sn in sns for pk in pks),
+               timeout=30, what="every SN seeing every SN's proofs")
+
+    victim, victim_pk = sns[-1], pks[-1]
+    victim.stop()
+    rec = mine_until(hub, lambda: (r := record(hub, victim_pk)) and not r["active"] and r,
+                     timeout=120, what="the SN quorum decommissioning the stopped node")
+    assert_equal((rec["decommission_count"], rec["last_decommission_reason"]), (1, "missed_uptime_proofs"))
+    # The decommission was voted by service nodes, not by the authority.
+    block = None
+    for h in range(hub.get_info()["height"], 0, -1):
+        block = decode(bytes.fromhex(hub.get_block(height=h)["block_hex"]), Block)
+        changes = [tx.payload for tx in block.transactions if type(tx.payload).__name__ == "StateChange"]
+        if any(c.sn_pubkey.hex() == victim_pk and c.kind == 2 for c in changes):
+            voters = {v.voter.hex() for c in changes for v in c.votes}
+            assert voters <= set(pks[:-1]) and len(voters) >= 3, voters
+            break
+    else:
+        raise AssertionError("no block holds the decommission")
+
+    victim.start()
+    connect_nodes(victim, hub)
+    mine_until(hub, lambda: record(hub, victim_pk)["active"], timeout=60, what="recommission")
