@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean unit functional
+.PHONY: demo walkthrough test bench clean unit functional
 
 $(VENV):
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml | $(VENV)
 	touch $(STAMP)
 
 demo: $(STAMP)
+	$(PY) -m snode.tools.devnet demo
+
+walkthrough: $(STAMP)
 	$(PY) -m snode.tools.walkthrough
 
 test: $(STAMP)

@@ -1,0 +1,218 @@
+"""`snode-devnet demo` (and `make demo`): the operator flow against real daemons.
+
+Everything goes through the operator's own tools: `snode-cli register-cmd` asks a daemon for its
+registration command, `snode-wallet --command ... --yes` pastes it, contributors run `stake`,
+and the table is what `get_service_nodes` says. Each claim of the story is checked; a claim that
+does not hold ends the demo with exit code 1. The devnet is stopped at the end, also on failure.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Group
+from rich.live import Live
+from rich.text import Text
+
+from snode.params import DEVNET
+from snode.rpc.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.tools.devnet import Devnet, DevnetError, _wallet, create_wallet, down, restart, status_table, stop_node, up
+from snode.tools.tables import make_console, service_node_table
+
+NODES = 3
+
+
+class DemoFailed(Exception):
+    """A claim of the story did not hold."""
+
+
+class Story:
+    """Narration plus a live view of the network (plain text when not on a terminal)."""
+
+    def __init__(self, devnet: Devnet) -> None:
+        self.devnet = devnet
+        self.console = make_console()
+        self.lines: list[str] = []
+        self.live: Live | None = None
+        self.hub = RpcClient(devnet.nodes[0].rpc_url, timeout=10)
+        self.started = time.monotonic()
+
+    def __enter__(self) -> "Story":
+        if self.console.is_terminal:
+            self.live = Live(self._view(), console=self.console, refresh_per_second=4, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.update(self._view())
+            self.live.__exit__(*exc)
+        self.hub.close()
+
+    def records(self) -> list[dict[str, Any]]:
+        try:
+            return self.hub.call("get_service_nodes", {})["service_node_states"]
+        except (RpcUnavailable, RpcFailure):
+            return []
+
+    def _view(self) -> Group:
+        recent = "\n".join(self.lines[-12:])
+        return Group(Text(recent), Text(""), service_node_table(self.records(), now=int(time.time())),
+                     Text(""), status_table(self.devnet))
+
+    def say(self, text: str) -> None:
+        stamp = f"[{time.monotonic() - self.started:5.1f}s] "
+        self.lines.append(stamp + text)
+        if self.live is not None:
+            self.live.update(self._view())
+        else:
+            self.console.print(stamp + text, highlight=False)
+
+    def show(self) -> None:
+        """Print the tables (plain mode) after a step."""
+        if self.live is None:
+            self.console.print(service_node_table(self.records(), now=int(time.time())))
+
+    def wait(self, what: str, predicate: Callable[[], Any], timeout: float) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if self.live is not None:
+                self.live.update(self._view())
+            if time.monotonic() > deadline:
+                raise DemoFailed(f"timed out after {timeout:.0f} s waiting for {what}")
+            time.sleep(0.5)
+
+    def record(self, pubkey: str) -> dict[str, Any] | None:
+        return next((r for r in self.records() if r["service_node_pubkey"] == pubkey), None)
+
+
+def _service_node_key(devnet: Devnet, node: int) -> str:
+    client = RpcClient(devnet.nodes[node].rpc_url)
+    try:
+        return str(client.call("get_service_node_key")["service_node_pubkey"])
+    finally:
+        client.close()
+
+
+def _cli(devnet: Devnet, node: int, *args: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "snode.tools.cli", "--rpc", devnet.nodes[node].rpc_url, *args],
+                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    if out.returncode != 0:
+        raise DemoFailed(f"snode-cli {' '.join(args)} failed: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+def _wallet_ok(devnet: Devnet, name: str, *args: str) -> str:
+    out = _wallet(devnet, name, *args)
+    if out.returncode != 0:
+        raise DemoFailed(f"snode-wallet ({name}) {' '.join(args)} failed: {(out.stdout + out.stderr).strip()}")
+    return out.stdout.strip()
+
+
+def _balance(devnet: Devnet, name: str) -> dict[str, str]:
+    text = _wallet_ok(devnet, name, "--command", "balance")
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in text.splitlines()) if v}
+
+
+def run_story(devnet: Devnet, story: Story) -> None:
+    say = story.say
+    say(f"devnet of {len(devnet.nodes)} service-node daemons on {devnet.nodes[0].ip}.. "
+        f"(base dir {devnet.base_dir}); node0 holds the genesis authority key and produces a block every "
+        f"{DEVNET.target_block_time} s")
+    names = ["solo-operator", "pool-operator", "alice", "bob"]
+    addresses = {n: create_wallet(devnet, n) for n in names}
+    say("wallets created: " + ", ".join(f"{n} {a[:14]}..." for n, a in addresses.items()))
+    for name, coins in (("solo-operator", "200010"), ("pool-operator", "100010"), ("alice", "60010"), ("bob", "40010")):
+        _wallet_ok(devnet, "faucet", "--command", f"transfer {addresses[name]} {coins}", "--yes")
+    say("faucet paid each wallet; outputs unlock 10 blocks after their block")
+    story.wait("the operators' coins to unlock",
+               lambda: _balance(devnet, "solo-operator").get("Unlocked balance", "0") not in ("0", "0.0"), 60)
+    say("solo-operator: " + ", ".join(f"{k} {v}" for k, v in _balance(devnet, "solo-operator").items()))
+
+    solo_pk, pool_pk = (_service_node_key(devnet, i) for i in (1, 2))
+    cmd = _cli(devnet, 1, "register-cmd", "--address", addresses["solo-operator"], "--amount", "200000")
+    say(f"node1 registration command: {cmd[:60]}...")
+    _wallet_ok(devnet, "solo-operator", "--command", cmd, "--yes")
+    say("solo-operator pasted it into snode-wallet and answered Yes")
+    cmd = _cli(devnet, 2, "register-cmd", "--cut", "5", "--address", addresses["pool-operator"], "--amount", "100000")
+    _wallet_ok(devnet, "pool-operator", "--command", cmd, "--yes")
+    say("pool-operator registered node2 with 100,000 coins and a 5 % operator cut")
+    pool = story.wait("node2 on the chain", lambda: story.record(pool_pk), 30)
+    if pool["funded"] or pool["status"] != "Await":
+        raise DemoFailed(f"a half-filled pool node should be Await, not {pool['status']}")
+    say("node2 shows Await: it needs 100,000 more coins from contributors; node1 is funded and "
+        "shows Decomm (funded, not active) until the quorum accepts its first uptime proof")
+    story.show()
+    _wallet_ok(devnet, "alice", "--command", f"stake {pool_pk} 60000", "--yes")
+    say(f"alice: stake {pool_pk[:12]}... 60000")
+    _wallet_ok(devnet, "bob", "--command", f"stake {pool_pk} 100%", "--yes")
+    say(f"bob: stake {pool_pk[:12]}... 100% (of what node2 still needs)")
+    pool = story.wait("node2 to be full", lambda: (r := story.record(pool_pk)) and r["funded"] and r, 30)
+    if len(pool["contributors"]) != 3 or pool["total_contributed"] != pool["staking_requirement"]:
+        raise DemoFailed(f"node2 should have 3 contributors and be full: {pool}")
+    say("node2 is full: 3 contributors, total_contributed == staking_requirement")
+
+    both = story.wait("the quorum to activate node1 and node2 after their uptime proofs",
+                      lambda: all((story.record(k) or {}).get("active") for k in (solo_pk, pool_pk)), 40)
+    assert both
+    say("node1 and node2 are Active: the quorum accepted their uptime proofs")
+    story.show()
+    story.wait("node1 to become payable (4 blocks after activation)",
+               lambda: (story.record(solo_pk) or {}).get("payable"), 30)
+    say("node1 is payable: rewards begin")
+
+    say("stopping node1 (SIGTERM to its pid) to show a decommission...")
+    stop_node(devnet.nodes[1])
+    rec = story.wait("the quorum to decommission node1 (no proof for 30 s)",
+                     lambda: (r := story.record(solo_pk)) and not r["active"] and r, 90)
+    if rec["decommission_count"] != 1 or rec["status"] != "Decomm":
+        raise DemoFailed(f"node1 should be Decomm with decommission_count 1: {rec}")
+    say(f"node1 is Decomm, decommission_count 1, reason {rec.get('last_decommission_reason')}")
+    story.show()
+    restart(devnet, devnet.nodes[1])
+    say("node1 restarted with the same data dir: same key, same registration")
+    story.wait("the quorum to recommission node1", lambda: (story.record(solo_pk) or {}).get("active"), 60)
+    say("node1 is Active again")
+    story.show()
+
+    for name in ("solo-operator", "pool-operator", "alice", "bob"):
+        bal = _balance(devnet, name)
+        say(f"{name}: Balance {bal.get('Balance')}, Unlocked {bal.get('Unlocked balance')}")
+    alice = float(_balance(devnet, "alice").get("Balance", "0"))
+    if not alice > 10.0:
+        raise DemoFailed(f"alice's rewards did not arrive (balance {alice})")
+    say("rewards arrived in the contributors' wallets (reward outputs unlock 10 blocks after their block)")
+
+
+def run_demo(base_dir: Path | None, *, keep: bool = False) -> int:
+    """Run the story on a new devnet in base_dir (a fresh temporary dir when None)."""
+    started = time.monotonic()
+    base = base_dir or Path(tempfile.mkdtemp(prefix="snode-demo-"))
+    console = make_console()
+    try:
+        devnet = up(base, NODES)
+    except DevnetError as err:
+        console.print(f"demo could not start the devnet: {err.format_message()}")
+        return 1
+    try:
+        with Story(devnet) as story:
+            run_story(devnet, story)
+        console.print(f"demo complete in {time.monotonic() - started:.0f} s")
+        return 0
+    except (DemoFailed, DevnetError) as err:
+        console.print(f"demo FAILED: {err}")
+        console.print(f"logs are in {base}/node*/daemon.out")
+        return 1
+    finally:
+        if not keep:
+            stopped = down(devnet)
+            console.print(f"stopped {stopped} daemons; data dirs kept in {base}")
