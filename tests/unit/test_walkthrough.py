@@ -15,6 +15,7 @@ from snode.core.service_nodes import Status
 from snode.devchain import DevChain, key_from_label
 from snode.params import COIN, REGTEST
 from snode.tools import walkthrough
+from snode.rpc.records import service_node_record
 from snode.tools.tables import make_console, proof_age, record_status, service_node_table
 
 SPEC_FIELDS = {
@@ -64,7 +65,7 @@ def test_service_node_record_has_the_specification_fields() -> None:
     chain = DevChain.create({operator.public: 100_001 * COIN})
     chain.register(operator, sn_key, 100_000 * COIN, fee_ppm=25_000)
     chain.mine()
-    record = walkthrough.service_node_record(chain.state.service_nodes[sn_key.public], chain.state.height)
+    record = service_node_record(chain.state.service_nodes[sn_key.public], chain.state.height, walkthrough.PARAMS)
     assert set(record) == SPEC_FIELDS
     assert record["service_node_pubkey"] == sn_key.public.hex()
     assert (record["funded"], record["active"], record["payable"]) == (False, False, False)

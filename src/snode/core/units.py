@@ -69,3 +69,15 @@ def format_percent(ppm: int) -> str:
     whole, frac = divmod(ppm, PPM // 100)
     frac_text = f"{frac:0{PERCENT_DECIMALS}d}".rstrip("0")
     return f"{whole}.{frac_text}" if frac_text else str(whole)
+
+
+def format_age(seconds: int) -> str:
+    """A duration as the status line shows it: `42s`, `1m05s`, `3h07m`."""
+    seconds = max(int(seconds), 0)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, sec = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{sec:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"

@@ -24,6 +24,7 @@ from snode.core.errors import InvalidBlock, SnodeError
 from snode.core.state import ChainState, Undo, UtxoEntry, undo_block
 from snode.core.transactions import Transaction, txid
 from snode.core.transition import apply_block
+from snode.core.units import format_age
 from snode.net.protocol import locator_heights
 from snode.node.verifier import ThreadedVerifier
 from snode.params import NetworkParams
@@ -41,18 +42,6 @@ class Identity:
     public_ip: str
     p2p_port: int
     quorumnet_port: int
-
-
-def format_age(seconds: int) -> str:
-    """`1m05s`, `42s`, `3h07m`: the status line's proof age."""
-    seconds = max(int(seconds), 0)
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, sec = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m{sec:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 class Node:

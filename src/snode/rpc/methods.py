@@ -29,6 +29,7 @@ from snode.node.sn_service import ServiceNodeDuties
 from snode.params import MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM
 from snode.rpc import errors as E
 from snode.rpc.errors import RpcError
+from snode.rpc.records import service_node_record
 
 REG_FAILED = "Failed to make registration command"
 MAX_GENERATE = 1000
@@ -179,23 +180,10 @@ class MethodTable:
 
     def _record(self, sn: ServiceNode) -> dict[str, Any]:
         node = self.node
-        params = node.params
-        prefix = params.address_prefix
-        return {
-            "service_node_pubkey": sn.pubkey.hex(),
-            "active": sn.active,
-            "funded": sn.funded,
-            "payable": sn_rules.is_payable(sn, node.height, params),
-            "registration_height": sn.registration_height,
-            "total_contributed": sn.total_contributed,
-            "staking_requirement": sn.staking_requirement,
-            "operator_fee": sn.fee_ppm,
-            "contributors": [
-                {"address": encode_address(prefix, c.owner), "amount": c.amount, "reserved": c.reserved}
-                for c in sn.contributors
-            ],
-            "last_uptime_proof": node.last_proofs.get(sn.pubkey, 0),
-            "decommission_count": sn.decommission_count,
+        prefix = node.params.address_prefix
+        record = service_node_record(sn, node.height, node.params,
+                                     last_uptime_proof=node.last_proofs.get(sn.pubkey, 0))
+        record.update({
             "status": sn_rules.status(sn).value,
             "operator_address": encode_address(prefix, sn.operator),
             "funded_height": sn.funded_height,
@@ -204,7 +192,8 @@ class MethodTable:
             "last_state_change_height": sn.last_state_change_height,
             "last_state_change_reason": sn_rules.Reason(sn.last_state_change_reason).label,
             "last_decommission_reason": sn_rules.Reason(sn.last_decommission_reason).label,
-        }
+        })
+        return record
 
     async def get_service_node_key(self, _: NoParams) -> dict[str, Any]:
         ident = self._identity("get_service_node_key")

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from snode.core.service_nodes import Status, status
-from snode.core.units import format_coins, format_percent
+from snode.core.units import format_age, format_coins, format_percent
 
 PLAIN_WIDTH: Final = 120
 """Width used when the output is not a terminal: wide enough for the node table on one line."""
@@ -48,14 +48,7 @@ def yes_no(flag: bool) -> str:
 
 def proof_age(last_uptime_proof: int, now: int) -> str:
     """Time since the last accepted uptime proof, like `45s`, `1m05s` or `2h03m`; `never` for 0."""
-    if not last_uptime_proof:
-        return "never"
-    age = max(now - last_uptime_proof, 0)
-    if age < 60:
-        return f"{age}s"
-    if age < 3600:
-        return f"{age // 60}m{age % 60:02d}s"
-    return f"{age // 3600}h{age % 3600 // 60:02d}m"
+    return format_age(now - last_uptime_proof) if last_uptime_proof else "never"
 
 
 class _Flags(NamedTuple):

@@ -32,6 +32,7 @@ from snode.params import (
     COIN, MAX_OPERATOR_FEE_PPM, REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_AMOUNT,
     REGTEST_FAUCET_SEED, REGTEST_GENESIS_TIMESTAMP, NetworkParams,
 )
+from snode.rpc.records import service_node_record
 from snode.tools.tables import make_console, service_node_table
 
 PARAMS: Final = REGTEST
@@ -45,35 +46,6 @@ FEE_MONEY: Final = 1 * COIN
 
 class StoryError(Exception):
     """A claim the walkthrough makes did not hold."""
-
-
-def service_node_record(
-    sn: ServiceNode, height: int, params: NetworkParams = PARAMS
-) -> dict[str, Any]:
-    """`sn` at tip `height` as a `get_service_nodes` record (specification section 2.1).
-
-    The in-process chain has no uptime proofs, so `last_uptime_proof` is 0.
-    """
-    return {
-        "service_node_pubkey": sn.pubkey.hex(),
-        "active": sn.active,
-        "funded": sn.funded,
-        "payable": is_payable(sn, height, params),
-        "registration_height": sn.registration_height,
-        "total_contributed": sn.total_contributed,
-        "staking_requirement": sn.staking_requirement,
-        "operator_fee": sn.fee_ppm,
-        "contributors": [
-            {
-                "address": encode_address(params.address_prefix, c.owner),
-                "amount": c.amount,
-                "reserved": c.reserved,
-            }
-            for c in sn.contributors
-        ],
-        "last_uptime_proof": 0,
-        "decommission_count": sn.decommission_count,
-    }
 
 
 class Story:
@@ -124,7 +96,7 @@ class Story:
         state = self.chain.state
         nodes = sorted(state.service_nodes.values(), key=lambda sn: (sn.registration_height, sn.pubkey))
         self.console.print(f"[bold]service nodes at height {state.height}[/] (amounts in coins)")
-        self.console.print(service_node_table([service_node_record(sn, state.height) for sn in nodes]))
+        self.console.print(service_node_table([service_node_record(sn, state.height, PARAMS) for sn in nodes]))
 
     # --- reading the chain --------------------------------------------------------------
 
@@ -142,7 +114,7 @@ class Story:
 
     def record(self, which: str) -> dict[str, Any]:
         """The `get_service_nodes` record of the `solo` or `pool` node at the tip."""
-        return service_node_record(self.node(which), self.height)
+        return service_node_record(self.node(which), self.height, PARAMS)
 
     def address(self, key: SigningKey) -> str:
         """The regtest address of a key."""
