@@ -151,3 +151,12 @@ def test_kill_mid_sync_then_resume(nodes):
     connect_nodes(syncing, source)
     sync_blocks([source, syncing], timeout=120)
     assert_equal(syncing.get_info()["target_height"], 0)
+
+
+def test_known_peers_survive_restart(nodes):
+    a, b = nodes.add(), nodes.add()
+    connect_nodes(a, b)
+    assert_equal(a.stop(), 0)
+    a.start()  # no add_peer this time: the address comes from the data dir
+    wait_until(lambda: any(p["address"].startswith(b.ip + ":") for p in a.get_peers()["peers"]),
+               timeout=30, what="reconnection to the saved peer")

@@ -161,6 +161,8 @@ class PeerManager:
         self._sync_wanted = asyncio.Event()
         self._orphans: OrderedDict[bytes, Block] = OrderedDict()
         self._seen_txs: OrderedDict[bytes, None] = OrderedDict()
+        self.on_progress: Callable[[int, int], None] | None = None
+        """Called with (height, target) after each batch while syncing (the terminal's bar)."""
         for address in node.store.load_peers():
             self._learn(address)
         node.tip_listeners.append(self._on_new_blocks)
@@ -533,6 +535,8 @@ class PeerManager:
                 except ProtocolViolation as err:
                     self.ban(best, str(err))
             self._update_target()
+            if self.on_progress is not None:
+                self.on_progress(self.node.height, self.node.target_height)
 
     async def _sync_from(self, peer: Peer) -> None:
         node = self.node
@@ -566,6 +570,8 @@ class PeerManager:
                         raise ProtocolViolation(f"sent an invalid fork: {err.reason}") from None
                     branch = []
             self._update_target()
+            if self.on_progress is not None:
+                self.on_progress(node.height, node.target_height)
             now = time.monotonic()
             if now - last_report >= PROGRESS_EVERY:
                 last_report = now

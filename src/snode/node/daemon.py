@@ -28,6 +28,7 @@ from snode.node.config import Config, ConfigError, Endpoint, build_config
 from snode.node.datadir import DataDir, check_writable
 from snode.node.metrics import render as render_metrics
 from snode.node.node import Identity, Node
+from snode.node.progress import SyncProgressBar
 from snode.node.sn_service import ServiceNodeDuties
 from snode.params import REGTEST_AUTHORITY_SEED
 from snode.rpc.methods import MethodTable
@@ -109,6 +110,10 @@ class Daemon:
         if quorumnet is not None:
             duties_ref.append(duties)
             quorumnet.start()
+        bar = None
+        if not cfg.non_interactive and sys.stderr.isatty():
+            bar = SyncProgressBar()
+            peers.on_progress = bar.update
         methods = MethodTable(node, request_stop=self.request_stop, peers=peers, duties=duties)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
                        metrics=lambda: render_metrics(node))
@@ -133,6 +138,8 @@ class Daemon:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await peers.stop()
+        if bar is not None:
+            bar.finish()
         if quorumnet is not None:
             await quorumnet.stop()
         await asyncio.wait_for(runner.cleanup(), SHUTDOWN_TIMEOUT)
