@@ -1,0 +1,1 @@
+"""snode-wallet: encrypted key file, balances from the daemon, transfers, registration, staking."""

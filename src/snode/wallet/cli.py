@@ -1,0 +1,234 @@
+"""`snode-wallet`: create, restore or open a wallet, then run commands.
+
+Modes: the interactive REPL (a terminal), `--command "..."` (one command, exit status 1 when it
+was refused or cancelled), a plain line loop for piped input, and `--rpc-server` (the wallet
+JSON-RPC on loopback). Every expected failure prints one `Error: ...` line and exits 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import sys
+from pathlib import Path
+from typing import Final, TextIO
+
+import click
+
+from snode.core.errors import SnodeError
+from snode.params import MAINNET, NETWORKS, NetworkParams
+from snode.wallet import commands, keystore
+from snode.wallet.daemon import DaemonClient
+from snode.wallet.errors import WalletError, WalletFileError
+from snode.wallet.service import WalletService
+
+DEFAULT_IDLE_TIMEOUT: Final = 600
+"""Seconds without input after which the REPL locks the wallet."""
+
+
+def default_wallet_file(params: NetworkParams) -> Path:
+    """Where a wallet lives when --wallet-file is not given."""
+    return Path.home() / ".snode" / params.name / "wallet"
+
+
+class Session:
+    """The wallet file, how to get its password, and the open wallet (None while locked)."""
+
+    def __init__(self, path: Path, params: NetworkParams, daemon: DaemonClient,
+                 password_file: str | None) -> None:
+        self.path = path
+        self.params = params
+        self.daemon = daemon
+        self.password_file = password_file
+        self.service: WalletService | None = None
+
+    def password(self, *, new: bool = False) -> str:
+        """The password: from --password-file, the terminal, or a line of piped input."""
+        if self.password_file is not None:
+            try:
+                text = Path(self.password_file).read_text()
+            except OSError as err:
+                raise WalletError(f"cannot read password file {self.password_file}: {err.strerror}") from None
+            except UnicodeDecodeError:
+                raise WalletError(f"password file {self.password_file} is not text") from None
+            return text[:-1] if text.endswith("\n") else text
+        if not sys.stdin.isatty():
+            line = sys.stdin.readline()
+            if not line:
+                raise WalletError("no password given: type it, or use --password-file")
+            return line.rstrip("\r\n")
+        first = getpass.getpass("Wallet password: ")
+        if new and getpass.getpass("Repeat the password: ") != first:
+            raise WalletError("the two passwords differ: run the command again")
+        return first
+
+    def open(self, password: str) -> WalletService:
+        """Decrypt the wallet file and start talking to the daemon."""
+        opened = keystore.load(self.path, password, self.params)
+        self.service = WalletService(opened.key, self.params, self.daemon)
+        return self.service
+
+    def create(self, seed: bytes) -> WalletService:
+        """Write a new wallet file holding seed, and open it."""
+        if self.path.exists():
+            raise WalletFileError(f"wallet file {self.path} already exists: choose another --wallet-file")
+        created = keystore.create(self.path, seed, self.password(new=True), self.params)
+        self.service = WalletService(created.key, self.params, self.daemon)
+        return self.service
+
+    def lock(self) -> None:
+        """Forget the key until the password is given again."""
+        self.service = None
+
+
+def _echo(lines: tuple[str, ...]) -> None:
+    for line in lines:
+        click.echo(line)
+
+
+def _network(testnet: bool, devnet: bool, regtest: bool) -> NetworkParams:
+    chosen = [name for name, on in (("testnet", testnet), ("devnet", devnet), ("regtest", regtest)) if on]
+    if len(chosen) > 1:
+        raise WalletError("choose one network: " + " or ".join(f"--{n}" for n in chosen))
+    return NETWORKS[chosen[0]] if chosen else MAINNET
+
+
+def _start(session: Session, generate: bool, restore_seed_file: str | None, interactive: bool) -> WalletService:
+    if generate and restore_seed_file:
+        raise WalletError("--generate and --restore-seed-file exclude each other: give one")
+    if restore_seed_file is not None:
+        try:
+            words = Path(restore_seed_file).read_text()
+        except OSError as err:
+            raise WalletError(f"cannot read seed file {restore_seed_file}: {err.strerror}") from None
+        except UnicodeDecodeError:
+            raise WalletError(f"seed file {restore_seed_file} is not text") from None
+        seed = keystore.words_to_seed(words)
+        service = session.create(seed)
+        click.echo(f"Restored wallet {service.address} into {session.path}")
+        return service
+    if not generate and not session.path.exists() and interactive:
+        answer = input(f"Wallet file {session.path} does not exist. Create a new wallet? (Yes/No): ")
+        generate = commands.is_yes(answer)
+        if not generate:
+            raise WalletFileError(f"wallet file {session.path} does not exist: create one with --generate")
+    if generate:
+        seed = keystore.new_seed()
+        service = session.create(seed)
+        click.echo(f"Generated new wallet {service.address} in {session.path}")
+        click.echo("Seed words (write them down and keep them secret; they are shown only this once):")
+        click.echo(keystore.seed_to_words(seed))
+        return service
+    if not session.path.exists():
+        raise WalletFileError(
+            f"wallet file {session.path} does not exist: create one with --generate or "
+            "--restore-seed-file"
+        )
+    return session.open(session.password())
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--wallet-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Wallet file [default: ~/.snode/<network>/wallet].")
+@click.option("--daemon-address", metavar="HOST:PORT",
+              help="Admin RPC of snoded [default: 127.0.0.1:<network's admin RPC port>].")
+@click.option("--testnet", is_flag=True, help="Use the test network.")
+@click.option("--devnet", is_flag=True, help="Use a local development network.")
+@click.option("--regtest", is_flag=True, help="Use the regression-test network.")
+@click.option("--password-file", metavar="FILE",
+              help="Read the password from the first line of FILE (never give it on the command line).")
+@click.option("--command", "command_line", metavar="COMMAND", help='Run one command, e.g. "balance", and exit.')
+@click.option("--yes", is_flag=True, help="Answer Yes to the confirmation of --command.")
+@click.option("--generate", is_flag=True, help="Create a new wallet at --wallet-file.")
+@click.option("--restore-seed-file", metavar="FILE", help="Create the wallet from the 24 seed words in FILE.")
+@click.option("--idle-timeout", type=click.IntRange(min=0), default=DEFAULT_IDLE_TIMEOUT, show_default=True,
+              help="Seconds without input before the REPL locks the wallet (0: never).")
+@click.option("--rpc-server", is_flag=True, help="Serve the wallet JSON-RPC instead of the REPL.")
+@click.option("--rpc-bind", metavar="HOST:PORT",
+              help="Wallet RPC bind, loopback only [default: 127.0.0.1:<network's wallet RPC port>]; "
+                   "implies --rpc-server.")
+def cli(
+    wallet_file: Path | None, daemon_address: str | None, testnet: bool, devnet: bool, regtest: bool,
+    password_file: str | None, command_line: str | None, yes: bool, generate: bool,
+    restore_seed_file: str | None, idle_timeout: int, rpc_server: bool, rpc_bind: str | None,
+) -> None:
+    """The snode wallet: balances, transfers, service-node registration and staking."""
+    params = _network(testnet, devnet, regtest)
+    daemon = DaemonClient(daemon_address or f"127.0.0.1:{params.rpc_port}")
+    session = Session(wallet_file or default_wallet_file(params), params, daemon, password_file)
+    serve = rpc_server or rpc_bind is not None
+    if serve:
+        from snode.wallet.rpc_server import check_bind
+
+        bind = check_bind(rpc_bind or f"127.0.0.1:{params.wallet_rpc_port}")
+    interactive = sys.stdin.isatty() and command_line is None and not serve
+    service = _start(session, generate, restore_seed_file, interactive)
+    if serve:
+        from snode.wallet.rpc_server import serve_forever
+
+        asyncio.run(serve_forever(service, bind))
+        return
+    if command_line is not None:
+        sys.exit(_one_shot(service, command_line, yes))
+    if interactive:
+        from snode.wallet.repl import run_repl
+
+        asyncio.run(run_repl(session, idle_timeout))
+        return
+    sys.exit(_plain_loop(service, sys.stdin))
+
+
+def _one_shot(service: WalletService, line: str, yes: bool) -> int:
+    reply = commands.run(service, line)
+    _echo(reply.lines)
+    if reply.pending is not None:
+        if yes:
+            answer: str | None = "Yes"
+            click.echo(reply.pending.question + "Yes")
+        elif sys.stdin.isatty():
+            answer = input(reply.pending.question)
+        else:
+            click.echo(reply.pending.question)
+            answer = sys.stdin.readline() or None
+        reply = commands.confirm(service, reply.pending, answer)
+        _echo(reply.lines)
+    return 0 if reply.ok else 1
+
+
+def _plain_loop(service: WalletService, stream: TextIO) -> int:
+    """Commands from piped input, one a line; a confirmation reads the next line."""
+    status = 0
+    for line in stream:
+        reply = commands.run(service, line)
+        _echo(reply.lines)
+        if reply.pending is not None:
+            click.echo(reply.pending.question)
+            reply = commands.confirm(service, reply.pending, stream.readline() or None)
+            _echo(reply.lines)
+        if not reply.ok:
+            status = 1
+        if reply.exit:
+            break
+    return status
+
+
+def main() -> None:
+    """Console-script entry point: no traceback for anything a user can do."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(1)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except SnodeError as err:
+        click.echo(f"Error: {err}", err=True)
+        sys.exit(1)
+    except (KeyboardInterrupt, EOFError):
+        click.echo("", err=True)
+        sys.exit(1)
+    except SystemExit:
+        raise
+    sys.exit(0)
+

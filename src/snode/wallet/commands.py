@@ -1,0 +1,179 @@
+"""The wallet's commands: one typed line in, the lines to print out.
+
+Shared by the REPL, `--command` and the plain line loop for piped input. A spending command
+returns a `Pending` to confirm; `confirm` submits it on Yes and cancels on anything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Final
+
+from snode.core.errors import SnodeError
+from snode.core.units import format_coins
+from snode.wallet.logic import (
+    balance_lines, is_register_command, is_yes, my_contribution, split_command, stake_line,
+    transfer_lines,
+)
+from snode.wallet.service import Pending, WalletService, parse_amount
+
+CANCELLED: Final = "Transaction cancelled."
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a command printed, whether it did what was asked, and what it waits for."""
+
+    lines: tuple[str, ...] = ()
+    ok: bool = True
+    pending: Pending | None = None
+    """A transaction built and waiting for `(Yes/No)`."""
+    exit: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One wallet command: how to call it and what it does."""
+
+    usage: str
+    summary: str
+    run: Callable[[WalletService, list[str], str], Reply]
+
+
+def _address(service: WalletService, args: list[str], line: str) -> Reply:
+    return Reply((service.address,))
+
+
+def _balance(service: WalletService, args: list[str], line: str) -> Reply:
+    balance, nodes = service.balance()
+    return Reply(tuple(balance_lines(balance, nodes)))
+
+
+def _refresh(service: WalletService, args: list[str], line: str) -> Reply:
+    height = service.refresh()
+    balance, nodes = service.balance()
+    return Reply((f"Refreshed to height {height}.", *balance_lines(balance, nodes)))
+
+
+def _transfer(service: WalletService, args: list[str], line: str) -> Reply:
+    if len(args) != 2:
+        return _usage("transfer")
+    return _ask(service.prepare_transfer(args[0], parse_amount(args[1])))
+
+
+def _register(service: WalletService, args: list[str], line: str) -> Reply:
+    return _ask(service.prepare_registration(line))
+
+
+def _stake(service: WalletService, args: list[str], line: str) -> Reply:
+    if len(args) != 2:
+        return _usage("stake")
+    return _ask(service.prepare_stake(args[0], args[1]))
+
+
+def _stakes(service: WalletService, args: list[str], line: str) -> Reply:
+    nodes = service.my_nodes()
+    if not nodes:
+        return Reply(("No stakes.",))
+    total = sum(my_contribution(sn, service.key.public) for sn in nodes)
+    return Reply(tuple(stake_line(sn, service.key.public) for sn in nodes)
+                 + (f"Total staked: {format_coins(total)}",))
+
+
+def _show_transfers(service: WalletService, args: list[str], line: str) -> Reply:
+    return Reply(tuple(transfer_lines(service.transfers())))
+
+
+def _help(service: WalletService | None, args: list[str], line: str) -> Reply:
+    return Reply(tuple(help_lines(args[0] if args else None)))
+
+
+def _exit(service: WalletService | None, args: list[str], line: str) -> Reply:
+    return Reply(exit=True)
+
+
+COMMANDS: Final[dict[str, Command]] = {
+    "address": Command("address", "Show this wallet's address.", _address),
+    "balance": Command("balance", "Show the balance, the unlocked balance and staked coins.", _balance),
+    "refresh": Command("refresh", "Catch up with the daemon's chain and show the balance.", _refresh),
+    "transfer": Command(
+        "transfer <address> <amount>", "Send <amount> coins (decimals allowed) to <address>.",
+        _transfer,
+    ),
+    "register_service_node": Command(
+        "register_service_node <operator_cut> <address> <amount> [...] <expiry> <pubkey> "
+        "<signature>",
+        "Register a service node: paste the line from get_service_node_registration_cmd unchanged.",
+        _register,
+    ),
+    "stake": Command(
+        "stake <service_node_pubkey> <amount>|<percent>%",
+        "Stake coins on a pool node, or a percentage of what it still needs.", _stake,
+    ),
+    "stakes": Command(
+        "stakes", "List this wallet's stakes: node, my amount, status, node total / requirement.",
+        _stakes,
+    ),
+    "show_transfers": Command("show_transfers", "List the transactions that moved this wallet's coins.",
+                              _show_transfers),
+    "help": Command("help [command]", "Show the commands, or how to use one.", _help),
+    "exit": Command("exit", "Close the wallet.", _exit),
+}
+ALIASES: Final = {"quit": "exit"}
+
+
+def help_lines(name: str | None = None) -> list[str]:
+    """The help text, for every command or one."""
+    if name is not None:
+        command = COMMANDS.get(ALIASES.get(name, name))
+        if command is None:
+            return [f"Unknown command '{name}'. Type help for the list."]
+        return [f"Usage: {command.usage}", f"  {command.summary}"]
+    lines = ["Commands:"]
+    for command in COMMANDS.values():
+        lines += [f"  {command.usage}", f"      {command.summary}"]
+    lines.append("Amounts are in whole coins; decimals are allowed (1 coin = 10^9 atomic units).")
+    return lines
+
+
+def _usage(name: str) -> Reply:
+    return Reply((f"Usage: {COMMANDS[name].usage}",), ok=False)
+
+
+def _unexpected(err: Exception) -> Reply:
+    return Reply((f"Error: unexpected failure ({type(err).__name__}: {err}); please report it",), ok=False)
+
+
+def _ask(pending: Pending) -> Reply:
+    return Reply(pending.lines, pending=pending)
+
+
+def run(service: WalletService, line: str) -> Reply:
+    """Run one typed line; every expected failure becomes one `Error: ...` line."""
+    name, args = split_command(line)
+    if not name:
+        return Reply()
+    command = COMMANDS.get(ALIASES.get(name, name))
+    if command is None:
+        return Reply((f"Error: unknown command '{name}'. Type help for the list.",), ok=False)
+    if is_register_command(name):
+        line = line.strip()
+    try:
+        return command.run(service, args, line)
+    except SnodeError as err:
+        return Reply((f"Error: {err}",), ok=False)
+    except Exception as err:  # a bug or a daemon answer of the wrong shape: one line, no traceback
+        return _unexpected(err)
+
+
+def confirm(service: WalletService, pending: Pending, answer: str | None) -> Reply:
+    """Submit on Yes (any case) or y; anything else cancels."""
+    if not is_yes(answer):
+        return Reply((CANCELLED,), ok=False)
+    try:
+        tx_id = service.submit(pending)
+    except SnodeError as err:
+        return Reply((f"Error: {err}",), ok=False)
+    except Exception as err:  # see run()
+        return _unexpected(err)
+    return Reply((f"Transaction sent. Transaction ID: {tx_id}",))

@@ -1,0 +1,212 @@
+"""The wallet file: one Ed25519 seed, encrypted with a password, written atomically.
+
+The seed is the 32-byte entropy of the wallet's 24 BIP-39 words, so the words restore the key.
+The file is JSON: the Argon2id parameters and salt, the SecretBox ciphertext (nonce first) of
+the secret part, and a BLAKE2b checksum of the ciphertext. The checksum tells a damaged file
+from a wrong password, which SecretBox alone cannot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import msgspec
+import nacl.exceptions
+import nacl.pwhash
+import nacl.secret
+import nacl.utils
+from mnemonic import Mnemonic
+
+from snode.core.crypto import SigningKey
+from snode.core.types import SEED_BYTES
+from snode.params import NetworkParams
+from snode.wallet.errors import WalletError, WalletFileError
+
+FORMAT: Final = "snode-wallet"
+VERSION: Final = 1
+WORD_COUNT: Final = 24
+OPSLIMIT: Final = nacl.pwhash.argon2id.OPSLIMIT_INTERACTIVE
+MEMLIMIT: Final = nacl.pwhash.argon2id.MEMLIMIT_INTERACTIVE
+_MNEMONIC: Final = Mnemonic("english")
+
+
+class Kdf(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How the file key is derived from the password."""
+
+    name: str
+    opslimit: int
+    memlimit: int
+    salt: str
+    """Hex."""
+
+
+class WalletDocument(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The JSON of a wallet file."""
+
+    format: str
+    version: int
+    network: str
+    kdf: Kdf
+    box: str
+    """Hex SecretBox output (nonce + ciphertext) of the encoded `Secret`."""
+    checksum: str
+    """Hex BLAKE2b-256 of the box bytes."""
+
+
+class Secret(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What the box holds."""
+
+    seed: str
+    """Hex Ed25519 seed (the BIP-39 entropy)."""
+    network: str
+
+
+@dataclass(frozen=True, slots=True)
+class OpenWallet:
+    """A decrypted wallet: its key and the network it belongs to."""
+
+    key: SigningKey
+    network: str
+
+
+# --- seed words ---------------------------------------------------------------------------
+
+def seed_to_words(seed: bytes) -> str:
+    """The 24 BIP-39 English words of a 32-byte seed."""
+    return _MNEMONIC.to_mnemonic(seed)
+
+
+def words_to_seed(text: str) -> bytes:
+    """The seed of 24 BIP-39 words (any case, any whitespace); WalletError says what is wrong."""
+    words = text.lower().split()
+    if len(words) != WORD_COUNT:
+        raise WalletError(
+            f"seed has {len(words)} words; a wallet seed is {WORD_COUNT} BIP-39 words"
+        )
+    unknown = [w for w in words if w not in _MNEMONIC.wordlist]
+    if unknown:
+        raise WalletError(f"seed word '{unknown[0]}' is not a BIP-39 English word: check its spelling")
+    if not _MNEMONIC.check(" ".join(words)):
+        raise WalletError("seed words fail their checksum: check their spelling and order")
+    return bytes(_MNEMONIC.to_entropy(words))
+
+
+def new_seed() -> bytes:
+    """A fresh random seed."""
+    return nacl.utils.random(SEED_BYTES)
+
+
+# --- the file -----------------------------------------------------------------------------
+
+def _file_key(password: str, kdf: Kdf) -> bytes:
+    return nacl.pwhash.argon2id.kdf(
+        nacl.secret.SecretBox.KEY_SIZE, password.encode(), bytes.fromhex(kdf.salt),
+        opslimit=kdf.opslimit, memlimit=kdf.memlimit,
+    )
+
+
+def encrypt(seed: bytes, password: str, params: NetworkParams) -> bytes:
+    """The bytes of a wallet file holding seed."""
+    kdf = Kdf(
+        name="argon2id", opslimit=OPSLIMIT, memlimit=MEMLIMIT,
+        salt=nacl.utils.random(nacl.pwhash.argon2id.SALTBYTES).hex(),
+    )
+    secret = msgspec.json.encode(Secret(seed=seed.hex(), network=params.name))
+    box = bytes(nacl.secret.SecretBox(_file_key(password, kdf)).encrypt(secret))
+    doc = WalletDocument(
+        format=FORMAT, version=VERSION, network=params.name, kdf=kdf, box=box.hex(),
+        checksum=hashlib.blake2b(box, digest_size=32).hexdigest(),
+    )
+    return msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n"
+
+
+def decrypt(data: bytes, password: str, params: NetworkParams, path: str) -> OpenWallet:
+    """Open the bytes of a wallet file; WalletFileError for damage, wrong network or password."""
+    try:
+        doc = msgspec.json.decode(data, type=WalletDocument)
+        box = bytes.fromhex(doc.box)
+        salt = bytes.fromhex(doc.kdf.salt)
+    except (msgspec.DecodeError, ValueError):
+        raise WalletFileError(f"wallet file {path} is corrupted: restore it from its seed words") from None
+    if doc.format != FORMAT or doc.version != VERSION or doc.kdf.name != "argon2id":
+        raise WalletFileError(
+            f"wallet file {path} is not a version {VERSION} snode wallet file"
+        )
+    if hashlib.blake2b(box, digest_size=32).hexdigest() != doc.checksum or len(salt) != 16:
+        raise WalletFileError(f"wallet file {path} is corrupted: restore it from its seed words")
+    if doc.network != params.name:
+        fix = f"add --{doc.network}" if doc.network != "mainnet" else f"leave out --{params.name}"
+        raise WalletFileError(f"wallet file {path} is for {doc.network}, not {params.name}: {fix}")
+    try:
+        plain = nacl.secret.SecretBox(_file_key(password, doc.kdf)).decrypt(box)
+    except nacl.exceptions.CryptoError:
+        raise WalletFileError(f"wrong password for wallet file {path}") from None
+    except (nacl.exceptions.ValueError, nacl.exceptions.RuntimeError):
+        raise WalletFileError(f"wallet file {path} is corrupted: restore it from its seed words") from None
+    try:
+        secret = msgspec.json.decode(plain, type=Secret)
+        seed = bytes.fromhex(secret.seed)
+        key = SigningKey(seed)
+    except (msgspec.DecodeError, ValueError):
+        raise WalletFileError(f"wallet file {path} is corrupted: restore it from its seed words") from None
+    return OpenWallet(key=key, network=secret.network)
+
+
+def load(path: str | os.PathLike[str], password: str, params: NetworkParams) -> OpenWallet:
+    """Read and decrypt the wallet file at path."""
+    name = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise WalletFileError(
+            f"wallet file {name} does not exist: create one with --generate or "
+            "--restore-seed-file"
+        ) from None
+    except IsADirectoryError:
+        raise WalletFileError(f"wallet file {name} is a directory: give a file name") from None
+    except OSError as err:
+        raise WalletFileError(f"cannot read wallet file {name}: {err.strerror}") from None
+    return decrypt(data, password, params, name)
+
+
+def create(
+    path: str | os.PathLike[str], seed: bytes, password: str, params: NetworkParams
+) -> OpenWallet:
+    """Write a new wallet file (mode 0600) holding seed; refuses to replace an existing one."""
+    target = Path(path)
+    if target.exists():
+        raise WalletFileError(
+            f"wallet file {target} already exists: choose another --wallet-file"
+        )
+    write_atomically(target, encrypt(seed, password, params))
+    return OpenWallet(key=SigningKey(seed), network=params.name)
+
+
+def write_atomically(target: Path, data: bytes) -> None:
+    """Write data to target through a temporary file, fsync and rename, mode 0600."""
+    directory = target.parent if str(target.parent) else Path(".")
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    except OSError as err:
+        raise WalletFileError(f"cannot write wallet file {target}: {err.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), 0o600)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise WalletFileError(f"cannot write wallet file {target}: {err.strerror}") from None
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

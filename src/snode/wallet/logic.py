@@ -1,0 +1,345 @@
+"""The wallet's pure rules: balances, spendable outputs, stake amounts, registration checks,
+transfer history. No I/O: the caller brings what the daemon said and the time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from snode.core.address import SEPARATOR, decode_address, encode_address
+from snode.core.blocks import Block
+from snode.core.errors import InvalidAddress, InvalidAmount, InvalidRegistration, InvalidStake
+from snode.core.registration import COMMAND as REGISTER_COMMAND
+from snode.core.registration import parse_command
+from snode.core.service_nodes import check_registration, check_stake, open_for_others, status
+from snode.core.state import NO_HEIGHT, Contribution, ServiceNode, UtxoEntry
+from snode.core.transactions import (
+    Coinbase, OutPoint, Registration, Stake, StateChange, Transaction, outpoint_key, txid,
+)
+from snode.core.txbuilder import Spendable
+from snode.core.units import format_coins, parse_coins, parse_percent_ppm
+from snode.params import PPM, NetworkParams
+from snode.wallet.errors import WalletError
+
+YES_ANSWERS: Final = frozenset({"yes", "y"})
+
+
+def is_yes(answer: str | None) -> bool:
+    """Only `Yes` in any case, or `y`, confirms."""
+    return answer is not None and answer.strip().lower() in YES_ANSWERS
+
+
+# --- outputs and balances -----------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """One unspent output of this wallet, as the daemon's get_outputs lists it."""
+
+    txid: bytes
+    index: int
+    amount: int
+    unlock_height: int
+
+    @property
+    def key(self) -> bytes:
+        """Its key in the chain's output map (and in get_mempool's `spends`)."""
+        return outpoint_key(self.txid, self.index)
+
+
+def parse_outputs(result: Mapping[str, Any]) -> tuple[int, list[Output]]:
+    """(tip height, outputs) from a get_outputs result."""
+    outputs = [
+        Output(bytes.fromhex(o["txid"]), int(o["index"]), int(o["amount"]), int(o["unlock_height"]))
+        for o in result["outputs"]
+    ]
+    return int(result["height"]), outputs
+
+
+def mempool_spends(result: Mapping[str, Any]) -> dict[bytes, str]:
+    """Output key -> id of the mempool transaction spending it, from a get_mempool result."""
+    spent = {}
+    for tx in result.get("transactions", []):
+        for ref in tx.get("spends", []):
+            tx_hex, _, index = ref.partition(":")
+            spent[outpoint_key(bytes.fromhex(tx_hex), int(index))] = tx["txid"]
+    return spent
+
+
+def is_unlocked(output: Output, height: int) -> bool:
+    """Spendable in the next block (the tip is at `height`)."""
+    return output.unlock_height <= height + 1
+
+
+def spendable(
+    outputs: Iterable[Output], owner: bytes, height: int, pool_spent: Mapping[bytes, object]
+) -> list[Spendable]:
+    """The outputs a new transaction may spend: unlocked and not spent by the mempool."""
+    return [
+        (OutPoint(o.txid, o.index), UtxoEntry(owner, o.amount, o.unlock_height))
+        for o in outputs
+        if is_unlocked(o, height) and o.key not in pool_spent
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Balance:
+    """What `balance` shows, in atomic units."""
+
+    total: int
+    """Outputs at the tip not spent by the mempool, plus change coming back from the mempool."""
+    unlocked: int
+    """What a transaction could spend now."""
+    pending: int
+    """Change and incoming coins in mempool transactions (locked until mined and unlocked)."""
+    staked: int
+    """Contributions to service nodes."""
+
+
+def balance_of(
+    outputs: Iterable[Output], height: int, pool_spent: Mapping[bytes, object],
+    pending: int, staked: int,
+) -> Balance:
+    """Balances from the wallet's outputs, what the mempool spends and what it brings back."""
+    live = [o for o in outputs if o.key not in pool_spent]
+    total = sum(o.amount for o in live) + pending
+    unlocked = sum(o.amount for o in live if is_unlocked(o, height))
+    return Balance(total=total, unlocked=unlocked, pending=pending, staked=staked)
+
+
+def balance_lines(balance: Balance, nodes: int) -> list[str]:
+    """The lines `balance` prints."""
+    lines = [f"Balance: {format_coins(balance.total)}", f"Unlocked balance: {format_coins(balance.unlocked)}"]
+    if balance.pending:
+        lines.append(f"Pending (unconfirmed): {format_coins(balance.pending)}")
+    plural = "" if nodes == 1 else "s"
+    lines.append(f"Staked: {format_coins(balance.staked)} on {nodes} service node{plural}")
+    return lines
+
+
+# --- service nodes ------------------------------------------------------------------------
+
+def node_from_record(record: Mapping[str, Any], prefix: str) -> ServiceNode:
+    """A core ServiceNode view of one get_service_nodes record, enough for the staking rules."""
+    contributors = tuple(
+        Contribution(decode_address(prefix, c["address"]), int(c["amount"]), int(c.get("reserved", 0)))
+        for c in record.get("contributors", [])
+    )
+    active = bool(record.get("active", False))
+    return ServiceNode(
+        pubkey=bytes.fromhex(record["service_node_pubkey"]),
+        fee_ppm=int(record.get("operator_fee") or 0),
+        registration_height=int(record.get("registration_height", 0)),
+        staking_requirement=int(record["staking_requirement"]),
+        contributors=contributors,
+        funded_height=NO_HEIGHT, active=active, active_since=NO_HEIGHT,
+        decommission_count=int(record.get("decommission_count", 0)),
+        last_reward_height=0, last_state_change_height=0,
+        last_state_change_reason=0, last_decommission_reason=0,
+    )
+
+
+def parse_pubkey(text: str) -> bytes:
+    """A service node public key typed by a user (64 hex characters)."""
+    try:
+        raw = bytes.fromhex(text)
+    except ValueError:
+        raw = b""
+    if len(raw) != 32:
+        raise WalletError(
+            f"service node public key '{text[:20]}' is not 64 hex characters: copy it from "
+            "get_service_node_key"
+        )
+    return raw
+
+
+def still_needed(sn: ServiceNode, staker: bytes) -> int:
+    """What the node still needs from `staker`: its reservation, or what is open to anyone."""
+    mine = next((c for c in sn.contributors if c.owner == staker), None)
+    if mine is not None and mine.reserved > mine.amount:
+        return mine.reserved - mine.amount
+    return open_for_others(sn)
+
+
+@dataclass(frozen=True, slots=True)
+class StakeChoice:
+    """The amount a `stake` command will contribute, and a note when it was adjusted."""
+
+    amount: int
+    note: str | None = None
+
+
+def choose_stake(sn: ServiceNode | None, sn_pubkey: bytes, staker: bytes, text: str) -> StakeChoice:
+    """The amount for `stake <pubkey> <amount>` or `stake <pubkey> <percent>%`.
+
+    A percent is that share of what the node still needs; an amount above what it still needs is
+    capped at that. InvalidStake or InvalidAmount say why no amount fits.
+    """
+    if sn is None:
+        raise InvalidStake(f"service node {sn_pubkey.hex()} is not registered")
+    if sn.funded:
+        raise InvalidStake(f"service node {sn.pubkey.hex()} is already full")
+    needed = still_needed(sn, staker)
+    if needed == 0:
+        raise InvalidStake(
+            f"service node {sn.pubkey.hex()} has no share left for you: the rest is reserved "
+            "for its reserved contributors"
+        )
+    note = None
+    if text.endswith("%"):
+        try:
+            ppm = parse_percent_ppm(text[:-1], maximum_ppm=PPM)
+        except InvalidAmount:
+            ppm = -1
+        if ppm <= 0:
+            raise InvalidAmount(f"percent '{text}' must be above 0% and at most 100%")
+        amount = needed * ppm // PPM
+    else:
+        amount = parse_coins(text)
+        if amount > needed:
+            note = (
+                f"The node needs only {format_coins(needed)} more coins: staking "
+                f"{format_coins(needed)} instead of {format_coins(amount)}."
+            )
+            amount = needed
+    check_stake(sn, staker, amount, sn_pubkey)
+    return StakeChoice(amount=amount, note=note)
+
+
+def stake_line(sn: ServiceNode, staker: bytes) -> str:
+    """One row of `stakes`: node key, my amount, status, node total / requirement."""
+    return (
+        f"{sn.pubkey.hex()}  mine: {format_coins(my_contribution(sn, staker))}  "
+        f"{status(sn).value:<6}  {format_coins(sn.total_contributed)} / "
+        f"{format_coins(sn.staking_requirement)}"
+    )
+
+
+def my_contribution(sn: ServiceNode, staker: bytes) -> int:
+    """Atomic units `staker` contributed to the node."""
+    return sum(c.amount for c in sn.contributors if c.owner == staker)
+
+
+# --- registration -------------------------------------------------------------------------
+
+def check_registration_line(
+    line: str, params: NetworkParams, *, now: int, operator: bytes
+) -> Registration:
+    """Parse a pasted registration line and apply every rule that needs no daemon.
+
+    Raises InvalidRegistration naming what to fix: the form, the addresses, the signature, the
+    expiry window, the fee and amounts, and whether the operator address is this wallet's.
+    """
+    if "\n" in line.strip() or "\t" in line:
+        raise InvalidRegistration(
+            "registration command must be one line with single spaces: paste it unchanged"
+        )
+    try:
+        reg = parse_command(line, params)
+    except InvalidRegistration:
+        _diagnose_split_address(line, params)
+        raise
+    check_registration(reg, registered=False, block_time=now, params=params)
+    if reg.reservations[0].owner != operator:
+        raise InvalidRegistration(
+            "the operator (first) address of the registration is not this wallet's address "
+            f"{encode_address(params.address_prefix, operator)}: re-generate the command with "
+            "this wallet's address first"
+        )
+    return reg
+
+
+def _diagnose_split_address(line: str, params: NetworkParams) -> None:
+    """Name an address broken by whitespace, which otherwise shows only as a malformed line."""
+    words = line.split()
+    full = len(encode_address(params.address_prefix, bytes(32)))
+    for i, word in enumerate(words[:-1]):
+        if word.startswith(params.address_prefix + SEPARATOR) and len(word) < full:
+            try:
+                decode_address(params.address_prefix, word + words[i + 1])
+            except InvalidAddress:
+                continue
+            raise InvalidRegistration(
+                f"address '{word[:12]}...' contains whitespace: paste it as one word"
+            )
+
+
+# --- command lines ------------------------------------------------------------------------
+
+def split_command(line: str) -> tuple[str, list[str]]:
+    """(command name, arguments) of a typed line; the name is '' for an empty line."""
+    words = line.split()
+    if not words:
+        return "", []
+    return words[0].lower(), words[1:]
+
+
+def is_register_command(name: str) -> bool:
+    """True for the registration command (its line goes to the parser whole)."""
+    return name == REGISTER_COMMAND
+
+
+# --- transfer history ---------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class TransferRecord:
+    """One transaction that moved this wallet's coins."""
+
+    height: int
+    txid: str
+    kind: str
+    """`in`, `out`, `reward`, `registration` or `stake`."""
+    amount: int
+    """Coins received, or coins that left the wallet (fee included) for the other kinds."""
+    fee: int
+
+
+def scan_block(
+    block: Block, owner: bytes, mine: dict[bytes, int]
+) -> list[TransferRecord]:
+    """The records of `block` for `owner`; `mine` (output key -> amount) is updated in place."""
+    records = []
+    height = block.header.height
+    for tx in block.transactions:
+        tx_id = txid(tx)
+        spent = sum(mine.pop(op.key(), 0) for op in tx.inputs)
+        received = 0
+        for i, out in enumerate(tx.outputs):
+            if out.owner == owner:
+                mine[outpoint_key(tx_id, i)] = out.amount
+                received += out.amount
+        if not spent and not received:
+            continue
+        records.append(_record(tx, tx_id.hex(), height, spent, received))
+    return records
+
+
+def _record(tx: Transaction, tx_id: str, height: int, spent: int, received: int) -> TransferRecord:
+    payload = tx.payload
+    if isinstance(payload, Coinbase):
+        return TransferRecord(height, tx_id, "reward", received, 0)
+    if not spent:
+        return TransferRecord(height, tx_id, "in", received, 0)
+    locked = payload.reservations[0].amount if isinstance(payload, Registration) else (
+        payload.amount if isinstance(payload, Stake) else 0
+    )
+    fee = spent - sum(o.amount for o in tx.outputs) - locked
+    kind = {Registration: "registration", Stake: "stake"}.get(type(payload), "out")
+    assert not isinstance(payload, StateChange)
+    return TransferRecord(height, tx_id, kind, spent - received, max(fee, 0))
+
+
+def transfer_lines(records: Sequence[TransferRecord]) -> list[str]:
+    """The lines of `show_transfers`."""
+    if not records:
+        return ["No transfers yet."]
+    lines = [f"{'height':>7}  {'kind':<12}  {'amount':>20}  {'fee':>12}  txid"]
+    for r in records:
+        sign = "+" if r.kind in ("in", "reward") else "-"
+        lines.append(
+            f"{r.height:>7}  {r.kind:<12}  {sign + format_coins(r.amount):>20}  "
+            f"{format_coins(r.fee):>12}  {r.txid}"
+        )
+    return lines
+

@@ -1,0 +1,206 @@
+"""The wallet JSON-RPC (aiohttp): get_balance, get_address, transfer, register_service_node, stake.
+
+Loopback only: a non-loopback bind is refused at start-up, and so are requests whose Host header
+is not a loopback name (DNS rebinding) or that carry a browser Origin header (cross-site
+requests). Amounts are atomic units, as on the daemon's RPC. Spends are sent without a
+confirmation prompt: whoever can reach a loopback port already controls this user's account.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import signal
+from collections.abc import Callable
+from typing import Any, Final
+
+from aiohttp import web
+
+from snode.core.errors import SnodeError
+from snode.core.units import format_coins
+from snode.node.config import ConfigError, Endpoint, parse_endpoint
+from snode.wallet.errors import DaemonError, WalletError
+from snode.wallet.service import Pending, WalletService
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+REFUSED: Final = -1
+"""The wallet or the daemon refused the request; the message says why."""
+DAEMON_UNREACHABLE: Final = -2
+MAX_BODY: Final = 1_000_000
+
+
+def check_bind(text: str) -> Endpoint:
+    """Parse `HOST:PORT`; WalletError unless HOST is a loopback address or `localhost`."""
+    try:
+        bind = parse_endpoint("--rpc-bind", text, allow_names=True)
+    except ConfigError as err:
+        raise WalletError(str(err)) from None
+    if bind.host != "localhost" and not _is_loopback(bind.host):
+        raise WalletError(
+            f"refusing to bind the wallet RPC to {bind.host}: it is local only; use a loopback "
+            "address such as 127.0.0.1"
+        )
+    return bind
+
+
+class InvalidParams(Exception):
+    """A parameter is missing or has the wrong type."""
+
+
+def _param(params: dict[str, Any], name: str, kind: type, rule: str) -> Any:
+    value = params.get(name)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise InvalidParams(f"parameter '{name}' is required: {rule}")
+    return value
+
+
+class WalletRpc:
+    """Method table and dispatch; calls run one at a time in a worker thread."""
+
+    def __init__(self, service: WalletService) -> None:
+        self.service = service
+        self._lock = asyncio.Lock()
+        self.methods: dict[str, Callable[[dict[str, Any]], Any]] = {
+            "get_address": self.get_address,
+            "get_balance": self.get_balance,
+            "transfer": self.transfer,
+            "register_service_node": self.register_service_node,
+            "stake": self.stake,
+        }
+
+    def get_address(self, params: dict[str, Any]) -> dict[str, Any]:
+        """This wallet's address."""
+        return {"address": self.service.address}
+
+    def get_balance(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Balances in atomic units."""
+        balance, nodes = self.service.balance()
+        return {
+            "balance": balance.total, "unlocked_balance": balance.unlocked,
+            "pending": balance.pending, "staked": balance.staked, "staked_nodes": nodes,
+        }
+
+    def _send(self, pending: Pending) -> dict[str, Any]:
+        return {"txid": self.service.submit(pending), "fee": pending.fee}
+
+    def transfer(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Send `amount` atomic units to `address`."""
+        address = _param(params, "address", str, "the recipient's address")
+        amount = _param(params, "amount", int, "atomic units, an integer above 0")
+        return self._send(self.service.prepare_transfer(address, amount))
+
+    def register_service_node(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Register from the daemon's `registration_cmd` line."""
+        line = _param(params, "registration_cmd", str, "the line from get_service_node_registration_cmd")
+        return self._send(self.service.prepare_registration(line))
+
+    def stake(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Stake `amount` atomic units, or `percent` of what the node still needs."""
+        pubkey = _param(params, "service_node_pubkey", str, "64 hex characters")
+        if "percent" in params:
+            percent = params["percent"]
+            if isinstance(percent, bool) or not isinstance(percent, (str, int, float)):
+                raise InvalidParams("parameter 'percent' must be a number such as 50 or \"12.5\"")
+            text = f"{percent}%"
+        else:
+            text = format_coins(_param(params, "amount", int, "atomic units, or give 'percent'"))
+        pending = self.service.prepare_stake(pubkey, text)
+        result = self._send(pending)
+        result["amount"] = getattr(pending.tx.payload, "amount", 0)
+        return result
+
+    async def dispatch(self, request: Any) -> dict[str, Any]:
+        """One JSON-RPC 2.0 request object -> its response object."""
+        if not isinstance(request, dict) or request.get("jsonrpc") != "2.0" or not isinstance(
+            request.get("method"), str
+        ):
+            return _error(None, INVALID_REQUEST, "invalid request: a JSON-RPC 2.0 object is needed")
+        rid = request.get("id")
+        method = self.methods.get(request["method"])
+        if method is None:
+            return _error(rid, METHOD_NOT_FOUND, f"method '{request['method']}' not found")
+        params = request.get("params") or {}
+        if not isinstance(params, dict):
+            return _error(rid, INVALID_PARAMS, "params must be an object")
+        try:
+            async with self._lock:
+                result = await asyncio.to_thread(method, params)
+        except InvalidParams as err:
+            return _error(rid, INVALID_PARAMS, str(err))
+        except DaemonError as err:
+            return _error(rid, DAEMON_UNREACHABLE if err.code is None else REFUSED, str(err))
+        except SnodeError as err:
+            return _error(rid, REFUSED, str(err))
+        return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+
+def _error(rid: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+
+
+def _host_allowed(host_header: str | None, bind: Endpoint) -> bool:
+    if not host_header:
+        return False
+    if host_header.startswith("["):
+        host, _, rest = host_header[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    else:
+        host, _, port = host_header.partition(":")
+    return (not port or port == str(bind.port)) and (host == "localhost" or _is_loopback(host))
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def make_app(rpc: WalletRpc, bind: Endpoint) -> web.Application:
+    """The aiohttp application serving POST /json_rpc."""
+
+    async def handle(request: web.Request) -> web.Response:
+        if not _host_allowed(request.headers.get("Host"), bind) or "Origin" in request.headers:
+            return web.json_response({"error": "forbidden"}, status=403)
+        if request.content_type != "application/json":
+            return web.json_response(
+                _error(None, INVALID_REQUEST, "Content-Type must be application/json"), status=415
+            )
+        try:
+            body = json.loads(await request.read())
+        except ValueError:
+            return web.json_response(_error(None, PARSE_ERROR, "parse error: the body is not JSON"))
+        if isinstance(body, list):
+            if not body:
+                return web.json_response(_error(None, INVALID_REQUEST, "empty batch"))
+            return web.json_response([await rpc.dispatch(item) for item in body])
+        return web.json_response(await rpc.dispatch(body))
+
+    app = web.Application(client_max_size=MAX_BODY)
+    app.router.add_post("/json_rpc", handle)
+    return app
+
+
+async def serve_forever(service: WalletService, bind: Endpoint) -> None:
+    """Serve until SIGINT or SIGTERM."""
+    runner = web.AppRunner(make_app(WalletRpc(service), bind), access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, bind.host, bind.port).start()
+    except OSError as err:
+        await runner.cleanup()
+        raise WalletError(f"cannot listen on {bind}: {err.strerror}") from None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"Wallet RPC for {service.address} listening on http://{bind}/json_rpc", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,230 @@
+"""The wallet's operations against a daemon: what each command asks the chain, builds and sends.
+
+Spending commands come in two steps: `prepare_*` checks everything and builds the signed
+transaction without sending it (a `Pending`), and `submit` sends it. The CLI asks for
+confirmation in between; the wallet RPC submits at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from snode.core.address import decode_address, encode_address
+from snode.core.blocks import Block
+from snode.core.crypto import SigningKey
+from snode.core.encoding import decode, encode
+from snode.core.errors import DecodeError, InvalidAmount, InvalidRegistration
+from snode.core.state import ServiceNode
+from snode.core.transactions import Payload, Stake, Transaction, Transfer, TxOut
+from snode.core.txbuilder import Spendable, build_spend, payload_spend
+from snode.core.units import format_coins, format_percent, parse_coins
+from snode.params import NetworkParams
+from snode.wallet.daemon import DaemonClient
+from snode.wallet.errors import DaemonError, WalletError
+from snode.wallet.logic import (
+    Balance, Output, TransferRecord, balance_of, check_registration_line, choose_stake,
+    mempool_spends, my_contribution, node_from_record, parse_outputs, parse_pubkey, scan_block,
+    spendable,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A signed transaction waiting for the user's Yes."""
+
+    tx: Transaction
+    fee: int
+    """Transaction fee, atomic units."""
+    lines: tuple[str, ...]
+    """What the user should know before answering."""
+    question: str
+    """Ends with `(Yes/No)`."""
+
+
+@dataclass
+class _History:
+    """What show_transfers has scanned so far."""
+
+    height: int = -1
+    tip_hash: str = ""
+    mine: dict[bytes, int] = field(default_factory=dict)
+    records: list[TransferRecord] = field(default_factory=list)
+
+
+class WalletService:
+    """One open wallet and the daemon it talks to."""
+
+    def __init__(
+        self, key: SigningKey, params: NetworkParams, daemon: DaemonClient,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.key = key
+        self.params = params
+        self.daemon = daemon
+        self.clock = clock
+        self.address = encode_address(params.address_prefix, key.public)
+        self._history = _History()
+
+    # --- reading the chain ----------------------------------------------------------------
+
+    def _outputs(self) -> tuple[int, list[Output]]:
+        return parse_outputs(self.daemon.call("get_outputs", address=self.address))
+
+    def _pool_spent(self) -> dict[bytes, str]:
+        return mempool_spends(self.daemon.call("get_mempool"))
+
+    def _spendable(self) -> list[Spendable]:
+        height, outputs = self._outputs()
+        return spendable(outputs, self.key.public, height, self._pool_spent())
+
+    def _pending_change(self, pool_spent: dict[bytes, str]) -> int:
+        """Coins coming back to this wallet from mempool transactions that spend its outputs."""
+        total = 0
+        for tx_id in sorted(set(pool_spent.values())):
+            try:
+                tx = decode(bytes.fromhex(self.daemon.call("get_transaction", txid=tx_id)["tx_hex"]), Transaction)
+            except (DaemonError, DecodeError, KeyError, ValueError):
+                continue  # mined or dropped since get_mempool: the next refresh sees it
+            total += sum(o.amount for o in tx.outputs if o.owner == self.key.public)
+        return total
+
+    def _node_record(self, pubkey: str) -> dict[str, Any] | None:
+        """The daemon's record of one service node, or None when it is not registered."""
+        found = self.daemon.call("get_service_nodes", service_node_pubkeys=[pubkey])
+        records = [r for r in found["service_node_states"] if r.get("service_node_pubkey") == pubkey]
+        return records[0] if records else None
+
+    def my_nodes(self) -> list[ServiceNode]:
+        """The service nodes this wallet has contributed to or is reserved on."""
+        result = self.daemon.call("get_service_nodes")
+        nodes = [node_from_record(r, self.params.address_prefix) for r in result["service_node_states"]]
+        return [sn for sn in nodes if any(c.owner == self.key.public for c in sn.contributors)]
+
+    def balance(self) -> tuple[Balance, int]:
+        """(balances, number of nodes staked on)."""
+        height, outputs = self._outputs()
+        mine = {o.key for o in outputs}
+        pool_spent = {k: v for k, v in self._pool_spent().items() if k in mine}
+        nodes = [sn for sn in self.my_nodes() if my_contribution(sn, self.key.public) > 0]
+        staked = sum(my_contribution(sn, self.key.public) for sn in nodes)
+        return balance_of(outputs, height, pool_spent, self._pending_change(pool_spent), staked), len(nodes)
+
+    def refresh(self) -> int:
+        """Scan the blocks added since the last refresh; returns the tip height."""
+        info = self.daemon.call("get_height")
+        tip = int(info["height"])
+        h = self._history
+        if h.height >= 0 and (h.height > tip or self._block(h.height)["hash"] != h.tip_hash):
+            self._history = h = _History()  # the chain reorganised under us: scan again
+        for height in range(h.height + 1, tip + 1):
+            result = self._block(height)
+            try:
+                block = decode(bytes.fromhex(result["block_hex"]), Block)
+            except (DecodeError, ValueError):
+                raise WalletError(f"daemon sent block {height} in a form this wallet cannot read") from None
+            h.records.extend(scan_block(block, self.key.public, h.mine))
+            h.height, h.tip_hash = height, result["hash"]
+        return tip
+
+    def _block(self, height: int) -> dict[str, Any]:
+        result: dict[str, Any] = self.daemon.call("get_block", height=height)
+        return result
+
+    def transfers(self) -> list[TransferRecord]:
+        """Every transaction that moved this wallet's coins, oldest first."""
+        self.refresh()
+        return list(self._history.records)
+
+    # --- spending -------------------------------------------------------------------------
+
+    def prepare_transfer(self, to_text: str, amount: int) -> Pending:
+        """A signed transfer of `amount` atomic units to an address."""
+        to = decode_address(self.params.address_prefix, to_text)
+        if amount <= 0:
+            raise InvalidAmount("amount must be above 0")
+        tx, fee = self._build([TxOut(to, amount)], Transfer())
+        return Pending(
+            tx=tx, fee=fee,
+            lines=(f"Sending {format_coins(amount)} coins to {to_text}", f"Fee: {format_coins(fee)}"),
+            question=f"Send {format_coins(amount)} coins plus a fee of {format_coins(fee)}? (Yes/No): ",
+        )
+
+    def prepare_registration(self, line: str) -> Pending:
+        """A signed registration from the daemon's registration command line."""
+        reg = check_registration_line(line, self.params, now=int(self.clock()), operator=self.key.public)
+        pubkey = reg.sn_pubkey.hex()
+        if self._node_record(pubkey) is not None:
+            raise InvalidRegistration(
+                f"service node {pubkey} is already registered: there is nothing to do"
+            )
+        tx, fee = self._build([], reg)
+        operator_amount = reg.reservations[0].amount
+        reserved = sum(r.amount for r in reg.reservations)
+        lines = [
+            f"Service node: {pubkey}",
+            f"Operator stake: {format_coins(operator_amount)} coins",
+            f"Operator fee: {format_percent(reg.fee_ppm)} %",
+            f"Transaction fee: {format_coins(fee)} coins",
+        ]
+        if len(reg.reservations) > 1:
+            lines.append(f"Reserved for {len(reg.reservations) - 1} contributors: "
+                         f"{format_coins(reserved - operator_amount)} coins")
+        if reserved < self.params.staking_requirement:
+            lines.append(
+                f"Open for contributors: {format_coins(self.params.staking_requirement - reserved)} coins"
+            )
+        return Pending(
+            tx=tx, fee=fee, lines=tuple(lines),
+            question=f"Stake {format_coins(operator_amount)} coins to register this service node? (Yes/No): ",
+        )
+
+    def prepare_stake(self, pubkey_text: str, amount_text: str) -> Pending:
+        """A signed stake of `amount_text` (coins, or `<percent>%`) on a service node."""
+        pubkey = parse_pubkey(pubkey_text)
+        record = self._node_record(pubkey.hex())
+        sn = None if record is None else node_from_record(record, self.params.address_prefix)
+        choice = choose_stake(sn, pubkey, self.key.public, amount_text)
+        assert sn is not None  # choose_stake refuses an unknown node
+        payload = Stake(sn_pubkey=pubkey, amount=choice.amount)
+        tx, fee = self._build([], payload)
+        lines = [] if choice.note is None else [choice.note]
+        lines += [
+            f"Staking {format_coins(choice.amount)} coins on service node {pubkey.hex()}",
+            f"Operator fee: {format_percent(sn.fee_ppm)} %; node total after this stake: "
+            f"{format_coins(sn.total_contributed + choice.amount)} / {format_coins(sn.staking_requirement)}",
+            f"Transaction fee: {format_coins(fee)} coins",
+        ]
+        return Pending(
+            tx=tx, fee=fee, lines=tuple(lines),
+            question=f"Stake {format_coins(choice.amount)} coins? (Yes/No): ",
+        )
+
+    def _build(self, outputs: list[TxOut], payload: Payload) -> tuple[Transaction, int]:
+        """A signed transaction from this wallet's spendable outputs, and its fee."""
+        available = self._spendable()
+        tx = build_spend(available, self.key, outputs, payload, self.params)
+        return tx, fee_of(tx, available)
+
+    def submit(self, pending: Pending) -> str:
+        """Send the transaction; its id (hex). DaemonError when the daemon refuses it."""
+        result = self.daemon.call("send_raw_transaction", tx_hex=encode(pending.tx).hex())
+        return str(result["txid"])
+
+
+def fee_of(tx: Transaction, spent: list[Spendable]) -> int:
+    """The fee of a transaction built from `spent`: inputs - outputs - what the payload locks."""
+    amounts = {op: entry.amount for op, entry in spent}
+    return (sum(amounts[op] for op in tx.inputs) - sum(o.amount for o in tx.outputs)
+            - payload_spend(tx.payload))
+
+
+def parse_amount(text: str) -> int:
+    """Coins typed by a user as atomic units (above 0)."""
+    amount = parse_coins(text)
+    if amount <= 0:
+        raise InvalidAmount("amount must be above 0")
+    return amount
+

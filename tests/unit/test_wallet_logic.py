@@ -1,0 +1,275 @@
+"""The wallet's pure rules on a real in-process chain: balances, spendable outputs, stake amounts
+(percent, cap, minimum), the registration checks made before anything is sent, and the
+transfer history read from real blocks."""
+
+from __future__ import annotations
+
+import pytest
+
+from snode.core.address import encode_address
+from snode.core.errors import InvalidAmount, InvalidRegistration, InvalidStake
+from snode.core.registration import format_command
+from snode.core.state import ServiceNode
+from snode.core.transactions import Reservation
+from snode.devchain import key_from_label
+from snode.params import COIN, REGTEST, TESTNET
+from snode.wallet.commands import COMMANDS, help_lines
+from snode.wallet.logic import (
+    Output, balance_lines, balance_of, check_registration_line, choose_stake, is_yes,
+    mempool_spends, node_from_record, parse_outputs, scan_block, spendable, split_command,
+    stake_line, transfer_lines,
+)
+from snode.wallet.rpc_server import check_bind
+from snode.wallet.errors import WalletError
+
+PREFIX = REGTEST.address_prefix
+OPERATOR = key_from_label("operator")
+ALICE = key_from_label("alice")
+BOB = key_from_label("bob")
+SN = key_from_label("sn-1")
+REQUIREMENT = REGTEST.staking_requirement
+
+
+def record_of(sn: ServiceNode) -> dict:
+    """The daemon's get_service_nodes record fields the wallet reads."""
+    return {
+        "service_node_pubkey": sn.pubkey.hex(), "active": sn.active, "funded": sn.funded,
+        "registration_height": sn.registration_height, "total_contributed": sn.total_contributed,
+        "staking_requirement": sn.staking_requirement, "operator_fee": sn.fee_ppm,
+        "decommission_count": sn.decommission_count,
+        "contributors": [
+            {"address": encode_address(PREFIX, c.owner), "amount": c.amount, "reserved": c.reserved}
+            for c in sn.contributors
+        ],
+    }
+
+
+def pool_node(chain, operator_amount=100_000 * COIN, reserved=()) -> ServiceNode:
+    chain.register(OPERATOR, SN, operator_amount, fee_ppm=50_000, reserved=reserved)
+    chain.mine()
+    return node_from_record(record_of(chain.node(SN.public)), PREFIX)
+
+
+# --- confirmation and command lines -------------------------------------------------------
+
+@pytest.mark.parametrize("answer", ["Yes", "yes", "YES", "y", "Y", " yes \n"])
+def test_yes_answers(answer):
+    assert is_yes(answer)
+
+
+@pytest.mark.parametrize("answer", ["", "No", "n", "yess", "ye", "sure", None, "y es"])
+def test_everything_else_is_no(answer):
+    assert not is_yes(answer)
+
+
+def test_split_command_and_help():
+    assert split_command("  Stake  ab  50% ") == ("stake", ["ab", "50%"])
+    assert split_command("   ") == ("", [])
+    text = "\n".join(help_lines())
+    for name in ("address", "balance", "refresh", "transfer", "register_service_node", "stake",
+                 "stakes", "show_transfers", "help", "exit"):
+        assert name in COMMANDS and name in text
+    assert help_lines("stake")[0].startswith("Usage: stake <service_node_pubkey>")
+    assert "Unknown command" in help_lines("nope")[0]
+
+
+# --- outputs and balances -----------------------------------------------------------------
+
+def _outputs():
+    return [
+        Output(bytes([1]) * 32, 0, 5 * COIN, 10),   # unlocked at tip 9 (spendable in block 10)
+        Output(bytes([2]) * 32, 1, 7 * COIN, 11),   # locked
+        Output(bytes([3]) * 32, 0, 11 * COIN, 0),   # unlocked but spent by the mempool
+    ]
+
+
+def test_balance_counts_locked_coins_but_not_in_unlocked():
+    outputs = _outputs()
+    spent = mempool_spends({"transactions": [
+        {"txid": "ab" * 32, "spends": [f"{(bytes([3]) * 32).hex()}:0"]}
+    ]})
+    balance = balance_of(outputs, 9, spent, pending=2 * COIN, staked=100 * COIN)
+    assert balance.total == (5 + 7 + 2) * COIN
+    assert balance.unlocked == 5 * COIN
+    lines = balance_lines(balance, 1)
+    assert lines[0] == "Balance: 14" and lines[1] == "Unlocked balance: 5"
+    assert "Staked: 100 on 1 service node" in lines
+
+
+def test_spendable_excludes_locked_and_mempool_spent_outputs():
+    outputs = _outputs()
+    spent = {outputs[2].key: "x"}
+    chosen = spendable(outputs, OPERATOR.public, 9, spent)
+    assert [(op.txid, op.index) for op, _ in chosen] == [(bytes([1]) * 32, 0)]
+    assert chosen[0][1].owner == OPERATOR.public
+    assert len(spendable(outputs, OPERATOR.public, 10, {})) == 3
+
+
+def test_parse_outputs_reads_the_daemon_shape():
+    height, outputs = parse_outputs({"height": 4, "outputs": [
+        {"txid": "cd" * 32, "index": 2, "amount": 9, "unlock_height": 14}]})
+    assert height == 4 and outputs == [Output(bytes.fromhex("cd" * 32), 2, 9, 14)]
+
+
+# --- stake amounts ------------------------------------------------------------------------
+
+def test_record_view_keeps_what_the_staking_rules_need(chain):
+    sn = pool_node(chain, reserved=((BOB.public, 20_000 * COIN),))
+    real = chain.node(SN.public)
+    assert sn.contributors == real.contributors
+    assert (sn.total_contributed, sn.total_reserved_unfilled, sn.funded, sn.fee_ppm) == (
+        real.total_contributed, real.total_reserved_unfilled, real.funded, real.fee_ppm)
+
+
+def test_percent_is_a_share_of_what_the_node_still_needs(chain):
+    sn = pool_node(chain)
+    assert choose_stake(sn, SN.public, ALICE.public, "50%").amount == 50_000 * COIN
+    assert choose_stake(sn, SN.public, ALICE.public, "100%").amount == 100_000 * COIN
+    assert choose_stake(sn, SN.public, ALICE.public, "12.5%").amount == 12_500 * COIN
+
+
+def test_amount_above_the_remainder_is_capped_with_a_note(chain):
+    sn = pool_node(chain)
+    choice = choose_stake(sn, SN.public, ALICE.public, "150000")
+    assert choice.amount == 100_000 * COIN
+    assert "needs only 100000 more coins" in choice.note
+    assert choose_stake(sn, SN.public, ALICE.public, "60000").note is None
+
+
+def test_stake_below_the_minimum_names_the_minimum(chain):
+    sn = pool_node(chain)
+    # 100,000 open over 10 free slots: 10,000 coins at least.
+    with pytest.raises(InvalidStake, match="below the minimum contribution of 10000 coins"):
+        choose_stake(sn, SN.public, ALICE.public, "9999.999999999")
+    assert choose_stake(sn, SN.public, ALICE.public, "10000").amount == 10_000 * COIN
+    with pytest.raises(InvalidStake, match="minimum contribution of 10000 coins"):
+        choose_stake(sn, SN.public, ALICE.public, "5%")
+
+
+@pytest.mark.parametrize("text", ["0%", "100.0001%", "101%", "-5%", "%", "abc%", "0"])
+def test_percent_outside_0_100_and_zero_amounts_are_refused(chain, text):
+    sn = pool_node(chain)
+    with pytest.raises((InvalidAmount, InvalidStake)):
+        choose_stake(sn, SN.public, ALICE.public, text)
+
+
+def test_unknown_and_full_nodes_are_refused(chain):
+    with pytest.raises(InvalidStake, match="is not registered"):
+        choose_stake(None, SN.public, ALICE.public, "100")
+    chain.register(OPERATOR, SN, REQUIREMENT)
+    chain.mine()
+    full = node_from_record(record_of(chain.node(SN.public)), PREFIX)
+    with pytest.raises(InvalidStake, match="already full"):
+        choose_stake(full, SN.public, ALICE.public, "100%")
+
+
+def test_reserved_contributor_fills_the_reservation(chain):
+    sn = pool_node(chain, reserved=((BOB.public, 20_000 * COIN),))
+    assert choose_stake(sn, SN.public, BOB.public, "100%").amount == 20_000 * COIN
+    assert choose_stake(sn, SN.public, BOB.public, "999999").amount == 20_000 * COIN
+    with pytest.raises(InvalidStake, match="must contribute exactly"):
+        choose_stake(sn, SN.public, BOB.public, "50%")
+    # Anyone else shares the 80,000 left after the reservation.
+    assert choose_stake(sn, SN.public, ALICE.public, "100%").amount == 80_000 * COIN
+
+
+def test_stake_line_shows_status_and_totals(chain):
+    sn = pool_node(chain)
+    line = stake_line(sn, OPERATOR.public)
+    assert line.startswith(SN.public.hex()) and "mine: 100000" in line
+    assert "Await" in line and "100000 / 200000" in line
+
+
+# --- registration -------------------------------------------------------------------------
+
+NOW = 1_800_000_000
+
+
+def reg_line(operator=OPERATOR.public, amount=REQUIREMENT, expiry=NOW + 3600, fee_ppm=0,
+             params=REGTEST) -> str:
+    from snode.core.registration import sign_registration
+
+    reg = sign_registration(SN, params, fee_ppm, (Reservation(operator, amount),), expiry)
+    return format_command(reg, params)
+
+
+def check(line: str, operator=OPERATOR.public):
+    return check_registration_line(line, REGTEST, now=NOW, operator=operator)
+
+
+def test_a_good_line_passes():
+    reg = check(reg_line(fee_ppm=25_000))
+    assert reg.sn_pubkey == SN.public and reg.fee_ppm == 25_000
+
+
+@pytest.mark.parametrize(("mangle", "needle"), [
+    (lambda l: l.rsplit(" ", 1)[0], "malformed"),
+    (lambda l: "register_service_node", "malformed"),
+    (lambda l: l.replace(" snr1", " snt1", 1), "wrong network prefix"),
+    (lambda l: l.replace("\n", "") .replace(l.split()[2], l.split()[2][:20] + " " + l.split()[2][20:]),
+     "contains whitespace"),
+    (lambda l: l.replace(" ", "\t", 3), "one line with single spaces"),
+    (lambda l: l[:-3] + ("000" if not l.endswith("000") else "111"), "signature is not valid"),
+    (lambda l: l.replace(" 200000000000000 ", " 2000000000000000 "), "signature is not valid"),
+])
+def test_bad_lines_name_what_to_fix(mangle, needle):
+    with pytest.raises(InvalidRegistration, match=needle):
+        check(mangle(reg_line()))
+
+
+def test_wrong_network_line_is_refused():
+    with pytest.raises(InvalidRegistration, match="wrong network prefix"):
+        check(reg_line(params=TESTNET))
+
+
+def test_expired_and_far_future_lines_ask_to_regenerate():
+    with pytest.raises(InvalidRegistration, match="expired: re-generate the command"):
+        check(reg_line(expiry=NOW - 1))
+    with pytest.raises(InvalidRegistration, match="more than 14 days ahead: re-generate the command"):
+        check(reg_line(expiry=NOW + REGTEST.registration_validity + 1))
+    check(reg_line(expiry=NOW + REGTEST.registration_validity))
+
+
+def test_operator_address_must_be_this_wallets():
+    with pytest.raises(InvalidRegistration, match="not this wallet's address"):
+        check(reg_line(), operator=ALICE.public)
+
+
+# --- transfer history ---------------------------------------------------------------------
+
+def test_scan_finds_incoming_transfers_registrations_and_stakes(chain):
+    chain.pay_many(OPERATOR, {ALICE.public: 300_000 * COIN})
+    chain.mine(11)
+    chain.register(ALICE, SN, 100_000 * COIN, fee_ppm=0)
+    chain.mine()
+    chain.stake(ALICE, SN.public, 50_000 * COIN)
+    chain.mine()
+    mine: dict[bytes, int] = {}
+    records = [r for block in chain.blocks for r in scan_block(block, ALICE.public, mine)]
+    kinds = [r.kind for r in records]
+    assert kinds[-3:] == ["in", "registration", "stake"]
+    incoming = records[-3]
+    assert incoming.amount == 300_000 * COIN and incoming.height == 1
+    assert records[-2].amount > 100_000 * COIN and records[-2].fee > 0
+    assert records[-2].amount == 100_000 * COIN + records[-2].fee
+    assert sum(mine.values()) == chain.balance(ALICE.public)[0]
+    text = transfer_lines(records)
+    assert "+300000" in text[-3] and text[-2].split()[1] == "registration"
+    assert transfer_lines([]) == ["No transfers yet."]
+
+
+# --- wallet RPC bind ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("bind", ["127.0.0.1:9234", "127.5.6.7:1", "localhost:80", "[::1]:9234"])
+def test_loopback_binds_are_accepted(bind):
+    assert check_bind(bind).port == int(bind.rsplit(":", 1)[1])
+
+
+@pytest.mark.parametrize(("bind", "needle"), [
+    ("0.0.0.0:9234", "local only"), ("192.168.1.2:9234", "local only"), ("[::]:9234", "local only"),
+    ("example.com:9234", "local only"), ("127.0.0.1", "form <ip>:<port>"),
+    ("127.0.0.1:0", "not a port number"), ("127.0.0.1:99999", "not a port number"),
+])
+def test_other_binds_are_refused(bind, needle):
+    with pytest.raises(WalletError, match=needle):
+        check_bind(bind)
