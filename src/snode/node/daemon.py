@@ -30,6 +30,7 @@ from snode.node.metrics import render as render_metrics
 from snode.node.node import Identity, Node
 from snode.node.progress import SyncProgressBar
 from snode.node.sn_service import ServiceNodeDuties
+from snode.node.systemd import notify
 from snode.params import REGTEST_AUTHORITY_SEED
 from snode.rpc.methods import MethodTable
 from snode.rpc.server import make_app
@@ -132,7 +133,10 @@ class Daemon:
                  cfg.params.name, node.height, cfg.rpc_admin, cfg.p2p_bind,
                  f", service node {node.identity.key.public.hex()}" if node.identity else "")
         print(node.status_line(int(time.time())), flush=True)
+        notify(f"READY=1\nSTATUS={node.status_line(int(time.time()))}")
+        tasks.append(asyncio.create_task(self._report_status(node), name="sd_notify"))
         await self.stop_event.wait()
+        notify("STOPPING=1")
         log.info("stopping")
         for task in tasks:
             task.cancel()
@@ -185,6 +189,12 @@ class Daemon:
             except Exception:
                 log.exception("block production failed")
                 await asyncio.sleep(interval)
+
+    async def _report_status(self, node: Node) -> None:
+        """Keep systemd's STATUS (shown by `systemctl status`) on the status line."""
+        while True:
+            await asyncio.sleep(10)
+            notify(f"STATUS={node.status_line(int(time.time()))}")
 
     async def _console(self, node: Node) -> None:
         """Console commands on stdin: status, print_sn_key, exit."""
