@@ -2,32 +2,43 @@
 
 Every node computes the same answer from the same (registry, block hash, round): the candidates
 are sorted by public key and shuffled by a BLAKE2b stream seeded with the block hash.
+
+Each rule comes in two forms: one over the registry's nodes, the rule as written (it filters and
+sorts them), and a `..._from_active` / `..._from_queue` form over the registry's index
+(`state.RegistryIndex`), already filtered and sorted, which blocks use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
 
 from snode.core.crypto import hash32
 from snode.core.service_nodes import is_payable, reward_order_key
-from snode.core.state import Quorum, ServiceNode
+from snode.core.state import Quorum, RewardEntry, ServiceNode
 from snode.params import NetworkParams
 
 
-def _shuffled(keys: Sequence[bytes], seed: bytes, count: int) -> tuple[bytes, ...]:
-    """The first `count` keys of a Fisher-Yates shuffle of sorted keys driven by seed."""
-    pool = sorted(keys)
-    count = min(count, len(pool))
-    for i in range(count):
+def _shuffled(sorted_keys: Sequence[bytes], seed: bytes, count: int) -> tuple[bytes, ...]:
+    """The first `count` keys of a Fisher-Yates shuffle of `sorted_keys` driven by seed.
+
+    Step i swaps places i and j >= i, after which place i holds its final key; so instead of
+    copying every key, only the later places a swap changed are kept (in `moved`).
+    """
+    n = len(sorted_keys)
+    moved: dict[int, bytes] = {}
+    drawn = []
+    for i in range(min(count, n)):
         draw = int.from_bytes(hash32(seed + i.to_bytes(4, "big"))[:8], "big")
-        j = i + draw % (len(pool) - i)
-        pool[i], pool[j] = pool[j], pool[i]
-    return tuple(pool[:count])
+        j = i + draw % (n - i)
+        drawn.append(moved.get(j, sorted_keys[j]))
+        moved[j] = moved.get(i, sorted_keys[i])
+    return tuple(drawn)
 
 
 def active_keys(nodes: Iterable[ServiceNode]) -> list[bytes]:
-    """Public keys of the active nodes."""
-    return [sn.pubkey for sn in nodes if sn.active]
+    """Public keys of the active nodes, sorted."""
+    return sorted(sn.pubkey for sn in nodes if sn.active)
 
 
 def authority_quorum(height: int, authorities: Sequence[bytes]) -> Quorum:
@@ -40,7 +51,16 @@ def obligations_quorum(
     authorities: Sequence[bytes], params: NetworkParams,
 ) -> Quorum:
     """The quorum that judges every funded node at `height` (block_hash is that block's)."""
-    active = active_keys(nodes)
+    return obligations_quorum_from_active(
+        active_keys(nodes), block_hash, height, authorities, params
+    )
+
+
+def obligations_quorum_from_active(
+    active: Sequence[bytes], block_hash: bytes, height: int,
+    authorities: Sequence[bytes], params: NetworkParams,
+) -> Quorum:
+    """`obligations_quorum`, given the sorted public keys of the active nodes."""
     if len(active) < params.min_active_sns:
         return authority_quorum(height, authorities)
     size = params.quorum_size(len(active))
@@ -60,12 +80,41 @@ def block_leader(
     return payable[round % len(payable)].pubkey
 
 
+def block_leader_from_queue(
+    reward_queue: Iterable[RewardEntry], registry: Mapping[bytes, ServiceNode], height: int,
+    round: int, params: NetworkParams,
+) -> bytes | None:
+    """`block_leader`, given the registry's reward queue (no sort)."""
+    payable = [
+        entry[2] for entry in reward_queue if is_payable(registry[entry[2]], height - 1, params)
+    ]
+    if not payable:
+        return None
+    return payable[round % len(payable)]
+
+
 def block_validators(
     nodes: Iterable[ServiceNode], prev_hash: bytes, round: int, leader: bytes,
     params: NetworkParams,
 ) -> tuple[bytes, ...]:
     """Validators of (height, round): drawn from the active set without the leader."""
     candidates = [k for k in active_keys(nodes) if k != leader]
+    return _drawn_validators(candidates, prev_hash, round, params)
+
+
+def block_validators_from_active(
+    active: Sequence[bytes], prev_hash: bytes, round: int, leader: bytes, params: NetworkParams,
+) -> tuple[bytes, ...]:
+    """`block_validators`, given the sorted public keys of the active nodes."""
+    i = bisect_left(active, leader)
+    if i < len(active) and active[i] == leader:
+        return _drawn_validators([*active[:i], *active[i + 1:]], prev_hash, round, params)
+    return _drawn_validators(active, prev_hash, round, params)
+
+
+def _drawn_validators(
+    candidates: Sequence[bytes], prev_hash: bytes, round: int, params: NetworkParams
+) -> tuple[bytes, ...]:
     size = (
         min(params.validators_size, len(candidates))
         if params.private_public_ip_allowed else params.validators_size

@@ -7,12 +7,15 @@ an operator or staker needs to fix the problem.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 import msgspec
 
 from snode.core.errors import InvalidRegistration, InvalidStake, InvalidStateChange
-from snode.core.state import NO_HEIGHT, Contribution, ServiceNode
+from snode.core.state import (  # reward_order_key lives with the queue it orders; named here too
+    NO_HEIGHT, Contribution, RewardEntry, ServiceNode, reward_order_key,
+)
 from snode.core.transactions import Registration
 from snode.core.units import format_coins, format_percent
 from snode.params import MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM, PPM, NetworkParams
@@ -252,17 +255,31 @@ def apply_state_change(
 
 # --- rewards ------------------------------------------------------------------------------
 
-def reward_order_key(sn: ServiceNode) -> tuple[int, int, bytes]:
-    """Round robin: least recently paid first, then earliest registered, then by key."""
-    return (sn.last_reward_height, sn.registration_height, sn.pubkey)
-
-
 def next_reward_winner(
     nodes: "list[ServiceNode]", height: int, params: NetworkParams
 ) -> ServiceNode | None:
-    """The payable node that block `height` pays, judged by the parent's registry."""
+    """The payable node that block `height` pays, judged by the parent's registry.
+
+    The rule as written, scanning every node; blocks use `reward_winner_from_queue`.
+    """
     payable = [sn for sn in nodes if is_payable(sn, height - 1, params)]
     return min(payable, key=reward_order_key) if payable else None
+
+
+def reward_winner_from_queue(
+    reward_queue: Iterable[RewardEntry], registry: Mapping[bytes, ServiceNode], height: int,
+    params: NetworkParams,
+) -> ServiceNode | None:
+    """`next_reward_winner` of `registry`, given its reward queue (`state.RegistryIndex`).
+
+    The queue holds every active node in reward order, so the winner is its first node past the
+    grace period: only nodes activated in the last few blocks are looked at and skipped.
+    """
+    for entry in reward_queue:
+        sn = registry[entry[2]]
+        if is_payable(sn, height - 1, params):
+            return sn
+    return None
 
 
 def reward_split(sn: ServiceNode, reward: int) -> list[tuple[bytes, int]]:

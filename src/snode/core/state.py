@@ -3,11 +3,18 @@
 Built on persistent HAMT maps (immutables.Map): a block makes a new state that shares all
 untouched entries with its parent, so a new state costs O(changes x log n), and any state a
 caller still holds stays valid.
+
+A state also carries a RegistryIndex (the sorted active keys and the reward queue) derived from
+its registry, so that each block finds its reward winner and draws its quorum without scanning
+or sorting every node. It is neither stored nor compared: a state loaded from disk or made by
+hand has none, and the first block applied on it builds one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from bisect import bisect_left, insort
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Generic, TypeVar
 
 import immutables
@@ -92,6 +99,94 @@ class Quorum(msgspec.Struct, frozen=True, array_like=True):
     """Votes needed for a state change."""
 
 
+RewardEntry = tuple[Height, Height, PubKey]
+"""A node's place in the reward queue: (last_reward_height, registration_height, pubkey)."""
+
+_Sorted = TypeVar("_Sorted", PubKey, RewardEntry)
+
+
+def reward_order_key(sn: ServiceNode) -> RewardEntry:
+    """Round robin: least recently paid first, then earliest registered, then by key."""
+    return (sn.last_reward_height, sn.registration_height, sn.pubkey)
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryIndex:
+    """What each block reads of the registry, kept sorted so that no block has to sort it."""
+
+    registry: immutables.Map[bytes, ServiceNode] = field(compare=False, repr=False)
+    """The registry it was derived from. A state uses its index only while it holds this very
+    map (an identity check), so a state whose registry was swapped never reads a stale index."""
+    active_keys: tuple[PubKey, ...]
+    """Public keys of the active nodes, sorted: the pool from which quorums and validators are
+    drawn."""
+    reward_queue: tuple[RewardEntry, ...]
+    """`reward_order_key` of every active node, sorted: the next winner is the first entry
+    whose node is past its payable grace period."""
+
+
+def build_index(registry: immutables.Map[bytes, ServiceNode]) -> RegistryIndex:
+    """The index of a registry, from scratch: O(n log n)."""
+    active = [sn for sn in registry.values() if sn.active]
+    return RegistryIndex(
+        registry=registry,
+        active_keys=tuple(sorted(sn.pubkey for sn in active)),
+        reward_queue=tuple(sorted(reward_order_key(sn) for sn in active)),
+    )
+
+
+def updated_index(
+    index: RegistryIndex, registry: immutables.Map[bytes, ServiceNode],
+    before: Mapping[bytes, ServiceNode | None],
+) -> RegistryIndex:
+    """The index of `registry`, given `index` of a registry that differs from it only in the
+    keys of `before` (their old records; None where a key did not exist).
+
+    Copies a sorted tuple only when it changes (a C-speed copy, microseconds for thousands of
+    nodes) and finds places by bisection.
+    """
+    keys_out: list[PubKey] = []
+    keys_in: list[PubKey] = []
+    entries_out: list[RewardEntry] = []
+    entries_in: list[RewardEntry] = []
+    for key, old in before.items():
+        new = registry.get(key)
+        old_entry = reward_order_key(old) if old is not None and old.active else None
+        new_entry = reward_order_key(new) if new is not None and new.active else None
+        if old_entry == new_entry:
+            continue
+        if old_entry is None:
+            keys_in.append(key)
+        else:
+            entries_out.append(old_entry)
+        if new_entry is None:
+            keys_out.append(key)
+        else:
+            entries_in.append(new_entry)
+    return RegistryIndex(
+        registry=registry,
+        active_keys=_edited(index.active_keys, keys_out, keys_in),
+        reward_queue=_edited(index.reward_queue, entries_out, entries_in),
+    )
+
+
+def _edited(
+    items: tuple[_Sorted, ...], remove: list[_Sorted], add: list[_Sorted]
+) -> tuple[_Sorted, ...]:
+    """Sorted `items` without `remove` (each must be there) and with `add`."""
+    if not remove and not add:
+        return items
+    edited = list(items)
+    for item in remove:
+        i = bisect_left(edited, item)
+        if i == len(edited) or edited[i] != item:
+            raise ValueError("registry index does not match the registry")
+        del edited[i]
+    for item in add:
+        insort(edited, item)
+    return tuple(edited)
+
+
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -112,6 +207,9 @@ class ChainState:
     """Registered service nodes by public key."""
     quorums: immutables.Map[int, Quorum] = field(default_factory=immutables.Map)
     """Obligations quorums of the most recent heights."""
+    index: RegistryIndex | None = field(default=None, compare=False, repr=False)
+    """Derived from service_nodes, never stored; None until built (`with_index`). Read it
+    through `current_index` or `registry_index`."""
 
     def total_unspent(self) -> int:
         """Sum of all unspent outputs."""
@@ -120,6 +218,23 @@ class ChainState:
     def total_staked(self) -> int:
         """Sum of all contributions to service nodes."""
         return sum(sn.total_contributed for sn in self.service_nodes.values())
+
+
+def current_index(state: ChainState) -> RegistryIndex | None:
+    """The index state carries, if it was derived from state's registry; else None."""
+    index = state.index
+    return index if index is not None and index.registry is state.service_nodes else None
+
+
+def registry_index(state: ChainState) -> RegistryIndex:
+    """The index of state's registry: its own, or one built from scratch."""
+    return current_index(state) or build_index(state.service_nodes)
+
+
+def with_index(state: ChainState) -> ChainState:
+    """`state` with the index of its registry (`state` itself when it has it)."""
+    index = registry_index(state)
+    return state if index is state.index else replace(state, index=index)
 
 
 MAP_NAMES: Final = ("utxos", "service_nodes", "quorums")
@@ -189,7 +304,11 @@ def undo_block(state: ChainState, undo: Undo) -> ChainState:
             else:
                 mutation[key] = old
         maps[name] = mutation.finish()
+    index = current_index(state)
+    if index is not None:
+        restored = {key: state.service_nodes.get(key) for key, _ in undo.service_nodes}
+        index = updated_index(index, maps["service_nodes"], restored)
     return ChainState(
         height=state.height - 1, tip_hash=undo.prev_tip_hash, timestamp=undo.prev_timestamp,
-        issued=undo.prev_issued, **maps,
+        issued=undo.prev_issued, index=index, **maps,
     )

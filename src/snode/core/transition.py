@@ -4,6 +4,9 @@ Reads like the rule book: check the header, check the producer, apply each trans
 tracked copy of the state, check the coinbase, record the quorum of the new height, then verify
 every collected signature in one batch (the shell may spread that batch over threads). Nothing is
 mutated: the caller's state stays valid whatever happens.
+
+The reward winner and the quorum come from the registry index (`state.RegistryIndex`), which
+each block updates for the nodes it touched: no block scans or sorts the whole registry.
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ from snode.core.crypto import verify
 from snode.core.encoding import encode
 from snode.core.errors import BadSignature, InvalidBlock, InvalidStateChange, InvalidTransaction
 from snode.core.genesis import Consensus
-from snode.core.quorums import obligations_quorum
-from snode.core.state import ChainState, Quorum, ServiceNode, TrackedMap, Undo, UtxoEntry
+from snode.core.quorums import obligations_quorum_from_active
+from snode.core.state import (
+    ChainState, Quorum, ServiceNode, TrackedMap, Undo, UtxoEntry, current_index, registry_index,
+    updated_index, with_index,
+)
 from snode.core.transactions import (
     TX_VERSION, Coinbase, Registration, Stake, StateChange, Transaction, TxOut,
     check_stateless, outpoint_key, registration_hash, signing_hash, state_change_hash, txid,
@@ -219,7 +225,9 @@ def coinbase_outputs(
     """
     params = consensus.params
     height = state.height + 1
-    winner = sn_rules.next_reward_winner(list(state.service_nodes.values()), height, params)
+    winner = sn_rules.reward_winner_from_queue(
+        registry_index(state).reward_queue, state.service_nodes, height, params
+    )
     recipient = fee_recipient(state, producer)
     if winner is None:
         outputs = [(recipient, params.block_reward + fees)]
@@ -288,6 +296,7 @@ def apply_block(
     """
     params = consensus.params
     check_header(state, block, consensus, now)
+    state = with_index(state)
     header = block.header
     size = len(encode(block))
     if size > MAX_BLOCK_BYTES:
@@ -320,8 +329,9 @@ def apply_block(
         w.service_nodes.set(winner, _paid(paid, header.height))
 
     service_nodes = w.service_nodes.finish()
-    w.quorums.set(header.height, obligations_quorum(
-        service_nodes.values(), this_hash, header.height, consensus.authorities, params
+    index = updated_index(registry_index(state), service_nodes, w.service_nodes.old)
+    w.quorums.set(header.height, obligations_quorum_from_active(
+        index.active_keys, this_hash, header.height, consensus.authorities, params
     ))
     if w.quorums.get(header.height - STATE_CHANGE_WINDOW) is not None:
         w.quorums.delete(header.height - STATE_CHANGE_WINDOW)
@@ -336,7 +346,7 @@ def apply_block(
     new_state = ChainState(
         height=header.height, tip_hash=this_hash, timestamp=header.timestamp,
         issued=state.issued + params.block_reward, utxos=w.utxos.finish(),
-        service_nodes=service_nodes, quorums=w.quorums.finish(),
+        service_nodes=service_nodes, quorums=w.quorums.finish(), index=index,
     )
     return new_state, undo
 
@@ -358,8 +368,12 @@ def apply_transaction(
     fee = _apply_transaction(
         w, tx, tx_id or txid(tx), state.height + 1, block_time, consensus
     )
+    service_nodes = w.service_nodes.finish()
+    index = current_index(state)
+    if index is not None:
+        index = updated_index(index, service_nodes, w.service_nodes.old)
     new_state = replace(
-        state, utxos=w.utxos.finish(), service_nodes=w.service_nodes.finish(),
+        state, utxos=w.utxos.finish(), service_nodes=service_nodes, index=index,
     )
     return new_state, fee, w.checks
 

@@ -29,7 +29,7 @@ from snode.node.sn_service import ServiceNodeDuties
 from snode.params import MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM
 from snode.rpc import errors as E
 from snode.rpc.errors import RpcError
-from snode.rpc.records import service_node_record
+from snode.rpc.records import cached_address, service_node_record
 
 REG_FAILED = "Failed to make registration command"
 MAX_GENERATE = 1000
@@ -37,6 +37,10 @@ MAX_GENERATE = 1000
 
 class NoParams(msgspec.Struct, forbid_unknown_fields=True):
     """Methods that take no parameters."""
+
+
+_NO_PARAMS = NoParams()
+_json = msgspec.json.Encoder()
 
 
 class GetServiceNodesParams(msgspec.Struct, forbid_unknown_fields=True):
@@ -106,6 +110,7 @@ class MethodTable:
         self.request_stop = request_stop
         self.clock = clock
         self._sn_cache: tuple[tuple[bytes, int], msgspec.Raw] | None = None
+        self._record_cache: dict[bytes, tuple[ServiceNode, tuple[int, bool], bytes]] = {}
         self._table: dict[str, tuple[Callable[[Any], Awaitable[Any]], type[msgspec.Struct] | None]] = {
             "get_info": (self.get_info, NoParams),
             "get_height": (self.get_height, NoParams),
@@ -139,6 +144,8 @@ class MethodTable:
         fn, schema = entry
         if schema is None:
             return await fn(params)
+        if schema is NoParams and not params:
+            return await fn(_NO_PARAMS)
         try:
             args = msgspec.convert(params, schema)
         except msgspec.ValidationError as err:
@@ -171,11 +178,22 @@ class MethodTable:
             keys = [_hex32("service_node_pubkeys", k) for k in p.service_node_pubkeys]
             records = [self._record(state.service_nodes[k]) for k in keys if k in state.service_nodes]
             return {"service_node_states": records, "height": state.height}
-        # The full list changes only with the tip or a new uptime proof: serve it encoded once.
+        # The list changes only with the tip or a new uptime proof; even then only a few records
+        # change, and the state maps share unchanged records, so each record's encoding is kept
+        # until its record object, its proof time or its payable flag changes.
         key = (state.tip_hash, node.proofs_version)
         if self._sn_cache is None or self._sn_cache[0] != key:
-            records = [self._record(sn) for sn in state.service_nodes.values()]
-            self._sn_cache = (key, msgspec.Raw(msgspec.json.encode(records)))
+            height, params, proofs = node.height, node.params, node.last_proofs
+            old, new, parts = self._record_cache, {}, []
+            for pk, sn in state.service_nodes.items():
+                stamp = (proofs.get(pk, 0), sn_rules.is_payable(sn, height, params))
+                hit = old.get(pk)
+                if hit is None or hit[0] is not sn or hit[1] != stamp:
+                    hit = (sn, stamp, _json.encode(self._record(sn)))
+                new[pk] = hit
+                parts.append(hit[2])
+            self._record_cache = new
+            self._sn_cache = (key, msgspec.Raw(b"[" + b",".join(parts) + b"]"))
         return {"service_node_states": self._sn_cache[1], "height": state.height}
 
     def _record(self, sn: ServiceNode) -> dict[str, Any]:
@@ -185,7 +203,7 @@ class MethodTable:
                                      last_uptime_proof=node.last_proofs.get(sn.pubkey, 0))
         record.update({
             "status": sn_rules.status(sn).value,
-            "operator_address": encode_address(prefix, sn.operator),
+            "operator_address": cached_address(prefix, sn.operator),
             "funded_height": sn.funded_height,
             "activation_height": sn.active_since,
             "last_reward_height": sn.last_reward_height,

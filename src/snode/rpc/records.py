@@ -3,12 +3,19 @@ the walkthrough and any other tool that shows a service node."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from snode.core.address import encode_address
 from snode.core.service_nodes import is_payable
 from snode.core.state import ServiceNode
 from snode.params import NetworkParams
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def cached_address(prefix: str, public: bytes) -> str:
+    """encode_address, memoised: a node's contributors are shown again on every refresh."""
+    return encode_address(prefix, public)
 
 
 def service_node_record(
@@ -26,7 +33,7 @@ def service_node_record(
         "staking_requirement": sn.staking_requirement,
         "operator_fee": sn.fee_ppm,
         "contributors": [
-            {"address": encode_address(params.address_prefix, c.owner), "amount": c.amount,
+            {"address": cached_address(params.address_prefix, c.owner), "amount": c.amount,
              "reserved": c.reserved}
             for c in sn.contributors
         ],

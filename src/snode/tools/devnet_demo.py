@@ -154,6 +154,9 @@ def run_story(devnet: Devnet, story: Story) -> None:
     story.show()
     _wallet_ok(devnet, "alice", "--command", f"stake {pool_pk} 60000", "--yes")
     say(f"alice: stake {pool_pk[:12]}... 60000")
+    # "100%" means what the node still needs on the chain, so bob waits for alice's stake.
+    story.wait("alice's stake to be mined",
+               lambda: (story.record(pool_pk) or {}).get("total_contributed", 0) >= 160_000 * 10**9, 30)
     _wallet_ok(devnet, "bob", "--command", f"stake {pool_pk} 100%", "--yes")
     say(f"bob: stake {pool_pk[:12]}... 100% (of what node2 still needs)")
     pool = story.wait("node2 to be full", lambda: (r := story.record(pool_pk)) and r["funded"] and r, 30)
