@@ -153,6 +153,12 @@ def test_registration_through_raw_transaction(nodes, sn):
     assert_equal(sn.send_uptime_proof(), {"status": "OK"})
     rec = sn.get_service_nodes({})["service_node_states"][0]
     assert rec["last_uptime_proof"] > 0
+    # The cached full list must equal freshly built records, after a proof and after a block.
+    for _ in range(2):
+        full = sn.get_service_nodes({})["service_node_states"]
+        fresh = sn.get_service_nodes(service_node_pubkeys=[r["service_node_pubkey"] for r in full])
+        assert_equal(full, fresh["service_node_states"])
+        sn.generate_blocks(blocks=1)
     assert sn.get_info()["status_line"].endswith("s") and "proof: never" not in sn.get_info()["status_line"]
 
 
