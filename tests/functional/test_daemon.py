@@ -183,3 +183,70 @@ def test_devnet_authority_produces_blocks(nodes, tmp_path):
     assert_equal(follower.get_info()["height"], 0)  # no authority key, no blocks (and no P2P yet)
     block = producer.get_block(height=1)
     assert_equal(block["producer"], authority.public.hex())
+
+
+@pytest.mark.parametrize("args, option, rule", [
+    (["--regtest", "--testnet"], "--testnet", "at most one network flag"),
+    (["--regtest", "--data-dir="], "--data-dir", "empty"),
+    (["--regtest", "--rpc-admin=127.0.0.1:38090", "--p2p-bind-port=38090"], "--p2p-bind-port", "also the --rpc-admin port"),
+])
+def test_more_bad_values(tmp_path, args, option, rule):
+    out = run_snoded([*args, "--non-interactive"])
+    assert_equal(out.returncode, 1, out.stderr)
+    assert option in out.stderr and rule in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+def test_uncreatable_data_dir_is_one_line(tmp_path):
+    ip = next_loopback_ip()
+    out = run_snoded(["--regtest", "--non-interactive", "--data-dir=/proc/snode-test",
+                      f"--rpc-admin={ip}:38091", f"--p2p-bind-ip={ip}"])
+    assert_equal(out.returncode, 1)
+    assert out.stderr.startswith("snoded: --data-dir: cannot use /proc/snode-test"), out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("stdin", ["file", "devnull", "closed pipe"])
+def test_console_is_off_when_stdin_is_not_a_console(tmp_path, stdin):
+    """Started like `snoded ... < file`, `< /dev/null` or from a script whose pipe closes,
+    without --non-interactive: the daemon runs on (an `exit` in a file is not a command) and
+    stops on SIGTERM."""
+    ip = next_loopback_ip()
+    commands = tmp_path / "commands"
+    commands.write_text("exit\n")
+    source = open(commands) if stdin == "file" else {"devnull": subprocess.DEVNULL, "closed pipe": subprocess.PIPE}[stdin]
+    args = [sys.executable, "-m", "snode.node.daemon", "--regtest", f"--data-dir={tmp_path / 'dd'}",
+            f"--rpc-admin={ip}:38091", f"--p2p-bind-ip={ip}"]
+    try:
+        with subprocess.Popen(args, stdin=source, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as proc:
+            try:
+                if stdin == "closed pipe":
+                    proc.stdin.close()
+                assert proc.stdout.readline().startswith("v0.1.0; Height: 0")
+                with pytest.raises(subprocess.TimeoutExpired):
+                    proc.wait(1.5)
+                proc.send_signal(signal.SIGTERM)
+                assert_equal(proc.wait(20 * TIMEOUT_FACTOR), 0)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+    finally:
+        if stdin == "file":
+            source.close()
+
+
+def test_registered_key_without_service_node_flag_warns(nodes):
+    from tests.functional.sn_helpers import SOLO, fund_and_unlock, key, register
+    from snode.params import COIN
+
+    node = nodes.add(extra_args=["--service-node"])
+    op = key("forgetful op")
+    fund_and_unlock(node, {op.public: SOLO + COIN})
+    register(node, node, op, SOLO)
+    node.generate_blocks(blocks=1)
+    node.stop()
+    node.extra_args = []
+    node.start()
+    wait_until(lambda: "is registered, but snoded runs without --service-node" in node.stderr_text(),
+               what="the warning")

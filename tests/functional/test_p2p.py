@@ -160,3 +160,88 @@ def test_known_peers_survive_restart(nodes):
     a.start()  # no add_peer this time: the address comes from the data dir
     wait_until(lambda: any(p["address"].startswith(b.ip + ":") for p in a.get_peers()["peers"]),
                timeout=30, what="reconnection to the saved peer")
+
+
+def signed_block_with_bad_transfer(node):
+    """A block on node's tip, correctly signed by the (public) regtest authority, whose only
+    transfer spends an output that does not exist."""
+    from snode.core.blocks import make_block
+    from snode.core.crypto import SigningKey
+    from snode.core.transactions import TX_VERSION, Coinbase, OutPoint, Transfer, TxOut
+    from snode.params import REGTEST, REGTEST_AUTHORITY_SEED
+
+    authority = SigningKey(REGTEST_AUTHORITY_SEED)
+    info = node.get_info()
+    tip = node.get_block(height=info["height"])
+    coinbase = Transaction(TX_VERSION, (), (TxOut(authority.public, REGTEST.block_reward),), Coinbase(info["height"] + 1), ())
+    bogus = Transaction(TX_VERSION, (OutPoint(bytes(32), 0),), (TxOut(authority.public, COIN),), Transfer(), (bytes(64),))
+    return make_block(height=info["height"] + 1, prev_hash=bytes.fromhex(tip["hash"]), timestamp=tip["timestamp"] + 1,
+                      transactions=(coinbase, bogus), producer_key=authority, network_id=REGTEST.network_id)
+
+
+def test_signed_block_with_invalid_transaction_is_banned(nodes):
+    victim, honest = nodes.add(), nodes.add()
+    honest.generate_blocks(blocks=5)
+    source = next_loopback_ip()
+    peer = FakePeer(victim, source_ip=source)
+    try:
+        peer.handshake()
+        peer.send(P.NewBlock(encode(signed_block_with_bad_transfer(victim))))
+        assert peer.closed_by_node()
+    finally:
+        peer.close()
+    bans = {b["ip"]: b["reason"] for b in victim.get_peers()["bans"]}
+    assert "does not exist or is already spent" in bans[source], bans
+    assert "Traceback" not in victim.stderr_text()
+    connect_nodes(victim, honest)
+    sync_blocks([victim, honest])
+
+
+def test_peer_lying_about_height_is_banned_and_sync_goes_on(nodes):
+    victim, honest = nodes.add(), nodes.add()
+    honest.generate_blocks(blocks=5)
+    source = next_loopback_ip()
+    liar = FakePeer(victim, source_ip=source)
+    try:
+        liar.send(liar.hello(height=2**62))
+        liar.receive()  # the node's Hello
+        request = None
+        while not isinstance(request, P.GetBlocks):
+            request = liar.receive()
+        liar.send(P.Blocks(blocks=[], height=2**62))
+        assert liar.closed_by_node()
+    finally:
+        liar.close()
+    bans = {b["ip"]: b["reason"] for b in victim.get_peers()["bans"]}
+    assert "claims height" in bans[source], bans
+    connect_nodes(victim, honest)
+    sync_blocks([victim, honest])
+    assert_equal(victim.get_info()["target_height"], 0)
+
+
+def test_limits_before_the_handshake(nodes):
+    import socket
+
+    node = nodes.add()
+    source = next_loopback_ip()
+    # A frame larger than a Hello before the handshake: cut off and banned.
+    peer = FakePeer(node, source_ip=source)
+    try:
+        peer.send_raw((5_000).to_bytes(4, "big") + b"x" * 100)
+        assert peer.closed_by_node()
+    finally:
+        peer.close()
+    assert "exceeds the 4096-byte limit" in {b["ip"]: b["reason"] for b in node.get_peers()["bans"]}[source]
+    # At most 8 connections from one address, handshake or not.
+    crowd_ip = next_loopback_ip()
+    crowd = [socket.create_connection((node.ip, node.p2p_port), timeout=10, source_address=(crowd_ip, 0)) for _ in range(9)]
+    try:
+        crowd[-1].settimeout(10)
+        data = crowd[-1].recv(4096)
+        assert data == b"", "the ninth connection from one address should be closed at once"
+        crowd[0].settimeout(2)
+        assert crowd[0].recv(4096) != b""  # the first got the node's Hello
+    finally:
+        for s in crowd:
+            s.close()
+    assert_equal(node.get_info()["height"], 0)

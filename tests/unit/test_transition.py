@@ -7,7 +7,7 @@ import msgspec
 import pytest
 
 from snode.core.blocks import make_block
-from snode.core.errors import InvalidBlock, InvalidStateChange, InvalidTransaction
+from snode.core.errors import BlockFromFuture, InvalidBlock, InvalidStateChange, InvalidTransaction
 from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.transactions import (
     TX_VERSION, OutPoint, StateChange, Transaction, Transfer, TxOut, Vote, signing_hash,
@@ -58,7 +58,7 @@ def test_header_must_follow_the_tip(chain, changes, match):
 
 def test_block_too_far_in_the_future_is_refused(chain):
     block = chain.block_with([], timestamp=chain.now + MAX_FUTURE_BLOCK_TIME + 1)
-    _refused(chain, block, "too far in the future", now=chain.now)
+    _refused(chain, block, "ahead of this node's clock", BlockFromFuture, now=chain.now)
     apply_block(chain.state, block, chain.consensus, now=chain.now + 1)
 
 
@@ -82,7 +82,7 @@ def test_block_must_start_with_its_coinbase(chain):
     swapped = _rebuilt(chain, msgspec.structs.replace(block, transactions=block.transactions[::-1]))
     _refused(chain, swapped, "does not start with a coinbase")
     doubled = _rebuilt(chain, msgspec.structs.replace(block, transactions=block.transactions[:1] * 2))
-    _refused(chain, doubled, "coinbase may only be the first transaction", InvalidTransaction)
+    _refused(chain, doubled, "transaction 1: a coinbase may only be the first transaction")
 
 
 @pytest.mark.parametrize("delta", [1, -1])

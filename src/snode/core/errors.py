@@ -47,6 +47,10 @@ class InvalidBlock(SnodeError):
     """A block breaks a consensus rule."""
 
 
+class BlockFromFuture(InvalidBlock):
+    """A block dated too far ahead of this node's clock: maybe our clock, maybe theirs."""
+
+
 class InvalidGenesis(SnodeError):
     """A genesis document is malformed."""
 

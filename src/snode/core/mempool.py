@@ -78,7 +78,8 @@ def admit(
                 raise MempoolRejection("a state change for this node is already in the mempool")
     fee = check_transaction(state, tx, consensus, block_time=now, verifier=verifier)
     size = len(encode(tx))
-    if pool.total_bytes + size > MAX_POOL_BYTES:
+    # State changes pay no fee and keep the network honest: a full pool never holds them back.
+    if pool.total_bytes + size > MAX_POOL_BYTES and not isinstance(tx.payload, StateChange):
         raise MempoolRejection("mempool is full")
     entry = PoolEntry(tx=tx, txid=tx_id, size=size, fee=fee, arrival=pool.counter)
     spent = pool.spent.mutate()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated
 
 import msgspec
@@ -17,6 +18,10 @@ Port = Annotated[int, msgspec.Meta(ge=1, le=65_535)]
 
 class InvalidProof(SnodeError):
     """An uptime proof this node does not accept; the reason goes back to the sender."""
+
+
+class BadProofSignature(InvalidProof):
+    """A proof whose signature does not verify: forged, never an honest race."""
 
 
 class UptimeProof(msgspec.Struct, frozen=True, array_like=True):
@@ -66,5 +71,12 @@ def check_proof(
         raise InvalidProof(
             f"proofs are rate-limited to one per {params.proof_interval // 2} s"
         )
+    # After the cheap checks: in a mesh most copies of a proof are duplicates.
+    try:
+        ip = ipaddress.ip_address(proof.public_ip)
+    except ValueError:
+        raise InvalidProof(f"declared IP '{proof.public_ip}' is not an IP address") from None
+    if not params.private_public_ip_allowed and not ip.is_global:
+        raise InvalidProof(f"declared IP {ip} is not a public address")
     if not verify(proof.pubkey, proof_message(params.network_id, proof), proof.signature):
-        raise InvalidProof("proof signature is not valid")
+        raise BadProofSignature("proof signature is not valid")

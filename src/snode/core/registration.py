@@ -74,12 +74,12 @@ def parse_command(line: str, params: NetworkParams) -> Registration:
             owner = decode_address(params.address_prefix, addr)
         except InvalidAddress as err:
             raise InvalidRegistration(f"{who} {err}") from None
-        if not amount.isdigit() or not amount.isascii():
+        if not amount.isdigit() or not amount.isascii() or int(amount) > 2**63 - 1:
             raise InvalidRegistration(
                 f"{who} amount '{amount}' is not a whole number of atomic units"
             )
         reservations.append(Reservation(owner, int(amount)))
-    if not expiry_text.isdigit() or not expiry_text.isascii():
+    if not expiry_text.isdigit() or not expiry_text.isascii() or int(expiry_text) > 2**63 - 1:
         raise InvalidRegistration(f"expiry '{expiry_text}' is not a Unix timestamp")
     pubkey = _hex(pubkey_hex, PUBKEY_BYTES, "service node public key")
     signature = _hex(sig_hex, SIGNATURE_BYTES, "signature")

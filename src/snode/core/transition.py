@@ -21,7 +21,7 @@ from snode.core import service_nodes as sn_rules
 from snode.core.blocks import BLOCK_VERSION, Block, block_hash, producer_message, tx_root
 from snode.core.crypto import verify
 from snode.core.encoding import encode
-from snode.core.errors import BadSignature, InvalidBlock, InvalidStateChange, InvalidTransaction
+from snode.core.errors import BadSignature, BlockFromFuture, InvalidBlock, InvalidStateChange, InvalidTransaction
 from snode.core.genesis import Consensus
 from snode.core.quorums import obligations_quorum_from_active
 from snode.core.state import (
@@ -258,7 +258,9 @@ def check_header(state: ChainState, block: Block, consensus: Consensus, now: int
     if h.timestamp < state.timestamp:
         raise InvalidBlock("block timestamp is before its parent's")
     if now is not None and h.timestamp > now + MAX_FUTURE_BLOCK_TIME:
-        raise InvalidBlock("block timestamp is too far in the future")
+        raise BlockFromFuture(
+            f"block {h.height} timestamp is {h.timestamp - now} s ahead of this node's clock"
+        )
     if h.producer not in consensus.authorities:
         # SN block production (leader + validator signatures) is a later issue; until then
         # only the genesis authority produces blocks.
@@ -312,8 +314,11 @@ def apply_block(
         block.producer_signature, f"block {header.height}",
     ))
     fees = 0
-    for tx, tx_id in zip(block.transactions[1:], ids[1:]):
-        fees += _apply_transaction(w, tx, tx_id, header.height, header.timestamp, consensus)
+    for position, (tx, tx_id) in enumerate(zip(block.transactions[1:], ids[1:]), start=1):
+        try:
+            fees += _apply_transaction(w, tx, tx_id, header.height, header.timestamp, consensus)
+        except InvalidTransaction as err:
+            raise InvalidBlock(f"block {header.height} transaction {position}: {err.reason}") from None
 
     coinbase = block.transactions[0]
     check_stateless(coinbase)

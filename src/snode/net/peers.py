@@ -12,7 +12,7 @@ import asyncio
 import ipaddress
 import logging
 import os
-import random
+import socket
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -22,7 +22,7 @@ from typing import Any, Final
 from snode import __version__
 from snode.core.blocks import Block, block_hash
 from snode.core.encoding import decode, encode
-from snode.core.errors import BadSignature, DecodeError, InvalidBlock, SnodeError
+from snode.core.errors import BadSignature, BlockFromFuture, DecodeError, SnodeError
 from snode.core.transactions import Transaction, txid
 from snode.core.transition import check_block_stateless
 from snode.net import protocol as P
@@ -46,6 +46,11 @@ FLOOD_BURST: Final = 2_000.0
 MAX_KNOWN_ADDRESSES: Final = 1_000
 MAX_ORPHANS: Final = 100
 MAX_BRANCH_BLOCKS: Final = 20_000
+MAX_BRANCH_BYTES: Final = 64 * 1024 * 1024
+"""A fork offered by a peer is held in memory until it is longer than ours: bounded."""
+MAX_PER_IP: Final = 8
+HELLO_MAX_FRAME: Final = 4_096
+"""Until the handshake is done a peer may send only small frames."""
 SEEN_TX_CACHE: Final = 50_000
 PROGRESS_EVERY: Final = 5.0
 BACKOFF_MAX: Final = 30.0
@@ -86,12 +91,14 @@ class Peer:
         self.ip, self.port = str(peer[0]), int(peer[1])
         self.hello: P.Hello | None = None
         self.height = 0
-        self.decoder = FrameDecoder()
+        self.decoder = FrameDecoder(max_frame=HELLO_MAX_FRAME)
         self.inbox: deque[bytes] = deque()
         """Frames read but not handled yet: at most one read's worth (bounded by MAX_FRAME)."""
         self.bucket = TokenBucket(FLOOD_RATE, FLOOD_BURST, FLOOD_BURST, time.monotonic())
         self.pending: asyncio.Future[P.Blocks] | None = None
         self.connected_at = time.time()
+        self._out: list[bytes] = []
+        self._out_bytes = 0
 
     @property
     def name(self) -> str:
@@ -105,11 +112,23 @@ class Peer:
         return f"{self.ip}:{self.hello.listen_port}"
 
     def send(self, message: P.Message) -> None:
+        self.send_frame(P.frame(message))
+
+    def send_frame(self, data: bytes) -> None:
+        """Queue an encoded frame; the frames queued in one event-loop turn go out in one write."""
         if self.writer.is_closing():
             return
-        if self.writer.transport.get_write_buffer_size() > MAX_WRITE_BUFFER:
+        if self.writer.transport.get_write_buffer_size() + self._out_bytes > MAX_WRITE_BUFFER:
             raise ProtocolViolation("peer does not read what we send (write buffer over 32 MiB)")
-        self.writer.write(P.frame(message))
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._out.append(data)
+        self._out_bytes += len(data)
+
+    def _flush(self) -> None:
+        out, self._out, self._out_bytes = self._out, [], 0
+        if out and not self.writer.is_closing():
+            self.writer.write(b"".join(out))
 
     async def request_blocks(self, locator: list[bytes], max_count: int) -> P.Blocks:
         """Ask for blocks and wait for the answer; PeerGone on disconnect or timeout."""
@@ -126,6 +145,7 @@ class Peer:
     def close(self) -> None:
         if self.pending is not None and not self.pending.done():
             self.pending.set_exception(ConnectionError("peer closed"))
+        self._flush()  # frames queued in this turn (a rejection, a ban's last words) still go out
         if not self.writer.is_closing():
             self.writer.close()
 
@@ -156,6 +176,8 @@ class PeerManager:
         self.known: OrderedDict[str, None] = OrderedDict()
         self.priority: list[str] = list(priority)
         self._dialling: set[str] = set()
+        self._connections: set[Peer] = set()
+        """Every open connection, handshake done or not."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._server: asyncio.base_events.Server | None = None
         self._sync_wanted = asyncio.Event()
@@ -235,15 +257,28 @@ class PeerManager:
             log.debug("refused banned peer %s", peer.name)
             writer.close()
             return
-        if sum(1 for p in self.peers if not p.outbound) >= MAX_INBOUND:
-            log.info("refused peer %s: %d inbound peers already", peer.name, MAX_INBOUND)
+        # Connections still in their handshake count too: each may hold a buffer.
+        inbound = [p for p in self._connections if not p.outbound]
+        if len(inbound) >= MAX_INBOUND:
+            log.info("refused peer %s: %d inbound connections already", peer.name, MAX_INBOUND)
             writer.close()
             return
-        await self._run(peer)
+        if sum(1 for p in self._connections if p.ip == peer.ip) >= MAX_PER_IP:
+            log.info("refused peer %s: %d connections from that address already", peer.name, MAX_PER_IP)
+            writer.close()
+            return
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            await self._run(peer)
+        finally:
+            if task is not None:
+                self._tasks.discard(task)
 
     async def _dial(self, address: str) -> bool:
         """Connect to address and serve the peer until it goes; whether the handshake worked."""
-        parsed = parse_address(address)
+        parsed = await self._resolve(address)
         if parsed is None or self.is_banned(parsed[0]) or address in self._dialling:
             return False
         self._dialling.add(address)
@@ -261,6 +296,21 @@ class PeerManager:
             return await self._run(peer)
         finally:
             self._dialling.discard(address)
+
+    async def _resolve(self, address: str) -> tuple[str, int] | None:
+        """`ip:port` as is, `host:port` through the resolver; None (logged) if neither works."""
+        parsed = parse_address(address)
+        if parsed is not None:
+            return parsed
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            return None
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as err:
+            log.info("cannot resolve peer %s: %s", address, err)
+            return None
+        return (str(infos[0][4][0]), int(port)) if infos else None
 
     async def _keep_connected(self, address: str) -> None:
         delay = 1.0
@@ -315,14 +365,16 @@ class PeerManager:
     async def _run(self, peer: Peer) -> bool:
         """Handshake, then read messages until the peer goes or breaks the rules."""
         handshook = False
+        self._connections.add(peer)
         try:
             peer.send(self._hello())
-            first = await asyncio.wait_for(self._next_message(peer), HANDSHAKE_TIMEOUT)
+            first = await self._next_message(peer, HANDSHAKE_TIMEOUT)
             if not isinstance(first, P.Hello):
                 raise ProtocolViolation(f"first message was {type(first).__name__}, not Hello")
             if not self._accept_hello(peer, first):
                 return False
             handshook = True
+            peer.decoder.max_frame = P.MAX_FRAME
             self.peers.add(peer)
             log.info("connected to peer %s (%s, height %d)", peer.name,
                      "outbound" if peer.outbound else "inbound", peer.height)
@@ -332,7 +384,7 @@ class PeerManager:
             if peer.height > self.node.height:
                 self._sync_wanted.set()
             while True:
-                message = await asyncio.wait_for(self._next_message(peer), IDLE_TIMEOUT)
+                message = await self._next_message(peer)
                 await self._handle(peer, message)
         except ProtocolViolation as err:
             self.ban(peer, str(err))
@@ -340,22 +392,31 @@ class PeerManager:
             log.info("dropping peer %s: silent for too long", peer.name)
         except (ConnectionError, asyncio.IncompleteReadError, PeerGone, OSError):
             pass
+        except Exception:  # a bug must cost one connection, never the node
+            log.exception("error serving peer %s", peer.name)
         finally:
+            self._connections.discard(peer)
             peer.close()
             if peer in self.peers:
                 self.peers.discard(peer)
                 log.info("peer %s disconnected", peer.name)
         return handshook
 
-    async def _next_message(self, peer: Peer) -> P.Message:
-        while not peer.inbox:
-            data = await peer.reader.read(min(max(peer.decoder.needed(), 4096), 2**20))
-            if not data:
-                raise ConnectionError("closed")
-            peer.inbox.extend(peer.decoder.feed(data))
-        if not peer.bucket.take(time.monotonic()):
+    async def _next_message(self, peer: Peer, timeout: float = IDLE_TIMEOUT) -> P.Message:
+        if not peer.inbox:
+            async with asyncio.timeout(timeout):
+                while not peer.inbox:
+                    data = await peer.reader.read(min(max(peer.decoder.needed(), 4096), 2**20))
+                    if not data:
+                        raise ConnectionError("closed")
+                    peer.inbox.extend(peer.decoder.feed(data))
+        message = P.parse(peer.inbox.popleft())
+        # Uptime proofs are exempt: a busy network relays more of them than the flood rate
+        # (2,000 SNs proving every 2 s on devnet), a duplicate is rejected by one lookup, and a
+        # forged one gets its sender banned.
+        if not isinstance(message, P.Proof) and not peer.bucket.take(time.monotonic()):
             raise ProtocolViolation(f"flooding: more than {FLOOD_RATE:.0f} messages per second")
-        return P.parse(peer.inbox.popleft())
+        return message
 
     def _hello(self) -> P.Hello:
         node = self.node
@@ -427,7 +488,7 @@ class PeerManager:
         h = block.header
         try:
             check_block_stateless(block, node.consensus)
-        except InvalidBlock as err:
+        except SnodeError as err:
             raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
         peer.height = max(peer.height, h.height)
         if h.height <= node.height and node.store.block_hash_at(h.height) == block_hash(h):
@@ -438,7 +499,10 @@ class PeerManager:
             return
         try:
             node.accept_block(block, int(self.clock()))
-        except InvalidBlock as err:
+        except BlockFromFuture as err:
+            log.warning("ignored block %d from %s: %s (check both clocks)", h.height, peer.name, err.reason)
+            return
+        except SnodeError as err:
             raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
         self._apply_orphans()
 
@@ -489,11 +553,12 @@ class PeerManager:
     # --- relay --------------------------------------------------------------------------------
 
     def broadcast(self, message: P.Message, *, skip: Peer | None = None) -> None:
+        data = P.frame(message)
         for peer in list(self.peers):
             if peer is skip or peer.hello is None:
                 continue
             try:
-                peer.send(message)
+                peer.send_frame(data)
             except ProtocolViolation as err:
                 self.ban(peer, str(err))
 
@@ -531,9 +596,18 @@ class PeerManager:
                 try:
                     await self._sync_from(best)
                 except PeerGone as err:
-                    log.info("sync: %s", err)
+                    log.info("sync: %s; trying another peer", err)
+                    best.height = min(best.height, self.node.height)
+                    best.close()
+                except BlockFromFuture as err:
+                    log.warning("sync from %s paused: %s (check both clocks)", best.name, err.reason)
+                    best.height = min(best.height, self.node.height)
                 except ProtocolViolation as err:
                     self.ban(best, str(err))
+                except Exception:  # a bug must not end syncing for the life of the process
+                    log.exception("sync from %s failed", best.name)
+                    best.height = min(best.height, self.node.height)
+                    await asyncio.sleep(1)
             self._update_target()
             if self.on_progress is not None:
                 self.on_progress(self.node.height, self.node.target_height)
@@ -541,13 +615,19 @@ class PeerManager:
     async def _sync_from(self, peer: Peer) -> None:
         node = self.node
         branch: list[Block] = []
+        branch_bytes = 0
         started, start_height, last_report = time.monotonic(), node.height, time.monotonic()
         while True:
             locator = ([block_hash(branch[-1].header)] if branch else []) + node.locator()
             reply = await peer.request_blocks(locator, P.MAX_BLOCKS_PER_BATCH)
-            peer.height = reply.height
             if not reply.blocks:
+                if reply.height > node.height and not branch:
+                    raise ProtocolViolation(
+                        f"claims height {reply.height} but has no blocks after this node's {node.height}"
+                    )
+                peer.height = min(reply.height, node.height)
                 return
+            peer.height = reply.height
             blocks = self._decode_batch(reply.blocks)
             first = blocks[0].header
             if branch and first.prev_hash != block_hash(branch[-1].header):
@@ -556,19 +636,26 @@ class PeerManager:
             if not branch and first.prev_hash == node.state.tip_hash:
                 try:
                     node.accept_blocks(blocks, int(self.clock()))
-                except InvalidBlock as err:
+                except BlockFromFuture:
+                    raise
+                except SnodeError as err:
                     raise ProtocolViolation(f"sent an invalid block during sync: {err.reason}") from None
                 self._apply_orphans()
             else:
                 branch.extend(blocks)
-                if len(branch) > MAX_BRANCH_BLOCKS:
-                    raise PeerGone(f"{peer.name} offers a fork deeper than {MAX_BRANCH_BLOCKS} blocks")
+                branch_bytes += sum(len(raw) for raw in reply.blocks)
+                if len(branch) > MAX_BRANCH_BLOCKS or branch_bytes > MAX_BRANCH_BYTES:
+                    raise ProtocolViolation(
+                        f"offers a fork of more than {MAX_BRANCH_BLOCKS} blocks or {MAX_BRANCH_BYTES} bytes"
+                    )
                 if branch[-1].header.height > node.height:
                     try:
                         node.reorganize(branch, int(self.clock()))
-                    except InvalidBlock as err:
+                    except BlockFromFuture:
+                        raise
+                    except SnodeError as err:
                         raise ProtocolViolation(f"sent an invalid fork: {err.reason}") from None
-                    branch = []
+                    branch, branch_bytes = [], 0
             self._update_target()
             if self.on_progress is not None:
                 self.on_progress(node.height, node.target_height)
@@ -580,14 +667,19 @@ class PeerManager:
                 return
 
     def _decode_batch(self, raws: list[bytes]) -> list[Block]:
+        """Decode a batch and check what needs no state: each block signed by an authority,
+        heights consecutive, each block the child of the one before."""
         blocks = []
         for raw in raws:
             try:
-                blocks.append(decode(raw, Block))
-            except DecodeError as err:
-                raise ProtocolViolation(f"sent a block that does not decode: {err.reason}") from None
+                block = decode(raw, Block)
+                check_block_stateless(block, self.node.consensus)
+            except SnodeError as err:
+                raise ProtocolViolation(f"sent an invalid block during sync: {err.reason}") from None
+            blocks.append(block)
         for parent, child in zip(blocks, blocks[1:]):
-            if child.header.prev_hash != block_hash(parent.header):
+            if (child.header.prev_hash != block_hash(parent.header)
+                    or child.header.height != parent.header.height + 1):
                 raise ProtocolViolation("sent blocks that do not form a chain")
         return blocks
 

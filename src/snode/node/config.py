@@ -122,7 +122,9 @@ def build_config(
                 "--service-node-public-ip: required with --service-node on "
                 f"{params.name}; give the node's real public IP address"
             )
-        ip = rpc.host if rpc.host not in ("0.0.0.0", "::") else "127.0.0.1"
+        # Peers see our P2P address, so that is what proofs must declare.
+        bound = p2p_ip if p2p_ip not in ("0.0.0.0", "::") else rpc.host
+        ip = bound if bound not in ("0.0.0.0", "::") else "127.0.0.1"
     if ip is not None and not params.private_public_ip_allowed and not is_public_ip(ip):
         raise ConfigError(
             f"--service-node-public-ip: {ip} is not a public address; {params.name} needs the "
@@ -134,6 +136,16 @@ def build_config(
         if not _valid_hostname(host) and not _looks_like_ip(host):
             raise ConfigError(f"--rpc-allow-host: '{host}' is not a host name or IP address")
         allowed.append(host.lower())
+    if data_dir is not None and not data_dir.strip():
+        raise ConfigError("--data-dir: give a directory path (it is empty)")
+    ports = {"--rpc-admin": (rpc.host, rpc.port), "--p2p-bind-port": (p2p_ip, p2p_port)}
+    if service_node:
+        ports["--quorumnet-port"] = (p2p_ip, qnet)
+    seen: dict[int, str] = {}
+    for option, (_, port) in ports.items():
+        if port in seen:
+            raise ConfigError(f"{option}: port {port} is also the {seen[port]} port; give each its own port")
+        seen[port] = option
     genesis_path = Path(genesis) if genesis is not None else None
     if genesis_path is not None and not genesis_path.is_file():
         raise ConfigError(f"--genesis: {genesis} is not a readable file")

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
@@ -59,6 +61,34 @@ def bind_socket(option: str, endpoint: Endpoint) -> socket.socket:
     return sock
 
 
+def _stdin_is_console() -> bool:
+    """True when stdin can carry console commands: a pipe, or a terminal whose foreground job
+    is us. Reading a terminal from a background job stops it (SIGTTIN), and a regular file or
+    /dev/null is no console (the event loop cannot even watch one)."""
+    try:
+        fd = sys.stdin.fileno()
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            return True
+        return os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class _QuietClientErrors(logging.Filter):
+    """aiohttp logs a malformed request from a client as an ERROR with a traceback; for an
+    operator that is one line about the client, not an alert about the daemon."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            err = record.exc_info[1]
+            record.msg = "bad request from a client: %s"
+            record.args = (f"{type(err).__name__}: {err}",)
+            record.exc_info = None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
 def setup_logging(level: int, log_file: Path) -> None:
     """Log to stderr and to the data dir's log file."""
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -68,6 +98,7 @@ def setup_logging(level: int, log_file: Path) -> None:
         handler.setFormatter(fmt)
         root.addHandler(handler)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    logging.getLogger("aiohttp.server").addFilter(_QuietClientErrors())
 
 
 class Daemon:
@@ -90,10 +121,16 @@ class Daemon:
             bind_socket("--quorumnet-port", Endpoint(cfg.p2p_bind.host, cfg.quorumnet_port)).close()
         check_writable(cfg.data_dir)
         datadir = DataDir(cfg.data_dir)
-        datadir.create()
-        datadir.lock()
+        try:
+            datadir.create()
+            datadir.lock()
+        except OSError as err:
+            raise ConfigError(f"--data-dir: cannot use {cfg.data_dir}: {err.strerror or err}") from None
         setup_logging(cfg.log_level, datadir.log_file)
         node = self.node = self._open_node(datadir)
+        self._warn_unused_registration(datadir, node)
+        if cfg.public_ip is not None and not cfg.service_node:
+            log.warning("--service-node-public-ip is ignored without --service-node")
         if not cfg.rpc_admin.host.startswith("127.") and cfg.rpc_admin.host != "::1":
             log.warning(
                 "admin RPC bound to %s: it must never be reachable from the internet; "
@@ -127,8 +164,11 @@ class Daemon:
             loop.add_signal_handler(sig, self.request_stop)
         tasks = [asyncio.create_task(self._produce_blocks(node), name="producer"),
                  asyncio.create_task(duties.run_proofs(), name="uptime proofs")]
-        if not cfg.non_interactive:
+        if not cfg.non_interactive and _stdin_is_console():
             tasks.append(asyncio.create_task(self._console(node), name="console"))
+        elif not cfg.non_interactive:
+            log.info("console off: stdin is neither a pipe nor this process's terminal "
+                     "(--non-interactive says so explicitly)")
         log.info("snoded v%s on %s: height %d, admin RPC on %s, P2P on %s%s", __version__,
                  cfg.params.name, node.height, cfg.rpc_admin, cfg.p2p_bind,
                  f", service node {node.identity.key.public.hex()}" if node.identity else "")
@@ -151,6 +191,18 @@ class Daemon:
         datadir.unlock()
         log.info("stopped")
         return 0
+
+    def _warn_unused_registration(self, datadir: DataDir, node: Node) -> None:
+        """A registered SN key started without --service-node will be decommissioned."""
+        if self.config.service_node or not datadir.has_service_node_key():
+            return
+        key = datadir.service_node_key()
+        if key.public in node.state.service_nodes:
+            message = (f"this data dir's service-node key {key.public.hex()} is registered, but "
+                       "snoded runs without --service-node: it sends no uptime proofs and the "
+                       "node will be decommissioned; restart with --service-node")
+            log.warning("%s", message)
+            print(f"WARNING: {message}", file=sys.stderr, flush=True)
 
     def _open_node(self, datadir: DataDir) -> Node:
         cfg = self.config
@@ -207,7 +259,8 @@ class Daemon:
         while True:
             line = await reader.readline()
             if not line:
-                return  # stdin closed: keep running
+                print("console closed; the daemon keeps running (stop it with Ctrl-C or SIGTERM)", flush=True)
+                return
             command = line.decode(errors="replace").strip()
             if command == "status":
                 print(node.status_line(int(time.time())), flush=True)
@@ -218,9 +271,9 @@ class Daemon:
                 self.request_stop()
                 return
             elif command == "help":
-                print("commands: status, print_sn_key, exit", flush=True)
+                print("commands: status, print_sn_key, help, exit", flush=True)
             elif command:
-                print(f"unknown command '{command}'; commands: status, print_sn_key, exit", flush=True)
+                print(f"unknown command '{command}'; commands: status, print_sn_key, help, exit", flush=True)
 
 
 def run_loop(main: Any) -> int:
@@ -235,7 +288,8 @@ def run_loop(main: Any) -> int:
 
 @click.command(context_settings={"help_option_names": ["--help", "-h"], "max_content_width": 100})
 @click.option("--service-node", is_flag=True, help="Run as a service node.")
-@click.option("--data-dir", metavar="PATH", help="Data directory (keys, registration, chain).")
+@click.option("--data-dir", metavar="PATH",
+              help="Data directory: keys, registration, chain [~/.snode, ~/.snode/<network>].")
 @click.option("--p2p-bind-ip", metavar="IP", help="P2P bind address [0.0.0.0].")
 @click.option("--p2p-bind-port", metavar="PORT", help="P2P port [9230].")
 @click.option("--rpc-admin", metavar="IP:PORT", help="Admin RPC bind [127.0.0.1:9231]; keep it on loopback.")
@@ -247,14 +301,17 @@ def run_loop(main: Any) -> int:
               help="Peer to stay connected to (repeatable).")
 @click.option("--log-level", default="2", show_default=True, metavar="0-4", help="0 errors .. 4 trace.")
 @click.option("--non-interactive", is_flag=True, help="Never read console commands from stdin.")
-@click.option("--testnet", "network", flag_value="testnet", help="Use the test network.")
-@click.option("--devnet", "network", flag_value="devnet", help="Use a local development network.")
-@click.option("--regtest", "network", flag_value="regtest", help="Regression-test network (blocks on demand).")
+@click.option("--testnet", is_flag=True, help="Use the test network.")
+@click.option("--devnet", is_flag=True, help="Use a local development network.")
+@click.option("--regtest", is_flag=True, help="Regression-test network (blocks on demand).")
 @click.option("--genesis", metavar="FILE", help="Genesis document for this network.")
 @click.version_option(__version__, "--version", prog_name="snoded", message="%(prog)s v%(version)s")
-def cli(network: str | None, **flags: object) -> None:
-    """snoded: the snode service-node daemon."""
-    config = build_config(network=network or "mainnet", **flags)  # type: ignore[arg-type]
+def cli(testnet: bool, devnet: bool, regtest: bool, **flags: object) -> None:
+    """snoded: the snode service-node daemon (mainnet unless a network flag is given)."""
+    chosen = [name for name, on in (("testnet", testnet), ("devnet", devnet), ("regtest", regtest)) if on]
+    if len(chosen) > 1:
+        raise ConfigError(f"--{chosen[0]} and --{chosen[1]}: give at most one network flag")
+    config = build_config(network=chosen[0] if chosen else "mainnet", **flags)  # type: ignore[arg-type]
     code = run_loop(Daemon(config).run())
     sys.exit(code)
 

@@ -95,6 +95,9 @@ class DataDir:
     def log_file(self) -> Path:
         return self.path / LOG_FILE
 
+    def has_service_node_key(self) -> bool:
+        return (self.path / KEY_FILE).exists()
+
     def service_node_key(self) -> SigningKey:
         """The SN key: created on first start (mode 0600), the same one on every later start."""
         return self._key(KEY_FILE, create=True)  # type: ignore[return-value]

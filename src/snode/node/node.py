@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from snode import __version__
 from snode.core import mempool as mp
 from snode.core.blocks import Block
+from snode.core.chain import is_better_tip
 from snode.core.crypto import SigningKey
 from snode.core.genesis import Consensus
 from snode.core.production import build_block
@@ -113,8 +114,7 @@ class Node:
             self.pool, tx, self.state, self.consensus, now=now, verifier=self.verifier
         )
         log.info("mempool: accepted %s (%d bytes, fee %d)", entry.txid.hex(), entry.size, entry.fee)
-        for listener in self.tx_listeners:
-            listener(tx, entry.txid, source)
+        self._notify(self.tx_listeners, tx, entry.txid, source)
         return entry.txid
 
     def accept_block(self, block: Block, now: int) -> None:
@@ -157,10 +157,20 @@ class Node:
         mined = [txid(tx) for block in blocks for tx in block.transactions]
         self.pool = mp.revalidate(mp.remove(self.pool, mined), state, self.consensus, now=now)
         last = blocks[-1]
-        log.info("block %d %s: %d transactions%s", last.header.height, state.tip_hash.hex()[:16],
-                 len(last.transactions), f" (+{len(blocks) - 1} before it)" if len(blocks) > 1 else "")
-        for listener in self.tip_listeners:
-            listener(blocks)
+        log.info("block %d %s: %d transaction%s%s", last.header.height, state.tip_hash.hex()[:16],
+                 len(last.transactions), "" if len(last.transactions) == 1 else "s",
+                 f" (+{len(blocks) - 1} before it)" if len(blocks) > 1 else "")
+        self._notify(self.tip_listeners, blocks)
+
+    @staticmethod
+    def _notify(listeners: list[Callable[..., None]], *args: object) -> None:
+        """Tell each listener; one that fails is logged and does not stop the others, nor
+        whoever changed the chain (a peer task, the sync loop, an RPC call)."""
+        for listener in listeners:
+            try:
+                listener(*args)
+            except Exception:
+                log.exception("listener %s failed", getattr(listener, "__qualname__", listener))
 
     def reorganize(self, branch: list[Block], now: int) -> bool:
         """Switch to `branch` (consecutive blocks whose first parent is on the main chain) if it
@@ -170,7 +180,7 @@ class Node:
         fork_height = branch[0].header.height - 1
         if self.store.block_hash_at(fork_height) != branch[0].header.prev_hash:
             raise InvalidBlock("branch does not fork from this node's main chain")
-        if branch[-1].header.height <= self.height:
+        if not is_better_tip(self.height, branch[-1].header.height):
             return False  # equal height: the tip seen first stays
         state = self.state
         undone: list[tuple[ChainState, Undo, Block]] = []
@@ -215,9 +225,9 @@ class Node:
         (after genesis when none is)."""
         start = 1
         for h in locator:
-            block = self.store.get_block(h)
-            if block is not None and self.store.block_hash_at(block.header.height) == h:
-                start = block.header.height + 1
+            height = self.store.main_chain_height(h)
+            if height is not None:
+                start = height + 1
                 break
         out: list[bytes] = []
         size = 0

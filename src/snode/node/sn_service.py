@@ -20,8 +20,8 @@ from snode.core.blocks import Block
 from snode.core.crypto import SigningKey, verify
 from snode.core.errors import SnodeError
 from snode.core.obligations import judge
-from snode.core.proofs import InvalidProof
-from snode.core.service_nodes import Reason, StateChangeKind
+from snode.core.proofs import BadProofSignature, InvalidProof
+from snode.core.service_nodes import Reason, StateChangeKind, apply_state_change
 from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
 from snode.net import protocol as P
 from snode.net.peers import Peer, PeerManager
@@ -30,6 +30,9 @@ from snode.node.node import Node
 from snode.params import STATE_CHANGE_WINDOW
 
 log = logging.getLogger(__name__)
+
+MAX_PENDING_VERDICTS = 10_000
+"""Open (node, verdict, height) keys kept at once; a member cannot grow this without bound."""
 
 VoteKey = tuple[bytes, int, int, int]
 """(sn pubkey, kind, reason, quorum height)."""
@@ -97,6 +100,9 @@ class ServiceNodeDuties:
             return
         try:
             node.accept_proof(proof, self.now())
+        except BadProofSignature as err:
+            manager.ban(peer, f"sent a forged uptime proof: {err.reason}")
+            return
         except InvalidProof as err:
             if direct:
                 peer.send(P.ProofRejected(pubkey=proof.pubkey, reason=err.reason))
@@ -153,6 +159,13 @@ class ServiceNodeDuties:
         quorum = node.state.quorums.get(vote.quorum_height)
         if quorum is None or vote.voter not in quorum.members:
             return
+        target = node.state.service_nodes.get(vote.sn_pubkey)
+        if target is None or len(self.votes) >= MAX_PENDING_VERDICTS:
+            return  # only registered nodes, and a bounded number of open verdicts
+        try:
+            apply_state_change(target, vote.kind, vote.reason, node.height + 1)
+        except SnodeError:
+            return  # a verdict that does not fit the node's state can never be mined
         message = state_change_hash(node.params.network_id, vote.sn_pubkey, vote.kind, vote.reason, vote.quorum_height)
         if not verify(vote.voter, message, vote.signature):
             log.info("ignored a forged vote claiming to be from %s", vote.voter.hex()[:16])

@@ -32,6 +32,8 @@ from snode.rpc.errors import RpcError
 from snode.rpc.records import cached_address, service_node_record
 
 REG_FAILED = "Failed to make registration command"
+REGISTRATION_CLOCK_MARGIN = 600
+MAX_AMOUNT = 2**63 - 1
 MAX_GENERATE = 1000
 
 
@@ -380,7 +382,8 @@ def build_registration(params: dict[str, Any], node: Node, now: int) -> Registra
     if unknown:
         raise _fail(f"unknown parameter '{unknown[0]}'; the parameters are {', '.join(sorted(allowed))}")
     amounts = params.get("contributor_amounts")
-    if not isinstance(amounts, list) or not amounts or not _is_atomic_int(amounts[0]):
+    if (not isinstance(amounts, list) or not amounts or not _is_atomic_int(amounts[0])
+            or not 0 < amounts[0] <= MAX_AMOUNT):
         raise _fail("No operator contribution given")
     for i, a in enumerate(amounts[1:], start=1):
         if not _is_atomic_int(a):
@@ -417,12 +420,12 @@ def build_registration(params: dict[str, Any], node: Node, now: int) -> Registra
             reservations.append(Reservation(decode_address(net.address_prefix, address), amount))
         except InvalidAddress as err:
             raise _fail(f"{who}: {err.reason}") from None
-        if amount < 0 or amount > 2**63 - 1:
-            raise _fail(f"contributor_amounts[{i}] is out of range")
+        if not 0 < amount <= MAX_AMOUNT:
+            raise _fail(f"contributor_amounts[{i}] must be a positive amount in atomic units")
     assert node.identity is not None
-    reg = sign_registration(
-        node.identity.key, net, fee_ppm, tuple(reservations), now + net.registration_validity
-    )
+    # A little under the window, so a block producer whose clock is behind ours still takes it.
+    expiry = now + net.registration_validity - REGISTRATION_CLOCK_MARGIN
+    reg = sign_registration(node.identity.key, net, fee_ppm, tuple(reservations), expiry)
     try:
         sn_rules.check_registration(
             reg, registered=reg.sn_pubkey in node.state.service_nodes, block_time=now, params=net

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 from aiohttp import web
@@ -20,7 +20,6 @@ from aiohttp import web
 from snode.core.errors import SnodeError
 from snode.rpc import errors as E
 from snode.rpc.errors import RpcError
-from snode.rpc.methods import MethodTable
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +62,8 @@ def refusal(request: web.Request, bind_host: str, allowed: frozenset[str]) -> we
         return _plain(
             403,
             f"Forbidden: Host '{request.headers.get('Host')}' is not this node's address; "
-            "call it by 127.0.0.1 or add --rpc-allow-host",
+            f"call it by {bind_host if bind_host not in ('0.0.0.0', '::') else '127.0.0.1'} "
+            "or add --rpc-allow-host",
         )
     return None
 
@@ -72,10 +72,16 @@ def _error(req_id: Any, err: RpcError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": req_id, "error": err.to_json()}
 
 
+class Methods(Protocol):
+    """What the envelope dispatches to: the daemon's MethodTable, the wallet's WalletRpc."""
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any: ...
+
+
 class JsonRpcHandler:
     """Parses envelopes, dispatches to the method table, shapes responses."""
 
-    def __init__(self, methods: MethodTable, bind_host: str, allowed_hosts: tuple[str, ...]) -> None:
+    def __init__(self, methods: Methods, bind_host: str, allowed_hosts: tuple[str, ...]) -> None:
         self.methods = methods
         self.bind_host = bind_host
         self.allowed = frozenset(allowed_hosts)
@@ -94,6 +100,8 @@ class JsonRpcHandler:
             message = msgspec.json.decode(body)
         except msgspec.DecodeError as err:
             return self._reply(_error(None, RpcError(E.PARSE_ERROR, f"Parse error: {err}")))
+        except RecursionError:
+            return self._reply(_error(None, RpcError(E.PARSE_ERROR, "Parse error: JSON nested too deeply")))
         if isinstance(message, list):
             if not message:
                 return self._reply(_error(None, RpcError(E.INVALID_REQUEST, "Invalid Request: empty batch")))
@@ -147,7 +155,7 @@ async def _method_not_allowed(request: web.Request) -> web.Response:
     )
 
 
-def make_app(methods: MethodTable, *, bind_host: str, allowed_hosts: tuple[str, ...],
+def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...],
              metrics: Callable[[], bytes] | None = None) -> web.Application:
     """The aiohttp application for the admin RPC."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)

@@ -181,6 +181,16 @@ class ChainStore:
         ).fetchone()
         return row[0] if row else None
 
+    def main_chain_height(self, hash_: bytes) -> int | None:
+        """Height of a block on the main chain, or None (unknown or undone by a reorg)."""
+        # Two primary-key lookups: blocks knows every block's height, main_chain says which
+        # block is on the main chain at that height.
+        row = self._conn.execute(
+            "SELECT b.height FROM blocks b JOIN main_chain m ON m.height = b.height AND m.hash = b.hash"
+            " WHERE b.hash = ?", (hash_,),
+        ).fetchone()
+        return row[0] if row else None
+
     def get_block_bytes(self, height: int) -> bytes | None:
         """Canonical bytes of the main-chain block at `height` (to serve peers without
         decoding), or None above the tip."""

@@ -43,7 +43,8 @@ def _call(ctx: click.Context, method: str, params: Any = None) -> Any:
     except RpcUnavailable as err:
         raise CliError(str(err)) from None
     except RpcFailure as err:
-        raise CliError(f"{method}: {err.message}") from None
+        message = err.message if err.message.startswith(method) else f"{method}: {err.message}"
+        raise CliError(message) from None
     finally:
         client.close()
 
@@ -73,8 +74,9 @@ def status(ctx: click.Context) -> None:
         return _print_json(info)
     click.echo(info["status_line"])
     sync = "synced" if info["target_height"] == 0 else f"syncing to {info['target_height']}"
+    pool = info.get("mempool_size", 0)
     click.echo(f"network {info.get('network', '?')}, height {info['height']}, {sync}, "
-               f"mempool {info.get('mempool_size', 0)} transactions")
+               f"mempool {pool} transaction{'' if pool == 1 else 's'}, {info.get('peer_count', 0)} peers")
     if info.get("last_uptime_proof_rejection"):
         click.echo(f"last uptime proof rejection: {info['last_uptime_proof_rejection']}")
 

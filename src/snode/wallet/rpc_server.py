@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import signal
 from collections.abc import Callable
 from typing import Any, Final
@@ -19,19 +18,16 @@ from aiohttp import web
 
 from snode.core.errors import SnodeError
 from snode.core.units import format_coins
+from snode.rpc import errors as E
+from snode.rpc.errors import RpcError
+from snode.rpc.server import make_app as make_rpc_app
 from snode.node.config import ConfigError, Endpoint, parse_endpoint
 from snode.wallet.errors import DaemonError, WalletError
 from snode.wallet.service import Pending, WalletService
 
-PARSE_ERROR: Final = -32700
-INVALID_REQUEST: Final = -32600
-METHOD_NOT_FOUND: Final = -32601
-INVALID_PARAMS: Final = -32602
-INTERNAL_ERROR: Final = -32603
 REFUSED: Final = -1
 """The wallet or the daemon refused the request; the message says why."""
 DAEMON_UNREACHABLE: Final = -2
-MAX_BODY: Final = 1_000_000
 
 
 def check_bind(text: str) -> Endpoint:
@@ -114,44 +110,25 @@ class WalletRpc:
         result["amount"] = getattr(pending.tx.payload, "amount", 0)
         return result
 
-    async def dispatch(self, request: Any) -> dict[str, Any]:
-        """One JSON-RPC 2.0 request object -> its response object."""
-        if not isinstance(request, dict) or request.get("jsonrpc") != "2.0" or not isinstance(
-            request.get("method"), str
-        ):
-            return _error(None, INVALID_REQUEST, "invalid request: a JSON-RPC 2.0 object is needed")
-        rid = request.get("id")
-        method = self.methods.get(request["method"])
+    async def call(self, name: str, params: dict[str, Any]) -> Any:
+        """Run one method (the daemon's JSON-RPC envelope calls this); RpcError on failure."""
+        method = self.methods.get(name)
         if method is None:
-            return _error(rid, METHOD_NOT_FOUND, f"method '{request['method']}' not found")
-        params = request.get("params") or {}
-        if not isinstance(params, dict):
-            return _error(rid, INVALID_PARAMS, "params must be an object")
+            raise RpcError(E.METHOD_NOT_FOUND, f"Method not found: {name}")
         try:
             async with self._lock:
-                result = await asyncio.to_thread(method, params)
+                return await asyncio.to_thread(method, params)
         except InvalidParams as err:
-            return _error(rid, INVALID_PARAMS, str(err))
+            raise RpcError(E.INVALID_PARAMS, f"Invalid params: {err}") from None
         except DaemonError as err:
-            return _error(rid, DAEMON_UNREACHABLE if err.code is None else REFUSED, str(err))
+            raise RpcError(DAEMON_UNREACHABLE if err.code is None else REFUSED, str(err)) from None
         except SnodeError as err:
-            return _error(rid, REFUSED, str(err))
-        return {"jsonrpc": "2.0", "id": rid, "result": result}
+            raise RpcError(REFUSED, str(err)) from None
 
 
-def _error(rid: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
-
-
-def _host_allowed(host_header: str | None, bind: Endpoint) -> bool:
-    if not host_header:
-        return False
-    if host_header.startswith("["):
-        host, _, rest = host_header[1:].partition("]")
-        port = rest[1:] if rest.startswith(":") else ""
-    else:
-        host, _, port = host_header.partition(":")
-    return (not port or port == str(bind.port)) and (host == "localhost" or _is_loopback(host))
+def make_app(rpc: WalletRpc, bind: Endpoint) -> web.Application:
+    """POST /json_rpc with the daemon's envelope and HTTP rules (405, 413, 415, Host, Origin)."""
+    return make_rpc_app(rpc, bind_host=bind.host, allowed_hosts=())
 
 
 def _is_loopback(host: str) -> bool:
@@ -159,31 +136,6 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def make_app(rpc: WalletRpc, bind: Endpoint) -> web.Application:
-    """The aiohttp application serving POST /json_rpc."""
-
-    async def handle(request: web.Request) -> web.Response:
-        if not _host_allowed(request.headers.get("Host"), bind) or "Origin" in request.headers:
-            return web.json_response({"error": "forbidden"}, status=403)
-        if request.content_type != "application/json":
-            return web.json_response(
-                _error(None, INVALID_REQUEST, "Content-Type must be application/json"), status=415
-            )
-        try:
-            body = json.loads(await request.read())
-        except ValueError:
-            return web.json_response(_error(None, PARSE_ERROR, "parse error: the body is not JSON"))
-        if isinstance(body, list):
-            if not body:
-                return web.json_response(_error(None, INVALID_REQUEST, "empty batch"))
-            return web.json_response([await rpc.dispatch(item) for item in body])
-        return web.json_response(await rpc.dispatch(body))
-
-    app = web.Application(client_max_size=MAX_BODY)
-    app.router.add_post("/json_rpc", handle)
-    return app
 
 
 async def serve_forever(service: WalletService, bind: Endpoint) -> None:
