@@ -54,5 +54,5 @@ def test_demo_runs_the_operator_flow(tmp_path):
     assert_equal(out.returncode, 0, out.stdout[-3000:] + out.stderr[-2000:])
     for claim in ("node2 shows Await", "node2 is full: 3 contributors", "node1 and node2 are Active",
                   "node1 is payable", "node1 is Decomm, decommission_count 1, reason missed_uptime_proofs",
-                  "node1 is Active again", "rewards arrived", "demo complete", "stopped 3 daemons"):
+                  "node1 is Active again", "rewards arrived", "demo complete", "stopped 3 daemons;"):
         assert claim in out.stdout, claim

@@ -8,6 +8,7 @@ Signal handlers only set the stop event; the main coroutine does the shutdown.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -128,6 +129,11 @@ class Daemon:
             raise ConfigError(f"--data-dir: cannot use {cfg.data_dir}: {err.strerror or err}") from None
         setup_logging(cfg.log_level, datadir.log_file)
         node = self.node = self._open_node(datadir)
+        # The loaded state is long-lived and holds no cycles: keep the collector off it, and
+        # collect young objects less often (consensus records are acyclic; block application
+        # makes many of them, and the default thresholds cost about a third of apply time).
+        gc.freeze()
+        gc.set_threshold(50_000, 20, 100)
         self._warn_unused_registration(datadir, node)
         if cfg.public_ip is not None and not cfg.service_node:
             log.warning("--service-node-public-ip is ignored without --service-node")

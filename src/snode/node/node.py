@@ -8,8 +8,9 @@ disk.
 from __future__ import annotations
 
 import logging
+import bisect
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from snode import __version__
@@ -24,7 +25,7 @@ from snode.core.service_nodes import Status, status
 from snode.core.errors import InvalidBlock, SnodeError
 from snode.core.state import ChainState, Undo, UtxoEntry, undo_block
 from snode.core.transactions import Transaction, txid
-from snode.core.transition import apply_block
+from snode.core.transition import SigCheck, apply_block
 from snode.core.units import format_age
 from snode.net.protocol import locator_heights
 from snode.node.verifier import ThreadedVerifier
@@ -130,13 +131,29 @@ class Node:
         state = self.state
         commits: list[Commit] = []
         failure: SnodeError | None = None
+        # Signatures of the whole batch are verified in one call, so that a batch of small
+        # blocks still spreads over both cores; `ends[i]` is where block i's checks end.
+        checks: list[SigCheck] = []
+        ends: list[int] = []
+
+        def collect(block_checks: Sequence[SigCheck]) -> int:
+            checks.extend(block_checks)
+            return -1
+
         for block in blocks:
             try:
-                state, undo = apply_block(state, block, self.consensus, verifier=self.verifier, now=now)
+                state, undo = apply_block(state, block, self.consensus, verifier=collect, now=now)
             except SnodeError as err:
                 failure = err
                 break
             commits.append((block, state, undo))
+            ends.append(len(checks))
+        bad = self.verifier(checks) if checks else -1
+        if bad >= 0:
+            valid = bisect.bisect_right(ends, bad)
+            failure = InvalidBlock(f"{checks[bad].what} has a bad signature")
+            commits = commits[:valid]
+            state = commits[-1][1] if commits else self.state
         if commits:
             self.store.commit_blocks(commits)
             self._adopt(state, [u for _, _, u in commits], [b for b, _, _ in commits], now)

@@ -206,8 +206,8 @@ class MethodTable:
         record.update({
             "status": sn_rules.status(sn).value,
             "operator_address": cached_address(prefix, sn.operator),
-            "funded_height": sn.funded_height,
-            "activation_height": sn.active_since,
+            "funded_height": sn.funded_height if sn.funded_height >= 0 else None,
+            "activation_height": sn.active_since if sn.active_since >= 0 else None,
             "last_reward_height": sn.last_reward_height,
             "last_state_change_height": sn.last_state_change_height,
             "last_state_change_reason": sn_rules.Reason(sn.last_state_change_reason).label,

@@ -92,6 +92,8 @@ class JsonRpcHandler:
             return refused
         if request.content_type != "application/json":
             return _plain(415, "Unsupported Media Type: send the header 'Content-Type: application/json'")
+        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+            return _plain(413, f"Payload Too Large: the limit is {MAX_BODY_BYTES} bytes")
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:

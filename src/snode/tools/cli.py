@@ -14,8 +14,8 @@ from typing import Any
 import click
 
 from snode.core.errors import InvalidAmount
-from snode.core.units import parse_coins
-from snode.params import NETWORKS
+from snode.core.units import format_coins, parse_coins
+from snode.params import COIN, NETWORKS
 from snode.rpc.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.tools.tables import make_console, service_node_table
 
@@ -114,7 +114,11 @@ def _atomic(text: str) -> int:
     try:
         return parse_coins(text)
     except InvalidAmount as err:
-        raise CliError(f"--amount: {err}") from None
+        hint = ""
+        if text.isdigit() and int(text) >= COIN:
+            hint = (f"; --amount is in coins: {text} atomic units would be "
+                    f"--amount {format_coins(int(text))}")
+        raise CliError(f"--amount: {err}{hint}") from None
 
 
 @cli.command("register-cmd")

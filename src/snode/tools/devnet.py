@@ -173,7 +173,8 @@ def up(base_dir: Path, count: int, ip_prefix: str = IP_PREFIX) -> Devnet:
     if (base_dir / STATE_FILE).exists():
         running = [n for n in Devnet.load(base_dir).nodes if _is_our_process(n)]
         if running:
-            raise DevnetError(f"a devnet is already running in {base_dir}; stop it with 'snode-devnet down'")
+            raise DevnetError(f"a devnet is already running in {base_dir}; stop it with "
+                              f"'snode-devnet --base-dir {base_dir} down'")
     base_dir.mkdir(parents=True, exist_ok=True)
     authority = SigningKey(os.urandom(32))
     faucet_seed = os.urandom(32)
@@ -284,10 +285,12 @@ def cli(ctx: click.Context, base_dir: Path | None) -> None:
 
 @cli.command("up")
 @click.option("--nodes", "count", default=3, show_default=True, help="Service-node daemons to start.")
+@click.option("--ip-prefix", default=IP_PREFIX, show_default=True,
+              help="Node i listens on <prefix><i+1> (or set SNODE_DEVNET_IP_PREFIX).")
 @click.pass_obj
-def up_cmd(base_dir: Path, count: int) -> None:
+def up_cmd(base_dir: Path, count: int, ip_prefix: str) -> None:
     """Write a genesis, start the daemons and a funded faucet wallet."""
-    devnet = up(base_dir, count)
+    devnet = up(base_dir, count, ip_prefix)
     click.echo(f"devnet of {count} nodes running in {base_dir}")
     click.echo(f"faucet wallet: {devnet.faucet_dir / 'faucet.wallet'} (password in faucet.password)")
     for n in devnet.nodes:

@@ -8,6 +8,7 @@ does not hold ends the demo with exit code 1. The devnet is stopped at the end, 
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -201,6 +202,7 @@ def run_demo(base_dir: Path | None, *, keep: bool = False) -> int:
     started = time.monotonic()
     base = base_dir or Path(tempfile.mkdtemp(prefix="snode-demo-"))
     console = make_console()
+    passed = False
     try:
         devnet = up(base, NODES)
     except DevnetError as err:
@@ -210,6 +212,7 @@ def run_demo(base_dir: Path | None, *, keep: bool = False) -> int:
         with Story(devnet) as story:
             run_story(devnet, story)
         console.print(f"demo complete in {time.monotonic() - started:.0f} s")
+        passed = True
         return 0
     except (DemoFailed, DevnetError) as err:
         console.print(f"demo FAILED: {err}")
@@ -218,4 +221,8 @@ def run_demo(base_dir: Path | None, *, keep: bool = False) -> int:
     finally:
         if not keep:
             stopped = down(devnet)
-            console.print(f"stopped {stopped} daemons; data dirs kept in {base}")
+            if passed and base_dir is None:
+                shutil.rmtree(base, ignore_errors=True)
+                console.print(f"stopped {stopped} daemons and removed {base}")
+            else:
+                console.print(f"stopped {stopped} daemons; data dirs kept in {base}")

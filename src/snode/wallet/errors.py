@@ -13,6 +13,10 @@ class WalletFileError(WalletError):
     """The wallet file is missing, unreadable, corrupted, or the password is wrong."""
 
 
+class WrongPassword(WalletFileError):
+    """The password does not open the wallet file (the file itself is intact)."""
+
+
 class DaemonError(WalletError):
     """The daemon could not be reached or answered with an error."""
 

@@ -25,7 +25,7 @@ from mnemonic import Mnemonic
 from snode.core.crypto import SigningKey
 from snode.core.types import SEED_BYTES
 from snode.params import NetworkParams
-from snode.wallet.errors import WalletError, WalletFileError
+from snode.wallet.errors import WalletError, WalletFileError, WrongPassword
 
 FORMAT: Final = "snode-wallet"
 VERSION: Final = 1
@@ -145,7 +145,7 @@ def decrypt(data: bytes, password: str, params: NetworkParams, path: str) -> Ope
     try:
         plain = nacl.secret.SecretBox(_file_key(password, doc.kdf)).decrypt(box)
     except nacl.exceptions.CryptoError:
-        raise WalletFileError(f"wrong password for wallet file {path}") from None
+        raise WrongPassword(f"wrong password for wallet file {path}") from None
     except (nacl.exceptions.ValueError, nacl.exceptions.RuntimeError):
         raise WalletFileError(f"wallet file {path} is corrupted: restore it from its seed words") from None
     try:
@@ -177,7 +177,12 @@ def load(path: str | os.PathLike[str], password: str, params: NetworkParams) -> 
 def create(
     path: str | os.PathLike[str], seed: bytes, password: str, params: NetworkParams
 ) -> OpenWallet:
-    """Write a new wallet file (mode 0600) holding seed; refuses to replace an existing one."""
+    """Write a new wallet file (mode 0600) holding seed; refuses to replace an existing one.
+
+    An empty password is refused: it would leave the seed readable by anyone who gets the file.
+    """
+    if password == "":
+        raise WalletError("an empty password is not allowed for a new wallet: choose a password")
     target = Path(path)
     if target.exists():
         raise WalletFileError(

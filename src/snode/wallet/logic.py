@@ -20,15 +20,38 @@ from snode.core.transactions import (
 )
 from snode.core.txbuilder import Spendable
 from snode.core.units import format_coins, parse_coins, parse_percent_ppm
-from snode.params import PPM, NetworkParams
+from snode.params import COIN, PPM, NetworkParams
 from snode.wallet.errors import WalletError
 
 YES_ANSWERS: Final = frozenset({"yes", "y"})
+NO_ANSWERS: Final = frozenset({"no", "n"})
 
 
 def is_yes(answer: str | None) -> bool:
     """Only `Yes` in any case, or `y`, confirms."""
     return answer is not None and answer.strip().lower() in YES_ANSWERS
+
+
+def is_unclear(answer: str | None) -> bool:
+    """An answer that is neither Yes/y nor No/n (any case); None (end of input) is not unclear."""
+    return answer is not None and answer.strip().lower() not in YES_ANSWERS | NO_ANSWERS
+
+
+# --- amounts in words ---------------------------------------------------------------------
+
+def coin_word(atomic: int) -> str:
+    """`coin` for exactly one coin, `coins` for any other amount (0, 1.5, 2)."""
+    return "coin" if atomic == COIN else "coins"
+
+
+def coins(atomic: int) -> str:
+    """An amount with its unit: `1 coin`, `2 coins`, `1.5 coins`, `0.000195 coins`."""
+    return f"{format_coins(atomic)} {coin_word(atomic)}"
+
+
+def blocks(count: int) -> str:
+    """`1 block`, `7 blocks`."""
+    return f"{count} block" if count == 1 else f"{count} blocks"
 
 
 # --- outputs and balances -----------------------------------------------------------------
@@ -72,6 +95,11 @@ def is_unlocked(output: Output, height: int) -> bool:
     return output.unlock_height <= height + 1
 
 
+def unlocked_at(output: Output) -> int:
+    """The tip height from which the output counts as unlocked (spendable in the next block)."""
+    return output.unlock_height - 1
+
+
 def spendable(
     outputs: Iterable[Output], owner: bytes, height: int, pool_spent: Mapping[bytes, object]
 ) -> list[Spendable]:
@@ -81,6 +109,25 @@ def spendable(
         for o in outputs
         if is_unlocked(o, height) and o.key not in pool_spent
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class Unlock:
+    """Locked coins that unlock together."""
+
+    height: int
+    """The tip height from which they count as unlocked."""
+    amount: int
+
+
+@dataclass(frozen=True, slots=True)
+class PendingStake:
+    """A registration or stake of this wallet that is in the mempool, not yet on the chain."""
+
+    txid: str
+    sn_pubkey: bytes
+    amount: int
+    registration: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,27 +142,125 @@ class Balance:
     """Change and incoming coins in mempool transactions (locked until mined and unlocked)."""
     staked: int
     """Contributions to service nodes."""
+    height: int = 0
+    """The tip height the balances are for."""
+    unlocks: tuple[Unlock, ...] = ()
+    """The locked outputs at the tip (not the pending coins), by unlock height, soonest first."""
+    pending_stakes: tuple[PendingStake, ...] = ()
+
+    @property
+    def locked(self) -> int:
+        """Coins of outputs at the tip that are not unlocked yet."""
+        return sum(u.amount for u in self.unlocks)
+
+    @property
+    def pending_staked(self) -> int:
+        """Coins in registrations and stakes still in the mempool."""
+        return sum(p.amount for p in self.pending_stakes)
 
 
 def balance_of(
     outputs: Iterable[Output], height: int, pool_spent: Mapping[bytes, object],
-    pending: int, staked: int,
+    pending: int, staked: int, pending_stakes: Sequence[PendingStake] = (),
 ) -> Balance:
     """Balances from the wallet's outputs, what the mempool spends and what it brings back."""
     live = [o for o in outputs if o.key not in pool_spent]
     total = sum(o.amount for o in live) + pending
     unlocked = sum(o.amount for o in live if is_unlocked(o, height))
-    return Balance(total=total, unlocked=unlocked, pending=pending, staked=staked)
+    by_height: dict[int, int] = {}
+    for o in live:
+        if not is_unlocked(o, height):
+            by_height[unlocked_at(o)] = by_height.get(unlocked_at(o), 0) + o.amount
+    unlocks = tuple(Unlock(h, by_height[h]) for h in sorted(by_height))
+    return Balance(total=total, unlocked=unlocked, pending=pending, staked=staked, height=height,
+                   unlocks=unlocks, pending_stakes=tuple(pending_stakes))
 
 
-def balance_lines(balance: Balance, nodes: int) -> list[str]:
-    """The lines `balance` prints."""
+def _unlock_verb(atomic: int) -> str:
+    return "unlocks" if atomic == COIN else "unlock"
+
+
+def _at(balance: Balance, height: int) -> str:
+    return f"height {height} (in {blocks(max(height - balance.height, 0))})"
+
+
+def locked_text(balance: Balance) -> str | None:
+    """When the locked outputs unlock: `7 coins, unlocking at height 123 (in 7 blocks)`."""
+    if not balance.unlocks:
+        return None
+    first, last = balance.unlocks[0], balance.unlocks[-1]
+    if len(balance.unlocks) == 1:
+        return f"{coins(first.amount)}, unlocking at {_at(balance, first.height)}"
+    return (f"{coins(balance.locked)}; the next {coins(first.amount)} unlock at "
+            f"{_at(balance, first.height)}, all of it by {_at(balance, last.height)}")
+
+
+def pending_text(balance: Balance, confirmations: int) -> str:
+    """What the coins in unconfirmed transactions wait for."""
+    return (f"{coins(balance.pending)}, unlocking {confirmations} confirmations after "
+            "they are mined")
+
+
+def pending_stake_line(stake: PendingStake) -> str:
+    """`Staked (pending): ...` for one registration or stake still in the mempool."""
+    kind = "registration" if stake.registration else "stake"
+    return (f"Staked (pending): {coins(stake.amount)} on service node {stake.sn_pubkey.hex()} "
+            f"({kind} in the mempool, not yet mined)")
+
+
+def balance_lines(balance: Balance, nodes: int, confirmations: int) -> list[str]:
+    """The lines `balance` prints: `Balance:` and `Unlocked balance:` first (bare coin amounts,
+    as scripts read them), then what is locked and until when, pending coins and stakes."""
     lines = [f"Balance: {format_coins(balance.total)}", f"Unlocked balance: {format_coins(balance.unlocked)}"]
+    locked = locked_text(balance)
+    if locked is not None:
+        lines.append(f"Locked: {locked}")
     if balance.pending:
-        lines.append(f"Pending (unconfirmed): {format_coins(balance.pending)}")
+        lines.append(f"Pending (unconfirmed): {pending_text(balance, confirmations)}")
     plural = "" if nodes == 1 else "s"
-    lines.append(f"Staked: {format_coins(balance.staked)} on {nodes} service node{plural}")
+    lines.append(f"Staked: {coins(balance.staked)} on {nodes} service node{plural}")
+    lines += [pending_stake_line(p) for p in balance.pending_stakes]
     return lines
+
+
+def not_enough(unlocked: int, amount: int, fee: int, balance: Balance, confirmations: int) -> str:
+    """The refusal when the unlocked coins cannot pay `amount` plus `fee`, with when more unlock."""
+    text = (f"unlocked balance {format_coins(unlocked)} is not enough: {coins(amount)} plus a fee "
+            f"of {coins(fee)} are needed")
+    if balance.unlocks:
+        first, last = balance.unlocks[0], balance.unlocks[-1]
+        locked = balance.locked
+        unlock = _unlock_verb(locked)
+        if len(balance.unlocks) == 1:
+            text += (f"; {format_coins(locked)} more {coin_word(locked)} {unlock} at height "
+                     f"{first.height}, in {blocks(max(first.height - balance.height, 0))}")
+        else:
+            text += (f"; {format_coins(locked)} more {coin_word(locked)} {unlock} by height "
+                     f"{last.height}, in {blocks(max(last.height - balance.height, 0))} (the first "
+                     f"{coins(first.amount)} at height {first.height}, in "
+                     f"{blocks(max(first.height - balance.height, 0))})")
+    if balance.pending:
+        text += (f"; {format_coins(balance.pending)} more {coin_word(balance.pending)} in "
+                 f"unconfirmed transactions {_unlock_verb(balance.pending)} {confirmations} "
+                 "confirmations after they are mined")
+    return text
+
+
+def pool_effects(
+    txs: Iterable[tuple[str, Transaction]], owner: bytes
+) -> tuple[int, tuple[PendingStake, ...]]:
+    """(coins coming back to `owner`, its registrations and stakes) of mempool transactions
+    that spend `owner`'s outputs (only `owner` can have signed them)."""
+    change = 0
+    stakes = []
+    for tx_id, tx in txs:
+        change += sum(o.amount for o in tx.outputs if o.owner == owner)
+        payload = tx.payload
+        if isinstance(payload, Registration) and payload.reservations:
+            stakes.append(PendingStake(tx_id, payload.sn_pubkey, payload.reservations[0].amount, True))
+        elif isinstance(payload, Stake):
+            stakes.append(PendingStake(tx_id, payload.sn_pubkey, payload.amount, False))
+    return change, tuple(stakes)
 
 
 # --- service nodes ------------------------------------------------------------------------

@@ -1,0 +1,563 @@
+"""Sync from a local peer against the physical limit: Ed25519 verification of the blocks' signatures.
+
+Measures in one run (DESIGN.md section 10: sync at no less than half the rate that signature
+verification alone allows):
+- the chain: a 20,000-block regtest chain built in-process on the built-in regtest genesis
+  (bench/sync_chain.py): 2,000 service nodes registered and activated, then a few transfers a
+  block; written into a data dir with the store, block batches of 500 per transaction;
+- the limit: Ed25519 verifications per second with PyNaCl on 2 threads, as the node verifies
+  (`node.verifier.ThreadedVerifier`), over a uniform sample of the chain's own signatures,
+  before and after the sync (the higher figure counts: the conservative bound); the bound in blocks/s is that rate
+  divided by the chain's signatures per block (producer, one per input, registrations, votes);
+- the sync: a real `snoded --regtest` serves the chain; an empty one started with
+  `--add-priority-node` syncs it (GetBlocks, batches of 500, one store transaction each); the
+  time from its start until `get_info` says height 20,000 and target_height 0, polled every
+  0.2 s, and the rate from its first block on (start-up excluded); ratio to the bound, target
+  >= 0.5. Neighbours on the machine move wall-clock figures by up to 2x, so the syncing
+  daemon's CPU time per block (all threads, from /proc) is reported against the CPU time that
+  verifying the same signatures takes: a share that their load does not move;
+- where the time goes: the last 2,000 blocks replayed in-process through `Node.accept_blocks`
+  on a copy of the store at height 18,000, timed by phase (decode, apply_block's rules,
+  signature checks, store commit, adopt); `--profile` adds a cProfile of a second such replay.
+
+Everything listens on 127.x addresses only; both daemons are stopped by their own pids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import os
+import pstats
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Final
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.sync_chain import PARAMS, ChainStats, SyncChain
+from snode.core.blocks import Block, block_hash
+from snode.core.encoding import decode
+from snode.core.transition import SigCheck, verify_serially
+from snode.net.protocol import MAX_BLOCKS_PER_BATCH
+from snode.node.node import Node
+from snode.node.verifier import ThreadedVerifier
+from snode.rpc.client import RpcClient, RpcUnavailable
+from snode.store import DATABASE_FILE, ChainStore
+from snode.store.chain_store import Commit
+
+BLOCKS: Final = 20_000
+SERVICE_NODES: Final = 2_000
+TRANSFERS_PER_BLOCK: Final = 4
+"""Mean transfers per block (uniform 0 to 8); about one in four spends three inputs."""
+SPENDERS: Final = 128
+"""Wallets that pay each other: each pays again once its change has unlocked."""
+VERIFY_SAMPLES: Final = 4_000
+VERIFY_THREADS: Final = 2
+"""As the node's ThreadedVerifier."""
+REPLAY_BLOCKS: Final = 2_000
+TARGET_RATIO: Final = 0.5
+POLL_S: Final = 0.2
+START_TIMEOUT: Final = 60.0
+SYNC_TIMEOUT: Final = 600.0
+STOP_TIMEOUT: Final = 20.0
+MIN_SECONDS: Final = 1.0
+MIN_RUNS: Final = 5
+P2P_PORT: Final = 38090
+RPC_PORT: Final = 38091
+
+BENCH_DIR: Final = Path(__file__).resolve().parent
+REPO_DIR: Final = BENCH_DIR.parent
+
+
+def log(text: str) -> None:
+    """Progress on stderr, so that stdout holds the figures."""
+    print(f"sync_bench: {text}", file=sys.stderr, flush=True)
+
+
+# --- the limit ----------------------------------------------------------------------------
+
+def verify_rates(sample: Sequence[SigCheck]) -> dict[str, float]:
+    """Verifications per second of `sample` (real signatures of the chain): on VERIFY_THREADS
+    threads through ThreadedVerifier (the node's), and on one core, taking turns."""
+    verifier = ThreadedVerifier(VERIFY_THREADS)
+    checks = list(sample)
+    try:
+        def threaded() -> None:
+            if verifier(checks) != -1:
+                raise AssertionError("a signature of the benchmark chain does not verify")
+
+        def serial() -> None:
+            if verify_serially(checks) != -1:
+                raise AssertionError("a signature of the benchmark chain does not verify")
+
+        rounds: list[tuple[float, float, float]] = []
+        started = time.perf_counter()
+        while len(rounds) < MIN_RUNS or time.perf_counter() - started < MIN_SECONDS:
+            threaded_s = _timed(threaded)
+            cpu0 = time.thread_time()
+            serial_s = _timed(serial)
+            rounds.append((threaded_s, serial_s, time.thread_time() - cpu0))
+    finally:
+        verifier.close()
+    return {
+        "threads": len(checks) / statistics.median(r[0] for r in rounds),
+        "one_core": len(checks) / statistics.median(r[1] for r in rounds),
+        "per_cpu_s": len(checks) / statistics.median(r[2] for r in rounds),
+    }
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+# --- daemons ------------------------------------------------------------------------------
+
+def loopback_ip(last: int) -> str:
+    """A 127.x address of this run: other runs, the test suite and rpc_bench use other ones."""
+    pid = os.getpid()
+    return f"127.{150 + pid % 50}.{(pid // 50) % 250}.{last}"
+
+
+def child_env() -> dict[str, str]:
+    """The environment for children: `snode` importable as in this process."""
+    env = dict(os.environ)
+    paths = [str(REPO_DIR / "src")]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+class Daemon:
+    """One `snoded --regtest` subprocess on its own 127.x address."""
+
+    def __init__(self, name: str, ip: str, data_dir: Path, extra: Sequence[str] = ()) -> None:
+        self.name = name
+        self.ip = ip
+        self.data_dir = data_dir
+        self.args = [
+            sys.executable, "-m", "snode.node.daemon", "--regtest", "--non-interactive",
+            f"--data-dir={data_dir}", f"--rpc-admin={ip}:{RPC_PORT}", f"--p2p-bind-ip={ip}",
+            f"--p2p-bind-port={P2P_PORT}", *extra,
+        ]
+        self.stderr = data_dir.parent / f"{name}.stderr"
+        self.rpc = RpcClient(f"http://{ip}:{RPC_PORT}", timeout=60)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> float:
+        """Start the process; the perf_counter time just before it was started."""
+        with open(self.stderr, "wb") as err:
+            started = time.perf_counter()
+            self.proc = subprocess.Popen(
+                self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                env=child_env(),
+            )
+        return started
+
+    def info(self) -> dict[str, Any] | None:
+        """get_info, or None while the RPC is not up; RuntimeError if the process died."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name} snoded exited with code {self.proc.returncode}:\n{self.log_tail()}")
+        try:
+            result: dict[str, Any] = self.rpc.call("get_info")
+            return result
+        except RpcUnavailable:
+            return None
+
+    def wait_for_rpc(self) -> dict[str, Any]:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            info = self.info()
+            if info is not None:
+                return info
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} snoded's RPC did not come up in {START_TIMEOUT:.0f} s")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """SIGTERM by pid; SIGKILL if it has not stopped after STOP_TIMEOUT."""
+        self.rpc.close()
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            log(f"{self.name} snoded did not stop within {STOP_TIMEOUT:.0f} s of SIGTERM; killing it")
+            proc.kill()
+            proc.wait()
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds the process (all its threads) has used so far."""
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rpartition(")")[2].split()
+        # After the command name: state is field 3, utime and stime are fields 14 and 15.
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def log_tail(self, chars: int = 3_000) -> str:
+        return self.stderr.read_text(errors="replace")[-chars:] if self.stderr.exists() else ""
+
+
+def measure_sync(workdir: Path, source_dir: Path, tip_hash: bytes) -> dict[str, Any]:
+    """Serve the chain from source_dir with one daemon and sync it into an empty one."""
+    source = Daemon("source", loopback_ip(1), source_dir)
+    syncing = Daemon("syncing", loopback_ip(2), workdir / "syncing",
+                     [f"--add-priority-node={loopback_ip(1)}:{P2P_PORT}"])
+    try:
+        log("starting the source snoded")
+        source.start()
+        info = source.wait_for_rpc()
+        if info["height"] != BLOCKS or info["top_block_hash"] != tip_hash.hex():
+            raise RuntimeError(
+                f"the source snoded opened the chain at height {info['height']} "
+                f"({info['top_block_hash'][:16]}), not {BLOCKS} ({tip_hash.hex()[:16]})"
+            )
+        log(f"source at height {info['height']}; starting the empty snoded")
+        source_cpu0 = source.cpu_seconds()
+        started = syncing.start()
+        up_s = first_s = done_s = None
+        first_height = 0
+        first_cpu = cpu = source_cpu = 0.0
+        polls: list[tuple[float, int]] = []
+        deadline = started + SYNC_TIMEOUT
+        last_log = started
+        while True:
+            polled = syncing.info()
+            now = time.perf_counter()
+            if polled is not None:
+                if up_s is None:
+                    up_s = now - started
+                height = polled["height"]
+                polls.append((now - started, height))
+                if height > 0 and first_s is None:
+                    first_s, first_height = now - started, height
+                    first_cpu = syncing.cpu_seconds()
+                if height == BLOCKS and polled["target_height"] == 0:
+                    done_s = now - started
+                    cpu = syncing.cpu_seconds()
+                    source_cpu = source.cpu_seconds() - source_cpu0
+                    break
+                if now - last_log > 10:
+                    log(f"syncing: height {height:,} after {now - started:.0f} s")
+                    last_log = now
+            if now > deadline:
+                break
+            time.sleep(POLL_S)  # the poll interval the issue asks for
+        final = syncing.info() or {}
+        if done_s is None:
+            raise RuntimeError(
+                f"the empty snoded reached height {final.get('height')} of {BLOCKS} in "
+                f"{SYNC_TIMEOUT:.0f} s:\n{syncing.log_tail()}"
+            )
+        if final.get("top_block_hash") != tip_hash.hex():
+            raise RuntimeError("the synced snoded's tip is not the source's")
+    finally:
+        syncing.stop()
+        source.stop()
+    assert first_s is not None and up_s is not None
+    return {
+        "rpc_up_s": up_s,
+        "first_block_s": first_s,
+        "first_height": first_height,
+        "total_s": done_s,
+        "blocks_per_s": BLOCKS / done_s,
+        "blocks_per_s_after_start": (BLOCKS - first_height) / max(done_s - first_s, 1e-9),
+        "polls": len(polls),
+        "cpu_s": cpu,
+        "cpu_ms_per_block_after_start": 1000 * (cpu - first_cpu) / max(BLOCKS - first_height, 1),
+        "source_cpu_s": source_cpu,
+    }
+
+
+# --- where the time goes: an in-process replay of the last blocks -------------------------
+
+class Stopwatch:
+    """Wall time and this thread's CPU time spent inside `with` blocks, summed. The CPU time is
+    what a phase costs whatever the neighbours on the machine do."""
+
+    def __init__(self) -> None:
+        self.wall = 0.0
+        self.cpu = 0.0
+
+    def __enter__(self) -> Stopwatch:
+        self._wall0, self._cpu0 = time.perf_counter(), time.thread_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall += time.perf_counter() - self._wall0
+        self.cpu += time.thread_time() - self._cpu0
+
+
+class TimedStore(ChainStore):
+    """The real store, timing its batch commits."""
+
+    commit = Stopwatch()
+
+    def commit_blocks(self, batch: Sequence[Commit]) -> None:
+        with self.commit:
+            super().commit_blocks(batch)
+
+
+class TimedVerifier:
+    """The node's ThreadedVerifier, timing its calls and counting batch sizes."""
+
+    def __init__(self) -> None:
+        self.inner = ThreadedVerifier(VERIFY_THREADS)
+        self.watch = Stopwatch()
+        self.calls = 0
+        self.signatures = 0
+        self.threaded_calls = 0
+
+    def __call__(self, checks: Sequence[SigCheck]) -> int:
+        from snode.node.verifier import INLINE_BELOW
+
+        with self.watch:
+            bad = self.inner(checks)
+        self.calls += 1
+        self.signatures += len(checks)
+        self.threaded_calls += len(checks) >= INLINE_BELOW
+        return bad
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class TimedNode(Node):
+    """The real node, timing what it does after the store commit (mempool, listeners)."""
+
+    adopt = Stopwatch()
+
+    def _adopt(self, *args: Any, **kwargs: Any) -> None:
+        with self.adopt:
+            super()._adopt(*args, **kwargs)
+
+
+def decode_batch(raws: Sequence[bytes]) -> list[Block]:
+    """What the syncing node does with a Blocks reply before accept_blocks (peers._decode_batch):
+    canonical decode of each block and the chain check."""
+    blocks = [decode(raw, Block) for raw in raws]
+    for parent, child in zip(blocks, blocks[1:]):
+        if child.header.prev_hash != block_hash(parent.header):
+            raise AssertionError("replayed blocks do not form a chain")
+    return blocks
+
+
+def replay(snapshot_dir: Path, tail: Sequence[bytes], profile: bool) -> dict[str, Any]:
+    """Apply `tail` on a copy of the store at its parent height (snapshot_dir holds it) through
+    Node.accept_blocks in batches of MAX_BLOCKS_PER_BATCH, as the syncing daemon does, timing
+    each phase; with `profile`, a second pass on another copy runs under cProfile."""
+    results = _replay_once(snapshot_dir, tail, None)
+    if profile:
+        profiler = cProfile.Profile()
+        _replay_once(snapshot_dir, tail, profiler)
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime").print_stats(20)
+        results["profile"] = out.getvalue()
+    return results
+
+
+def _replay_once(
+    snapshot_dir: Path, tail: Sequence[bytes], profiler: cProfile.Profile | None
+) -> dict[str, Any]:
+    from snode.core.genesis import genesis_state, regtest_genesis
+
+    state0, block0, consensus = genesis_state(regtest_genesis(), PARAMS)
+    copy = snapshot_dir.parent / f"{snapshot_dir.name}-replay"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(snapshot_dir, copy)
+    store = TimedStore.open(copy / DATABASE_FILE, genesis_block=block0, genesis_state=state0)
+    assert isinstance(store, TimedStore)
+    store.commit = Stopwatch()
+    node = TimedNode(params=PARAMS, consensus=consensus, store=store, state=store.load_state(),
+                     identity=None, producer_key=None)
+    node.adopt = Stopwatch()
+    node.verifier.close()
+    verifier = node.verifier = TimedVerifier()  # type: ignore[assignment]
+    decoding, accepting = Stopwatch(), Stopwatch()
+    try:
+        if profiler is not None:
+            profiler.enable()
+        for start in range(0, len(tail), MAX_BLOCKS_PER_BATCH):
+            with decoding:
+                blocks = decode_batch(tail[start:start + MAX_BLOCKS_PER_BATCH])
+            with accepting:
+                node.accept_blocks(blocks, int(time.time()))
+        if profiler is not None:
+            profiler.disable()
+    finally:
+        node.close()
+        shutil.rmtree(copy, ignore_errors=True)
+    n = len(tail)
+    phases = {"decode": decoding, "accept": accepting, "verify": verifier.watch,
+              "commit": store.commit, "adopt": node.adopt}
+    results: dict[str, Any] = {
+        "blocks": n,
+        "blocks_per_s": n / (decoding.wall + accepting.wall),
+        "blocks_per_cpu_s": n / (decoding.cpu + accepting.cpu),
+        "verify_calls": verifier.calls,
+        "verify_threaded_calls": verifier.threaded_calls,
+        "signatures": verifier.signatures,
+        "ms": {name: 1000 * w.wall / n for name, w in phases.items()},
+        "cpu_ms": {name: 1000 * w.cpu / n for name, w in phases.items()},
+    }
+    for key in ("ms", "cpu_ms"):
+        ms = results[key]
+        ms["apply"] = ms["accept"] - ms["verify"] - ms["commit"] - ms["adopt"]
+    return results
+
+
+# --- the benchmark ------------------------------------------------------------------------
+
+def run(profile: bool = False) -> dict[str, Any]:
+    """Every figure of this benchmark, as a dict (see `report`)."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="snode-sync-bench-") as tmp:
+        workdir = Path(tmp)
+        log(f"building a {BLOCKS:,}-block regtest chain with {SERVICE_NODES:,} service nodes")
+        chain = SyncChain(
+            workdir / "source", blocks=BLOCKS, service_nodes=SERVICE_NODES,
+            transfers_per_block=TRANSFERS_PER_BLOCK, spenders=SPENDERS, sample_size=VERIFY_SAMPLES,
+            progress=log, snapshot_at=BLOCKS - REPLAY_BLOCKS, snapshot_dir=workdir / "snapshot",
+        )
+        stats: ChainStats = chain.build()
+        tip_hash, sample, tail = chain.state.tip_hash, chain.sample, chain.tail
+        # The builder's states and wallets go: the replay below should run in a heap the size
+        # of a node's, not with a second chain state beside it for the collector to walk.
+        del chain
+        gc.collect()
+        log(f"built in {stats.build_s:.1f} s; measuring Ed25519 verification")
+        before = verify_rates(sample)
+        sync = measure_sync(workdir, workdir / "source", tip_hash)
+        log("measuring Ed25519 verification again")
+        after = verify_rates(sample)
+        log(f"replaying the last {REPLAY_BLOCKS:,} blocks in-process")
+        breakdown = replay(workdir / "snapshot", tail, profile)
+    verify_rate = max(before["threads"], after["threads"])
+    verify_cpu_rate = max(before["per_cpu_s"], after["per_cpu_s"])
+    sigs_per_block = stats.signatures / stats.blocks
+    bound = verify_rate / sigs_per_block
+    replay_sigs = breakdown["signatures"] / breakdown["blocks"]
+    return {
+        "chain": asdict(stats),
+        "signatures_per_block": sigs_per_block,
+        "verify_per_s": verify_rate,
+        "verify_per_s_runs": [before["threads"], after["threads"]],
+        "verify_one_core_per_s": max(before["one_core"], after["one_core"]),
+        "verify_per_cpu_s": verify_cpu_rate,
+        "bound_blocks_per_s": bound,
+        "sync": sync,
+        "ratio": sync["blocks_per_s"] / bound,
+        "ratio_after_start": sync["blocks_per_s_after_start"] / bound,
+        # Load-independent: the share of the syncing daemon's CPU time per block that verifying
+        # its signatures alone takes (both in CPU seconds, so neighbours' load cancels out).
+        "cpu_share": 1000 * sigs_per_block / verify_cpu_rate / sync["cpu_ms_per_block_after_start"],
+        "replay": {
+            **breakdown,
+            "signatures_per_block": replay_sigs,
+            "bound_blocks_per_s": verify_rate / replay_sigs,
+            "ratio": breakdown["blocks_per_s"] / (verify_rate / replay_sigs),
+            "verify_alone_cpu_ms": 1000 * replay_sigs / verify_cpu_rate,
+            "cpu_share": 1000 * replay_sigs / verify_cpu_rate
+            / (breakdown["cpu_ms"]["decode"] + breakdown["cpu_ms"]["accept"]),
+        },
+        "total_s": time.perf_counter() - started,
+    }
+
+
+def _verdict(ratio: float) -> str:
+    return "[green]PASS[/]" if ratio >= TARGET_RATIO else "[red]BELOW[/]"
+
+
+def report(results: dict[str, Any], console: Console) -> None:
+    """Print the figures of `run`, each ratio with its target and verdict."""
+    chain, sync, rp = results["chain"], results["sync"], results["replay"]
+    console.print()
+    console.print("[bold]sync: a real snoded syncing from a local peer, against Ed25519 verification[/]")
+    console.print(
+        f"chain: {chain['blocks']:,} blocks, {chain['service_nodes']:,} service nodes "
+        f"({chain['active_service_nodes']:,} active), {chain['transfers']:,} transfers, "
+        f"{chain['bytes'] / 1e6:.1f} MB, {chain['utxos']:,} unspent outputs at the tip; built "
+        f"in-process in {chain['build_s']:.0f} s"
+    )
+    console.print(
+        f"signatures: {chain['signatures']:,} ({chain['producer_signatures']:,} producer, "
+        f"{chain['input_signatures']:,} input, {chain['other_signatures']:,} registration and "
+        f"vote) = {results['signatures_per_block']:.2f} per block"
+    )
+    runs = ", ".join(f"{r:,.0f}" for r in results["verify_per_s_runs"])
+    console.print(
+        f"limit: {results['verify_per_s']:,.0f} Ed25519 verifications/s on {VERIFY_THREADS} "
+        f"threads (ThreadedVerifier; best of {runs}; one core {results['verify_one_core_per_s']:,.0f}/s, "
+        f"{results['verify_per_cpu_s']:,.0f} per CPU-second) -> bound {results['bound_blocks_per_s']:,.0f} blocks/s"
+    )
+    table = Table(show_edge=False, pad_edge=False)
+    for name, justify in (("figure", "left"), ("value", "right"), ("bound (same run)", "right"),
+                          ("ratio", "right"), ("target", "left"), ("verdict", "left")):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    bound = f"{results['bound_blocks_per_s']:,.0f} blocks/s"
+    table.add_row(f"sync {chain['blocks']:,} blocks, from daemon start", f"{sync['blocks_per_s']:,.0f} blocks/s",
+                  bound, f"{results['ratio']:.3f}", f">= {TARGET_RATIO}", _verdict(results["ratio"]))
+    table.add_row("  start-up excluded", f"{sync['blocks_per_s_after_start']:,.0f} blocks/s", bound,
+                  f"{results['ratio_after_start']:.3f}", f"(>= {TARGET_RATIO})",
+                  _verdict(results["ratio_after_start"]))
+    table.add_row("  CPU per block: daemon vs verify alone",
+                  f"{sync['cpu_ms_per_block_after_start']:.3f} ms",
+                  f"{1000 * results['signatures_per_block'] / results['verify_per_cpu_s']:.3f} ms",
+                  f"{results['cpu_share']:.3f}", "(informational)", "")
+    table.add_row(f"in-process replay, last {rp['blocks']:,}", f"{rp['blocks_per_s']:,.0f} blocks/s",
+                  f"{rp['bound_blocks_per_s']:,.0f} blocks/s", f"{rp['ratio']:.3f}", "(informational)", "")
+    console.print(table)
+    console.print(
+        f"sync: {sync['total_s']:.1f} s from starting the empty snoded to height {BLOCKS:,} with "
+        f"target_height 0 (RPC up after {sync['rpc_up_s']:.2f} s, first blocks at "
+        f"{sync['first_block_s']:.2f} s, height {sync['first_height']:,}); polled every {POLL_S} s; "
+        f"CPU: syncing daemon {sync['cpu_s']:.1f} s, serving daemon {sync['source_cpu_s']:.1f} s"
+    )
+    ms, cpu = rp["ms"], rp["cpu_ms"]
+    console.print(
+        f"replay, per block, wall ms (CPU ms): decode {ms['decode']:.3f} ({cpu['decode']:.3f}) + "
+        f"accept_blocks {ms['accept']:.3f} ({cpu['accept']:.3f}) = apply_block's rules "
+        f"{ms['apply']:.3f} ({cpu['apply']:.3f}) + signature checks {ms['verify']:.3f} "
+        f"({cpu['verify']:.3f}) + store commit {ms['commit']:.3f} ({cpu['commit']:.3f}) + adopt "
+        f"{ms['adopt']:.3f} ({cpu['adopt']:.3f}); verifying the same signatures alone: "
+        f"{1000 * rp['signatures_per_block'] / results['verify_per_s']:.3f} at the 2-thread rate, "
+        f"{rp['verify_alone_cpu_ms']:.3f} CPU ms; CPU share {rp['cpu_share']:.3f}"
+    )
+    console.print(
+        f"replay: {rp['signatures']:,} signatures ({rp['signatures_per_block']:.2f} per block) in "
+        f"{rp['verify_calls']:,} verifier calls, {rp['verify_threaded_calls']:,} of them large "
+        "enough to use both threads"
+    )
+    if "profile" in rp:
+        console.print()
+        console.print("[bold]cProfile of the in-process replay (accept_blocks and decode)[/]")
+        console.print(rp["profile"], markup=False, highlight=False, soft_wrap=True)
+    console.print(f"sync benchmark took {results['total_s']:.0f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.sync_bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", action="store_true", help="add a cProfile of the in-process replay")
+    args = parser.parse_args()
+    from snode.tools.tables import make_console
+
+    report(run(profile=args.profile), make_console())
+
+
+if __name__ == "__main__":
+    main()
