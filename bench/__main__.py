@@ -1,79 +1,42 @@
-"""`python -m bench [--profile]`: run every benchmark module present and print its figures.
+"""`python -m bench [--profile] [NAME ...]`: run the benchmarks and print their figures.
 
-Each module has `run() -> dict`; a module with `report(results, console)` prints its own tables,
-any other module's figures are printed as a plain list. `--profile` adds a cProfile of
-apply_block to the core figures.
+Every module has `run(...) -> dict` and `report(results, console)`; each measures its own limit
+in the same run and prints ratios against it with the target and PASS or BELOW. Names select
+modules (core, store, rpc, sync, proof); none means all. `--profile` adds the modules' own
+cProfile output where they have one.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import time
-from collections.abc import Iterator, Mapping
-from types import ModuleType
-from typing import Any, Final
+from typing import Final
 
-from rich.console import Console
-from rich.table import Table
-
-from bench import core_bench
 from snode.tools.tables import make_console
 
-OPTIONAL_MODULES: Final = ("bench.store_bench",)
-
-
-def optional_module(name: str) -> ModuleType | None:
-    """The benchmark module `name`, or None when it does not exist (yet)."""
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as err:
-        if err.name == name:
-            return None
-        raise
-
-
-def flatten(figures: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """(dotted name, value) for every leaf of a nested dict of figures."""
-    for key, value in figures.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            yield from flatten(value, f"{name}.")
-        else:
-            yield name, value
-
-
-def plain_report(title: str, figures: Mapping[str, Any], console: Console) -> None:
-    """The figures of a module that has no report of its own."""
-    console.print()
-    console.print(f"[bold]{title}[/]")
-    table = Table(show_edge=False, pad_edge=False)
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    for name, value in flatten(figures):
-        table.add_row(name, f"{value:,.3f}" if isinstance(value, float) else str(value))
-    console.print(table)
+MODULES: Final = ("core", "store", "rpc", "sync", "proof")
 
 
 def main() -> int:
     """Run the benchmarks; 0 when they ran (a figure below its target is reported, not failed)."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", action="store_true", help="add a cProfile of apply_block")
+    parser.add_argument("--profile", action="store_true", help="add cProfile output where a benchmark has it")
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help=f"benchmarks to run: {', '.join(MODULES)} (default: all)")
     args = parser.parse_args()
+    unknown = [n for n in args.names if n not in MODULES]
+    if unknown:
+        parser.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(MODULES)}")
     console = make_console()
     started = time.perf_counter()
-    core_bench.report(core_bench.run(profile=args.profile), console)
-    for name in OPTIONAL_MODULES:
-        module = optional_module(name)
-        if module is None:
-            continue
-        results = module.run()
-        report = getattr(module, "report", None)
-        if report is not None:
-            report(results, console)
-        else:
-            plain_report(name.rpartition(".")[2], results, console)
-    console.print()
+    for name in args.names or MODULES:
+        module = importlib.import_module(f"bench.{name}_bench")
+        takes_profile = "profile" in inspect.signature(module.run).parameters
+        results = module.run(profile=args.profile) if takes_profile else module.run()
+        module.report(results, console)
+        console.print()
     console.print(f"benchmarks finished in {time.perf_counter() - started:.0f} s")
     return 0
 
