@@ -1,12 +1,14 @@
 """snode-wallet against real regtest daemons, run as an operator runs it (`--command`, `--yes`).
 
 Solo: the faucet wallet (restored from the published words) funds a new wallet, whose balance
-shows Unlocked < Balance until the coins unlock; the daemon's registration command pasted
-unchanged registers a funded node with the right fee and height. Pool: operator 100,000 coins and
-a 5 % cut (Await), then `stake <pk> 60000` and `stake <pk> 100%` fill it. Every refusal of the
-registration and stake commands prints one line naming what to fix, exits 1 and sends nothing
-(the mempool is unchanged). A wrong password and a damaged wallet file give one line, exit 1,
-and leave the file as it was.
+shows Unlocked < Balance and the height at which the locked coins unlock (exactly when they do);
+a spend refused for want of unlocked coins says when more unlock. The daemon's registration
+command pasted unchanged registers a funded node with the right fee and height; until it is
+mined, `balance` and `stakes` show it as pending. Pool: operator 100,000 coins and a 5 % cut
+(Await), then `stake <pk> 60000` (pending until mined) and `stake <pk> 100%` fill it. Every
+refusal of the registration and stake commands prints one line naming what to fix, exits 1 and
+sends nothing (the mempool is unchanged). A wrong password, a damaged wallet file and an empty
+password for a new wallet give one line, exit 1, and leave the file as it was (or make none).
 """
 
 from __future__ import annotations
@@ -147,13 +149,37 @@ def test_solo_registration_from_the_faucet(sn, tmp_path):
     locked = operator.balances()
     assert_equal(locked["balance"], 200_100 * COIN)
     assert locked["unlocked"] < locked["balance"]
-    mine(sn, UNLOCK)
+    # The coins count as unlocked once the tip is UNLOCK - 1 blocks past the block that paid them.
+    unlock_at = sn.get_height()["height"] + UNLOCK - 1
+    lines = operator.ok("balance").lines
+    assert_equal(lines[:3], ["Balance: 200100", "Unlocked balance: 0",
+                             f"Locked: 200100 coins, unlocking at height {unlock_at} (in {UNLOCK - 1} blocks)"])
+    operator.refused(f"transfer {faucet.address} 1",
+                     "unlocked balance 0 is not enough: 1 coin plus a fee of ")
+    operator.refused(f"transfer {faucet.address} 1",
+                     f"; 200100 more coins unlock at height {unlock_at}, in {UNLOCK - 1} blocks")
+    mine(sn, UNLOCK - 2)
+    assert f"unlocking at height {unlock_at} (in 1 block)" in operator.ok("balance").out
+    assert_equal(operator.balances()["unlocked"], 0)
+    mine(sn)
     assert_equal(operator.balances(), {"balance": 200_100 * COIN, "unlocked": 200_100 * COIN})
+    assert "Locked" not in operator.ok("balance").out
 
     line = registration_cmd(sn, operator.address, SOLO, cut="2.5")
     done = operator.ok(line, yes=True)
     assert "Operator stake: 200000 coins" in done.out and "Operator fee: 2.5 %" in done.out
     pubkey = sn.get_service_node_key()["service_node_pubkey"]
+    # Until it is mined the registration shows as pending, and the change as unconfirmed.
+    pending = operator.ok("balance").lines
+    assert f"Staked (pending): 200000 coins on service node {pubkey} (registration in the mempool, " \
+           "not yet mined)" in pending
+    assert "Staked: 0 coins on 0 service nodes" in pending
+    assert any(l.startswith("Pending (unconfirmed): 99.9") for l in pending), pending
+    assert_equal(operator.ok("stakes").lines, [
+        f"{pubkey}  mine: 200000 (pending)  registration in the mempool, not yet mined",
+        "Total staked: 0 coins, plus 200000 coins (pending)"])
+    operator.refused(f"transfer {faucet.address} 1", "more coins in unconfirmed transactions "
+                     f"unlock {UNLOCK} confirmations after they are mined")
     mine(sn)
     height = sn.get_height()["height"]
     record = node_record(sn, pubkey)
@@ -167,7 +193,10 @@ def test_solo_registration_from_the_faucet(sn, tmp_path):
     assert pubkey in stakes and "mine: 200000" in stakes and "200000 / 200000" in stakes
     after = operator.balances()
     assert 99 * COIN < after["balance"] < 100 * COIN
-    assert "Staked: 200000 on 1 service node" in operator.ok("balance").out
+    assert "Staked: 200000 coins on 1 service node" in operator.ok("balance").out
+    assert "pending" not in operator.ok("stakes").out
+    operator.refused(f"transfer {faucet.address} 1", f"more coins unlock at height "
+                     f"{sn.get_height()['height'] + UNLOCK - 1}, in {UNLOCK - 1} blocks")
     history = operator.ok("show_transfers").lines
     assert [l.split()[1] for l in history[1:]] == ["in", "registration"]
 
@@ -185,7 +214,13 @@ def test_pool_node_filled_by_two_contributors(sn, tmp_path):
     assert "Await" in operator.ok("stakes").out
 
     alice.ok(f"stake {pubkey} 60000", yes=True)
+    assert_equal(alice.ok("stakes").lines, [
+        f"{pubkey}  mine: 0 + 60000 (pending)  Await   100000 / 200000",
+        "Total staked: 0 coins, plus 60000 coins (pending)"])
+    assert (f"Staked (pending): 60000 coins on service node {pubkey} (stake in the mempool, "
+            "not yet mined)") in alice.ok("balance").lines
     mine(sn)
+    assert "pending" not in alice.ok("stakes").out + alice.ok("balance").out
     assert_equal(node_record(sn, pubkey)["total_contributed"], 160_000 * COIN)
     done = bob.ok(f"stake {pubkey} 100%", yes=True)
     assert "Staking 40000 coins" in done.out
@@ -252,6 +287,7 @@ def test_stake_refusals_send_nothing(sn, tmp_path):
     rich.refused(f"stake {pubkey} 5%", "below the minimum contribution of 10000 coins")
     for bad in ("0%", "101%", "-3%"):
         rich.refused(f"stake {pubkey} {bad}", "must be above 0% and at most 100%")
+    rich.refused(f"stake {pubkey} abc%", "percent 'abc%' is not a number")
     rich.refused(f"stake {pubkey} 1,000", "comma")
     poor.refused(f"stake {pubkey} 10000", "unlocked balance 5000 is not enough")
 
@@ -277,6 +313,12 @@ def test_transfer_refusals_and_usage(sn, tmp_path):
     assert usage.lines == ["Usage: transfer <address> <amount>"]
     unknown = payer.run("fly me")
     assert unknown.rc == 1 and "unknown command 'fly'" in unknown.out
+    assert "unknown command 'No'" in payer.run("No").out  # echoed as typed
+    # Piped to --command, anything but Yes cancels at once (no second question).
+    unclear = payer.run(f"transfer {other.address} 1", stdin="maybe\n")
+    assert unclear.rc == 1 and unclear.lines[-1] == "Transaction cancelled.", unclear.out
+    assert "Please answer" not in unclear.out and "Sending 1 coin to" in unclear.out
+    assert "Send 1 coin plus a fee of 0." in unclear.out
     payer.ok(f"transfer {other.address} 2.5", yes=True)
     mine(sn)
     assert_equal(other.balances()["balance"], 2_500_000_000)
@@ -364,3 +406,20 @@ def test_restore_from_bad_seed_file(tmp_path):
                          str(password), "--restore-seed-file", str(seed), "--command", "address"])
     assert result.rc == 1 and "seed has 23 words" in result.err
     assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("contents", ["\n", ""])
+def test_a_new_wallet_refuses_an_empty_password_file(tmp_path, contents):
+    password = tmp_path / "pw"
+    password.write_text(contents)
+    path = tmp_path / "w.wallet"
+    result = run_wallet(["--regtest", "--wallet-file", str(path), "--password-file", str(password),
+                         "--generate", "--command", "address"])
+    assert (result.rc, result.out) == (1, "")
+    assert result.err.strip() == (f"Error: password file {password} is empty: an empty password is "
+                                  "not allowed for a new wallet; write the password on its first line")
+    assert not path.exists()
+    piped = run_wallet(["--regtest", "--wallet-file", str(path), "--generate", "--command", "address"],
+                       stdin="\n")
+    assert piped.rc == 1 and "an empty password is not allowed for a new wallet" in piped.err
+    assert not path.exists()

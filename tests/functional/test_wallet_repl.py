@@ -1,7 +1,10 @@
 """The interactive wallet in a real terminal (pexpect pty) against a real regtest daemon: the
-registration's (Yes/No) question (No cancels and sends nothing, Yes sends and prints the id),
-command completion, help, the idle lock that asks for the password again, and the wallet
-JSON-RPC server (loopback only) with its get_address, get_balance, transfer and stake methods.
+registration's (Yes/No) question (an unclear answer is asked once more, also for `--command` on
+a terminal; No cancels and sends nothing, Yes sends and prints the id), unknown commands echoed as
+typed, command completion, help, the idle lock that asks for the password again, a mistyped
+password at start-up asked again (three tries), no empty password for a new wallet, and the
+wallet JSON-RPC server (loopback only) with its get_address, get_balance, transfer and stake
+methods.
 """
 
 from __future__ import annotations
@@ -30,12 +33,17 @@ def sn(nodes):
     return nodes.add(extra_args=["--service-node"])
 
 
-def spawn(wallet: Wallet, *extra: str) -> pexpect.spawn:
-    args = ["-m", "snode.wallet", "--regtest", "--daemon-address", f"{wallet.node.ip}:{wallet.node.rpc_port}",
-            "--wallet-file", str(wallet.path), *extra]
+def start(node, path, *extra: str) -> pexpect.spawn:
+    """The wallet of file `path` in a terminal, before its password is typed."""
+    args = ["-m", "snode.wallet", "--regtest", "--daemon-address", f"{node.ip}:{node.rpc_port}",
+            "--wallet-file", str(path), *extra]
     env = dict(os.environ, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm")
-    child = pexpect.spawn(sys.executable, args, env=env, encoding="utf-8",
-                          timeout=30 * TIMEOUT_FACTOR, dimensions=(50, 250))
+    return pexpect.spawn(sys.executable, args, env=env, encoding="utf-8",
+                         timeout=30 * TIMEOUT_FACTOR, dimensions=(50, 250))
+
+
+def spawn(wallet: Wallet, *extra: str) -> pexpect.spawn:
+    child = start(wallet.node, wallet.path, *extra)
     child.expect("Wallet password: ")
     child.sendline(wallet.password_file.read_text().rstrip("\n"))
     child.expect(PROMPT)
@@ -58,9 +66,36 @@ def test_registration_asks_yes_or_no(sn, tmp_path):
     child.expect(r"Operator stake: 200000 coins")
     child.expect(r"Operator fee: 1 %")
     child.expect(r"\(Yes/No\):")
+    child.sendline("nope")  # neither Yes nor No: asked once more
+    child.expect("Please answer Yes or No.")
+    child.expect(r"\(Yes/No\):")
     child.sendline("nope")
     child.expect("Transaction cancelled.")
     child.expect(PROMPT)
+    assert_equal(sn.get_mempool()["transactions"], [])
+    child.sendline(line)
+    child.expect(r"\(Yes/No\):")
+    child.sendline("No")
+    child.expect("Transaction cancelled.")
+    assert "Please answer" not in child.before
+    child.expect(PROMPT)
+    child.sendline("No")
+    child.expect("Error: unknown command 'No'. Type help for the list.")
+    child.expect(PROMPT)
+    assert_equal(sn.get_mempool()["transactions"], [])
+
+    # --command on a terminal asks once more too, then cancels with exit status 1.
+    once = pexpect.spawn(sys.executable, ["-m", "snode.wallet", *operator.args(), "--command", line],
+                         encoding="utf-8", timeout=30 * TIMEOUT_FACTOR, dimensions=(50, 250))
+    once.expect(r"\(Yes/No\):")
+    once.sendline("maybe")
+    once.expect("Please answer Yes or No.")
+    once.expect(r"\(Yes/No\):")
+    once.sendline("perhaps")
+    once.expect("Transaction cancelled.")
+    once.expect(pexpect.EOF)
+    once.close()
+    assert_equal(once.exitstatus, 1)
     assert_equal(sn.get_mempool()["transactions"], [])
 
     child.sendline(line)
@@ -92,6 +127,10 @@ def test_completion_help_and_idle_lock(sn, tmp_path):
     child.expect(r"register_service_node <operator_cut>")
     child.expect(r"stake <service_node_pubkey> <amount>\|<percent>%")
     child.expect(PROMPT)
+    child.sendline("help stake")
+    child.expect("100% fills it. Stakes still in the mempool are not counted until they are mined.")
+    child.expect("Minimum contribution: the node's open remainder divided by its free contributor slots")
+    child.expect(PROMPT)
     child.expect("Wallet locked after 2 seconds without input.", timeout=20 * TIMEOUT_FACTOR)
     child.expect("Password to unlock the wallet:")
     child.sendline("not it")
@@ -102,6 +141,73 @@ def test_completion_help_and_idle_lock(sn, tmp_path):
     child.expect(PROMPT)
     child.sendline("address")
     child.expect(wallet.address)
+    close(child)
+
+
+def test_a_mistyped_password_at_start_is_asked_again(nodes, tmp_path):
+    wallet = Wallet(nodes.add(start=False), tmp_path, "typo")
+    right = wallet.password_file.read_text().rstrip("\n")
+    child = start(wallet.node, wallet.path)
+    for typo in ("wrong", ""):
+        child.expect("Wallet password: ")
+        child.sendline(typo)
+        child.expect(f"Error: wrong password for wallet file {wallet.path}: try again.")
+    child.expect("Wallet password: ")
+    child.sendline(right)
+    child.expect(PROMPT)
+    close(child)
+
+    child = start(wallet.node, wallet.path)
+    for attempt in range(3):
+        child.expect("Wallet password: ")
+        child.sendline(f"wrong {attempt}")
+    child.expect(f"Error: wrong password for wallet file {wallet.path}\r\n")
+    child.expect(pexpect.EOF)
+    assert "Wallet password" not in child.before
+    child.close()
+    assert_equal(child.exitstatus, 1)
+
+
+def test_a_new_wallet_on_a_terminal_refuses_an_empty_password(nodes, tmp_path):
+    node = nodes.add(start=False)
+    path = tmp_path / "new.wallet"
+    child = start(node, path, "--generate")
+    child.expect("Wallet password: ")
+    child.sendline("")
+    child.expect("Error: an empty password is not allowed for a new wallet: try again.")
+    child.expect("Wallet password: ")
+    child.sendline("one")
+    child.expect("Repeat the password: ")
+    child.sendline("other")
+    child.expect("Error: the two passwords differ: try again.")
+    child.expect("Wallet password: ")
+    child.sendline("")
+    child.expect("Error: an empty password is not allowed for a new wallet: run the command again")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert_equal(child.exitstatus, 1)
+    assert not path.exists()
+
+    child = start(node, path)  # no file: the wallet offers to create one
+    child.expect(r"does not exist. Create a new wallet\? \(Yes/No\): ")
+    child.sendline("maybe")
+    child.expect("Please answer Yes or No.")
+    child.expect(r"Create a new wallet\? \(Yes/No\): ")
+    child.sendline("y")
+    child.expect("Wallet password: ")
+    child.sendline("")
+    child.expect("Error: an empty password is not allowed")
+    child.expect("Wallet password: ")
+    child.sendline("sesame")
+    child.expect("Repeat the password: ")
+    child.sendline("sesame")
+    child.expect(r"Generated new wallet snr1\S+")
+    child.expect(PROMPT)
+    close(child)
+    child = start(node, path)
+    child.expect("Wallet password: ")
+    child.sendline("sesame")
+    child.expect(PROMPT)
     close(child)
 
 
@@ -141,6 +247,9 @@ def test_wallet_rpc_server(sn, tmp_path):
         assert len(sent["txid"]) == 64 and sent["fee"] > 0
         again = _rpc(url, "register_service_node", registration_cmd=line)
         assert again["error"]["code"] == -1 and "is not enough" in again["error"]["message"]
+        assert "more coins in unconfirmed transactions unlock" in again["error"]["message"]
+        waiting = _rpc(url, "get_balance")["result"]
+        assert_equal((waiting["pending_staked"], waiting["staked"]), (POOL_MIN, 0))
         mine(sn, 11)
         bad = _rpc(url, "transfer", address=staker.address)
         assert bad["error"]["code"] == -32602 and "'amount'" in bad["error"]["message"]
@@ -154,7 +263,8 @@ def test_wallet_rpc_server(sn, tmp_path):
         staked = _rpc(url, "stake", service_node_pubkey=pubkey, percent=10)["result"]
         assert_equal(staked["amount"], 10_000 * COIN)
         mine(sn)
-        assert_equal(_rpc(url, "get_balance")["result"]["staked"], POOL_MIN + 10_000 * COIN)
+        after = _rpc(url, "get_balance")["result"]
+        assert_equal((after["staked"], after["pending_staked"]), (POOL_MIN + 10_000 * COIN, 0))
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=20)

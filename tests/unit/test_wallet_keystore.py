@@ -12,7 +12,7 @@ import pytest
 from snode.core.crypto import SigningKey
 from snode.params import REGTEST, REGTEST_FAUCET_SEED, REGTEST_FAUCET_WORDS, TESTNET
 from snode.wallet import keystore
-from snode.wallet.errors import WalletError, WalletFileError
+from snode.wallet.errors import WalletError, WalletFileError, WrongPassword
 
 SEED = bytes(range(32))
 
@@ -99,3 +99,18 @@ def test_missing_file_and_wrong_network(tmp_path) -> None:
     keystore.create(path, SEED, "x", REGTEST)
     with pytest.raises(WalletFileError, match="is for regtest, not testnet: add --regtest"):
         keystore.load(path, "x", TESTNET)
+
+
+def test_a_new_wallet_never_gets_an_empty_password(tmp_path) -> None:
+    path = tmp_path / "w"
+    with pytest.raises(WalletError, match="an empty password is not allowed for a new wallet"):
+        keystore.create(path, SEED, "", REGTEST)
+    assert not path.exists() and os.listdir(tmp_path) == []
+
+
+def test_a_file_with_an_empty_password_made_elsewhere_still_opens(tmp_path) -> None:
+    path = tmp_path / "w"
+    keystore.write_atomically(path, keystore.encrypt(SEED, "", REGTEST))
+    assert keystore.load(path, "", REGTEST).key.seed == SEED
+    with pytest.raises(WrongPassword, match="wrong password"):
+        keystore.load(path, "x", REGTEST)

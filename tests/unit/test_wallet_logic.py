@@ -4,6 +4,8 @@ transfer history read from real blocks."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from snode.core.address import encode_address
@@ -15,9 +17,10 @@ from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST, TESTNET
 from snode.wallet.commands import COMMANDS, help_lines
 from snode.wallet.logic import (
-    Output, balance_lines, balance_of, check_registration_line, choose_stake, is_yes,
-    mempool_spends, node_from_record, parse_outputs, scan_block, spendable, split_command,
-    stake_line, transfer_lines,
+    Output, PendingStake, balance_lines, balance_of, check_registration_line, choose_stake, coins,
+    is_unclear, is_yes, mempool_spends, node_from_record, not_enough, parse_outputs,
+    parse_stake_percent, pool_effects, scan_block, spendable, split_command, stake_line,
+    stakes_lines, transfer_lines,
 )
 from snode.wallet.rpc_server import check_bind
 from snode.wallet.errors import WalletError
@@ -27,6 +30,7 @@ OPERATOR = key_from_label("operator")
 ALICE = key_from_label("alice")
 BOB = key_from_label("bob")
 SN = key_from_label("sn-1")
+NEWCOMER = key_from_label("wallet newcomer")  # no genesis funds
 REQUIREMENT = REGTEST.staking_requirement
 
 
@@ -50,6 +54,14 @@ def pool_node(chain, operator_amount=100_000 * COIN, reserved=()) -> ServiceNode
     return node_from_record(record_of(chain.node(SN.public)), PREFIX)
 
 
+def pool_node_needing(chain, needed: int) -> ServiceNode:
+    """The record of pool_node's node after BOB staked all but `needed` (it is open already)."""
+    chain.stake(BOB, SN.public, chain.node(SN.public).staking_requirement
+                - chain.node(SN.public).total_contributed - needed)
+    chain.mine()
+    return node_from_record(record_of(chain.node(SN.public)), PREFIX)
+
+
 # --- confirmation and command lines -------------------------------------------------------
 
 @pytest.mark.parametrize("answer", ["Yes", "yes", "YES", "y", "Y", " yes \n"])
@@ -60,6 +72,22 @@ def test_yes_answers(answer):
 @pytest.mark.parametrize("answer", ["", "No", "n", "yess", "ye", "sure", None, "y es"])
 def test_everything_else_is_no(answer):
     assert not is_yes(answer)
+
+
+@pytest.mark.parametrize(("answer", "unclear"), [
+    ("maybe", True), ("", True), ("yess", True), ("No", False), ("n", False), (" NO ", False),
+    ("Yes", False), ("y", False), (None, False),
+])
+def test_unclear_answers_are_neither_yes_nor_no(answer, unclear):
+    assert is_unclear(answer) is unclear
+
+
+def test_help_stake_explains_the_minimum_and_100_percent():
+    text = " ".join(help_lines("stake"))
+    assert "open remainder divided by its free contributor slots" in text
+    assert "unless the stake fills the whole remainder" in text
+    assert "100% fills it" in text and "still needs on the chain" in text
+    assert "Stakes still in the mempool are not counted" in text
 
 
 def test_split_command_and_help():
@@ -91,9 +119,123 @@ def test_balance_counts_locked_coins_but_not_in_unlocked():
     balance = balance_of(outputs, 9, spent, pending=2 * COIN, staked=100 * COIN)
     assert balance.total == (5 + 7 + 2) * COIN
     assert balance.unlocked == 5 * COIN
-    lines = balance_lines(balance, 1)
+    lines = balance_lines(balance, 1, 10)
+    # The spec's contract lines come first with bare coin amounts (scripts read them).
     assert lines[0] == "Balance: 14" and lines[1] == "Unlocked balance: 5"
-    assert "Staked: 100 on 1 service node" in lines
+    assert lines[2] == "Locked: 7 coins, unlocking at height 10 (in 1 block)"
+    assert lines[3] == "Pending (unconfirmed): 2 coins, unlocking 10 confirmations after they are mined"
+    assert "Staked: 100 coins on 1 service node" in lines
+
+
+def test_several_unlock_heights_give_the_next_and_the_last():
+    outputs = [Output(bytes([1]) * 32, 0, COIN, 20), Output(bytes([2]) * 32, 0, 3 * COIN, 25),
+               Output(bytes([3]) * 32, 0, 2 * COIN, 20), Output(bytes([4]) * 32, 0, 4 * COIN, 5)]
+    balance = balance_of(outputs, 10, {}, pending=0, staked=0)
+    assert [(u.height, u.amount) for u in balance.unlocks] == [(19, 3 * COIN), (24, 3 * COIN)]
+    assert balance.locked == 6 * COIN and balance.unlocked == 4 * COIN
+    lines = balance_lines(balance, 0, 10)
+    assert lines[2] == ("Locked: 6 coins; the next 3 coins unlock at height 19 (in 9 blocks), "
+                        "all of it by height 24 (in 14 blocks)")
+    assert lines[-1] == "Staked: 0 coins on 0 service nodes"
+    assert not any(l.startswith("Pending") for l in lines)
+
+
+def test_nothing_locked_prints_no_locked_line():
+    balance = balance_of([Output(bytes([1]) * 32, 0, COIN, 3)], 9, {}, pending=0, staked=0)
+    assert balance_lines(balance, 0, 10)[:3] == [
+        "Balance: 1", "Unlocked balance: 1", "Staked: 0 coins on 0 service nodes"]
+
+
+def test_locked_heights_match_when_the_chain_lets_them_be_spent(chain):
+    """`unlocking at height H (in N blocks)`: at tip H the coins are unlocked and the real chain
+    accepts a spend of them in the next block; one block earlier it does not."""
+    chain.pay_many(OPERATOR, {NEWCOMER.public: 7 * COIN})
+    chain.mine()
+
+    def view():
+        utxos = [(k, u) for k, u in chain.state.utxos.items() if u.owner == NEWCOMER.public]
+        outputs = [Output(k[:32], int.from_bytes(k[32:], "big"), u.amount, u.unlock_height)
+                   for k, u in utxos]
+        return balance_of(outputs, chain.state.height, {}, pending=0, staked=0)
+
+    mined_at = chain.state.height
+    gift = next(u for u in view().unlocks if u.amount == 7 * COIN)
+    confirmations = REGTEST.unlock_confirmations
+    assert gift.height == mined_at + confirmations - 1
+    assert f"unlocking at height {gift.height} (in {confirmations - 1} blocks)" in "\n".join(
+        balance_lines(view(), 0, confirmations))
+    chain.mine_to(gift.height - 1)
+    assert view().unlocked == 0
+    assert chain.spendable(NEWCOMER.public) == []
+    chain.mine()
+    assert chain.state.height == gift.height and view().unlocked == 7 * COIN
+    chain.transfer(NEWCOMER, BOB.public, 6 * COIN)  # the real mempool and chain accept the spend
+    chain.mine()
+    assert chain.balance(BOB.public)[0] > 0
+
+
+# --- refusals when the unlocked coins are short --------------------------------------------
+
+def test_not_enough_says_when_more_unlocks():
+    balance = balance_of([Output(bytes([1]) * 32, 0, 999_800_000_000, 124)], 116, {}, 0, 0)
+    text = not_enough(0, COIN, 195_000, balance, 10)
+    assert text == ("unlocked balance 0 is not enough: 1 coin plus a fee of 0.000195 coins are "
+                    "needed; 999.8 more coins unlock at height 123, in 7 blocks")
+
+
+def test_not_enough_with_several_heights_and_pending_change():
+    outputs = [Output(bytes([1]) * 32, 0, COIN, 12), Output(bytes([2]) * 32, 0, 2 * COIN, 15)]
+    balance = balance_of(outputs, 10, {}, pending=5 * COIN, staked=0)
+    text = not_enough(0, 2 * COIN, 1000, balance, 10)
+    assert text.startswith("unlocked balance 0 is not enough: 2 coins plus a fee of 0.000001 coins")
+    assert "; 3 more coins unlock by height 14, in 4 blocks (the first 1 coin at height 11, in 1 block)" in text
+    assert text.endswith("; 5 more coins in unconfirmed transactions unlock 10 confirmations after "
+                         "they are mined")
+    nothing = balance_of([], 10, {}, 0, 0)
+    assert not_enough(0, 1, 1, nothing, 10) == (
+        "unlocked balance 0 is not enough: 0.000000001 coins plus a fee of 0.000000001 coins are needed")
+
+
+@pytest.mark.parametrize(("atomic", "text"), [
+    (COIN, "1 coin"), (2 * COIN, "2 coins"), (3 * COIN // 2, "1.5 coins"), (0, "0 coins"),
+    (COIN + 1, "1.000000001 coins"), (COIN // 2, "0.5 coins"),
+])
+def test_coin_amounts_are_singular_only_for_one(atomic, text):
+    assert coins(atomic) == text
+
+
+# --- pending registrations and stakes -----------------------------------------------------
+
+def test_pool_effects_find_our_registration_and_stake_and_change(chain):
+    reg_id = chain.register(OPERATOR, SN, 100_000 * COIN)
+    reg = chain.pool.entries[reg_id].tx
+    change, stakes = pool_effects([(reg_id.hex(), reg)], OPERATOR.public)
+    assert change == sum(o.amount for o in reg.outputs if o.owner == OPERATOR.public) > 0
+    assert stakes == (PendingStake(reg_id.hex(), SN.public, 100_000 * COIN, True),)
+    chain.mine()
+    stake_id = chain.stake(ALICE, SN.public, 60_000 * COIN)
+    stake = chain.pool.entries[stake_id].tx
+    _, stakes = pool_effects([(stake_id.hex(), stake)], ALICE.public)
+    assert stakes == (PendingStake(stake_id.hex(), SN.public, 60_000 * COIN, False),)
+    balance = balance_of([], chain.state.height, {}, pending=0, staked=0, pending_stakes=stakes)
+    assert balance.pending_staked == 60_000 * COIN
+    assert balance_lines(balance, 0, 10)[-1] == (
+        f"Staked (pending): 60000 coins on service node {SN.public.hex()} "
+        "(stake in the mempool, not yet mined)")
+
+
+def test_stakes_lines_mark_what_is_pending(chain):
+    sn = pool_node(chain)
+    reg = PendingStake("aa" * 32, BOB.public, 100_000 * COIN, True)
+    stake = PendingStake("bb" * 32, SN.public, 60_000 * COIN, False)
+    lines = stakes_lines([sn], ALICE.public, [stake, reg])
+    assert lines[0].startswith(SN.public.hex()) and "mine: 0 + 60000 (pending)  Await" in lines[0]
+    assert lines[1] == (f"{BOB.public.hex()}  mine: 100000 (pending)  registration in the mempool, "
+                        "not yet mined")
+    assert lines[2] == "Total staked: 0 coins, plus 160000 coins (pending)"
+    assert stakes_lines([sn], OPERATOR.public) == [stake_line(sn, OPERATOR.public),
+                                                   "Total staked: 100000 coins"]
+    assert stakes_lines([], OPERATOR.public) == ["No stakes."]
 
 
 def test_spendable_excludes_locked_and_mempool_spent_outputs():
@@ -133,6 +275,9 @@ def test_amount_above_the_remainder_is_capped_with_a_note(chain):
     choice = choose_stake(sn, SN.public, ALICE.public, "150000")
     assert choice.amount == 100_000 * COIN
     assert "needs only 100000 more coins" in choice.note
+    sn_one = pool_node_needing(chain, COIN)
+    assert choose_stake(sn_one, SN.public, ALICE.public, "2").note == (
+        "The node needs only 1 more coin: staking 1 instead of 2.")
     assert choose_stake(sn, SN.public, ALICE.public, "60000").note is None
 
 
@@ -151,6 +296,27 @@ def test_percent_outside_0_100_and_zero_amounts_are_refused(chain, text):
     sn = pool_node(chain)
     with pytest.raises((InvalidAmount, InvalidStake)):
         choose_stake(sn, SN.public, ALICE.public, text)
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("abc%", "percent 'abc%' is not a number: give a percentage such as 50%"),
+    ("%", "percent '%' is not a number"), ("5,5%", "is not a number"), ("1e2%", "is not a number"),
+    ("0%", "must be above 0% and at most 100%"), ("-5%", "must be above 0% and at most 100%"),
+    ("100.0001%", "must be above 0% and at most 100%"), ("1000000000000000000000%", "at most 100%"),
+    ("12.34567%", "more than 4 decimal places"),
+])
+def test_percent_refusals_say_what_is_wrong(chain, text, needle):
+    sn = pool_node(chain)
+    with pytest.raises(InvalidAmount, match=re.escape(needle)):
+        choose_stake(sn, SN.public, ALICE.public, text)
+    with pytest.raises(InvalidAmount, match=re.escape(needle)):
+        parse_stake_percent(text)
+
+
+def test_percent_parses_to_ppm():
+    assert parse_stake_percent("100%") == 1_000_000
+    assert parse_stake_percent("12.5%") == 125_000
+    assert parse_stake_percent("0.0001%") == 1
 
 
 def test_unknown_and_full_nodes_are_refused(chain):

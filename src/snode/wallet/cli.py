@@ -3,6 +3,10 @@
 Modes: the interactive REPL (a terminal), `--command "..."` (one command, exit status 1 when it
 was refused or cancelled), a plain line loop for piped input, and `--rpc-server` (the wallet
 JSON-RPC on loopback). Every expected failure prints one `Error: ...` line and exits 1.
+
+On a terminal a mistyped password is asked again (PASSWORD_TRIES in all) and a `(Yes/No)`
+answer that is neither asks once more; from --password-file or piped input there is one try and
+anything but Yes cancels. A new wallet never gets an empty password.
 """
 
 from __future__ import annotations
@@ -19,11 +23,15 @@ from snode.core.errors import SnodeError
 from snode.params import MAINNET, NETWORKS, NetworkParams
 from snode.wallet import commands, keystore
 from snode.wallet.daemon import DaemonClient
-from snode.wallet.errors import WalletError, WalletFileError
+from snode.wallet.errors import WalletError, WalletFileError, WrongPassword
+from snode.wallet.logic import is_unclear
 from snode.wallet.service import WalletService
 
 DEFAULT_IDLE_TIMEOUT: Final = 600
 """Seconds without input after which the REPL locks the wallet."""
+PASSWORD_TRIES: Final = 3
+"""Passwords typed on a terminal before the wallet gives up (a password file gets one try)."""
+EMPTY_PASSWORD: Final = "an empty password is not allowed for a new wallet"
 
 
 def default_wallet_file(params: NetworkParams) -> Path:
@@ -42,8 +50,16 @@ class Session:
         self.password_file = password_file
         self.service: WalletService | None = None
 
+    @property
+    def typed_password(self) -> bool:
+        """The password is typed on a terminal (no --password-file), so a typo can be retried."""
+        return self.password_file is None and sys.stdin.isatty()
+
     def password(self, *, new: bool = False) -> str:
-        """The password: from --password-file, the terminal, or a line of piped input."""
+        """The password: from --password-file, the terminal, or a line of piped input.
+
+        For a new wallet (`new`) an empty password is refused, and a terminal asks twice.
+        """
         if self.password_file is not None:
             try:
                 text = Path(self.password_file).read_text()
@@ -51,22 +67,48 @@ class Session:
                 raise WalletError(f"cannot read password file {self.password_file}: {err.strerror}") from None
             except UnicodeDecodeError:
                 raise WalletError(f"password file {self.password_file} is not text") from None
-            return text[:-1] if text.endswith("\n") else text
+            password = text[:-1] if text.endswith("\n") else text
+            if new and password == "":
+                raise WalletError(
+                    f"password file {self.password_file} is empty: {EMPTY_PASSWORD}; write "
+                    "the password on its first line"
+                )
+            return password
         if not sys.stdin.isatty():
             line = sys.stdin.readline()
             if not line:
                 raise WalletError("no password given: type it, or use --password-file")
-            return line.rstrip("\r\n")
-        first = getpass.getpass("Wallet password: ")
-        if new and getpass.getpass("Repeat the password: ") != first:
-            raise WalletError("the two passwords differ: run the command again")
-        return first
+            password = line.rstrip("\r\n")
+            if new and password == "":
+                raise WalletError(f"{EMPTY_PASSWORD}: give a password")
+            return password
+        if not new:
+            return getpass.getpass("Wallet password: ")
+        for _ in range(PASSWORD_TRIES - 1):
+            password, problem = _typed_new_password()
+            if problem is None:
+                return password
+            click.echo(f"Error: {problem}: try again.", err=True)
+        password, problem = _typed_new_password()
+        if problem is not None:
+            raise WalletError(f"{problem}: run the command again")
+        return password
 
     def open(self, password: str) -> WalletService:
         """Decrypt the wallet file and start talking to the daemon."""
         opened = keystore.load(self.path, password, self.params)
         self.service = WalletService(opened.key, self.params, self.daemon)
         return self.service
+
+    def open_at_start(self) -> WalletService:
+        """Ask for the password and open the wallet: PASSWORD_TRIES tries when it is typed on a
+        terminal, one from --password-file or piped input."""
+        for _ in range(PASSWORD_TRIES - 1 if self.typed_password else 0):
+            try:
+                return self.open(self.password())
+            except WrongPassword as err:
+                click.echo(f"Error: {err}: try again.", err=True)
+        return self.open(self.password())
 
     def create(self, seed: bytes) -> WalletService:
         """Write a new wallet file holding seed, and open it."""
@@ -79,6 +121,16 @@ class Session:
     def lock(self) -> None:
         """Forget the key until the password is given again."""
         self.service = None
+
+
+def _typed_new_password() -> tuple[str, str | None]:
+    """(a new password typed twice on the terminal, what is wrong with it or None)."""
+    first = getpass.getpass("Wallet password: ")
+    if first == "":
+        return first, EMPTY_PASSWORD
+    if getpass.getpass("Repeat the password: ") != first:
+        return first, "the two passwords differ"
+    return first, None
 
 
 def _echo(lines: tuple[str, ...]) -> None:
@@ -108,7 +160,11 @@ def _start(session: Session, generate: bool, restore_seed_file: str | None, inte
         click.echo(f"Restored wallet {service.address} into {session.path}")
         return service
     if not generate and not session.path.exists() and interactive:
-        answer = input(f"Wallet file {session.path} does not exist. Create a new wallet? (Yes/No): ")
+        question = f"Wallet file {session.path} does not exist. Create a new wallet? (Yes/No): "
+        answer = input(question)
+        if is_unclear(answer):
+            click.echo(commands.ASK_AGAIN)
+            answer = input(question)
         generate = commands.is_yes(answer)
         if not generate:
             raise WalletFileError(f"wallet file {session.path} does not exist: create one with --generate")
@@ -124,7 +180,7 @@ def _start(session: Session, generate: bool, restore_seed_file: str | None, inte
             f"wallet file {session.path} does not exist: create one with --generate or "
             "--restore-seed-file"
         )
-    return session.open(session.password())
+    return session.open_at_start()
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -187,6 +243,9 @@ def _one_shot(service: WalletService, line: str, yes: bool) -> int:
             click.echo(reply.pending.question + "Yes")
         elif sys.stdin.isatty():
             answer = input(reply.pending.question)
+            if is_unclear(answer):
+                click.echo(commands.ASK_AGAIN)
+                answer = input(reply.pending.question)
         else:
             click.echo(reply.pending.question)
             answer = sys.stdin.readline() or None

@@ -10,14 +10,15 @@ from dataclasses import dataclass
 from typing import Callable, Final
 
 from snode.core.errors import SnodeError
-from snode.core.units import format_coins
 from snode.wallet.logic import (
-    balance_lines, is_register_command, is_yes, my_contribution, split_command, stake_line,
+    balance_lines, is_register_command, is_yes, split_command, stakes_lines,
     transfer_lines,
 )
 from snode.wallet.service import Pending, WalletService, parse_amount
 
 CANCELLED: Final = "Transaction cancelled."
+ASK_AGAIN: Final = "Please answer Yes or No."
+"""Said on a terminal before asking once more, after an answer that is neither Yes/y nor No/n."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,21 +39,26 @@ class Command:
     usage: str
     summary: str
     run: Callable[[WalletService, list[str], str], Reply]
+    details: tuple[str, ...] = ()
+    """More lines for `help <command>`."""
 
 
 def _address(service: WalletService, args: list[str], line: str) -> Reply:
     return Reply((service.address,))
 
 
-def _balance(service: WalletService, args: list[str], line: str) -> Reply:
+def _balance_lines(service: WalletService) -> list[str]:
     balance, nodes = service.balance()
-    return Reply(tuple(balance_lines(balance, nodes)))
+    return balance_lines(balance, nodes, service.params.unlock_confirmations)
+
+
+def _balance(service: WalletService, args: list[str], line: str) -> Reply:
+    return Reply(tuple(_balance_lines(service)))
 
 
 def _refresh(service: WalletService, args: list[str], line: str) -> Reply:
     height = service.refresh()
-    balance, nodes = service.balance()
-    return Reply((f"Refreshed to height {height}.", *balance_lines(balance, nodes)))
+    return Reply((f"Refreshed to height {height}.", *_balance_lines(service)))
 
 
 def _transfer(service: WalletService, args: list[str], line: str) -> Reply:
@@ -72,12 +78,8 @@ def _stake(service: WalletService, args: list[str], line: str) -> Reply:
 
 
 def _stakes(service: WalletService, args: list[str], line: str) -> Reply:
-    nodes = service.my_nodes()
-    if not nodes:
-        return Reply(("No stakes.",))
-    total = sum(my_contribution(sn, service.key.public) for sn in nodes)
-    return Reply(tuple(stake_line(sn, service.key.public) for sn in nodes)
-                 + (f"Total staked: {format_coins(total)}",))
+    nodes, pending = service.stakes()
+    return Reply(tuple(stakes_lines(nodes, service.key.public, pending)))
 
 
 def _show_transfers(service: WalletService, args: list[str], line: str) -> Reply:
@@ -109,6 +111,15 @@ COMMANDS: Final[dict[str, Command]] = {
     "stake": Command(
         "stake <service_node_pubkey> <amount>|<percent>%",
         "Stake coins on a pool node, or a percentage of what it still needs.", _stake,
+        details=(
+            "<amount> is in coins (decimals allowed); an amount above what the node still needs "
+            "is staked as that remainder.",
+            "<percent>% is that share of what the node still needs on the chain: 100% fills "
+            "it. Stakes still in the mempool are not counted until they are mined.",
+            "Minimum contribution: the node's open remainder divided by its free contributor "
+            "slots, unless the stake fills the whole remainder.",
+            "A reserved contributor stakes exactly its reservation, in one transaction.",
+        ),
     ),
     "stakes": Command(
         "stakes", "List this wallet's stakes: node, my amount, status, node total / requirement.",
@@ -128,7 +139,8 @@ def help_lines(name: str | None = None) -> list[str]:
         command = COMMANDS.get(ALIASES.get(name, name))
         if command is None:
             return [f"Unknown command '{name}'. Type help for the list."]
-        return [f"Usage: {command.usage}", f"  {command.summary}"]
+        return [f"Usage: {command.usage}", f"  {command.summary}",
+                *(f"  {line}" for line in command.details)]
     lines = ["Commands:"]
     for command in COMMANDS.values():
         lines += [f"  {command.usage}", f"      {command.summary}"]
@@ -155,7 +167,8 @@ def run(service: WalletService, line: str) -> Reply:
         return Reply()
     command = COMMANDS.get(ALIASES.get(name, name))
     if command is None:
-        return Reply((f"Error: unknown command '{name}'. Type help for the list.",), ok=False)
+        typed = line.split()[0]
+        return Reply((f"Error: unknown command '{typed}'. Type help for the list.",), ok=False)
     if is_register_command(name):
         line = line.strip()
     try:
@@ -167,7 +180,10 @@ def run(service: WalletService, line: str) -> Reply:
 
 
 def confirm(service: WalletService, pending: Pending, answer: str | None) -> Reply:
-    """Submit on Yes (any case) or y; anything else cancels."""
+    """Submit on Yes (any case) or y; anything else cancels.
+
+    On a terminal the caller first asks once more (ASK_AGAIN) when `is_unclear(answer)`.
+    """
     if not is_yes(answer):
         return Reply((CANCELLED,), ok=False)
     try:

@@ -4,6 +4,7 @@ transfer history. No I/O: the caller brings what the daemon said and the time.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -19,7 +20,7 @@ from snode.core.transactions import (
     Coinbase, OutPoint, Registration, Stake, StateChange, Transaction, outpoint_key, txid,
 )
 from snode.core.txbuilder import Spendable
-from snode.core.units import format_coins, parse_coins, parse_percent_ppm
+from snode.core.units import PERCENT_DECIMALS, format_coins, parse_coins, parse_percent_ppm
 from snode.params import COIN, PPM, NetworkParams
 from snode.wallet.errors import WalletError
 
@@ -333,18 +334,12 @@ def choose_stake(sn: ServiceNode | None, sn_pubkey: bytes, staker: bytes, text: 
         )
     note = None
     if text.endswith("%"):
-        try:
-            ppm = parse_percent_ppm(text[:-1], maximum_ppm=PPM)
-        except InvalidAmount:
-            ppm = -1
-        if ppm <= 0:
-            raise InvalidAmount(f"percent '{text}' must be above 0% and at most 100%")
-        amount = needed * ppm // PPM
+        amount = needed * parse_stake_percent(text) // PPM
     else:
         amount = parse_coins(text)
         if amount > needed:
             note = (
-                f"The node needs only {format_coins(needed)} more coins: staking "
+                f"The node needs only {format_coins(needed)} more {coin_word(needed)}: staking "
                 f"{format_coins(needed)} instead of {format_coins(amount)}."
             )
             amount = needed
@@ -352,13 +347,66 @@ def choose_stake(sn: ServiceNode | None, sn_pubkey: bytes, staker: bytes, text: 
     return StakeChoice(amount=amount, note=note)
 
 
-def stake_line(sn: ServiceNode, staker: bytes) -> str:
-    """One row of `stakes`: node key, my amount, status, node total / requirement."""
+_PERCENT: Final = re.compile(r"-?[0-9]+(?:\.([0-9]+))?")
+
+
+def parse_stake_percent(text: str) -> int:
+    """`<p>%` of a stake command as ppm, above 0 and at most 100 %; InvalidAmount says why not."""
+    number = text[:-1] if text.endswith("%") else text
+    match = _PERCENT.fullmatch(number)
+    if match is None:
+        raise InvalidAmount(
+            f"percent '{text}' is not a number: give a percentage such as 50% or 12.5%"
+        )
+    if match.group(1) is not None and len(match.group(1)) > PERCENT_DECIMALS:
+        raise InvalidAmount(
+            f"percent '{text}' has more than {PERCENT_DECIMALS} decimal places: "
+            f"the smallest step is 0.{'0' * (PERCENT_DECIMALS - 1)}1%"
+        )
+    try:
+        ppm = -1 if number.startswith("-") else parse_percent_ppm(number, maximum_ppm=PPM)
+    except InvalidAmount:  # above 100 %
+        ppm = -1
+    if ppm <= 0:
+        raise InvalidAmount(f"percent '{text}' must be above 0% and at most 100%")
+    return ppm
+
+
+def stake_line(sn: ServiceNode, staker: bytes, pending: int = 0) -> str:
+    """One row of `stakes`: node key, my amount (and what is pending), status, node total /
+    requirement."""
+    mine = format_coins(my_contribution(sn, staker))
+    if pending:
+        mine += f" + {format_coins(pending)} (pending)"
     return (
-        f"{sn.pubkey.hex()}  mine: {format_coins(my_contribution(sn, staker))}  "
+        f"{sn.pubkey.hex()}  mine: {mine}  "
         f"{status(sn).value:<6}  {format_coins(sn.total_contributed)} / "
         f"{format_coins(sn.staking_requirement)}"
     )
+
+
+def stakes_lines(
+    nodes: Sequence[ServiceNode], staker: bytes, pending: Sequence[PendingStake] = ()
+) -> list[str]:
+    """The lines of `stakes`: one row per node (stakes in the mempool marked `(pending)`, a
+    registration in the mempool as a row of its own), then the total."""
+    waiting: dict[bytes, int] = {}
+    for p in pending:
+        waiting[p.sn_pubkey] = waiting.get(p.sn_pubkey, 0) + p.amount
+    shown = {sn.pubkey for sn in nodes}
+    lines = [stake_line(sn, staker, waiting.get(sn.pubkey, 0)) for sn in nodes]
+    for p in pending:
+        if p.sn_pubkey not in shown:
+            kind = "registration" if p.registration else "stake"
+            lines.append(f"{p.sn_pubkey.hex()}  mine: {format_coins(p.amount)} (pending)  "
+                         f"{kind} in the mempool, not yet mined")
+    if not lines:
+        return ["No stakes."]
+    total = sum(my_contribution(sn, staker) for sn in nodes)
+    pending_total = sum(waiting.values())
+    lines.append(f"Total staked: {coins(total)}"
+                 + (f", plus {coins(pending_total)} (pending)" if pending_total else ""))
+    return lines
 
 
 def my_contribution(sn: ServiceNode, staker: bytes) -> int:

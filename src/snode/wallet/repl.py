@@ -1,7 +1,8 @@
 """The interactive wallet: prompt_toolkit prompt with history and command completion.
 
 After `idle_timeout` seconds without input the wallet forgets its key (a pending confirmation
-is cancelled) and asks for the password again before the next command.
+is cancelled) and asks for the password again before the next command. A `(Yes/No)` answer that
+is neither is asked once more; the second one decides (anything but Yes cancels).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from prompt_toolkit.history import FileHistory
 from snode.core.errors import SnodeError
 from snode.wallet import commands
 from snode.wallet.cli import Session
+from snode.wallet.logic import is_unclear
 
 class CommandCompleter(Completer):
     """Completes the command name, the first word of a line."""
@@ -54,6 +56,19 @@ async def _timed(prompt: PromptSession[str], message: str, idle_timeout: int) ->
     finally:
         if timer is not None:
             timer.cancel()
+
+
+async def _answer(prompt: PromptSession[str], question: str, idle_timeout: int) -> str | None:
+    """The answer to a `(Yes/No)` question, asked once more after an answer that is neither;
+    None for Ctrl-C or Ctrl-D. IdleTimeout when no answer comes."""
+    try:
+        answer = await _timed(prompt, question, idle_timeout)
+        if is_unclear(answer):
+            click.echo(commands.ASK_AGAIN)
+            answer = await _timed(prompt, question, idle_timeout)
+    except (KeyboardInterrupt, EOFError):
+        return None
+    return answer
 
 
 def _history(session: Session) -> FileHistory:
@@ -113,13 +128,11 @@ async def run_repl(session: Session, idle_timeout: int) -> None:
             click.echo("\n".join(reply.lines))
         if reply.pending is not None:
             try:
-                answer: str | None = await _timed(questions, reply.pending.question, idle_timeout)
+                answer = await _answer(questions, reply.pending.question, idle_timeout)
             except IdleTimeout:
                 session.lock()
                 click.echo(f"{commands.CANCELLED} Wallet locked after {idle_timeout} seconds without input.")
                 continue
-            except (KeyboardInterrupt, EOFError):
-                answer = None
             reply = await asyncio.to_thread(commands.confirm, session.service, reply.pending, answer)
             click.echo("\n".join(reply.lines))
         if reply.exit:

@@ -74,11 +74,12 @@ class WalletRpc:
         return {"address": self.service.address}
 
     def get_balance(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Balances in atomic units."""
+        """Balances in atomic units; `pending_staked` is in registrations and stakes not yet mined."""
         balance, nodes = self.service.balance()
         return {
             "balance": balance.total, "unlocked_balance": balance.unlocked,
             "pending": balance.pending, "staked": balance.staked, "staked_nodes": nodes,
+            "pending_staked": balance.pending_staked,
         }
 
     def _send(self, pending: Pending) -> dict[str, Any]:

@@ -16,18 +16,18 @@ from snode.core.address import decode_address, encode_address
 from snode.core.blocks import Block
 from snode.core.crypto import SigningKey
 from snode.core.encoding import decode, encode
-from snode.core.errors import DecodeError, InvalidAmount, InvalidRegistration
+from snode.core.errors import DecodeError, InvalidAmount, InvalidRegistration, InvalidTransaction
 from snode.core.state import ServiceNode
 from snode.core.transactions import Payload, Stake, Transaction, Transfer, TxOut
-from snode.core.txbuilder import Spendable, build_spend, payload_spend
+from snode.core.txbuilder import Spendable, build_spend, estimate_fee, payload_spend
 from snode.core.units import format_coins, format_percent, parse_coins
 from snode.params import NetworkParams
 from snode.wallet.daemon import DaemonClient
 from snode.wallet.errors import DaemonError, WalletError
 from snode.wallet.logic import (
-    Balance, Output, TransferRecord, balance_of, check_registration_line, choose_stake,
-    mempool_spends, my_contribution, node_from_record, parse_outputs, parse_pubkey, scan_block,
-    spendable,
+    Balance, Output, PendingStake, TransferRecord, balance_of, check_registration_line,
+    choose_stake, coins, mempool_spends, my_contribution, node_from_record, not_enough,
+    parse_outputs, parse_pubkey, pool_effects, scan_block, spendable,
 )
 
 
@@ -76,20 +76,23 @@ class WalletService:
     def _pool_spent(self) -> dict[bytes, str]:
         return mempool_spends(self.daemon.call("get_mempool"))
 
-    def _spendable(self) -> list[Spendable]:
-        height, outputs = self._outputs()
-        return spendable(outputs, self.key.public, height, self._pool_spent())
-
-    def _pending_change(self, pool_spent: dict[bytes, str]) -> int:
-        """Coins coming back to this wallet from mempool transactions that spend its outputs."""
-        total = 0
+    def _pool_txs(self, pool_spent: dict[bytes, str]) -> list[tuple[str, Transaction]]:
+        """The mempool transactions that spend this wallet's outputs, decoded."""
+        txs = []
         for tx_id in sorted(set(pool_spent.values())):
             try:
                 tx = decode(bytes.fromhex(self.daemon.call("get_transaction", txid=tx_id)["tx_hex"]), Transaction)
             except (DaemonError, DecodeError, KeyError, ValueError):
                 continue  # mined or dropped since get_mempool: the next refresh sees it
-            total += sum(o.amount for o in tx.outputs if o.owner == self.key.public)
-        return total
+            txs.append((tx_id, tx))
+        return txs
+
+    def _balance_of(self, height: int, outputs: list[Output], pool_spent: dict[bytes, str],
+                    staked: int) -> Balance:
+        mine = {o.key for o in outputs}
+        ours = {k: v for k, v in pool_spent.items() if k in mine}
+        change, stakes = pool_effects(self._pool_txs(ours), self.key.public)
+        return balance_of(outputs, height, ours, change, staked, stakes)
 
     def _node_record(self, pubkey: str) -> dict[str, Any] | None:
         """The daemon's record of one service node, or None when it is not registered."""
@@ -97,20 +100,32 @@ class WalletService:
         records = [r for r in found["service_node_states"] if r.get("service_node_pubkey") == pubkey]
         return records[0] if records else None
 
+    def _nodes(self) -> list[ServiceNode]:
+        result = self.daemon.call("get_service_nodes")
+        return [node_from_record(r, self.params.address_prefix) for r in result["service_node_states"]]
+
     def my_nodes(self) -> list[ServiceNode]:
         """The service nodes this wallet has contributed to or is reserved on."""
-        result = self.daemon.call("get_service_nodes")
-        nodes = [node_from_record(r, self.params.address_prefix) for r in result["service_node_states"]]
-        return [sn for sn in nodes if any(c.owner == self.key.public for c in sn.contributors)]
+        return [sn for sn in self._nodes() if any(c.owner == self.key.public for c in sn.contributors)]
 
     def balance(self) -> tuple[Balance, int]:
         """(balances, number of nodes staked on)."""
         height, outputs = self._outputs()
-        mine = {o.key for o in outputs}
-        pool_spent = {k: v for k, v in self._pool_spent().items() if k in mine}
+        pool_spent = self._pool_spent()
         nodes = [sn for sn in self.my_nodes() if my_contribution(sn, self.key.public) > 0]
         staked = sum(my_contribution(sn, self.key.public) for sn in nodes)
-        return balance_of(outputs, height, pool_spent, self._pending_change(pool_spent), staked), len(nodes)
+        return self._balance_of(height, outputs, pool_spent, staked), len(nodes)
+
+    def stakes(self) -> tuple[list[ServiceNode], tuple[PendingStake, ...]]:
+        """(the nodes this wallet is on or has a stake in the mempool for, those pending stakes)."""
+        height, outputs = self._outputs()
+        mine = {o.key for o in outputs}
+        ours = {k: v for k, v in self._pool_spent().items() if k in mine}
+        _, pending = pool_effects(self._pool_txs(ours), self.key.public)
+        waiting = {p.sn_pubkey for p in pending}
+        nodes = [sn for sn in self._nodes()
+                 if sn.pubkey in waiting or any(c.owner == self.key.public for c in sn.contributors)]
+        return nodes, pending
 
     def refresh(self) -> int:
         """Scan the blocks added since the last refresh; returns the tip height."""
@@ -148,8 +163,8 @@ class WalletService:
         tx, fee = self._build([TxOut(to, amount)], Transfer())
         return Pending(
             tx=tx, fee=fee,
-            lines=(f"Sending {format_coins(amount)} coins to {to_text}", f"Fee: {format_coins(fee)}"),
-            question=f"Send {format_coins(amount)} coins plus a fee of {format_coins(fee)}? (Yes/No): ",
+            lines=(f"Sending {coins(amount)} to {to_text}", f"Fee: {coins(fee)}"),
+            question=f"Send {coins(amount)} plus a fee of {coins(fee)}? (Yes/No): ",
         )
 
     def prepare_registration(self, line: str) -> Pending:
@@ -165,20 +180,21 @@ class WalletService:
         reserved = sum(r.amount for r in reg.reservations)
         lines = [
             f"Service node: {pubkey}",
-            f"Operator stake: {format_coins(operator_amount)} coins",
+            f"Operator stake: {coins(operator_amount)}",
             f"Operator fee: {format_percent(reg.fee_ppm)} %",
-            f"Transaction fee: {format_coins(fee)} coins",
+            f"Transaction fee: {coins(fee)}",
         ]
         if len(reg.reservations) > 1:
-            lines.append(f"Reserved for {len(reg.reservations) - 1} contributors: "
-                         f"{format_coins(reserved - operator_amount)} coins")
+            others = len(reg.reservations) - 1
+            lines.append(f"Reserved for {others} contributor{'' if others == 1 else 's'}: "
+                         f"{coins(reserved - operator_amount)}")
         if reserved < self.params.staking_requirement:
             lines.append(
-                f"Open for contributors: {format_coins(self.params.staking_requirement - reserved)} coins"
+                f"Open for contributors: {coins(self.params.staking_requirement - reserved)}"
             )
         return Pending(
             tx=tx, fee=fee, lines=tuple(lines),
-            question=f"Stake {format_coins(operator_amount)} coins to register this service node? (Yes/No): ",
+            question=f"Stake {coins(operator_amount)} to register this service node? (Yes/No): ",
         )
 
     def prepare_stake(self, pubkey_text: str, amount_text: str) -> Pending:
@@ -192,19 +208,32 @@ class WalletService:
         tx, fee = self._build([], payload)
         lines = [] if choice.note is None else [choice.note]
         lines += [
-            f"Staking {format_coins(choice.amount)} coins on service node {pubkey.hex()}",
+            f"Staking {coins(choice.amount)} on service node {pubkey.hex()}",
             f"Operator fee: {format_percent(sn.fee_ppm)} %; node total after this stake: "
             f"{format_coins(sn.total_contributed + choice.amount)} / {format_coins(sn.staking_requirement)}",
-            f"Transaction fee: {format_coins(fee)} coins",
+            f"Transaction fee: {coins(fee)}",
         ]
         return Pending(
             tx=tx, fee=fee, lines=tuple(lines),
-            question=f"Stake {format_coins(choice.amount)} coins? (Yes/No): ",
+            question=f"Stake {coins(choice.amount)}? (Yes/No): ",
         )
 
     def _build(self, outputs: list[TxOut], payload: Payload) -> tuple[Transaction, int]:
-        """A signed transaction from this wallet's spendable outputs, and its fee."""
-        available = self._spendable()
+        """A signed transaction from this wallet's spendable outputs, and its fee.
+
+        When the unlocked coins are not enough, the refusal says when more unlock.
+        """
+        height, mine = self._outputs()
+        pool_spent = self._pool_spent()
+        available = spendable(mine, self.key.public, height, pool_spent)
+        target = sum(o.amount for o in outputs) + payload_spend(payload)
+        have = sum(entry.amount for _, entry in available)
+        fee = estimate_fee(max(len(available), 1), outputs, payload, self.params)
+        if have < target + fee:  # what build_spend would refuse, said with when more unlocks
+            balance = self._balance_of(height, mine, pool_spent, 0)
+            raise InvalidTransaction(
+                not_enough(have, target, fee, balance, self.params.unlock_confirmations)
+            )
         tx = build_spend(available, self.key, outputs, payload, self.params)
         return tx, fee_of(tx, available)
 
