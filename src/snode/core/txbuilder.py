@@ -16,7 +16,7 @@ from snode.core.transactions import (
 )
 from snode.core.types import SIGNATURE_BYTES
 from snode.core.units import format_coins
-from snode.params import NetworkParams
+from snode.params import COIN, NetworkParams
 
 Spendable = tuple[OutPoint, UtxoEntry]
 
@@ -68,8 +68,8 @@ def build_spend(
     fee = estimate_fee(max(len(chosen), 1), outputs, payload, params)
     if total < target + fee:
         raise InvalidTransaction(
-            f"unlocked balance {format_coins(total)} is not enough: {format_coins(target)} coins "
-            f"plus a fee of {format_coins(fee)} are needed"
+            f"unlocked balance {format_coins(total)} is not enough: {format_coins(target)} "
+            f"{'coin' if target == COIN else 'coins'} plus a fee of {format_coins(fee)} are needed"
         )
     inputs = tuple(op for op, _ in chosen)
     all_outputs = list(outputs)
