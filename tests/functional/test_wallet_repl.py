@@ -117,7 +117,7 @@ def test_registration_asks_yes_or_no(sn, tmp_path):
 
 def test_completion_help_and_idle_lock(sn, tmp_path):
     wallet = Wallet(sn, tmp_path, "idle")
-    child = spawn(wallet, "--idle-timeout", "2")
+    child = spawn(wallet, "--idle-timeout", "5")
     child.send("show_tr\t")
     child.expect("show_transfers")
     child.send("\r")
@@ -131,7 +131,7 @@ def test_completion_help_and_idle_lock(sn, tmp_path):
     child.expect("100% fills it. Stakes still in the mempool are not counted until they are mined.")
     child.expect("Minimum contribution: the node's open remainder divided by its free contributor slots")
     child.expect(PROMPT)
-    child.expect("Wallet locked after 2 seconds without input.", timeout=20 * TIMEOUT_FACTOR)
+    child.expect("Wallet locked after 5 seconds without input.", timeout=30 * TIMEOUT_FACTOR)
     child.expect("Password to unlock the wallet:")
     child.sendline("not it")
     child.expect("Error: wrong password")

@@ -46,16 +46,30 @@ async def _timed(prompt: PromptSession[str], message: str, idle_timeout: int) ->
     Cancelling the prompt's task instead (asyncio.wait_for) can leave its input reader attached,
     and the next prompt then loses keystrokes.
     """
+    if not idle_timeout:
+        return await prompt.prompt_async(message)
+    loop = asyncio.get_running_loop()
+
     def expire() -> None:
         if prompt.app.is_running:
             prompt.app.exit(exception=IdleTimeout())
 
-    timer = asyncio.get_running_loop().call_later(idle_timeout, expire) if idle_timeout else None
+    timer = loop.call_later(idle_timeout, expire)
+
+    def typed(_: object) -> None:  # every keystroke is input: the idle time starts again
+        nonlocal timer
+        timer.cancel()
+        timer = loop.call_later(idle_timeout, expire)
+
+    buffer = prompt.default_buffer
+    buffer.on_text_changed += typed
+    buffer.on_cursor_position_changed += typed
     try:
         return await prompt.prompt_async(message)
     finally:
-        if timer is not None:
-            timer.cancel()
+        buffer.on_text_changed -= typed
+        buffer.on_cursor_position_changed -= typed
+        timer.cancel()
 
 
 async def _answer(prompt: PromptSession[str], question: str, idle_timeout: int) -> str | None:
