@@ -10,10 +10,10 @@ sorts them), and a `..._from_active` / `..._from_queue` form over the registry's
 
 from __future__ import annotations
 
+import hashlib
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 
-from snode.core.crypto import hash32
 from snode.core.service_nodes import is_payable, reward_order_key
 from snode.core.state import Quorum, RewardEntry, ServiceNode
 from snode.params import NetworkParams
@@ -28,9 +28,13 @@ def _shuffled(sorted_keys: Sequence[bytes], seed: bytes, count: int) -> tuple[by
     n = len(sorted_keys)
     moved: dict[int, bytes] = {}
     drawn = []
+    # Draw i is the hash of seed + i: the seed is absorbed once and the state copied per draw
+    # (the same digests as hash32(seed + i.to_bytes(4, "big"))).
+    seeded = hashlib.blake2b(seed, digest_size=32)
     for i in range(min(count, n)):
-        draw = int.from_bytes(hash32(seed + i.to_bytes(4, "big"))[:8], "big")
-        j = i + draw % (n - i)
+        hasher = seeded.copy()
+        hasher.update(i.to_bytes(4, "big"))
+        j = i + int.from_bytes(hasher.digest()[:8], "big") % (n - i)
         drawn.append(moved.get(j, sorted_keys[j]))
         moved[j] = moved.get(i, sorted_keys[i])
     return tuple(drawn)

@@ -26,7 +26,7 @@ NO_HEIGHT: Final = -1
 """Height fields use -1 for 'never'."""
 
 
-class UtxoEntry(msgspec.Struct, frozen=True, array_like=True):
+class UtxoEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """An unspent output."""
 
     owner: PubKey
@@ -35,7 +35,7 @@ class UtxoEntry(msgspec.Struct, frozen=True, array_like=True):
     """First height at which it may be spent."""
 
 
-class Contribution(msgspec.Struct, frozen=True, array_like=True):
+class Contribution(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """One contributor of a service node (the operator is the first)."""
 
     owner: PubKey
@@ -45,7 +45,7 @@ class Contribution(msgspec.Struct, frozen=True, array_like=True):
     """Atomic units reserved for this contributor by the registration (0: none)."""
 
 
-class ServiceNode(msgspec.Struct, frozen=True, array_like=True):
+class ServiceNode(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A registered service node as the chain sees it."""
 
     pubkey: PubKey
@@ -90,7 +90,7 @@ class ServiceNode(msgspec.Struct, frozen=True, array_like=True):
         return self.total_contributed >= self.staking_requirement
 
 
-class Quorum(msgspec.Struct, frozen=True, array_like=True):
+class Quorum(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """The obligations quorum of one height."""
 
     height: Height
@@ -240,7 +240,7 @@ def with_index(state: ChainState) -> ChainState:
 MAP_NAMES: Final = ("utxos", "service_nodes", "quorums")
 
 
-class Undo(msgspec.Struct, frozen=True, array_like=True):
+class Undo(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """What undoing one block needs: the parent's scalars and the old value of every key the
     block touched (None where the key did not exist)."""
 
@@ -288,7 +288,9 @@ class TrackedMap(Generic[K, V]):
 
     def changes(self) -> tuple[tuple[K, V | None], ...]:
         """(key, old value) for every key touched, in a deterministic order."""
-        return tuple(sorted(self.old.items(), key=lambda kv: kv[0]))  # type: ignore[arg-type,return-value]
+        # Keys are unique, so sorting the pairs orders them by key alone and never compares
+        # two values (no key function to call per item).
+        return tuple(sorted(self.old.items()))  # type: ignore[type-var]
 
 
 def undo_block(state: ChainState, undo: Undo) -> ChainState:

@@ -21,7 +21,7 @@ TX_VERSION: Final = 1
 OutputIndex: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=65_535)]
 
 
-class OutPoint(msgspec.Struct, frozen=True, array_like=True):
+class OutPoint(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """Names one output of an earlier transaction."""
 
     txid: Hash32
@@ -39,7 +39,7 @@ def outpoint_key(txid: bytes, index: int) -> bytes:
     return txid + index.to_bytes(2, "big")
 
 
-class TxOut(msgspec.Struct, frozen=True, array_like=True):
+class TxOut(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A new output: coins for a public key. It unlocks `unlock_confirmations` blocks later."""
 
     owner: PubKey
@@ -48,24 +48,24 @@ class TxOut(msgspec.Struct, frozen=True, array_like=True):
     """Atomic units."""
 
 
-class Transfer(msgspec.Struct, frozen=True, array_like=True, tag=0):
+class Transfer(msgspec.Struct, frozen=True, array_like=True, tag=0, gc=False):
     """Moves coins: the outputs are the whole point."""
 
 
-class Coinbase(msgspec.Struct, frozen=True, array_like=True, tag=1):
+class Coinbase(msgspec.Struct, frozen=True, array_like=True, tag=1, gc=False):
     """First transaction of every block: the block reward and the fees. Height makes it unique."""
 
     height: Height
 
 
-class Reservation(msgspec.Struct, frozen=True, array_like=True):
+class Reservation(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """One (address, amount) pair of a registration; the operator's comes first."""
 
     owner: PubKey
     amount: Amount
 
 
-class Registration(msgspec.Struct, frozen=True, array_like=True, tag=2):
+class Registration(msgspec.Struct, frozen=True, array_like=True, tag=2, gc=False):
     """Registers a service node and commits the operator's stake (the first reservation)."""
 
     fee_ppm: Ppm
@@ -80,21 +80,21 @@ class Registration(msgspec.Struct, frozen=True, array_like=True, tag=2):
     """The service node key's signature over `registration_hash(...)`."""
 
 
-class Stake(msgspec.Struct, frozen=True, array_like=True, tag=3):
+class Stake(msgspec.Struct, frozen=True, array_like=True, tag=3, gc=False):
     """Contributes `amount` to a service node; the inputs' owner is the contributor."""
 
     sn_pubkey: PubKey
     amount: Amount
 
 
-class Vote(msgspec.Struct, frozen=True, array_like=True):
+class Vote(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """One quorum member's signature."""
 
     voter: PubKey
     signature: Signature
 
 
-class StateChange(msgspec.Struct, frozen=True, array_like=True, tag=4):
+class StateChange(msgspec.Struct, frozen=True, array_like=True, tag=4, gc=False):
     """A quorum's verdict on one service node: activate, decommission or recommission."""
 
     sn_pubkey: PubKey
@@ -110,7 +110,7 @@ class StateChange(msgspec.Struct, frozen=True, array_like=True, tag=4):
 Payload: TypeAlias = Union[Transfer, Coinbase, Registration, Stake, StateChange]
 
 
-class Transaction(msgspec.Struct, frozen=True, array_like=True):
+class Transaction(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A transaction of any kind."""
 
     version: int
@@ -132,6 +132,20 @@ def signing_hash(tx: Transaction, network_id: int) -> bytes:
     return domain_hash(b"tx", network_id, encode(unsigned))
 
 
+_EMPTY_ARRAY: Final = encode(())
+
+
+def signing_hash_of_encoded(tx: Transaction, encoded: bytes, network_id: int) -> bytes:
+    """`signing_hash(tx, network_id)`, given `encoded == encode(tx)`: signatures are the last
+    field of the record, so the unsigned form is the encoding with its signatures' array
+    replaced by an empty one (no second encoding of the whole transaction)."""
+    signatures = encode(tx.signatures)
+    if not encoded.endswith(signatures):
+        raise ValueError("encoded is not the encoding of tx")
+    unsigned = encoded[:len(encoded) - len(signatures)] + _EMPTY_ARRAY
+    return domain_hash(b"tx", network_id, unsigned)
+
+
 def registration_hash(
     network_id: int, fee_ppm: int, reservations: tuple[Reservation, ...], expiry: int,
     sn_pubkey: bytes,
@@ -148,9 +162,11 @@ def state_change_hash(
     return domain_hash(b"state-change", network_id, encode((sn_pubkey, kind, reason, quorum_height)))
 
 
-def check_stateless(tx: Transaction) -> int:
-    """Checks that need no chain state; returns the encoded size in bytes."""
-    size = len(encode(tx))
+def check_stateless(tx: Transaction, size: int | None = None) -> int:
+    """Checks that need no chain state; returns the encoded size in bytes (`size`, when the
+    caller has already encoded the transaction)."""
+    if size is None:
+        size = len(encode(tx))
     if tx.version != TX_VERSION:
         raise InvalidTransaction(f"unknown transaction version {tx.version}")
     if size > MAX_TX_BYTES:

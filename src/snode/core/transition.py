@@ -18,8 +18,10 @@ from typing import NamedTuple
 import msgspec
 
 from snode.core import service_nodes as sn_rules
-from snode.core.blocks import BLOCK_VERSION, Block, block_hash, producer_message, tx_root
-from snode.core.crypto import verify
+from snode.core.blocks import (
+    BLOCK_VERSION, Block, block_hash, encode_block_from_parts, producer_message, tx_root,
+)
+from snode.core.crypto import hash32, verify
 from snode.core.encoding import encode
 from snode.core.errors import BadSignature, BlockFromFuture, InvalidBlock, InvalidStateChange, InvalidTransaction
 from snode.core.genesis import Consensus
@@ -30,7 +32,8 @@ from snode.core.state import (
 )
 from snode.core.transactions import (
     TX_VERSION, Coinbase, Registration, Stake, StateChange, Transaction, TxOut,
-    check_stateless, outpoint_key, registration_hash, signing_hash, state_change_hash, txid,
+    check_stateless, outpoint_key, registration_hash, signing_hash_of_encoded, state_change_hash,
+    txid,
 )
 from snode.core.units import format_coins
 from snode.params import MAX_BLOCK_BYTES, MAX_FUTURE_BLOCK_TIME, STATE_CHANGE_WINDOW
@@ -78,11 +81,15 @@ def _run_checks(checks: Sequence[SigCheck], verifier: BatchVerifier, error: type
 # --- transactions -------------------------------------------------------------------------
 
 def _apply_transaction(
-    w: _Working, tx: Transaction, tx_id: bytes, height: int, block_time: int, consensus: Consensus
+    w: _Working, tx: Transaction, tx_id: bytes, height: int, block_time: int, consensus: Consensus,
+    encoded: bytes | None = None,
 ) -> int:
-    """Apply one non-coinbase transaction to w at `height`; returns its fee."""
+    """Apply one non-coinbase transaction to w at `height`; returns its fee. `encoded` is
+    `encode(tx)` when the caller has it (one encoding serves size, id and signing hash)."""
     params = consensus.params
-    size = check_stateless(tx)
+    if encoded is None:
+        encoded = encode(tx)
+    size = check_stateless(tx, len(encoded))
     payload = tx.payload
     short = tx_id.hex()[:16]
     if isinstance(payload, Coinbase):
@@ -91,11 +98,11 @@ def _apply_transaction(
         _apply_state_change(w, payload, height, consensus)
         return 0
 
-    message = signing_hash(tx, params.network_id)
+    message = signing_hash_of_encoded(tx, encoded, params.network_id)
     total_in = 0
     owners = []
     for i, op in enumerate(tx.inputs):
-        key = op.key()
+        key = op.txid + op.index.to_bytes(2, "big")  # op.key(), inlined: the hottest loop
         entry = w.utxos.get(key)
         if entry is None:
             raise InvalidTransaction(
@@ -133,7 +140,7 @@ def _apply_transaction(
         )
     unlock = height + params.unlock_confirmations
     for i, out in enumerate(tx.outputs):
-        w.utxos.set(outpoint_key(tx_id, i), UtxoEntry(out.owner, out.amount, unlock))
+        w.utxos.set(tx_id + i.to_bytes(2, "big"), UtxoEntry(out.owner, out.amount, unlock))
     return fee
 
 
@@ -287,6 +294,18 @@ def check_block_stateless(block: Block, consensus: Consensus) -> None:
         raise InvalidBlock(f"block {header.height} has a bad producer signature")
 
 
+class AppliedBlock(NamedTuple):
+    """What `apply_block_encoded` returns: apply_block's (state, undo), and the encodings it
+    computed on the way, for the store (so that it encodes and hashes nothing again)."""
+
+    state: ChainState
+    undo: Undo
+    encoded: bytes
+    """`encode(block)`."""
+    txids: list[bytes]
+    """`txid` of each transaction, in block order."""
+
+
 def apply_block(
     state: ChainState, block: Block, consensus: Consensus, *,
     verifier: BatchVerifier = verify_serially, now: int | None = None,
@@ -296,17 +315,30 @@ def apply_block(
     Raises InvalidBlock (or InvalidTransaction) with the reason; `state` is never changed.
     `now` is the receiving node's clock, for the future-timestamp rule (None: not checked).
     """
+    applied = apply_block_encoded(state, block, consensus, verifier=verifier, now=now)
+    return applied.state, applied.undo
+
+
+def apply_block_encoded(
+    state: ChainState, block: Block, consensus: Consensus, *,
+    verifier: BatchVerifier = verify_serially, now: int | None = None,
+) -> AppliedBlock:
+    """`apply_block`, also returning the block's encoding and its transaction ids."""
     params = consensus.params
     check_header(state, block, consensus, now)
     state = with_index(state)
     header = block.header
-    size = len(encode(block))
+    # One encoding of each part serves the size rule, the ids, the signing hashes and the store.
+    header_bytes = encode(header)
+    tx_bytes = [encode(tx) for tx in block.transactions]
+    encoded = encode_block_from_parts(block, header_bytes, tx_bytes)
+    size = len(encoded)
     if size > MAX_BLOCK_BYTES:
         raise InvalidBlock(f"block is {size} bytes; the limit is {MAX_BLOCK_BYTES}")
-    ids = [txid(tx) for tx in block.transactions]
+    ids = [hash32(raw) for raw in tx_bytes]
     if tx_root(ids) != header.tx_root:
         raise InvalidBlock("block transaction root does not match its transactions")
-    this_hash = block_hash(header)
+    this_hash = hash32(header_bytes)
 
     w = _Working(state)
     w.checks.append(SigCheck(
@@ -314,14 +346,17 @@ def apply_block(
         block.producer_signature, f"block {header.height}",
     ))
     fees = 0
-    for position, (tx, tx_id) in enumerate(zip(block.transactions[1:], ids[1:]), start=1):
+    for position in range(1, len(ids)):
         try:
-            fees += _apply_transaction(w, tx, tx_id, header.height, header.timestamp, consensus)
+            fees += _apply_transaction(
+                w, block.transactions[position], ids[position], header.height, header.timestamp,
+                consensus, tx_bytes[position],
+            )
         except InvalidTransaction as err:
             raise InvalidBlock(f"block {header.height} transaction {position}: {err.reason}") from None
 
     coinbase = block.transactions[0]
-    check_stateless(coinbase)
+    check_stateless(coinbase, len(tx_bytes[0]))
     expected, winner = coinbase_outputs(state, header.producer, fees, consensus)
     if coinbase.payload != Coinbase(header.height) or coinbase.outputs != expected:
         raise InvalidBlock("block coinbase does not pay the expected reward and fees")
@@ -353,7 +388,7 @@ def apply_block(
         issued=state.issued + params.block_reward, utxos=w.utxos.finish(),
         service_nodes=service_nodes, quorums=w.quorums.finish(), index=index,
     )
-    return new_state, undo
+    return AppliedBlock(new_state, undo, encoded, ids)
 
 
 def _paid(node: ServiceNode, height: int) -> ServiceNode:

@@ -29,8 +29,13 @@ from snode.store.errors import StoreError
 DATABASE_FILE: Final = "chain.sqlite3"
 """The database's file name inside a data dir."""
 
-Commit = tuple[Block, ChainState, Undo]
-"""A block, the state after it and its undo record, as `transition.apply_block` returns them."""
+Encoded = tuple[bytes, Sequence[bytes]]
+"""A block's canonical bytes and its transaction ids, in block order."""
+
+Commit = tuple[Block, ChainState, Undo] | tuple[Block, ChainState, Undo, Encoded]
+"""A block, the state after it and its undo record, as `transition.apply_block` returns them;
+optionally with the block's Encoded form as `transition.apply_block_encoded` computed it, so
+that the store encodes and hashes nothing again."""
 
 Undone = tuple[ChainState, Undo]
 """The state of an undone block's parent and the block's undo record (`state.undo_block`)."""
@@ -136,24 +141,30 @@ class ChainStore:
             stale_txs.extend((txid(tx), height) for tx in tip_block.transactions)
             height, tip_hash = height - 1, parent_state.tip_hash
         blocks, main_chain, txs = [], [], []
-        for block, new_state, undo in commits:
+        for commit in commits:
+            block, new_state, undo = commit[0], commit[1], commit[2]
             this_hash = block_hash(block.header)
             _check_extends(height, tip_hash, block, this_hash, new_state, undo)
-            block_row, main_row, tx_rows = _block_rows(block, this_hash, undo)
+            block_row, main_row, tx_rows = _block_rows(
+                block, this_hash, undo, commit[3] if len(commit) > 3 else None  # type: ignore[misc]
+            )
             blocks.append(block_row)
             main_chain.append(main_row)
             txs.extend(tx_rows)
             height, tip_hash = block.header.height, this_hash
         final_state = commits[-1][1] if commits else undone[-1][0]
-        touched = state_tables.touched_keys(
-            [undo for _, undo in undone] + [undo for _, _, undo in commits]
-        )
+        undos = [undo for _, undo in undone] + [commit[2] for commit in commits]
+        touched = state_tables.touched_keys(undos)
+        # Keys that did not exist at the stored tip (their first old value is None) and do not
+        # exist at the end have no row to delete: outputs made and spent within one batch.
+        # Only without undone blocks: an undone block's old values are not the stored ones.
+        absent = state_tables.absent_before(undos) if not undone else None
         with _transaction(self._conn, self._path):
             # Stale rows go first: a transaction in both branches is indexed at its new height.
             self._conn.executemany("DELETE FROM main_chain WHERE height = ?", stale_heights)
             self._conn.executemany("DELETE FROM txs WHERE txid = ? AND height = ?", stale_txs)
             _insert_blocks(self._conn, blocks, main_chain, txs)
-            state_tables.write_state(self._conn, final_state, touched)
+            state_tables.write_state(self._conn, final_state, touched, absent)
         self._tip = (height, tip_hash)
 
     def _check_undoes_tip(
@@ -305,12 +316,20 @@ def _check_extends(
 
 
 def _block_rows(
-    block: Block, this_hash: bytes, undo: Undo | None
+    block: Block, this_hash: bytes, undo: Undo | None, encoded: Encoded | None = None,
 ) -> tuple[_BlockRow, _MainChainRow, list[_TxRow]]:
-    """The rows of the blocks, main_chain and txs tables for one block."""
+    """The rows of the blocks, main_chain and txs tables for one block (`encoded`: its bytes
+    and transaction ids, when the caller has them)."""
     height = block.header.height
-    block_row = (this_hash, height, encode(block), encode(undo) if undo is not None else None)
-    tx_rows = [(txid(tx), height, position) for position, tx in enumerate(block.transactions)]
+    ids: Sequence[bytes]
+    if encoded is None:
+        data, ids = encode(block), [txid(tx) for tx in block.transactions]
+    else:
+        data, ids = encoded
+        if len(ids) != len(block.transactions):
+            raise ValueError(f"block {height} is given {len(ids)} transaction ids")
+    block_row = (this_hash, height, data, encode(undo) if undo is not None else None)
+    tx_rows = [(tx_id, height, position) for position, tx_id in enumerate(ids)]
     return block_row, (height, this_hash), tx_rows
 
 

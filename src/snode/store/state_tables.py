@@ -28,7 +28,7 @@ VALUE_TYPES: Final[dict[str, type]] = {
 _TIP_KEY: Final = "tip"
 
 
-class TipRecord(msgspec.Struct, frozen=True, array_like=True):
+class TipRecord(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """The state's scalars, stored as one `meta` row so a block updates one row for them."""
 
     height: Height
@@ -50,23 +50,44 @@ def touched_keys(undos: Iterable[Undo]) -> Touched:
     return touched
 
 
+def absent_before(undos: Iterable[Undo]) -> Touched:
+    """Keys that did not exist before the first of these blocks (consecutive blocks, lowest
+    first): those whose first recorded old value is None."""
+    absent: Touched = {name: set() for name in MAP_NAMES}
+    for name in MAP_NAMES:
+        seen: set[Any] = set()
+        keys = absent[name]
+        for undo in undos:
+            for key, old in getattr(undo, name):
+                if key not in seen:
+                    seen.add(key)
+                    if old is None:
+                        keys.add(key)
+    return absent
+
+
 def all_keys(state: ChainState) -> Touched:
     """Every key of every state map (what writing a whole state touches)."""
     return {name: set(getattr(state, name).keys()) for name in MAP_NAMES}
 
 
-def write_state(conn: sqlite3.Connection, state: ChainState, touched: Touched) -> None:
+def write_state(
+    conn: sqlite3.Connection, state: ChainState, touched: Touched, absent: Touched | None = None
+) -> None:
     """Make the tables hold `state`: its value of each touched key (deleted where `state` has
-    none) and its scalars. Call inside a transaction."""
+    none) and its scalars. Call inside a transaction. `absent` names keys known to have no row
+    (`absent_before`): those that `state` has none of are skipped instead of deleted."""
     for name in MAP_NAMES:
         values = getattr(state, name)
+        no_row = absent[name] if absent is not None else ()
         upserts = []
         deletes = []
         # In key order: SQLite inserts into its B-trees fastest that way (genesis, large batches).
         for key in sorted(touched[name]):
             value = values.get(key)
             if value is None:
-                deletes.append((key,))
+                if key not in no_row:
+                    deletes.append((key,))
             else:
                 upserts.append((key, encode(value)))
         if upserts:
