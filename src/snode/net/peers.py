@@ -130,17 +130,23 @@ class Peer:
         if out and not self.writer.is_closing():
             self.writer.write(b"".join(out))
 
-    async def request_blocks(self, locator: list[bytes], max_count: int) -> P.Blocks:
-        """Ask for blocks and wait for the answer; PeerGone on disconnect or timeout."""
-        loop = asyncio.get_running_loop()
-        self.pending = loop.create_future()
+    def ask_blocks(self, locator: list[bytes], max_count: int) -> asyncio.Future[P.Blocks]:
+        """Send GetBlocks now (not at the end of this loop turn, so that the peer works while
+        we do) and return the future its answer will resolve."""
+        self.pending = asyncio.get_running_loop().create_future()
         self.send(P.GetBlocks(locator=locator[:P.MAX_LOCATOR], max_count=max_count))
+        self._flush()
+        return self.pending
+
+    async def answer(self, request: asyncio.Future[P.Blocks]) -> P.Blocks:
+        """Wait for the answer to `ask_blocks`; PeerGone on disconnect or timeout."""
         try:
-            return await asyncio.wait_for(self.pending, REQUEST_TIMEOUT)
+            return await asyncio.wait_for(request, REQUEST_TIMEOUT)
         except (asyncio.TimeoutError, ConnectionError) as err:
             raise PeerGone(f"{self.name} did not send the blocks it was asked for") from err
         finally:
-            self.pending = None
+            if self.pending is request:
+                self.pending = None
 
     def close(self) -> None:
         if self.pending is not None and not self.pending.done():
@@ -613,13 +619,28 @@ class PeerManager:
                 self.on_progress(self.node.height, self.node.target_height)
 
     async def _sync_from(self, peer: Peer) -> None:
+        """Sync from one peer until we have its chain; a request sent ahead and left unanswered
+        (the batch before it failed) is dropped quietly."""
+        ahead: list[asyncio.Future[P.Blocks]] = []
+        try:
+            await self._sync_batches(peer, ahead)
+        finally:
+            for request in ahead:
+                if request.done() and not request.cancelled():
+                    request.exception()
+                else:
+                    request.cancel()
+
+    async def _sync_batches(self, peer: Peer, ahead: list[asyncio.Future[P.Blocks]]) -> None:
         node = self.node
         branch: list[Block] = []
         branch_bytes = 0
         started, start_height, last_report = time.monotonic(), node.height, time.monotonic()
         while True:
-            locator = ([block_hash(branch[-1].header)] if branch else []) + node.locator()
-            reply = await peer.request_blocks(locator, P.MAX_BLOCKS_PER_BATCH)
+            if not ahead:
+                locator = ([block_hash(branch[-1].header)] if branch else []) + node.locator()
+                ahead.append(peer.ask_blocks(locator, P.MAX_BLOCKS_PER_BATCH))
+            reply = await peer.answer(ahead.pop())
             if not reply.blocks:
                 if reply.height > node.height and not branch:
                     raise ProtocolViolation(
@@ -634,6 +655,10 @@ class PeerManager:
                 branch = []  # the peer's chain moved under us; start over from our tip
                 continue
             if not branch and first.prev_hash == node.state.tip_hash:
+                if reply.height > blocks[-1].header.height:
+                    # Ask for the next batch before applying this one: the peer reads and
+                    # sends it while we validate.
+                    ahead.append(peer.ask_blocks([block_hash(blocks[-1].header)], P.MAX_BLOCKS_PER_BATCH))
                 try:
                     node.accept_blocks(blocks, int(self.clock()))
                 except BlockFromFuture:
@@ -642,6 +667,11 @@ class PeerManager:
                     raise ProtocolViolation(f"sent an invalid block during sync: {err.reason}") from None
                 self._apply_orphans()
             else:
+                for block in blocks:
+                    try:
+                        check_block_stateless(block, node.consensus)
+                    except SnodeError as err:
+                        raise ProtocolViolation(f"sent an invalid fork block: {err.reason}") from None
                 branch.extend(blocks)
                 branch_bytes += sum(len(raw) for raw in reply.blocks)
                 if len(branch) > MAX_BRANCH_BLOCKS or branch_bytes > MAX_BRANCH_BYTES:
@@ -667,16 +697,16 @@ class PeerManager:
                 return
 
     def _decode_batch(self, raws: list[bytes]) -> list[Block]:
-        """Decode a batch and check what needs no state: each block signed by an authority,
-        heights consecutive, each block the child of the one before."""
+        """Decode a batch and check that it is a chain: heights consecutive, each block the
+        child of the one before. (Blocks that extend the tip are then fully validated, their
+        signatures in one batch; blocks of a fork pass `check_block_stateless` before they are
+        held in memory.)"""
         blocks = []
         for raw in raws:
             try:
-                block = decode(raw, Block)
-                check_block_stateless(block, self.node.consensus)
+                blocks.append(decode(raw, Block))
             except SnodeError as err:
-                raise ProtocolViolation(f"sent an invalid block during sync: {err.reason}") from None
-            blocks.append(block)
+                raise ProtocolViolation(f"sent a block that does not decode: {err.reason}") from None
         for parent, child in zip(blocks, blocks[1:]):
             if (child.header.prev_hash != block_hash(parent.header)
                     or child.header.height != parent.header.height + 1):
