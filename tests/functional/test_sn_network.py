@@ -95,6 +95,10 @@ def test_lifecycle_solo_and_pool(nodes):
     assert_equal((rec["active"], rec["payable"], rec["funded"], rec["decommission_count"], rec["status"]),
                  (False, False, True, 1, "Decomm"))
     assert_equal(rec["last_decommission_reason"], "missed_uptime_proofs")
+    # snode-cli nodes shows the reason too.
+    from tests.functional.test_snode_cli import snode_cli
+    table = snode_cli(hub, "nodes").stdout
+    assert any(solo_pk[:12] in line and "missed_uptime_proofs" in line for line in table.splitlines()), table
 
     # Restart with the same data dir: proofs resume and the node is recommissioned.
     solo.start()

@@ -17,7 +17,7 @@ from rich.table import Table
 from snode.core.service_nodes import Status, status
 from snode.core.units import format_age, format_coins, format_percent
 
-PLAIN_WIDTH: Final = 120
+PLAIN_WIDTH: Final = 140
 """Width used when the output is not a terminal: wide enough for the node table on one line."""
 
 SHORT_KEY_CHARS: Final = 12
@@ -81,6 +81,11 @@ def service_node_table(records: Iterable[Mapping[str, Any]], *, now: int | None 
     table.add_column("decomms", justify="right", no_wrap=True)
     if now is not None:
         table.add_column("proof", justify="right", no_wrap=True)
+    records = list(records)
+    # The daemon's records name the last quorum verdict; the walkthrough's (spec fields only) do not.
+    with_reason = any("last_state_change_reason" in r for r in records)
+    if with_reason:
+        table.add_column("last change", no_wrap=True)
     for r in records:
         state = record_status(r)
         row = [
@@ -97,5 +102,7 @@ def service_node_table(records: Iterable[Mapping[str, Any]], *, now: int | None 
         ]
         if now is not None:
             row.append(proof_age(r["last_uptime_proof"], now))
+        if with_reason:
+            row.append(r.get("last_state_change_reason") or "-")
         table.add_row(*row)
     return table
