@@ -51,26 +51,26 @@ import selectors
 import signal
 import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
 from rich.console import Console
 from rich.table import Table
 
+from bench import daemons
+from bench.daemons import P2P_PORT, PROOF_NET, Daemon, loopback_ip, process_cpu_seconds
 from bench.proof_chain import PARAMS, build_chain
 from snode import __version__
 from snode.core.crypto import SigningKey, verify
 from snode.core.proofs import UptimeProof, make_proof, proof_message
 from snode.net import protocol as P
 from snode.net.peers import FLOOD_BURST, FLOOD_RATE
-from snode.rpc.client import RpcClient, RpcUnavailable
 from snode.tools.tables import make_console
 
 SERVICE_NODES: Final = 2_000
@@ -87,26 +87,18 @@ TARGET_RATIO: Final = 0.5
 MIN_SECONDS: Final = 1.0
 MIN_RUNS: Final = 5
 TRIAL_TIMEOUT: Final = 60.0
-START_TIMEOUT: Final = 60.0
-STOP_TIMEOUT: Final = 20.0
 CLOCK_BACK_S: Final = 60
 """The first proof timestamp is this far behind the clock when the frames are built, the last
 TRIALS * ROUNDS - 1 seconds later (34 s): every timestamp stays within PROOF_CLOCK_TOLERANCE
 (300 s) of the daemon's clock for the minutes the run takes."""
-P2P_PORT: Final = 38090
-RPC_PORT: Final = 38091
 QUORUMNET_PORT: Final = 38092
 PROFILE_TOP: Final = 25
 
-BENCH_DIR: Final = Path(__file__).resolve().parent
-REPO_DIR: Final = BENCH_DIR.parent
 PROOF_TAG: Final = 11
 REJECTED_TAG: Final = 12
 
 
-def log(text: str) -> None:
-    """Progress on stderr, so that stdout holds the figures."""
-    print(f"proof_bench: {text}", file=sys.stderr, flush=True)
+log: Final = partial(daemons.log, "proof_bench")
 
 
 def cpu_seconds_per_run(*fns: Callable[[], object]) -> list[float]:
@@ -126,82 +118,10 @@ def cpu_seconds_per_run(*fns: Callable[[], object]) -> list[float]:
 
 # --- addresses and the daemon -------------------------------------------------------------
 
-def loopback_ip(last: int) -> str:
-    """A 127.x address of this run: the test suite, sync_bench and rpc_bench use other ones."""
-    pid = os.getpid()
-    return f"127.{100 + pid % 50}.{(pid // 50) % 250}.{last}"
-
-
-def child_env() -> dict[str, str]:
-    """The environment for the daemon: `snode` importable as in this process."""
-    env = dict(os.environ)
-    paths = [str(REPO_DIR / "src")]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
-
-
-class Daemon:
-    """One `snoded --regtest` subprocess on its own 127.x address, optionally under cProfile."""
-
-    def __init__(self, ip: str, data_dir: Path, *, profile_to: Path | None = None) -> None:
-        self.ip = ip
-        self.data_dir = data_dir
-        runner = ["-m", "cProfile", "-o", str(profile_to)] if profile_to is not None else []
-        self.args = [
-            sys.executable, *runner, "-m", "snode.node.daemon", "--regtest", "--non-interactive",
-            f"--data-dir={data_dir}", f"--rpc-admin={ip}:{RPC_PORT}", f"--p2p-bind-ip={ip}",
-            f"--p2p-bind-port={P2P_PORT}", "--log-level=1",
-        ]
-        self.stderr = data_dir.parent / ("daemon-profiled.stderr" if profile_to else "daemon.stderr")
-        self.rpc = RpcClient(f"http://{ip}:{RPC_PORT}", timeout=60)
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> dict[str, Any]:
-        """Start the process and wait for its RPC; its get_info."""
-        with open(self.stderr, "ab") as err:
-            self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=err, env=child_env())
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            info = self.info()
-            if info is not None:
-                return info
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"snoded's RPC did not come up in {START_TIMEOUT:.0f} s:\n{self.log_tail()}")
-            time.sleep(0.05)  # start-up poll
-
-    def info(self) -> dict[str, Any] | None:
-        """get_info, or None while the RPC is not up; RuntimeError if the process died."""
-        if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError(f"snoded exited with code {self.proc.returncode}:\n{self.log_tail()}")
-        try:
-            result: dict[str, Any] = self.rpc.call("get_info")
-            return result
-        except RpcUnavailable:
-            return None
-
-    def call(self, method: str, params: Any = None) -> Any:
-        return self.rpc.call(method, params)
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        """`sig` (SIGTERM, or SIGINT for cProfile) by pid; SIGKILL if it has not stopped after
-        STOP_TIMEOUT."""
-        self.rpc.close()
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(sig)
-        try:
-            proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            log(f"snoded did not stop within {STOP_TIMEOUT:.0f} s of signal {sig}; killing it")
-            proc.kill()
-            proc.wait()
-
-    def log_tail(self, chars: int = 3_000) -> str:
-        return self.stderr.read_text(errors="replace")[-chars:] if self.stderr.exists() else ""
+def proof_daemon(ip: str, data_dir: Path, profile_to: Path | None = None) -> Daemon:
+    """The benchmark's snoded on ip, optionally under cProfile (then stopped with SIGINT)."""
+    stderr = data_dir.parent / ("daemon-profiled.stderr" if profile_to else "daemon.stderr")
+    return Daemon(ip, data_dir, extra=["--log-level=1"], profile_to=profile_to, stderr=stderr, log=log)
 
 
 # --- the proofs ---------------------------------------------------------------------------
@@ -278,15 +198,6 @@ def verify_rate(samples: Sequence[tuple[bytes, bytes, bytes]]) -> dict[str, floa
         walls.append(time.perf_counter() - wall0)
     return {"wall": len(samples) / statistics.median(walls),
             "cpu": len(samples) / statistics.median(cpus)}
-
-
-def process_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of process `pid` so far (Linux /proc), None where unknown."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # --- fake peers ---------------------------------------------------------------------------
@@ -506,10 +417,11 @@ def breakdown(workload: Workload, daemon_us_per_proof: float) -> dict[str, float
 def profile_trial(workdir: Path, data_dir: Path, daemon_ip: str, keys: Sequence[SigningKey]) -> dict[str, Any]:
     """One more trial against the daemon under cProfile; its top functions by own time."""
     profile_file = workdir / "daemon.prof"
-    daemon = Daemon(daemon_ip, data_dir, profile_to=profile_file)
+    daemon = proof_daemon(daemon_ip, data_dir, profile_file)
     try:
-        info = daemon.start()
-        workload = build_workload(keys, [loopback_ip(11 + i) for i in range(PEERS)], 1)
+        daemon.start()
+        info = daemon.wait_for_rpc()
+        workload = build_workload(keys, [loopback_ip(PROOF_NET, 11 + i) for i in range(PEERS)], 1)
         trial = run_trial(daemon, workload, 0, bytes.fromhex(info["genesis_hash"]), keys)
     finally:
         daemon.stop(signal.SIGINT)  # cProfile writes its file on a normal exit
@@ -528,17 +440,18 @@ def run(profile: bool = False) -> dict[str, Any]:
         data_dir = workdir / "node"
         log(f"building a regtest chain with {SERVICE_NODES:,} service nodes")
         chain = build_chain(data_dir, SERVICE_NODES)
-        daemon_ip = loopback_ip(1)
-        peer_ips = [loopback_ip(11 + i) for i in range(PEERS)]
+        daemon_ip = loopback_ip(PROOF_NET, 1)
+        peer_ips = [loopback_ip(PROOF_NET, 11 + i) for i in range(PEERS)]
         log(f"signing {TRIALS} x {ROUNDS} rounds of {SERVICE_NODES:,} proofs")
         started = time.perf_counter()
         workload = build_workload(chain.sn_keys, peer_ips, TRIALS)
         frames_s = time.perf_counter() - started
-        daemon = Daemon(daemon_ip, data_dir)
+        daemon = proof_daemon(daemon_ip, data_dir)
         trials = []
         try:
             log(f"starting snoded on {daemon_ip}")
-            info = daemon.start()
+            daemon.start()
+            info = daemon.wait_for_rpc()
             if info["height"] != chain.height or info["service_node_count"] != SERVICE_NODES:
                 raise RuntimeError(
                     f"snoded opened height {info['height']} with {info['service_node_count']} SNs, "

@@ -29,10 +29,8 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
-import os
 import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -42,6 +40,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -49,6 +48,10 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from bench import daemons
+from bench.daemons import (
+    BENCH_DIR, RPC_NET, Daemon, child_env, loopback_ip, process_cpu_seconds, stop_process,
+)
 from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
 from snode.core.encoding import encode
@@ -61,7 +64,7 @@ from snode.core.transactions import (
 )
 from snode.core.txbuilder import Spendable, build_spend
 from snode.params import COIN, REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_SEED
-from snode.rpc.client import RpcClient, RpcUnavailable
+from snode.rpc.client import RpcClient
 
 SERVICE_NODES: Final = 2_000
 POOL_EVERY: Final = 5
@@ -83,9 +86,6 @@ TARGET_SERIALISE_RATIO: Final = 3.0
 TARGET_INFO_RATIO: Final = 0.7
 START_TIMEOUT: Final = 30.0
 STOP_TIMEOUT: Final = 15.0
-
-BENCH_DIR: Final = Path(__file__).resolve().parent
-REPO_DIR: Final = BENCH_DIR.parent
 SN_BODY: Final = b'{"jsonrpc":"2.0","id":1,"method":"get_service_nodes","params":{}}'
 INFO_BODY: Final = '{"jsonrpc":"2.0","id":1,"method":"get_info","params":{}}'
 WRK_SCRIPT: Final = (
@@ -95,9 +95,7 @@ WRK_SCRIPT: Final = (
 )
 
 
-def log(text: str) -> None:
-    """Progress on stderr, so that stdout holds the figures."""
-    print(f"rpc_bench: {text}", file=sys.stderr, flush=True)
+log: Final = partial(daemons.log, "rpc_bench")
 
 
 def key(label: str) -> SigningKey:
@@ -107,48 +105,11 @@ def key(label: str) -> SigningKey:
 
 # --- processes ----------------------------------------------------------------------------
 
-def loopback_ip(last: int) -> str:
-    """A 127.x address of this run: other runs and the test suite use other ones."""
-    pid = os.getpid()
-    return f"127.{200 + pid % 50}.{(pid // 50) % 250}.{last}"
-
-
 def free_port(host: str) -> int:
     """A TCP port free on host right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
-
-
-def child_env() -> dict[str, str]:
-    """The environment for children: `snode` and `bench` importable as in this process."""
-    env = dict(os.environ)
-    paths = [str(REPO_DIR / "src"), str(REPO_DIR)]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
-
-
-def stop_process(proc: subprocess.Popen[Any]) -> None:
-    """SIGTERM this child by its pid, SIGKILL it if it does not stop in time."""
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(STOP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def wait_until(predicate: Any, timeout: float, what: str) -> None:
-    """Poll predicate until it returns true; RuntimeError after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.05)
 
 
 @dataclass(frozen=True)
@@ -160,50 +121,26 @@ class Server:
     pid: int
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of process pid, all its threads (Linux /proc); None elsewhere."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 @contextmanager
 def daemon(workdir: Path) -> Iterator[tuple[RpcClient, Server]]:
     """A `snoded --regtest` of its own on a 127.x address; stopped by pid on the way out."""
-    host = loopback_ip(1)
+    host = loopback_ip(RPC_NET, 1)
     rpc_port, p2p_port = free_port(host), free_port(host)
-    out, err = workdir / "snoded.stdout", workdir / "snoded.stderr"
-    args = [
-        sys.executable, "-m", "snode.node.daemon", "--regtest", "--non-interactive",
-        f"--data-dir={workdir / 'node'}", f"--rpc-admin={host}:{rpc_port}",
-        f"--p2p-bind-ip={host}", f"--p2p-bind-port={p2p_port}",
-    ]
-    with open(out, "wb") as fout, open(err, "wb") as ferr:
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=fout, stderr=ferr, env=child_env())
-    client = RpcClient(f"http://{host}:{rpc_port}", timeout=120)
+    snoded = Daemon(host, workdir / "node", rpc_port=rpc_port, p2p_port=p2p_port,
+                    stdout=workdir / "snoded.stdout", stderr=workdir / "snoded.stderr", rpc_timeout=120,
+                    start_timeout=START_TIMEOUT, stop_timeout=STOP_TIMEOUT, log=log)
     try:
-        def up() -> bool:
-            if proc.poll() is not None:
-                tail = err.read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"snoded exited with code {proc.returncode}:\n{tail}")
-            try:
-                client.call("get_info")
-                return True
-            except RpcUnavailable:
-                return False
-        wait_until(up, START_TIMEOUT, "snoded's RPC")
-        yield client, Server(host, rpc_port, proc.pid)
+        snoded.start()
+        snoded.wait_for_rpc()
+        yield snoded.rpc, Server(host, rpc_port, snoded.pid)
     finally:
-        client.close()
-        stop_process(proc)
+        snoded.stop()
 
 
 @contextmanager
 def trivial_server() -> Iterator[Server]:
     """bench/rpc_trivial_server.py in its own process. Stopped by pid."""
-    host = loopback_ip(2)
+    host = loopback_ip(RPC_NET, 2)
     port = free_port(host)
     proc = subprocess.Popen(
         [sys.executable, str(BENCH_DIR / "rpc_trivial_server.py"), host, str(port)],
@@ -216,7 +153,7 @@ def trivial_server() -> Iterator[Server]:
             raise RuntimeError(f"the trivial server did not start (exit code {proc.poll()})")
         yield Server(host, port, proc.pid)
     finally:
-        stop_process(proc)
+        stop_process(proc, STOP_TIMEOUT)
 
 
 # --- the chain ----------------------------------------------------------------------------
@@ -467,9 +404,9 @@ def measure_get_info(rpc: RpcClient, servers: dict[str, Server], workdir: Path) 
         log(f"get_info load, pair {n + 1} of {LOAD_PAIRS} ({tool})")
         for name in (list(servers) if n % 2 == 0 else list(servers)[::-1]):
             server = servers[name]
-            before = cpu_seconds(server.pid)
+            before = process_cpu_seconds(server.pid)
             rate, count = load(server.host, server.port, LOAD_SECONDS)
-            after = cpu_seconds(server.pid)
+            after = process_cpu_seconds(server.pid)
             rates[name].append(rate)
             if before is not None and after is not None and count:
                 cpu[name].append((after - before) / count * 1e6)

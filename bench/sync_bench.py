@@ -29,23 +29,22 @@ import argparse
 import cProfile
 import gc
 import io
-import os
 import pstats
 import shutil
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
 from rich.console import Console
 from rich.table import Table
 
+from bench import daemons
+from bench.daemons import P2P_PORT, SYNC_NET, Daemon, loopback_ip
 from bench.sync_chain import PARAMS, ChainStats, SyncChain
 from snode.core.blocks import Block, block_hash
 from snode.core.encoding import decode
@@ -53,7 +52,6 @@ from snode.core.transition import SigCheck, verify_serially
 from snode.net.protocol import MAX_BLOCKS_PER_BATCH
 from snode.node.node import Node
 from snode.node.verifier import ThreadedVerifier
-from snode.rpc.client import RpcClient, RpcUnavailable
 from snode.store import DATABASE_FILE, ChainStore
 from snode.store.chain_store import Commit
 
@@ -69,21 +67,11 @@ VERIFY_THREADS: Final = 2
 REPLAY_BLOCKS: Final = 2_000
 TARGET_RATIO: Final = 0.5
 POLL_S: Final = 0.2
-START_TIMEOUT: Final = 60.0
 SYNC_TIMEOUT: Final = 600.0
-STOP_TIMEOUT: Final = 20.0
 MIN_SECONDS: Final = 1.0
 MIN_RUNS: Final = 5
-P2P_PORT: Final = 38090
-RPC_PORT: Final = 38091
 
-BENCH_DIR: Final = Path(__file__).resolve().parent
-REPO_DIR: Final = BENCH_DIR.parent
-
-
-def log(text: str) -> None:
-    """Progress on stderr, so that stdout holds the figures."""
-    print(f"sync_bench: {text}", file=sys.stderr, flush=True)
+log: Final = partial(daemons.log, "sync_bench")
 
 
 # --- the limit ----------------------------------------------------------------------------
@@ -124,100 +112,11 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-# --- daemons ------------------------------------------------------------------------------
-
-def loopback_ip(last: int) -> str:
-    """A 127.x address of this run: other runs, the test suite and rpc_bench use other ones."""
-    pid = os.getpid()
-    return f"127.{150 + pid % 50}.{(pid // 50) % 250}.{last}"
-
-
-def child_env() -> dict[str, str]:
-    """The environment for children: `snode` importable as in this process."""
-    env = dict(os.environ)
-    paths = [str(REPO_DIR / "src")]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
-
-
-class Daemon:
-    """One `snoded --regtest` subprocess on its own 127.x address."""
-
-    def __init__(self, name: str, ip: str, data_dir: Path, extra: Sequence[str] = ()) -> None:
-        self.name = name
-        self.ip = ip
-        self.data_dir = data_dir
-        self.args = [
-            sys.executable, "-m", "snode.node.daemon", "--regtest", "--non-interactive",
-            f"--data-dir={data_dir}", f"--rpc-admin={ip}:{RPC_PORT}", f"--p2p-bind-ip={ip}",
-            f"--p2p-bind-port={P2P_PORT}", *extra,
-        ]
-        self.stderr = data_dir.parent / f"{name}.stderr"
-        self.rpc = RpcClient(f"http://{ip}:{RPC_PORT}", timeout=60)
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> float:
-        """Start the process; the perf_counter time just before it was started."""
-        with open(self.stderr, "wb") as err:
-            started = time.perf_counter()
-            self.proc = subprocess.Popen(
-                self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                env=child_env(),
-            )
-        return started
-
-    def info(self) -> dict[str, Any] | None:
-        """get_info, or None while the RPC is not up; RuntimeError if the process died."""
-        if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError(f"{self.name} snoded exited with code {self.proc.returncode}:\n{self.log_tail()}")
-        try:
-            result: dict[str, Any] = self.rpc.call("get_info")
-            return result
-        except RpcUnavailable:
-            return None
-
-    def wait_for_rpc(self) -> dict[str, Any]:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            info = self.info()
-            if info is not None:
-                return info
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} snoded's RPC did not come up in {START_TIMEOUT:.0f} s")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        """SIGTERM by pid; SIGKILL if it has not stopped after STOP_TIMEOUT."""
-        self.rpc.close()
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            log(f"{self.name} snoded did not stop within {STOP_TIMEOUT:.0f} s of SIGTERM; killing it")
-            proc.kill()
-            proc.wait()
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU seconds the process (all its threads) has used so far."""
-        assert self.proc is not None
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rpartition(")")[2].split()
-        # After the command name: state is field 3, utime and stime are fields 14 and 15.
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def log_tail(self, chars: int = 3_000) -> str:
-        return self.stderr.read_text(errors="replace")[-chars:] if self.stderr.exists() else ""
-
-
 def measure_sync(workdir: Path, source_dir: Path, tip_hash: bytes) -> dict[str, Any]:
     """Serve the chain from source_dir with one daemon and sync it into an empty one."""
-    source = Daemon("source", loopback_ip(1), source_dir)
-    syncing = Daemon("syncing", loopback_ip(2), workdir / "syncing",
-                     [f"--add-priority-node={loopback_ip(1)}:{P2P_PORT}"])
+    source = Daemon(loopback_ip(SYNC_NET, 1), source_dir, name="source", log=log)
+    syncing = Daemon(loopback_ip(SYNC_NET, 2), workdir / "syncing", name="syncing", log=log,
+                     extra=[f"--add-priority-node={loopback_ip(SYNC_NET, 1)}:{P2P_PORT}"])
     try:
         log("starting the source snoded")
         source.start()

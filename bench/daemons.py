@@ -1,0 +1,177 @@
+"""Daemon plumbing shared by the benchmarks that run a real `snoded --regtest` (rpc, sync, proof).
+
+A `Daemon` is one `python -m snode.node.daemon --regtest --non-interactive` subprocess on a 127.x
+address of its own with its own data dir, optionally under cProfile; it is stopped by its own pid
+(SIGTERM, or the signal asked for, then SIGKILL after a timeout). `loopback_ip` gives each
+benchmark a distinct range of 127.x addresses (the *_NET bases below), so that concurrent runs,
+the benchmarks and the test suite never collide.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from snode.rpc.client import RpcClient, RpcUnavailable
+
+BENCH_DIR: Final = Path(__file__).resolve().parent
+REPO_DIR: Final = BENCH_DIR.parent
+
+PROOF_NET: Final = 100
+SYNC_NET: Final = 150
+RPC_NET: Final = 200
+"""Second-octet bases of the benchmarks' 127.x ranges (50 values each; the test suite uses others)."""
+
+P2P_PORT: Final = 38090
+RPC_PORT: Final = 38091
+START_TIMEOUT: Final = 60.0
+STOP_TIMEOUT: Final = 20.0
+POLL_S: Final = 0.05
+
+
+def log(bench: str, text: str) -> None:
+    """Progress on stderr, so that stdout holds the figures."""
+    print(f"{bench}: {text}", file=sys.stderr, flush=True)
+
+
+def loopback_ip(second_octet_base: int, last: int) -> str:
+    """A 127.x address of this run in the range starting at second_octet_base (one of the *_NET)."""
+    pid = os.getpid()
+    return f"127.{second_octet_base + pid % 50}.{(pid // 50) % 250}.{last}"
+
+
+def child_env() -> dict[str, str]:
+    """The environment for children: `snode` and `bench` importable as in this process."""
+    env = dict(os.environ)
+    paths = [str(REPO_DIR / "src"), str(REPO_DIR)]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process pid so far, all its threads (Linux /proc); None where
+    unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    # After the command name: state is field 3, utime and stime are fields 14 and 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = STOP_TIMEOUT,
+                 sig: int = signal.SIGTERM) -> bool:
+    """Send sig to this child by its pid; SIGKILL it if it has not stopped after timeout seconds.
+    True if it had to be killed."""
+    if proc.poll() is not None:
+        return False
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+        return False
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return True
+
+
+class Daemon:
+    """One `snoded --regtest` subprocess on its own 127.x address, optionally under cProfile."""
+
+    def __init__(
+        self, ip: str, data_dir: Path, *, name: str = "", extra: Sequence[str] = (),
+        rpc_port: int = RPC_PORT, p2p_port: int = P2P_PORT, profile_to: Path | None = None,
+        stderr: Path | None = None, stdout: Path | None = None, rpc_timeout: float = 60,
+        start_timeout: float = START_TIMEOUT, stop_timeout: float = STOP_TIMEOUT,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        """extra: more daemon arguments; profile_to: run it under cProfile writing there (stop it
+        with SIGINT so the file is written); stderr: its stderr file (default
+        data_dir/../NAME.stderr); stdout: its stdout file (default discarded)."""
+        self.ip = ip
+        self.data_dir = data_dir
+        self.name = name
+        self.rpc_port = rpc_port
+        self.p2p_port = p2p_port
+        runner = ["-m", "cProfile", "-o", str(profile_to)] if profile_to is not None else []
+        self.args = [
+            sys.executable, *runner, "-m", "snode.node.daemon", "--regtest", "--non-interactive",
+            f"--data-dir={data_dir}", f"--rpc-admin={ip}:{rpc_port}", f"--p2p-bind-ip={ip}",
+            f"--p2p-bind-port={p2p_port}", *extra,
+        ]
+        self.stderr = stderr if stderr is not None else data_dir.parent / f"{name or 'snoded'}.stderr"
+        self.stdout = stdout
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.log = log
+        self.rpc = RpcClient(f"http://{ip}:{rpc_port}", timeout=rpc_timeout)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} snoded" if self.name else "snoded"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self) -> float:
+        """Start the process (without waiting for its RPC); the perf_counter time just before."""
+        with open(self.stderr, "ab") as err, \
+                (open(self.stdout, "wb") if self.stdout is not None else open(os.devnull, "wb")) as out:
+            started = time.perf_counter()
+            self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                         env=child_env())
+        return started
+
+    def info(self) -> dict[str, Any] | None:
+        """get_info, or None while the RPC is not up; RuntimeError if the process died."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"{self.label} exited with code {self.proc.returncode}:\n{self.log_tail()}")
+        try:
+            result: dict[str, Any] = self.rpc.call("get_info")
+            return result
+        except RpcUnavailable:
+            return None
+
+    def wait_for_rpc(self) -> dict[str, Any]:
+        """Poll get_info until the RPC answers; its get_info."""
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            info = self.info()
+            if info is not None:
+                return info
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"{self.label}'s RPC did not come up in {self.start_timeout:.0f} s:\n{self.log_tail()}"
+                )
+            time.sleep(POLL_S)
+
+    def call(self, method: str, params: Any = None) -> Any:
+        return self.rpc.call(method, params)
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        """`sig` (SIGTERM, or SIGINT for cProfile) by pid; SIGKILL if it has not stopped after
+        stop_timeout."""
+        self.rpc.close()
+        if self.proc is not None and stop_process(self.proc, self.stop_timeout, sig) and self.log:
+            self.log(f"{self.label} did not stop within {self.stop_timeout:.0f} s of signal {sig}; killed it")
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds the process (all its threads) has used so far."""
+        cpu = process_cpu_seconds(self.pid)
+        if cpu is None:
+            raise RuntimeError(f"no CPU time for {self.label} (pid {self.pid})")
+        return cpu
+
+    def log_tail(self, chars: int = 3_000) -> str:
+        return self.stderr.read_text(errors="replace")[-chars:] if self.stderr.exists() else ""
