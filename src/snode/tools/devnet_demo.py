@@ -9,6 +9,7 @@ does not hold ends the demo with exit code 1. The devnet is stopped at the end, 
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -197,12 +198,19 @@ def run_story(devnet: Devnet, story: Story) -> None:
     say("rewards arrived in the contributors' wallets (reward outputs unlock 10 blocks after their block)")
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def run_demo(base_dir: Path | None, *, keep: bool = False) -> int:
     """Run the story on a new devnet in base_dir (a fresh temporary dir when None)."""
     started = time.monotonic()
     base = base_dir or Path(tempfile.mkdtemp(prefix="snode-demo-"))
     console = make_console()
     passed = False
+    # A closed terminal (SIGHUP) or a SIGTERM must stop the daemons too, as Ctrl-C does.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     try:
         devnet = up(base, NODES)
     except DevnetError as err:
