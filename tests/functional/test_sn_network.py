@@ -166,7 +166,7 @@ def test_quorumnet_refuses_unregistered_keys(nodes):
     connect_nodes(sn, hub)
     op = key("quorumnet op")
     fund_and_unlock(hub, {op.public: SOLO + COIN})
-    from tests.functional.framework import address_of, send_spend
+    from tests.functional.framework import send_spend
     from snode.core.registration import sign_registration
     from snode.core.transactions import Reservation
     import time

@@ -34,6 +34,7 @@ from snode.node.node import Identity, Node
 from snode.node.progress import SyncProgressBar
 from snode.node.sn_service import ServiceNodeDuties
 from snode.node.systemd import notify
+from snode.tools.entry import run_command
 from snode.params import REGTEST_AUTHORITY_SEED
 from snode.rpc.methods import MethodTable
 from snode.rpc.server import make_app
@@ -324,23 +325,7 @@ def cli(testnet: bool, devnet: bool, regtest: bool, **flags: object) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: every start-up error is one line on stderr and exit code 1."""
-    try:
-        cli.main(args=argv, prog_name="snoded", standalone_mode=False)
-    except click.exceptions.NoArgsIsHelpError as err:
-        click.echo(err.format_message(), err=True)
-        sys.exit(1)
-    except click.UsageError as err:
-        click.echo(f"snoded: {err.format_message()}", err=True)
-        sys.exit(1)
-    except ConfigError as err:
-        click.echo(f"snoded: {err}", err=True)
-        sys.exit(1)
-    except click.exceptions.Exit as err:
-        sys.exit(err.exit_code)
-    except click.Abort:
-        sys.exit(1)
-    except KeyboardInterrupt:
-        sys.exit(0)
+    run_command(cli, "snoded", argv, errors=(ConfigError,), interrupt_code=0)
 
 
 if __name__ == "__main__":

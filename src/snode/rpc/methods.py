@@ -14,7 +14,7 @@ import msgspec
 
 from snode import __version__
 from snode.core import service_nodes as sn_rules
-from snode.core.address import decode_address, encode_address
+from snode.core.address import decode_address
 from snode.core.blocks import Block, block_hash
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError, InvalidAddress, InvalidAmount, InvalidRegistration, SnodeError

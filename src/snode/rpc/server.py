@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import msgspec

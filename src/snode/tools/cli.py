@@ -7,7 +7,6 @@ command. Every failure is one line on stderr and exit code 1.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from typing import Any
 
@@ -17,14 +16,12 @@ from snode.core.errors import InvalidAmount
 from snode.core.units import format_coins, parse_coins
 from snode.params import COIN, NETWORKS
 from snode.rpc.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.tools.entry import run_command
 from snode.tools.tables import make_console, service_node_table
 
 
 class CliError(click.ClickException):
-    """One line on stderr, exit code 1."""
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"snode-cli: {self.format_message()}", err=True)
+    """One line on stderr, exit code 1 (printed by `entry.run_command`)."""
 
 
 def _client(ctx: click.Context) -> RpcClient:
@@ -145,18 +142,7 @@ def register_cmd(ctx: click.Context, cut: str, addresses: tuple[str, ...], amoun
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point."""
-    try:
-        cli.main(args=argv, prog_name="snode-cli", standalone_mode=False)
-    except click.ClickException as err:
-        if isinstance(err, CliError):
-            err.show()
-        else:
-            click.echo(f"snode-cli: {err.format_message()}", err=True)
-        sys.exit(1)
-    except click.exceptions.Exit as err:
-        sys.exit(err.exit_code)
-    except click.Abort:
-        sys.exit(1)
+    run_command(cli, "snode-cli", argv)
 
 
 if __name__ == "__main__":

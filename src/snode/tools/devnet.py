@@ -26,6 +26,7 @@ from snode.core.crypto import SigningKey
 from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
 from snode.params import COIN, DEVNET
 from snode.rpc.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.tools.entry import run_command
 from snode.tools.tables import make_console
 
 STATE_FILE = "devnet.json"
@@ -37,8 +38,7 @@ STOP_TIMEOUT = 15.0
 
 
 class DevnetError(click.ClickException):
-    def show(self, file: Any = None) -> None:
-        click.echo(f"snode-devnet: {self.format_message()}", err=True)
+    """One line `snode-devnet: <reason>` on stderr, exit code 1 (printed by `entry.run_command`)."""
 
 
 @dataclass
@@ -325,18 +325,7 @@ def demo(ctx: click.Context, keep: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    try:
-        cli.main(args=argv, prog_name="snode-devnet", standalone_mode=False)
-    except click.ClickException as err:
-        if isinstance(err, DevnetError):
-            err.show()
-        else:
-            click.echo(f"snode-devnet: {err.format_message()}", err=True)
-        sys.exit(1)
-    except click.exceptions.Exit as err:
-        sys.exit(err.exit_code)
-    except (click.Abort, KeyboardInterrupt):
-        sys.exit(1)
+    run_command(cli, "snode-devnet", argv)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from snode.core.crypto import SigningKey
 from snode.core.errors import SnodeError
 from snode.core.genesis import genesis_state, regtest_genesis
 from snode.core.registration import format_command, parse_command, sign_registration
-from snode.core.service_nodes import Reason, StateChangeKind, is_payable
+from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import ServiceNode
 from snode.core.transactions import Reservation
 from snode.core.txbuilder import build_spend
@@ -30,7 +30,7 @@ from snode.core.units import format_coins, format_percent, parse_coins, parse_pe
 from snode.devchain import DevChain, key_from_label
 from snode.params import (
     COIN, MAX_OPERATOR_FEE_PPM, REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_AMOUNT,
-    REGTEST_FAUCET_SEED, REGTEST_GENESIS_TIMESTAMP, NetworkParams,
+    REGTEST_FAUCET_SEED, REGTEST_GENESIS_TIMESTAMP,
 )
 from snode.rpc.records import service_node_record
 from snode.tools.tables import make_console, service_node_table
