@@ -166,6 +166,16 @@ class Daemon:
         if self.proc is not None and stop_process(self.proc, self.stop_timeout, sig) and self.log:
             self.log(f"{self.label} did not stop within {self.stop_timeout:.0f} s of signal {sig}; killed it")
 
+    def peak_rss_mb(self) -> float | None:
+        """The process's peak resident memory (VmHWM) in MiB, None if it cannot be read."""
+        try:
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            return None
+        return None
+
     def cpu_seconds(self) -> float:
         """User + system CPU seconds the process (all its threads) has used so far."""
         cpu = process_cpu_seconds(self.pid)

@@ -158,6 +158,7 @@ def measure_sync(workdir: Path, source_dir: Path, tip_hash: bytes) -> dict[str, 
                 break
             time.sleep(POLL_S)  # the poll interval the issue asks for
         final = syncing.info() or {}
+        peak_rss = syncing.peak_rss_mb()
         if done_s is None:
             raise RuntimeError(
                 f"the empty snoded reached height {final.get('height')} of {BLOCKS} in "
@@ -180,6 +181,7 @@ def measure_sync(workdir: Path, source_dir: Path, tip_hash: bytes) -> dict[str, 
         "cpu_s": cpu,
         "cpu_ms_per_block_after_start": 1000 * (cpu - first_cpu) / max(BLOCKS - first_height, 1),
         "source_cpu_s": source_cpu,
+        "peak_rss_mb": peak_rss,
     }
 
 
@@ -418,6 +420,9 @@ def report(results: dict[str, Any], console: Console) -> None:
                   f"{sync['cpu_ms_per_block_after_start']:.3f} ms",
                   f"{1000 * results['signatures_per_block'] / results['verify_per_cpu_s']:.3f} ms",
                   f"{results['cpu_share']:.3f}", "(informational)", "")
+    if sync.get("peak_rss_mb") is not None:
+        table.add_row(f"  syncing daemon peak RSS ({SERVICE_NODES:,} SNs, {BLOCKS:,} blocks)",
+                      f"{sync['peak_rss_mb']:.0f} MiB", "200 MB", "", "(< 200 MB at 100k blocks)", "")
     table.add_row(f"in-process replay, last {rp['blocks']:,}", f"{rp['blocks_per_s']:,.0f} blocks/s",
                   f"{rp['bound_blocks_per_s']:,.0f} blocks/s", f"{rp['ratio']:.3f}", "(informational)", "")
     console.print(table)
