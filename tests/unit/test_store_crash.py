@@ -58,6 +58,14 @@ class HeightReader:
         while self._read():
             pass
 
+    def follow_for(self, seconds: float) -> None:
+        """Keep reading the child's reports for `seconds`: the random kill moment."""
+        until = time.monotonic() + seconds
+        while (left := until - time.monotonic()) > 0:
+            ready, _, _ = select.select([self._fd], [], [], left)
+            if ready and not self._read():
+                return
+
     def _read(self) -> bool:
         """Read once; False at the end of the stream."""
         remaining = self._deadline - time.monotonic()
@@ -84,7 +92,7 @@ def run_and_kill(db: Path, rng: random.Random, deadline: float) -> int:
     try:
         reader = HeightReader(proc, deadline)
         reader.wait_for(commits)
-        time.sleep(delay)  # the random kill moment itself, not a wait for a condition
+        reader.follow_for(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=max(deadline - time.monotonic(), 1))
         assert proc.returncode == -signal.SIGKILL, f"the child stopped itself ({proc.returncode})"
