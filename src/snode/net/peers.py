@@ -492,14 +492,16 @@ class PeerManager:
         except DecodeError as err:
             raise ProtocolViolation(f"sent a block that does not decode: {err.reason}") from None
         h = block.header
-        try:
-            check_block_stateless(block, node.consensus)
-        except SnodeError as err:
-            raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
-        peer.height = max(peer.height, h.height)
         if h.height <= node.height and node.store.block_hash_at(h.height) == block_hash(h):
             return
         if h.prev_hash != node.state.tip_hash:
+            # Kept in memory until its parent comes: refuse a forgery before keeping it. (A block
+            # on the tip gets every check, its signature once, from accept_block.)
+            try:
+                check_block_stateless(block, node.consensus)
+            except SnodeError as err:
+                raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
+            peer.height = max(peer.height, h.height)
             self._keep_orphan(block)
             self._sync_wanted.set()
             return
@@ -510,6 +512,7 @@ class PeerManager:
             return
         except SnodeError as err:
             raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
+        peer.height = max(peer.height, h.height)
         self._apply_orphans()
 
     def _keep_orphan(self, block: Block) -> None:
