@@ -7,6 +7,7 @@ reads the clock.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from snode.core import mempool as mp
@@ -20,7 +21,7 @@ from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import ChainState, Undo
 from snode.core.transactions import (
     TX_VERSION, OutPoint, Reservation, Stake, StateChange, Transaction, Transfer, TxOut, Vote,
-    state_change_hash,
+    state_change_hash, txid,
 )
 from snode.core.transition import apply_block
 from snode.core.txbuilder import Spendable, build_spend, build_transfer
@@ -29,8 +30,6 @@ from snode.params import REGTEST, NetworkParams
 
 def key_from_label(label: str) -> SigningKey:
     """A deterministic key for examples and tests (never for real funds)."""
-    import hashlib
-
     return SigningKey(hashlib.blake2b(label.encode(), digest_size=32).digest())
 
 
@@ -96,8 +95,6 @@ class DevChain:
 
     def apply(self, block: Block) -> None:
         """Apply a block made elsewhere and drop its transactions from the pool."""
-        from snode.core.transactions import txid
-
         self.state, undo = apply_block(self.state, block, self.consensus, now=self.now)
         self.blocks.append(block)
         self.undos.append(undo)

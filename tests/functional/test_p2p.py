@@ -19,6 +19,11 @@ from tests.functional.p2p import FakePeer
 from tests.functional.test_rpc import operator_key
 
 
+def ban_reasons(node):
+    """The node's current bans: banned address -> logged reason."""
+    return {b["ip"]: b["reason"] for b in node.get_peers()["bans"]}
+
+
 def line(nodes, count):
     started = [nodes.add() for _ in range(count)]
     for a, b in zip(started, started[1:]):
@@ -111,7 +116,7 @@ def test_hostile_peers_are_banned(nodes):
             assert peer.closed_by_node(), f"{name}: not disconnected"
         finally:
             peer.close()
-        bans = {b["ip"]: b["reason"] for b in victim.get_peers()["bans"]}
+        bans = ban_reasons(victim)
         assert source in bans, f"{name}: {source} not banned ({bans})"
         assert reason in bans[source], f"{name}: ban reason {bans[source]!r}"
         with pytest.raises(OSError):  # a banned address is refused at once
@@ -190,7 +195,7 @@ def test_signed_block_with_invalid_transaction_is_banned(nodes):
         assert peer.closed_by_node()
     finally:
         peer.close()
-    bans = {b["ip"]: b["reason"] for b in victim.get_peers()["bans"]}
+    bans = ban_reasons(victim)
     assert "does not exist or is already spent" in bans[source], bans
     assert "Traceback" not in victim.stderr_text()
     connect_nodes(victim, honest)
@@ -212,7 +217,7 @@ def test_peer_lying_about_height_is_banned_and_sync_goes_on(nodes):
         assert liar.closed_by_node()
     finally:
         liar.close()
-    bans = {b["ip"]: b["reason"] for b in victim.get_peers()["bans"]}
+    bans = ban_reasons(victim)
     assert "claims height" in bans[source], bans
     connect_nodes(victim, honest)
     sync_blocks([victim, honest])
@@ -231,7 +236,7 @@ def test_limits_before_the_handshake(nodes):
         assert peer.closed_by_node()
     finally:
         peer.close()
-    assert "exceeds the 4096-byte limit" in {b["ip"]: b["reason"] for b in node.get_peers()["bans"]}[source]
+    assert "exceeds the 4096-byte limit" in ban_reasons(node)[source]
     # At most 8 connections from one address, handshake or not.
     crowd_ip = next_loopback_ip()
     crowd = [socket.create_connection((node.ip, node.p2p_port), timeout=10, source_address=(crowd_ip, 0)) for _ in range(9)]

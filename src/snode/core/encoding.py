@@ -11,6 +11,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
+from snode.core.crypto import hash32
 from snode.core.errors import DecodeError
 
 T = TypeVar("T")
@@ -57,6 +58,4 @@ def _name(kind: Any) -> str:
 def domain_hash(domain: bytes, network_id: int, payload: bytes) -> bytes:
     """What a signature signs: BLAKE2b-256 of (domain tag, network id, payload), so that a
     signature made for one purpose or one network is worthless for any other."""
-    from snode.core.crypto import hash32
-
     return hash32(domain + b"\x00" + network_id.to_bytes(4, "big") + payload)

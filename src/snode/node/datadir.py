@@ -10,6 +10,7 @@ from typing import IO
 from snode.core.crypto import SigningKey
 from snode.core.errors import InvalidGenesis
 from snode.core.genesis import GenesisDoc, encode_genesis, parse_genesis, regtest_genesis
+from snode.node.builtin import BUILTIN_GENESIS
 from snode.node.config import ConfigError
 from snode.params import NetworkParams
 from snode.store import DATABASE_FILE
@@ -160,8 +161,6 @@ def builtin_genesis(params: NetworkParams) -> GenesisDoc:
     """The genesis shipped with the package for a network."""
     if params.generate_on_demand:
         return regtest_genesis()
-    from snode.node.builtin import BUILTIN_GENESIS
-
     doc = BUILTIN_GENESIS.get(params.name)
     if doc is None:
         raise ConfigError(

@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import click
+from mnemonic import Mnemonic
+from rich import box
+from rich.table import Table
 
 from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
@@ -151,8 +154,6 @@ def create_wallet(devnet: Devnet, name: str, seed: bytes | None = None) -> str:
     password.write_text(secrets.token_urlsafe(16) + "\n")
     password.chmod(0o600)
     if seed is not None:
-        from mnemonic import Mnemonic
-
         words = wallets / f"{name}.seed"
         words.write_text(Mnemonic("english").to_mnemonic(seed) + "\n")
         words.chmod(0o600)
@@ -262,9 +263,6 @@ def node_rows(devnet: Devnet) -> list[dict[str, Any]]:
 
 
 def status_table(devnet: Devnet) -> Any:
-    from rich import box
-    from rich.table import Table
-
     table = Table(box=box.SIMPLE_HEAD, show_edge=False)
     for column in ("node", "address", "SN status", "height", "proof age", "pid"):
         table.add_column(column)
