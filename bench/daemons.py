@@ -67,6 +67,17 @@ def process_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def child_pids(pid: int) -> list[int]:
+    """Live child processes of pid (its signature-verifying workers, for a snoded)."""
+    children: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            children += [int(c) for c in (task / "children").read_text().split()]
+    except OSError:
+        pass
+    return children
+
+
 def stop_process(proc: subprocess.Popen[Any], timeout: float = STOP_TIMEOUT,
                  sig: int = signal.SIGTERM) -> bool:
     """Send sig to this child by its pid; SIGKILL it if it has not stopped after timeout seconds.
@@ -177,11 +188,24 @@ class Daemon:
         return None
 
     def cpu_seconds(self) -> float:
-        """User + system CPU seconds the process (all its threads) has used so far."""
+        """User + system CPU seconds the process (all its threads) and its live child
+        processes (signature workers) have used so far."""
         cpu = process_cpu_seconds(self.pid)
         if cpu is None:
             raise RuntimeError(f"no CPU time for {self.label} (pid {self.pid})")
-        return cpu
+        return cpu + sum(process_cpu_seconds(child) or 0.0 for child in child_pids(self.pid))
+
+    def workers_rss_mb(self) -> float:
+        """Resident memory of its live child processes (signature workers), in MiB."""
+        total = 0.0
+        for child in child_pids(self.pid):
+            try:
+                for line in Path(f"/proc/{child}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) / 1024
+            except OSError:
+                pass
+        return total
 
     def log_tail(self, chars: int = 3_000) -> str:
         return self.stderr.read_text(errors="replace")[-chars:] if self.stderr.exists() else ""

@@ -51,6 +51,15 @@ def wait_until(predicate: Callable[[], Any], *, timeout: float = 30, what: str =
         time.sleep(interval)  # noqa: polling interval inside wait_until
 
 
+def process_gone(pid: int) -> bool:
+    """True when process pid has ended (a zombie waiting for its parent counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def assert_equal(actual: Any, expected: Any, what: str = "") -> None:
     if actual != expected:
         raise AssertionError(f"{what + ': ' if what else ''}{actual!r} != {expected!r}")
@@ -145,6 +154,19 @@ class TestNode:
                 self.process.wait()
                 raise AssertionError(f"node{self.index} did not stop within {timeout} s of SIGTERM")
         return self.process.returncode
+
+    def child_pids(self) -> list[int]:
+        """Process ids of the daemon's live child processes (its signature-verifying workers)."""
+        if not self.running:
+            return []
+        assert self.process is not None
+        pids: list[int] = []
+        try:
+            for task in Path(f"/proc/{self.process.pid}/task").iterdir():
+                pids += [int(pid) for pid in (task / "children").read_text().split()]
+        except OSError:
+            pass
+        return pids
 
     def kill(self) -> None:
         """SIGKILL, as a crash."""

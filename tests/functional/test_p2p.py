@@ -13,7 +13,8 @@ from snode.core.transactions import Transaction
 from snode.net import protocol as P
 from snode.params import COIN
 from tests.functional.framework import (
-    assert_equal, connect_nodes, fund, next_loopback_ip, sync_blocks, sync_mempools, wait_until,
+    assert_equal, connect_nodes, fund, next_loopback_ip, process_gone, sync_blocks, sync_mempools,
+    wait_until,
 )
 from tests.functional.p2p import FakePeer
 from tests.functional.test_rpc import operator_key
@@ -149,13 +150,22 @@ def test_kill_mid_sync_then_resume(nodes):
     syncing = nodes.add()
     connect_nodes(syncing, source)
     seen = wait_until(lambda: syncing.get_info()["height"], what="sync under way")
+    workers = syncing.child_pids()
+    assert workers, "a sync batch is verified in worker processes"
     syncing.kill()
+    # Its signature workers end on their own when the daemon's pipe to them closes.
+    wait_until(lambda: all(process_gone(pid) for pid in workers), what="verify workers gone")
     syncing.start()
     # Every block the node reported before the kill was committed, so none is lost.
     assert seen <= syncing.get_info()["height"] <= 600
     connect_nodes(syncing, source)
     sync_blocks([source, syncing], timeout=120)
     assert_equal(syncing.get_info()["target_height"], 0)
+    # A clean stop takes the workers with it.
+    workers = syncing.child_pids() + source.child_pids()
+    assert_equal(syncing.stop(), 0)
+    assert_equal(source.stop(), 0)
+    assert all(process_gone(pid) for pid in workers)
 
 
 def test_known_peers_survive_restart(nodes):

@@ -293,3 +293,23 @@ def test_peers_and_node_records_survive_a_restart(db: Path, history: History) ->
     with open_store(db, history) as store:
         assert store.load_peers() == ["127.0.0.3:38090", "127.0.0.2:38090"]
         assert store.get_meta("sn key registered") == b"\x01"
+
+
+def test_a_batch_whose_before_commit_check_fails_writes_nothing(db: Path, history: History) -> None:
+    class Refused(Exception):
+        pass
+
+    def refuse() -> None:
+        raise Refused
+
+    with open_store(db, history) as store:
+        store.commit_blocks(history.commits[:5])
+        with pytest.raises(Refused):
+            store.commit_blocks(history.commits[5:], before_commit=refuse)
+        assert store.tip() == (5, history.commits[4][1].tip_hash)
+        assert store.load_state() == history.commits[4][1]
+        checked: list[int] = []
+        store.commit_blocks(history.commits[5:], before_commit=lambda: checked.append(1))
+        assert checked == [1]
+    with open_store(db, history) as store:
+        assert store.load_state() == history.final_state

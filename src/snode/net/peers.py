@@ -27,7 +27,7 @@ from snode.core.transactions import Transaction, txid
 from snode.core.transition import check_block_stateless
 from snode.net import protocol as P
 from snode.net.protocol import FrameDecoder, ProtocolViolation
-from snode.node.node import Node
+from snode.node.node import Node, StagedBatch, StaleBatch
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,13 @@ HELLO_MAX_FRAME: Final = 4_096
 SEEN_TX_CACHE: Final = 50_000
 PROGRESS_EVERY: Final = 5.0
 BACKOFF_MAX: Final = 30.0
+
+
+@dataclass
+class _Staging:
+    """The sync batch staged and not yet finished, if any."""
+
+    batch: StagedBatch | None = None
 
 
 class PeerGone(Exception):
@@ -613,6 +620,8 @@ class PeerManager:
                     best.height = min(best.height, self.node.height)
                 except ProtocolViolation as err:
                     self.ban(best, str(err))
+                except StaleBatch as err:
+                    log.debug("sync from %s: %s; asking again from the new tip", best.name, err)
                 except Exception:  # a bug must not end syncing for the life of the process
                     log.exception("sync from %s failed", best.name)
                     best.height = min(best.height, self.node.height)
@@ -625,26 +634,63 @@ class PeerManager:
         """Sync from one peer until we have its chain; a request sent ahead and left unanswered
         (the batch before it failed) is dropped quietly."""
         ahead: list[asyncio.Future[P.Blocks]] = []
+        staging = _Staging()
         try:
-            await self._sync_batches(peer, ahead)
+            await self._sync_batches(peer, ahead, staging)
         finally:
             for request in ahead:
                 if request.done() and not request.cancelled():
                     request.exception()
                 else:
                     request.cancel()
+            if staging.batch is not None:
+                # The peer went away (or failed) after this batch was staged: its blocks are
+                # still good to keep once their signatures check out.
+                batch, staging.batch = staging.batch, None
+                try:
+                    self._finish(batch)
+                    self._apply_orphans()
+                except StaleBatch:
+                    pass
+                except BlockFromFuture as err:
+                    log.warning("sync from %s paused: %s (check both clocks)", peer.name, err.reason)
+                except ProtocolViolation as err:
+                    self.ban(peer, str(err))
 
-    async def _sync_batches(self, peer: Peer, ahead: list[asyncio.Future[P.Blocks]]) -> None:
+    def _finish(self, batch: StagedBatch) -> None:
+        """Store and adopt a staged sync batch (Node.finish_batch); an invalid block in it is
+        the peer's fault."""
+        try:
+            self.node.finish_batch(batch, int(self.clock()))
+        except (BlockFromFuture, StaleBatch):
+            raise
+        except SnodeError as err:
+            raise ProtocolViolation(f"sent an invalid block during sync: {err.reason}") from None
+
+    async def _sync_batches(
+        self, peer: Peer, ahead: list[asyncio.Future[P.Blocks]], staging: _Staging
+    ) -> None:
+        """Download and apply batches until the node has the peer's chain. Batches that extend
+        the tip are pipelined: batch N+1 is applied in memory, its signatures handed to the
+        verifier, before batch N is written to the store, so the verifier works on N+1 while
+        the store writes N (`Node.stage_batch`)."""
         node = self.node
         branch: list[Block] = []
         branch_bytes = 0
         started, start_height, last_report = time.monotonic(), node.height, time.monotonic()
         while True:
+            staged = staging.batch
+            tip_hash = staged.state.tip_hash if staged is not None else node.state.tip_hash
             if not ahead:
-                locator = ([block_hash(branch[-1].header)] if branch else []) + node.locator()
+                top = [block_hash(branch[-1].header)] if branch else [tip_hash] if staged else []
+                locator = top + node.locator()
                 ahead.append(peer.ask_blocks(locator, P.MAX_BLOCKS_PER_BATCH))
             reply = await peer.answer(ahead.pop())
             if not reply.blocks:
+                if staged is not None:
+                    staging.batch = None
+                    self._finish(staged)
+                    self._apply_orphans()
                 if reply.height > node.height and not branch:
                     raise ProtocolViolation(
                         f"claims height {reply.height} but has no blocks after this node's {node.height}"
@@ -657,19 +703,28 @@ class PeerManager:
             if branch and first.prev_hash != block_hash(branch[-1].header):
                 branch = []  # the peer's chain moved under us; start over from our tip
                 continue
-            if not branch and first.prev_hash == node.state.tip_hash:
-                if reply.height > blocks[-1].header.height:
+            if not branch and first.prev_hash == tip_hash:
+                more = reply.height > blocks[-1].header.height
+                if more:
                     # Ask for the next batch before applying this one: the peer reads and
                     # sends it while we validate.
                     ahead.append(peer.ask_blocks([block_hash(blocks[-1].header)], P.MAX_BLOCKS_PER_BATCH))
-                try:
-                    node.accept_blocks(blocks, int(self.clock()))
-                except BlockFromFuture:
-                    raise
-                except SnodeError as err:
-                    raise ProtocolViolation(f"sent an invalid block during sync: {err.reason}") from None
-                self._apply_orphans()
+                batch = node.stage_batch(blocks, int(self.clock()), after=staged)
+                staging.batch = None
+                if staged is not None:
+                    self._finish(staged)
+                if more and batch.failure is None:
+                    staging.batch = batch
+                else:
+                    self._finish(batch)
+                    # Blocks relayed to us while we synced wait for the chain to reach them
+                    # (not earlier: one applied now would move the tip under a staged batch).
+                    self._apply_orphans()
             else:
+                if staged is not None:
+                    # A fork: the blocks staged on the tip go to the store first.
+                    staging.batch = None
+                    self._finish(staged)
                 for block in blocks:
                     try:
                         check_block_stateless(block, node.consensus)
@@ -696,7 +751,12 @@ class PeerManager:
             if now - last_report >= PROGRESS_EVERY:
                 last_report = now
                 self._report_progress(start_height, started, now)
-            if node.height >= peer.height and not branch:
+            top_height = staging.batch.height if staging.batch is not None else node.height
+            if top_height >= peer.height and not branch:
+                if staging.batch is not None:
+                    batch, staging.batch = staging.batch, None
+                    self._finish(batch)
+                    self._apply_orphans()
                 return
 
     def _decode_batch(self, raws: list[bytes]) -> list[Block]:

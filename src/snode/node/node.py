@@ -12,7 +12,7 @@ import logging
 import bisect
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from snode import __version__
 from snode.core import mempool as mp
@@ -29,7 +29,7 @@ from snode.core.transactions import Transaction, txid
 from snode.core.transition import SigCheck, apply_block, apply_block_encoded
 from snode.core.units import format_age
 from snode.net.protocol import locator_heights
-from snode.node.verifier import ThreadedVerifier
+from snode.node.verifier import Pending, VerifierPool
 from snode.params import NetworkParams
 from snode.store import ChainStore
 from snode.store.chain_store import Commit
@@ -47,6 +47,41 @@ class Identity:
     quorumnet_port: int
 
 
+VERIFY_CHUNK = 256
+"""Signatures per hand-off to the verifier while a batch is staged: small enough that the
+workers start early, large enough that a hand-off costs little."""
+
+
+class StaleBatch(Exception):
+    """A staged batch that no longer extends the tip."""
+
+
+class _BadSignature(Exception):
+    """Raised inside the store transaction to roll it back."""
+
+
+@dataclass(slots=True)
+class StagedBatch:
+    """Blocks applied in memory whose signatures are being checked (`Node.stage_batch`)."""
+
+    base: ChainState
+    """The state they were applied on."""
+    state: ChainState
+    """The state after the last of `commits`."""
+    commits: list[Commit] = field(default_factory=list)
+    checks: list[SigCheck] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+    """`ends[i]`: where block i's checks end in `checks`."""
+    pending: list[tuple[int, Pending]] = field(default_factory=list)
+    """(offset in `checks`, the verifier's answer) per hand-off."""
+    failure: SnodeError | None = None
+    """The rule the block after `commits` broke, if one did."""
+
+    @property
+    def height(self) -> int:
+        return self.state.height
+
+
 class Node:
     """Chain state, mempool, store and this daemon's service-node identity."""
 
@@ -61,7 +96,7 @@ class Node:
         self.identity = identity
         self.producer_key = producer_key
         self.pool = mp.Mempool()
-        self.verifier = ThreadedVerifier()
+        self.verifier = VerifierPool()
         self.target_height = 0
         """Best height announced by peers while syncing; 0 when synced."""
         self.last_proofs: dict[bytes, int] = {}
@@ -129,49 +164,101 @@ class Node:
         On an invalid block the valid ones before it are still committed and adopted, then the
         error is raised. Returns how many were adopted.
         """
-        # The cycle collector is paused for the batch: it holds every intermediate state until
-        # the commit, which made each collection walk tens of thousands of young map nodes (about
-        # a tenth of a batch's time); those are freed by reference counting when it ends.
+        return self.finish_batch(self.stage_batch(blocks, now), now)
+
+    def stage_batch(self, blocks: list[Block], now: int, *, after: StagedBatch | None = None) -> StagedBatch:
+        """Apply consecutive blocks in memory, on the tip or on the blocks of `after` (a batch
+        staged before and not finished yet), and hand their signatures to the verifier, which
+        checks them while the caller goes on. Nothing is stored or adopted: `finish_batch` does
+        that. Sync stages batch N+1 before it finishes batch N, so that the verifier works on
+        N+1 while N is written to the store.
+
+        Stops at the first block that breaks a rule other than a signature; `finish_batch`
+        then commits the blocks before it and raises the error.
+        """
+        base = after.state if after is not None else self.state
+        batch = StagedBatch(base=base, state=base)
+        # The cycle collector is paused while blocks are applied: it would walk every
+        # intermediate state (tens of thousands of young map nodes) over and over; they are
+        # freed by reference counting.
         collecting = gc.isenabled()
         gc.disable()
         try:
-            state = self.state
-            commits: list[Commit] = []
-            failure: SnodeError | None = None
-            # Signatures of the whole batch are verified in one call, so that a batch of small
-            # blocks still spreads over both cores; `ends[i]` is where block i's checks end.
-            checks: list[SigCheck] = []
-            ends: list[int] = []
+            checks = batch.checks
+            chunk_start = 0
 
             def collect(block_checks: Sequence[SigCheck]) -> int:
+                nonlocal chunk_start
                 checks.extend(block_checks)
+                if len(checks) - chunk_start >= VERIFY_CHUNK:
+                    batch.pending.append((chunk_start, self.verifier.submit(checks[chunk_start:])))
+                    chunk_start = len(checks)
                 return -1
 
-            for block in blocks:
+            state = base
+            if after is not None and after.failure is not None:
+                batch.failure = after.failure  # nothing can follow an invalid block
+            for block in blocks if batch.failure is None else ():
                 try:
                     applied = apply_block_encoded(state, block, self.consensus, verifier=collect, now=now)
                 except SnodeError as err:
-                    failure = err
+                    batch.failure = err
                     break
                 state = applied.state
-                commits.append((block, state, applied.undo, (applied.encoded, applied.txids)))
-                ends.append(len(checks))
-            bad = self.verifier(checks) if checks else -1
-            if bad >= 0:
-                valid = bisect.bisect_right(ends, bad)
-                failure = InvalidBlock(f"{checks[bad].what} has a bad signature")
-                commits = commits[:valid]
-                state = commits[-1][1] if commits else self.state
-            if commits:
-                self.store.commit_blocks(commits)
-                self._adopt(state, [c[2] for c in commits], [c[0] for c in commits], now,
-                            mined=[tx_id for c in commits for tx_id in c[3][1]])  # type: ignore[misc]
-            if failure is not None:
-                raise failure
-            return len(commits)
+                batch.commits.append((block, state, applied.undo, (applied.encoded, applied.txids)))
+                batch.ends.append(len(checks))
+            if len(checks) > chunk_start:
+                batch.pending.append((chunk_start, self.verifier.submit(checks[chunk_start:])))
+            batch.state = state
+            return batch
         finally:
             if collecting:
                 gc.enable()
+
+    def finish_batch(self, batch: StagedBatch, now: int) -> int:
+        """Store and adopt a staged batch once its signatures check out (waiting for them
+        while its rows are written, before the store commits). On a bad signature the blocks
+        before it are committed and adopted and InvalidBlock is raised; an apply error that
+        staging met is raised the same way. Returns how many blocks were adopted.
+
+        A batch whose parent state is not the tip is refused with StaleBatch and nothing
+        changes: the tip moved while it was staged, or the batch it was staged after was not
+        finished (or not whole).
+        """
+        if batch.base is not self.state:
+            raise StaleBatch(f"batch staged on height {batch.base.height} is not on the tip ({self.height})")
+        commits = batch.commits
+        bad = -1
+
+        def wait_for_signatures() -> None:
+            nonlocal bad
+            for start, pending in batch.pending:
+                found = pending.result()
+                if found >= 0:
+                    bad = start + found
+                    raise _BadSignature
+
+        failure = batch.failure
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            if commits:
+                try:
+                    self.store.commit_blocks(commits, before_commit=wait_for_signatures)
+                except _BadSignature:
+                    failure = InvalidBlock(f"{batch.checks[bad].what} has a bad signature")
+                    commits = commits[:bisect.bisect_right(batch.ends, bad)]
+                    if commits:
+                        self.store.commit_blocks(commits)
+            if commits:
+                self._adopt(commits[-1][1], [c[2] for c in commits], [c[0] for c in commits], now,
+                            mined=[tx_id for c in commits for tx_id in c[3][1]])  # type: ignore[misc]
+        finally:
+            if collecting:
+                gc.enable()
+        if failure is not None:
+            raise failure
+        return len(commits)
 
     def _adopt(
         self, state: ChainState, undos: list[Undo], blocks: list[Block], now: int, *,

@@ -1,34 +1,207 @@
-"""Signature batches on a thread pool: libsodium releases the GIL, so both cores verify."""
+"""Signature checks in worker processes, so they run beside the node's own work.
+
+Threads cannot do this: libsodium releases the GIL inside a check, but a verify thread needs the
+GIL back between two checks, and while the node's thread applies blocks it waits up to the
+interpreter's switch interval for it (measured: verification fell to a few hundred checks per
+second). Worker processes have no such wait, so a sync batch's signatures are checked while the
+node applies its blocks and writes them to the store (DESIGN.md section 10's sync target).
+
+Small batches (a block relayed at the tip, a mempool transaction) are checked inline: a hand-off
+costs more than it saves.
+"""
 
 from __future__ import annotations
 
+import collections
+import logging
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Final
 
+import msgspec
+
+import snode
 from snode.core.transition import SigCheck, verify_serially
+from snode.node.verify_worker import ANSWER, HEADER, _read_exactly
 
-INLINE_BELOW = 64
+log = logging.getLogger(__name__)
+
+INLINE_BELOW: Final = 64
 """Batches smaller than this are verified on the calling thread: a hand-off costs more."""
+MAX_WORKERS: Final = 4
+PIPE_BYTES: Final = 1 << 20
+"""Request pipe size asked for (Linux): a whole sync batch's checks fit, so handing them over
+never waits for a worker that is still busy with the batch before."""
+STOP_WAIT_S: Final = 2.0
 
 
-class ThreadedVerifier:
-    """A BatchVerifier that splits large batches over worker threads."""
+def default_workers() -> int:
+    """One worker per core, at most MAX_WORKERS."""
+    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
 
-    def __init__(self, workers: int = 2) -> None:
-        self.workers = workers
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="verify")
+
+class Pending:
+    """The answer to one submitted batch: `result()` is the index of its first bad signature,
+    or -1 when all are good."""
+
+    __slots__ = ("checks", "_worker", "_value")
+
+    def __init__(self, checks: Sequence[SigCheck], worker: _Worker | None, value: int | None) -> None:
+        self.checks = checks
+        self._worker = worker
+        self._value = value
+
+    def result(self) -> int:
+        """Wait for the answer (verifying inline if the worker is gone)."""
+        while self._value is None:
+            worker = self._worker
+            assert worker is not None
+            if not worker.read_answer() and self._value is None:
+                self._value = verify_serially(self.checks)
+        return self._value
+
+    def _answer(self, value: int) -> None:
+        self._value = value
+
+
+class _Worker:
+    """One worker process and the batches it has not answered yet, in order."""
+
+    def __init__(self, index: int) -> None:
+        env = dict(os.environ)
+        # The worker imports snode from where this process did (an installed package or a
+        # source tree on PYTHONPATH alike).
+        root = str(Path(snode.__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "snode.node.verify_worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, env=env,
+            # Same session as the daemon: with the kernel's autogroup scheduling a session of
+            # its own would get an equal share of the CPU with the daemon, whatever its nice
+            # value says. (A Ctrl-C at the terminal reaches the workers too; they ignore it and
+            # end when the daemon closes their pipe.)
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.requests = self.process.stdin
+        self.answers = self.process.stdout
+        self.waiting: collections.deque[Pending] = collections.deque()
+        self.alive = True
+        self.name = f"verify worker {index} (pid {self.process.pid})"
+        self._set_pipe_size()
+
+    def _set_pipe_size(self) -> None:
+        try:
+            import fcntl
+
+            fcntl.fcntl(self.requests.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        except (ImportError, AttributeError, OSError):
+            pass  # not Linux, or above /proc/sys/fs/pipe-max-size: the default pipe works too
+
+    def send(self, checks: Sequence[SigCheck], body: bytes) -> Pending:
+        pending = Pending(checks, self, None)
+        try:
+            view = memoryview(HEADER.pack(len(body)) + body)
+            while view:
+                written = self.requests.write(view)
+                view = view[written or 0:]
+        except OSError as err:
+            self.fail(f"cannot be written to ({err})")
+            return Pending(checks, None, verify_serially(checks))
+        self.waiting.append(pending)
+        return pending
+
+    def read_answer(self) -> bool:
+        """Read the oldest unanswered batch's answer; False when the worker is gone (every
+        unanswered batch is then verified inline by its waiter)."""
+        if not self.alive:
+            return False
+        try:
+            data = _read_exactly(self.answers, ANSWER.size)
+        except OSError:
+            data = None
+        if data is None:
+            self.fail("ended")
+            return False
+        self.waiting.popleft()._answer(ANSWER.unpack(data)[0])
+        return True
+
+    def fail(self, why: str) -> None:
+        if self.alive:
+            log.warning("%s %s; its signature checks are done inline until it is restarted", self.name, why)
+        self.alive = False
+        for pending in self.waiting:
+            pending._worker = None
+            pending._value = verify_serially(pending.checks)
+        self.waiting.clear()
+        self.stop(0.0)
+
+    def stop(self, wait_s: float) -> None:
+        """Close its pipe (it exits at the end of its input); kill it by pid if it lingers."""
+        self.alive = False
+        for stream in (self.requests, self.answers):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        try:
+            self.process.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+class VerifierPool:
+    """A BatchVerifier (and `submit` for batches checked while the caller goes on) over worker
+    processes, started when the first large batch comes. Use from one thread."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.size = workers if workers is not None else default_workers()
+        self._workers: list[_Worker] = []
+        self._next = 0
+        self._encoder = msgspec.msgpack.Encoder()
+        self._closed = False
+
+    def submit(self, checks: Sequence[SigCheck]) -> Pending:
+        """Hand `checks` to the next worker; small batches are checked at once, inline."""
+        if len(checks) < INLINE_BELOW or self._closed:
+            return Pending(checks, None, verify_serially(checks))
+        worker = self._worker()
+        body = self._encoder.encode([(c.public, c.message, c.signature) for c in checks])
+        return worker.send(checks, body)
 
     def __call__(self, checks: Sequence[SigCheck]) -> int:
+        """Index of the first bad signature in `checks`, or -1: large batches are split over
+        the workers."""
         if len(checks) < INLINE_BELOW:
             return verify_serially(checks)
-        step = -(-len(checks) // self.workers)
-        starts = range(0, len(checks), step)
-        results = self._pool.map(lambda s: verify_serially(checks[s:s + step]), starts)
-        for start, bad in zip(starts, results):
+        step = -(-len(checks) // self.size)
+        parts = [(start, self.submit(checks[start:start + step])) for start in range(0, len(checks), step)]
+        for start, pending in parts:
+            bad = pending.result()
             if bad >= 0:
                 return start + bad
         return -1
 
+    def _worker(self) -> _Worker:
+        if not self._workers:
+            self._workers = [_Worker(i) for i in range(self.size)]
+        self._next = (self._next + 1) % len(self._workers)
+        worker = self._workers[self._next]
+        if not worker.alive:
+            worker = self._workers[self._next] = _Worker(self._next)
+        return worker
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the running workers (for the tests and the benchmark)."""
+        return [w.process.pid for w in self._workers if w.alive]
+
     def close(self) -> None:
-        """Stop the worker threads."""
-        self._pool.shutdown(wait=True)
+        """Stop the workers (unanswered batches are dropped)."""
+        self._closed = True
+        for worker in self._workers:
+            worker.stop(STOP_WAIT_S)
+        self._workers = []

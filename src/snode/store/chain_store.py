@@ -13,7 +13,7 @@ two threads at once.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -112,23 +112,34 @@ class ChainStore:
         """Append one block to the main chain, in one transaction."""
         self.reorganize([], [(block, new_state, undo)])
 
-    def commit_blocks(self, batch: Sequence[Commit]) -> None:
+    def commit_blocks(
+        self, batch: Sequence[Commit], *, before_commit: Callable[[], None] | None = None
+    ) -> None:
         """Append blocks to the main chain, lowest first, in one transaction (sync commits a
-        batch per transaction: a crash loses at most the batch, which is downloaded again)."""
-        self.reorganize([], batch)
+        batch per transaction: a crash loses at most the batch, which is downloaded again).
+
+        `before_commit` runs inside the transaction once every row is written, just before it
+        commits; if it raises, nothing is written and its exception propagates. (The node waits
+        there for the batch's signature checks, which run while the rows are written.)
+        """
+        self.reorganize([], batch, before_commit=before_commit)
 
     def undo_tip(self, parent_state: ChainState, undo: Undo) -> None:
         """Take the tip block off the main chain, in one transaction. The block and its undo
         record stay stored, so the block can be committed again."""
         self.reorganize([(parent_state, undo)], [])
 
-    def reorganize(self, undone: Sequence[Undone], commits: Sequence[Commit]) -> None:
+    def reorganize(
+        self, undone: Sequence[Undone], commits: Sequence[Commit], *,
+        before_commit: Callable[[], None] | None = None,
+    ) -> None:
         """Undo blocks off the tip (tip first), then append `commits` (lowest first), in one
         transaction, so that a crash never leaves the chain between two branches.
 
         Each state row the blocks touched is written once, with its value in the final state.
         ValueError when an undo is not the tip's, a parent state not its parent's, or a block
         does not extend the tip at that point (a caller's bug); nothing is written then.
+        `before_commit`: as for `commit_blocks`.
         """
         if not undone and not commits:
             return
@@ -165,6 +176,8 @@ class ChainStore:
             self._conn.executemany("DELETE FROM txs WHERE txid = ? AND height = ?", stale_txs)
             _insert_blocks(self._conn, blocks, main_chain, txs)
             state_tables.write_state(self._conn, final_state, touched, absent)
+            if before_commit is not None:
+                before_commit()
         self._tip = (height, tip_hash)
 
     def _check_undoes_tip(

@@ -1,0 +1,137 @@
+"""Sync batches through the node: staged (applied, signatures handed to the verifier pool),
+then finished (stored once the signatures check out, adopted), pipelined as the sync loop does."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from snode.core.blocks import Block
+from snode.core.errors import InvalidBlock
+from snode.core.state import undo_block
+from snode.node import node as node_module
+from snode.node import verifier as verifier_module
+from snode.node.node import Node, StaleBatch
+from snode.params import COIN
+from snode.store import DATABASE_FILE, ChainStore
+from snode.devchain import key_from_label
+from tests.unit.conftest import PEOPLE, LabChain
+
+BLOCKS = 120
+
+
+@pytest.fixture
+def mined(chain: LabChain) -> tuple[LabChain, list[Block]]:
+    """BLOCKS blocks after genesis, a transfer in every eighth, each by another person (so
+    blocks carry 1 or 2 signatures)."""
+    payers = iter(PEOPLE)
+    bob = key_from_label("bob")
+    for height in range(1, BLOCKS + 1):
+        if height % 8 == 0:
+            chain.transfer(key_from_label(next(payers)), bob.public, COIN)
+        chain.mine()
+    return chain, chain.blocks[1:]
+
+
+@pytest.fixture
+def node(tmp_path: Path, mined: tuple[LabChain, list[Block]], monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
+    """A node at genesis whose verifier gets its checks in small hand-offs (so a batch here
+    spans several, and several workers)."""
+    chain, _ = mined
+    genesis_state = chain.state
+    for undo in reversed(chain.undos):
+        genesis_state = undo_block(genesis_state, undo)
+    monkeypatch.setattr(node_module, "VERIFY_CHUNK", 16)
+    monkeypatch.setattr(verifier_module, "INLINE_BELOW", 8)
+    store = ChainStore.open(tmp_path / DATABASE_FILE, genesis_block=chain.blocks[0], genesis_state=genesis_state)
+    the_node = Node(params=chain.params, consensus=chain.consensus, store=store, state=store.load_state(),
+                    identity=None, producer_key=None)
+    yield the_node
+    the_node.close()
+
+
+def with_bad_producer_signature(block: Block) -> Block:
+    # The block hash covers the header only, so the blocks after it still link to it.
+    return msgspec.structs.replace(block, producer_signature=bytes(64))
+
+
+def test_pipelined_batches_reach_the_same_tip_as_the_chain(node: Node, mined: tuple[LabChain, list[Block]]) -> None:
+    chain, blocks = mined
+    first = node.stage_batch(blocks[:50], chain.now)
+    second = node.stage_batch(blocks[50:], chain.now, after=first)
+    assert node.height == 0  # nothing adopted before it is finished
+    assert node.finish_batch(first, chain.now) == 50
+    assert node.height == 50
+    assert node.finish_batch(second, chain.now) == BLOCKS - 50
+    assert node.state == chain.state
+    assert node.store.tip() == (BLOCKS, chain.state.tip_hash)
+    assert node.store.load_state() == chain.state
+    assert len(node.verifier.worker_pids()) >= 1
+
+
+def test_a_bad_signature_keeps_the_blocks_before_it(node: Node, mined: tuple[LabChain, list[Block]]) -> None:
+    chain, blocks = mined
+    bad = 77
+    batch = list(blocks)
+    batch[bad] = with_bad_producer_signature(batch[bad])
+    with pytest.raises(InvalidBlock, match=f"block {bad + 1} has a bad signature"):
+        node.accept_blocks(batch, chain.now)
+    assert node.height == bad
+    assert node.store.tip()[0] == bad
+    assert node.store.load_state() == node.state
+    # The rest, fixed, still applies on top.
+    assert node.accept_blocks(blocks[bad:], chain.now) == BLOCKS - bad
+    assert node.state == chain.state
+
+
+def test_a_batch_staged_after_a_bad_one_is_refused_as_stale(
+    node: Node, mined: tuple[LabChain, list[Block]]
+) -> None:
+    chain, blocks = mined
+    first_blocks = list(blocks[:60])
+    first_blocks[30] = with_bad_producer_signature(first_blocks[30])
+    first = node.stage_batch(first_blocks, chain.now)
+    second = node.stage_batch(blocks[60:], chain.now, after=first)
+    with pytest.raises(InvalidBlock, match="block 31 has a bad signature"):
+        node.finish_batch(first, chain.now)
+    assert node.height == 30
+    with pytest.raises(StaleBatch):
+        node.finish_batch(second, chain.now)
+    assert node.height == 30
+    assert node.store.tip()[0] == 30
+
+
+def test_a_batch_is_stale_when_the_tip_moves_while_it_is_staged(
+    node: Node, mined: tuple[LabChain, list[Block]]
+) -> None:
+    chain, blocks = mined
+    batch = node.stage_batch(blocks[:40], chain.now)
+    node.accept_block(blocks[0], chain.now)  # as a relayed block would, meanwhile
+    with pytest.raises(StaleBatch, match="not on the tip"):
+        node.finish_batch(batch, chain.now)
+    assert node.height == 1
+    # Finishing out of order is refused the same way, and changes nothing.
+    first = node.stage_batch(blocks[1:40], chain.now)
+    second = node.stage_batch(blocks[40:], chain.now, after=first)
+    with pytest.raises(StaleBatch):
+        node.finish_batch(second, chain.now)
+    assert node.finish_batch(first, chain.now) == 39
+    assert node.finish_batch(second, chain.now) == BLOCKS - 40
+    assert node.state == chain.state
+
+
+def test_a_rule_broken_mid_batch_keeps_the_blocks_before_it(
+    node: Node, mined: tuple[LabChain, list[Block]]
+) -> None:
+    chain, blocks = mined
+    batch = blocks[:20] + blocks[21:40]  # block 21 missing: block 22 does not follow block 20
+    staged = node.stage_batch(batch, chain.now)
+    assert staged.failure is not None and len(staged.commits) == 20
+    with pytest.raises(InvalidBlock):
+        node.finish_batch(staged, chain.now)
+    assert node.height == 20
+    # Nothing can be staged on a batch that broke a rule.
+    assert node.stage_batch(blocks[20:], chain.now, after=staged).commits == []
