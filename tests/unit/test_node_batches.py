@@ -63,6 +63,9 @@ def test_pipelined_batches_reach_the_same_tip_as_the_chain(node: Node, mined: tu
     first = node.stage_batch(blocks[:50], chain.now)
     second = node.stage_batch(blocks[50:], chain.now, after=first)
     assert node.height == 0  # nothing adopted before it is finished
+    # Only the last block of a staged batch keeps its state; the ones before it are freed.
+    assert [c[1] is not None for c in first.commits] == [False] * 49 + [True]
+    assert first.commits[-1][1] is first.state
     assert node.finish_batch(first, chain.now) == 50
     assert node.height == 50
     assert node.finish_batch(second, chain.now) == BLOCKS - 50

@@ -313,3 +313,13 @@ def test_a_batch_whose_before_commit_check_fails_writes_nothing(db: Path, histor
         assert checked == [1]
     with open_store(db, history) as store:
         assert store.load_state() == history.final_state
+
+
+def test_only_the_last_block_of_a_batch_needs_its_state(db: Path, history: History) -> None:
+    without = [(c[0], None, *c[2:]) for c in history.commits]
+    with open_store(db, history) as store:
+        with pytest.raises(ValueError, match="no state"):
+            store.commit_blocks(without)  # type: ignore[arg-type]
+        assert store.tip()[0] == 0
+        store.commit_blocks(without[:-1] + [history.commits[-1]])  # type: ignore[operator]
+        assert store.load_state() == history.final_state

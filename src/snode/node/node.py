@@ -69,6 +69,8 @@ class StagedBatch:
     state: ChainState
     """The state after the last of `commits`."""
     commits: list[Commit] = field(default_factory=list)
+    """The applied blocks; only the last carries its state (`state`), so that the intermediate
+    states are freed as soon as the next block is applied, not kept until the batch is stored."""
     checks: list[SigCheck] = field(default_factory=list)
     ends: list[int] = field(default_factory=list)
     """`ends[i]`: where block i's checks end in `checks`."""
@@ -80,6 +82,21 @@ class StagedBatch:
     @property
     def height(self) -> int:
         return self.state.height
+
+
+def _with_state(commit: Commit, state: ChainState) -> Commit:
+    return (commit[0], state, *commit[2:])  # type: ignore[return-value]
+
+
+def _valid_prefix(batch: StagedBatch, keep: int) -> list[Commit]:
+    """The first `keep` blocks of a staged batch, the last of them with its state (rebuilt by
+    undoing the blocks after it from the batch's final state)."""
+    if keep == 0:
+        return []
+    state = batch.state
+    for commit in reversed(batch.commits[keep:]):
+        state = undo_block(state, commit[2])
+    return batch.commits[:keep - 1] + [_with_state(batch.commits[keep - 1], state)]
 
 
 class Node:
@@ -205,11 +222,13 @@ class Node:
                     batch.failure = err
                     break
                 state = applied.state
-                batch.commits.append((block, state, applied.undo, (applied.encoded, applied.txids)))
+                batch.commits.append((block, None, applied.undo, (applied.encoded, applied.txids)))
                 batch.ends.append(len(checks))
             if len(checks) > chunk_start:
                 batch.pending.append((chunk_start, self.verifier.submit(checks[chunk_start:])))
             batch.state = state
+            if batch.commits:
+                batch.commits[-1] = _with_state(batch.commits[-1], state)
             return batch
         finally:
             if collecting:
@@ -247,11 +266,13 @@ class Node:
                     self.store.commit_blocks(commits, before_commit=wait_for_signatures)
                 except _BadSignature:
                     failure = InvalidBlock(f"{batch.checks[bad].what} has a bad signature")
-                    commits = commits[:bisect.bisect_right(batch.ends, bad)]
+                    commits = _valid_prefix(batch, bisect.bisect_right(batch.ends, bad))
                     if commits:
                         self.store.commit_blocks(commits)
             if commits:
-                self._adopt(commits[-1][1], [c[2] for c in commits], [c[0] for c in commits], now,
+                final = commits[-1][1]
+                assert final is not None
+                self._adopt(final, [c[2] for c in commits], [c[0] for c in commits], now,
                             mined=[tx_id for c in commits for tx_id in c[3][1]])  # type: ignore[misc]
         finally:
             if collecting:

@@ -32,10 +32,12 @@ DATABASE_FILE: Final = "chain.sqlite3"
 Encoded = tuple[bytes, Sequence[bytes]]
 """A block's canonical bytes and its transaction ids, in block order."""
 
-Commit = tuple[Block, ChainState, Undo] | tuple[Block, ChainState, Undo, Encoded]
+Commit = tuple[Block, ChainState | None, Undo] | tuple[Block, ChainState | None, Undo, Encoded]
 """A block, the state after it and its undo record, as `transition.apply_block` returns them;
 optionally with the block's Encoded form as `transition.apply_block_encoded` computed it, so
-that the store encodes and hashes nothing again."""
+that the store encodes and hashes nothing again. The store writes only the state after the
+last block of a call, so the others may carry None instead of theirs (a syncing node does not
+keep 500 intermediate states alive until their batch is stored)."""
 
 Undone = tuple[ChainState, Undo]
 """The state of an undone block's parent and the block's undo record (`state.undo_block`)."""
@@ -164,6 +166,8 @@ class ChainStore:
             txs.extend(tx_rows)
             height, tip_hash = block.header.height, this_hash
         final_state = commits[-1][1] if commits else undone[-1][0]
+        if final_state is None:
+            raise ValueError("the last block given has no state after it")
         undos = [undo for _, undo in undone] + [commit[2] for commit in commits]
         touched = state_tables.touched_keys(undos)
         # Keys that did not exist at the stored tip (their first old value is None) and do not
@@ -314,7 +318,8 @@ def _create(conn: sqlite3.Connection, path: Path, block: Block, state: ChainStat
 
 
 def _check_extends(
-    height: int, tip_hash: bytes, block: Block, this_hash: bytes, new_state: ChainState, undo: Undo
+    height: int, tip_hash: bytes, block: Block, this_hash: bytes, new_state: ChainState | None,
+    undo: Undo,
 ) -> None:
     header = block.header
     if header.height != height + 1 or header.prev_hash != tip_hash:
@@ -322,7 +327,7 @@ def _check_extends(
             f"block {header.height} ({this_hash.hex()[:16]}) does not extend the stored tip at "
             f"height {height}"
         )
-    if new_state.tip_hash != this_hash or undo.height != header.height:
+    if (new_state is not None and new_state.tip_hash != this_hash) or undo.height != header.height:
         raise ValueError(
             f"the state or undo record given with block {header.height} is not its own"
         )
