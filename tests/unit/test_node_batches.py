@@ -138,3 +138,42 @@ def test_a_rule_broken_mid_batch_keeps_the_blocks_before_it(
     assert node.height == 20
     # Nothing can be staged on a batch that broke a rule.
     assert node.stage_batch(blocks[20:], chain.now, after=staged).commits == []
+
+
+def test_an_extended_batch_is_stored_in_one_transaction(
+    node: Node, mined: tuple[LabChain, list[Block]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chain, blocks = mined
+    first = node.stage_batch(blocks[:40], chain.now)
+    joined = node.stage_batch(blocks[40:80], chain.now, extending=first)
+    # The batch extended is left as it was (a failure while extending loses nothing).
+    assert len(first.commits) == 40 and first.commits[-1][1] is first.state
+    assert len(joined.commits) == 80 and joined.base is first.base
+    assert [c[1] is not None for c in joined.commits] == [False] * 79 + [True]
+    third = node.stage_batch(blocks[80:], chain.now, after=joined)
+    commits: list[int] = []
+    store_commit = node.store.commit_blocks
+    monkeypatch.setattr(node.store, "commit_blocks",
+                        lambda batch, **kw: (commits.append(len(batch)), store_commit(batch, **kw))[1])
+    assert node.finish_batch(joined, chain.now) == 80
+    assert node.finish_batch(third, chain.now) == BLOCKS - 80
+    assert commits == [80, BLOCKS - 80]
+    assert node.state == chain.state
+    assert node.store.load_state() == chain.state
+    with pytest.raises(ValueError, match="not both"):
+        node.stage_batch(blocks[:1], chain.now, after=first, extending=first)
+
+
+def test_a_bad_signature_in_the_extension_keeps_the_blocks_before_it(
+    node: Node, mined: tuple[LabChain, list[Block]]
+) -> None:
+    chain, blocks = mined
+    tail = list(blocks[50:100])
+    tail[10] = with_bad_producer_signature(tail[10])
+    joined = node.stage_batch(tail, chain.now, extending=node.stage_batch(blocks[:50], chain.now))
+    with pytest.raises(InvalidBlock, match="block 61 has a bad signature"):
+        node.finish_batch(joined, chain.now)
+    assert node.height == 60
+    assert node.store.load_state() == node.state
+    assert node.accept_blocks(blocks[60:], chain.now) == BLOCKS - 60
+    assert node.state == chain.state

@@ -84,7 +84,7 @@ class StagedBatch:
         return self.state.height
 
 
-def _with_state(commit: Commit, state: ChainState) -> Commit:
+def _with_state(commit: Commit, state: ChainState | None) -> Commit:
     return (commit[0], state, *commit[2:])  # type: ignore[return-value]
 
 
@@ -183,18 +183,39 @@ class Node:
         """
         return self.finish_batch(self.stage_batch(blocks, now), now)
 
-    def stage_batch(self, blocks: list[Block], now: int, *, after: StagedBatch | None = None) -> StagedBatch:
+    def stage_batch(
+        self, blocks: list[Block], now: int, *, after: StagedBatch | None = None,
+        extending: StagedBatch | None = None,
+    ) -> StagedBatch:
         """Apply consecutive blocks in memory, on the tip or on the blocks of `after` (a batch
         staged before and not finished yet), and hand their signatures to the verifier, which
         checks them while the caller goes on. Nothing is stored or adopted: `finish_batch` does
         that. Sync stages batch N+1 before it finishes batch N, so that the verifier works on
         N+1 while N is written to the store.
 
+        `extending`: a staged, unfinished batch whose blocks come first in the batch returned,
+        so that `finish_batch` stores them all in one transaction (sync stores two downloads at
+        a time: a commit's cost is mostly the pages it rewrites, however many blocks it holds).
+        That batch itself is left as it was; finish the one returned instead.
+
         Stops at the first block that breaks a rule other than a signature; `finish_batch`
         then commits the blocks before it and raises the error.
         """
-        base = after.state if after is not None else self.state
-        batch = StagedBatch(base=base, state=base)
+        if extending is not None:
+            if after is not None:
+                raise ValueError("stage_batch takes `after` or `extending`, not both")
+            old = extending
+            batch = StagedBatch(
+                base=old.base, state=old.state, commits=old.commits[:], checks=old.checks[:],
+                ends=old.ends[:], pending=old.pending[:], failure=old.failure,
+            )
+            if batch.commits:
+                batch.commits[-1] = _with_state(batch.commits[-1], None)  # set again below
+        else:
+            base = after.state if after is not None else self.state
+            batch = StagedBatch(base=base, state=base)
+            if after is not None and after.failure is not None:
+                batch.failure = after.failure  # nothing can follow an invalid block
         # The cycle collector is paused while blocks are applied: it would walk every
         # intermediate state (tens of thousands of young map nodes) over and over; they are
         # freed by reference counting.
@@ -202,7 +223,7 @@ class Node:
         gc.disable()
         try:
             checks = batch.checks
-            chunk_start = 0
+            chunk_start = len(checks)
 
             def collect(block_checks: Sequence[SigCheck]) -> int:
                 nonlocal chunk_start
@@ -212,9 +233,7 @@ class Node:
                     chunk_start = len(checks)
                 return -1
 
-            state = base
-            if after is not None and after.failure is not None:
-                batch.failure = after.failure  # nothing can follow an invalid block
+            state = batch.state
             for block in blocks if batch.failure is None else ():
                 try:
                     applied = apply_block_encoded(state, block, self.consensus, verifier=collect, now=now)
