@@ -9,6 +9,8 @@ the benchmarks and the test suite never collide.
 
 from __future__ import annotations
 
+import compileall
+import functools
 import os
 import signal
 import subprocess
@@ -54,6 +56,14 @@ def child_env() -> dict[str, str]:
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
+
+
+@functools.cache
+def compile_sources() -> None:
+    """Byte-compile snode's sources, as an installed daemon has them. Where
+    PYTHONDONTWRITEBYTECODE is set (as on our CI machines), an editable install would otherwise
+    compile every module again at each daemon start: about 0.1 s of its start-up."""
+    compileall.compile_dir(REPO_DIR / "src", quiet=1)
 
 
 def process_cpu_seconds(pid: int) -> float | None:
@@ -137,6 +147,7 @@ class Daemon:
 
     def start(self) -> float:
         """Start the process (without waiting for its RPC); the perf_counter time just before."""
+        compile_sources()
         with open(self.stderr, "ab") as err, \
                 (open(self.stdout, "wb") if self.stdout is not None else open(os.devnull, "wb")) as out:
             started = time.perf_counter()
