@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from snode.core.blocks import Block
 from snode.core.crypto import SigningKey, verify
@@ -25,9 +25,11 @@ from snode.core.service_nodes import Reason, StateChangeKind, apply_state_change
 from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
 from snode.net import protocol as P
 from snode.net.peers import Peer, PeerManager
-from snode.net.quorumnet import QuorumNet
 from snode.node.node import Node
 from snode.params import STATE_CHANGE_WINDOW
+
+if TYPE_CHECKING:  # pyzmq is imported only by a service node's daemon (start-up time)
+    from snode.net.quorumnet import QuorumNet
 
 log = logging.getLogger(__name__)
 
