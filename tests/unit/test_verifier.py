@@ -105,3 +105,16 @@ def test_a_worker_ends_when_its_daemon_closes_the_pipe() -> None:
         for stream in (worker.stdin, worker.stdout):
             if stream is not None:
                 stream.close()
+
+
+def test_start_brings_the_workers_up_before_the_first_batch(pool: VerifierPool) -> None:
+    pool.start()
+    pids = pool.worker_pids()
+    assert len(pids) == 2
+    pool.start()  # once only
+    assert pool.worker_pids() == pids
+    assert pool(checks(300, bad=(123,))) == 123
+    assert pool.worker_pids() == pids
+    pool.close()
+    pool.start()  # a closed pool stays closed
+    assert pool.worker_pids() == []

@@ -639,6 +639,7 @@ class PeerManager:
         (the batch before it failed) is dropped quietly."""
         ahead: list[asyncio.Future[P.Blocks]] = []
         staging = _Staging()
+        self.node.verifier.start()
         try:
             await self._sync_batches(peer, ahead, staging)
         finally:

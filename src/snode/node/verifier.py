@@ -186,9 +186,14 @@ class VerifierPool:
                 return start + bad
         return -1
 
-    def _worker(self) -> _Worker:
-        if not self._workers:
+    def start(self) -> None:
+        """Start the workers now instead of at the first large batch: a sync calls this as it
+        begins, so that they come up (about 0.1 s) while its first download is on its way."""
+        if not self._workers and not self._closed:
             self._workers = [_Worker(i) for i in range(self.size)]
+
+    def _worker(self) -> _Worker:
+        self.start()
         self._next = (self._next + 1) % len(self._workers)
         worker = self._workers[self._next]
         if not worker.alive:
