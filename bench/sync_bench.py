@@ -24,6 +24,9 @@ verification alone allows):
   on a copy of the store at height 18,000, timed by phase (decode, apply_block's rules,
   signature checks, store commit, adopt); `--profile` adds a cProfile of a second such replay.
 
+`--blocks N` and `--runs N` change the chain's length (BLOCKS by default; the replay still takes
+its last REPLAY_BLOCKS) and the number of sync runs (SYNC_RUNS by default).
+
 The daemons run from byte-compiled sources, as an installed snoded does (`daemons.compile_sources`).
 Everything listens on 127.x addresses only; every daemon is stopped by its own pid.
 """
@@ -82,6 +85,7 @@ SYNC_RUNS: Final = 3
 """The VM's speed drifts by 20 % within seconds; the median of three runs, each against the
 limit measured right before and right after it, is what the verdict uses."""
 SYNC_TIMEOUT: Final = 600.0
+"""Seconds a sync of BLOCKS blocks may take; longer chains get proportionally more."""
 MIN_SECONDS: Final = 1.0
 MIN_RUNS: Final = 5
 
@@ -147,40 +151,48 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
+def sync_timeout(blocks: int) -> float:
+    """Seconds a sync of `blocks` blocks may take: SYNC_TIMEOUT per BLOCKS blocks, at least
+    SYNC_TIMEOUT."""
+    return SYNC_TIMEOUT * max(1.0, blocks / BLOCKS)
+
+
 def measure_syncs(
-    workdir: Path, source_dir: Path, tip_hash: bytes, sample: Sequence[SigCheck]
+    workdir: Path, source_dir: Path, tip_hash: bytes, sample: Sequence[SigCheck],
+    blocks: int = BLOCKS, runs: int = SYNC_RUNS,
 ) -> tuple[list[dict[str, Any]], list[dict[str, float]]]:
-    """Serve the chain from source_dir with one daemon and sync it into an empty one
-    SYNC_RUNS times, measuring the verification limit before the first run and after each (so
+    """Serve the `blocks`-block chain from source_dir with one daemon and sync it into an empty
+    one `runs` times, measuring the verification limit before the first run and after each (so
     every run has a limit measured just before and just after it). The runs' figures and the
-    SYNC_RUNS + 1 limits."""
+    `runs` + 1 limits."""
     source = Daemon(loopback_ip(SYNC_NET, 1), source_dir, name="source", log=log)
     try:
         log("starting the source snoded")
         source.start()
         info = source.wait_for_rpc()
-        if info["height"] != BLOCKS or info["top_block_hash"] != tip_hash.hex():
+        if info["height"] != blocks or info["top_block_hash"] != tip_hash.hex():
             raise RuntimeError(
                 f"the source snoded opened the chain at height {info['height']} "
-                f"({info['top_block_hash'][:16]}), not {BLOCKS} ({tip_hash.hex()[:16]})"
+                f"({info['top_block_hash'][:16]}), not {blocks} ({tip_hash.hex()[:16]})"
             )
         log("measuring Ed25519 verification")
         limits = [verify_rates(sample)]
-        runs = []
-        for number in range(1, SYNC_RUNS + 1):
-            log(f"sync {number} of {SYNC_RUNS}: starting an empty snoded")
-            runs.append(_sync_once(workdir / f"syncing-{number}", source, tip_hash))
+        syncs = []
+        for number in range(1, runs + 1):
+            log(f"sync {number} of {runs}: starting an empty snoded")
+            syncs.append(_sync_once(workdir / f"syncing-{number}", source, tip_hash, blocks))
             shutil.rmtree(workdir / f"syncing-{number}", ignore_errors=True)
             log("measuring Ed25519 verification again")
             limits.append(verify_rates(sample))
     finally:
         source.stop()
-    return runs, limits
+    return syncs, limits
 
 
-def _sync_once(data_dir: Path, source: Daemon, tip_hash: bytes) -> dict[str, Any]:
-    """Start an empty snoded with `source` as its priority node and time its sync, polling
-    get_info every POLL_S (every POLL_NEAR_END_S over the last POLL_NEAR_END_BLOCKS)."""
+def _sync_once(data_dir: Path, source: Daemon, tip_hash: bytes, blocks: int = BLOCKS) -> dict[str, Any]:
+    """Start an empty snoded with `source` as its priority node and time its sync of `blocks`
+    blocks, polling get_info every POLL_S (every POLL_NEAR_END_S over the last
+    POLL_NEAR_END_BLOCKS)."""
     syncing = Daemon(loopback_ip(SYNC_NET, 2), data_dir, name=data_dir.name, log=log,
                      extra=[f"--add-priority-node={source.ip}:{P2P_PORT}"])
     try:
@@ -190,7 +202,8 @@ def _sync_once(data_dir: Path, source: Daemon, tip_hash: bytes) -> dict[str, Any
         first_height = 0
         first_cpu = cpu = source_cpu = 0.0
         polls = 0
-        deadline = started + SYNC_TIMEOUT
+        timeout = sync_timeout(blocks)
+        deadline = started + timeout
         last_log = started
         while True:
             polled = syncing.info()
@@ -204,7 +217,7 @@ def _sync_once(data_dir: Path, source: Daemon, tip_hash: bytes) -> dict[str, Any
                 if height > 0 and first_s is None:
                     first_s, first_height = now - started, height
                     first_cpu = syncing.cpu_seconds()
-                if height == BLOCKS and polled["target_height"] == 0:
+                if height == blocks and polled["target_height"] == 0:
                     done_s = now - started
                     cpu = syncing.cpu_seconds()
                     source_cpu = source.cpu_seconds() - source_cpu0
@@ -214,14 +227,14 @@ def _sync_once(data_dir: Path, source: Daemon, tip_hash: bytes) -> dict[str, Any
                     last_log = now
             if now > deadline:
                 break
-            time.sleep(POLL_NEAR_END_S if height >= BLOCKS - POLL_NEAR_END_BLOCKS else POLL_S)
+            time.sleep(POLL_NEAR_END_S if height >= blocks - POLL_NEAR_END_BLOCKS else POLL_S)
         final = syncing.info() or {}
         peak_rss = syncing.peak_rss_mb()
         workers_rss = syncing.workers_rss_mb()
         if done_s is None:
             raise RuntimeError(
-                f"the empty snoded reached height {final.get('height')} of {BLOCKS} in "
-                f"{SYNC_TIMEOUT:.0f} s:\n{syncing.log_tail()}"
+                f"the empty snoded reached height {final.get('height')} of {blocks} in "
+                f"{timeout:.0f} s:\n{syncing.log_tail()}"
             )
         if final.get("top_block_hash") != tip_hash.hex():
             raise RuntimeError("the synced snoded's tip is not the source's")
@@ -233,11 +246,11 @@ def _sync_once(data_dir: Path, source: Daemon, tip_hash: bytes) -> dict[str, Any
         "first_block_s": first_s,
         "first_height": first_height,
         "total_s": done_s,
-        "blocks_per_s": BLOCKS / done_s,
-        "blocks_per_s_after_start": (BLOCKS - first_height) / max(done_s - first_s, 1e-9),
+        "blocks_per_s": blocks / done_s,
+        "blocks_per_s_after_start": (blocks - first_height) / max(done_s - first_s, 1e-9),
         "polls": polls,
         "cpu_s": cpu,
-        "cpu_ms_per_block_after_start": 1000 * (cpu - first_cpu) / max(BLOCKS - first_height, 1),
+        "cpu_ms_per_block_after_start": 1000 * (cpu - first_cpu) / max(blocks - first_height, 1),
         "source_cpu_s": source_cpu,
         "peak_rss_mb": peak_rss,
         "workers_rss_mb": workers_rss,
@@ -413,16 +426,21 @@ def _replay_once(
 
 # --- the benchmark ------------------------------------------------------------------------
 
-def run(profile: bool = False) -> dict[str, Any]:
-    """Every figure of this benchmark, as a dict (see `report`)."""
+def run(profile: bool = False, blocks: int = BLOCKS, runs: int = SYNC_RUNS) -> dict[str, Any]:
+    """Every figure of this benchmark, as a dict (see `report`): a `blocks`-block chain, synced
+    `runs` times."""
+    if blocks <= REPLAY_BLOCKS:
+        raise ValueError(f"blocks must be more than REPLAY_BLOCKS ({REPLAY_BLOCKS:,}), not {blocks:,}")
+    if runs < 1:
+        raise ValueError(f"runs must be at least 1, not {runs}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="snode-sync-bench-") as tmp:
         workdir = Path(tmp)
-        log(f"building a {BLOCKS:,}-block regtest chain with {SERVICE_NODES:,} service nodes")
+        log(f"building a {blocks:,}-block regtest chain with {SERVICE_NODES:,} service nodes")
         chain = SyncChain(
-            workdir / "source", blocks=BLOCKS, service_nodes=SERVICE_NODES,
+            workdir / "source", blocks=blocks, service_nodes=SERVICE_NODES,
             transfers_per_block=TRANSFERS_PER_BLOCK, spenders=SPENDERS, sample_size=VERIFY_SAMPLES,
-            progress=log, snapshot_at=BLOCKS - REPLAY_BLOCKS, snapshot_dir=workdir / "snapshot",
+            progress=log, snapshot_at=blocks - REPLAY_BLOCKS, snapshot_dir=workdir / "snapshot",
         )
         stats: ChainStats = chain.build()
         tip_hash, sample, tail = chain.state.tip_hash, chain.sample, chain.tail
@@ -431,11 +449,11 @@ def run(profile: bool = False) -> dict[str, Any]:
         del chain
         gc.collect()
         log(f"built in {stats.build_s:.1f} s")
-        runs, limits = measure_syncs(workdir, workdir / "source", tip_hash, sample)
+        syncs, limits = measure_syncs(workdir, workdir / "source", tip_hash, sample, blocks, runs)
         log(f"replaying the last {REPLAY_BLOCKS:,} blocks in-process")
         breakdown = replay(workdir / "snapshot", tail, profile)
     sigs_per_block = stats.signatures / stats.blocks
-    for number, sync in enumerate(runs):
+    for number, sync in enumerate(syncs):
         # Each run against the better of the limits measured just before and just after it.
         around = limits[number:number + 2]
         sync["verify_per_s"] = max(limit["threads"] for limit in around)
@@ -446,7 +464,7 @@ def run(profile: bool = False) -> dict[str, Any]:
         # its signatures alone takes (both in CPU seconds, so neighbours' load cancels out).
         sync["verify_alone_cpu_ms"] = 1000 * sigs_per_block / max(limit["per_cpu_s"] for limit in around)
         sync["cpu_share"] = sync["verify_alone_cpu_ms"] / sync["cpu_ms_per_block_after_start"]
-    median = sorted(runs, key=lambda r: r["ratio"])[len(runs) // 2]
+    median = sorted(syncs, key=lambda r: r["ratio"])[len(syncs) // 2]
     verify_rate = max(limit["threads"] for limit in limits)
     verify_cpu_rate = max(limit["per_cpu_s"] for limit in limits)
     replay_sigs = breakdown["signatures"] / breakdown["blocks"]
@@ -457,7 +475,7 @@ def run(profile: bool = False) -> dict[str, Any]:
         "verify_per_s_runs": [limit["threads"] for limit in limits],
         "verify_one_core_per_s": max(limit["one_core"] for limit in limits),
         "verify_per_cpu_s": verify_cpu_rate,
-        "runs": runs,
+        "runs": syncs,
         "sync": median,
         "replay": {
             **breakdown,
@@ -514,7 +532,7 @@ def report(results: dict[str, Any], console: Console) -> None:
                   f"{sync['cpu_ms_per_block_after_start']:.3f} ms", f"{sync['verify_alone_cpu_ms']:.3f} ms",
                   f"{sync['cpu_share']:.3f}", "(informational)", "")
     if sync.get("peak_rss_mb") is not None:
-        table.add_row(f"  syncing daemon peak RSS ({SERVICE_NODES:,} SNs, {BLOCKS:,} blocks)",
+        table.add_row(f"  syncing daemon peak RSS ({SERVICE_NODES:,} SNs, {chain['blocks']:,} blocks)",
                       f"{sync['peak_rss_mb']:.0f} MiB", "200 MB", "", "(< 200 MB at 100k blocks)", "")
         table.add_row("  + its signature workers (RSS at the end)", f"{sync['workers_rss_mb']:.0f} MiB",
                       "", "", "", "")
@@ -526,7 +544,7 @@ def report(results: dict[str, Any], console: Console) -> None:
         for r in results["runs"]
     ))
     console.print(
-        f"median sync: {sync['total_s']:.2f} s from starting the empty snoded to height {BLOCKS:,} with "
+        f"median sync: {sync['total_s']:.2f} s from starting the empty snoded to height {chain['blocks']:,} with "
         f"target_height 0 (RPC up after {sync['rpc_up_s']:.2f} s, first blocks at "
         f"{sync['first_block_s']:.2f} s, height {sync['first_height']:,}); polled every {POLL_S} s, "
         f"every {POLL_NEAR_END_S} s over the last {POLL_NEAR_END_BLOCKS:,} blocks; "
@@ -557,10 +575,18 @@ def report(results: dict[str, Any], console: Console) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.sync_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--profile", action="store_true", help="add a cProfile of the in-process replay")
+    parser.add_argument("--blocks", type=int, default=BLOCKS, metavar="N",
+                        help=f"blocks in the chain to sync (default {BLOCKS:,}; more than {REPLAY_BLOCKS:,})")
+    parser.add_argument("--runs", type=int, default=SYNC_RUNS, metavar="N",
+                        help=f"sync runs; the verdict takes the median (default {SYNC_RUNS})")
     args = parser.parse_args()
+    if args.blocks <= REPLAY_BLOCKS:
+        parser.error(f"--blocks must be more than {REPLAY_BLOCKS:,} (the in-process replay's blocks)")
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
     from snode.tools.tables import make_console
 
-    report(run(profile=args.profile), make_console())
+    report(run(profile=args.profile, blocks=args.blocks, runs=args.runs), make_console())
 
 
 if __name__ == "__main__":

@@ -172,7 +172,7 @@ class FrameDecoder:
 
 def locator_heights(height: int) -> list[int]:
     """Heights for a block locator: the last 10 one by one, then exponentially back, then 0."""
-    heights = []
+    heights: list[int] = []
     step = 1
     h = height
     while h > 0 and len(heights) < MAX_LOCATOR - 1:

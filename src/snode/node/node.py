@@ -368,7 +368,7 @@ class Node:
             self._by_owner[entry.owner].add(key)
         old_pool = self.pool
         self.pool = mp.Mempool()
-        self._adopt(state, [], [b for b, _, _ in commits], now)
+        self._adopt(state, [], [c[0] for c in commits], now)
         self._readmit([tx for _, _, b in reversed(undone) for tx in b.transactions[1:]], old_pool, now)
         return True
 

@@ -13,7 +13,7 @@ import os
 import signal
 import struct
 import sys
-from typing import BinaryIO, Final
+from typing import IO, Final
 
 import msgspec
 
@@ -24,7 +24,7 @@ ANSWER: Final = struct.Struct("<i")
 NICENESS: Final = 10
 
 
-def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
+def _read_exactly(stream: IO[bytes], size: int) -> bytes | None:
     """`size` bytes, or None at the end of the stream."""
     data = bytearray()
     while len(data) < size:
@@ -35,7 +35,7 @@ def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
     return bytes(data)
 
 
-def serve(requests: BinaryIO, answers: BinaryIO) -> None:
+def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
     """Answer requests until their stream ends."""
     decoder = msgspec.msgpack.Decoder(list[tuple[bytes, bytes, bytes]])
     while True:

@@ -277,6 +277,7 @@ class MethodTable:
         if p.hash is not None:
             block = store.get_block(_hex32("hash", p.hash))
         else:
+            assert p.height is not None
             block = store.get_block_by_height(p.height) if p.height <= self.node.height else None
         if block is None:
             raise RpcError(E.NOT_FOUND, "no such block on the main chain")

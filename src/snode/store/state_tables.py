@@ -113,7 +113,7 @@ def read_state(conn: sqlite3.Connection) -> ChainState:
         maps = {name: _read_map(conn, name) for name in MAP_NAMES}
     return ChainState(
         height=tip.height, tip_hash=tip.tip_hash, timestamp=tip.timestamp, issued=tip.issued,
-        **maps,
+        utxos=maps["utxos"], service_nodes=maps["service_nodes"], quorums=maps["quorums"],
     )
 
 
