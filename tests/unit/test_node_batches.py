@@ -177,3 +177,36 @@ def test_a_bad_signature_in_the_extension_keeps_the_blocks_before_it(
     assert node.store.load_state() == node.state
     assert node.accept_blocks(blocks[60:], chain.now) == BLOCKS - 60
     assert node.state == chain.state
+
+
+def test_a_bad_signature_in_the_first_half_of_a_joined_batch(
+    node: Node, mined: tuple[LabChain, list[Block]]
+) -> None:
+    chain, blocks = mined
+    head = list(blocks[:50])
+    head[20] = with_bad_producer_signature(head[20])
+    joined = node.stage_batch(blocks[50:100], chain.now, extending=node.stage_batch(head, chain.now))
+    after = node.stage_batch(blocks[100:], chain.now, after=joined)
+    with pytest.raises(InvalidBlock, match="block 21 has a bad signature"):
+        node.finish_batch(joined, chain.now)
+    assert node.height == 20 and node.store.load_state() == node.state
+    with pytest.raises(StaleBatch):
+        node.finish_batch(after, chain.now)
+    assert node.accept_blocks(blocks[20:], chain.now) == BLOCKS - 20
+    assert node.state == chain.state
+
+
+def test_a_rule_broken_in_the_extension_keeps_the_blocks_before_it(
+    node: Node, mined: tuple[LabChain, list[Block]]
+) -> None:
+    chain, blocks = mined
+    first = node.stage_batch(blocks[:40], chain.now)
+    joined = node.stage_batch(blocks[40:60] + blocks[61:80], chain.now, extending=first)
+    assert joined.failure is not None and len(joined.commits) == 60
+    # Nothing more joins a batch that broke a rule.
+    assert len(node.stage_batch(blocks[60:], chain.now, extending=joined).commits) == 60
+    with pytest.raises(InvalidBlock):
+        node.finish_batch(joined, chain.now)
+    assert node.height == 60 and node.store.load_state() == node.state
+    with pytest.raises(StaleBatch):
+        node.finish_batch(first, chain.now)

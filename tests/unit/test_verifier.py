@@ -12,6 +12,7 @@ import pytest
 
 from snode.core.crypto import SigningKey
 from snode.core.transition import SigCheck
+from snode.node import verifier as verifier_module
 from snode.node.verifier import INLINE_BELOW, VerifierPool
 from snode.node.verify_worker import ANSWER, HEADER
 from tests.functional.framework import process_gone
@@ -118,3 +119,18 @@ def test_start_brings_the_workers_up_before_the_first_batch(pool: VerifierPool) 
     pool.close()
     pool.start()  # a closed pool stays closed
     assert pool.worker_pids() == []
+
+
+def test_workers_that_cannot_start_leave_the_checks_inline(
+    pool: VerifierPool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(verifier_module, "RETRY_START_S", 0.0)  # tried again at the next batch
+    with monkeypatch.context() as patch:
+        patch.setattr(sys, "executable", "/nonexistent/python")
+        pool.start()
+        assert pool.worker_pids() == []
+        assert "cannot start a signature worker process" in caplog.text
+        assert pool(checks(300, bad=(211,))) == 211  # inline
+        assert pool.submit(checks(100)).result() == -1
+    assert pool(checks(300, bad=(7,))) == 7
+    assert len(pool.worker_pids()) == 2

@@ -639,7 +639,8 @@ class PeerManager:
         (the batch before it failed) is dropped quietly."""
         ahead: list[asyncio.Future[P.Blocks]] = []
         staging = _Staging()
-        self.node.verifier.start()
+        if peer.height - self.node.height >= P.MAX_BLOCKS_PER_BATCH:
+            self.node.verifier.start()  # a sync of whole downloads: its workers come up now
         try:
             await self._sync_batches(peer, ahead, staging)
         finally:

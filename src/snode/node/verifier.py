@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -37,6 +38,9 @@ PIPE_BYTES: Final = 1 << 20
 """Request pipe size asked for (Linux): a whole sync batch's checks fit, so handing them over
 never waits for a worker that is still busy with the batch before."""
 STOP_WAIT_S: Final = 2.0
+RETRY_START_S: Final = 60.0
+"""After workers failed to start (out of processes or memory), checks run inline this long
+before starting them is tried again."""
 
 
 def default_workers() -> int:
@@ -164,12 +168,14 @@ class VerifierPool:
         self._next = 0
         self._encoder = msgspec.msgpack.Encoder()
         self._closed = False
+        self._no_start_until = 0.0
 
     def submit(self, checks: Sequence[SigCheck]) -> Pending:
-        """Hand `checks` to the next worker; small batches are checked at once, inline."""
-        if len(checks) < INLINE_BELOW or self._closed:
+        """Hand `checks` to the next worker; small batches are checked at once, inline (so
+        are all while no worker can be started)."""
+        worker = None if len(checks) < INLINE_BELOW or self._closed else self._worker()
+        if worker is None:
             return Pending(checks, None, verify_serially(checks))
-        worker = self._worker()
         body = self._encoder.encode([(c.public, c.message, c.signature) for c in checks])
         return worker.send(checks, body)
 
@@ -188,16 +194,42 @@ class VerifierPool:
 
     def start(self) -> None:
         """Start the workers now instead of at the first large batch: a sync calls this as it
-        begins, so that they come up (about 0.1 s) while its first download is on its way."""
-        if not self._workers and not self._closed:
-            self._workers = [_Worker(i) for i in range(self.size)]
+        begins, so that they come up (about 0.1 s) while its first download is on its way.
+        If they cannot be started, checks run inline (logged) and starting is tried again
+        after RETRY_START_S."""
+        if self._workers or self._closed or time.monotonic() < self._no_start_until:
+            return
+        started: list[_Worker] = []
+        try:
+            for index in range(self.size):
+                started.append(_Worker(index))
+        except OSError as err:
+            self._cannot_start(err)
+            for worker in started:
+                worker.stop(STOP_WAIT_S)
+            return
+        self._workers = started
 
-    def _worker(self) -> _Worker:
+    def _cannot_start(self, err: OSError) -> None:
+        self._no_start_until = time.monotonic() + RETRY_START_S
+        log.warning("cannot start a signature worker process (%s); checking signatures on the "
+                    "daemon's own thread, trying again in %.0f s", err, RETRY_START_S)
+
+    def _worker(self) -> _Worker | None:
+        """The next worker (replacing it if it died), or None when none can be started."""
         self.start()
+        if not self._workers:
+            return None
         self._next = (self._next + 1) % len(self._workers)
         worker = self._workers[self._next]
         if not worker.alive:
-            worker = self._workers[self._next] = _Worker(self._next)
+            if time.monotonic() < self._no_start_until:
+                return None
+            try:
+                worker = self._workers[self._next] = _Worker(self._next)
+            except OSError as err:
+                self._cannot_start(err)
+                return None
         return worker
 
     def worker_pids(self) -> list[int]:
