@@ -164,35 +164,22 @@ def test_an_extended_batch_is_stored_in_one_transaction(
         node.stage_batch(blocks[:1], chain.now, after=first, extending=first)
 
 
-def test_a_bad_signature_in_the_extension_keeps_the_blocks_before_it(
-    node: Node, mined: tuple[LabChain, list[Block]]
+@pytest.mark.parametrize("bad", [20, 60], ids=["in the first half", "in the extension"])
+def test_a_bad_signature_in_a_joined_batch_keeps_the_blocks_before_it(
+    node: Node, mined: tuple[LabChain, list[Block]], bad: int
 ) -> None:
     chain, blocks = mined
-    tail = list(blocks[50:100])
-    tail[10] = with_bad_producer_signature(tail[10])
-    joined = node.stage_batch(tail, chain.now, extending=node.stage_batch(blocks[:50], chain.now))
-    with pytest.raises(InvalidBlock, match="block 61 has a bad signature"):
-        node.finish_batch(joined, chain.now)
-    assert node.height == 60
-    assert node.store.load_state() == node.state
-    assert node.accept_blocks(blocks[60:], chain.now) == BLOCKS - 60
-    assert node.state == chain.state
-
-
-def test_a_bad_signature_in_the_first_half_of_a_joined_batch(
-    node: Node, mined: tuple[LabChain, list[Block]]
-) -> None:
-    chain, blocks = mined
-    head = list(blocks[:50])
-    head[20] = with_bad_producer_signature(head[20])
-    joined = node.stage_batch(blocks[50:100], chain.now, extending=node.stage_batch(head, chain.now))
+    first_hundred = list(blocks[:100])
+    first_hundred[bad] = with_bad_producer_signature(first_hundred[bad])
+    joined = node.stage_batch(first_hundred[50:], chain.now,
+                              extending=node.stage_batch(first_hundred[:50], chain.now))
     after = node.stage_batch(blocks[100:], chain.now, after=joined)
-    with pytest.raises(InvalidBlock, match="block 21 has a bad signature"):
+    with pytest.raises(InvalidBlock, match=f"block {bad + 1} has a bad signature"):
         node.finish_batch(joined, chain.now)
-    assert node.height == 20 and node.store.load_state() == node.state
+    assert node.height == bad and node.store.load_state() == node.state
     with pytest.raises(StaleBatch):
         node.finish_batch(after, chain.now)
-    assert node.accept_blocks(blocks[20:], chain.now) == BLOCKS - 20
+    assert node.accept_blocks(blocks[bad:], chain.now) == BLOCKS - bad
     assert node.state == chain.state
 
 
