@@ -11,7 +11,7 @@ import pytest
 
 from snode.core.blocks import Block
 from snode.core.errors import InvalidBlock
-from snode.core.state import undo_block
+from snode.core.state import ChainState, undo_block
 from snode.node import node as node_module
 from snode.node import verifier as verifier_module
 from snode.node.node import Node, StaleBatch
@@ -36,14 +36,19 @@ def mined(chain: LabChain) -> tuple[LabChain, list[Block]]:
     return chain, chain.blocks[1:]
 
 
+def genesis_of(chain: LabChain) -> ChainState:
+    state = chain.state
+    for undo in reversed(chain.undos):
+        state = undo_block(state, undo)
+    return state
+
+
 @pytest.fixture
 def node(tmp_path: Path, mined: tuple[LabChain, list[Block]], monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
     """A node at genesis whose verifier gets its checks in small hand-offs (so a batch here
     spans several, and several workers)."""
     chain, _ = mined
-    genesis_state = chain.state
-    for undo in reversed(chain.undos):
-        genesis_state = undo_block(genesis_state, undo)
+    genesis_state = genesis_of(chain)
     monkeypatch.setattr(node_module, "VERIFY_CHUNK", 16)
     monkeypatch.setattr(verifier_module, "INLINE_BELOW", 8)
     store = ChainStore.open(tmp_path / DATABASE_FILE, genesis_block=chain.blocks[0], genesis_state=genesis_state)
@@ -197,3 +202,23 @@ def test_a_rule_broken_in_the_extension_keeps_the_blocks_before_it(
     assert node.height == 60 and node.store.load_state() == node.state
     with pytest.raises(StaleBatch):
         node.finish_batch(first, chain.now)
+
+
+def test_sync_batches_defer_the_state_up_to_a_bound_and_close_writes_it(
+    node: Node, mined: tuple[LabChain, list[Block]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    chain, blocks = mined
+    monkeypatch.setattr(node_module, "STATE_FLUSH_BLOCKS", 50)
+    state_heights = []
+    for start in range(0, 100, 20):
+        staged = node.stage_batch(blocks[start:start + 20], chain.now)
+        node.finish_batch(staged, chain.now, defer_state=True)
+        state_heights.append(node.store.state_height())
+    # Written once 50 blocks or more would be left unwritten.
+    assert state_heights == [0, 0, 60, 60, 60]
+    assert node.store.tip()[0] == 100 and node.height == 100
+    node.close()
+    with ChainStore.open(tmp_path / DATABASE_FILE, genesis_block=chain.blocks[0],
+                         genesis_state=genesis_of(chain)) as store:
+        assert store.state_height() == 100
+        assert store.load_state() == node.state

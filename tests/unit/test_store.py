@@ -323,3 +323,78 @@ def test_only_the_last_block_of_a_batch_needs_its_state(db: Path, history: Histo
         assert store.tip()[0] == 0
         store.commit_blocks(without[:-1] + [history.commits[-1]])  # type: ignore[operator]
         assert store.load_state() == history.final_state
+
+
+# --- deferred state (a syncing node's dbcache) ---------------------------------------------
+
+def test_deferred_state_is_written_by_the_next_full_commit(db: Path, history: History) -> None:
+    commits = history.commits
+    with open_store(db, history) as store:
+        store.commit_blocks(commits[:10], defer_state=True)
+        store.commit_blocks(commits[10:20], defer_state=True)
+        assert store.tip() == (20, commits[19][1].tip_hash)  # type: ignore[union-attr]
+        assert store.state_height() == 0
+        with pytest.raises(ValueError, match="deferred"):
+            store.load_state()
+        # The index answers for deferred blocks too.
+        coinbase = commits[14][0].transactions[0]
+        assert store.get_transaction(txid(coinbase)) == (15, coinbase)
+        store.commit_blocks(commits[20:])
+        assert store.state_height() == len(commits)
+        assert store.load_state() == history.final_state
+    with open_store(db, history) as store:
+        assert store.load_state() == history.final_state
+        for block, _, _ in commits:
+            for position, tx in enumerate(block.transactions):
+                assert store.get_transaction(txid(tx)) == (block.header.height, tx)
+
+
+def test_flush_state_writes_what_was_deferred(db: Path, history: History) -> None:
+    commits = history.commits
+    with open_store(db, history) as store:
+        store.commit_blocks(commits[:12], defer_state=True)
+        with pytest.raises(ValueError, match="not the tip"):
+            store.flush_state(commits[5][1])  # type: ignore[arg-type]
+        store.flush_state(commits[11][1])  # type: ignore[arg-type]
+        assert store.state_height() == 12
+        assert store.load_state() == commits[11][1]
+        store.flush_state(commits[11][1])  # nothing deferred: nothing to do
+
+
+def test_a_crash_with_deferred_state_is_caught_up_by_replaying_the_blocks(db: Path, history: History) -> None:
+    from snode.node.node import replay_stored_blocks
+
+    commits = history.commits
+    with open_store(db, history) as store:
+        store.commit_blocks(commits[:8])
+        store.commit_blocks(commits[8:20], defer_state=True)
+        store.commit_blocks(commits[20:], defer_state=True)
+        # closed without flush_state: as a SIGKILL would leave it
+    with open_store(db, history) as store:
+        assert store.tip()[0] == len(commits) and store.state_height() == 8
+        stored = store.load_state()
+        assert stored == commits[7][1]
+        state = replay_stored_blocks(store, stored, history.chain.consensus)
+        assert state == history.final_state
+        assert store.state_height() == len(commits)
+        assert store.load_state() == history.final_state
+        coinbase = commits[25][0].transactions[0]
+        assert store.get_transaction(txid(coinbase)) == (26, coinbase)
+        # Nothing to replay the next time.
+        assert replay_stored_blocks(store, store.load_state(), history.chain.consensus) == history.final_state
+
+
+def test_a_reorganization_over_deferred_state_writes_it_all(db: Path, history: History) -> None:
+    branch = fork(history, depth=3, length=4)
+    commits = history.commits
+    with open_store(db, history) as store:
+        store.commit_blocks(commits[:10])
+        store.commit_blocks(commits[10:], defer_state=True)
+        store.reorganize(undo_records(history, 3), branch, defer_state=True)  # undoing: never deferred
+        assert store.state_height() == branch[-1][1].height  # type: ignore[union-attr]
+        assert store.load_state() == branch[-1][1]
+        for block, _, _ in branch:
+            for tx in block.transactions:
+                assert store.get_transaction(txid(tx)) == (block.header.height, tx)
+    with open_store(db, history) as store:
+        assert store.load_state() == branch[-1][1]

@@ -663,11 +663,12 @@ class PeerManager:
                 except ProtocolViolation as err:
                     self.ban(peer, str(err))
 
-    def _finish(self, batch: StagedBatch) -> None:
+    def _finish(self, batch: StagedBatch, *, more: bool = False) -> None:
         """Store and adopt a staged sync batch (Node.finish_batch); an invalid block in it is
-        the peer's fault."""
+        the peer's fault. `more`: another batch is staged after it, so the store may defer its
+        state rows (written with a later batch, at the latest with the sync's last)."""
         try:
-            self.node.finish_batch(batch, int(self.clock()))
+            self.node.finish_batch(batch, int(self.clock()), defer_state=more)
         except (BlockFromFuture, StaleBatch):
             raise
         except SnodeError as err:
@@ -724,7 +725,7 @@ class PeerManager:
                     batch = node.stage_batch(blocks, int(self.clock()), after=staged)
                     staging.batch = None
                     if staged is not None:
-                        self._finish(staged)
+                        self._finish(staged, more=batch.failure is None)
                 if more and batch.failure is None:
                     staging.batch = batch
                 else:

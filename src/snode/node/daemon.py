@@ -28,7 +28,7 @@ from snode.core.genesis import genesis_state
 from snode.net.peers import PeerManager
 from snode.node.config import Config, ConfigError, Endpoint, build_config
 from snode.node.datadir import DataDir, check_writable
-from snode.node.node import Identity, Node
+from snode.node.node import Identity, Node, replay_stored_blocks
 from snode.node.sn_service import ServiceNodeDuties
 from snode.node.systemd import notify
 from snode.tools.entry import run_command
@@ -231,7 +231,7 @@ class Daemon:
         state0, block0, consensus = genesis_state(doc, params)
         try:
             store = ChainStore.open(datadir.database, genesis_block=block0, genesis_state=state0)
-            state = store.load_state()
+            state = replay_stored_blocks(store, store.load_state(), consensus)
         except StoreError as err:
             raise ConfigError(f"--data-dir: {err.reason}") from None
         identity = None

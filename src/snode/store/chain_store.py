@@ -15,6 +15,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Final
@@ -49,14 +50,38 @@ _TxRow = tuple[bytes, int, int]
 """(txid, height, position) of the txs table."""
 
 
-class ChainStore:
-    """Blocks, undo records, the transaction index and the state at the tip of one chain."""
+@dataclass
+class _Deferred:
+    """What blocks committed with `defer_state` left unwritten: the state keys they touched,
+    those of them that have no row (made after the stored state), and their transaction index
+    rows."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, height: int, tip_hash: bytes) -> None:
+    touched: state_tables.Touched
+    absent: state_tables.Touched
+    txs: list[_TxRow]
+
+
+class ChainStore:
+    """Blocks, undo records, the transaction index and the state at the tip of one chain.
+
+    The state tables normally hold the state at the tip. A syncing node may commit blocks with
+    `defer_state` (Bitcoin Core's dbcache, in short): their blocks are durable at once, their
+    state rows and transaction index rows are written later, all at once, by a commit without
+    it or by `flush_state`. Between sync commits most pages of the state tables are rewritten
+    whatever the number of blocks, so this divides their writes by the number of batches
+    deferred. After a crash the stored state is behind the stored tip (`state_height`), and the
+    node applies the blocks after it again (`Node.replay_stored_blocks`).
+    """
+
+    def __init__(
+        self, conn: sqlite3.Connection, path: Path, tip: tuple[int, bytes], state_height: int
+    ) -> None:
         """Wrap an open, checked connection; use `ChainStore.open`."""
         self._conn = conn
         self._path = path
-        self._tip = (height, tip_hash)
+        self._tip = tip
+        self._state_height = state_height
+        self._deferred: _Deferred | None = None
 
     @classmethod
     def open(
@@ -82,11 +107,19 @@ class ChainStore:
         try:
             if stored is None:
                 _create(conn, path, genesis_block, genesis_state)
-            tip = state_tables.read_tip(conn)
+            state_tip = state_tables.read_tip(conn)
+            height, tip_hash = conn.execute(
+                "SELECT height, hash FROM main_chain ORDER BY height DESC LIMIT 1"
+            ).fetchone()
+            if height < state_tip.height or (height == state_tip.height and tip_hash != state_tip.tip_hash):
+                raise StoreError(
+                    f"database {path} is inconsistent: its state is at height {state_tip.height} "
+                    f"but its chain ends at {height}; start with a new data dir"
+                )
         except BaseException:
             conn.close()
             raise
-        return cls(conn, path, tip.height, tip.tip_hash)
+        return cls(conn, path, (height, tip_hash), state_tip.height)
 
     def close(self) -> None:
         """Close the database (SQLite checkpoints the WAL into the main file)."""
@@ -106,16 +139,55 @@ class ChainStore:
         """(height, block hash) of the stored tip."""
         return self._tip
 
+    def state_height(self) -> int:
+        """Height of the state in the state tables: the tip's, unless blocks were committed with
+        `defer_state` since (or were, before a crash)."""
+        return self._state_height
+
     def load_state(self) -> ChainState:
-        """The state at the stored tip, read from the state tables (no block is read)."""
+        """The state stored in the state tables (no block is read): the state at the tip when
+        `state_height() == tip()[0]`. Refused while committed state is deferred in memory."""
+        if self._deferred is not None:
+            raise ValueError("the state of the last blocks is deferred; flush_state first")
         return state_tables.read_state(self._conn)
+
+    def flush_state(self, state: ChainState) -> None:
+        """Write the state and transaction index rows that commits with `defer_state` left in
+        memory; `state` is the state at the stored tip. Nothing to do when nothing is deferred."""
+        deferred = self._deferred
+        if deferred is None:
+            return
+        if (state.height, state.tip_hash) != self._tip:
+            raise ValueError(f"flush_state got the state at height {state.height}, not the tip's")
+        with _transaction(self._conn, self._path):
+            _insert_txs(self._conn, deferred.txs)
+            state_tables.write_state(self._conn, state, deferred.touched, deferred.absent)
+        self._deferred = None
+        self._state_height = state.height
+
+    def write_replayed_state(self, state: ChainState, replayed: Sequence[tuple[Block, Undo]]) -> None:
+        """Bring the state tables up to the stored tip after a crash left them behind
+        (`state_height() < tip()[0]`): `replayed` are the blocks after the stored state, lowest
+        first, with the undo records that applying them again gave; `state` is the state after
+        them."""
+        if (state.height, state.tip_hash) != self._tip or self._deferred is not None:
+            raise ValueError("write_replayed_state takes the state at the stored tip")
+        undos = [undo for _, undo in replayed]
+        txs = [row for block, _ in replayed for row in _block_rows(block, block_hash(block.header), None)[2]]
+        with _transaction(self._conn, self._path):
+            _insert_txs(self._conn, txs)
+            state_tables.write_state(
+                self._conn, state, state_tables.touched_keys(undos), state_tables.absent_before(undos)
+            )
+        self._state_height = state.height
 
     def commit_block(self, block: Block, new_state: ChainState, undo: Undo) -> None:
         """Append one block to the main chain, in one transaction."""
         self.reorganize([], [(block, new_state, undo)])
 
     def commit_blocks(
-        self, batch: Sequence[Commit], *, before_commit: Callable[[], None] | None = None
+        self, batch: Sequence[Commit], *, before_commit: Callable[[], None] | None = None,
+        defer_state: bool = False,
     ) -> None:
         """Append blocks to the main chain, lowest first, in one transaction (sync commits a
         batch per transaction: a crash loses at most the batch, which is downloaded again).
@@ -123,8 +195,11 @@ class ChainStore:
         `before_commit` runs inside the transaction once every row is written, just before it
         commits; if it raises, nothing is written and its exception propagates. (The node waits
         there for the batch's signature checks, which run while the rows are written.)
+        `defer_state`: write the blocks only, and keep what their state rows and transaction
+        index rows need in memory (see the class); a commit without it writes all that is
+        deferred, with its own.
         """
-        self.reorganize([], batch, before_commit=before_commit)
+        self.reorganize([], batch, before_commit=before_commit, defer_state=defer_state)
 
     def undo_tip(self, parent_state: ChainState, undo: Undo) -> None:
         """Take the tip block off the main chain, in one transaction. The block and its undo
@@ -133,7 +208,7 @@ class ChainStore:
 
     def reorganize(
         self, undone: Sequence[Undone], commits: Sequence[Commit], *,
-        before_commit: Callable[[], None] | None = None,
+        before_commit: Callable[[], None] | None = None, defer_state: bool = False,
     ) -> None:
         """Undo blocks off the tip (tip first), then append `commits` (lowest first), in one
         transaction, so that a crash never leaves the chain between two branches.
@@ -141,7 +216,8 @@ class ChainStore:
         Each state row the blocks touched is written once, with its value in the final state.
         ValueError when an undo is not the tip's, a parent state not its parent's, or a block
         does not extend the tip at that point (a caller's bug); nothing is written then.
-        `before_commit`: as for `commit_blocks`.
+        `before_commit`, `defer_state`: as for `commit_blocks` (a reorganization that undoes
+        blocks always writes the state).
         """
         if not undone and not commits:
             return
@@ -174,15 +250,34 @@ class ChainStore:
         # exist at the end have no row to delete: outputs made and spent within one batch.
         # Only without undone blocks: an undone block's old values are not the stored ones.
         absent = state_tables.absent_before(undos) if not undone else None
+        defer = defer_state and not undone
+        deferred = self._deferred
+        if deferred is not None:
+            # Keys made after the stored state have no row; a key the deferred blocks touched
+            # first does, whatever this batch saw of it.
+            if absent is not None:
+                absent = {name: deferred.absent[name] | (keys - deferred.touched[name])
+                          for name, keys in absent.items()}
+            touched = {name: deferred.touched[name] | keys for name, keys in touched.items()}
+            undone_heights = {h for (h,) in stale_heights}
+            txs = [row for row in deferred.txs if row[1] not in undone_heights] + txs
         with _transaction(self._conn, self._path):
             # Stale rows go first: a transaction in both branches is indexed at its new height.
             self._conn.executemany("DELETE FROM main_chain WHERE height = ?", stale_heights)
             self._conn.executemany("DELETE FROM txs WHERE txid = ? AND height = ?", stale_txs)
-            _insert_blocks(self._conn, blocks, main_chain, txs)
-            state_tables.write_state(self._conn, final_state, touched, absent)
+            _insert_blocks(self._conn, blocks, main_chain)
+            if not defer:
+                _insert_txs(self._conn, txs)
+                state_tables.write_state(self._conn, final_state, touched, absent)
             if before_commit is not None:
                 before_commit()
         self._tip = (height, tip_hash)
+        if defer:
+            assert absent is not None
+            self._deferred = _Deferred(touched, absent, txs)
+        else:
+            self._deferred = None
+            self._state_height = height
 
     def _check_undoes_tip(
         self, height: int, tip_hash: bytes, parent_state: ChainState, undo: Undo
@@ -247,6 +342,13 @@ class ChainStore:
 
     def get_transaction(self, tx_id: bytes) -> tuple[int, Transaction] | None:
         """(height, transaction) of a main-chain transaction, or None."""
+        # A deferred row is looked for by a scan: such lookups are rare (an RPC call during a
+        # sync), and an index beside the rows would grow the syncing node's memory.
+        deferred = next((row for row in self._deferred.txs if row[0] == tx_id), None) if self._deferred else None
+        if deferred is not None:
+            block = self.get_block_by_height(deferred[1])
+            assert block is not None
+            return deferred[1], block.transactions[deferred[2]]
         row = self._conn.execute(
             "SELECT t.height, t.position, b.data FROM txs t"
             " JOIN main_chain m ON m.height = t.height JOIN blocks b ON b.hash = m.hash"
@@ -313,7 +415,8 @@ def _create(conn: sqlite3.Connection, path: Path, block: Block, state: ChainStat
     block_row, main_row, tx_rows = _block_rows(block, state.tip_hash, None)
     with _transaction(conn, path):
         schema.create_tables(conn)
-        _insert_blocks(conn, [block_row], [main_row], tx_rows)
+        _insert_blocks(conn, [block_row], [main_row])
+        _insert_txs(conn, tx_rows)
         state_tables.write_state(conn, state, state_tables.all_keys(state))
 
 
@@ -352,14 +455,17 @@ def _block_rows(
 
 
 def _insert_blocks(
-    conn: sqlite3.Connection,
-    blocks: list[_BlockRow],
-    main_chain: list[_MainChainRow],
-    txs: list[_TxRow],
+    conn: sqlite3.Connection, blocks: list[_BlockRow], main_chain: list[_MainChainRow]
 ) -> None:
     # REPLACE: a block undone by a reorg may come back; its stored row is rewritten.
     conn.executemany(
         "INSERT OR REPLACE INTO blocks (hash, height, data, undo) VALUES (?, ?, ?, ?)", blocks
     )
     conn.executemany("INSERT INTO main_chain (height, hash) VALUES (?, ?)", main_chain)
-    conn.executemany("INSERT OR REPLACE INTO txs (txid, height, position) VALUES (?, ?, ?)", txs)
+
+
+def _insert_txs(conn: sqlite3.Connection, txs: list[_TxRow]) -> None:
+    # In key order: many rows (a deferred sync's) go into the B-tree fastest that way.
+    conn.executemany(
+        "INSERT OR REPLACE INTO txs (txid, height, position) VALUES (?, ?, ?)", sorted(txs)
+    )
