@@ -25,6 +25,7 @@ from snode.core.transactions import txid
 from snode.devchain import DevChain, key_from_label
 from snode.params import COIN
 from snode.store import DATABASE_FILE, ChainStore, Commit, StoreError, Undone
+from snode.store.schema import SCHEMA_VERSION
 
 
 class History(NamedTuple):
@@ -248,7 +249,7 @@ def test_an_unknown_schema_version_is_refused_and_the_file_left_untouched(
     with pytest.raises(StoreError) as refused:
         open_store(db, history)
     assert str(refused.value) == (
-        "database schema version 7 is not supported by this snode (expects 1): use a matching "
+        "database schema version 7 is not supported by this snode (expects 2): use a matching "
         "snode release or a new data dir"
     )
     assert file_digest(db) == before
@@ -398,3 +399,18 @@ def test_a_reorganization_over_deferred_state_writes_it_all(db: Path, history: H
                 assert store.get_transaction(txid(tx)) == (block.header.height, tx)
     with open_store(db, history) as store:
         assert store.load_state() == branch[-1][1]
+
+
+def test_a_version_1_database_is_opened_and_stamped_with_the_current_version(db: Path, history: History) -> None:
+    with committed_store(db, history):
+        pass
+    old = sqlite3.connect(db)
+    old.execute("PRAGMA user_version = 1")
+    old.commit()
+    old.close()
+    with open_store(db, history) as store:
+        assert store.load_state() == history.final_state
+        assert store.state_height() == store.tip()[0] == len(history.commits)
+    check = sqlite3.connect(db)
+    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    check.close()

@@ -662,6 +662,7 @@ class PeerManager:
                     log.warning("sync from %s paused: %s (check both clocks)", peer.name, err.reason)
                 except ProtocolViolation as err:
                     self.ban(peer, str(err))
+            self.node.flush_state()  # whatever deferred state a sync that ended early left
 
     def _finish(self, batch: StagedBatch, *, more: bool = False) -> None:
         """Store and adopt a staged sync batch (Node.finish_batch); an invalid block in it is

@@ -231,8 +231,12 @@ class Daemon:
         state0, block0, consensus = genesis_state(doc, params)
         try:
             store = ChainStore.open(datadir.database, genesis_block=block0, genesis_state=state0)
+        except StoreError as err:
+            raise ConfigError(f"--data-dir: {err.reason}") from None
+        try:
             state = replay_stored_blocks(store, store.load_state(), consensus)
         except StoreError as err:
+            store.close()
             raise ConfigError(f"--data-dir: {err.reason}") from None
         identity = None
         if cfg.service_node:

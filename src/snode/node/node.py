@@ -444,11 +444,21 @@ class Node:
         self.proof_endpoints[proof.pubkey] = (proof.public_ip, proof.quorumnet_port)
         self.proofs_version += 1
 
+    def flush_state(self) -> None:
+        """Write the state the store deferred during a sync (`finish_batch(defer_state=...)`).
+        A failure is logged, not raised: the stored blocks are applied again at the next
+        start-up."""
+        try:
+            self.store.flush_state(self.state)
+        except (StoreError, ValueError) as err:
+            log.warning("could not write the chain state (%s); it is rebuilt from the stored "
+                        "blocks at the next start", err)
+
     def close(self) -> None:
         """Write the state the store deferred, release the workers and the store."""
         self.verifier.close()
         try:
-            self.store.flush_state(self.state)
+            self.flush_state()
         finally:
             self.store.close()
 

@@ -107,6 +107,8 @@ class ChainStore:
         try:
             if stored is None:
                 _create(conn, path, genesis_block, genesis_state)
+            else:
+                schema.migrate(conn)
             state_tip = state_tables.read_tip(conn)
             height, tip_hash = conn.execute(
                 "SELECT height, hash FROM main_chain ORDER BY height DESC LIMIT 1"
@@ -252,12 +254,10 @@ class ChainStore:
         absent = state_tables.absent_before(undos) if not undone else None
         defer = defer_state and not undone
         deferred = self._deferred
-        if deferred is not None:
-            # Keys made after the stored state have no row; a key the deferred blocks touched
-            # first does, whatever this batch saw of it.
+        if deferred is not None and not defer:
+            # Everything deferred is written now, with this call's rows.
             if absent is not None:
-                absent = {name: deferred.absent[name] | (keys - deferred.touched[name])
-                          for name, keys in absent.items()}
+                absent = _absent_after(deferred, absent)
             touched = {name: deferred.touched[name] | keys for name, keys in touched.items()}
             undone_heights = {h for (h,) in stale_heights}
             txs = [row for row in deferred.txs if row[1] not in undone_heights] + txs
@@ -274,7 +274,14 @@ class ChainStore:
         self._tip = (height, tip_hash)
         if defer:
             assert absent is not None
-            self._deferred = _Deferred(touched, absent, txs)
+            if deferred is None:
+                self._deferred = _Deferred(touched, absent, txs)
+            else:  # grown in place: no copy of what is already deferred per batch
+                new_absent = _absent_after(deferred, absent)
+                for name, keys in touched.items():
+                    deferred.touched[name] |= keys
+                deferred.absent = new_absent
+                deferred.txs.extend(txs)
         else:
             self._deferred = None
             self._state_height = height
@@ -386,6 +393,14 @@ class ChainStore:
             self._conn.execute(
                 "INSERT OR REPLACE INTO node_meta (key, value) VALUES (?, ?)", (key, value)
             )
+
+
+def _absent_after(deferred: _Deferred, absent: state_tables.Touched) -> state_tables.Touched:
+    """Keys without a row after the deferred blocks and then blocks whose own `absent_before`
+    is `absent`: those the deferred blocks made, and those these blocks made that the deferred
+    ones did not touch (a key the deferred blocks touched first has a row exactly when it had
+    one at the stored state)."""
+    return {name: deferred.absent[name] | (keys - deferred.touched[name]) for name, keys in absent.items()}
 
 
 @contextmanager

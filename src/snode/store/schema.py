@@ -14,8 +14,12 @@ from typing import Final
 
 from snode.store.errors import StoreError
 
-SCHEMA_VERSION: Final = 1
-"""Bump with every change to the tables below (and refuse the old version, or migrate it)."""
+SCHEMA_VERSION: Final = 2
+"""Bump with every change to the tables below or to what their rows mean (and refuse the old
+version, or migrate it). 2: the state tables may be behind the stored blocks (a sync's
+deferred state, `ChainStore`), which a version-1 snode would misread; a version-1 file is
+stamped 2 when opened, its rows are valid as they are."""
+MIGRATES_FROM: Final = (1,)
 
 TABLES: Final = (
     # The block and the record that undoes it share a row: one insert per block. Blocks leave
@@ -85,7 +89,7 @@ def _read_genesis(conn: sqlite3.Connection, path: Path) -> bytes | None:
         if tables == 0:
             return None
         raise StoreError(f"{path} is not an snode database: use a new data dir")
-    if version != SCHEMA_VERSION:
+    if version != SCHEMA_VERSION and version not in MIGRATES_FROM:
         raise StoreError(
             f"database schema version {version} is not supported by this snode (expects "
             f"{SCHEMA_VERSION}): use a matching snode release or a new data dir"
@@ -116,6 +120,14 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.close()
         raise _open_error(path, err) from None
     return conn
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring a database of an older supported version (checked by `stored_genesis`) to
+    SCHEMA_VERSION; nothing to do for one that is already there."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version in MIGRATES_FROM:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")  # 1 -> 2: same rows
 
 
 def create_tables(conn: sqlite3.Connection) -> None:
