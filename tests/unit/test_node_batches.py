@@ -222,3 +222,21 @@ def test_sync_batches_defer_the_state_up_to_a_bound_and_close_writes_it(
                          genesis_state=genesis_of(chain)) as store:
         assert store.state_height() == 100
         assert store.load_state() == node.state
+
+
+def test_outputs_of_matches_a_scan_of_the_state_built_late_or_early(
+    node: Node, mined: tuple[LabChain, list[Block]]
+) -> None:
+    chain, blocks = mined
+
+    def scanned(owner: bytes) -> list[tuple[bytes, object]]:
+        return sorted((k, e) for k, e in node.state.utxos.items() if e.owner == owner)
+
+    owners = {e.owner for e in chain.state.utxos.values()}
+    node.accept_blocks(blocks[:60], chain.now)
+    # Built at the first call, from the state as it is...
+    assert all(node.outputs_of(owner) == scanned(owner) for owner in owners)
+    # ...and kept up to date by the blocks after it: outputs spent, made, and owners emptied.
+    node.accept_blocks(blocks[60:], chain.now)
+    assert all(node.outputs_of(owner) == scanned(owner) for owner in owners)
+    assert node.outputs_of(bytes(32)) == []

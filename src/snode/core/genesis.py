@@ -17,7 +17,7 @@ from snode.core.blocks import ZERO_HASH, ZERO_SIGNATURE, Block, BlockHeader, blo
 from snode.core.crypto import SigningKey
 from snode.core.errors import InvalidAddress, InvalidGenesis
 from snode.core.quorums import authority_quorum
-from snode.core.state import ChainState, UtxoEntry
+from snode.core.state import ChainState, new_utxo
 from snode.core.transactions import TX_VERSION, Coinbase, Transaction, TxOut, outpoint_key, txid
 from snode.core.types import PUBKEY_BYTES, Amount, Timestamp
 from snode.params import (
@@ -110,7 +110,7 @@ def genesis_state(doc: GenesisDoc, params: NetworkParams) -> tuple[ChainState, B
     coinbase = block.transactions[0]
     cb_id = txid(coinbase)
     utxos = immutables.Map(
-        {outpoint_key(cb_id, i): UtxoEntry(o.owner, o.amount, 0) for i, o in enumerate(coinbase.outputs)}
+        {outpoint_key(cb_id, i): new_utxo(o.owner, o.amount, 0) for i, o in enumerate(coinbase.outputs)}
     )
     authorities = tuple(bytes.fromhex(k) for k in doc.authorities)
     h = block_hash(block.header)

@@ -27,8 +27,8 @@ from snode.core.errors import BadSignature, BlockFromFuture, InvalidBlock, Inval
 from snode.core.genesis import Consensus
 from snode.core.quorums import obligations_quorum_from_active
 from snode.core.state import (
-    ChainState, Quorum, ServiceNode, TrackedMap, Undo, UtxoEntry, current_index, registry_index,
-    updated_index, with_index,
+    ChainState, Quorum, ServiceNode, TrackedMap, Undo, UtxoEntry, current_index, new_utxo,
+    registry_index, updated_index, with_index,
 )
 from snode.core.transactions import (
     TX_VERSION, Coinbase, Registration, Stake, StateChange, Transaction, TxOut,
@@ -140,7 +140,7 @@ def _apply_transaction(
         )
     unlock = height + params.unlock_confirmations
     for i, out in enumerate(tx.outputs):
-        w.utxos.set(tx_id + i.to_bytes(2, "big"), UtxoEntry(out.owner, out.amount, unlock))
+        w.utxos.set(tx_id + i.to_bytes(2, "big"), new_utxo(out.owner, out.amount, unlock))
     return fee
 
 
@@ -362,7 +362,7 @@ def apply_block_encoded(
         raise InvalidBlock("block coinbase does not pay the expected reward and fees")
     unlock = header.height + params.unlock_confirmations
     for i, out in enumerate(coinbase.outputs):
-        w.utxos.set(outpoint_key(ids[0], i), UtxoEntry(out.owner, out.amount, unlock))
+        w.utxos.set(outpoint_key(ids[0], i), new_utxo(out.owner, out.amount, unlock))
     if winner is not None:
         paid = w.service_nodes.get(winner)
         assert paid is not None

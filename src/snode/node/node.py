@@ -131,9 +131,10 @@ class Node:
         """Called with the new blocks after each tip change (P2P announces them)."""
         self.tx_listeners: list[Callable[[Transaction, bytes, object], None]] = []
         """Called with (transaction, id, source) for each transaction the mempool admits."""
-        self._by_owner: dict[bytes, set[bytes]] = defaultdict(set)
-        for key, entry in state.utxos.items():
-            self._by_owner[entry.owner].add(key)
+        self._by_owner: dict[bytes, set[bytes]] | None = None
+        """Output keys by owner, for `outputs_of`: built at its first call and kept up to date
+        from then on. A node that serves no wallet never builds it (about 70 bytes per
+        unspent output: 27 MiB of 390,000)."""
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -144,6 +145,11 @@ class Node:
     def outputs_of(self, owner: bytes) -> list[tuple[bytes, UtxoEntry]]:
         """Unspent outputs of a public key at the tip, by output key."""
         utxos = self.state.utxos
+        if self._by_owner is None:
+            by_owner: dict[bytes, set[bytes]] = defaultdict(set)
+            for key, entry in utxos.items():
+                by_owner[entry.owner].add(key)
+            self._by_owner = dict(by_owner)
         return sorted((k, utxos[k]) for k in self._by_owner.get(owner, ()))
 
     def sn_state_word(self) -> str:
@@ -316,18 +322,22 @@ class Node:
     ) -> None:
         """Make `state` current after the store committed it (`undos`: the records of `blocks`,
         applied on the current state; `mined`: their transaction ids, when known)."""
-        # Each output key once per batch: its owner before the first block and after the last.
-        before: dict[bytes, UtxoEntry | None] = {}
-        for undo in undos:
-            for key, old in undo.utxos:
-                before.setdefault(key, old)
         by_owner, utxos = self._by_owner, state.utxos
-        for key, old in before.items():
-            if old is not None:
-                by_owner[old.owner].discard(key)
-            new = utxos.get(key)
-            if new is not None:
-                by_owner[new.owner].add(key)
+        if by_owner is not None:
+            # Each output key once per batch: its owner before the first block and after the last.
+            before: dict[bytes, UtxoEntry | None] = {}
+            for undo in undos:
+                for key, old in undo.utxos:
+                    before.setdefault(key, old)
+            for key, old in before.items():
+                if old is not None:
+                    keys = by_owner[old.owner]
+                    keys.discard(key)
+                    if not keys:
+                        del by_owner[old.owner]
+                new = utxos.get(key)
+                if new is not None:
+                    by_owner.setdefault(new.owner, set()).add(key)
         self.state = state
         if mined is None:
             mined = [txid(tx) for block in blocks for tx in block.transactions]
@@ -373,9 +383,7 @@ class Node:
         self.store.reorganize([(parent, undo) for parent, undo, _ in undone], commits)
         log.warning("reorganized: undid %d blocks back to height %d, applied %d; new tip %d %s",
                     len(undone), fork_height, len(branch), state.height, state.tip_hash.hex()[:16])
-        self._by_owner = defaultdict(set)
-        for key, entry in state.utxos.items():
-            self._by_owner[entry.owner].add(key)
+        self._by_owner = None  # built again at the next outputs_of
         old_pool = self.pool
         self.pool = mp.Mempool()
         self._adopt(state, [], [c[0] for c in commits], now)

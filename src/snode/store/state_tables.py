@@ -17,7 +17,7 @@ import immutables
 import msgspec
 
 from snode.core.encoding import decode_trusted, encode
-from snode.core.state import MAP_NAMES, ChainState, Quorum, ServiceNode, Undo, UtxoEntry
+from snode.core.state import MAP_NAMES, ChainState, Quorum, ServiceNode, Undo, UtxoEntry, new_utxo
 from snode.core.types import Amount, Hash32, Height, Timestamp
 
 VALUE_TYPES: Final[dict[str, type]] = {
@@ -117,7 +117,12 @@ def read_state(conn: sqlite3.Connection) -> ChainState:
 
 def _read_map(conn: sqlite3.Connection, name: str) -> immutables.Map[Any, Any]:
     kind = VALUE_TYPES[name]
-    rows = conn.execute(f"SELECT key, value FROM {name}").fetchall()
+    rows = conn.execute(f"SELECT key, value FROM {name}")
+    if kind is UtxoEntry:  # with their owners' bytes shared (`state.new_utxo`)
+        return immutables.Map(
+            (key, new_utxo(entry.owner, entry.amount, entry.unlock_height))
+            for key, value in rows for entry in (decode_trusted(value, UtxoEntry),)
+        )
     return immutables.Map((key, decode_trusted(value, kind)) for key, value in rows)
 
 
