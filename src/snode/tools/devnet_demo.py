@@ -136,8 +136,10 @@ def run_story(devnet: Devnet, story: Story) -> None:
     for name, coins in (("solo-operator", "200010"), ("pool-operator", "100010"), ("alice", "60010"), ("bob", "40010")):
         _wallet_ok(devnet, "faucet", "--command", f"transfer {addresses[name]} {coins}", "--yes")
     say("faucet paid each wallet; outputs unlock 10 blocks after their block")
-    story.wait("the operators' coins to unlock",
-               lambda: _balance(devnet, "solo-operator").get("Unlocked balance", "0") not in ("0", "0.0"), 60)
+    # Every wallet's: the four payments may land in two blocks, a block apart.
+    story.wait("the wallets' coins to unlock",
+               lambda: all(_balance(devnet, name).get("Unlocked balance", "0") not in ("0", "0.0")
+                           for name in names), 60)
     say("solo-operator: " + ", ".join(f"{k} {v}" for k, v in _balance(devnet, "solo-operator").items()))
 
     solo_pk, pool_pk = (_service_node_key(devnet, i) for i in (1, 2))
