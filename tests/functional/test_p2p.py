@@ -161,7 +161,7 @@ def test_kill_mid_sync_then_resume(nodes):
     # Every block the node reported before the kill was committed, so none is lost; the state
     # of blocks whose state rows were still deferred is rebuilt from them at start-up.
     assert seen <= syncing.get_info()["height"] <= 5_000
-    assert "stored blocks after the stored state" in syncing.stderr_text()
+    assert "the last stop was not clean" in syncing.stderr_text()
     connect_nodes(syncing, source)
     sync_blocks([source, syncing], timeout=120)
     assert_equal(syncing.get_info()["target_height"], 0)

@@ -479,8 +479,9 @@ def replay_stored_blocks(store: ChainStore, state: ChainState, consensus: Consen
     tip_height = store.tip()[0]
     if state.height >= tip_height:
         return state
-    log.info("applying the %d stored blocks after the stored state (height %d) again",
-             tip_height - state.height, state.height)
+    log.warning("the last stop was not clean: the chain state on disk is at height %d, the "
+                "stored blocks reach %d; applying the %d blocks after it again",
+                state.height, tip_height, tip_height - state.height)
     replayed = []
     for height in range(state.height + 1, tip_height + 1):
         block = store.get_block_by_height(height)
