@@ -50,7 +50,7 @@ PRAGMAS: Final = (
     # The state and transaction-index tables take writes at random keys. SQLite's default 2 MB
     # page cache made every sync batch re-read pages and spill dirty ones. 16 MiB halved the
     # CPU of a 500-block batch's writes when each batch wrote the state; since a sync writes
-    # the state at most every 5,000 blocks (`ChainStore`'s defer_state), 8 MiB syncs 100,000
+    # the state at most every 3,000 blocks (`ChainStore`'s defer_state), 8 MiB syncs 100,000
     # blocks as fast (41.3 against 41.9 s) with 8 MiB less memory (177 against 185 MiB peak).
     # Only pages actually read count against it.
     "PRAGMA cache_size = -8192",
