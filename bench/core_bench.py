@@ -27,6 +27,8 @@ from typing import Any, Final
 from rich.console import Console
 from rich.table import Table
 
+from bench.report import verdict
+
 from snode.core import mempool as mp
 from snode.core.blocks import Block
 from snode.core.crypto import SigningKey, verify
@@ -217,12 +219,11 @@ def report(results: dict[str, Any], console: Console) -> None:
         table.add_column(name, justify="right", no_wrap=True)
     for figures in results["blocks"].values():
         share = figures["sig_share"]
-        verdict = "[green]PASS[/]" if share >= TARGET_SIG_SHARE else "[red]BELOW[/]"
         table.add_row(
             str(figures["transfers"]), str(figures["signatures"]), f"{figures['apply_ms']:.2f}",
             f"{figures['blocks_per_s']:,.0f}", f"{figures['transfers_per_s']:,.0f}",
             f"{figures['verify_ms']:.2f}", f"{figures['apply_ms'] - figures['verify_ms']:.2f}",
-            f"{share:.2f}", f">= {TARGET_SIG_SHARE}", verdict,
+            f"{share:.2f}", f">= {TARGET_SIG_SHARE}", verdict(share >= TARGET_SIG_SHARE),
         )
     console.print(table)
     console.print("apply ms = apply_block time per block; verify ms = verifying its signatures alone")

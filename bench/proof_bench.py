@@ -66,6 +66,7 @@ from rich.table import Table
 from bench import daemons
 from bench.daemons import P2P_PORT, PROOF_NET, Daemon, loopback_ip, process_cpu_seconds
 from bench.proof_chain import PARAMS, build_chain
+from bench.report import verdict
 from snode import __version__
 from snode.core.crypto import SigningKey, verify
 from snode.core.proofs import UptimeProof, make_proof, proof_message
@@ -538,7 +539,7 @@ def report(results: dict[str, Any], console: Console | None = None) -> None:
     console.print(
         f"intake (median): {results['intake_per_s']:,.0f} proofs/s accepted; ratio intake/limit "
         f"(median of the trials) {ratio:.2f} (target >= {TARGET_RATIO}) "
-        + ("[green]PASS[/]" if ratio >= TARGET_RATIO else "[red]BELOW[/]")
+        + verdict(ratio >= TARGET_RATIO)
     )
     if results["cpu_ratio"] is not None:
         console.print(

@@ -46,9 +46,9 @@ from typing import Any, Final
 
 import msgspec
 from rich.console import Console
-from rich.table import Table
 
 from bench import daemons
+from bench.report import figures_table, verdict
 from bench.daemons import (
     BENCH_DIR, RPC_NET, Daemon, child_env, loopback_ip, process_cpu_seconds, stop_process,
 )
@@ -491,10 +491,6 @@ def run(profile: bool = False) -> dict[str, Any]:
     return results
 
 
-def _verdict(ok: bool) -> str:
-    return "[green]PASS[/]" if ok else "[red]BELOW[/]"
-
-
 def report(results: dict[str, Any], console: Console) -> None:
     """Print the figures of `run` as a table, each with its target and verdict."""
     chain, sn, info = results["chain"], results["get_service_nodes"], results["get_info"]
@@ -506,28 +502,25 @@ def report(results: dict[str, Any], console: Console) -> None:
         f"chain: {chain['records']:,} service nodes ({statuses}) at height {chain['height']}, "
         f"built through RPC in {chain['setup_s']:.1f} s ({phases})"
     )
-    table = Table(show_edge=False, pad_edge=False)
-    for name, justify in (("figure", "left"), ("value", "right"), ("limit (same run)", "right"),
-                          ("ratio", "right"), ("target", "left"), ("verdict", "left")):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table = figures_table("limit (same run)")
     ser = f"{sn['serialise_ms']:.2f} ms"
     table.add_row("get_service_nodes median", f"{sn['median_ms']:.2f} ms", "", "",
-                  f"< {TARGET_MEDIAN_MS:g} ms", _verdict(sn["median_ms"] < TARGET_MEDIAN_MS))
+                  f"< {TARGET_MEDIAN_MS:g} ms", verdict(sn["median_ms"] < TARGET_MEDIAN_MS))
     table.add_row("get_service_nodes median vs serialise", f"{sn['median_ms']:.2f} ms", ser,
                   f"{sn['ratio']:.2f}", f"<= {TARGET_SERIALISE_RATIO:g}",
-                  _verdict(sn["ratio"] <= TARGET_SERIALISE_RATIO))
+                  verdict(sn["ratio"] <= TARGET_SERIALISE_RATIO))
     table.add_row("get_service_nodes p99", f"{sn['p99_ms']:.2f} ms", "", "", "", "")
     table.add_row("  first call after a new block, median", f"{sn['after_block_median_ms']:.2f} ms", ser,
                   f"{sn['after_block_ratio']:.2f}", f"(< {TARGET_MEDIAN_MS:g} ms)",
-                  _verdict(sn["after_block_median_ms"] < TARGET_MEDIAN_MS))
+                  verdict(sn["after_block_median_ms"] < TARGET_MEDIAN_MS))
     table.add_row("  first call after a new block, p99", f"{sn['after_block_p99_ms']:.2f} ms", "", "", "", "")
     table.add_row(f"get_info over {LOAD_CONNECTIONS} connections", f"{info['get_info_per_s']:,.0f}/s",
                   f"{info['trivial_per_s']:,.0f}/s", f"{info['ratio']:.2f}", f">= {TARGET_INFO_RATIO:g}",
-                  _verdict(info["ratio"] >= TARGET_INFO_RATIO))
+                  verdict(info["ratio"] >= TARGET_INFO_RATIO))
     if "cpu_ratio" in info:
         table.add_row("  server CPU per request, trivial / get_info", f"{info['get_info_cpu_us']:.0f} us",
                       f"{info['trivial_cpu_us']:.0f} us", f"{info['cpu_ratio']:.2f}",
-                      f"(>= {TARGET_INFO_RATIO:g})", _verdict(info["cpu_ratio"] >= TARGET_INFO_RATIO))
+                      f"(>= {TARGET_INFO_RATIO:g})", verdict(info["cpu_ratio"] >= TARGET_INFO_RATIO))
     console.print(table)
     console.print(
         f"get_service_nodes: {LATENCY_CALLS} calls over one keep-alive connection, full response "

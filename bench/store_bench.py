@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from rich.console import Console
 
+from bench.report import verdict
 from snode.core.blocks import Block
 from snode.core.encoding import encode
 from snode.core.state import ChainState, Contribution, ServiceNode, Undo, UtxoEntry
@@ -223,13 +224,13 @@ def report(results: dict[str, Any], console: Console) -> None:
     console.print(f"store: {results['store_commits_per_s']:,.0f} commit_block/s")
     console.print(
         f"ratio store/bare: {ratio:.2f} (target >= {TARGET_RATIO}) "
-        + ("[green]PASS[/]" if ratio >= TARGET_RATIO else "[red]BELOW[/]")
+        + verdict(ratio >= TARGET_RATIO)
     )
     console.print(
         f"restart: open + load_state of {restart['utxos']:,} outputs and "
         f"{restart['service_nodes']:,} service nodes in {seconds:.2f} s "
         f"(target < {RESTART_TARGET_S:.0f} s) "
-        + ("[green]PASS[/]" if seconds < RESTART_TARGET_S else "[red]BELOW[/]")
+        + verdict(seconds < RESTART_TARGET_S)
     )
 
 

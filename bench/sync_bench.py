@@ -50,10 +50,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from rich.console import Console
-from rich.table import Table
 
 from bench import daemons
 from bench.daemons import P2P_PORT, SYNC_NET, Daemon, loopback_ip
+from bench.report import figures_table, verdict
 from bench.sync_chain import PARAMS, ChainStats, SyncChain
 from snode.core.blocks import Block, block_hash
 from snode.core.encoding import decode
@@ -491,7 +491,7 @@ def run(profile: bool = False, blocks: int = BLOCKS, runs: int = SYNC_RUNS) -> d
 
 
 def _verdict(ratio: float) -> str:
-    return "[green]PASS[/]" if ratio >= TARGET_RATIO else "[red]BELOW[/]"
+    return verdict(ratio >= TARGET_RATIO)
 
 
 def report(results: dict[str, Any], console: Console) -> None:
@@ -517,10 +517,7 @@ def report(results: dict[str, Any], console: Console) -> None:
         f"one core {results['verify_one_core_per_s']:,.0f}/s, {results['verify_per_cpu_s']:,.0f} per "
         f"CPU-second); each sync is compared with the better limit of the two around it"
     )
-    table = Table(show_edge=False, pad_edge=False)
-    for name, justify in (("figure", "left"), ("value", "right"), ("bound (same run)", "right"),
-                          ("ratio", "right"), ("target", "left"), ("verdict", "left")):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table = figures_table("bound (same run)")
     bound = f"{sync['bound_blocks_per_s']:,.0f} blocks/s"
     table.add_row(f"sync {chain['blocks']:,} blocks, from daemon start (median of {len(results['runs'])})",
                   f"{sync['blocks_per_s']:,.0f} blocks/s", bound, f"{sync['ratio']:.3f}",

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from bench.daemons import child_pids
 from snode.rpc.client import RpcClient, RpcFailure, RpcUnavailable
 
 TIMEOUT_FACTOR = float(os.environ.get("SNODE_TIMEOUT_FACTOR", "1"))
@@ -160,13 +161,7 @@ class TestNode:
         if not self.running:
             return []
         assert self.process is not None
-        pids: list[int] = []
-        try:
-            for task in Path(f"/proc/{self.process.pid}/task").iterdir():
-                pids += [int(pid) for pid in (task / "children").read_text().split()]
-        except OSError:
-            pass
-        return pids
+        return child_pids(self.process.pid)
 
     def kill(self) -> None:
         """SIGKILL, as a crash."""

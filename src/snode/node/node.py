@@ -484,19 +484,20 @@ def replay_stored_blocks(store: ChainStore, state: ChainState, consensus: Consen
     log.warning("the last stop was not clean: the chain state on disk is at height %d, the "
                 "stored blocks reach %d; applying the %d blocks after it again",
                 state.height, tip_height, tip_height - state.height)
-    replayed = []
+    replayed: list[tuple[Undo, list[bytes]]] = []
     for height in range(state.height + 1, tip_height + 1):
         block = store.get_block_by_height(height)
         if block is None:
             raise StoreError(f"stored block {height} is missing; start with a new data dir")
         try:
-            state, undo = apply_block(state, block, consensus, verifier=_checked_before)
+            applied = apply_block_encoded(state, block, consensus, verifier=_checked_before)
         except SnodeError as err:
             raise StoreError(
                 f"stored block {height} does not apply to the stored state ({err.reason}); "
                 "start with a new data dir"
             ) from None
-        replayed.append((block, undo))
+        state = applied.state
+        replayed.append((applied.undo, applied.txids))  # not the block: its ids are all we need
     store.write_replayed_state(state, replayed)
     return state
 

@@ -167,15 +167,18 @@ class ChainStore:
         self._deferred = None
         self._state_height = state.height
 
-    def write_replayed_state(self, state: ChainState, replayed: Sequence[tuple[Block, Undo]]) -> None:
+    def write_replayed_state(
+        self, state: ChainState, replayed: Sequence[tuple[Undo, Sequence[bytes]]]
+    ) -> None:
         """Bring the state tables up to the stored tip after a crash left them behind
-        (`state_height() < tip()[0]`): `replayed` are the blocks after the stored state, lowest
-        first, with the undo records that applying them again gave; `state` is the state after
-        them."""
+        (`state_height() < tip()[0]`): `replayed` holds, for each block after the stored state,
+        lowest first, the undo record and transaction ids that applying it again gave; `state`
+        is the state after them."""
         if (state.height, state.tip_hash) != self._tip or self._deferred is not None:
             raise ValueError("write_replayed_state takes the state at the stored tip")
-        undos = [undo for _, undo in replayed]
-        txs = [row for block, _ in replayed for row in _block_rows(block, block_hash(block.header), None)[2]]
+        undos = [undo for undo, _ in replayed]
+        txs = [(tx_id, undo.height, position)
+               for undo, ids in replayed for position, tx_id in enumerate(ids)]
         with _transaction(self._conn, self._path):
             _insert_txs(self._conn, txs)
             state_tables.write_state(
