@@ -1,6 +1,6 @@
 """Daemon plumbing shared by the benchmarks that run a real `snoded --regtest` (rpc, sync, proof).
 
-A `Daemon` is one `python -m snode.node.daemon --regtest --non-interactive` subprocess on a 127.x
+A `Daemon` is one `python -m snode.app.daemon --regtest --non-interactive` subprocess on a 127.x
 address of its own with its own data dir, optionally under cProfile; it is stopped by its own pid
 (SIGTERM, or the signal asked for, then SIGKILL after a timeout). `loopback_ip` gives each
 benchmark a distinct range of 127.x addresses (the *_NET bases below), so that concurrent runs,
@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from snode.rpc.client import RpcClient, RpcUnavailable
+from snode.api.client import RpcClient, RpcUnavailable
+from snode.common.procs import child_pids
 
 BENCH_DIR: Final = Path(__file__).resolve().parent
 REPO_DIR: Final = BENCH_DIR.parent
@@ -77,17 +78,6 @@ def process_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def child_pids(pid: int) -> list[int]:
-    """Live child processes of pid (its signature-verifying workers, for a snoded)."""
-    children: list[int] = []
-    try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            children += [int(c) for c in (task / "children").read_text().split()]
-    except OSError:
-        pass
-    return children
-
-
 def stop_process(proc: subprocess.Popen[Any], timeout: float = STOP_TIMEOUT,
                  sig: int = signal.SIGTERM) -> bool:
     """Send sig to this child by its pid; SIGKILL it if it has not stopped after timeout seconds.
@@ -124,7 +114,7 @@ class Daemon:
         self.p2p_port = p2p_port
         runner = ["-m", "cProfile", "-o", str(profile_to)] if profile_to is not None else []
         self.args = [
-            sys.executable, *runner, "-m", "snode.node.daemon", "--regtest", "--non-interactive",
+            sys.executable, *runner, "-m", "snode.app.daemon", "--regtest", "--non-interactive",
             f"--data-dir={data_dir}", f"--rpc-admin={ip}:{rpc_port}", f"--p2p-bind-ip={ip}",
             f"--p2p-bind-port={p2p_port}", *extra,
         ]

@@ -64,7 +64,7 @@ from snode.core.transactions import (
 )
 from snode.core.txbuilder import Spendable, build_spend
 from snode.params import COIN, REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_SEED
-from snode.rpc.client import RpcClient
+from snode.api.client import RpcClient
 
 SERVICE_NODES: Final = 2_000
 POOL_EVERY: Final = 5
@@ -436,7 +436,7 @@ def profile_service_nodes(data_dir: Path, runs: int = 5, top: int = 15) -> str:
     import pstats
 
     from snode.core.genesis import genesis_state
-    from snode.node.datadir import DataDir
+    from snode.app.datadir import DataDir
     from snode.node.node import Node
     from snode.rpc.methods import GetServiceNodesParams, MethodTable
     from snode.store import ChainStore

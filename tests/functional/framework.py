@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from bench.daemons import child_pids
-from snode.rpc.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.common.procs import child_pids
 
 TIMEOUT_FACTOR = float(os.environ.get("SNODE_TIMEOUT_FACTOR", "1"))
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
@@ -101,7 +101,7 @@ class TestNode:
 
     def args(self, extra: list[str] | None = None) -> list[str]:
         args = [
-            sys.executable, "-m", "snode.node.daemon", f"--{self.network}", "--non-interactive",
+            sys.executable, "-m", "snode.app.daemon", f"--{self.network}", "--non-interactive",
             f"--data-dir={self.data_dir}", f"--rpc-admin={self.ip}:{self.rpc_port}",
             f"--p2p-bind-ip={self.ip}", f"--p2p-bind-port={self.p2p_port}", "--log-level=2",
         ]
@@ -185,7 +185,7 @@ class TestNode:
 def run_snoded(args: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
     """Run snoded to completion (for start-up errors): stdin closed, output captured."""
     return subprocess.run(
-        [sys.executable, "-m", "snode.node.daemon", *args], stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "snode.app.daemon", *args], stdin=subprocess.DEVNULL,
         capture_output=True, text=True, timeout=timeout * TIMEOUT_FACTOR,
     )
 

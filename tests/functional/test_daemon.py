@@ -124,7 +124,7 @@ def test_signals_stop_gracefully(nodes, sig):
 def piped_daemon(tmp_path, *extra):
     """snoded with stdin and stdout as pipes; killed by its pid and its pipes closed at the end."""
     ip = next_loopback_ip()
-    args = [sys.executable, "-m", "snode.node.daemon", "--regtest", f"--data-dir={tmp_path / 'dd'}",
+    args = [sys.executable, "-m", "snode.app.daemon", "--regtest", f"--data-dir={tmp_path / 'dd'}",
             f"--rpc-admin={ip}:38091", f"--p2p-bind-ip={ip}", *extra]
     with subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL, text=True) as proc:
@@ -215,7 +215,7 @@ def test_console_is_off_when_stdin_is_not_a_console(tmp_path, stdin):
     commands = tmp_path / "commands"
     commands.write_text("exit\n")
     source = open(commands) if stdin == "file" else {"devnull": subprocess.DEVNULL, "closed pipe": subprocess.PIPE}[stdin]
-    args = [sys.executable, "-m", "snode.node.daemon", "--regtest", f"--data-dir={tmp_path / 'dd'}",
+    args = [sys.executable, "-m", "snode.app.daemon", "--regtest", f"--data-dir={tmp_path / 'dd'}",
             f"--rpc-admin={ip}:38091", f"--p2p-bind-ip={ip}"]
     try:
         with subprocess.Popen(args, stdin=source, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as proc:

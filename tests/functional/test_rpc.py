@@ -12,7 +12,7 @@ import pytest
 from snode.core.crypto import SigningKey
 from snode.core.registration import parse_command
 from snode.params import COIN, REGTEST
-from snode.rpc import errors as E
+from snode.api import errors as E
 from tests.functional.framework import (
     address_of, assert_equal, assert_raises_rpc_error, fund, send_spend,
 )

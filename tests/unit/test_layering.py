@@ -1,8 +1,18 @@
-"""The functional core imports nothing that does I/O, reads the clock or draws randomness, and
-nothing from the shell (DESIGN.md section 2).
+"""The packages depend on each other one way only, and the functional core does no I/O
+(DESIGN.md section 2, README "How the code is laid out").
 
-Reads every module of src/snode/core with `ast` (so imports inside functions count too) instead
-of importing it, and checks each imported module name against the forbidden lists.
+The order, lowest first:
+
+    params, common < core < api (and devchain) < store < node < net < services < rpc < app
+
+A module may import from its own package and from any lower layer, never from a higher one.
+`wallet` and `tools` sit on top and use only the base, the core and the RPC contract (`api`):
+they talk to a daemon through the one client, never through its internals. Nothing under `src/`
+or `tests/` imports the benchmarks (`bench`).
+
+Every file is read with `ast`, so imports inside functions, `if` blocks and `try` blocks count
+as much as those at the top; `__import__` and `importlib` are refused in the core, where they
+would hide an import from this test.
 """
 
 from __future__ import annotations
@@ -12,19 +22,36 @@ from pathlib import Path
 
 import pytest
 
-CORE = Path(__file__).resolve().parents[2] / "src" / "snode" / "core"
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src" / "snode"
+CORE = SRC / "core"
+
+LAYERS: dict[str, int] = {
+    "snode.params": 0, "snode.common": 0,
+    "snode.core": 1,
+    "snode.devchain": 2, "snode.api": 2,
+    "snode.store": 3,
+    "snode.node": 4,
+    "snode.net": 5,
+    "snode.services": 6,
+    "snode.rpc": 7,
+    "snode.sim": 8,
+    "snode.app": 8,
+    "snode.wallet": 9, "snode.tools": 9,
+}
+"""The rank of each package (or top-level module); `snode` itself (its `__version__`) is 0."""
+
+CLIENT_ONLY = frozenset({"snode.wallet", "snode.tools"})
+"""Packages that may use only the base, the core and the RPC contract, besides themselves."""
+CLIENT_ALLOWED = frozenset({"snode.params", "snode.common", "snode.core", "snode.devchain", "snode.api"})
 
 FORBIDDEN_STDLIB = frozenset({
     "asyncio", "socket", "sqlite3", "os", "time", "random", "logging", "subprocess", "threading",
     "datetime", "pathlib", "io", "selectors", "ssl", "http", "urllib", "shutil", "tempfile",
     "secrets", "multiprocessing", "concurrent", "signal", "importlib",
 })
-"""I/O, clock and randomness (plus `importlib`, which would hide an import from this test)."""
-
-FORBIDDEN_SHELL = frozenset({
-    "snode.store", "snode.net", "snode.rpc", "snode.node", "snode.wallet", "snode.tools",
-    "snode.devchain",
-})
+"""What the core may not import: I/O, clock and randomness (plus `importlib`, which would hide
+an import from this test)."""
 
 
 def imported_modules(source: str, module: str) -> list[tuple[int, str]]:
@@ -50,30 +77,123 @@ def imported_modules(source: str, module: str) -> list[tuple[int, str]]:
     return found
 
 
-def violations(source: str, module: str) -> list[str]:
-    """What `source` imports that the core may not."""
+def package_of(name: str) -> str | None:
+    """The entry of LAYERS that `name` belongs to, None for `snode` itself and non-snode names."""
+    for package in LAYERS:
+        if name == package or name.startswith(package + "."):
+            return package
+    return None
+
+
+def layer_violations(source: str, module: str) -> list[str]:
+    """Imports of `module` (a dotted name under snode) against the layer order, or of bench."""
+    own = package_of(module)
+    bad: list[str] = []
+    lines: set[int] = set()
+    for line, name in imported_modules(source, module):
+        if line in lines:
+            continue  # one report per import statement (`from a import b` also yields a.b)
+        if name == "bench" or name.startswith("bench."):
+            bad.append(f"{module}:{line} imports {name} (the benchmarks are not a library)")
+            lines.add(line)
+            continue
+        target = package_of(name)
+        if own is None or target is None or target == own:
+            continue
+        if own in CLIENT_ONLY:
+            if target not in CLIENT_ALLOWED:
+                bad.append(f"{module}:{line} imports {name}: {own} may use only the base, the "
+                           "core and snode.api (a client), not the daemon's internals")
+                lines.add(line)
+        elif LAYERS[target] >= LAYERS[own]:
+            bad.append(f"{module}:{line} imports {name}: {own} (layer {LAYERS[own]}) may not "
+                       f"depend on {target} (layer {LAYERS[target]})")
+            lines.add(line)
+    return bad
+
+
+def core_violations(source: str, module: str) -> list[str]:
+    """What a core module imports that does I/O, reads the clock or draws randomness."""
     bad = []
     for line, name in imported_modules(source, module):
-        top = name.split(".")[0]
-        shell = any(name == s or name.startswith(s + ".") for s in FORBIDDEN_SHELL)
-        if top in FORBIDDEN_STDLIB or shell or name == "__import__":
+        if name.split(".")[0] in FORBIDDEN_STDLIB or name == "__import__":
             bad.append(f"{module}:{line} imports {name}")
     return bad
 
 
-def _core_modules() -> list[Path]:
-    return sorted(CORE.glob("*.py"))
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def test_core_has_modules_to_check():
-    names = {p.stem for p in _core_modules()}
-    assert {"transition", "state", "encoding", "service_nodes", "mempool"} <= names
+def _sources() -> list[Path]:
+    return sorted(p for p in SRC.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-@pytest.mark.parametrize("path", _core_modules(), ids=lambda p: p.name)
-def test_core_module_imports_no_io_clock_randomness_or_shell(path: Path):
-    module = f"snode.core.{path.stem}"
-    assert violations(path.read_text(), module) == []
+def test_every_package_has_a_layer():
+    packages = {_module_name(p).split(".")[1] for p in _sources() if _module_name(p) != "snode"}
+    unplaced = sorted(p for p in packages if f"snode.{p}" not in LAYERS)
+    assert unplaced == [], f"give these a layer in LAYERS (and the README): {unplaced}"
+
+
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(SRC)))
+def test_module_imports_only_lower_layers(path: Path):
+    assert layer_violations(path.read_text(), _module_name(path)) == []
+
+
+@pytest.mark.parametrize("path", sorted(CORE.glob("*.py")), ids=lambda p: p.name)
+def test_core_module_imports_no_io_clock_or_randomness(path: Path):
+    assert core_violations(path.read_text(), _module_name(path)) == []
+
+
+def test_no_test_imports_the_benchmarks():
+    tests = sorted(p for p in (ROOT / "tests").rglob("*.py") if "__pycache__" not in p.parts)
+    bad = []
+    for path in tests:
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        bad += [v for v in layer_violations(path.read_text(), name) if "benchmarks" in v]
+    assert bad == []
+
+
+# --- the checker itself catches what it must: synthetic modules -------------------------------
+
+@pytest.mark.parametrize(
+    ("module", "source", "culprit"),
+    [
+        ("snode.node.node", "from snode.net.protocol import Hello\n", "snode.net.protocol"),
+        ("snode.node.node", "def f():\n    from snode.rpc import methods\n", "snode.rpc"),
+        ("snode.net.peers", "class P:\n    def m(self):\n        import snode.services.sync\n", "snode.services.sync"),
+        ("snode.store.chain_store", "from snode.node.node import Node\n", "snode.node.node"),
+        ("snode.core.state", "from snode.store import ChainStore\n", "snode.store"),
+        ("snode.core.state", "from ..store import ChainStore\n", "snode.store"),
+        ("snode.rpc.methods", "from snode.app.config import Config\n", "snode.app.config"),
+        ("snode.wallet.service", "from snode.node.node import Node\n", "snode.node.node"),
+        ("snode.wallet.service", "from snode.rpc.methods import MethodTable\n", "snode.rpc.methods"),
+        ("snode.tools.cli", "if True:\n    from snode.app.daemon import main\n", "snode.app.daemon"),
+        ("snode.tools.cli", "from snode.wallet.service import WalletService\n", "snode.wallet.service"),
+        ("snode.api.client", "try:\n    import snode.store\nexcept ImportError:\n    pass\n", "snode.store"),
+        ("snode.common.entry", "from snode.core.units import format_coins\n", "snode.core.units"),
+        ("snode.rpc.methods", "from bench.daemons import Daemon\n", "bench.daemons"),
+    ],
+)
+def test_checker_catches_imports_against_the_order(module: str, source: str, culprit: str):
+    found = layer_violations(source, module)
+    assert any(f" imports {culprit}" in v for v in found), found
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("snode.net.peers", "from snode.node.node import Node\n"),
+        ("snode.services.sync", "from snode.net import protocol\nfrom snode.store import ChainStore\n"),
+        ("snode.app.daemon", "from snode.rpc.methods import MethodTable\n"),
+        ("snode.wallet.service", "from snode.api.client import RpcClient\nfrom snode.core.units import parse_coins\n"),
+        ("snode.tools.cli", "from snode.common.entry import run_command\nfrom snode.tools.tables import make_console\n"),
+        ("snode.node.node", "from . import verifier\nfrom snode import __version__\n"),
+    ],
+)
+def test_checker_allows_imports_down_the_order(module: str, source: str):
+    assert layer_violations(source, module) == []
 
 
 @pytest.mark.parametrize(
@@ -84,31 +204,29 @@ def test_core_module_imports_no_io_clock_randomness_or_shell(path: Path):
         ("from time import monotonic\n", "time"),
         ("def f():\n    import random\n    return random.random()\n", "random"),
         ("class C:\n    def m(self):\n        from asyncio import sleep\n", "asyncio"),
-        ("from snode.store import db\n", "snode.store"),
-        ("from snode import devchain\n", "snode.devchain"),
-        ("from snode.wallet.keystore import load\n", "snode.wallet.keystore"),
-        ("from .. import node\n", "snode.node"),
-        ("from ..rpc import server\n", "snode.rpc"),
         ("if True:\n    import http.client\n", "http.client"),
         ("try:\n    import sqlite3\nexcept ImportError:\n    pass\n", "sqlite3"),
         ("x = __import__('socket')\n", "__import__"),
     ],
 )
-def test_walker_catches_forbidden_imports(source: str, culprit: str):
-    found = violations(source, "snode.core.example")
+def test_checker_catches_io_in_the_core(source: str, culprit: str):
+    found = core_violations(source, "snode.core.example")
     assert any(f" imports {culprit}" in v for v in found), found
 
 
-@pytest.mark.parametrize(
-    "source",
-    [
-        "import hashlib\nimport re\n",
-        "from snode.core.crypto import hash32\n",
-        "from . import crypto\n",
-        "from snode.params import COIN\n",
-        "import msgspec\nimport immutables\nimport nacl.bindings\n",
-        "def f():\n    from snode.core.crypto import hash32\n",
-    ],
-)
-def test_walker_allows_pure_imports(source: str):
-    assert violations(source, "snode.core.example") == []
+def test_a_wrong_import_in_a_real_tree_fails(tmp_path: Path):
+    """The whole walk, not only the checker: a synthetic package tree with one import against the
+    order is reported, and only that one."""
+    pkg = tmp_path / "snode"
+    for sub, text in {
+        "node/node.py": "from snode.core.state import ChainState\n",
+        "net/peers.py": "from snode.node.node import Node\n",
+        "store/chain_store.py": "def later():\n    from snode.node.node import Node\n",
+    }.items():
+        (pkg / sub).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / sub).write_text(text)
+    found = []
+    for path in sorted(pkg.rglob("*.py")):
+        name = ".".join(path.relative_to(tmp_path).with_suffix("").parts)
+        found += layer_violations(path.read_text(), name)
+    assert len(found) == 1 and found[0].startswith("snode.store.chain_store:2 imports snode.node"), found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from snode.node.systemd import notify
+from snode.app.systemd import notify
 
 
 def test_notify_sends_one_datagram(tmp_path, monkeypatch):

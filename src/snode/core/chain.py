@@ -7,7 +7,7 @@ stays. Switching tips undoes blocks back to the fork point and applies the other
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 
 class IndexEntry(NamedTuple):
@@ -49,3 +49,21 @@ def reorg_path(index: Mapping[bytes, IndexEntry], tip: bytes, target: bytes) -> 
         a, b = index[a].parent, index[b].parent
     apply.reverse()
     return ReorgPath(undo=undo, apply=apply, fork_point=a)
+
+
+MAX_LOCATOR: Final = 64
+"""Hashes in a block locator (a GetBlocks request carries at most this many)."""
+
+
+def locator_heights(height: int) -> list[int]:
+    """Heights for a block locator: the last 10 one by one, then exponentially back, then 0."""
+    heights: list[int] = []
+    step = 1
+    h = height
+    while h > 0 and len(heights) < MAX_LOCATOR - 1:
+        heights.append(h)
+        if len(heights) >= 10:
+            step *= 2
+        h -= step
+    heights.append(0)
+    return heights

@@ -9,7 +9,6 @@ block or signature, flooding). Per-peer buffers are bounded, so no peer can grow
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import os
 import socket
@@ -25,6 +24,7 @@ from snode.core.encoding import decode, encode
 from snode.core.errors import BadSignature, BlockFromFuture, DecodeError, SnodeError
 from snode.core.transactions import Transaction, txid
 from snode.core.transition import check_block_stateless
+from snode.common.endpoints import ip_endpoint
 from snode.net import protocol as P
 from snode.net.protocol import FrameDecoder, ProtocolViolation
 from snode.node.node import Node, StagedBatch, StaleBatch
@@ -167,17 +167,6 @@ class Peer:
             self.writer.close()
 
 
-def parse_address(text: str) -> tuple[str, int] | None:
-    """`ip:port` -> (ip, port), None if it is not one."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        return None
-    try:
-        return str(ipaddress.ip_address(host.strip("[]"))), int(port)
-    except ValueError:
-        return None
-
-
 class PeerManager:
     """All peers of one node."""
 
@@ -316,9 +305,9 @@ class PeerManager:
 
     async def _resolve(self, address: str) -> tuple[str, int] | None:
         """`ip:port` as is, `host:port` through the resolver; None (logged) if neither works."""
-        parsed = parse_address(address)
+        parsed = ip_endpoint(address)
         if parsed is not None:
-            return parsed
+            return parsed.host, parsed.port
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             return None
@@ -372,7 +361,7 @@ class PeerManager:
             log.warning("could not save peers: %s", err)
 
     def _learn(self, address: str) -> None:
-        if parse_address(address) is None:
+        if ip_endpoint(address) is None:
             return
         self.known[address] = None
         self.known.move_to_end(address)

@@ -11,6 +11,7 @@ from typing import Annotated, Final, TypeAlias, Union
 
 import msgspec
 
+from snode.core.chain import MAX_LOCATOR
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
 from snode.core.proofs import UptimeProof
@@ -21,7 +22,6 @@ MAX_FRAME: Final = 8 * 1024 * 1024
 """Bytes in one frame: room for a batch of blocks, far below what could exhaust memory."""
 MAX_BLOCKS_PER_BATCH: Final = 500
 MAX_BATCH_BYTES: Final = 6 * 1024 * 1024
-MAX_LOCATOR: Final = 64
 MAX_PEER_ADDRESSES: Final = 100
 HEADER_BYTES: Final = 4
 
@@ -168,17 +168,3 @@ class FrameDecoder:
         if len(self._buffer) < HEADER_BYTES:
             return HEADER_BYTES - len(self._buffer)
         return HEADER_BYTES + int.from_bytes(self._buffer[:HEADER_BYTES], "big") - len(self._buffer)
-
-
-def locator_heights(height: int) -> list[int]:
-    """Heights for a block locator: the last 10 one by one, then exponentially back, then 0."""
-    heights: list[int] = []
-    step = 1
-    h = height
-    while h > 0 and len(heights) < MAX_LOCATOR - 1:
-        heights.append(h)
-        if len(heights) >= 10:
-            step *= 2
-        h -= step
-    heights.append(0)
-    return heights

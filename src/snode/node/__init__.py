@@ -1,1 +1,1 @@
-"""The daemon: configuration, the node (owner of the current state), service-node duties."""
+"""The node: the one owner of the current chain state, the mempool and the event hub; the signature verifiers."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from snode import __version__
 from snode.core import mempool as mp
 from snode.core.blocks import Block
-from snode.core.chain import is_better_tip
+from snode.core.chain import is_better_tip, locator_heights
 from snode.core.crypto import SigningKey
 from snode.core.genesis import Consensus
 from snode.core.production import build_block
@@ -28,7 +28,6 @@ from snode.core.state import ChainState, Undo, UtxoEntry, undo_block
 from snode.core.transactions import Transaction, txid
 from snode.core.transition import SigCheck, apply_block, apply_block_encoded
 from snode.core.units import format_age
-from snode.net.protocol import locator_heights
 from snode.node.verifier import Pending, VerifierPool
 from snode.params import NetworkParams
 from snode.store import ChainStore, StoreError

@@ -1,1 +1,1 @@
-"""Admin JSON-RPC: the envelope and HTTP rules (server), the methods, and a small client."""
+"""Admin JSON-RPC: the methods over the node and its services, and the admin HTTP app."""

@@ -23,13 +23,14 @@ from snode.core.registration import format_command, sign_registration
 from snode.core.state import ServiceNode
 from snode.core.transactions import Coinbase, Registration, Reservation, Stake, StateChange, Transaction, txid
 from snode.core.units import parse_percent_ppm
-from snode.net.peers import PeerManager, parse_address
+from snode.common.endpoints import ip_endpoint
+from snode.net.peers import PeerManager
 from snode.node.node import Node
-from snode.node.sn_service import ServiceNodeDuties
+from snode.services.sn_duties import ServiceNodeDuties
 from snode.params import MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM
-from snode.rpc import errors as E
-from snode.rpc.errors import RpcError
-from snode.rpc.records import cached_address, service_node_record
+from snode.api import errors as E
+from snode.api.errors import RpcError
+from snode.api.records import cached_address, service_node_record
 
 REG_FAILED = "Failed to make registration command"
 REGISTRATION_CLOCK_MARGIN = 600
@@ -347,7 +348,7 @@ class MethodTable:
     async def add_peer(self, p: AddPeerParams) -> dict[str, Any]:
         if self.peers is None:
             raise RpcError(E.MISC_ERROR, "add_peer: this daemon has no P2P layer")
-        if parse_address(p.address) is None:
+        if ip_endpoint(p.address) is None:
             raise RpcError(E.INVALID_PARAMS, f"Invalid params: address: '{p.address}' is not <ip>:<port>")
         self.peers.add_peer(p.address)
         return {"status": "OK"}

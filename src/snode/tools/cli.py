@@ -15,8 +15,8 @@ import click
 from snode.core.errors import InvalidAmount
 from snode.core.units import format_coins, parse_coins
 from snode.params import COIN, NETWORKS
-from snode.rpc.client import RpcClient, RpcFailure, RpcUnavailable
-from snode.tools.entry import run_command
+from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.common.entry import run_command
 from snode.tools.tables import make_console, service_node_table
 
 

@@ -28,8 +28,8 @@ from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
 from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
 from snode.params import COIN, DEVNET
-from snode.rpc.client import RpcClient, RpcFailure, RpcUnavailable
-from snode.tools.entry import run_command
+from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.common.entry import run_command
 from snode.tools.tables import make_console
 
 STATE_FILE = "devnet.json"
@@ -91,7 +91,7 @@ def default_base_dir() -> Path:
 
 
 def _daemon_args(entry: NodeEntry, genesis: Path, seed: str | None) -> list[str]:
-    args = [sys.executable, "-m", "snode.node.daemon", "--devnet", "--service-node", "--non-interactive",
+    args = [sys.executable, "-m", "snode.app.daemon", "--devnet", "--service-node", "--non-interactive",
             f"--data-dir={entry.data_dir}", f"--genesis={genesis}",
             f"--rpc-admin={entry.ip}:{DEVNET.rpc_port}", f"--p2p-bind-ip={entry.ip}",
             f"--p2p-bind-port={DEVNET.p2p_port}", f"--quorumnet-port={DEVNET.quorumnet_port}"]

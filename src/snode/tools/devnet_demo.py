@@ -23,7 +23,7 @@ from rich.live import Live
 from rich.text import Text
 
 from snode.params import DEVNET
-from snode.rpc.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.tools.devnet import Devnet, DevnetError, _wallet, create_wallet, down, restart, status_table, stop_node, up
 from snode.tools.tables import make_console, service_node_table
 

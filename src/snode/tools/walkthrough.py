@@ -32,7 +32,7 @@ from snode.params import (
     COIN, MAX_OPERATOR_FEE_PPM, REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_AMOUNT,
     REGTEST_FAUCET_SEED, REGTEST_GENESIS_TIMESTAMP,
 )
-from snode.rpc.records import service_node_record
+from snode.api.records import service_node_record
 from snode.tools.tables import make_console, service_node_table
 
 PARAMS: Final = REGTEST

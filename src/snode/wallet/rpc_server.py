@@ -18,10 +18,10 @@ from aiohttp import web
 
 from snode.core.errors import SnodeError
 from snode.core.units import format_coins
-from snode.rpc import errors as E
-from snode.rpc.errors import RpcError
-from snode.rpc.server import make_app as make_rpc_app
-from snode.node.config import ConfigError, Endpoint, parse_endpoint
+from snode.api import errors as E
+from snode.api.errors import RpcError
+from snode.api.server import make_app as make_rpc_app
+from snode.common.endpoints import ConfigError, Endpoint, parse_endpoint
 from snode.wallet.errors import DaemonError, WalletError
 from snode.wallet.service import Pending, WalletService
 

@@ -18,8 +18,8 @@ import msgspec
 from aiohttp import web
 
 from snode.core.errors import SnodeError
-from snode.rpc import errors as E
-from snode.rpc.errors import RpcError
+from snode.api import errors as E
+from snode.api.errors import RpcError
 
 log = logging.getLogger(__name__)
 

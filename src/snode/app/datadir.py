@@ -10,8 +10,8 @@ from typing import IO
 from snode.core.crypto import SigningKey
 from snode.core.errors import InvalidGenesis
 from snode.core.genesis import GenesisDoc, encode_genesis, parse_genesis, regtest_genesis
-from snode.node.builtin import BUILTIN_GENESIS
-from snode.node.config import ConfigError
+from snode.app.builtin import BUILTIN_GENESIS
+from snode.app.config import ConfigError
 from snode.params import NetworkParams
 from snode.store import DATABASE_FILE
 

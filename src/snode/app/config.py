@@ -8,24 +8,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from snode.common.endpoints import (
+    ConfigError, Endpoint, looks_like_ip, parse_endpoint, parse_ip, parse_port, valid_hostname,
+)
 from snode.params import MAINNET, NETWORKS, NetworkParams
 
 LOG_LEVELS = range(0, 5)
-
-
-class ConfigError(Exception):
-    """A start-up error: one line for the operator, exit code 1."""
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """An IP address and a port."""
-
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,52 +38,6 @@ def default_data_dir(params: NetworkParams) -> Path:
     """~/.snode for mainnet, ~/.snode/<network> for the others."""
     base = Path(os.environ.get("SNODE_HOME", Path.home() / ".snode"))
     return base if params is MAINNET else base / params.name
-
-
-def parse_ip(option: str, text: str) -> str:
-    """A literal IPv4 or IPv6 address, or ConfigError naming the option."""
-    try:
-        return str(ipaddress.ip_address(text.strip("[]")))
-    except ValueError:
-        raise ConfigError(f"{option}: '{text}' is not an IP address (example: 127.0.0.1)") from None
-
-
-def parse_port(option: str, text: str | int) -> int:
-    """A TCP port 1..65535, or ConfigError naming the option."""
-    value = str(text)
-    if not value.isdigit() or not 1 <= int(value) <= 65535:
-        raise ConfigError(f"{option}: '{text}' is not a port number (1 to 65535)")
-    return int(value)
-
-
-def parse_endpoint(option: str, text: str, *, allow_names: bool = False) -> Endpoint:
-    """`<ip>:<port>` (IPv6 as `[addr]:port`); with allow_names also `<hostname>:<port>`."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host:
-        raise ConfigError(f"{option}: '{text}' is not of the form <ip>:<port>")
-    if allow_names and not _looks_like_ip(host):
-        if not _valid_hostname(host):
-            raise ConfigError(f"{option}: '{host}' is not a valid host name or IP address")
-        return Endpoint(host, parse_port(option, port))
-    return Endpoint(parse_ip(option, host), parse_port(option, port))
-
-
-def _looks_like_ip(host: str) -> bool:
-    return host.startswith("[") or all(part.isdigit() for part in host.split("."))
-
-
-def _valid_hostname(host: str) -> bool:
-    labels = host.split(".")
-    return len(host) <= 253 and all(
-        0 < len(label) <= 63 and label.replace("-", "").isalnum() and label.isascii()
-        and not label.startswith("-") for label in labels
-    )
-
-
-def is_public_ip(ip: str) -> bool:
-    """False for loopback, private, link-local, unspecified and other non-routable addresses."""
-    addr = ipaddress.ip_address(ip)
-    return addr.is_global
 
 
 def build_config(
@@ -125,7 +67,7 @@ def build_config(
         # Peers see our P2P address, so that is what proofs must declare.
         bound = p2p_ip if p2p_ip not in ("0.0.0.0", "::") else rpc.host
         ip = bound if bound not in ("0.0.0.0", "::") else "127.0.0.1"
-    if ip is not None and not params.private_public_ip_allowed and not is_public_ip(ip):
+    if ip is not None and not params.private_public_ip_allowed and not ipaddress.ip_address(ip).is_global:
         raise ConfigError(
             f"--service-node-public-ip: {ip} is not a public address; {params.name} needs the "
             "node's real public IP, or uptime proofs fail"
@@ -133,7 +75,7 @@ def build_config(
     nodes = tuple(parse_endpoint("--add-priority-node", n, allow_names=True) for n in priority_nodes)
     allowed = []
     for host in rpc_allow_hosts:
-        if not _valid_hostname(host) and not _looks_like_ip(host):
+        if not valid_hostname(host) and not looks_like_ip(host):
             raise ConfigError(f"--rpc-allow-host: '{host}' is not a host name or IP address")
         allowed.append(host.lower())
     if data_dir is not None and not data_dir.strip():

@@ -26,15 +26,15 @@ from snode import __version__
 from snode.core.crypto import SigningKey
 from snode.core.genesis import genesis_state
 from snode.net.peers import PeerManager
-from snode.node.config import Config, ConfigError, Endpoint, build_config
-from snode.node.datadir import DataDir, check_writable
+from snode.app.config import Config, ConfigError, Endpoint, build_config
+from snode.app.datadir import DataDir, check_writable
 from snode.node.node import Identity, Node, replay_stored_blocks
-from snode.node.sn_service import ServiceNodeDuties
-from snode.node.systemd import notify
-from snode.tools.entry import run_command
+from snode.services.sn_duties import ServiceNodeDuties
+from snode.app.systemd import notify
+from snode.common.entry import run_command
 from snode.params import REGTEST_AUTHORITY_SEED
 from snode.rpc.methods import MethodTable
-from snode.rpc.server import make_app
+from snode.api.server import make_app
 from snode.store import ChainStore, StoreError
 
 log = logging.getLogger("snoded")
@@ -44,7 +44,7 @@ SHUTDOWN_TIMEOUT = 10.0
 
 
 def _render_metrics(node: Node) -> bytes:
-    from snode.node.metrics import render
+    from snode.rpc.metrics import render
 
     return render(node)
 
@@ -168,7 +168,7 @@ class Daemon:
             quorumnet.start()
         bar = None
         if not cfg.non_interactive and sys.stderr.isatty():
-            from snode.node.progress import SyncProgressBar
+            from snode.app.progress import SyncProgressBar
 
             bar = SyncProgressBar()
             peers.on_progress = bar.update

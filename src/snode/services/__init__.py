@@ -1,0 +1,1 @@
+"""Services that run on the node and the network: chain sync and the service-node duties."""
