@@ -28,6 +28,7 @@ from snode.core.genesis import genesis_state
 from snode.net.peers import PeerManager
 from snode.app.config import Config, ConfigError, Endpoint, build_config
 from snode.app.datadir import DataDir, check_writable
+from snode.node.events import SyncProgress
 from snode.node.node import Identity, Node, replay_stored_blocks
 from snode.services.sn_duties import ServiceNodeDuties
 from snode.app.systemd import notify
@@ -150,7 +151,8 @@ class Daemon:
                 "restrict the port mapping to loopback", cfg.rpc_admin,
             )
         peers = PeerManager(node, bind_ip=cfg.p2p_bind.host, listen_port=cfg.p2p_bind.port,
-                            priority=[str(e) for e in cfg.priority_nodes])
+                            priority=[str(e) for e in cfg.priority_nodes],
+                            saved_peers=node.store.load_peers(), save_peers=node.store.save_peers)
         # Imported where used: quorumnet (pyzmq), the progress bar (rich) and the metrics
         # (prometheus_client) are about 60 ms of a start-up that is 0.4 s in all, and only a
         # service node, a terminal, or a /metrics request needs them.
@@ -158,20 +160,17 @@ class Daemon:
         if node.identity is not None:
             from snode.net.quorumnet import QuorumNet
 
-            duties_ref: list[ServiceNodeDuties] = []
             quorumnet = QuorumNet(node, node.identity.key, bind_ip=cfg.p2p_bind.host,
-                                  port=cfg.quorumnet_port,
-                                  on_message=lambda m: duties_ref[0].on_quorum_message(m))
+                                  port=cfg.quorumnet_port)
         duties = ServiceNodeDuties(node, peers, quorumnet=quorumnet)
         if quorumnet is not None:
-            duties_ref.append(duties)
             quorumnet.start()
         bar = None
         if not cfg.non_interactive and sys.stderr.isatty():
             from snode.app.progress import SyncProgressBar
 
             bar = SyncProgressBar()
-            peers.on_progress = bar.update
+            node.hub.subscribe(SyncProgress, lambda e: bar.update(e.height, e.target))
         methods = MethodTable(node, request_stop=self.request_stop, peers=peers, duties=duties)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
                        metrics=lambda: _render_metrics(node))

@@ -14,7 +14,7 @@ import os
 import socket
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -26,7 +26,9 @@ from snode.core.transactions import Transaction, txid
 from snode.core.transition import check_block_stateless
 from snode.common.endpoints import ip_endpoint
 from snode.net import protocol as P
+from snode.net.events import PeerBanned, ProofMessage
 from snode.net.protocol import FrameDecoder, ProtocolViolation
+from snode.node.events import BlocksAdopted, ProofAccepted, TransactionAdmitted
 from snode.node.node import Node, StagedBatch, StaleBatch
 
 log = logging.getLogger(__name__)
@@ -170,12 +172,13 @@ class Peer:
 class PeerManager:
     """All peers of one node."""
 
-    def __init__(self, node: Node, *, bind_ip: str, listen_port: int,
-                 priority: list[str], clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, node: Node, *, bind_ip: str, listen_port: int, priority: list[str],
+                 saved_peers: Sequence[str] = (),
+                 save_peers: Callable[[list[str]], None] | None = None) -> None:
         self.node = node
+        self.save_peers = save_peers
         self.bind_ip = bind_ip
         self.listen_port = listen_port
-        self.clock = clock
         self.nonce = int.from_bytes(os.urandom(8), "big") >> 1
         self.peers: set[Peer] = set()
         self.bans: dict[str, tuple[float, str]] = {}
@@ -189,12 +192,11 @@ class PeerManager:
         self._sync_wanted = asyncio.Event()
         self._orphans: OrderedDict[bytes, Block] = OrderedDict()
         self._seen_txs: OrderedDict[bytes, None] = OrderedDict()
-        self.on_progress: Callable[[int, int], None] | None = None
-        """Called with (height, target) after each batch while syncing (the terminal's bar)."""
-        for address in node.store.load_peers():
+        for address in saved_peers:
             self._learn(address)
-        node.tip_listeners.append(self._on_new_blocks)
-        node.tx_listeners.append(self._on_new_transaction)
+        node.hub.subscribe(BlocksAdopted, self._on_new_blocks)
+        node.hub.subscribe(TransactionAdmitted, self._on_new_transaction)
+        node.hub.subscribe(ProofAccepted, self._on_proof_accepted)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -254,6 +256,7 @@ class PeerManager:
         self.bans[peer.ip] = (time.monotonic() + BAN_SECONDS, reason)
         log.warning("banned peer %s for %d s: %s", peer.name, BAN_SECONDS, reason)
         peer.close()
+        self.node.hub.publish(PeerBanned(peer.ip, reason, BAN_SECONDS))
 
     # --- connections --------------------------------------------------------------------------
 
@@ -355,8 +358,10 @@ class PeerManager:
                 last_save = time.monotonic()
 
     def _save_peers(self) -> None:
+        if self.save_peers is None:
+            return
         try:
-            self.node.store.save_peers(list(self.known)[-MAX_KNOWN_ADDRESSES:])
+            self.save_peers(list(self.known)[-MAX_KNOWN_ADDRESSES:])
         except SnodeError as err:
             log.warning("could not save peers: %s", err)
 
@@ -492,7 +497,7 @@ class PeerManager:
         except DecodeError as err:
             raise ProtocolViolation(f"sent a block that does not decode: {err.reason}") from None
         h = block.header
-        if h.height <= node.height and node.store.block_hash_at(h.height) == block_hash(h):
+        if h.height <= node.height and node.main_chain_hash(h.height) == block_hash(h):
             return
         if h.prev_hash != node.state.tip_hash:
             # Kept in memory until its parent comes: refuse a forgery before keeping it. (A block
@@ -506,7 +511,7 @@ class PeerManager:
             self._sync_wanted.set()
             return
         try:
-            node.accept_block(block, int(self.clock()))
+            node.accept_block(block, node.now())
         except BlockFromFuture as err:
             log.warning("ignored block %d from %s: %s (check both clocks)", h.height, peer.name, err.reason)
             return
@@ -527,7 +532,7 @@ class PeerManager:
             if child is None:
                 return
             try:
-                node.accept_block(child, int(self.clock()))
+                node.accept_block(child, node.now())
             except SnodeError as err:
                 log.info("dropped a waiting block %d: %s", child.header.height, err)
                 return
@@ -542,7 +547,7 @@ class PeerManager:
             return
         self._remember_tx(tid)
         try:
-            self.node.submit_transaction(tx, int(self.clock()), source=peer)
+            self.node.submit_transaction(tx, self.node.now(), source=peer)
         except BadSignature as err:
             raise ProtocolViolation(f"sent a transaction with a bad signature: {err.reason}") from None
         except SnodeError as err:
@@ -554,10 +559,21 @@ class PeerManager:
             self._seen_txs.popitem(last=False)
 
     def _on_proof_message(self, peer: Peer, message: P.Proof | P.ProofRejected) -> None:
-        """Uptime proofs: handled by the service-node layer when it is attached."""
-        handler = getattr(self.node, "on_peer_proof", None)
-        if handler is not None:
-            handler(self, peer, message)
+        """Uptime proofs are judged by the service-node duties (`services.sn_duties`)."""
+        self.node.hub.publish(ProofMessage(peer, peer.ip, peer.name, message))
+
+    def send(self, peer: object, message: P.Message) -> None:
+        """Send one message to a peer named in an event; a peer that no longer reads is banned."""
+        assert isinstance(peer, Peer)
+        try:
+            peer.send(message)
+        except ProtocolViolation as err:
+            self.ban(peer, str(err))
+
+    def ban_peer(self, peer: object, reason: str) -> None:
+        """Ban a peer named in an event (`ban`)."""
+        assert isinstance(peer, Peer)
+        self.ban(peer, reason)
 
     # --- relay --------------------------------------------------------------------------------
 
@@ -571,16 +587,23 @@ class PeerManager:
             except ProtocolViolation as err:
                 self.ban(peer, str(err))
 
-    def _on_new_blocks(self, blocks: list[Block]) -> None:
-        node = self.node
-        if len(blocks) == 1:
-            self.broadcast(P.NewBlock(encode(blocks[-1])))
+    def _on_new_blocks(self, event: BlocksAdopted) -> None:
+        if len(event.blocks) == 1:
+            self.broadcast(P.NewBlock(encode(event.blocks[-1])))
         else:
-            self.broadcast(P.Tip(node.height, node.state.tip_hash))
+            self.broadcast(P.Tip(event.height, event.tip_hash))
 
-    def _on_new_transaction(self, tx: Transaction, tid: bytes, source: Any) -> None:
-        self._remember_tx(tid)
-        self.broadcast(P.NewTransaction(encode(tx)), skip=source if isinstance(source, Peer) else None)
+    def _on_new_transaction(self, event: TransactionAdmitted) -> None:
+        self._remember_tx(event.txid)
+        source = event.source
+        self.broadcast(P.NewTransaction(encode(event.tx)), skip=source if isinstance(source, Peer) else None)
+
+    def _on_proof_accepted(self, event: ProofAccepted) -> None:
+        """Every accepted proof goes to every other peer once: our own as sent straight from
+        its signer, others' as relayed."""
+        source = event.source
+        self.broadcast(P.Proof(proof=event.proof, relayed=source is not None),
+                       skip=source if isinstance(source, Peer) else None)
 
     # --- sync ---------------------------------------------------------------------------------
 
@@ -590,8 +613,7 @@ class PeerManager:
 
     def _update_target(self) -> None:
         best = self._best_peer()
-        node = self.node
-        node.target_height = best.height if best is not None and best.height > node.height else 0
+        self.node.note_sync_target(best.height if best is not None else 0)
 
     async def _sync_loop(self) -> None:
         while True:
@@ -620,8 +642,6 @@ class PeerManager:
                     best.height = min(best.height, self.node.height)
                     await asyncio.sleep(1)
             self._update_target()
-            if self.on_progress is not None:
-                self.on_progress(self.node.height, self.node.target_height)
 
     async def _sync_from(self, peer: Peer) -> None:
         """Sync from one peer until we have its chain; a request sent ahead and left unanswered
@@ -658,7 +678,7 @@ class PeerManager:
         the peer's fault. `more`: another batch is staged after it, so the store may defer its
         state rows (written with a later batch, at the latest with the sync's last)."""
         try:
-            self.node.finish_batch(batch, int(self.clock()), defer_state=more)
+            self.node.finish_batch(batch, self.node.now(), defer_state=more)
         except (BlockFromFuture, StaleBatch):
             raise
         except SnodeError as err:
@@ -709,10 +729,10 @@ class PeerManager:
                 if (staged is not None and staged.failure is None
                         and len(staged.commits) + len(blocks) <= SYNC_STORE_BLOCKS):
                     # Joined to the staged batch, to be stored with it.
-                    batch = node.stage_batch(blocks, int(self.clock()), extending=staged)
+                    batch = node.stage_batch(blocks, node.now(), extending=staged)
                     staging.batch = None
                 else:
-                    batch = node.stage_batch(blocks, int(self.clock()), after=staged)
+                    batch = node.stage_batch(blocks, node.now(), after=staged)
                     staging.batch = None
                     if staged is not None:
                         self._finish(staged, more=batch.failure is None)
@@ -741,15 +761,13 @@ class PeerManager:
                     )
                 if branch[-1].header.height > node.height:
                     try:
-                        node.reorganize(branch, int(self.clock()))
+                        node.reorganize(branch, node.now())
                     except BlockFromFuture:
                         raise
                     except SnodeError as err:
                         raise ProtocolViolation(f"sent an invalid fork: {err.reason}") from None
                     branch, branch_bytes = [], 0
             self._update_target()
-            if self.on_progress is not None:
-                self.on_progress(node.height, node.target_height)
             now = time.monotonic()
             if now - last_report >= PROGRESS_EVERY:
                 last_report = now

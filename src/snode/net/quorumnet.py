@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from typing import Any, Final
 
 import zmq
@@ -22,6 +21,7 @@ from zmq.utils import z85
 from snode.core.crypto import SigningKey, x25519_public
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
+from snode.net.events import QuorumMessageReceived
 from snode.net.protocol import QuorumMessage
 from snode.node.node import Node
 
@@ -35,13 +35,11 @@ MAX_MESSAGE: Final = 64 * 1024
 class QuorumNet:
     """This SN's quorumnet endpoint: one ROUTER to receive, one DEALER per destination."""
 
-    def __init__(self, node: Node, key: SigningKey, *, bind_ip: str, port: int,
-                 on_message: Callable[[Any], None]) -> None:
+    def __init__(self, node: Node, key: SigningKey, *, bind_ip: str, port: int) -> None:
         self.node = node
         self.key = key
         self.bind_ip = bind_ip
         self.port = port
-        self.on_message = on_message
         self._public = x25519_public(key.public)
         self._secret = key.x25519_secret()
         self._allowed: set[bytes] = set()
@@ -119,17 +117,14 @@ class QuorumNet:
             except DecodeError as err:
                 log.info("quorumnet: ignored an undecodable message: %s", err.reason)
                 continue
-            try:
-                self.on_message(message)
-            except Exception:
-                log.exception("quorumnet: error handling %s", type(message).__name__)
+            self.node.hub.publish(QuorumMessageReceived(message))
 
     # --- sending ------------------------------------------------------------------------------
 
     def send(self, member: bytes, message: Any) -> bool:
         """Queue a message for SN `member` at the address of its last uptime proof; False when
         its address is not known yet or its queue is full."""
-        endpoint = self.node.proof_endpoints.get(member)
+        endpoint = self.node.proofs.endpoint(member)
         if endpoint is None or member == self.key.public:
             return False
         ip, port = endpoint

@@ -11,10 +11,12 @@ import gc
 import logging
 import bisect
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from snode import __version__
+from snode.common.clock import Clock, SystemClock
+from snode.common.events import EventHub
 from snode.core import mempool as mp
 from snode.core.blocks import Block
 from snode.core.chain import is_better_tip, locator_heights
@@ -28,6 +30,10 @@ from snode.core.state import ChainState, Undo, UtxoEntry, undo_block
 from snode.core.transactions import Transaction, txid
 from snode.core.transition import SigCheck, apply_block, apply_block_encoded
 from snode.core.units import format_age
+from snode.node.events import (
+    BlocksAdopted, ChainReorganized, OwnProofRefused, ProofAccepted, SyncProgress, TransactionAdmitted,
+)
+from snode.node.proofs import ProofBook
 from snode.node.verifier import Pending, VerifierPool
 from snode.params import NetworkParams
 from snode.store import ChainStore, StoreError
@@ -85,8 +91,38 @@ class StagedBatch:
     """The rule the block after `commits` broke, if one did."""
 
     @property
+    def state(self) -> ChainState:
+        """The chain state at the tip: an immutable snapshot, swapped whole after each commit."""
+        return self._state
+
+    @property
     def height(self) -> int:
         return self.state.height
+
+    @property
+    def target_height(self) -> int:
+        """Best height announced by peers while syncing; 0 when synced."""
+        return self._target_height
+
+    def now(self) -> int:
+        """The daemon's clock, in whole seconds (a regtest node's may be mocked)."""
+        return int(self.clock.time())
+
+    def block_at(self, height: int) -> Block | None:
+        """The main-chain block at `height`, None above the tip."""
+        return self.store.get_block_by_height(height) if 0 <= height <= self.height else None
+
+    def block_by_hash(self, hash_: bytes) -> Block | None:
+        """Any stored block by its hash (main chain or undone by a reorg), or None."""
+        return self.store.get_block(hash_)
+
+    def main_chain_hash(self, height: int) -> bytes | None:
+        """Hash of the main-chain block at `height`, None above the tip."""
+        return self.store.block_hash_at(height) if height <= self.height else None
+
+    def transaction(self, tx_id: bytes) -> tuple[int, Transaction] | None:
+        """(height, transaction) of a main-chain transaction, or None."""
+        return self.store.get_transaction(tx_id)
 
 
 def _with_state(commit: Commit, state: ChainState | None) -> Commit:
@@ -110,28 +146,22 @@ class Node:
     def __init__(
         self, *, params: NetworkParams, consensus: Consensus, store: ChainStore,
         state: ChainState, identity: Identity | None, producer_key: SigningKey | None,
+        hub: EventHub | None = None, clock: Clock | None = None,
     ) -> None:
         self.params = params
         self.consensus = consensus
         self.store = store
-        self.state = state
+        self._state = state
         self.identity = identity
         self.producer_key = producer_key
+        self.hub = hub if hub is not None else EventHub()
+        """Where the node publishes what happened (`node.events`)."""
+        self.clock: Clock = clock if clock is not None else SystemClock()
         self.pool = mp.Mempool()
         self.verifier = VerifierPool()
-        self.target_height = 0
-        """Best height announced by peers while syncing; 0 when synced."""
-        self.last_proofs: dict[bytes, int] = {}
-        """Timestamp of the last accepted uptime proof per service node (this node's view)."""
-        self.proof_endpoints: dict[bytes, tuple[str, int]] = {}
-        """(public IP, quorumnet port) of each SN, from its last accepted uptime proof."""
-        self.proofs_version = 0
-        """Counts accepted proofs, so answers that show proof times know when to refresh."""
-        self.last_proof_rejection = ""
-        self.tip_listeners: list[Callable[[list[Block]], None]] = []
-        """Called with the new blocks after each tip change (P2P announces them)."""
-        self.tx_listeners: list[Callable[[Transaction, bytes, object], None]] = []
-        """Called with (transaction, id, source) for each transaction the mempool admits."""
+        self._target_height = 0
+        self.proofs = ProofBook()
+        """This node's view of every SN's uptime proofs; only the node writes it."""
         self._by_owner: dict[bytes, set[bytes]] | None = None
         """Output keys by owner, for `outputs_of`: built at its first call and kept up to date
         from then on. A node that serves no wallet never builds it (about 70 bytes per
@@ -140,8 +170,38 @@ class Node:
     # --- reading ------------------------------------------------------------------------------
 
     @property
+    def state(self) -> ChainState:
+        """The chain state at the tip: an immutable snapshot, swapped whole after each commit."""
+        return self._state
+
+    @property
     def height(self) -> int:
-        return self.state.height
+        return self._state.height
+
+    @property
+    def target_height(self) -> int:
+        """Best height announced by peers while syncing; 0 when synced."""
+        return self._target_height
+
+    def now(self) -> int:
+        """The daemon's clock, in whole seconds (a regtest node's may be mocked)."""
+        return int(self.clock.time())
+
+    def block_at(self, height: int) -> Block | None:
+        """The main-chain block at `height`, None above the tip."""
+        return self.store.get_block_by_height(height) if 0 <= height <= self.height else None
+
+    def block_by_hash(self, hash_: bytes) -> Block | None:
+        """Any stored block by its hash (main chain or undone by a reorg), or None."""
+        return self.store.get_block(hash_)
+
+    def main_chain_hash(self, height: int) -> bytes | None:
+        """Hash of the main-chain block at `height`, None above the tip."""
+        return self.store.block_hash_at(height) if height <= self.height else None
+
+    def transaction(self, tx_id: bytes) -> tuple[int, Transaction] | None:
+        """(height, transaction) of a main-chain transaction, or None."""
+        return self.store.get_transaction(tx_id)
 
     def outputs_of(self, owner: bytes) -> list[tuple[bytes, UtxoEntry]]:
         """Unspent outputs of a public key at the tip, by output key."""
@@ -166,7 +226,7 @@ class Node:
         """`v<version>; Height: <n>, SN: <state>[, proof: <age>]`."""
         line = f"v{__version__}; Height: {self.height}, SN: {self.sn_state_word()}"
         if self.identity is not None and self.identity.key.public in self.state.service_nodes:
-            last = self.last_proofs.get(self.identity.key.public, 0)
+            last = self.proofs.last_accepted(self.identity.key.public)
             line += f", proof: {format_age(now - last) if last else 'never'}"
         return line
 
@@ -179,7 +239,7 @@ class Node:
             self.pool, tx, self.state, self.consensus, now=now, verifier=self.verifier
         )
         log.info("mempool: accepted %s (%d bytes, fee %d)", entry.txid.hex(), entry.size, entry.fee)
-        self._notify(self.tx_listeners, tx, entry.txid, source)
+        self.hub.publish(TransactionAdmitted(tx, entry.txid, source))
         return entry.txid
 
     def accept_block(self, block: Block, now: int) -> None:
@@ -339,7 +399,7 @@ class Node:
                 new = utxos.get(key)
                 if new is not None:
                     by_owner.setdefault(new.owner, set()).add(key)
-        self.state = state
+        self._state = state
         if mined is None:
             mined = [txid(tx) for block in blocks for tx in block.transactions]
         self.pool = mp.revalidate(mp.remove(self.pool, mined), state, self.consensus, now=now)
@@ -347,17 +407,7 @@ class Node:
         log.info("block %d %s: %d transaction%s%s", last.header.height, state.tip_hash.hex()[:16],
                  len(last.transactions), "" if len(last.transactions) == 1 else "s",
                  f" (+{len(blocks) - 1} before it)" if len(blocks) > 1 else "")
-        self._notify(self.tip_listeners, blocks)
-
-    @staticmethod
-    def _notify(listeners: list[Callable[..., None]], *args: object) -> None:
-        """Tell each listener; one that fails is logged and does not stop the others, nor
-        whoever changed the chain (a peer task, the sync loop, an RPC call)."""
-        for listener in listeners:
-            try:
-                listener(*args)
-            except Exception:
-                log.exception("listener %s failed", getattr(listener, "__qualname__", listener))
+        self.hub.publish(BlocksAdopted(tuple(blocks), state.height, state.tip_hash))
 
     def reorganize(self, branch: list[Block], now: int) -> bool:
         """Switch to `branch` (consecutive blocks whose first parent is on the main chain) if it
@@ -387,6 +437,7 @@ class Node:
         self._by_owner = None  # built again at the next outputs_of
         old_pool = self.pool
         self.pool = mp.Mempool()
+        self.hub.publish(ChainReorganized(fork_height, len(undone), len(branch)))
         self._adopt(state, [], [c[0] for c in commits], now)
         self._readmit([tx for _, _, b in reversed(undone) for tx in b.transactions[1:]], old_pool, now)
         return True
@@ -443,15 +494,29 @@ class Node:
             p2p_port=ident.p2p_port, quorumnet_port=ident.quorumnet_port, version=__version__,
         )
 
-    def accept_proof(self, proof: UptimeProof, now: int) -> None:
-        """Record an uptime proof this node accepts; InvalidProof says why not."""
+    def accept_proof(self, proof: UptimeProof, now: int, *, source: object | None = None,
+                     relayed: bool = False) -> None:
+        """Record an uptime proof this node accepts (`source`: the peer it came from, None for
+        our own); InvalidProof says why not."""
         check_proof(
             proof, self.params, registered=proof.pubkey in self.state.service_nodes, now=now,
-            last_accepted=self.last_proofs.get(proof.pubkey, 0),
+            last_accepted=self.proofs.last_accepted(proof.pubkey),
         )
-        self.last_proofs[proof.pubkey] = proof.timestamp
-        self.proof_endpoints[proof.pubkey] = (proof.public_ip, proof.quorumnet_port)
-        self.proofs_version += 1
+        self.proofs.record(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port))
+        self.hub.publish(ProofAccepted(proof, source, relayed))
+
+    def note_own_proof_refused(self, by: str, reason: str) -> None:
+        """A peer refused this node's own uptime proof (it told us why)."""
+        self.proofs.own_refusal = f"uptime proof rejected by {by}: {reason}"
+        log.warning("%s", self.proofs.own_refusal)
+        self.hub.publish(OwnProofRefused(by, reason))
+
+    def note_sync_target(self, best_peer_height: int) -> None:
+        """The best height a peer announces (the sync service's call); the target is 0 once
+        the node has it."""
+        target = best_peer_height if best_peer_height > self.height else 0
+        self._target_height = target
+        self.hub.publish(SyncProgress(self.height, target))
 
     def flush_state(self) -> None:
         """Write the state the store deferred during a sync (`finish_batch(defer_state=...)`).

@@ -171,7 +171,7 @@ class MethodTable:
             "service_node": node.identity is not None,
             "service_node_count": len(node.state.service_nodes),
             "peer_count": len(self.peers.peers) if self.peers is not None else 0,
-            "last_uptime_proof_rejection": node.last_proof_rejection,
+            "last_uptime_proof_rejection": node.proofs.own_refusal,
         }
 
     async def get_service_nodes(self, p: GetServiceNodesParams) -> dict[str, Any]:
@@ -184,12 +184,12 @@ class MethodTable:
         # The list changes only with the tip or a new uptime proof; even then only a few records
         # change, and the state maps share unchanged records, so each record's encoding is kept
         # until its record object, its proof time or its payable flag changes.
-        key = (state.tip_hash, node.proofs_version)
+        key = (state.tip_hash, node.proofs.version)
         if self._sn_cache is None or self._sn_cache[0] != key:
-            height, params, proofs = node.height, node.params, node.last_proofs
+            height, params, proofs = node.height, node.params, node.proofs
             old, new, parts = self._record_cache, {}, []
             for pk, sn in state.service_nodes.items():
-                stamp = (proofs.get(pk, 0), sn_rules.is_payable(sn, height, params))
+                stamp = (proofs.last_accepted(pk), sn_rules.is_payable(sn, height, params))
                 hit = old.get(pk)
                 if hit is None or hit[0] is not sn or hit[1] != stamp:
                     hit = (sn, stamp, _json.encode(self._record(sn)))
@@ -203,7 +203,7 @@ class MethodTable:
         node = self.node
         prefix = node.params.address_prefix
         record = service_node_record(sn, node.height, node.params,
-                                     last_uptime_proof=node.last_proofs.get(sn.pubkey, 0))
+                                     last_uptime_proof=node.proofs.last_accepted(sn.pubkey))
         record.update({
             "status": sn_rules.status(sn).value,
             "operator_address": cached_address(prefix, sn.operator),
@@ -272,14 +272,13 @@ class MethodTable:
         return {"staking_requirement": self.node.params.staking_requirement, "height": self.node.height}
 
     async def get_block(self, p: GetBlockParams) -> dict[str, Any]:
-        store = self.node.store
         if (p.height is None) == (p.hash is None):
             raise RpcError(E.INVALID_PARAMS, "Invalid params: give exactly one of height and hash")
         if p.hash is not None:
-            block = store.get_block(_hex32("hash", p.hash))
+            block = self.node.block_by_hash(_hex32("hash", p.hash))
         else:
             assert p.height is not None
-            block = store.get_block_by_height(p.height) if p.height <= self.node.height else None
+            block = self.node.block_at(p.height)
         if block is None:
             raise RpcError(E.NOT_FOUND, "no such block on the main chain")
         return self._block_json(block)
@@ -299,7 +298,7 @@ class MethodTable:
         if entry is not None:
             return {"txid": p.txid, "height": None, "in_pool": True, "kind": tx_kind(entry.tx),
                     "tx_hex": encode(entry.tx).hex()}
-        found = self.node.store.get_transaction(tid)
+        found = self.node.transaction(tid)
         if found is None:
             raise RpcError(E.NOT_FOUND, f"transaction {p.txid} is neither in the chain nor in the mempool")
         height, tx = found

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from snode.core.blocks import Block
 from snode.core.crypto import SigningKey, verify
 from snode.core.errors import SnodeError
 from snode.core.obligations import judge
@@ -24,7 +21,9 @@ from snode.core.proofs import BadProofSignature, InvalidProof
 from snode.core.service_nodes import Reason, StateChangeKind, apply_state_change
 from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
 from snode.net import protocol as P
-from snode.net.peers import Peer, PeerManager
+from snode.net.events import ProofMessage, QuorumMessageReceived
+from snode.net.peers import PeerManager
+from snode.node.events import BlocksAdopted
 from snode.node.node import Node
 from snode.params import STATE_CHANGE_WINDOW
 
@@ -43,31 +42,29 @@ VoteKey = tuple[bytes, int, int, int]
 class ServiceNodeDuties:
     """Everything a daemon does for the service-node network besides blocks and transactions."""
 
-    def __init__(self, node: Node, peers: PeerManager, *, quorumnet: QuorumNet | None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, node: Node, peers: PeerManager, *, quorumnet: QuorumNet | None) -> None:
         self.node = node
         self.peers = peers
         self.quorumnet = quorumnet
-        self.clock = clock
-        self.started = clock()
+        self.started = node.now()
         self.votes: dict[VoteKey, dict[bytes, bytes]] = {}
         self.submitted: set[VoteKey] = set()
-        node.on_peer_proof = self.on_peer_proof  # type: ignore[attr-defined]
-        node.tip_listeners.append(self.on_new_blocks)
+        node.hub.subscribe(ProofMessage, self.on_peer_proof)
+        node.hub.subscribe(BlocksAdopted, self.on_new_blocks)
+        node.hub.subscribe(QuorumMessageReceived, self.on_quorum_message)
 
     def now(self) -> int:
-        return int(self.clock())
+        return self.node.now()
 
     # --- our own proofs -----------------------------------------------------------------------
 
     def send_proof(self) -> None:
-        """Sign, accept and broadcast a fresh uptime proof; InvalidProof says why not."""
+        """Sign and accept a fresh uptime proof (P2P relay sends it to every peer on
+        ProofAccepted); InvalidProof says why not."""
         node = self.node
         assert node.identity is not None
         now = self.now()
-        proof = node.make_own_proof(now)
-        node.accept_proof(proof, now)
-        self.peers.broadcast(P.Proof(proof=proof, relayed=False))
+        node.accept_proof(node.make_own_proof(now), now)
 
     async def run_proofs(self) -> None:
         """Send a proof every proof interval while registered."""
@@ -83,34 +80,33 @@ class ServiceNodeDuties:
 
     # --- proofs from peers --------------------------------------------------------------------
 
-    def on_peer_proof(self, manager: PeerManager, peer: Peer, message: P.Proof | P.ProofRejected) -> None:
-        node = self.node
+    def on_peer_proof(self, event: ProofMessage) -> None:
+        """A proof from a peer (straight from its signer, or relayed), or a peer's word that
+        it refused ours. The node that gets a proof straight from its signer checks the
+        declared IP against the connection, and tells the signer why it refuses a proof."""
+        node, message, peers = self.node, event.message, self.peers
         own = node.identity.key.public if node.identity is not None else None
         if isinstance(message, P.ProofRejected):
             if message.pubkey == own:
-                node.last_proof_rejection = f"uptime proof rejected by {peer.name}: {message.reason}"
-                log.warning("%s", node.last_proof_rejection)
+                node.note_own_proof_refused(event.peer_name, message.reason)
             return
         proof = message.proof
         if proof.pubkey == own:
             return
         direct = not message.relayed
-        if direct and proof.public_ip != peer.ip:
-            reason = f"declared IP {proof.public_ip}, seen {peer.ip}"
-            log.info("refused uptime proof of %s from %s: %s", proof.pubkey.hex()[:16], peer.name, reason)
-            peer.send(P.ProofRejected(pubkey=proof.pubkey, reason=reason))
+        if direct and proof.public_ip != event.peer_ip:
+            reason = f"declared IP {proof.public_ip}, seen {event.peer_ip}"
+            log.info("refused uptime proof of %s from %s: %s", proof.pubkey.hex()[:16], event.peer_name, reason)
+            peers.send(event.peer, P.ProofRejected(pubkey=proof.pubkey, reason=reason))
             return
         try:
-            node.accept_proof(proof, self.now())
+            node.accept_proof(proof, self.now(), source=event.peer, relayed=message.relayed)
         except BadProofSignature as err:
-            manager.ban(peer, f"sent a forged uptime proof: {err.reason}")
-            return
+            peers.ban_peer(event.peer, f"sent a forged uptime proof: {err.reason}")
         except InvalidProof as err:
             if direct:
-                peer.send(P.ProofRejected(pubkey=proof.pubkey, reason=err.reason))
-            log.debug("uptime proof of %s from %s not accepted: %s", proof.pubkey.hex()[:16], peer.name, err)
-            return
-        manager.broadcast(P.Proof(proof=proof, relayed=True), skip=peer)
+                peers.send(event.peer, P.ProofRejected(pubkey=proof.pubkey, reason=err.reason))
+            log.debug("uptime proof of %s from %s not accepted: %s", proof.pubkey.hex()[:16], event.peer_name, err)
 
     # --- obligations --------------------------------------------------------------------------
 
@@ -123,7 +119,7 @@ class ServiceNodeDuties:
         keys = [k for k in (node.identity.key if node.identity else None, node.producer_key) if k is not None]
         return [k for k in keys if k.public in quorum.members]
 
-    def on_new_blocks(self, blocks: list[Block]) -> None:
+    def on_new_blocks(self, event: BlocksAdopted) -> None:
         self._prune()
         self.judge_all()
 
@@ -138,7 +134,7 @@ class ServiceNodeDuties:
         height = node.height
         quorum = node.state.quorums[height]
         for sn in node.state.service_nodes.values():
-            verdict = judge(sn, last_proof=node.last_proofs.get(sn.pubkey, 0), now=now,
+            verdict = judge(sn, last_proof=node.proofs.last_accepted(sn.pubkey), now=now,
                             params=node.params, may_decommission=warm)
             if verdict is None:
                 continue
@@ -151,9 +147,9 @@ class ServiceNodeDuties:
                     for member in quorum.members:
                         self.quorumnet.send(member, vote)
 
-    def on_quorum_message(self, message: Any) -> None:
-        if isinstance(message, P.QuorumVote):
-            self.add_vote(message)
+    def on_quorum_message(self, event: QuorumMessageReceived) -> None:
+        if isinstance(event.message, P.QuorumVote):
+            self.add_vote(event.message)
 
     def add_vote(self, vote: P.QuorumVote) -> None:
         """Keep a valid vote; submit the state change once enough votes are in."""

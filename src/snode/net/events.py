@@ -1,0 +1,34 @@
+"""What the network layer tells the services above it, through the event hub."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from snode.net import protocol as P
+
+
+@dataclass(frozen=True, slots=True)
+class ProofMessage:
+    """A peer sent an uptime proof, or told us why it refused ours (the SN duties judge it)."""
+
+    peer: object
+    """The `Peer` it came from: reply with `PeerManager.send`, punish with `ban`."""
+    peer_ip: str
+    peer_name: str
+    message: P.Proof | P.ProofRejected
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumMessageReceived:
+    """A registered service node sent a quorumnet message."""
+
+    message: P.QuorumMessage
+
+
+@dataclass(frozen=True, slots=True)
+class PeerBanned:
+    """A peer broke the protocol and is cut off for a while."""
+
+    ip: str
+    reason: str
+    seconds: int

@@ -1,0 +1,33 @@
+"""ProofBook: this node's view of every service node's uptime proofs.
+
+Written only by the node (`Node.accept_proof`, `Node.note_own_proof_refused`); read by the
+service-node duties (judging), quorumnet (where members are) and the RPC (`last_uptime_proof`).
+"""
+
+from __future__ import annotations
+
+
+class ProofBook:
+    """Last accepted proof per service node, where each can be reached, and our own refusals."""
+
+    def __init__(self) -> None:
+        self._last: dict[bytes, int] = {}
+        self._endpoints: dict[bytes, tuple[str, int]] = {}
+        self.version = 0
+        """Counts accepted proofs, so answers that show proof times know when to refresh."""
+        self.own_refusal = ""
+        """Why a peer last refused this node's own proof ('' if none has)."""
+
+    def last_accepted(self, pubkey: bytes) -> int:
+        """Timestamp of the last proof accepted from `pubkey`, 0 if none."""
+        return self._last.get(pubkey, 0)
+
+    def endpoint(self, pubkey: bytes) -> tuple[str, int] | None:
+        """(public IP, quorumnet port) from the node's last accepted proof, if any."""
+        return self._endpoints.get(pubkey)
+
+    def record(self, pubkey: bytes, timestamp: int, endpoint: tuple[str, int]) -> None:
+        """Note an accepted proof (the node's call)."""
+        self._last[pubkey] = timestamp
+        self._endpoints[pubkey] = endpoint
+        self.version += 1
