@@ -25,7 +25,7 @@ from snode.core.transactions import Transaction, Transfer, signing_hash, signing
 from snode.core.transition import apply_block, apply_block_encoded
 from snode.devchain import key_from_label
 from snode.params import COIN
-from snode.store import DATABASE_FILE, ChainStore, Commit
+from snode.store import DATABASE_FILE, ChainStore, Commit, Encoded
 from snode.store import state_tables
 from tests.unit.test_encoding import BLOCKS, HEADERS, PAYLOADS, SIGNATURE, VOTES, transactions, tuples
 
@@ -109,10 +109,10 @@ def test_a_commit_with_encodings_stores_what_one_without_stores(chain, tmp_path:
     state = genesis_state
     for block in blocks:
         applied = apply_block_encoded(state, block, chain.consensus)
-        plain.append((block, applied.state, applied.undo))
-        encoded.append((block, applied.state, applied.undo, (applied.encoded, applied.txids)))
+        plain.append(Commit(block, applied.state, applied.undo))
+        encoded.append(Commit(block, applied.state, applied.undo, Encoded(applied.encoded, applied.txids)))
         state = applied.state
-    absent = state_tables.absent_before([undo for _, _, undo in plain])
+    absent = state_tables.absent_before([c.undo for c in plain])
     made_and_spent = absent["utxos"] - set(state.utxos.keys())
     assert made_and_spent, "the chain must make and spend an output within the batch"
     for name, commits in (("plain", plain), ("encoded", encoded)):

@@ -14,7 +14,8 @@ from snode.core.errors import InvalidBlock
 from snode.core.state import ChainState, undo_block
 from snode.node import node as node_module
 from snode.node import verifier as verifier_module
-from snode.node.node import Node, StaleBatch
+from snode.node.batches import StaleBatch
+from snode.node.node import Node
 from snode.params import COIN
 from snode.store import DATABASE_FILE, ChainStore
 from snode.devchain import key_from_label
@@ -53,7 +54,7 @@ def node(tmp_path: Path, mined: tuple[LabChain, list[Block]], monkeypatch: pytes
     monkeypatch.setattr(verifier_module, "INLINE_BELOW", 8)
     store = ChainStore.open(tmp_path / DATABASE_FILE, genesis_block=chain.blocks[0], genesis_state=genesis_state)
     the_node = Node(params=chain.params, consensus=chain.consensus, store=store, state=store.load_state(),
-                    identity=None, producer_key=None)
+                    identity=None, producer_key=None, verifier=verifier_module.VerifierPool())
     yield the_node
     the_node.close()
 
@@ -157,9 +158,9 @@ def test_an_extended_batch_is_stored_in_one_transaction(
     assert [c[1] is not None for c in joined.commits] == [False] * 79 + [True]
     third = node.stage_batch(blocks[80:], chain.now, after=joined)
     commits: list[int] = []
-    store_commit = node.store.commit_blocks
-    monkeypatch.setattr(node.store, "commit_blocks",
-                        lambda batch, **kw: (commits.append(len(batch)), store_commit(batch, **kw))[1])
+    store_write = node.store.write
+    monkeypatch.setattr(node.store, "write",
+                        lambda undone, batch, **kw: (commits.append(len(batch)), store_write(undone, batch, **kw))[1])
     assert node.finish_batch(joined, chain.now) == 80
     assert node.finish_batch(third, chain.now) == BLOCKS - 80
     assert commits == [80, BLOCKS - 80]

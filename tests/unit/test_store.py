@@ -46,7 +46,7 @@ class History(NamedTuple):
 def _mine(chain: DevChain, commits: list[Commit], count: int = 1) -> None:
     for _ in range(count):
         chain.mine()
-        commits.append((chain.blocks[-1], chain.state, chain.undos[-1]))
+        commits.append(Commit(chain.blocks[-1], chain.state, chain.undos[-1]))
 
 
 @pytest.fixture
@@ -91,7 +91,7 @@ def open_store(db: Path, history: History) -> ChainStore:
 def committed_store(db: Path, history: History) -> ChainStore:
     """A store holding every block of the history, committed one by one, reopened."""
     with open_store(db, history) as store:
-        for block, state, undo in history.commits:
+        for block, state, undo, _ in history.commits:
             store.commit_block(block, state, undo)
     return open_store(db, history)
 
@@ -118,7 +118,7 @@ def test_reopening_loads_the_state_at_the_tip(db: Path, history: History) -> Non
 
 def test_blocks_transactions_and_undo_records_come_back(db: Path, history: History) -> None:
     with committed_store(db, history) as store:
-        for block, _, undo in history.commits:
+        for block, _, undo, _ in history.commits:
             height, this_hash = block.header.height, block_hash(block.header)
             assert store.block_hash_at(height) == this_hash
             assert store.get_block_by_height(height) == block
@@ -141,7 +141,7 @@ def test_a_batch_commit_stores_what_single_commits_store(db: Path, history: Hist
             store.commit_blocks(history.commits[start:start + 7])
     with open_store(db, history) as store:
         assert store.load_state() == history.final_state
-        for block, _, undo in history.commits:
+        for block, _, undo, _ in history.commits:
             assert store.get_block_by_height(block.header.height) == block
             assert store.get_undo(block_hash(block.header)) == undo
 
@@ -159,7 +159,7 @@ def test_undo_tip_restores_the_parent_state_and_keeps_the_block(db: Path, histor
     with open_store(db, history) as store:
         assert store.tip() == (parent.height, parent.tip_hash)
         assert store.load_state() == parent
-        for block, _, _ in undone:
+        for block, _, _, _ in undone:
             assert store.get_block_by_height(block.header.height) is None
             assert store.get_block(block_hash(block.header)) == block
             assert store.get_transaction(txid(block.transactions[0])) is None
@@ -185,7 +185,7 @@ def undo_records(history: History, depth: int) -> list[Undone]:
     """(parent state, undo record) of the top `depth` blocks, tip first."""
     top = len(history.commits) - 1
     return [
-        (history.commits[i - 1][1], history.commits[i][2]) for i in range(top, top - depth, -1)
+        Undone(history.commits[i - 1].state, history.commits[i].undo) for i in range(top, top - depth, -1)
     ]
 
 
@@ -197,7 +197,7 @@ def test_a_reorganization_switches_branches(db: Path, history: History) -> None:
     with open_store(db, history) as store:
         assert store.tip() == (new_tip.height, new_tip.tip_hash)
         assert store.load_state() == new_tip
-        for block, _, _ in branch:
+        for block, _, _, _ in branch:
             height = block.header.height
             assert store.get_block_by_height(height) == block
             coinbase = block.transactions[0]
@@ -212,7 +212,7 @@ def test_a_reorganization_that_breaks_the_chain_writes_nothing(db: Path, history
         with pytest.raises(ValueError, match="undo record is for height"):
             store.reorganize(undo_records(history, 3)[1:], branch)
         with pytest.raises(ValueError, match="not the state of block"):
-            store.reorganize([(history.final_state, history.commits[-1][2])], [])
+            store.reorganize([Undone(history.final_state, history.commits[-1].undo)], [])
     with open_store(db, history) as store:
         final = history.final_state
         assert store.tip() == (final.height, final.tip_hash)
@@ -222,10 +222,10 @@ def test_a_reorganization_that_breaks_the_chain_writes_nothing(db: Path, history
 def test_a_block_that_does_not_extend_the_tip_is_refused(db: Path, history: History) -> None:
     with open_store(db, history) as store:
         with pytest.raises(ValueError, match="does not extend the stored tip"):
-            store.commit_block(*history.commits[1])
-        store.commit_block(*history.commits[0])
+            store.commit_block(*history.commits[1][:3])
+        store.commit_block(*history.commits[0][:3])
         with pytest.raises(ValueError, match="does not extend the stored tip"):
-            store.commit_block(*history.commits[0])
+            store.commit_block(*history.commits[0][:3])
         assert store.tip()[0] == 1
     with open_store(db, history) as store:
         assert store.load_state() == history.commits[0][1]
@@ -296,33 +296,30 @@ def test_peers_and_node_records_survive_a_restart(db: Path, history: History) ->
         assert store.get_meta("sn key registered") == b"\x01"
 
 
-def test_a_batch_whose_before_commit_check_fails_writes_nothing(db: Path, history: History) -> None:
-    class Refused(Exception):
-        pass
-
-    def refuse() -> None:
-        raise Refused
-
+def test_a_write_rolled_back_leaves_nothing_and_a_committed_one_stays(db: Path, history: History) -> None:
+    """The two steps of a write: the rows go into an open transaction; the caller (the node,
+    once a batch's signatures are checked) commits it or rolls it back."""
     with open_store(db, history) as store:
         store.commit_blocks(history.commits[:5])
-        with pytest.raises(Refused):
-            store.commit_blocks(history.commits[5:], before_commit=refuse)
-        assert store.tip() == (5, history.commits[4][1].tip_hash)
-        assert store.load_state() == history.commits[4][1]
-        checked: list[int] = []
-        store.commit_blocks(history.commits[5:], before_commit=lambda: checked.append(1))
-        assert checked == [1]
+        pending = store.write([], history.commits[5:])
+        pending.rollback()
+        assert store.tip() == (5, history.commits[4].state.tip_hash)
+        assert store.load_state() == history.commits[4].state
+        with pytest.raises(ValueError, match="already"):
+            pending.commit()
+        store.write([], history.commits[5:]).commit()
+        assert store.tip()[0] == len(history.commits)
     with open_store(db, history) as store:
         assert store.load_state() == history.final_state
 
 
 def test_only_the_last_block_of_a_batch_needs_its_state(db: Path, history: History) -> None:
-    without = [(c[0], None, *c[2:]) for c in history.commits]
+    without = [c._replace(state=None) for c in history.commits]
     with open_store(db, history) as store:
         with pytest.raises(ValueError, match="no state"):
-            store.commit_blocks(without)  # type: ignore[arg-type]
+            store.commit_blocks(without)
         assert store.tip()[0] == 0
-        store.commit_blocks(without[:-1] + [history.commits[-1]])  # type: ignore[operator]
+        store.commit_blocks(without[:-1] + [history.commits[-1]])
         assert store.load_state() == history.final_state
 
 
@@ -345,7 +342,7 @@ def test_deferred_state_is_written_by_the_next_full_commit(db: Path, history: Hi
         assert store.load_state() == history.final_state
     with open_store(db, history) as store:
         assert store.load_state() == history.final_state
-        for block, _, _ in commits:
+        for block, _, _, _ in commits:
             for position, tx in enumerate(block.transactions):
                 assert store.get_transaction(txid(tx)) == (block.header.height, tx)
 
@@ -363,7 +360,7 @@ def test_flush_state_writes_what_was_deferred(db: Path, history: History) -> Non
 
 
 def test_a_crash_with_deferred_state_is_caught_up_by_replaying_the_blocks(db: Path, history: History) -> None:
-    from snode.node.node import replay_stored_blocks
+    from snode.node.batches import replay_stored_blocks
 
     commits = history.commits
     with open_store(db, history) as store:
@@ -394,7 +391,7 @@ def test_a_reorganization_over_deferred_state_writes_it_all(db: Path, history: H
         store.reorganize(undo_records(history, 3), branch, defer_state=True)  # undoing: never deferred
         assert store.state_height() == branch[-1][1].height  # type: ignore[union-attr]
         assert store.load_state() == branch[-1][1]
-        for block, _, _ in branch:
+        for block, _, _, _ in branch:
             for tx in block.transactions:
                 assert store.get_transaction(txid(tx)) == (block.header.height, tx)
     with open_store(db, history) as store:

@@ -8,6 +8,7 @@ Signal handlers only set the stop event; the main coroutine does the shutdown.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import os
@@ -15,9 +16,9 @@ import signal
 import socket
 import stat
 import sys
-import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from aiohttp import web
@@ -25,18 +26,28 @@ from aiohttp import web
 from snode import __version__
 from snode.core.crypto import SigningKey
 from snode.core.genesis import genesis_state
+from snode.common.clock import MockableClock, SystemClock
 from snode.net.peers import PeerManager
+from snode.net.relay import Relay
 from snode.app.config import Config, ConfigError, Endpoint, build_config
 from snode.app.datadir import DataDir, check_writable
 from snode.node.events import SyncProgress
-from snode.node.node import Identity, Node, replay_stored_blocks
+from snode.node.batches import replay_stored_blocks
+from snode.node.node import Identity, Node
+from snode.node.verifier import VerifierPool
+from snode.node.writer import ChainWriter, store_thread
 from snode.services.sn_duties import ServiceNodeDuties
+from snode.services.sync import Syncer
 from snode.app.systemd import notify
 from snode.common.entry import run_command
 from snode.params import REGTEST_AUTHORITY_SEED
 from snode.rpc.methods import MethodTable
 from snode.api.server import make_app
 from snode.store import ChainStore, StoreError
+
+if TYPE_CHECKING:  # imported at run time only where used (start-up time)
+    from snode.app.progress import SyncProgressBar
+    from snode.net.quorumnet import QuorumNet
 
 log = logging.getLogger("snoded")
 
@@ -107,13 +118,34 @@ def setup_logging(level: int, log_file: Path) -> None:
     logging.getLogger("aiohttp.server").addFilter(_QuietClientErrors())
 
 
+@dataclass
+class Wiring:
+    """Everything the daemon runs on top of its node, built by `Daemon._wire`."""
+
+    writer: ChainWriter
+    peers: PeerManager
+    relay: Relay
+    syncer: Syncer
+    duties: ServiceNodeDuties
+    quorumnet: QuorumNet | None
+    runner: web.AppRunner
+    bar: SyncProgressBar | None
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+
+
 class Daemon:
-    """One running snoded."""
+    """One running snoded: start-up (flags checked, sockets bound, data dir locked, node opened),
+    wiring (every layer on the node, each told of the others only through the event hub or its
+    constructor), the main loop, and a graceful stop in the reverse order."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
         self.stop_event = asyncio.Event()
         self.node: Node | None = None
+        self.clock: MockableClock | SystemClock = (
+            MockableClock() if config.params.generate_on_demand else SystemClock()
+        )
+        """Regtest's clock can be set by `set_mock_time`; every other network's is the real one."""
 
     def request_stop(self) -> None:
         self.stop_event.set()
@@ -143,6 +175,16 @@ class Daemon:
         gc.freeze()
         gc.set_threshold(200_000, 20, 100)
         self._warn_unused_registration(datadir, node)
+        self._warn_flags()
+        wiring = await self._wire(node, rpc_sock, p2p_sock)
+        await self.stop_event.wait()
+        await self._shut_down(node, wiring)
+        datadir.unlock()
+        log.info("stopped")
+        return 0
+
+    def _warn_flags(self) -> None:
+        cfg = self.config
         if cfg.public_ip is not None and not cfg.service_node:
             log.warning("--service-node-public-ip is ignored without --service-node")
         if not cfg.rpc_admin.host.startswith("127.") and cfg.rpc_admin.host != "::1":
@@ -150,9 +192,19 @@ class Daemon:
                 "admin RPC bound to %s: it must never be reachable from the internet; "
                 "restrict the port mapping to loopback", cfg.rpc_admin,
             )
+
+    async def _wire(self, node: Node, rpc_sock: socket.socket, p2p_sock: socket.socket) -> Wiring:
+        """Build the layers on the node, bottom up, and start them. A block from a peer goes
+        peers -> relay -> writer -> node -> store; a proof goes peers -> relay -> (hub) SN
+        duties -> node -> (hub) relay and quorum votes -> quorumnet."""
+        cfg = self.config
+        writer = ChainWriter(node, store_thread())
         peers = PeerManager(node, bind_ip=cfg.p2p_bind.host, listen_port=cfg.p2p_bind.port,
                             priority=[str(e) for e in cfg.priority_nodes],
-                            saved_peers=node.store.load_peers(), save_peers=node.store.save_peers)
+                            saved_peers=node.store.load_peers(),
+                            save_peers=functools.partial(writer.call, node.store.save_peers))
+        relay = Relay(peers, writer)
+        syncer = Syncer(peers, relay, writer)
         # Imported where used: quorumnet (pyzmq), the progress bar (rich) and the metrics
         # (prometheus_client) are about 60 ms of a start-up that is 0.4 s in all, and only a
         # service node, a terminal, or a /metrics request needs them.
@@ -160,8 +212,7 @@ class Daemon:
         if node.identity is not None:
             from snode.net.quorumnet import QuorumNet
 
-            quorumnet = QuorumNet(node, node.identity.key, bind_ip=cfg.p2p_bind.host,
-                                  port=cfg.quorumnet_port)
+            quorumnet = QuorumNet(node, node.identity.key, bind_ip=cfg.p2p_bind.host, port=cfg.quorumnet_port)
         duties = ServiceNodeDuties(node, peers, quorumnet=quorumnet)
         if quorumnet is not None:
             quorumnet.start()
@@ -171,18 +222,27 @@ class Daemon:
 
             bar = SyncProgressBar()
             node.hub.subscribe(SyncProgress, lambda e: bar.update(e.height, e.target))
-        methods = MethodTable(node, request_stop=self.request_stop, peers=peers, duties=duties)
+        methods = MethodTable(node, request_stop=self.request_stop, peers=peers, duties=duties,
+                              writer=writer, clock=self.clock)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
                        metrics=lambda: _render_metrics(node))
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         await web.SockSite(runner, rpc_sock, shutdown_timeout=2.0).start()
         await peers.start(p2p_sock)
+        syncer.start()
+        wiring = Wiring(writer, peers, relay, syncer, duties, quorumnet, runner, bar)
+        self._start_tasks(node, wiring)
+        return wiring
+
+    def _start_tasks(self, node: Node, wiring: Wiring) -> None:
+        cfg = self.config
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
-        tasks = [asyncio.create_task(self._produce_blocks(node), name="producer"),
-                 asyncio.create_task(duties.run_proofs(), name="uptime proofs")]
+        tasks = wiring.tasks
+        tasks += [asyncio.create_task(self._produce_blocks(wiring.writer), name="producer"),
+                  asyncio.create_task(wiring.duties.run_proofs(), name="uptime proofs")]
         if not cfg.non_interactive and _stdin_is_console():
             tasks.append(asyncio.create_task(self._console(node), name="console"))
         elif not cfg.non_interactive:
@@ -191,25 +251,26 @@ class Daemon:
         log.info("snoded v%s on %s: height %d, admin RPC on %s, P2P on %s%s", __version__,
                  cfg.params.name, node.height, cfg.rpc_admin, cfg.p2p_bind,
                  f", service node {node.identity.key.public.hex()}" if node.identity else "")
-        print(node.status_line(int(time.time())), flush=True)
-        notify(f"READY=1\nSTATUS={node.status_line(int(time.time()))}")
+        print(node.status_line(node.now()), flush=True)
+        notify(f"READY=1\nSTATUS={node.status_line(node.now())}")
         tasks.append(asyncio.create_task(self._report_status(node), name="sd_notify"))
-        await self.stop_event.wait()
+
+    async def _shut_down(self, node: Node, wiring: Wiring) -> None:
+        """The reverse of start-up: tasks, peers, quorumnet, the RPC, then the store thread
+        (waiting for a commit under way) and the node."""
         notify("STOPPING=1")
         log.info("stopping")
-        for task in tasks:
+        for task in wiring.tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await peers.stop()
-        if bar is not None:
-            bar.finish()
-        if quorumnet is not None:
-            await quorumnet.stop()
-        await asyncio.wait_for(runner.cleanup(), SHUTDOWN_TIMEOUT)
+        await asyncio.gather(*wiring.tasks, return_exceptions=True)
+        await wiring.peers.stop()
+        if wiring.bar is not None:
+            wiring.bar.finish()
+        if wiring.quorumnet is not None:
+            await wiring.quorumnet.stop()
+        await asyncio.wait_for(wiring.runner.cleanup(), SHUTDOWN_TIMEOUT)
+        wiring.writer.close()
         node.close()
-        datadir.unlock()
-        log.info("stopped")
-        return 0
 
     def _warn_unused_registration(self, datadir: DataDir, node: Node) -> None:
         """A registered SN key started without --service-node will be decommissioned."""
@@ -248,19 +309,19 @@ class Daemon:
             log.warning("the authority key in the data dir is not one of this genesis' authorities; not producing blocks")
             producer = None
         return Node(params=params, consensus=consensus, store=store, state=state,
-                    identity=identity, producer_key=producer)
+                    identity=identity, producer_key=producer, clock=self.clock, verifier=VerifierPool())
 
-    async def _produce_blocks(self, node: Node) -> None:
+    async def _produce_blocks(self, writer: ChainWriter) -> None:
         """Devnet and public networks while bootstrapping: the authority produces on schedule."""
+        node = writer.node
         interval = node.params.target_block_time
         if node.producer_key is None or interval <= 0:
             return
         while True:
-            now = time.time()
             due = node.state.timestamp + interval
-            await asyncio.sleep(max(due - now, 0.05))
+            await asyncio.sleep(max(due - node.clock.time(), 0.05))
             try:
-                node.produce_block(int(time.time()))
+                await writer.produce_block()
             except Exception:
                 log.exception("block production failed")
                 await asyncio.sleep(interval)
@@ -269,7 +330,7 @@ class Daemon:
         """Keep systemd's STATUS (shown by `systemctl status`) on the status line."""
         while True:
             await asyncio.sleep(10)
-            notify(f"STATUS={node.status_line(int(time.time()))}")
+            notify(f"STATUS={node.status_line(node.now())}")
 
     async def _console(self, node: Node) -> None:
         """Console commands on stdin: status, print_sn_key, exit."""
@@ -286,7 +347,7 @@ class Daemon:
                 return
             command = line.decode(errors="replace").strip()
             if command == "status":
-                print(node.status_line(int(time.time())), flush=True)
+                print(node.status_line(node.now()), flush=True)
             elif command == "print_sn_key":
                 print(node.identity.key.public.hex() if node.identity else
                       "this daemon is not a service node (start it with --service-node)", flush=True)

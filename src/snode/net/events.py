@@ -32,3 +32,19 @@ class PeerBanned:
     ip: str
     reason: str
     seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class PeerConnected:
+    """A peer finished its handshake (the sync service looks at its height)."""
+
+    peer: object
+    height: int
+
+
+@dataclass(frozen=True, slots=True)
+class BlocksAhead:
+    """A peer showed a block we cannot connect yet (the sync service fetches what is missing)."""
+
+    peer: object
+    height: int

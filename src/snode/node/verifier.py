@@ -18,10 +18,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import msgspec
 
@@ -64,18 +65,62 @@ class Pending:
         while self._value is None:
             worker = self._worker
             assert worker is not None
-            if not worker.read_answer() and self._value is None:
-                self._value = verify_serially(self.checks)
+            with worker.lock:
+                if self._value is None and not worker.read_answer() and self._value is None:
+                    self._value = verify_serially(self.checks)
         return self._value
 
     def _answer(self, value: int) -> None:
         self._value = value
 
 
+class Verifier(Protocol):
+    """What the node needs of a signature verifier: a BatchVerifier (`verifier(checks)` is the
+    index of the first bad signature, or -1) that can also take a batch and answer later."""
+
+    def __call__(self, checks: Sequence[SigCheck]) -> int:
+        """Check now."""
+        ...
+
+    def submit(self, checks: Sequence[SigCheck]) -> Pending:
+        """Start checking; `result()` of the answer waits for it."""
+        ...
+
+    def start(self) -> None:
+        """Get ready for many checks (a sync begins)."""
+        ...
+
+    def close(self) -> None:
+        """Release whatever it holds."""
+        ...
+
+
+class InlineVerifier:
+    """Every check on the calling thread: for tests and for a simulation of many nodes in one
+    process (no worker processes)."""
+
+    def __call__(self, checks: Sequence[SigCheck]) -> int:
+        """Check now, in order."""
+        return verify_serially(checks)
+
+    def submit(self, checks: Sequence[SigCheck]) -> Pending:
+        """Checked at once; the answer is ready."""
+        return Pending(checks, None, verify_serially(checks))
+
+    def start(self) -> None:
+        """Nothing to start."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+
 class _Worker:
     """One worker process and the batches it has not answered yet, in order."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, lock: threading.RLock) -> None:
+        self.lock = lock
+        """The pool's: a worker's pipe is used by one thread at a time."""
         env = dict(os.environ)
         # The worker imports snode from where this process did (an installed package or a
         # source tree on PYTHONPATH alike).
@@ -160,9 +205,12 @@ class _Worker:
 
 class VerifierPool:
     """A BatchVerifier (and `submit` for batches checked while the caller goes on) over worker
-    processes, started when the first large batch comes. Use from one thread."""
+    processes, started when the first large batch comes. Safe from several threads (the
+    store thread checks blocks while the event loop checks mempool transactions): one lock
+    orders every use of the workers' pipes."""
 
     def __init__(self, workers: int | None = None) -> None:
+        self._lock = threading.RLock()
         self.size = workers if workers is not None else default_workers()
         self._workers: list[_Worker] = []
         self._next = 0
@@ -173,11 +221,14 @@ class VerifierPool:
     def submit(self, checks: Sequence[SigCheck]) -> Pending:
         """Hand `checks` to the next worker; small batches are checked at once, inline (so
         are all while no worker can be started)."""
-        worker = None if len(checks) < INLINE_BELOW or self._closed else self._worker()
-        if worker is None:
+        if len(checks) < INLINE_BELOW or self._closed:
             return Pending(checks, None, verify_serially(checks))
-        body = self._encoder.encode([(c.public, c.message, c.signature) for c in checks])
-        return worker.send(checks, body)
+        with self._lock:
+            worker = self._worker()
+            if worker is None:
+                return Pending(checks, None, verify_serially(checks))
+            body = self._encoder.encode([(c.public, c.message, c.signature) for c in checks])
+            return worker.send(checks, body)
 
     def __call__(self, checks: Sequence[SigCheck]) -> int:
         """Index of the first bad signature in `checks`, or -1: large batches are split over
@@ -197,12 +248,16 @@ class VerifierPool:
         begins, so that they come up (about 0.1 s) while its first download is on its way.
         If they cannot be started, checks run inline (logged) and starting is tried again
         after RETRY_START_S."""
+        with self._lock:
+            self._start()
+
+    def _start(self) -> None:
         if self._workers or self._closed or time.monotonic() < self._no_start_until:
             return
         started: list[_Worker] = []
         try:
             for index in range(self.size):
-                started.append(_Worker(index))
+                started.append(_Worker(index, self._lock))
         except OSError as err:
             self._cannot_start(err)
             for worker in started:
@@ -217,7 +272,7 @@ class VerifierPool:
 
     def _worker(self) -> _Worker | None:
         """The next worker (replacing it if it died), or None when none can be started."""
-        self.start()
+        self._start()
         if not self._workers:
             return None
         self._next = (self._next + 1) % len(self._workers)
@@ -226,7 +281,7 @@ class VerifierPool:
             if time.monotonic() < self._no_start_until:
                 return None
             try:
-                worker = self._workers[self._next] = _Worker(self._next)
+                worker = self._workers[self._next] = _Worker(self._next, self._lock)
             except OSError as err:
                 self._cannot_start(err)
                 return None
@@ -238,7 +293,8 @@ class VerifierPool:
 
     def close(self) -> None:
         """Stop the workers (unanswered batches are dropped)."""
-        self._closed = True
-        for worker in self._workers:
-            worker.stop(STOP_WAIT_S)
-        self._workers = []
+        with self._lock:
+            self._closed = True
+            for worker in self._workers:
+                worker.stop(STOP_WAIT_S)
+            self._workers = []

@@ -6,13 +6,13 @@ rather than a silently ignored option.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import msgspec
 
 from snode import __version__
+from snode.common.clock import Clock
 from snode.core import service_nodes as sn_rules
 from snode.core.address import decode_address
 from snode.core.blocks import Block, block_hash
@@ -26,6 +26,7 @@ from snode.core.units import parse_percent_ppm
 from snode.common.endpoints import ip_endpoint
 from snode.net.peers import PeerManager
 from snode.node.node import Node
+from snode.node.writer import ChainWriter
 from snode.services.sn_duties import ServiceNodeDuties
 from snode.params import MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM
 from snode.api import errors as E
@@ -106,12 +107,14 @@ class MethodTable:
 
     def __init__(self, node: Node, *, request_stop: Callable[[], None],
                  peers: PeerManager | None = None, duties: ServiceNodeDuties | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 writer: ChainWriter | None = None, clock: Clock | None = None) -> None:
         self.node = node
         self.peers = peers
         self.duties = duties
+        self.writer = writer if writer is not None else ChainWriter(node)
+        """Store reads and chain changes go through it (off the event loop in a daemon)."""
         self.request_stop = request_stop
-        self.clock = clock
+        self.clock: Clock = clock if clock is not None else node.clock
         self._sn_cache: tuple[tuple[bytes, int], msgspec.Raw] | None = None
         self._record_cache: dict[bytes, tuple[ServiceNode, tuple[int, bool], bytes]] = {}
         self._table: dict[str, tuple[Callable[[Any], Awaitable[Any]], type[msgspec.Struct] | None]] = {
@@ -138,7 +141,7 @@ class MethodTable:
         return sorted(self._table)
 
     def now(self) -> int:
-        return int(self.clock())
+        return int(self.clock.time())
 
     async def call(self, method: str, params: dict[str, Any]) -> Any:
         entry = self._table.get(method)
@@ -275,10 +278,10 @@ class MethodTable:
         if (p.height is None) == (p.hash is None):
             raise RpcError(E.INVALID_PARAMS, "Invalid params: give exactly one of height and hash")
         if p.hash is not None:
-            block = self.node.block_by_hash(_hex32("hash", p.hash))
+            block = await self.writer.call(self.node.block_by_hash, _hex32("hash", p.hash))
         else:
             assert p.height is not None
-            block = self.node.block_at(p.height)
+            block = await self.writer.call(self.node.block_at, p.height)
         if block is None:
             raise RpcError(E.NOT_FOUND, "no such block on the main chain")
         return self._block_json(block)
@@ -298,7 +301,7 @@ class MethodTable:
         if entry is not None:
             return {"txid": p.txid, "height": None, "in_pool": True, "kind": tx_kind(entry.tx),
                     "tx_hex": encode(entry.tx).hex()}
-        found = self.node.transaction(tid)
+        found = await self.writer.call(self.node.transaction, tid)
         if found is None:
             raise RpcError(E.NOT_FOUND, f"transaction {p.txid} is neither in the chain nor in the mempool")
         height, tx = found
@@ -362,7 +365,7 @@ class MethodTable:
             raise RpcError(E.REGTEST_ONLY, "generate_blocks is only available on regtest (--regtest)")
         hashes = []
         for _ in range(p.blocks):
-            block = node.produce_block(self.now())
+            block = await self.writer.produce_block()
             hashes.append(block_hash(block.header).hex())
         return {"blocks": hashes, "height": node.height}
 

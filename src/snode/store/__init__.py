@@ -5,7 +5,10 @@ block or per batch of blocks, so a crash at any moment leaves the state of the l
 block. See `chain_store.ChainStore`.
 """
 
-from snode.store.chain_store import DATABASE_FILE, ChainStore, Commit, Undone
+from snode.store.chain_store import DATABASE_FILE, ChainStore, Commit, PendingWrite, Undone
+from snode.store.rows import Encoded
 from snode.store.errors import StoreError
 
-__all__ = ["DATABASE_FILE", "ChainStore", "Commit", "StoreError", "Undone"]
+__all__ = [
+    "DATABASE_FILE", "ChainStore", "Commit", "Encoded", "PendingWrite", "StoreError", "Undone",
+]

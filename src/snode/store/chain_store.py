@@ -13,42 +13,22 @@ two threads at once.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Final
 
 from snode.core.blocks import Block, block_hash
-from snode.core.encoding import decode_trusted, encode
+from snode.core.encoding import decode_trusted
 from snode.core.state import ChainState, Undo
 from snode.core.transactions import Transaction, txid
-from snode.store import schema, state_tables
+from snode.store import rows, schema, state_tables
+from snode.store.protocol import Commit, Undone
 from snode.store.errors import StoreError
 
 DATABASE_FILE: Final = "chain.sqlite3"
 """The database's file name inside a data dir."""
-
-Encoded = tuple[bytes, Sequence[bytes]]
-"""A block's canonical bytes and its transaction ids, in block order."""
-
-Commit = tuple[Block, ChainState | None, Undo] | tuple[Block, ChainState | None, Undo, Encoded]
-"""A block, the state after it and its undo record, as `transition.apply_block` returns them;
-optionally with the block's Encoded form as `transition.apply_block_encoded` computed it, so
-that the store encodes and hashes nothing again. The store writes only the state after the
-last block of a call, so the others may carry None instead of theirs (a syncing node does not
-keep 500 intermediate states alive until their batch is stored)."""
-
-Undone = tuple[ChainState, Undo]
-"""The state of an undone block's parent and the block's undo record (`state.undo_block`)."""
-
-_BlockRow = tuple[bytes, int, bytes, bytes | None]
-"""(hash, height, data, undo) of the blocks table."""
-_MainChainRow = tuple[int, bytes]
-_TxRow = tuple[bytes, int, int]
-"""(txid, height, position) of the txs table."""
-
 
 @dataclass
 class _Deferred:
@@ -58,7 +38,52 @@ class _Deferred:
 
     touched: state_tables.Touched
     absent: state_tables.Touched
-    txs: list[_TxRow]
+    txs: list[rows.TxRow]
+
+
+@dataclass
+class _Plan:
+    """The rows of one write and what the store knows after it (`ChainStore.write`)."""
+
+    tip: tuple[int, bytes]
+    final_state: ChainState
+    stale_heights: list[tuple[int]]
+    stale_txs: list[tuple[bytes, int]]
+    blocks: list[rows.BlockRow]
+    main_chain: list[rows.MainChainRow]
+    txs: list[rows.TxRow]
+    touched: state_tables.Touched
+    absent: state_tables.Touched | None
+    defer: bool
+
+
+class PendingWrite:
+    """A write whose rows are in an open SQL transaction (`ChainStore.write`)."""
+
+    def __init__(self, store: ChainStore, plan: _Plan) -> None:
+        self._store = store
+        self._plan: _Plan | None = plan
+
+    def commit(self) -> None:
+        """Make the write durable; StoreError if the database refuses (nothing is written)."""
+        plan, self._plan = self._take()
+        store = self._store
+        try:
+            store._conn.execute("COMMIT")
+        except sqlite3.Error as err:
+            rows.rollback(store._conn)
+            raise StoreError(f"cannot write to database {store._path}: {err}") from err
+        store._finish_write(plan)
+
+    def rollback(self) -> None:
+        """Forget the write: the store is as it was before `write`."""
+        _, self._plan = self._take()
+        rows.rollback(self._store._conn)
+
+    def _take(self) -> tuple[_Plan, None]:
+        if self._plan is None:
+            raise ValueError("this write was already committed or rolled back")
+        return self._plan, None
 
 
 class ChainStore:
@@ -106,7 +131,7 @@ class ChainStore:
         conn = schema.connect(path)
         try:
             if stored is None:
-                _create(conn, path, genesis_block, genesis_state)
+                rows.create(conn, path, genesis_block, genesis_state)
             else:
                 schema.migrate(conn)
             state_tip = state_tables.read_tip(conn)
@@ -161,8 +186,8 @@ class ChainStore:
             return
         if (state.height, state.tip_hash) != self._tip:
             raise ValueError(f"flush_state got the state at height {state.height}, not the tip's")
-        with _transaction(self._conn, self._path):
-            _insert_txs(self._conn, deferred.txs)
+        with rows.transaction(self._conn, self._path):
+            rows.insert_txs(self._conn, deferred.txs)
             state_tables.write_state(self._conn, state, deferred.touched, deferred.absent)
         self._deferred = None
         self._state_height = state.height
@@ -179,8 +204,8 @@ class ChainStore:
         undos = [undo for undo, _ in replayed]
         txs = [(tx_id, undo.height, position)
                for undo, ids in replayed for position, tx_id in enumerate(ids)]
-        with _transaction(self._conn, self._path):
-            _insert_txs(self._conn, txs)
+        with rows.transaction(self._conn, self._path):
+            rows.insert_txs(self._conn, txs)
             state_tables.write_state(
                 self._conn, state, state_tables.touched_keys(undos), state_tables.absent_before(undos)
             )
@@ -188,44 +213,68 @@ class ChainStore:
 
     def commit_block(self, block: Block, new_state: ChainState, undo: Undo) -> None:
         """Append one block to the main chain, in one transaction."""
-        self.reorganize([], [(block, new_state, undo)])
+        self.write([], [Commit(block, new_state, undo)]).commit()
 
-    def commit_blocks(
-        self, batch: Sequence[Commit], *, before_commit: Callable[[], None] | None = None,
-        defer_state: bool = False,
-    ) -> None:
+    def commit_blocks(self, batch: Sequence[Commit], *, defer_state: bool = False) -> None:
         """Append blocks to the main chain, lowest first, in one transaction (sync commits a
         batch per transaction: a crash loses at most the batch, which is downloaded again).
 
-        `before_commit` runs inside the transaction once every row is written, just before it
-        commits; if it raises, nothing is written and its exception propagates. (The node waits
-        there for the batch's signature checks, which run while the rows are written.)
         `defer_state`: write the blocks only, and keep what their state rows and transaction
         index rows need in memory (see the class); a commit without it writes all that is
         deferred, with its own.
         """
-        self.reorganize([], batch, before_commit=before_commit, defer_state=defer_state)
+        self.write([], batch, defer_state=defer_state).commit()
 
     def undo_tip(self, parent_state: ChainState, undo: Undo) -> None:
         """Take the tip block off the main chain, in one transaction. The block and its undo
         record stay stored, so the block can be committed again."""
-        self.reorganize([(parent_state, undo)], [])
+        self.write([Undone(parent_state, undo)], []).commit()
 
     def reorganize(
-        self, undone: Sequence[Undone], commits: Sequence[Commit], *,
-        before_commit: Callable[[], None] | None = None, defer_state: bool = False,
+        self, undone: Sequence[Undone], commits: Sequence[Commit], *, defer_state: bool = False,
     ) -> None:
         """Undo blocks off the tip (tip first), then append `commits` (lowest first), in one
-        transaction, so that a crash never leaves the chain between two branches.
+        transaction, so that a crash never leaves the chain between two branches."""
+        self.write(undone, commits, defer_state=defer_state).commit()
+
+    def write(
+        self, undone: Sequence[Undone], commits: Sequence[Commit], *, defer_state: bool = False,
+    ) -> PendingWrite:
+        """Write the rows of undoing `undone` (tip first) and appending `commits` (lowest
+        first) inside one open SQL transaction, and return it: `commit()` makes it durable,
+        `rollback()` forgets it. Nothing else may use the store until one of them is called.
+
+        Two steps, so that a caller can do other work while the rows are written and decide
+        afterwards: the node waits for a sync batch's signature checks between them.
 
         Each state row the blocks touched is written once, with its value in the final state.
         ValueError when an undo is not the tip's, a parent state not its parent's, or a block
         does not extend the tip at that point (a caller's bug); nothing is written then.
-        `before_commit`, `defer_state`: as for `commit_blocks` (a reorganization that undoes
-        blocks always writes the state).
+        `defer_state`: as for `commit_blocks` (a write that undoes blocks never defers).
         """
+        plan = self._plan(undone, commits, defer_state)
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            # Stale rows go first: a transaction in both branches is indexed at its new height.
+            conn.executemany("DELETE FROM main_chain WHERE height = ?", plan.stale_heights)
+            conn.executemany("DELETE FROM txs WHERE txid = ? AND height = ?", plan.stale_txs)
+            rows.insert_blocks(conn, plan.blocks, plan.main_chain)
+            if not plan.defer:
+                rows.insert_txs(conn, plan.txs)
+                state_tables.write_state(conn, plan.final_state, plan.touched, plan.absent)
+        except sqlite3.Error as err:
+            rows.rollback(conn)
+            raise StoreError(f"cannot write to database {self._path}: {err}") from err
+        except BaseException:
+            rows.rollback(conn)
+            raise
+        return PendingWrite(self, plan)
+
+    def _plan(self, undone: Sequence[Undone], commits: Sequence[Commit], defer_state: bool) -> _Plan:
+        """The rows of a write, checked against the stored tip (`write`)."""
         if not undone and not commits:
-            return
+            raise ValueError("nothing to write")
         height, tip_hash = self._tip
         stale_heights: list[tuple[int]] = []
         stale_txs: list[tuple[bytes, int]] = []
@@ -236,20 +285,17 @@ class ChainStore:
             height, tip_hash = height - 1, parent_state.tip_hash
         blocks, main_chain, txs = [], [], []
         for commit in commits:
-            block, new_state, undo = commit[0], commit[1], commit[2]
-            this_hash = block_hash(block.header)
-            _check_extends(height, tip_hash, block, this_hash, new_state, undo)
-            block_row, main_row, tx_rows = _block_rows(
-                block, this_hash, undo, commit[3] if len(commit) > 3 else None  # type: ignore[misc]
-            )
+            this_hash = block_hash(commit.block.header)
+            rows.check_extends(height, tip_hash, commit.block, this_hash, commit.state, commit.undo)
+            block_row, main_row, tx_rows = rows.block_rows(commit.block, this_hash, commit.undo, commit.encoded)
             blocks.append(block_row)
             main_chain.append(main_row)
             txs.extend(tx_rows)
-            height, tip_hash = block.header.height, this_hash
-        final_state = commits[-1][1] if commits else undone[-1][0]
+            height, tip_hash = commit.block.header.height, this_hash
+        final_state = commits[-1].state if commits else undone[-1].parent_state
         if final_state is None:
             raise ValueError("the last block given has no state after it")
-        undos = [undo for _, undo in undone] + [commit[2] for commit in commits]
+        undos = [u.undo for u in undone] + [c.undo for c in commits]
         touched = state_tables.touched_keys(undos)
         # Keys that did not exist at the stored tip (their first old value is None) and do not
         # exist at the end have no row to delete: outputs made and spent within one batch.
@@ -264,30 +310,26 @@ class ChainStore:
             touched = {name: deferred.touched[name] | keys for name, keys in touched.items()}
             undone_heights = {h for (h,) in stale_heights}
             txs = [row for row in deferred.txs if row[1] not in undone_heights] + txs
-        with _transaction(self._conn, self._path):
-            # Stale rows go first: a transaction in both branches is indexed at its new height.
-            self._conn.executemany("DELETE FROM main_chain WHERE height = ?", stale_heights)
-            self._conn.executemany("DELETE FROM txs WHERE txid = ? AND height = ?", stale_txs)
-            _insert_blocks(self._conn, blocks, main_chain)
-            if not defer:
-                _insert_txs(self._conn, txs)
-                state_tables.write_state(self._conn, final_state, touched, absent)
-            if before_commit is not None:
-                before_commit()
-        self._tip = (height, tip_hash)
-        if defer:
-            assert absent is not None
+        return _Plan((height, tip_hash), final_state, stale_heights, stale_txs, blocks,
+                     main_chain, txs, touched, absent, defer)
+
+    def _finish_write(self, plan: _Plan) -> None:
+        """After a commit: the new tip, and what is deferred now."""
+        self._tip = plan.tip
+        deferred = self._deferred
+        if plan.defer:
+            assert plan.absent is not None
             if deferred is None:
-                self._deferred = _Deferred(touched, absent, txs)
+                self._deferred = _Deferred(plan.touched, plan.absent, plan.txs)
             else:  # grown in place: no copy of what is already deferred per batch
-                new_absent = _absent_after(deferred, absent)
-                for name, keys in touched.items():
+                new_absent = _absent_after(deferred, plan.absent)
+                for name, keys in plan.touched.items():
                     deferred.touched[name] |= keys
                 deferred.absent = new_absent
-                deferred.txs.extend(txs)
+                deferred.txs.extend(plan.txs)
         else:
             self._deferred = None
-            self._state_height = height
+            self._state_height = plan.tip[0]
 
     def _check_undoes_tip(
         self, height: int, tip_hash: bytes, parent_state: ChainState, undo: Undo
@@ -374,7 +416,7 @@ class ChainStore:
 
     def save_peers(self, addresses: Sequence[str]) -> None:
         """Replace the saved peer addresses (kept in this order)."""
-        with _transaction(self._conn, self._path):
+        with rows.transaction(self._conn, self._path):
             self._conn.execute("DELETE FROM peers")
             self._conn.executemany(
                 "INSERT INTO peers (address) VALUES (?)", [(a,) for a in addresses]
@@ -392,7 +434,7 @@ class ChainStore:
 
     def set_meta(self, key: str, value: bytes) -> None:
         """Store a value for the node under `key` (durably, in its own transaction)."""
-        with _transaction(self._conn, self._path):
+        with rows.transaction(self._conn, self._path):
             self._conn.execute(
                 "INSERT OR REPLACE INTO node_meta (key, value) VALUES (?, ?)", (key, value)
             )
@@ -406,84 +448,3 @@ def _absent_after(deferred: _Deferred, absent: state_tables.Touched) -> state_ta
     return {name: deferred.absent[name] | (keys - deferred.touched[name]) for name, keys in absent.items()}
 
 
-@contextmanager
-def _transaction(conn: sqlite3.Connection, path: Path) -> Iterator[None]:
-    """One SQL transaction, committed whole or rolled back whole; a write the database refuses
-    (disk full, I/O error) becomes a StoreError."""
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        yield
-        conn.execute("COMMIT")
-    except sqlite3.Error as err:
-        _rollback(conn)
-        raise StoreError(f"cannot write to database {path}: {err}") from err
-    except BaseException:
-        _rollback(conn)
-        raise
-
-
-def _rollback(conn: sqlite3.Connection) -> None:
-    # A failed COMMIT may already have rolled back.
-    if conn.in_transaction:
-        conn.execute("ROLLBACK")
-
-
-def _create(conn: sqlite3.Connection, path: Path, block: Block, state: ChainState) -> None:
-    """Tables, genesis block and genesis state, in one transaction."""
-    block_row, main_row, tx_rows = _block_rows(block, state.tip_hash, None)
-    with _transaction(conn, path):
-        schema.create_tables(conn)
-        _insert_blocks(conn, [block_row], [main_row])
-        _insert_txs(conn, tx_rows)
-        state_tables.write_state(conn, state, state_tables.all_keys(state))
-
-
-def _check_extends(
-    height: int, tip_hash: bytes, block: Block, this_hash: bytes, new_state: ChainState | None,
-    undo: Undo,
-) -> None:
-    header = block.header
-    if header.height != height + 1 or header.prev_hash != tip_hash:
-        raise ValueError(
-            f"block {header.height} ({this_hash.hex()[:16]}) does not extend the stored tip at "
-            f"height {height}"
-        )
-    if (new_state is not None and new_state.tip_hash != this_hash) or undo.height != header.height:
-        raise ValueError(
-            f"the state or undo record given with block {header.height} is not its own"
-        )
-
-
-def _block_rows(
-    block: Block, this_hash: bytes, undo: Undo | None, encoded: Encoded | None = None,
-) -> tuple[_BlockRow, _MainChainRow, list[_TxRow]]:
-    """The rows of the blocks, main_chain and txs tables for one block (`encoded`: its bytes
-    and transaction ids, when the caller has them)."""
-    height = block.header.height
-    ids: Sequence[bytes]
-    if encoded is None:
-        data, ids = encode(block), [txid(tx) for tx in block.transactions]
-    else:
-        data, ids = encoded
-        if len(ids) != len(block.transactions):
-            raise ValueError(f"block {height} is given {len(ids)} transaction ids")
-    block_row = (this_hash, height, data, encode(undo) if undo is not None else None)
-    tx_rows = [(tx_id, height, position) for position, tx_id in enumerate(ids)]
-    return block_row, (height, this_hash), tx_rows
-
-
-def _insert_blocks(
-    conn: sqlite3.Connection, blocks: list[_BlockRow], main_chain: list[_MainChainRow]
-) -> None:
-    # REPLACE: a block undone by a reorg may come back; its stored row is rewritten.
-    conn.executemany(
-        "INSERT OR REPLACE INTO blocks (hash, height, data, undo) VALUES (?, ?, ?, ?)", blocks
-    )
-    conn.executemany("INSERT INTO main_chain (height, hash) VALUES (?, ?)", main_chain)
-
-
-def _insert_txs(conn: sqlite3.Connection, txs: list[_TxRow]) -> None:
-    # In key order: many rows (a deferred sync's) go into the B-tree fastest that way.
-    conn.executemany(
-        "INSERT OR REPLACE INTO txs (txid, height, position) VALUES (?, ?, ?)", sorted(txs)
-    )

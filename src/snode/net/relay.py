@@ -1,0 +1,165 @@
+"""Relay: what travels between peers besides sync. New blocks, transactions and uptime proofs,
+the caches that keep each from being handled twice, blocks that wait for their parent, and the
+blocks we serve to peers that sync from us.
+
+In: `NewBlock` -> the node (through the ChainWriter, off the event loop); `NewTransaction` -> the
+mempool; `Proof` / `ProofRejected` -> a `ProofMessage` event for the service-node duties, which
+judge proofs; `GetBlocks` -> the stored blocks. Out: the node's events: `BlocksAdopted` ->
+`NewBlock` (or `Tip` for a batch), `TransactionAdmitted` -> `NewTransaction`, `ProofAccepted` ->
+`Proof`, each to every peer but the one it came from.
+
+A block that does not connect to our tip is checked as far as it can be without its parent (a
+forgery is refused at once), kept (bounded) and announced as `BlocksAhead`, so that the sync
+service fetches what is missing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import Final
+
+from snode.core.blocks import Block, block_hash
+from snode.core.encoding import decode, encode
+from snode.core.errors import BadSignature, BlockFromFuture, DecodeError, SnodeError
+from snode.core.transactions import Transaction, txid
+from snode.core.transition import check_block_stateless
+from snode.net import protocol as P
+from snode.net.events import BlocksAhead, ProofMessage
+from snode.net.peer import Peer
+from snode.net.peers import PeerManager
+from snode.net.protocol import ProtocolViolation
+from snode.node.events import BlocksAdopted, ProofAccepted, TransactionAdmitted
+from snode.node.writer import ChainWriter
+
+log = logging.getLogger(__name__)
+
+MAX_ORPHANS: Final = 100
+SEEN_TX_CACHE: Final = 50_000
+
+
+class Relay:
+    """Gossip of blocks, transactions and proofs for one node."""
+
+    def __init__(self, peers: PeerManager, writer: ChainWriter) -> None:
+        self.peers = peers
+        self.writer = writer
+        self.node = writer.node
+        self._orphans: OrderedDict[bytes, Block] = OrderedDict()
+        self._seen_txs: OrderedDict[bytes, None] = OrderedDict()
+        peers.on(P.NewBlock, self._on_new_block)
+        peers.on(P.NewTransaction, self._on_new_transaction)
+        peers.on(P.Proof, self._on_proof)
+        peers.on(P.ProofRejected, self._on_proof)
+        peers.on(P.GetBlocks, self._on_get_blocks)
+        hub = self.node.hub
+        hub.subscribe(BlocksAdopted, self._relay_blocks)
+        hub.subscribe(TransactionAdmitted, self._relay_transaction)
+        hub.subscribe(ProofAccepted, self._relay_proof)
+
+    # --- in -----------------------------------------------------------------------------------
+
+    async def _on_new_block(self, peer: Peer, message: P.NewBlock) -> None:
+        node = self.node
+        try:
+            block = decode(message.block, Block)
+        except DecodeError as err:
+            raise ProtocolViolation(f"sent a block that does not decode: {err.reason}") from None
+        h = block.header
+        if h.height <= node.height and await self._on_main_chain(block):
+            return
+        if h.prev_hash != node.state.tip_hash:
+            # Kept in memory until its parent comes: refuse a forgery before keeping it. (A block
+            # on the tip gets every check, its signature once, when the node accepts it.)
+            try:
+                check_block_stateless(block, node.consensus)
+            except SnodeError as err:
+                raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
+            peer.height = max(peer.height, h.height)
+            self._keep_orphan(block)
+            node.hub.publish(BlocksAhead(peer, h.height))
+            return
+        try:
+            await self.writer.accept_block(block)
+        except BlockFromFuture as err:
+            log.warning("ignored block %d from %s: %s (check both clocks)", h.height, peer.name, err.reason)
+            return
+        except SnodeError as err:
+            raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
+        peer.height = max(peer.height, h.height)
+        await self.apply_orphans()
+
+    async def _on_main_chain(self, block: Block) -> bool:
+        """Whether we have this block on the main chain already (most copies of a new block are
+        of the tip, answered without the store)."""
+        node, this = self.node, block_hash(block.header)
+        if block.header.height == node.height:
+            return this == node.state.tip_hash
+        return await self.writer.call(node.main_chain_hash, block.header.height) == this
+
+    def _keep_orphan(self, block: Block) -> None:
+        self._orphans[block.header.prev_hash] = block
+        while len(self._orphans) > MAX_ORPHANS:
+            self._orphans.popitem(last=False)
+
+    async def apply_orphans(self) -> None:
+        """Accept the kept blocks that now connect to the tip, one after the other."""
+        node = self.node
+        while True:
+            child = self._orphans.pop(node.state.tip_hash, None)
+            if child is None:
+                return
+            try:
+                await self.writer.accept_block(child)
+            except SnodeError as err:
+                log.info("dropped a waiting block %d: %s", child.header.height, err)
+                return
+
+    async def _on_new_transaction(self, peer: Peer, message: P.NewTransaction) -> None:
+        try:
+            tx = decode(message.tx, Transaction)
+        except DecodeError as err:
+            raise ProtocolViolation(f"sent a transaction that does not decode: {err.reason}") from None
+        tid = txid(tx)
+        if tid in self._seen_txs or tid in self.node.pool:
+            return
+        self._remember_tx(tid)
+        try:
+            self.node.submit_transaction(tx, self.node.now(), source=peer)
+        except BadSignature as err:
+            raise ProtocolViolation(f"sent a transaction with a bad signature: {err.reason}") from None
+        except SnodeError as err:
+            log.debug("transaction %s from %s not taken: %s", tid.hex()[:16], peer.name, err)
+
+    def _remember_tx(self, tid: bytes) -> None:
+        self._seen_txs[tid] = None
+        while len(self._seen_txs) > SEEN_TX_CACHE:
+            self._seen_txs.popitem(last=False)
+
+    async def _on_proof(self, peer: Peer, message: P.Proof | P.ProofRejected) -> None:
+        """Uptime proofs are judged by the service-node duties (`services.sn_duties`)."""
+        self.node.hub.publish(ProofMessage(peer, peer.ip, peer.name, message))
+
+    async def _on_get_blocks(self, peer: Peer, message: P.GetBlocks) -> None:
+        node = self.node
+        height = node.height
+        blocks = await self.writer.call(node.blocks_after, message.locator, message.max_count, P.MAX_BATCH_BYTES)
+        peer.send(P.Blocks(blocks=blocks, height=height))
+
+    # --- out ----------------------------------------------------------------------------------
+
+    def _relay_blocks(self, event: BlocksAdopted) -> None:
+        if len(event.blocks) == 1:
+            self.peers.broadcast(P.NewBlock(encode(event.blocks[-1])))
+        else:
+            self.peers.broadcast(P.Tip(event.height, event.tip_hash))
+
+    def _relay_transaction(self, event: TransactionAdmitted) -> None:
+        self._remember_tx(event.txid)
+        self.peers.broadcast(P.NewTransaction(encode(event.tx)), skip=event.source)
+
+    def _relay_proof(self, event: ProofAccepted) -> None:
+        """Every accepted proof goes to every other peer once: our own as sent straight from
+        its signer, others' as relayed."""
+        self.peers.broadcast(P.Proof(proof=event.proof, relayed=event.source is not None),
+                             skip=event.source)

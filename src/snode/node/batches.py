@@ -1,0 +1,136 @@
+"""Batches of blocks on their way into the node: staged in memory with their signatures being
+checked, then stored, then adopted (`Node.stage_batch`, `Node.store_batch`, `Node.adopt_batch`);
+and the start-up replay of stored blocks after a crash.
+
+A sync applies up to 1,000 blocks in memory while the verifier checks their signatures in its
+worker processes; the store writes the batch's rows while the last checks finish; only a batch
+whose signatures all check out is committed whole. A bad signature commits the blocks before
+the bad one and refuses the rest.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from snode.core.errors import SnodeError
+from snode.core.genesis import Consensus
+from snode.core.state import ChainState, Undo, undo_block
+from snode.core.transition import SigCheck, apply_block_encoded
+from snode.node.verifier import Pending
+from snode.store import Commit, StoreError
+from snode.store.protocol import Store
+
+log = logging.getLogger(__name__)
+
+VERIFY_CHUNK = 256
+"""Signatures per hand-off to the verifier while a batch is staged: small enough that the
+workers start early, large enough that a hand-off costs little."""
+
+
+class StaleBatch(Exception):
+    """A staged batch that no longer extends the tip."""
+
+
+@dataclass(slots=True)
+class StagedBatch:
+    """Blocks applied in memory whose signatures are being checked (`Node.stage_batch`)."""
+
+    base: ChainState
+    """The state they were applied on."""
+    state: ChainState
+    """The state after the last of `commits`."""
+    commits: list[Commit] = field(default_factory=list)
+    """The applied blocks; only the last carries its state (`state`), so that the intermediate
+    states are freed as soon as the next block is applied, not kept until the batch is stored."""
+    checks: list[SigCheck] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+    """`ends[i]`: where block i's checks end in `checks`."""
+    pending: list[tuple[int, Pending]] = field(default_factory=list)
+    """(offset in `checks`, the verifier's answer) per hand-off."""
+    failure: SnodeError | None = None
+    """The rule the block after `commits` broke, if one did."""
+
+    @property
+    def height(self) -> int:
+        return self.state.height
+
+    def first_bad_signature(self) -> int:
+        """Wait for the verifier's answers; the index in `checks` of the first bad signature,
+        or -1 when all are good."""
+        for start, pending in self.pending:
+            found = pending.result()
+            if found >= 0:
+                return start + found
+        return -1
+
+    def valid_prefix(self, keep: int) -> list[Commit]:
+        """The first `keep` blocks, the last of them with its state (rebuilt by undoing the
+        blocks after it from the batch's final state)."""
+        if keep == 0:
+            return []
+        state = self.state
+        for commit in reversed(self.commits[keep:]):
+            state = undo_block(state, commit.undo)
+        return self.commits[:keep - 1] + [self.commits[keep - 1]._replace(state=state)]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBatch:
+    """What `Node.store_batch` committed: blocks durable on disk, not adopted in memory yet."""
+
+    base: ChainState
+    commits: list[Commit]
+    """The blocks stored, the last with its state."""
+    failure: SnodeError | None
+    """The rule the block after them broke (raised once they are adopted), if one did."""
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cycle collector is paused while many blocks are applied or stored: it would walk
+    every intermediate state (tens of thousands of young map nodes) over and over; they are
+    freed by reference counting."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def replay_stored_blocks(store: Store, state: ChainState, consensus: Consensus) -> ChainState:
+    """The state at the stored tip, from `state` (the store's state tables, which a crash
+    during a sync can leave up to STATE_FLUSH_BLOCKS behind the stored blocks): the blocks
+    after it are applied again, without their signatures (checked before they were stored),
+    and the state tables brought up to date."""
+    tip_height = store.tip()[0]
+    if state.height >= tip_height:
+        return state
+    log.warning("the last stop was not clean: the chain state on disk is at height %d, the "
+                "stored blocks reach %d; applying the %d blocks after it again",
+                state.height, tip_height, tip_height - state.height)
+    replayed: list[tuple[Undo, list[bytes]]] = []
+    for height in range(state.height + 1, tip_height + 1):
+        block = store.get_block_by_height(height)
+        if block is None:
+            raise StoreError(f"stored block {height} is missing; start with a new data dir")
+        try:
+            applied = apply_block_encoded(state, block, consensus, verifier=_checked_before)
+        except SnodeError as err:
+            raise StoreError(
+                f"stored block {height} does not apply to the stored state ({err.reason}); "
+                "start with a new data dir"
+            ) from None
+        state = applied.state
+        replayed.append((applied.undo, applied.txids))  # not the block: its ids are all we need
+    store.write_replayed_state(state, replayed)
+    return state
+
+
+def _checked_before(checks: Sequence[SigCheck]) -> int:
+    return -1

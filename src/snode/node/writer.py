@@ -1,0 +1,112 @@
+"""ChainWriter: how a daemon's event loop changes and reads the chain without waiting on disk.
+
+The node's blocking steps (applying blocks, waiting for signature checks, writing and
+committing the store, reading blocks back) run on one store thread; its memory steps (making
+the new state current, updating the mempool, publishing events) run on the event loop. So a
+round timer, a peer's message or an RPC call on the loop is never late by a commit, and the
+store is used by one thread only, as SQLite wants.
+
+One asyncio lock orders the changes: a relayed block, a sync batch, a reorganisation and a
+block this daemon produces never interleave. Reads take no lock; they queue on the store
+thread behind whatever it is doing.
+
+Without an executor (tests, the simulation) every step runs inline on the caller's thread and
+the coroutines never suspend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import ParamSpec, TypeVar
+
+from snode.core.blocks import Block
+from snode.node.batches import StagedBatch
+from snode.node.node import Node
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def store_thread() -> ThreadPoolExecutor:
+    """The one thread a daemon's store is used from."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="store")
+
+
+class ChainWriter:
+    """The node's chain, as the event loop uses it."""
+
+    def __init__(self, node: Node, executor: Executor | None = None) -> None:
+        self.node = node
+        self._executor = executor
+        self._lock = asyncio.Lock()
+
+    async def _off_loop(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        if self._executor is None:
+            return fn(*args, **kwargs)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+    async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a node or store method that reads or writes the store outside a chain change
+        (`block_at`, `transaction`, `blocks_after`, `locator`, saving peers) on the store thread."""
+        return await self._off_loop(fn, *args, **kwargs)
+
+    async def accept_block(self, block: Block) -> None:
+        """Validate, store and adopt one block on the tip; InvalidBlock says why not."""
+        node = self.node
+        async with self._lock:
+            now = node.now()
+            stored = await self._off_loop(
+                lambda: node.store_batch(node.stage_batch([block], now)))
+            node.adopt_batch(stored, now)
+
+    async def stage_batch(
+        self, blocks: list[Block], *, after: StagedBatch | None = None,
+        extending: StagedBatch | None = None,
+    ) -> StagedBatch:
+        """`Node.stage_batch` on the store thread (it changes nothing, so it takes no lock)."""
+        node = self.node
+        return await self._off_loop(node.stage_batch, blocks, node.now(), after=after, extending=extending)
+
+    async def finish_batch(self, batch: StagedBatch, *, defer_state: bool = False) -> int:
+        """Store a staged batch on the store thread, adopt it on the loop (`Node.finish_batch`)."""
+        node = self.node
+        async with self._lock:
+            stored = await self._off_loop(node.store_batch, batch, defer_state=defer_state)
+            return node.adopt_batch(stored, node.now())
+
+    async def reorganize(self, branch: list[Block]) -> bool:
+        """Switch to `branch` if it ends higher than the tip (`Node.reorganize`)."""
+        node = self.node
+        async with self._lock:
+            now = node.now()
+            reorg = await self._off_loop(node.store_reorganize, branch, now)
+            if reorg is None:
+                return False
+            node.adopt_reorganize(reorg, now)
+            return True
+
+    async def produce_block(self) -> Block:
+        """Build the next block with this daemon's authority key from the mempool, store and
+        adopt it."""
+        node = self.node
+        async with self._lock:
+            now = node.now()
+            block = node.build_block(now)
+            stored = await self._off_loop(
+                lambda: node.store_batch(node.stage_batch([block], now)))
+            node.adopt_batch(stored, now)
+            return block
+
+    async def flush_state(self) -> None:
+        """Write the state a sync deferred (`Node.flush_state`)."""
+        async with self._lock:
+            await self._off_loop(self.node.flush_state)
+
+    def close(self) -> None:
+        """Stop the store thread (after the loop's last change)."""
+        if isinstance(self._executor, ThreadPoolExecutor):
+            self._executor.shutdown(wait=True)

@@ -1,0 +1,240 @@
+"""Chain sync from one peer, as a state machine without I/O (h11's way: events in, actions out).
+
+The machine decides what to ask the peer for, whether its answers make sense, and what the
+node must do with them; an adapter (`services.sync.Syncer`) does the asking over P2P and the
+doing through the node. Unit tests drive it with no sockets (tests/unit/test_sync_machine.py),
+including a peer that lies and one that stalls.
+
+Inputs (methods): `start`, `on_blocks` (a peer's reply, decoded), `on_staged` (the adapter
+staged a batch: how far it got), `on_node` (where the node's tip is now), `resume` (the
+adapter did what it was told: what next?), `on_timeout`.
+Outputs (returned lists of actions): `Request` (GetBlocks), `Stage` (apply a download in memory,
+joined to the staged batch or after it), `Finish` (store and adopt the staged batch),
+`Reorganize` (switch to a fork the peer showed), `ApplyOrphans`, `Ban`, `Done`.
+
+The pipeline it drives: while batch N is being stored, the request for N+1 is already out and
+N+1 is applied in memory with its signatures checked in the verifier's workers; two downloads
+(1,000 blocks) are stored per transaction. A fork is collected whole (bounded) and applied only
+once it is longer than our chain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, TypeAlias
+
+from snode.core.blocks import Block, block_hash
+
+MAX_BRANCH_BLOCKS: Final = 20_000
+MAX_BRANCH_BYTES: Final = 64 * 1024 * 1024
+"""A fork offered by a peer is held in memory until it is longer than ours: bounded."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Send GetBlocks: after `top` alone (a pipelined request for the next download), or with
+    the node's whole locator after it (`top` None: the locator alone)."""
+
+    top: bytes | None
+    with_locator: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """Apply `blocks` in memory and hand their signatures to the verifier: joined to the staged
+    batch (`join`: stored with it, in one transaction), or after it (then the batch staged
+    before is stored and adopted as soon as this one is staged, so that the verifier works on
+    this one meanwhile). Answer with `on_staged`."""
+
+    blocks: list[Block]
+    join: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """Store and adopt the staged batch. An invalid block in it is the peer's fault (ban it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reorganize:
+    """Switch the node to this fork (it ends higher than our chain)."""
+
+    branch: list[Block]
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyOrphans:
+    """Blocks relayed while we synced may now connect."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ban:
+    """The peer broke the protocol."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """This sync is over; the peer's height as we now believe it."""
+
+    peer_height: int
+
+
+Action: TypeAlias = Request | Stage | Finish | Reorganize | ApplyOrphans | Ban | Done
+
+
+@dataclass(slots=True)
+class Staged:
+    """What the machine knows of the staged batch."""
+
+    height: int
+    tip_hash: bytes
+    blocks: int
+    failed: bool
+
+
+@dataclass(slots=True)
+class SyncMachine:
+    """One sync from one peer."""
+
+    peer_height: int
+    node_height: int
+    node_tip: bytes
+    store_blocks: int
+    """Blocks stored per transaction (two downloads)."""
+    batch_blocks: int
+    """Blocks per download."""
+    outstanding: int = 0
+    """Requests sent and not answered yet."""
+    staged: Staged | None = None
+    branch: list[Block] = field(default_factory=list)
+    branch_bytes: int = 0
+    done: bool = False
+
+    # --- inputs -------------------------------------------------------------------------------
+
+    def start(self) -> list[Action]:
+        """The first request."""
+        return self._ask()
+
+    def on_node(self, height: int, tip_hash: bytes) -> None:
+        """The node's tip (after a batch was stored, or moved by a relayed block)."""
+        self.node_height, self.node_tip = height, tip_hash
+
+    def on_timeout(self) -> list[Action]:
+        """The peer did not answer in time: drop it (not a ban: it may only be slow), keeping
+        what is staged (its blocks are good once their signatures check out)."""
+        top = self._top_height()
+        self.done = True
+        return self._finish_staged() + [Done(min(self.peer_height, top))]
+
+    def on_blocks(self, reply_height: int, blocks: list[Block], size: int) -> list[Action]:
+        """A reply to one of our requests: `blocks` decoded, `size` their encoded bytes."""
+        self.outstanding -= 1
+        if not blocks:
+            return self._on_empty(reply_height)
+        self.peer_height = reply_height
+        broken = _chain_break(blocks)
+        if broken:
+            return [Ban(broken)]
+        first = blocks[0].header
+        if self.branch and first.prev_hash != block_hash(self.branch[-1].header):
+            self.branch, self.branch_bytes = [], 0  # the peer's chain moved under us: start over
+            return self._ask()
+        if not self.branch and first.prev_hash == self._tip_hash():
+            return self._extend(reply_height, blocks)
+        return self._fork(blocks, size)
+
+    def on_staged(self, staged: Staged, more: bool) -> list[Action]:
+        """The adapter staged the last `Stage` (`staged`: the batch it holds now; `more`: the
+        peer has blocks after it). A batch with more to come stays staged, to be joined or
+        stored when the next download arrives; the last one, or one that broke a rule, is
+        stored at once."""
+        self.staged = staged
+        if more and not staged.failed:
+            return []
+        self.staged = None
+        return [Finish(), ApplyOrphans()]
+
+    def resume(self) -> list[Action]:
+        """What next, once the actions handed out are done and `on_node` told where the tip
+        is: finished when we have the peer's height (storing what is staged); otherwise ask
+        on, unless a request is still out (then wait for its reply)."""
+        if self.done:
+            return []
+        if self._top_height() >= self.peer_height and not self.branch:
+            self.done = True
+            return self._finish_staged() + [Done(self.peer_height)]
+        return self._ask()
+
+    # --- rules --------------------------------------------------------------------------------
+
+    def _tip_hash(self) -> bytes:
+        return self.staged.tip_hash if self.staged is not None else self.node_tip
+
+    def _top_height(self) -> int:
+        return self.staged.height if self.staged is not None else self.node_height
+
+    def _ask(self) -> list[Action]:
+        if self.outstanding:
+            return []
+        self.outstanding += 1
+        if self.branch:
+            return [Request(block_hash(self.branch[-1].header), with_locator=True)]
+        return [Request(self.staged.tip_hash if self.staged else None, with_locator=True)]
+
+    def _on_empty(self, reply_height: int) -> list[Action]:
+        """The peer has nothing after what we have: a lie if it claims more."""
+        top = self._top_height()
+        actions = self._finish_staged()
+        if reply_height > top and not self.branch:
+            return actions + [Ban(f"claims height {reply_height} but has no blocks after this "
+                                  f"node's {top}")]
+        self.done = True
+        return actions + [Done(min(reply_height, top))]
+
+    def _extend(self, reply_height: int, blocks: list[Block]) -> list[Action]:
+        """A download on our tip (or on the staged batch)."""
+        actions: list[Action] = []
+        more = reply_height > blocks[-1].header.height
+        if more:
+            # Ask for the next download before applying this one: the peer reads and sends it
+            # while we validate.
+            self.outstanding += 1
+            actions.append(Request(block_hash(blocks[-1].header), with_locator=False))
+        staged = self.staged
+        join = (staged is not None and not staged.failed
+                and staged.blocks + len(blocks) <= self.store_blocks)
+        actions.append(Stage(blocks, join=join))
+        return actions
+
+    def _fork(self, blocks: list[Block], size: int) -> list[Action]:
+        """Blocks that do not extend our tip: a fork, held until it is longer than our chain."""
+        top = self._top_height()
+        actions = self._finish_staged(orphans=False)
+        self.branch.extend(blocks)
+        self.branch_bytes += size
+        if len(self.branch) > MAX_BRANCH_BLOCKS or self.branch_bytes > MAX_BRANCH_BYTES:
+            return actions + [Ban(f"offers a fork of more than {MAX_BRANCH_BLOCKS} blocks or "
+                                  f"{MAX_BRANCH_BYTES} bytes")]
+        if self.branch[-1].header.height > top:
+            actions.append(Reorganize(self.branch))
+            self.branch, self.branch_bytes = [], 0
+        return actions
+
+    def _finish_staged(self, *, orphans: bool = True) -> list[Action]:
+        if self.staged is None:
+            return []
+        self.staged = None
+        return [Finish()] + ([ApplyOrphans()] if orphans else [])
+
+
+def _chain_break(blocks: list[Block]) -> str:
+    """Why a download is not a chain (heights consecutive, each block the child of the one
+    before), or ''."""
+    for parent, child in zip(blocks, blocks[1:]):
+        if (child.header.prev_hash != block_hash(parent.header)
+                or child.header.height != parent.header.height + 1):
+            return "sent blocks that do not form a chain"
+    return ""
