@@ -17,7 +17,8 @@ from snode.core.blocks import Block, make_block
 from snode.core.crypto import SigningKey
 from snode.core.registration import sign_registration
 from snode.core.service_nodes import Reason, StateChangeKind
-from snode.core.state import ChainState, ServiceNode
+from snode.core.mempool import Mempool
+from snode.core.state import ChainState, ServiceNode, undo_block
 from snode.core.transactions import (
     TX_VERSION, OutPoint, Payload, Registration, Reservation, Stake, Transaction, Transfer, TxOut,
     signing_hash,
@@ -163,6 +164,15 @@ class LabChain(DevChain):
     def copy(self) -> "LabChain":
         """An independent chain at the same tip (states and pools are immutable)."""
         return replace(self, blocks=list(self.blocks), undos=list(self.undos))
+
+    def fork(self, at: int) -> "LabChain":
+        """An independent chain that shares this one's blocks up to height `at` and whose next
+        blocks are a second later than this one's (so their hashes differ)."""
+        state = self.state
+        for undo in reversed(self.undos[at:]):
+            state = undo_block(state, undo)
+        return replace(self, state=state, pool=Mempool(), now=state.timestamp + 1,
+                       blocks=self.blocks[:at + 1], undos=self.undos[:at])
 
 
 def new_chain() -> LabChain:

@@ -1,0 +1,125 @@
+"""The event hub delivers in order, never nested, and isolates a failing subscriber; the
+ChainWriter keeps store commits off the event loop.
+
+The writer test makes the store's commit wait until the event loop has run a timer: if the
+commit ran on the loop, the timer could never fire and the test would time out. It also checks
+that adoption (state swap, events) happens back on the loop's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass
+
+import pytest
+
+from snode.common.clock import MockableClock
+from snode.common.events import EventHub
+from snode.node.events import BlocksAdopted
+from snode.node.node import Node
+from snode.node.verifier import InlineVerifier
+from snode.node.writer import ChainWriter, store_thread
+from snode.store.memory import MemoryStore
+from tests.unit.conftest import LabChain
+
+
+@dataclass(frozen=True)
+class Ping:
+    n: int
+
+
+@dataclass(frozen=True)
+class Pong:
+    n: int
+
+
+def test_events_reach_subscribers_in_order_and_never_nested() -> None:
+    hub = EventHub()
+    seen: list[str] = []
+
+    def on_ping(event: Ping) -> None:
+        seen.append(f"ping {event.n} start")
+        if event.n == 1:
+            hub.publish(Pong(1))  # delivered after every subscriber has had Ping 1
+        seen.append(f"ping {event.n} end")
+
+    hub.subscribe(Ping, on_ping)
+    hub.subscribe(Ping, lambda e: seen.append(f"second subscriber ping {e.n}"))
+    hub.subscribe(Pong, lambda e: seen.append(f"pong {e.n}"))
+    hub.publish(Ping(1))
+    assert seen == ["ping 1 start", "ping 1 end", "second subscriber ping 1", "pong 1"]
+
+
+def test_a_failing_subscriber_is_logged_and_the_others_still_hear(caplog: pytest.LogCaptureFixture) -> None:
+    hub = EventHub()
+    heard: list[int] = []
+
+    def broken(event: Ping) -> None:
+        raise RuntimeError("bug")
+
+    hub.subscribe(Ping, broken)
+    hub.subscribe(Ping, lambda e: heard.append(e.n))
+    with caplog.at_level(logging.ERROR):
+        hub.publish(Ping(7))  # the publisher never sees the error
+    assert heard == [7]
+    assert "failed on Ping" in caplog.text
+    hub.unsubscribe(Ping, broken)
+    hub.publish(Ping(8))
+    assert heard == [7, 8]
+
+
+def test_the_mockable_clock_is_real_until_set_and_refuses_negative_times() -> None:
+    clock = MockableClock()
+    assert not clock.mocked and clock.time() > 1_700_000_000
+    clock.set_mock(1_800_000_000)
+    assert clock.mocked and clock.time() == 1_800_000_000
+    with pytest.raises(ValueError, match="0 restores"):
+        clock.set_mock(-1)
+    clock.set_mock(0)
+    assert not clock.mocked
+
+
+async def test_store_commits_run_off_the_event_loop(chain: LabChain) -> None:
+    genesis_block = chain.blocks[0]
+    genesis_state = chain.fork(at=0).state
+    blocks = chain.mine(3)
+    store = MemoryStore(genesis_block, genesis_state)
+    node = Node(params=chain.params, consensus=chain.consensus, store=store, state=genesis_state,
+                identity=None, producer_key=None, verifier=InlineVerifier())
+    loop_thread = threading.get_ident()
+    ticked = threading.Event()
+    threads: dict[str, int] = {}
+    real_write = store.write
+
+    def slow_write(*args, **kwargs):  # type: ignore[no-untyped-def]
+        threads["write"] = threading.get_ident()
+        # Waits for a timer on the event loop: it can fire only if this is not the loop.
+        if not ticked.wait(timeout=10):
+            raise AssertionError("the event loop was blocked while the store wrote")
+        return real_write(*args, **kwargs)
+
+    store.write = slow_write  # type: ignore[method-assign]
+    node.hub.subscribe(BlocksAdopted, lambda e: threads.setdefault("adopt", threading.get_ident()))
+    writer = ChainWriter(node, store_thread())
+    asyncio.get_running_loop().call_later(0.01, ticked.set)
+    try:
+        await writer.accept_block(blocks[0])
+    finally:
+        writer.close()
+    assert node.height == 1
+    assert threads["write"] != loop_thread
+    assert threads["adopt"] == loop_thread
+
+
+async def test_without_an_executor_the_writer_runs_inline(chain: LabChain) -> None:
+    genesis_state = chain.fork(at=0).state
+    blocks = chain.mine(2)
+    node = Node(params=chain.params, consensus=chain.consensus,
+                store=MemoryStore(chain.blocks[0], genesis_state), state=genesis_state,
+                identity=None, producer_key=None)
+    writer = ChainWriter(node)
+    staged = await writer.stage_batch(blocks)
+    assert await writer.finish_batch(staged) == 2
+    assert await writer.call(node.block_at, 2) == blocks[1]

@@ -1,0 +1,233 @@
+"""The sync state machine, driven with no sockets: an honest peer (pipelined requests, two
+downloads stored per transaction), a peer whose chain forks from ours (collected, then a
+reorganisation), a peer that lies about its height, one that sends blocks that are not a chain,
+one that offers an endless fork, and one that stalls.
+
+A `Driver` plays the adapter: it executes the machine's actions against a real in-process chain
+(the blocks are the core's), and answers requests from the peer's chain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from snode.core.blocks import Block, block_hash
+from snode.services import sync_machine as S
+from tests.unit.conftest import LabChain
+
+DOWNLOAD = 10
+STORE = 2 * DOWNLOAD
+
+
+@dataclass
+class Driver:
+    """The adapter's side: our chain (a list of blocks after genesis), the peer's chain, and
+    what the machine made us do."""
+
+    ours: list[Block]
+    genesis_hash: bytes
+    theirs: list[Block]
+    staged: list[list[Block]] = field(default_factory=list)
+    """Batches staged and not finished, in order (a joined batch is one list)."""
+    finished: list[int] = field(default_factory=list)
+    """Blocks per store transaction."""
+    reorgs: list[int] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+    requests: list[S.Request] = field(default_factory=list)
+
+    def tip(self) -> tuple[int, bytes]:
+        if not self.ours:
+            return 0, self.genesis_hash
+        return self.ours[-1].header.height, block_hash(self.ours[-1].header)
+
+    def machine(self, peer_height: int) -> S.SyncMachine:
+        height, tip = self.tip()
+        return S.SyncMachine(peer_height=peer_height, node_height=height, node_tip=tip,
+                             store_blocks=STORE, batch_blocks=DOWNLOAD)
+
+    def run(self, machine: S.SyncMachine, actions: list[S.Action]) -> None:
+        queue = list(actions)
+        while queue:
+            action = queue.pop(0)
+            self.log.append(type(action).__name__)
+            match action:
+                case S.Request():
+                    self.requests.append(action)
+                case S.Stage():
+                    queue[:0] = self._stage(machine, action)
+                case S.Finish():
+                    self._finish()
+                case S.Reorganize():
+                    fork = action.branch[0].header.height - 1
+                    self.ours = self.ours[:fork] + action.branch
+                    self.reorgs.append(len(action.branch))
+                case S.ApplyOrphans() | S.Ban() | S.Done():
+                    pass
+
+    def _stage(self, machine: S.SyncMachine, action: S.Stage) -> list[S.Action]:
+        if action.join:
+            self.staged[-1] = self.staged[-1] + action.blocks
+        else:
+            if self.staged:
+                self._finish()
+            self.staged.append(list(action.blocks))
+        top = self.staged[-1][-1].header
+        more = machine.peer_height > action.blocks[-1].header.height
+        return machine.on_staged(S.Staged(top.height, block_hash(top), len(self.staged[-1]), False), more)
+
+    def _finish(self) -> None:
+        batch = self.staged.pop(0)
+        self.ours += batch
+        self.finished.append(len(batch))
+
+    def answer(self, request: S.Request, peer_height: int) -> tuple[int, list[Block]]:
+        """What an honest peer with `theirs` sends for a request (locator: the request's top,
+        then our chain)."""
+        known = {block_hash(b.header): b.header.height for b in self.theirs}
+        known[self.genesis_hash] = 0
+        start = 0
+        if request.top is not None and request.top in known:
+            start = known[request.top]
+        elif request.with_locator:
+            for block in reversed(self.ours):
+                h = block_hash(block.header)
+                if h in known and known[h] == block.header.height:
+                    start = known[h]
+                    break
+        return peer_height, self.theirs[start:start + DOWNLOAD]
+
+
+def sync(driver: Driver, peer_height: int, *, max_replies: int = 100) -> S.SyncMachine:
+    """Drive a machine to the end as the adapter does; fail if it never ends."""
+    machine = driver.machine(peer_height)
+    driver.run(machine, machine.start())
+    for _ in range(max_replies):
+        if machine.done:
+            return machine
+        machine.on_node(*driver.tip())
+        actions = machine.resume()
+        if actions or machine.done:
+            driver.run(machine, actions)
+            continue
+        request = driver.requests.pop(0)
+        reply_height, blocks = driver.answer(request, peer_height)
+        driver.run(machine, machine.on_blocks(reply_height, blocks, 100 * len(blocks)))
+        if "Ban" in driver.log:
+            return machine
+    raise AssertionError(f"the machine did not finish: {driver.log[-20:]}")
+
+
+@pytest.fixture
+def long_chain(chain: LabChain) -> LabChain:
+    chain.mine(45)
+    return chain
+
+
+def test_an_honest_peer_is_synced_in_pipelined_downloads_stored_two_at_a_time(long_chain: LabChain) -> None:
+    blocks = long_chain.blocks[1:]
+    driver = Driver([], block_hash(long_chain.blocks[0].header), blocks)
+    machine = sync(driver, peer_height=45)
+    assert machine.done and "Ban" not in driver.log
+    assert driver.ours == blocks
+    # 45 blocks in downloads of 10, stored two downloads (20 blocks) per transaction.
+    assert driver.finished == [20, 20, 5]
+    # After the first, each request was sent before the download before it was applied.
+    assert [r.with_locator for r in driver.requests] == []  # all answered
+    assert driver.log.index("Request") < driver.log.index("Stage")
+
+
+def test_a_peer_with_nothing_new_ends_the_sync_at_once(long_chain: LabChain) -> None:
+    blocks = long_chain.blocks[1:]
+    driver = Driver(list(blocks), block_hash(long_chain.blocks[0].header), blocks)
+    machine = sync(driver, peer_height=45)
+    assert machine.done and driver.finished == [] and "Ban" not in driver.log
+
+
+def test_a_peer_that_claims_more_than_it_has_is_banned(long_chain: LabChain) -> None:
+    blocks = long_chain.blocks[1:]
+    driver = Driver(list(blocks[:20]), block_hash(long_chain.blocks[0].header), blocks[:20])
+    machine = driver.machine(peer_height=40)
+    driver.run(machine, machine.start())
+    actions = machine.on_blocks(40, [], 0)
+    assert isinstance(actions[-1], S.Ban) and "claims height 40" in actions[-1].reason
+
+
+def test_a_lie_after_staged_blocks_stores_them_first_then_bans(long_chain: LabChain) -> None:
+    blocks = long_chain.blocks[1:]
+    driver = Driver([], block_hash(long_chain.blocks[0].header), blocks)
+    machine = driver.machine(peer_height=45)
+    driver.run(machine, machine.start())
+    driver.requests.pop(0)
+    driver.run(machine, machine.on_blocks(45, blocks[:10], 1000))  # staged, more to come
+    assert driver.staged and not driver.finished
+    actions = machine.on_blocks(45, [], 0)  # the pipelined request: "nothing after yours"
+    assert [type(a).__name__ for a in actions] == ["Finish", "ApplyOrphans", "Ban"]
+
+
+def test_blocks_that_are_not_a_chain_get_the_peer_banned(long_chain: LabChain) -> None:
+    blocks = long_chain.blocks[1:]
+    driver = Driver([], block_hash(long_chain.blocks[0].header), blocks)
+    machine = driver.machine(peer_height=45)
+    machine.start()
+    actions = machine.on_blocks(45, [blocks[0], blocks[2]], 200)
+    assert actions == [S.Ban("sent blocks that do not form a chain")]
+
+
+def test_a_longer_fork_is_collected_then_switched_to(chain: LabChain) -> None:
+    genesis = block_hash(chain.blocks[0].header)
+    chain.mine(5)
+    ours = chain.blocks[1:]
+    fork = chain.fork(at=2)
+    fork.mine(15)
+    theirs = fork.blocks[1:]
+    assert theirs[1] == ours[1] and theirs[2] != ours[2]
+    driver = Driver(list(ours), genesis, theirs)
+    machine = sync(driver, peer_height=17)
+    assert machine.done and "Ban" not in driver.log
+    assert driver.ours == theirs
+    assert driver.reorgs  # the fork was applied as a reorganisation
+
+
+def test_an_endless_fork_is_refused_with_a_ban(chain: LabChain, monkeypatch: pytest.MonkeyPatch) -> None:
+    genesis = block_hash(chain.blocks[0].header)
+    chain.mine(29)
+    ours = chain.blocks[1:]
+    fork = chain.fork(at=1)
+    fork.mine(29)
+    monkeypatch.setattr(S, "MAX_BRANCH_BLOCKS", 15)
+    driver = Driver(list(ours), genesis, fork.blocks[1:])
+    sync(driver, peer_height=30)  # the fork is longer only at its end, past the bound
+    assert driver.log[-1] == "Ban" and not driver.reorgs
+
+
+def test_a_stalling_peer_is_dropped_and_what_was_staged_is_kept(long_chain: LabChain) -> None:
+    blocks = long_chain.blocks[1:]
+    driver = Driver([], block_hash(long_chain.blocks[0].header), blocks)
+    machine = driver.machine(peer_height=45)
+    driver.run(machine, machine.start())
+    driver.requests.pop(0)
+    driver.run(machine, machine.on_blocks(45, blocks[:10], 1000))
+    actions = machine.on_timeout()  # the pipelined request is never answered
+    assert [type(a).__name__ for a in actions] == ["Finish", "ApplyOrphans", "Done"]
+    driver.run(machine, actions)
+    assert driver.ours == blocks[:10] and machine.done
+    assert actions[-1] == S.Done(10)  # the peer is believed only as far as it delivered
+
+
+def test_a_peer_whose_chain_moves_under_us_is_asked_again(chain: LabChain) -> None:
+    genesis = block_hash(chain.blocks[0].header)
+    chain.mine(5)
+    fork = chain.fork(at=2)
+    fork.mine(12)
+    driver = Driver(list(chain.blocks[1:]), genesis, fork.blocks[1:])
+    machine = driver.machine(peer_height=14)
+    driver.run(machine, machine.start())
+    driver.requests.pop(0)
+    driver.run(machine, machine.on_blocks(14, fork.blocks[3:5], 200))  # a fork, not longer yet: kept
+    assert machine.branch
+    assert machine.resume() == [S.Request(block_hash(fork.blocks[4].header), with_locator=True)]
+    # The next download does not follow what we collected: start over from our locator.
+    actions = machine.on_blocks(14, chain.blocks[1:3], 200)
+    assert machine.branch == [] and actions == [S.Request(None, with_locator=True)]
