@@ -58,12 +58,11 @@ from bench.sync_chain import PARAMS, ChainStats, SyncChain
 from snode.core.blocks import Block, block_hash
 from snode.core.encoding import decode
 from snode.core.transition import SigCheck, verify_serially
-from snode.net.peers import SYNC_STORE_BLOCKS
 from snode.net.protocol import MAX_BLOCKS_PER_BATCH
 from snode.node.node import Node
 from snode.node.verifier import INLINE_BELOW, Pending, VerifierPool
-from snode.store import DATABASE_FILE, ChainStore
-from snode.store.chain_store import Commit
+from snode.services.sync import SYNC_STORE_BLOCKS
+from snode.store import DATABASE_FILE, ChainStore, Commit, PendingWrite, Undone
 
 BLOCKS: Final = 20_000
 SERVICE_NODES: Final = 2_000
@@ -276,15 +275,29 @@ class Stopwatch:
         self.cpu += time.thread_time() - self._cpu0
 
 
+class TimedWrite:
+    """A pending store write whose commit is timed."""
+
+    def __init__(self, inner: PendingWrite, watch: Stopwatch) -> None:
+        self.inner, self.watch = inner, watch
+
+    def commit(self) -> None:
+        with self.watch:
+            self.inner.commit()
+
+    def rollback(self) -> None:
+        self.inner.rollback()
+
+
 class TimedStore(ChainStore):
-    """The real store, timing its batch commits (which include waiting for the signature
-    checks, in `before_commit`)."""
+    """The real store, timing its batch writes (the rows, and the commit once the node has
+    waited for the signature checks: that wait is timed by TimedPending)."""
 
     commit = Stopwatch()
 
-    def commit_blocks(self, batch: Sequence[Commit], **kwargs: Any) -> None:
+    def write(self, undone: Sequence[Undone], commits: Sequence[Commit], **kwargs: Any) -> Any:
         with self.commit:
-            super().commit_blocks(batch, **kwargs)
+            return TimedWrite(super().write(undone, commits, **kwargs), self.commit)
 
 
 class TimedPending:
@@ -370,11 +383,10 @@ def _replay_once(
     store = TimedStore.open(copy / DATABASE_FILE, genesis_block=block0, genesis_state=state0)
     assert isinstance(store, TimedStore)
     store.commit = Stopwatch()
+    verifier = TimedVerifier()
     node = TimedNode(params=PARAMS, consensus=consensus, store=store, state=store.load_state(),
-                     identity=None, producer_key=None)
+                     identity=None, producer_key=None, verifier=verifier)
     node.stage, node.adopt = Stopwatch(), Stopwatch()
-    node.verifier.close()
-    verifier = node.verifier = TimedVerifier()
     decoding, finishing = Stopwatch(), Stopwatch()
     try:
         if profiler is not None:

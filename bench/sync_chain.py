@@ -46,7 +46,7 @@ from snode.params import (
     COIN, REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_SEED,
 )
 from snode.store import DATABASE_FILE, ChainStore
-from snode.store.chain_store import Commit
+from snode.store import Commit
 
 PARAMS: Final = REGTEST
 GENESIS_FILE: Final = "genesis.json"
@@ -259,7 +259,7 @@ class SyncChain:
         stats.bytes += len(raw)
         if self.snapshot_at is not None and block.header.height > self.snapshot_at:
             self.tail.append(raw)
-        self._batch.append((block, self.state, undo))
+        self._batch.append(Commit(block, self.state, undo))
         if len(self._batch) >= COMMIT_BATCH or block.header.height == self.snapshot_at:
             self.flush()
         if block.header.height == self.snapshot_at:
