@@ -12,6 +12,7 @@ import pytest
 from snode.core.blocks import Block
 from snode.core.errors import InvalidBlock
 from snode.core.state import ChainState, undo_block
+from snode.node import batches as batches_module
 from snode.node import node as node_module
 from snode.node import verifier as verifier_module
 from snode.node.batches import StaleBatch
@@ -50,7 +51,7 @@ def node(tmp_path: Path, mined: tuple[LabChain, list[Block]], monkeypatch: pytes
     spans several, and several workers)."""
     chain, _ = mined
     genesis_state = genesis_of(chain)
-    monkeypatch.setattr(node_module, "VERIFY_CHUNK", 16)
+    monkeypatch.setattr(batches_module, "VERIFY_CHUNK", 16)
     monkeypatch.setattr(verifier_module, "INLINE_BELOW", 8)
     store = ChainStore.open(tmp_path / DATABASE_FILE, genesis_block=chain.blocks[0], genesis_state=genesis_state)
     the_node = Node(params=chain.params, consensus=chain.consensus, store=store, state=store.load_state(),

@@ -20,8 +20,9 @@ from snode.core.errors import SnodeError
 from snode.core.genesis import Consensus
 from snode.core.state import ChainState, Undo, undo_block
 from snode.core.transition import SigCheck, apply_block_encoded
-from snode.node.verifier import Pending
-from snode.store import Commit, StoreError
+from snode.core.blocks import Block
+from snode.node.verifier import Pending, Verifier
+from snode.store import Commit, Encoded, StoreError
 from snode.store.protocol import Store
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,62 @@ class StoredBatch:
     """The blocks stored, the last with its state."""
     failure: SnodeError | None
     """The rule the block after them broke (raised once they are adopted), if one did."""
+
+
+def stage(
+    base: ChainState, blocks: list[Block], consensus: Consensus, verifier: Verifier, now: int, *,
+    after: StagedBatch | None = None, extending: StagedBatch | None = None,
+) -> StagedBatch:
+    """`Node.stage_batch`: apply `blocks` on `base` (the tip, or `after`'s state), or joined to
+    `extending`, handing their signatures to `verifier` in chunks."""
+    if extending is not None:
+        if after is not None:
+            raise ValueError("stage_batch takes `after` or `extending`, not both")
+        old = extending
+        batch = StagedBatch(
+            base=old.base, state=old.state, commits=old.commits[:], checks=old.checks[:],
+            ends=old.ends[:], pending=old.pending[:], failure=old.failure,
+        )
+        if batch.commits:
+            batch.commits[-1] = batch.commits[-1]._replace(state=None)  # set again below
+    else:
+        batch = StagedBatch(base=base, state=base)
+        if after is not None and after.failure is not None:
+            batch.failure = after.failure  # nothing can follow an invalid block
+    with collector_paused():
+        _apply_into(batch, blocks, consensus, verifier, now)
+    return batch
+
+
+def _apply_into(
+    batch: StagedBatch, blocks: list[Block], consensus: Consensus, verifier: Verifier, now: int,
+) -> None:
+    checks = batch.checks
+    chunk_start = len(checks)
+
+    def collect(block_checks: Sequence[SigCheck]) -> int:
+        nonlocal chunk_start
+        checks.extend(block_checks)
+        if len(checks) - chunk_start >= VERIFY_CHUNK:
+            batch.pending.append((chunk_start, verifier.submit(checks[chunk_start:])))
+            chunk_start = len(checks)
+        return -1
+
+    state = batch.state
+    for block in blocks if batch.failure is None else ():
+        try:
+            applied = apply_block_encoded(state, block, consensus, verifier=collect, now=now)
+        except SnodeError as err:
+            batch.failure = err
+            break
+        state = applied.state
+        batch.commits.append(Commit(block, None, applied.undo, Encoded(applied.encoded, applied.txids)))
+        batch.ends.append(len(checks))
+    if len(checks) > chunk_start:
+        batch.pending.append((chunk_start, verifier.submit(checks[chunk_start:])))
+    batch.state = state
+    if batch.commits:
+        batch.commits[-1] = batch.commits[-1]._replace(state=state)
 
 
 @contextmanager

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from snode import __version__
@@ -38,18 +36,17 @@ from snode.core.proofs import UptimeProof, check_proof, make_proof
 from snode.core.service_nodes import Status, status
 from snode.core.state import ChainState, Undo, UtxoEntry, undo_block
 from snode.core.transactions import Transaction, txid
-from snode.core.transition import SigCheck, apply_block, apply_block_encoded
+from snode.core.transition import apply_block
 from snode.core.units import format_age
-from snode.node.batches import (
-    VERIFY_CHUNK, StagedBatch, StaleBatch, StoredBatch, collector_paused,
-)
+from snode.node.batches import StagedBatch, StaleBatch, StoredBatch, collector_paused, stage
 from snode.node.events import (
     BlocksAdopted, ChainReorganized, OwnProofRefused, ProofAccepted, SyncProgress, TransactionAdmitted,
 )
+from snode.node.owners import OwnerIndex
 from snode.node.proofs import ProofBook
 from snode.node.verifier import InlineVerifier, Verifier
 from snode.params import NetworkParams
-from snode.store import Commit, Encoded, StoreError, Undone
+from snode.store import Commit, StoreError, Undone
 from snode.store.protocol import Store
 
 log = logging.getLogger(__name__)
@@ -107,10 +104,7 @@ class Node:
         self.proofs = ProofBook()
         """This node's view of every SN's uptime proofs; only the node writes it."""
         self._target_height = 0
-        self._by_owner: dict[bytes, set[bytes]] | None = None
-        """Output keys by owner, for `outputs_of`: built at its first call and kept up to date
-        from then on. A node that serves no wallet never builds it (about 70 bytes per
-        unspent output: 27 MiB of 390,000)."""
+        self._owners = OwnerIndex()
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -150,13 +144,7 @@ class Node:
 
     def outputs_of(self, owner: bytes) -> list[tuple[bytes, UtxoEntry]]:
         """Unspent outputs of a public key at the tip, by output key."""
-        utxos = self.state.utxos
-        if self._by_owner is None:
-            by_owner: dict[bytes, set[bytes]] = defaultdict(set)
-            for key, entry in utxos.items():
-                by_owner[entry.owner].add(key)
-            self._by_owner = dict(by_owner)
-        return sorted((k, utxos[k]) for k in self._by_owner.get(owner, ()))
+        return self._owners.outputs_of(self._state, owner)
 
     def locator(self) -> list[bytes]:
         """Hashes of main-chain blocks, dense near the tip, for GetBlocks."""
@@ -264,52 +252,8 @@ class Node:
         Stops at the first block that breaks a rule other than a signature; storing then
         commits the blocks before it and the error is raised when they are adopted.
         """
-        if extending is not None:
-            if after is not None:
-                raise ValueError("stage_batch takes `after` or `extending`, not both")
-            old = extending
-            batch = StagedBatch(
-                base=old.base, state=old.state, commits=old.commits[:], checks=old.checks[:],
-                ends=old.ends[:], pending=old.pending[:], failure=old.failure,
-            )
-            if batch.commits:
-                batch.commits[-1] = batch.commits[-1]._replace(state=None)  # set again below
-        else:
-            base = after.state if after is not None else self.state
-            batch = StagedBatch(base=base, state=base)
-            if after is not None and after.failure is not None:
-                batch.failure = after.failure  # nothing can follow an invalid block
-        with collector_paused():
-            self._apply_into(batch, blocks, now)
-        return batch
-
-    def _apply_into(self, batch: StagedBatch, blocks: list[Block], now: int) -> None:
-        checks = batch.checks
-        chunk_start = len(checks)
-
-        def collect(block_checks: Sequence[SigCheck]) -> int:
-            nonlocal chunk_start
-            checks.extend(block_checks)
-            if len(checks) - chunk_start >= VERIFY_CHUNK:
-                batch.pending.append((chunk_start, self.verifier.submit(checks[chunk_start:])))
-                chunk_start = len(checks)
-            return -1
-
-        state = batch.state
-        for block in blocks if batch.failure is None else ():
-            try:
-                applied = apply_block_encoded(state, block, self.consensus, verifier=collect, now=now)
-            except SnodeError as err:
-                batch.failure = err
-                break
-            state = applied.state
-            batch.commits.append(Commit(block, None, applied.undo, Encoded(applied.encoded, applied.txids)))
-            batch.ends.append(len(checks))
-        if len(checks) > chunk_start:
-            batch.pending.append((chunk_start, self.verifier.submit(checks[chunk_start:])))
-        batch.state = state
-        if batch.commits:
-            batch.commits[-1] = batch.commits[-1]._replace(state=state)
+        base = after.state if after is not None else self._state
+        return stage(base, blocks, self.consensus, self.verifier, now, after=after, extending=extending)
 
     def store_batch(self, batch: StagedBatch, *, defer_state: bool = False) -> StoredBatch:
         """Step 2: make a staged batch durable once its signatures check out: its rows are
@@ -394,7 +338,7 @@ class Node:
     ) -> None:
         """Make `state` current after the store committed it (`undos`: the records of `blocks`,
         applied on the current state; `mined`: their transaction ids, when known)."""
-        self._update_owner_index(state, undos)
+        self._owners.adopted(state, undos)
         self._state = state
         if not mined:
             mined = [txid(tx) for block in blocks for tx in block.transactions]
@@ -404,25 +348,6 @@ class Node:
                  len(last.transactions), "" if len(last.transactions) == 1 else "s",
                  f" (+{len(blocks) - 1} before it)" if len(blocks) > 1 else "")
         self.hub.publish(BlocksAdopted(tuple(blocks), state.height, state.tip_hash))
-
-    def _update_owner_index(self, state: ChainState, undos: list[Undo]) -> None:
-        by_owner, utxos = self._by_owner, state.utxos
-        if by_owner is None:
-            return
-        # Each output key once per batch: its owner before the first block and after the last.
-        before: dict[bytes, UtxoEntry | None] = {}
-        for undo in undos:
-            for key, old in undo.utxos:
-                before.setdefault(key, old)
-        for key, old in before.items():
-            if old is not None:
-                keys = by_owner[old.owner]
-                keys.discard(key)
-                if not keys:
-                    del by_owner[old.owner]
-            new = utxos.get(key)
-            if new is not None:
-                by_owner.setdefault(new.owner, set()).add(key)
 
     # --- reorganisations ----------------------------------------------------------------------
 
@@ -457,7 +382,7 @@ class Node:
         log.warning("reorganized: undid %d blocks back to height %d, applied %d; new tip %d %s",
                     len(reorg.undone_blocks), reorg.fork_height, len(reorg.branch),
                     reorg.state.height, reorg.state.tip_hash.hex()[:16])
-        self._by_owner = None  # built again at the next outputs_of
+        self._owners.forget()
         old_pool = self.pool
         self.pool = mp.Mempool()
         self.hub.publish(ChainReorganized(reorg.fork_height, len(reorg.undone_blocks), len(reorg.branch)))
