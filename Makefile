@@ -7,14 +7,14 @@ STAMP  := $(VENV)/.installed
 # machines) every daemon a test or the demo starts would compile each module again (0.1 s).
 COMPILE := $(PY) -m compileall -q src
 
-.PHONY: demo walkthrough test bench clean unit functional
+.PHONY: demo walkthrough test lint bench clean unit functional
 
 $(VENV):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(VENV)
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,lint]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -28,6 +28,10 @@ walkthrough: $(STAMP)
 test: $(STAMP)
 	$(COMPILE)
 	$(PY) -m pytest -n 2 -q tests
+
+lint: $(STAMP)
+	$(PY) -m mypy
+	$(PY) -m ruff check src tests bench
 
 unit: $(STAMP)
 	$(COMPILE)

@@ -8,7 +8,6 @@ Signal handlers only set the stop event; the main coroutine does the shutdown.
 from __future__ import annotations
 
 import asyncio
-import functools
 import gc
 import logging
 import os
@@ -202,7 +201,7 @@ class Daemon:
         peers = PeerManager(node, bind_ip=cfg.p2p_bind.host, listen_port=cfg.p2p_bind.port,
                             priority=[str(e) for e in cfg.priority_nodes],
                             saved_peers=node.store.load_peers(),
-                            save_peers=functools.partial(writer.call, node.store.save_peers))
+                            save_peers=lambda addresses: writer.call(node.store.save_peers, addresses))
         relay = Relay(peers, writer)
         syncer = Syncer(peers, relay, writer)
         # Imported where used: quorumnet (pyzmq), the progress bar (rich) and the metrics
@@ -395,6 +394,7 @@ def cli(testnet: bool, devnet: bool, regtest: bool, **flags: object) -> None:
     chosen = [name for name, on in (("testnet", testnet), ("devnet", devnet), ("regtest", regtest)) if on]
     if len(chosen) > 1:
         raise ConfigError(f"--{chosen[0]} and --{chosen[1]}: give at most one network flag")
+    # click hands the options over as `object`; build_config checks each one's value itself.
     config = build_config(network=chosen[0] if chosen else "mainnet", **flags)  # type: ignore[arg-type]
     code = run_loop(Daemon(config).run())
     sys.exit(code)

@@ -101,7 +101,9 @@ class DataDir:
 
     def service_node_key(self) -> SigningKey:
         """The SN key: created on first start (mode 0600), the same one on every later start."""
-        return self._key(KEY_FILE, create=True)  # type: ignore[return-value]
+        key = self._key(KEY_FILE, create=True)
+        assert key is not None, "created when missing"
+        return key
 
     def authority_key(self) -> SigningKey | None:
         """The genesis authority key if this data dir holds one (devnet producer)."""

@@ -314,7 +314,7 @@ class TrackedMap(Generic[K, V]):
         """(key, old value) for every key touched, in a deterministic order."""
         # Keys are unique, so sorting the pairs orders them by key alone and never compares
         # two values (no key function to call per item).
-        return tuple(sorted(self.old.items()))  # type: ignore[type-var]
+        return tuple(sorted(self.old.items()))
 
 
 def undo_block(state: ChainState, undo: Undo) -> ChainState:

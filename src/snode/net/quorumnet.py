@@ -113,7 +113,7 @@ class QuorumNet:
             if len(frames) != 2:
                 continue
             try:
-                message = decode(frames[1], QuorumMessage)  # type: ignore[arg-type]
+                message = decode(frames[1], QuorumMessage)
             except DecodeError as err:
                 log.info("quorumnet: ignored an undecodable message: %s", err.reason)
                 continue

@@ -227,7 +227,8 @@ class SyncMachine:
         if self.staged is None:
             return []
         self.staged = None
-        return [Finish()] + ([ApplyOrphans()] if orphans else [])
+        actions: list[Action] = [Finish()]
+        return actions + [ApplyOrphans()] if orphans else actions
 
 
 def _chain_break(blocks: list[Block]) -> str:
