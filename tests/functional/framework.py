@@ -2,13 +2,21 @@
 
 Real `snoded` processes on distinct 127.x.y.z addresses, each with its own data dir under the
 test's tmp dir; a node handle is also an RPC proxy (`node.get_info()`); every wait polls a
-condition with a timeout scaled by SNODE_TIMEOUT_FACTOR; every process is stopped by its own pid
-when the test ends, pass or fail, and on failure its log tail is printed and its data dir kept.
+condition with a timeout scaled by SNODE_TIMEOUT_FACTOR (`scaled`), and so does every socket,
+subprocess and fake-peer timeout; every process is stopped by its own pid when the test ends,
+pass or fail, and on failure its log tail is printed and its data dir kept.
+
+A test narrates its steps as Bitcoin Core's do with `self.log.info`: each module takes
+`log = narrator(__name__)` and logs one line per step, so `pytest -o log_cli=true` tells the
+story as it runs and a failure's "Captured log call" shows the step it failed in. Helpers shared
+by several test modules live here or in other modules not named test_* (`sn_helpers`,
+`wallet_helpers`, `p2p`): a test module never imports another's tests.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import signal
 import subprocess
@@ -29,6 +37,22 @@ _WORKER_INDEX = int(_WORKER[2:]) if _WORKER[2:].isdigit() else 0
 _node_counter = itertools.count()
 
 
+def scaled(seconds: float) -> float:
+    """A timeout stretched by SNODE_TIMEOUT_FACTOR, for slow or busy machines."""
+    return seconds * TIMEOUT_FACTOR
+
+
+def narrator(module: str) -> logging.Logger:
+    """The logger a test module narrates its steps with, one `log.info` line per step.
+
+    Its level is set here because the root logger's default (WARNING) would drop the lines
+    before pytest's capture and live-log handlers see them.
+    """
+    logger = logging.getLogger(module)
+    logger.setLevel(logging.INFO)
+    return logger
+
+
 def next_loopback_ip() -> str:
     """A loopback address no other node of this run uses: 127.<worker+1>.<n/250>.<n%250+1>."""
     n = next(_node_counter) + (os.getpid() % 50) * 1000
@@ -42,14 +66,14 @@ JSONRPCException = RpcFailure
 def wait_until(predicate: Callable[[], Any], *, timeout: float = 30, what: str = "condition",
                interval: float = 0.05) -> Any:
     """Poll predicate until it returns something truthy; fail the test after timeout seconds."""
-    deadline = time.monotonic() + timeout * TIMEOUT_FACTOR
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout * TIMEOUT_FACTOR:.0f} s waiting for {what}")
-        time.sleep(interval)  # noqa: polling interval inside wait_until
+            raise AssertionError(f"timed out after {scaled(timeout):.0f} s waiting for {what}")
+        time.sleep(interval)  # the poll interval: the one sleep of the suite, inside wait_until
 
 
 def process_gone(pid: int) -> bool:
@@ -81,9 +105,9 @@ def assert_raises_rpc_error(code: int | None, text: str | None, fn: Callable[...
 
 
 class TestNode:
-    __test__ = False  # a helper, not a test class
-
     """One snoded process; attribute access is an RPC call: node.get_info()."""
+
+    __test__ = False  # a helper, not a test class
 
     def __init__(self, index: int, base_dir: Path, *, network: str = "regtest",
                  extra_args: list[str] | None = None) -> None:
@@ -149,11 +173,12 @@ class TestNode:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(timeout * TIMEOUT_FACTOR)
+                self.process.wait(scaled(timeout))
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-                raise AssertionError(f"node{self.index} did not stop within {timeout} s of SIGTERM")
+                raise AssertionError(
+                    f"node{self.index} did not stop within {scaled(timeout):.0f} s of SIGTERM") from None
         return self.process.returncode
 
     def child_pids(self) -> list[int]:
@@ -186,8 +211,15 @@ def run_snoded(args: list[str], timeout: float = 30) -> subprocess.CompletedProc
     """Run snoded to completion (for start-up errors): stdin closed, output captured."""
     return subprocess.run(
         [sys.executable, "-m", "snode.app.daemon", *args], stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, timeout=timeout * TIMEOUT_FACTOR,
+        capture_output=True, text=True, timeout=scaled(timeout),
     )
+
+
+def snode_cli(node_or_url: TestNode | str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run `snode-cli --rpc <node's URL> args...` to completion, output captured."""
+    url = node_or_url if isinstance(node_or_url, str) else f"http://{node_or_url.ip}:{node_or_url.rpc_port}"
+    return subprocess.run([sys.executable, "-m", "snode.tools.cli", "--rpc", url, *args],
+                          capture_output=True, text=True, timeout=scaled(60), stdin=subprocess.DEVNULL)
 
 
 class NodeSet:
@@ -274,6 +306,7 @@ def fund(node: TestNode, payments: dict[bytes, int]) -> str:
 
 
 def address_of(node: TestNode, key: Any) -> str:
+    """key's address on node's network."""
     from snode.core.address import encode_address
     from snode.params import NETWORKS
 
@@ -304,7 +337,7 @@ def sync_blocks(nodes: list[TestNode], timeout: float = 60) -> None:
         wait_until(same, timeout=timeout, what="all nodes on one tip")
     except AssertionError:
         listing = "\n".join(f"  node{n.index}: height {h} {t[:16]}" for n, (h, t) in zip(nodes, tips))
-        raise AssertionError(f"tips did not converge within {timeout} s:\n{listing}") from None
+        raise AssertionError(f"tips did not converge within {scaled(timeout):.0f} s:\n{listing}") from None
 
 
 def sync_mempools(nodes: list[TestNode], timeout: float = 30) -> None:

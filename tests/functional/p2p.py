@@ -1,5 +1,9 @@
 """A scriptable fake peer for hostile-peer tests (like Bitcoin Core's test_framework/p2p.py):
-framing apart from behaviour, so a test can send well-formed messages or any bytes at all."""
+framing apart from behaviour, so a test can send well-formed messages or any bytes at all.
+
+Every timeout here is stretched by SNODE_TIMEOUT_FACTOR (`framework.scaled`), as `wait_until`'s
+are, so a slow machine waits longer instead of failing.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import Any
 
 from snode.net import protocol as P
 from snode.params import NETWORKS
+from tests.functional.framework import scaled
 
 
 class FakePeer:
@@ -17,7 +22,7 @@ class FakePeer:
 
     def __init__(self, node: Any, *, source_ip: str) -> None:
         self.node = node
-        self.sock = socket.create_connection((node.ip, node.p2p_port), timeout=10,
+        self.sock = socket.create_connection((node.ip, node.p2p_port), timeout=scaled(10),
                                              source_address=(source_ip, 0))
         self.decoder = P.FrameDecoder()
         self.inbox: list[P.Message] = []
@@ -47,7 +52,8 @@ class FakePeer:
         return message
 
     def receive(self, timeout: float = 10) -> P.Message:
-        deadline = time.monotonic() + timeout
+        """The next message from the node, waiting at most timeout (scaled) seconds."""
+        deadline = time.monotonic() + scaled(timeout)
         while not self.inbox:
             self.sock.settimeout(max(deadline - time.monotonic(), 0.01))
             data = self.sock.recv(65536)
@@ -57,8 +63,9 @@ class FakePeer:
         return self.inbox.pop(0)
 
     def closed_by_node(self, timeout: float = 10) -> bool:
-        """True once the node has closed the connection (reads and drops anything else)."""
-        deadline = time.monotonic() + timeout
+        """True once the node has closed the connection (reads and drops anything else);
+        False if it is still open after timeout (scaled) seconds."""
+        deadline = time.monotonic() + scaled(timeout)
         while time.monotonic() < deadline:
             self.sock.settimeout(max(deadline - time.monotonic(), 0.01))
             try:

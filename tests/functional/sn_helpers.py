@@ -1,23 +1,23 @@
-"""Shared steps for service-node tests: fund keys, register a daemon's key, stake, records."""
+"""Shared steps for service-node tests: fund keys, register a daemon's key, stake, records.
+
+Test keys come from `snode.devchain.key_from_label`: deterministic, so a failing run can be
+replayed with the same addresses.
+"""
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from snode.core.crypto import SigningKey
 from snode.core.registration import parse_command
 from snode.core.transactions import Stake
-from snode.params import COIN, NETWORKS
+from snode.params import NETWORKS, REGTEST
 from tests.functional.framework import address_of, fund, send_spend, wait_until
 
-SOLO = 200_000 * COIN
-POOL_MIN = 100_000 * COIN
-
-
-def key(label: str) -> SigningKey:
-    """A deterministic wallet key for tests."""
-    return SigningKey(hashlib.blake2b(label.encode(), digest_size=32).digest())
+SOLO = REGTEST.staking_requirement
+"""A solo node's stake: the whole staking requirement."""
+POOL_MIN = REGTEST.pool_operator_min
+"""The least an operator may stake on a pool node."""
 
 
 def fund_and_unlock(generator: Any, payments: dict[bytes, int]) -> None:
@@ -35,10 +35,12 @@ def register(sn: Any, via: Any, operator: SigningKey, amount: int, *, cut: str =
 
 
 def stake(via: Any, staker: SigningKey, sn_pubkey: str, amount: int) -> str:
+    """Send a stake of amount from staker to service node sn_pubkey through `via`; its txid."""
     return send_spend(via, staker, [], Stake(bytes.fromhex(sn_pubkey), amount))
 
 
 def record(node: Any, sn_pubkey: str) -> dict[str, Any]:
+    """Service node sn_pubkey's record as node sees it."""
     found = node.get_service_nodes(service_node_pubkeys=[sn_pubkey])["service_node_states"]
     assert found, f"{sn_pubkey[:16]} is not registered on node{node.index}"
     return found[0]

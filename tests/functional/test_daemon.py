@@ -1,6 +1,9 @@
 """snoded as an operator starts it: every flag form, every bad value (one line naming the option,
 exit 1, data dir untouched), the data-dir lock, the SN key's life across restarts and SIGKILL,
 console commands and graceful signals.
+
+Start-up errors run `snoded` to completion with its output captured (`run_snoded`); running
+daemons are `nodes` of the framework, or started with pipes where a test types at the console.
 """
 
 from __future__ import annotations
@@ -15,10 +18,16 @@ from contextlib import contextmanager
 
 import pytest
 
-from tests.functional.framework import TIMEOUT_FACTOR, assert_equal, next_loopback_ip, run_snoded, wait_until
+from snode.devchain import key_from_label
+from snode.params import COIN
+from tests.functional.framework import assert_equal, narrator, next_loopback_ip, run_snoded, scaled, wait_until
+from tests.functional.sn_helpers import SOLO, fund_and_unlock, register
+
+log = narrator(__name__)
 
 
 def test_version_and_help():
+    log.info("--version prints the version; --help names every flag")
     out = run_snoded(["--version"])
     assert_equal((out.returncode, out.stdout.strip()), (0, "snoded v0.1.0"))
     out = run_snoded(["--help"])
@@ -30,6 +39,7 @@ def test_version_and_help():
 
 
 def _bad(tmp_path, args, option, rule):
+    """snoded args must exit 1 with one stderr line naming option and rule, making no data dir."""
     data_dir = tmp_path / "dd"
     out = run_snoded([f"--data-dir={data_dir}", "--non-interactive", *args])
     assert_equal(out.returncode, 1, f"exit code for {args}: {out.stderr}")
@@ -51,12 +61,14 @@ def _bad(tmp_path, args, option, rule):
     (["--regtest", "--add-priority-node=seed"], "--add-priority-node", "<ip>:<port>"),
     (["--service-node"], "--service-node-public-ip", "required"),
     (["--service-node", "--service-node-public-ip=10.1.2.3"], "--service-node-public-ip", "not a public address"),
-    (["--testnet", "--service-node", "--service-node-public-ip", "127.0.0.1"], "--service-node-public-ip", "not a public address"),
+    (["--testnet", "--service-node", "--service-node-public-ip", "127.0.0.1"], "--service-node-public-ip",
+     "not a public address"),
     (["--service-node", "--service-node-public-ip=300.1.1.1"], "--service-node-public-ip", "not an IP address"),
     (["--regtest", "--genesis=/nonexistent/genesis.json"], "--genesis", "not a readable file"),
     (["--regtest", "--no-such-flag"], "--no-such-flag", "No such option"),
 ])
 def test_bad_values(tmp_path, args, option, rule):
+    log.info("Start with %s: refused in one line naming %s", " ".join(args), option)
     _bad(tmp_path, args, option, rule)
 
 
@@ -66,7 +78,9 @@ def test_port_in_use(tmp_path):
         busy.bind((ip, 0))
         busy.listen(1)
         port = busy.getsockname()[1]
+        log.info("Start with the RPC port taken by another socket: refused naming --rpc-admin")
         _bad(tmp_path, ["--regtest", f"--rpc-admin={ip}:{port}"], "--rpc-admin", "already in use")
+        log.info("Start with the P2P port taken: refused naming --p2p-bind")
         _bad(tmp_path, ["--regtest", f"--rpc-admin={ip}:{port + 1 if port < 65535 else port - 1}",
                         f"--p2p-bind-ip={ip}", f"--p2p-bind-port={port}"], "--p2p-bind", "already in use")
 
@@ -74,6 +88,7 @@ def test_port_in_use(tmp_path):
 def test_unusable_data_dir(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
+    log.info("Start with a data dir below a file: refused in one line, the file untouched")
     ip = next_loopback_ip()
     out = run_snoded(["--regtest", "--non-interactive", f"--data-dir={blocker}/sub",
                       f"--rpc-admin={ip}:38091", f"--p2p-bind-ip={ip}"])
@@ -83,17 +98,20 @@ def test_unusable_data_dir(tmp_path):
 
 
 def test_both_flag_forms_and_key_survives_restart_and_sigkill(nodes):
+    log.info("Start a service node with flags in both forms: its key file is private")
     node = nodes.add(extra_args=["--service-node"], start=False)
     node.extra_args = ["--service-node", "--log-level", "3"]  # `--opt value` form beside `--opt=value`
     node.start()
     key = node.get_service_node_key()["service_node_pubkey"]
     key_file = node.data_dir / "key"
     assert_equal(stat.S_IMODE(key_file.stat().st_mode), 0o600)
+    log.info("Mine 7 blocks and restart: same key, same height")
     node.generate_blocks(blocks=7)
     assert_equal(node.stop(), 0)
     node.start()
     assert_equal(node.get_service_node_key()["service_node_pubkey"], key)
     assert_equal(node.get_info()["height"], 7)
+    log.info("Mine 3 more and SIGKILL it, then start again: same key, every block kept")
     node.generate_blocks(blocks=3)
     node.kill()
     node.start()
@@ -104,6 +122,7 @@ def test_both_flag_forms_and_key_survives_restart_and_sigkill(nodes):
 
 def test_second_daemon_on_same_data_dir_refused(nodes):
     first = nodes.add()
+    log.info("Start a second daemon on a running daemon's data dir: refused, naming the first's pid")
     ip = next_loopback_ip()
     out = run_snoded(["--regtest", "--non-interactive", f"--data-dir={first.data_dir}",
                       f"--rpc-admin={ip}:38091", f"--p2p-bind-ip={ip}"])
@@ -115,8 +134,9 @@ def test_second_daemon_on_same_data_dir_refused(nodes):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signals_stop_gracefully(nodes, sig):
     node = nodes.add()
+    log.info("Send %s: the daemon stops with status 0 and says so", sig.name)
     node.process.send_signal(sig)
-    assert_equal(node.process.wait(20 * TIMEOUT_FACTOR), 0)
+    assert_equal(node.process.wait(scaled(20)), 0)
     assert "stopped" in node.stderr_text()
 
 
@@ -138,26 +158,30 @@ def piped_daemon(tmp_path, *extra):
 
 def test_console_commands(tmp_path):
     with piped_daemon(tmp_path, "--service-node") as proc:
+        log.info("Start with a console: it prints the status line")
         assert_equal(proc.stdout.readline().strip(), "v0.1.0; Height: 0, SN: not registered")
+        log.info("Type status, print_sn_key, a bogus command and exit: each answered, then exit 0")
         proc.stdin.write("status\nprint_sn_key\nbogus\nexit\n")
         proc.stdin.flush()
         assert_equal(proc.stdout.readline().strip(), "v0.1.0; Height: 0, SN: not registered")
         key = proc.stdout.readline().strip()
         assert len(key) == 64 and bytes.fromhex(key)
         assert "unknown command 'bogus'" in proc.stdout.readline()
-        assert_equal(proc.wait(20 * TIMEOUT_FACTOR), 0)
+        assert_equal(proc.wait(scaled(20)), 0)
 
 
 def test_non_interactive_never_reads_stdin(tmp_path):
     """With --non-interactive an `exit` on stdin is ignored: only a signal stops the daemon."""
     with piped_daemon(tmp_path, "--non-interactive") as proc:
         proc.stdout.readline()
+        log.info("Type exit: the daemon is still running 1.5 s later")
         proc.stdin.write("exit\n")
         proc.stdin.flush()
         with pytest.raises(subprocess.TimeoutExpired):
-            proc.wait(1.5)
+            proc.wait(scaled(1.5))
+        log.info("Send SIGTERM: it stops with status 0")
         proc.send_signal(signal.SIGTERM)
-        assert_equal(proc.wait(20 * TIMEOUT_FACTOR), 0)
+        assert_equal(proc.wait(scaled(20)), 0)
 
 
 def test_devnet_authority_produces_blocks(nodes, tmp_path):
@@ -167,6 +191,7 @@ def test_devnet_authority_produces_blocks(nodes, tmp_path):
     from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
     from snode.params import DEVNET
 
+    log.info("Write a devnet genesis naming a fresh authority key")
     authority = SigningKey(os.urandom(32))
     wallet = SigningKey(os.urandom(32))
     genesis = tmp_path / "genesis.json"
@@ -174,6 +199,7 @@ def test_devnet_authority_produces_blocks(nodes, tmp_path):
         network="devnet", timestamp=1_767_225_600, authorities=[authority.public.hex()],
         outputs=[GenesisOutput(encode_address(DEVNET.address_prefix, wallet.public), 10**15)],
     )))
+    log.info("Start a node holding that key and one without: only the first produces blocks")
     producer = nodes.add(network="devnet", extra_args=[f"--genesis={genesis}"], start=False)
     producer.data_dir.mkdir(parents=True)
     (producer.data_dir / "authority_key").write_text(authority.seed.hex() + "\n")
@@ -188,9 +214,11 @@ def test_devnet_authority_produces_blocks(nodes, tmp_path):
 @pytest.mark.parametrize("args, option, rule", [
     (["--regtest", "--testnet"], "--testnet", "at most one network flag"),
     (["--regtest", "--data-dir="], "--data-dir", "empty"),
-    (["--regtest", "--rpc-admin=127.0.0.1:38090", "--p2p-bind-port=38090"], "--p2p-bind-port", "also the --rpc-admin port"),
+    (["--regtest", "--rpc-admin=127.0.0.1:38090", "--p2p-bind-port=38090"], "--p2p-bind-port",
+     "also the --rpc-admin port"),
 ])
 def test_more_bad_values(tmp_path, args, option, rule):
+    log.info("Start with %s: refused in one line naming %s", " ".join(args), option)
     out = run_snoded([*args, "--non-interactive"])
     assert_equal(out.returncode, 1, out.stderr)
     assert option in out.stderr and rule in out.stderr, out.stderr
@@ -198,6 +226,7 @@ def test_more_bad_values(tmp_path, args, option, rule):
 
 
 def test_uncreatable_data_dir_is_one_line(tmp_path):
+    log.info("Start with a data dir under /proc: refused in one line")
     ip = next_loopback_ip()
     out = run_snoded(["--regtest", "--non-interactive", "--data-dir=/proc/snode-test",
                       f"--rpc-admin={ip}:38091", f"--p2p-bind-ip={ip}"])
@@ -211,10 +240,12 @@ def test_console_is_off_when_stdin_is_not_a_console(tmp_path, stdin):
     """Started like `snoded ... < file`, `< /dev/null` or from a script whose pipe closes,
     without --non-interactive: the daemon runs on (an `exit` in a file is not a command) and
     stops on SIGTERM."""
+    log.info("Start with stdin from %s and no --non-interactive", stdin)
     ip = next_loopback_ip()
     commands = tmp_path / "commands"
     commands.write_text("exit\n")
-    source = open(commands) if stdin == "file" else {"devnull": subprocess.DEVNULL, "closed pipe": subprocess.PIPE}[stdin]
+    pipes = {"devnull": subprocess.DEVNULL, "closed pipe": subprocess.PIPE}
+    source = open(commands) if stdin == "file" else pipes[stdin]
     args = [sys.executable, "-m", "snode.app.daemon", "--regtest", f"--data-dir={tmp_path / 'dd'}",
             f"--rpc-admin={ip}:38091", f"--p2p-bind-ip={ip}"]
     try:
@@ -223,10 +254,11 @@ def test_console_is_off_when_stdin_is_not_a_console(tmp_path, stdin):
                 if stdin == "closed pipe":
                     proc.stdin.close()
                 assert proc.stdout.readline().startswith("v0.1.0; Height: 0")
+                log.info("It is still running 1.5 s later; SIGTERM stops it with status 0")
                 with pytest.raises(subprocess.TimeoutExpired):
-                    proc.wait(1.5)
+                    proc.wait(scaled(1.5))
                 proc.send_signal(signal.SIGTERM)
-                assert_equal(proc.wait(20 * TIMEOUT_FACTOR), 0)
+                assert_equal(proc.wait(scaled(20)), 0)
             finally:
                 if proc.poll() is None:
                     proc.kill()
@@ -237,14 +269,13 @@ def test_console_is_off_when_stdin_is_not_a_console(tmp_path, stdin):
 
 
 def test_registered_key_without_service_node_flag_warns(nodes):
-    from tests.functional.sn_helpers import SOLO, fund_and_unlock, key, register
-    from snode.params import COIN
-
+    log.info("Register a service node's key and mine the registration")
     node = nodes.add(extra_args=["--service-node"])
-    op = key("forgetful op")
+    op = key_from_label("forgetful op")
     fund_and_unlock(node, {op.public: SOLO + COIN})
     register(node, node, op, SOLO)
     node.generate_blocks(blocks=1)
+    log.info("Restart it without --service-node: it warns that its key is registered")
     node.stop()
     node.extra_args = []
     node.start()

@@ -1,6 +1,9 @@
 """Admin JSON-RPC against a real regtest daemon: every specification method and field, the
 registration-command rules with the specification's error texts, the JSON-RPC 2.0 envelope and
 the HTTP rules (405, 413, 415, 403), and a full registration paid through send_raw_transaction.
+
+Each test starts its own regtest daemons (`sn` is one with --service-node), calls them as an
+operator's tool would, and compares answers field by field with the specification.
 """
 
 from __future__ import annotations
@@ -9,50 +12,47 @@ import json
 
 import pytest
 
-from snode.core.crypto import SigningKey
 from snode.core.registration import parse_command
+from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
 from snode.api import errors as E
 from tests.functional.framework import (
-    address_of, assert_equal, assert_raises_rpc_error, fund, send_spend,
+    address_of, assert_equal, assert_raises_rpc_error, fund, narrator, scaled, send_spend,
 )
+from tests.functional.sn_helpers import POOL_MIN, SOLO
 
-SOLO = 200_000 * COIN
-POOL_MIN = 100_000 * COIN
 REG_FAIL = "Failed to make registration command"
+OPERATOR = key_from_label("operator")
+"""The operator key most tests register with."""
 
-
-@pytest.fixture
-def sn(nodes):
-    return nodes.add(extra_args=["--service-node"])
-
-
-def operator_key(label: str = "operator") -> SigningKey:
-    import hashlib
-
-    return SigningKey(hashlib.blake2b(label.encode(), digest_size=32).digest())
+log = narrator(__name__)
 
 
 def test_get_info_and_status_lines(nodes, sn):
+    log.info("Read get_info on a fresh plain node and on a fresh service node")
     plain = nodes.add()
     info = plain.get_info()
     assert_equal(info["height"], 0)
     assert_equal(info["target_height"], 0)
     assert_equal(info["status_line"], "v0.1.0; Height: 0, SN: no")
     assert_equal(sn.get_info()["status_line"], "v0.1.0; Height: 0, SN: not registered")
+    log.info("Mine 2 blocks: the status line shows the new height")
     plain.generate_blocks(blocks=2)
     assert_equal(plain.get_info()["status_line"], "v0.1.0; Height: 2, SN: no")
 
 
 def test_service_node_key_and_non_sn_errors(nodes, sn):
+    log.info("The service node has a 32-byte key")
     key = sn.get_service_node_key()["service_node_pubkey"]
     assert len(key) == 64 and bytes.fromhex(key)
+    log.info("A plain node refuses every service-node method, naming --service-node")
     plain = nodes.add()
     assert_raises_rpc_error(E.NOT_SERVICE_NODE, "--service-node", plain.get_service_node_key)
     assert_raises_rpc_error(E.NOT_SERVICE_NODE, "--service-node", plain.get_service_node_registration_cmd,
-                            contributor_addresses=[address_of(plain, operator_key())],
+                            contributor_addresses=[address_of(plain, OPERATOR)],
                             contributor_amounts=[SOLO])
     assert_raises_rpc_error(E.NOT_SERVICE_NODE, "--service-node", plain.send_uptime_proof)
+    log.info("An unregistered service node cannot send an uptime proof")
     assert_raises_rpc_error(E.PROOF_FAILED, "not registered", sn.send_uptime_proof)
 
 
@@ -62,7 +62,8 @@ def test_service_node_key_and_non_sn_errors(nodes, sn):
     ({"contributor_addresses": ["A"], "contributor_amounts": ["200000000000000"]}, "No operator contribution given"),
     ({"contributor_addresses": ["A"], "contributor_amounts": ["1,000"]}, "No operator contribution given"),
     ({"contributor_addresses": ["A"], "contributor_amounts": [1.5]}, "No operator contribution given"),
-    ({"contributor_addresses": ["A", "B"], "contributor_amounts": [SOLO]}, "has 2 entries but contributor_amounts has 1"),
+    ({"contributor_addresses": ["A", "B"], "contributor_amounts": [SOLO]},
+     "has 2 entries but contributor_amounts has 1"),
     ({"contributor_addresses": ["A x"], "contributor_amounts": [SOLO]}, "whitespace"),
     ({"contributor_addresses": ["snt1qqqq"], "contributor_amounts": [SOLO]}, "wrong network prefix"),
     ({"operator_cut": "11", "contributor_addresses": ["A"], "contributor_amounts": [SOLO]}, "above the maximum of 10"),
@@ -70,14 +71,17 @@ def test_service_node_key_and_non_sn_errors(nodes, sn):
     ({"operator_cut": "-1", "contributor_addresses": ["A"], "contributor_amounts": [SOLO]}, "negative"),
     ({"contributor_addresses": ["A"], "contributor_amounts": [POOL_MIN - 1]}, "below the pool minimum"),
     ({"contributor_addresses": ["A"], "contributor_amounts": [SOLO + 1]}, "above the staking requirement"),
-    ({"contributor_addresses": ["A"], "contributor_amounts": [SOLO], "staking_requirement": 1}, "not this network's staking requirement"),
-    ({"contributor_addresses": ["A"] * 12, "contributor_amounts": [POOL_MIN] + [1] * 11}, "at most the operator and 10 others"),
+    ({"contributor_addresses": ["A"], "contributor_amounts": [SOLO], "staking_requirement": 1},
+     "not this network's staking requirement"),
+    ({"contributor_addresses": ["A"] * 12, "contributor_amounts": [POOL_MIN] + [1] * 11},
+     "at most the operator and 10 others"),
 ])
 def test_registration_cmd_errors(sn, params, reason):
-    valid = address_of(sn, operator_key())
+    log.info("Ask for a registration command with bad parameters: refused with %r", reason)
+    valid = address_of(sn, OPERATOR)
     params = dict(params)
     params["contributor_addresses"] = [
-        valid if a == "A" else address_of(sn, operator_key(f"c{i}")) if a == "B" else a
+        valid if a == "A" else address_of(sn, key_from_label(f"c{i}")) if a == "B" else a
         for i, a in enumerate(params["contributor_addresses"])
     ]
     err = assert_raises_rpc_error(E.REGISTRATION_CMD_FAILED, reason, sn.get_service_node_registration_cmd, params)
@@ -85,6 +89,7 @@ def test_registration_cmd_errors(sn, params, reason):
 
 
 def test_registration_cmd_missing_amounts_uses_spec_text(sn):
+    log.info("Ask for a registration command without contributions: the specification's text")
     assert_raises_rpc_error(
         E.REGISTRATION_CMD_FAILED, f"{REG_FAIL}: No operator contribution given",
         sn.get_service_node_registration_cmd, {"operator_cut": "0"},
@@ -92,17 +97,20 @@ def test_registration_cmd_missing_amounts_uses_spec_text(sn):
 
 
 def test_registration_cmd_shape(sn):
-    op = operator_key()
-    contributor = operator_key("contributor")
+    log.info("Ask for a pool registration command of two contributors")
+    op = OPERATOR
+    contributor = key_from_label("contributor")
     cmd = sn.get_service_node_registration_cmd(
         operator_cut="2.5", contributor_addresses=[address_of(sn, op), address_of(sn, contributor)],
         contributor_amounts=[POOL_MIN, 50_000 * COIN], staking_requirement=SOLO,
     )["registration_cmd"]
+    log.info("Check it is one line of single-spaced words in the specification's order")
     assert "\n" not in cmd and "  " not in cmd and cmd == cmd.strip()
     words = cmd.split(" ")
     assert_equal(words[0], "register_service_node")
     assert_equal(words[1], "2.5")
     assert_equal(words[2:6], [address_of(sn, op), str(POOL_MIN), address_of(sn, contributor), str(50_000 * COIN)])
+    log.info("Parse it back: signed by the daemon's key, valid for 14 days")
     reg = parse_command(cmd, REGTEST)  # checks the signature too
     assert_equal(reg.sn_pubkey.hex(), sn.get_service_node_key()["service_node_pubkey"])
     info_time = int(words[6])
@@ -113,16 +121,19 @@ def test_registration_cmd_shape(sn):
 
 def test_registration_through_raw_transaction(nodes, sn):
     """Fund an operator from the faucet, register the daemon's key, check every record field."""
-    op = operator_key()
+    log.info("Fund the operator from the faucet and mine until the payment unlocks")
+    op = OPERATOR
     fund(sn, {op.public: SOLO + COIN})
     sn.generate_blocks(blocks=1)
     sn.generate_blocks(blocks=REGTEST.unlock_confirmations)
     cmd = sn.get_service_node_registration_cmd(
         operator_cut="5", contributor_addresses=[address_of(sn, op)], contributor_amounts=[SOLO],
     )["registration_cmd"]
+    log.info("Pay the daemon's registration command through send_raw_transaction and mine it")
     send_spend(sn, op, [], parse_command(cmd, REGTEST))
     assert_equal(len(sn.get_mempool()["transactions"]), 1)
     reg_height = sn.generate_blocks(blocks=1)["height"]
+    log.info("Check every field of the new record against the specification")
     records = sn.get_service_nodes({})["service_node_states"]
     assert_equal(len(records), 1)
     rec = records[0]
@@ -143,18 +154,18 @@ def test_registration_through_raw_transaction(nodes, sn):
     assert_equal(rec["last_uptime_proof"], 0)
     assert_equal(rec["decommission_count"], 0)
     assert_equal(sn.get_info()["status_line"], f"v0.1.0; Height: {reg_height}, SN: decomm., proof: never")
-    # The filter by pubkey returns the same record; an unknown key returns none.
+    log.info("Filter by pubkey: the same record; an unknown key: none")
     same = sn.get_service_nodes(service_node_pubkeys=[rec["service_node_pubkey"]])["service_node_states"]
     assert_equal(same, [rec])
     assert_equal(sn.get_service_nodes(service_node_pubkeys=["00" * 32])["service_node_states"], [])
-    # Registering the same key again is refused with the reason.
+    log.info("Ask to register the same key again: refused with the reason")
     assert_raises_rpc_error(None, "already registered", sn.get_service_node_registration_cmd,
                             contributor_addresses=[address_of(sn, op)], contributor_amounts=[SOLO])
-    # Now registered, send_uptime_proof works and the proof shows.
+    log.info("Send an uptime proof, now that the key is registered: it shows in the record")
     assert_equal(sn.send_uptime_proof(), {"status": "OK"})
     rec = sn.get_service_nodes({})["service_node_states"][0]
     assert rec["last_uptime_proof"] > 0
-    # The cached full list must equal freshly built records, after a proof and after a block.
+    log.info("Compare the cached full list with fresh records, after a proof and after a block")
     for _ in range(2):
         full = sn.get_service_nodes({})["service_node_states"]
         fresh = sn.get_service_nodes(service_node_pubkeys=[r["service_node_pubkey"] for r in full])
@@ -164,12 +175,14 @@ def test_registration_through_raw_transaction(nodes, sn):
 
 
 def test_pool_registration_awaits_contributions(sn):
-    op = operator_key("pool operator")
+    log.info("Fund a pool operator and mine until the payment unlocks")
+    op = key_from_label("pool operator")
     fund(sn, {op.public: POOL_MIN + COIN})
     sn.generate_blocks(blocks=1 + REGTEST.unlock_confirmations)
     cmd = sn.get_service_node_registration_cmd(
         operator_cut="5", contributor_addresses=[address_of(sn, op)], contributor_amounts=[POOL_MIN],
     )["registration_cmd"]
+    log.info("Register with the pool minimum and mine it: the node awaits contributions")
     send_spend(sn, op, [], parse_command(cmd, REGTEST))
     height = sn.generate_blocks(blocks=1)["height"]
     rec = sn.get_service_nodes({})["service_node_states"][0]
@@ -178,14 +191,18 @@ def test_pool_registration_awaits_contributions(sn):
 
 
 def test_raw_transaction_rejections(sn):
+    log.info("Send a transaction that is not hex, then bytes that are not a transaction")
     assert_raises_rpc_error(E.INVALID_PARAMS, "tx_hex", sn.send_raw_transaction, tx_hex="zz")
-    assert_raises_rpc_error(E.TX_REJECTED, "transaction rejected: not a valid Transaction", sn.send_raw_transaction, tx_hex="00")
+    assert_raises_rpc_error(E.TX_REJECTED, "transaction rejected: not a valid Transaction",
+                            sn.send_raw_transaction, tx_hex="00")
     assert_equal(sn.get_mempool()["transactions"], [])
 
 
 def test_blocks_and_transactions_lookup(sn):
-    txid = fund(sn, {operator_key().public: COIN})
+    log.info("Pay from the faucet: the transaction is found in the pool")
+    txid = fund(sn, {OPERATOR.public: COIN})
     assert_equal(sn.get_transaction(txid=txid)["in_pool"], True)
+    log.info("Mine it: block 1 holds it, by height and by hash")
     result = sn.generate_blocks(blocks=1)
     block = sn.get_block(height=1)
     assert_equal(block["hash"], result["blocks"][0])
@@ -193,6 +210,7 @@ def test_blocks_and_transactions_lookup(sn):
     assert_equal(sn.get_block(hash=block["hash"])["height"], 1)
     tx = sn.get_transaction(txid=txid)
     assert_equal((tx["in_pool"], tx["height"], tx["kind"]), (False, 1, "transfer"))
+    log.info("Look up what does not exist, and a block by neither height nor hash")
     assert_raises_rpc_error(E.NOT_FOUND, "no such block", sn.get_block, height=99)
     assert_raises_rpc_error(E.INVALID_PARAMS, "exactly one", sn.get_block, {})
     assert_raises_rpc_error(E.NOT_FOUND, "neither in the chain", sn.get_transaction, txid="00" * 32)
@@ -201,6 +219,7 @@ def test_blocks_and_transactions_lookup(sn):
 
 
 def test_generate_blocks_params(sn):
+    log.info("generate_blocks refuses a string, zero and a misspelt field, then mines 5")
     assert_raises_rpc_error(E.INVALID_PARAMS, "blocks", sn.generate_blocks, blocks="2")
     assert_raises_rpc_error(E.INVALID_PARAMS, "blocks", sn.generate_blocks, blocks=0)
     assert_raises_rpc_error(E.INVALID_PARAMS, "unknown field `block`", sn.generate_blocks, block=1)
@@ -211,14 +230,17 @@ def test_generate_blocks_params(sn):
 # --- the JSON-RPC 2.0 envelope -------------------------------------------------------------------
 
 def post(node, body, headers=None):
+    """POST body (JSON-encoded unless bytes or str) to node's RPC; (status, headers, data)."""
     status, hdrs, data = node.rpc.raw(body if isinstance(body, (bytes, str)) else json.dumps(body), headers=headers)
     return status, hdrs, data
 
 
 def test_envelope(sn):
+    log.info("A well-formed request echoes its id")
     status, _, data = post(sn, {"jsonrpc": "2.0", "id": "abc", "method": "get_info"})
     reply = json.loads(data)
     assert_equal((status, reply["id"], reply["jsonrpc"]), (200, "abc", "2.0"))
+    log.info("Each malformed envelope gets HTTP 200 and its JSON-RPC error code")
     for body, code in [
         ("{not json", E.PARSE_ERROR),
         ({"jsonrpc": "1.0", "id": 1, "method": "get_info"}, E.INVALID_REQUEST),
@@ -238,6 +260,7 @@ def test_envelope(sn):
 
 
 def test_batches_and_notifications(sn):
+    log.info("A batch answers its requests in order and not its notification")
     batch = [
         {"jsonrpc": "2.0", "id": 1, "method": "get_height"},
         {"jsonrpc": "2.0", "method": "get_height"},  # notification: no reply
@@ -248,11 +271,13 @@ def test_batches_and_notifications(sn):
     assert_equal(status, 200)
     assert_equal([r["id"] for r in replies], [1, 2])
     assert_equal(replies[1]["error"]["code"], E.METHOD_NOT_FOUND)
+    log.info("A lone notification gets 204 and no body")
     status, _, data = post(sn, {"jsonrpc": "2.0", "method": "get_height"})
     assert_equal((status, data), (204, b""))
 
 
 def test_http_rules(sn):
+    log.info("GET is 405, a wrong Content-Type 415, a body over 1 MiB 413")
     status, hdrs, data = sn.rpc.raw("", method="GET")
     assert_equal(status, 405)
     assert b"POST" in data
@@ -261,6 +286,7 @@ def test_http_rules(sn):
     assert b"Content-Type: application/json" in data
     status, _, _ = post(sn, b"[" + b" " * (1024 * 1024 + 10) + b"]")
     assert_equal(status, 413)
+    log.info("A foreign Host or Origin is 403 (DNS rebinding); loopback hosts are let in")
     status, _, data = post(sn, {"jsonrpc": "2.0", "id": 1, "method": "get_info"}, {"Host": "evil.example:38091"})
     assert_equal(status, 403)
     assert b"Host" in data
@@ -277,16 +303,18 @@ def test_curl_as_the_spec_calls_it(sn):
 
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed on this machine")
+    log.info("Call get_service_nodes with the specification's curl command line")
     out = subprocess.run(
         ["curl", "-s", "-X", "POST", f"http://{sn.ip}:{sn.rpc_port}/json_rpc",
          "-H", "Content-Type: application/json",
          "-d", '{"jsonrpc":"2.0","id":"0","method":"get_service_nodes","params":{}}'],
-        capture_output=True, text=True, timeout=30, check=True,
+        capture_output=True, text=True, timeout=scaled(30), check=True,
     )
     assert_equal(json.loads(out.stdout)["result"]["service_node_states"], [])
 
 
 def test_metrics(sn):
+    log.info("GET /metrics shows the height in Prometheus text")
     status, hdrs, data = sn.rpc.raw("", method="GET", path="/metrics")
     assert_equal(status, 200)
     assert b"snode_height 0.0" in data

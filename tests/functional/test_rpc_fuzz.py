@@ -3,6 +3,9 @@
 No request may get HTTP 500 or kill the connection handling, and the daemon must keep
 answering get_info afterwards. stop_daemon and generate_blocks are left out: they are valid
 calls with effects, not bad input.
+
+One daemon serves the whole module; the fuzzing test narrates once, in that fixture, rather than
+once per generated body.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.functional.framework import TestNode, assert_equal
+from tests.functional.framework import TestNode, assert_equal, narrator
+
+log = narrator(__name__)
 
 METHODS = [
     "get_info", "get_height", "get_service_nodes", "get_service_node_key",
@@ -24,7 +29,8 @@ METHODS = [
 ]
 EXAMPLES = int(os.environ.get("SNODE_FUZZ_EXAMPLES", "2000"))
 
-json_scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=40)
+json_scalars = (st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False)
+                | st.text(max_size=40))
 json_values = st.recursive(
     json_scalars,
     lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
@@ -49,16 +55,20 @@ bodies = (
 
 @pytest.fixture(scope="module")
 def fuzz_node(tmp_path_factory):
+    log.info("Start one service node for the whole module")
     node = TestNode(0, tmp_path_factory.mktemp("fuzz"), extra_args=["--service-node"])
     node.start()
+    log.info("Send it up to %d generated bodies: none may get HTTP 500 or an internal error", EXAMPLES)
     yield node
+    log.info("Stop it: it must exit with status 0")
     try:
         assert_equal(node.stop(), 0)
     finally:
         node.kill()
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(body=bodies)
 def test_no_request_gets_http_500(fuzz_node, body):
     status, _, data = fuzz_node.rpc.raw(body)
@@ -73,5 +83,6 @@ def test_no_request_gets_http_500(fuzz_node, body):
 
 
 def test_daemon_still_answers_after_fuzzing(fuzz_node):
+    log.info("After the fuzzing the daemon still answers get_info")
     assert_equal(fuzz_node.get_info()["target_height"], 0)
     assert fuzz_node.running

@@ -2,6 +2,10 @@
 payable after 4 blocks, the exact reward split of a pool with a fee, decommission after missed
 proofs and recommission after a restart, refused proofs from a node that lies about its IP, and
 quorumnet refusing keys that are not registered service nodes.
+
+A plain `hub` node mines (every regtest node holds the authority key) while service nodes
+connect to it over P2P; state changes need blocks, so waits for them mine a block per poll
+(`sn_helpers.mine_until`).
 """
 
 from __future__ import annotations
@@ -11,22 +15,27 @@ import pytest
 from snode.core.blocks import Block
 from snode.core.encoding import decode
 from snode.core.address import encode_address
+from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
-from tests.functional.framework import assert_equal, connect_nodes, next_loopback_ip, sync_blocks, wait_until
-from tests.functional.sn_helpers import (
-    POOL_MIN, SOLO, fund_and_unlock, key, mine_until, record, register, stake,
+from tests.functional.framework import (
+    assert_equal, assert_raises_rpc_error, connect_nodes, narrator, next_loopback_ip, scaled, send_spend,
+    snode_cli, sync_blocks, wait_until,
 )
+from tests.functional.sn_helpers import POOL_MIN, SOLO, fund_and_unlock, mine_until, record, register, stake
+
+log = narrator(__name__)
 
 V = "v0.1.0"
 
 
 def test_lifecycle_solo_and_pool(nodes):
+    log.info("Start a hub and two service nodes connected to it; fund two operators and two contributors")
     hub = nodes.add()
     solo = nodes.add(extra_args=["--service-node"])
     pool = nodes.add(extra_args=["--service-node"])
     connect_nodes(solo, hub)
     connect_nodes(pool, hub)
-    op_solo, op_pool, c1, c2 = key("op solo"), key("op pool"), key("c1"), key("c2")
+    op_solo, op_pool, c1, c2 = (key_from_label(label) for label in ("op solo", "op pool", "c1", "c2"))
     fund_and_unlock(hub, {op_solo.public: SOLO + COIN, op_pool.public: POOL_MIN + COIN,
                           c1.public: 60_001 * COIN, c2.public: 40_001 * COIN})
     sync_blocks([hub, solo, pool])
@@ -34,22 +43,26 @@ def test_lifecycle_solo_and_pool(nodes):
     pool_pk = pool.get_service_node_key()["service_node_pubkey"]
     assert_equal(solo.get_info()["status_line"], f"{V}; Height: {solo.get_info()['height']}, SN: not registered")
 
+    log.info("Register a solo node and a pool node with a 5 % cut: the pool awaits contributions")
     register(solo, hub, op_solo, SOLO)
     register(pool, hub, op_pool, POOL_MIN, cut="5")
     reg_height = hub.generate_blocks(blocks=1)["height"]
     sync_blocks([hub, solo, pool])
     rec = record(hub, pool_pk)
     assert_equal((rec["funded"], rec["active"], rec["payable"], rec["status"]), (False, False, False, "Await"))
-    assert_equal((rec["registration_height"], rec["operator_fee"], rec["total_contributed"]), (reg_height, 50_000, POOL_MIN))
+    assert_equal((rec["registration_height"], rec["operator_fee"], rec["total_contributed"]),
+                 (reg_height, 50_000, POOL_MIN))
     assert pool.get_info()["status_line"].startswith(f"{V}; Height: {reg_height}, SN: awaiting contr., proof: ")
 
+    log.info("Two contributors stake 60,000 and 40,000: the pool is funded with 3 contributors")
     stake(hub, c1, pool_pk, 60_000 * COIN)
     stake(hub, c2, pool_pk, 40_000 * COIN)
     hub.generate_blocks(blocks=1)
     rec = record(hub, pool_pk)
     assert_equal((rec["funded"], rec["total_contributed"], len(rec["contributors"])), (True, SOLO, 3))
 
-    # Proofs flow over P2P; the authority (every regtest node holds it) activates both nodes.
+    log.info("Mine until uptime proofs over P2P have both nodes activated")
+    # The authority (every regtest node holds it) votes the activations.
     activated = mine_until(hub, lambda: all(record(hub, k)["active"] for k in (solo_pk, pool_pk)),
                            timeout=60, what="both nodes active")
     assert activated
@@ -57,6 +70,7 @@ def test_lifecycle_solo_and_pool(nodes):
     assert rec["last_uptime_proof"] > 0 and rec["last_state_change_reason"] == "first_uptime_proof"
     assert_equal((rec["payable"], rec["decommission_count"]), (False, 0))
     activation = rec["activation_height"]
+    log.info("Mine to activation + 4: the solo node becomes payable exactly then")
     while hub.get_info()["height"] < activation + 3:
         hub.generate_blocks(blocks=1)
     assert_equal(record(hub, solo_pk)["payable"], False)
@@ -66,12 +80,13 @@ def test_lifecycle_solo_and_pool(nodes):
     line = solo.get_info()["status_line"]
     assert line.startswith(f"{V}; Height: {activation + 4}, SN: active, proof: "), line
 
-    # Rewards: find a block paying the pool node and check the split to the atomic unit.
+    log.info("Mine until a block pays the pool node: the split is exact to the atomic unit")
     reward = REGTEST.block_reward
     fee = reward * 50_000 // 1_000_000
     rest = reward - fee
     expected = {
-        encode_address("snr", op_pool.public): fee + rest * POOL_MIN // SOLO + (rest - rest * POOL_MIN // SOLO - rest * 60_000 * COIN // SOLO - rest * 40_000 * COIN // SOLO),
+        encode_address("snr", op_pool.public): fee + rest * POOL_MIN // SOLO + (
+            rest - rest * POOL_MIN // SOLO - rest * 60_000 * COIN // SOLO - rest * 40_000 * COIN // SOLO),
         encode_address("snr", c1.public): rest * 60_000 * COIN // SOLO,
         encode_address("snr", c2.public): rest * 40_000 * COIN // SOLO,
     }
@@ -88,19 +103,18 @@ def test_lifecycle_solo_and_pool(nodes):
     for address, amount in expected.items():
         assert_equal(found[address], amount, f"reward of {address[:12]}")
 
-    # Decommission: the solo node stops; after 30 s without proofs the quorum votes it out.
+    log.info("Stop the solo node: after 30 s without proofs the quorum decommissions it")
     solo.stop()
     mine_until(hub, lambda: not record(hub, solo_pk)["active"], timeout=90, what="solo decommissioned")
     rec = record(hub, solo_pk)
     assert_equal((rec["active"], rec["payable"], rec["funded"], rec["decommission_count"], rec["status"]),
                  (False, False, True, 1, "Decomm"))
     assert_equal(rec["last_decommission_reason"], "missed_uptime_proofs")
-    # snode-cli nodes shows the reason too.
-    from tests.functional.test_snode_cli import snode_cli
+    log.info("snode-cli nodes shows the decommission reason")
     table = snode_cli(hub, "nodes").stdout
     assert any(solo_pk[:12] in line and "missed_uptime_proofs" in line for line in table.splitlines()), table
 
-    # Restart with the same data dir: proofs resume and the node is recommissioned.
+    log.info("Restart the solo node with its data dir: proofs resume and it is recommissioned")
     solo.start()
     connect_nodes(solo, hub)
     mine_until(hub, lambda: record(hub, solo_pk)["active"], timeout=60, what="solo recommissioned")
@@ -111,10 +125,12 @@ def test_lifecycle_solo_and_pool(nodes):
 
 
 def test_wrong_public_ip_is_refused(nodes):
+    log.info("Start a service node that declares another public IP than the one it connects from")
     hub = nodes.add()
     liar = nodes.add(extra_args=["--service-node", f"--service-node-public-ip={next_loopback_ip()}"])
     connect_nodes(liar, hub)
-    op = key("liar op")
+    op = key_from_label("liar op")
+    log.info("Register it: its proofs are refused and the refusal reaches it")
     fund_and_unlock(hub, {op.public: SOLO + COIN})
     register(liar, hub, op, SOLO)
     hub.generate_blocks(blocks=1)
@@ -124,6 +140,7 @@ def test_wrong_public_ip_is_refused(nodes):
     declared = liar.args()[-1].split("=")[1]
     assert f"declared IP {declared}, seen {liar.ip}" in reason, reason
     assert "uptime proof rejected by" in liar.stderr_text()
+    log.info("Mine 3 blocks: it is neither active nor credited with a proof")
     pk = liar.get_service_node_key()["service_node_pubkey"]
     hub.generate_blocks(blocks=3)
     rec = record(hub, pk)
@@ -149,7 +166,7 @@ def test_quorumnet_refuses_unregistered_keys(nodes):
             sock.curve_serverkey = z85.encode(server)
             monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
             sock.connect(f"tcp://{sn.ip}:{REGTEST.quorumnet_port}")
-            monitor.setsockopt(zmq.RCVTIMEO, 10_000)
+            monitor.setsockopt(zmq.RCVTIMEO, int(scaled(10) * 1000))
             event = recv_monitor_message(monitor)["event"]
             sock.disable_monitor()
             monitor.close(linger=0)
@@ -158,15 +175,15 @@ def test_quorumnet_refuses_unregistered_keys(nodes):
             sock.close(linger=0)
             ctx.term()
 
-    stranger = key("not a service node")
+    log.info("A CurveZMQ handshake with a key that is no service node fails authentication")
+    stranger = key_from_label("not a service node")
     assert_equal(handshake(stranger), zmq.EVENT_HANDSHAKE_FAILED_AUTH)
     wait_until(lambda: "not a registered service node" in sn.stderr_text(), what="refusal logged")
-    # The same key, once registered as a service node, is let in.
+    log.info("Register that key as a service node: the same handshake succeeds")
     hub = nodes.add()
     connect_nodes(sn, hub)
-    op = key("quorumnet op")
+    op = key_from_label("quorumnet op")
     fund_and_unlock(hub, {op.public: SOLO + COIN})
-    from tests.functional.framework import send_spend
     from snode.core.registration import sign_registration
     from snode.core.transactions import Reservation
     import time
@@ -183,12 +200,12 @@ def test_forged_state_changes_are_rejected(nodes):
     from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
     from snode.params import REGTEST_AUTHORITY_SEED
     from snode.core.crypto import SigningKey
-    from tests.functional.framework import assert_raises_rpc_error
 
+    log.info("Register a service node, not yet activated")
     hub = nodes.add()
     sn = nodes.add(extra_args=["--service-node"])
     connect_nodes(sn, hub)
-    op = key("forge op")
+    op = key_from_label("forge op")
     fund_and_unlock(hub, {op.public: SOLO + COIN})
     register(sn, hub, op, SOLO)
     height = hub.generate_blocks(blocks=1)["height"]
@@ -197,13 +214,17 @@ def test_forged_state_changes_are_rejected(nodes):
     def change(voter: SigningKey, *, sign_with: SigningKey | None = None) -> str:
         message = state_change_hash(REGTEST.network_id, pk, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, height)
         vote = Vote(voter.public, (sign_with or voter).sign(message))
-        tx = Transaction(TX_VERSION, (), (), StateChange(pk, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, height, (vote,)), ())
+        payload = StateChange(pk, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, height, (vote,))
+        tx = Transaction(TX_VERSION, (), (), payload, ())
         return encode(tx).hex()
 
-    outsider = key("outsider")
+    log.info("Send activations voted by an outsider, and by the authority with a forged "
+             "signature: both refused, the node stays inactive")
+    outsider = key_from_label("outsider")
     authority = SigningKey(REGTEST_AUTHORITY_SEED)
     assert_raises_rpc_error(-10, "not a member of the quorum", hub.send_raw_transaction, tx_hex=change(outsider))
-    assert_raises_rpc_error(-10, "bad signature", hub.send_raw_transaction, tx_hex=change(authority, sign_with=outsider))
+    assert_raises_rpc_error(-10, "bad signature", hub.send_raw_transaction,
+                            tx_hex=change(authority, sign_with=outsider))
     assert_equal(record(hub, pk.hex())["active"], False)
 
 
@@ -211,11 +232,12 @@ def test_service_node_quorum_decommissions_over_quorumnet(nodes):
     """With 4 active SNs the quorum is made of SNs (not the authority): the 3 live members vote
     over quorumnet to decommission the 4th after it stops; with 3 active the authority stands in
     again and recommissions it when it is back."""
+    log.info("Register %d service nodes on a hub and mine until all are active", REGTEST.min_active_sns)
     hub = nodes.add()
     sns = [nodes.add(extra_args=["--service-node"]) for _ in range(REGTEST.min_active_sns)]
     for sn in sns:
         connect_nodes(sn, hub)
-    ops = [key(f"quorum op {i}") for i in range(len(sns))]
+    ops = [key_from_label(f"quorum op {i}") for i in range(len(sns))]
     fund_and_unlock(hub, {op.public: SOLO + COIN for op in ops})
     for sn, op in zip(sns, ops):
         register(sn, hub, op, SOLO)
@@ -224,16 +246,17 @@ def test_service_node_quorum_decommissions_over_quorumnet(nodes):
     mine_until(hub, lambda: all(record(hub, pk)["active"] for pk in pks), timeout=60, what="all SNs active")
     hub.generate_blocks(blocks=1)
     sync_blocks([hub, *sns])
-    # Every SN must know the others' quorumnet addresses (from their proofs) before one stops.
+    log.info("Wait until every SN has every SN's proof (and so its quorumnet address)")
     wait_until(lambda: all(record(sn, pk)["last_uptime_proof"] for sn in sns for pk in pks),
                timeout=30, what="every SN seeing every SN's proofs")
 
+    log.info("Stop one SN: the other three vote it out over quorumnet")
     victim, victim_pk = sns[-1], pks[-1]
     victim.stop()
     rec = mine_until(hub, lambda: (r := record(hub, victim_pk)) and not r["active"] and r,
                      timeout=120, what="the SN quorum decommissioning the stopped node")
     assert_equal((rec["decommission_count"], rec["last_decommission_reason"]), (1, "missed_uptime_proofs"))
-    # The decommission was voted by service nodes, not by the authority.
+    log.info("Find the decommission's block: its voters are the live service nodes, not the authority")
     block = None
     for h in range(hub.get_info()["height"], 0, -1):
         block = decode(bytes.fromhex(hub.get_block(height=h)["block_hex"]), Block)
@@ -245,6 +268,7 @@ def test_service_node_quorum_decommissions_over_quorumnet(nodes):
     else:
         raise AssertionError("no block holds the decommission")
 
+    log.info("Restart it: recommissioned")
     victim.start()
     connect_nodes(victim, hub)
     mine_until(hub, lambda: record(hub, victim_pk)["active"], timeout=60, what="recommission")

@@ -1,35 +1,37 @@
 """snode-cli against a real daemon: status, nodes, call, register-cmd, --json, and the errors an
 operator meets (daemon not running, bad JSON, RPC errors): one line, exit 1, no traceback.
+
+`snode-cli` runs as a child process (`framework.snode_cli`) against daemons of the framework;
+the test reads its exit status, standard output and standard error.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from snode.core.registration import parse_command
+from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
-from tests.functional.framework import address_of, assert_equal, fund, next_loopback_ip, send_spend
-from tests.functional.test_rpc import operator_key
+from tests.functional.framework import (
+    address_of, assert_equal, fund, narrator, next_loopback_ip, send_spend, snode_cli,
+)
 
-
-def snode_cli(node_or_url, *args):
-    url = node_or_url if isinstance(node_or_url, str) else f"http://{node_or_url.ip}:{node_or_url.rpc_port}"
-    return subprocess.run([sys.executable, "-m", "snode.tools.cli", "--rpc", url, *args],
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+log = narrator(__name__)
 
 
 def test_status_and_call(nodes):
     node = nodes.add(extra_args=["--service-node"])
+    log.info("status: the daemon's status line and sync state; --json status: the fields")
     out = snode_cli(node, "status")
     assert_equal(out.returncode, 0, out.stderr)
     assert out.stdout.startswith("v0.1.0; Height: 0, SN: not registered\n")
     assert "synced" in out.stdout
     out = snode_cli(node, "--json", "status")
     assert_equal(json.loads(out.stdout)["height"], 0)
+    log.info("call generate_blocks with JSON params mines 2 blocks")
     out = snode_cli(node, "call", "generate_blocks", '{"blocks": 2}')
     assert_equal(json.loads(out.stdout)["height"], 2)
+    log.info("call with params that are not JSON, then an unknown method: one line each, exit 1")
     out = snode_cli(node, "call", "generate_blocks", "{blocks: 2}")
     assert_equal(out.returncode, 1)
     assert "not valid JSON" in out.stderr and "Traceback" not in out.stderr
@@ -41,6 +43,7 @@ def test_status_and_call(nodes):
 def test_daemon_not_running():
     url = f"http://{next_loopback_ip()}:38091"
     for command in (["status"], ["nodes"], ["call", "get_info"]):
+        log.info("%s with no daemon at %s: one line saying so, exit 1", " ".join(command), url)
         out = snode_cli(url, *command)
         assert_equal(out.returncode, 1)
         assert out.stderr.startswith(f"snode-cli: Unable to connect to {url}"), out.stderr
@@ -49,11 +52,13 @@ def test_daemon_not_running():
 
 def test_register_cmd_and_nodes_table(nodes):
     node = nodes.add(extra_args=["--service-node"])
-    op = operator_key("cli operator")
+    op = key_from_label("cli operator")
+    log.info("register-cmd prints one registration line")
     out = snode_cli(node, "register-cmd", "--cut", "5", "--address", address_of(node, op), "--amount", "100000")
     assert_equal(out.returncode, 0, out.stderr)
     line = out.stdout.strip()
     assert line.startswith("register_service_node 5 ") and "\n" not in line
+    log.info("register-cmd with an amount with a comma, then one below the pool minimum: refused")
     out = snode_cli(node, "register-cmd", "--address", address_of(node, op), "--amount", "1,000")
     assert_equal(out.returncode, 1)
     assert "--amount" in out.stderr and "comma" in out.stderr
@@ -61,13 +66,16 @@ def test_register_cmd_and_nodes_table(nodes):
     assert_equal(out.returncode, 1)
     assert "Failed to make registration command: operator contribution 50 is below the pool minimum" in out.stderr
 
+    log.info("nodes before any registration says there are none")
     out = snode_cli(node, "nodes")
     assert_equal(out.returncode, 0)
     assert "no service nodes registered" in out.stdout
+    log.info("Fund the operator, pay the printed line and mine it")
     fund(node, {op.public: 100_001 * COIN})
     node.generate_blocks(blocks=1 + REGTEST.unlock_confirmations)
     send_spend(node, op, [], parse_command(line, REGTEST))
     node.generate_blocks(blocks=1)
+    log.info("nodes shows the new node awaiting contributions; --json nodes the record")
     out = snode_cli(node, "nodes")
     assert_equal(out.returncode, 0, out.stderr)
     pubkey = node.get_service_node_key()["service_node_pubkey"]

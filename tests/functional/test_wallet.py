@@ -9,140 +9,37 @@ mined, `balance` and `stakes` show it as pending. Pool: operator 100,000 coins a
 refusal of the registration and stake commands prints one line naming what to fix, exits 1 and
 sends nothing (the mempool is unchanged). A wrong password, a damaged wallet file and an empty
 password for a new wallet give one line, exit 1, and leave the file as it was (or make none).
+
+The wallet runs as a child process through `wallet_helpers.Wallet` against a regtest service
+node (`sn`); the wallet-file tests need no daemon.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from snode.core.address import decode_address
 from snode.core.registration import format_command, sign_registration
 from snode.core.transactions import Reservation
-from snode.core.units import parse_coins
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST, REGTEST_FAUCET_WORDS
-from tests.functional.framework import TIMEOUT_FACTOR, assert_equal, faucet_key, fund
+from tests.functional.framework import assert_equal, faucet_key, narrator
+from tests.functional.sn_helpers import POOL_MIN, SOLO, record
+from tests.functional.wallet_helpers import Run, Wallet, funded, mine, registration_cmd, run_wallet
 
 PREFIX = REGTEST.address_prefix
-SOLO = REGTEST.staking_requirement
-POOL_MIN = REGTEST.pool_operator_min
 UNLOCK = REGTEST.unlock_confirmations
 
-
-@dataclass(frozen=True)
-class Run:
-    """What one wallet invocation did."""
-
-    rc: int
-    out: str
-    err: str
-
-    @property
-    def lines(self) -> list[str]:
-        return self.out.splitlines()
-
-    def txid(self) -> str:
-        line = next(l for l in self.lines if "Transaction ID:" in l)
-        return line.split()[-1]
-
-
-def run_wallet(args: list[str], stdin: str | None = None, timeout: float = 60) -> Run:
-    done = subprocess.run(
-        [sys.executable, "-m", "snode.wallet", *args], input=stdin if stdin is not None else "",
-        capture_output=True, text=True, timeout=timeout * TIMEOUT_FACTOR,
-    )
-    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
-    return Run(done.returncode, done.stdout, done.stderr)
-
-
-class Wallet:
-    """One wallet file used through the real `snode-wallet` program."""
-
-    def __init__(self, node, tmp_path: Path, name: str, *, words: str | None = None) -> None:
-        self.node = node
-        self.path = tmp_path / f"{name}.wallet"
-        self.password_file = tmp_path / f"{name}.password"
-        self.password_file.write_text(f"password of {name}\n")
-        if words is None:
-            made = self.run("address", extra=["--generate"])
-        else:
-            seed_file = tmp_path / f"{name}.words"
-            seed_file.write_text(words + "\n")
-            made = self.run("address", extra=["--restore-seed-file", str(seed_file)])
-        assert made.rc == 0, made.out + made.err
-        self.address = made.lines[-1]
-        self.public = decode_address(PREFIX, self.address)
-
-    def args(self) -> list[str]:
-        return ["--regtest", "--daemon-address", f"{self.node.ip}:{self.node.rpc_port}",
-                "--wallet-file", str(self.path), "--password-file", str(self.password_file)]
-
-    def run(self, command: str, *, yes: bool = False, stdin: str | None = None,
-            extra: list[str] | None = None) -> Run:
-        args = self.args() + (extra or []) + ["--command", command] + (["--yes"] if yes else [])
-        return run_wallet(args, stdin)
-
-    def ok(self, command: str, *, yes: bool = False) -> Run:
-        result = self.run(command, yes=yes)
-        assert result.rc == 0, f"{command!r} failed:\n{result.out}{result.err}"
-        return result
-
-    def refused(self, command: str, needle: str) -> str:
-        """Run a command that must be refused: one Error line naming needle, exit 1, nothing sent."""
-        before = self.node.get_mempool()["transactions"]
-        result = self.run(command, yes=True)
-        errors = [l for l in result.lines if l.startswith("Error:")]
-        assert result.rc == 1, result.out
-        assert len(errors) == 1 and needle in errors[0], result.out
-        assert "Transaction ID" not in result.out
-        assert_equal(self.node.get_mempool()["transactions"], before, "mempool after a refusal")
-        return errors[0]
-
-    def balances(self) -> dict[str, int]:
-        out = self.ok("balance").lines
-        pairs = dict(line.split(": ", 1) for line in out if ": " in line)
-        return {"balance": parse_coins(pairs["Balance"]), "unlocked": parse_coins(pairs["Unlocked balance"])}
-
-
-def registration_cmd(sn, address: str, amount: int, cut: str = "0") -> str:
-    return sn.get_service_node_registration_cmd(
-        operator_cut=cut, contributor_addresses=[address], contributor_amounts=[amount],
-        staking_requirement=SOLO,
-    )["registration_cmd"]
-
-
-def node_record(sn, pubkey: str) -> dict:
-    states = sn.get_service_nodes(service_node_pubkeys=[pubkey])["service_node_states"]
-    assert len(states) == 1, states
-    return states[0]
-
-
-def mine(node, blocks: int = 1) -> None:
-    node.generate_blocks(blocks=blocks)
-
-
-@pytest.fixture
-def sn(nodes):
-    return nodes.add(extra_args=["--service-node"])
-
-
-def funded(sn, tmp_path, payments: dict[str, int]) -> dict[str, Wallet]:
-    """New wallets paid by the faucet in one transaction, unlocked."""
-    wallets = {name: Wallet(sn, tmp_path, name) for name in payments}
-    fund(sn, {wallets[n].public: amount for n, amount in payments.items()})
-    mine(sn, UNLOCK + 1)
-    return wallets
+log = narrator(__name__)
 
 
 def test_solo_registration_from_the_faucet(sn, tmp_path):
+    log.info("Restore the faucet wallet from its published words; make an operator wallet")
     faucet = Wallet(sn, tmp_path, "faucet", words=REGTEST_FAUCET_WORDS)
     assert_equal(faucet.public, faucet_key().public, "faucet words restore the faucet key")
     operator = Wallet(sn, tmp_path, "operator")
+    log.info("The faucet pays the operator 200,100 coins; mine it: balance shown, all locked")
     sent = faucet.ok(f"transfer {operator.address} 200100", yes=True)
     assert sn.get_transaction(txid=sent.txid())["in_pool"] is True
     mine(sn)
@@ -154,10 +51,12 @@ def test_solo_registration_from_the_faucet(sn, tmp_path):
     lines = operator.ok("balance").lines
     assert_equal(lines[:3], ["Balance: 200100", "Unlocked balance: 0",
                              f"Locked: 200100 coins, unlocking at height {unlock_at} (in {UNLOCK - 1} blocks)"])
+    log.info("A transfer from locked coins is refused, saying when they unlock")
     operator.refused(f"transfer {faucet.address} 1",
                      "unlocked balance 0 is not enough: 1 coin plus a fee of ")
     operator.refused(f"transfer {faucet.address} 1",
                      f"; 200100 more coins unlock at height {unlock_at}, in {UNLOCK - 1} blocks")
+    log.info("Mine to one block before the unlock height, then to it: unlocked exactly then")
     mine(sn, UNLOCK - 2)
     assert f"unlocking at height {unlock_at} (in 1 block)" in operator.ok("balance").out
     assert_equal(operator.balances()["unlocked"], 0)
@@ -165,30 +64,33 @@ def test_solo_registration_from_the_faucet(sn, tmp_path):
     assert_equal(operator.balances(), {"balance": 200_100 * COIN, "unlocked": 200_100 * COIN})
     assert "Locked" not in operator.ok("balance").out
 
+    log.info("Paste the daemon's registration command (2.5 % fee) into the wallet")
     line = registration_cmd(sn, operator.address, SOLO, cut="2.5")
     done = operator.ok(line, yes=True)
     assert "Operator stake: 200000 coins" in done.out and "Operator fee: 2.5 %" in done.out
     pubkey = sn.get_service_node_key()["service_node_pubkey"]
-    # Until it is mined the registration shows as pending, and the change as unconfirmed.
+    log.info("Until it is mined: balance and stakes show it pending, the change unconfirmed")
     pending = operator.ok("balance").lines
     assert f"Staked (pending): 200000 coins on service node {pubkey} (registration in the mempool, " \
            "not yet mined)" in pending
     assert "Staked: 0 coins on 0 service nodes" in pending
-    assert any(l.startswith("Pending (unconfirmed): 99.9") for l in pending), pending
+    assert any(line.startswith("Pending (unconfirmed): 99.9") for line in pending), pending
     assert_equal(operator.ok("stakes").lines, [
         f"{pubkey}  mine: 200000 (pending)  registration in the mempool, not yet mined",
         "Total staked: 0 coins, plus 200000 coins (pending)"])
     operator.refused(f"transfer {faucet.address} 1", "more coins in unconfirmed transactions "
                      f"unlock {UNLOCK} confirmations after they are mined")
+    log.info("Mine it: the node is funded with the right fee, at this height")
     mine(sn)
     height = sn.get_height()["height"]
-    record = node_record(sn, pubkey)
-    assert_equal(record["funded"], True)
-    assert_equal(record["total_contributed"], 200_000_000_000_000)
-    assert_equal(record["operator_fee"], 25_000)
-    assert_equal(record["registration_height"], height)
+    rec = record(sn, pubkey)
+    assert_equal(rec["funded"], True)
+    assert_equal(rec["total_contributed"], 200_000_000_000_000)
+    assert_equal(rec["operator_fee"], 25_000)
+    assert_equal(rec["registration_height"], height)
     assert_equal(sn.get_transaction(txid=done.txid())["height"], height)
 
+    log.info("stakes and balance show the stake; the change is locked; history lists it")
     stakes = operator.ok("stakes").out
     assert pubkey in stakes and "mine: 200000" in stakes and "200000 / 200000" in stakes
     after = operator.balances()
@@ -198,21 +100,23 @@ def test_solo_registration_from_the_faucet(sn, tmp_path):
     operator.refused(f"transfer {faucet.address} 1", f"more coins unlock at height "
                      f"{sn.get_height()['height'] + UNLOCK - 1}, in {UNLOCK - 1} blocks")
     history = operator.ok("show_transfers").lines
-    assert [l.split()[1] for l in history[1:]] == ["in", "registration"]
+    assert [entry.split()[1] for entry in history[1:]] == ["in", "registration"]
 
 
 def test_pool_node_filled_by_two_contributors(sn, tmp_path):
+    log.info("Fund an operator, alice and bob; the operator registers a pool node with a 5 % cut")
     wallets = funded(sn, tmp_path, {"operator": 100_010 * COIN, "alice": 60_010 * COIN,
                                     "bob": 40_010 * COIN})
     operator, alice, bob = wallets["operator"], wallets["alice"], wallets["bob"]
     pubkey = sn.get_service_node_key()["service_node_pubkey"]
     operator.ok(registration_cmd(sn, operator.address, POOL_MIN, cut="5"), yes=True)
     mine(sn)
-    record = node_record(sn, pubkey)
-    assert_equal((record["funded"], record["operator_fee"], record["total_contributed"]),
+    rec = record(sn, pubkey)
+    assert_equal((rec["funded"], rec["operator_fee"], rec["total_contributed"]),
                  (False, 50_000, POOL_MIN))
     assert "Await" in operator.ok("stakes").out
 
+    log.info("alice stakes 60,000: pending until mined")
     alice.ok(f"stake {pubkey} 60000", yes=True)
     assert_equal(alice.ok("stakes").lines, [
         f"{pubkey}  mine: 0 + 60000 (pending)  Await   100000 / 200000",
@@ -221,15 +125,16 @@ def test_pool_node_filled_by_two_contributors(sn, tmp_path):
             "not yet mined)") in alice.ok("balance").lines
     mine(sn)
     assert "pending" not in alice.ok("stakes").out + alice.ok("balance").out
-    assert_equal(node_record(sn, pubkey)["total_contributed"], 160_000 * COIN)
+    assert_equal(record(sn, pubkey)["total_contributed"], 160_000 * COIN)
+    log.info("bob stakes 100%, the 40,000 that are left: the node is funded by 3 contributors")
     done = bob.ok(f"stake {pubkey} 100%", yes=True)
     assert "Staking 40000 coins" in done.out
     mine(sn)
-    record = node_record(sn, pubkey)
-    assert_equal(record["funded"], True)
-    assert_equal(record["total_contributed"], record["staking_requirement"])
-    assert_equal(len(record["contributors"]), 3)
-    assert_equal({c["address"]: c["amount"] for c in record["contributors"]},
+    rec = record(sn, pubkey)
+    assert_equal(rec["funded"], True)
+    assert_equal(rec["total_contributed"], rec["staking_requirement"])
+    assert_equal(len(rec["contributors"]), 3)
+    assert_equal({c["address"]: c["amount"] for c in rec["contributors"]},
                  {operator.address: POOL_MIN, alice.address: 60_000 * COIN, bob.address: 40_000 * COIN})
     assert "mine: 60000" in alice.ok("stakes").out
 
@@ -248,6 +153,7 @@ def test_registration_refusals_send_nothing(sn, tmp_path):
     words = line.split()
     now = sn.get_block(height=sn.get_height()["height"])["timestamp"]
 
+    log.info("Paste broken, expired, foreign, unaffordable and forged lines: each refused, nothing sent")
     operator.refused(" ".join(words[:-1]), "malformed")
     operator.refused(line.replace(f" {PREFIX}1", " snt1", 1), "wrong network prefix")
     address = words[2]
@@ -260,6 +166,7 @@ def test_registration_refusals_send_nothing(sn, tmp_path):
     operator.refused(" ".join(words[:-1] + [bad_sig]), "signature is not valid")
     operator.refused(line.replace(f" {SOLO} ", f" {SOLO - COIN} "), "signature is not valid")
 
+    log.info("Answer No, then nothing, to the confirmation: cancelled, nothing sent")
     answered_no = operator.run(line, stdin="No\n")
     assert answered_no.rc == 1 and answered_no.lines[-1] == "Transaction cancelled."
     assert "(Yes/No)" in answered_no.out and "Operator stake: 200000 coins" in answered_no.out
@@ -268,12 +175,14 @@ def test_registration_refusals_send_nothing(sn, tmp_path):
     assert ignored.lines[-1] == "Transaction cancelled."
     assert_equal(sn.get_mempool()["transactions"], [])
 
+    log.info("Register for real and mine it: the same line again is refused")
     operator.ok(line, yes=True)
     mine(sn)
     operator.refused(line, "is already registered")
 
 
 def test_stake_refusals_send_nothing(sn, tmp_path):
+    log.info("Fund four wallets; the operator registers a pool node")
     wallets = funded(sn, tmp_path, {"operator": 100_010 * COIN, "rich": 120_000 * COIN,
                                     "poor": 5_000 * COIN, "solo": 200_010 * COIN})
     operator, rich, poor = wallets["operator"], wallets["rich"], wallets["poor"]
@@ -281,6 +190,7 @@ def test_stake_refusals_send_nothing(sn, tmp_path):
     operator.ok(registration_cmd(sn, operator.address, POOL_MIN, cut="5"), yes=True)
     mine(sn)
 
+    log.info("Stakes to unknown or malformed keys, too small, bad percents and unaffordable: refused")
     rich.refused(f"stake {'ab' * 32} 100", "is not registered")
     rich.refused(f"stake {pubkey[:10]} 100", "not 64 hex characters")
     rich.refused(f"stake {pubkey} 5000", "below the minimum contribution of 10000 coins")
@@ -291,13 +201,15 @@ def test_stake_refusals_send_nothing(sn, tmp_path):
     rich.refused(f"stake {pubkey} 1,000", "comma")
     poor.refused(f"stake {pubkey} 10000", "unlocked balance 5000 is not enough")
 
+    log.info("A stake above what the node needs is capped, and the question says so")
     capped = rich.run(f"stake {pubkey} 150000", stdin="no\n")
     assert "The node needs only 100000 more coins: staking 100000 instead of 150000." in capped.out
     assert capped.lines[-1] == "Transaction cancelled."
     assert_equal(sn.get_mempool()["transactions"], [])
+    log.info("Stake it for real: the node is full, and a further stake is refused")
     rich.ok(f"stake {pubkey} 150000", yes=True)
     mine(sn)
-    assert_equal(node_record(sn, pubkey)["total_contributed"], SOLO)
+    assert_equal(record(sn, pubkey)["total_contributed"], SOLO)
     rich.refused(f"stake {pubkey} 10", "is already full")
 
 
@@ -305,20 +217,23 @@ def test_transfer_refusals_and_usage(sn, tmp_path):
     wallets = funded(sn, tmp_path, {"payer": 10 * COIN})
     payer = wallets["payer"]
     other = Wallet(sn, tmp_path, "other")
+    log.info("Transfers too large, to another network, too precise and of zero: refused")
     payer.refused(f"transfer {other.address} 11", "unlocked balance 10 is not enough")
     payer.refused(f"transfer {other.address.replace('snr1', 'sn1')} 1", "wrong network prefix")
     payer.refused(f"transfer {other.address} 1.0000000001", "more than 9 decimal places")
     payer.refused(f"transfer {other.address} 0", "above 0")
+    log.info("A transfer without arguments prints its usage; unknown commands are echoed as typed")
     usage = payer.run("transfer")
     assert usage.lines == ["Usage: transfer <address> <amount>"]
     unknown = payer.run("fly me")
     assert unknown.rc == 1 and "unknown command 'fly'" in unknown.out
     assert "unknown command 'No'" in payer.run("No").out  # echoed as typed
-    # Piped to --command, anything but Yes cancels at once (no second question).
+    log.info("Piped to --command, anything but Yes cancels at once (no second question)")
     unclear = payer.run(f"transfer {other.address} 1", stdin="maybe\n")
     assert unclear.rc == 1 and unclear.lines[-1] == "Transaction cancelled.", unclear.out
     assert "Please answer" not in unclear.out and "Sending 1 coin to" in unclear.out
     assert "Send 1 coin plus a fee of 0." in unclear.out
+    log.info("A transfer of 2.5 coins arrives")
     payer.ok(f"transfer {other.address} 2.5", yes=True)
     mine(sn)
     assert_equal(other.balances()["balance"], 2_500_000_000)
@@ -327,6 +242,7 @@ def test_transfer_refusals_and_usage(sn, tmp_path):
 def test_daemon_down_is_one_line(tmp_path, nodes):
     node = nodes.add(start=False)
     wallet = Wallet(node, tmp_path, "lonely")
+    log.info("balance with the daemon not running: one line asking whether snoded runs")
     result = wallet.run("balance")
     assert result.rc == 1
     assert result.lines == [f"Error: Unable to connect to http://{node.ip}:{node.rpc_port}: is snoded running?"]
@@ -335,19 +251,22 @@ def test_daemon_down_is_one_line(tmp_path, nodes):
 # --- wallet files (no daemon needed) --------------------------------------------------------
 
 def _open(path: Path, password_file: Path, *extra: str) -> Run:
+    """Open the wallet file (no daemon) and print its address."""
     return run_wallet(["--regtest", "--wallet-file", str(path), "--password-file", str(password_file),
                        *extra, "--command", "address"])
 
 
 @pytest.fixture
 def wallet_file(tmp_path) -> tuple[Path, Path]:
+    """A new wallet file (private, with 24 seed words) and its password file."""
+    log.info("Generate a wallet file")
     password = tmp_path / "pw"
     password.write_text("right\n")
     path = tmp_path / "w.wallet"
     made = run_wallet(["--regtest", "--wallet-file", str(path), "--password-file", str(password),
                        "--generate", "--command", "address"])
     assert made.rc == 0 and "Seed words" in made.out
-    words = made.lines[made.lines.index(next(l for l in made.lines if l.startswith("Seed words"))) + 1]
+    words = made.lines[made.lines.index(next(line for line in made.lines if line.startswith("Seed words"))) + 1]
     assert len(words.split()) == 24
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     return path, password
@@ -358,6 +277,7 @@ def test_wrong_password_is_one_line_and_leaves_the_file(tmp_path, wallet_file):
     before = path.read_bytes()
     wrong = tmp_path / "wrong"
     wrong.write_text("wrong\n")
+    log.info("Open it with a wrong password: one line, the file unchanged")
     result = _open(path, wrong)
     assert (result.rc, result.out) == (1, "")
     assert result.err.strip() == f"Error: wrong password for wallet file {path}"
@@ -376,6 +296,7 @@ def test_damaged_wallet_file_is_one_line_and_left_alone(wallet_file, damage):
     else:
         data = b"\x00\xff" * 50
     path.write_bytes(data)
+    log.info("Open the file after a %s: one line saying it is corrupted, the file left alone", damage)
     result = _open(path, password)
     assert (result.rc, result.out) == (1, "")
     assert result.err.strip() == f"Error: wallet file {path} is corrupted: restore it from its seed words"
@@ -384,12 +305,15 @@ def test_damaged_wallet_file_is_one_line_and_left_alone(wallet_file, damage):
 
 def test_missing_file_existing_file_and_wrong_network(tmp_path, wallet_file):
     path, password = wallet_file
+    log.info("Open a missing file: refused, none made")
     missing = _open(tmp_path / "none.wallet", password)
     assert missing.rc == 1 and "does not exist: create one with --generate" in missing.err
     assert not (tmp_path / "none.wallet").exists()
+    log.info("Generate over an existing file: refused, the file unchanged")
     before = path.read_bytes()
     again = _open(path, password, "--generate")
     assert again.rc == 1 and "already exists" in again.err and path.read_bytes() == before
+    log.info("Open the regtest file as testnet, and with two networks: refused, naming the fix")
     testnet = run_wallet(["--testnet", "--wallet-file", str(path), "--password-file", str(password),
                           "--command", "address"])
     assert testnet.rc == 1 and "is for regtest, not testnet: add --regtest" in testnet.err
@@ -402,6 +326,7 @@ def test_restore_from_bad_seed_file(tmp_path):
     password.write_text("x\n")
     seed = tmp_path / "seed"
     seed.write_text(" ".join(REGTEST_FAUCET_WORDS.split()[:23]) + "\n")
+    log.info("Restore from a seed file of 23 words: refused, no wallet made")
     result = run_wallet(["--regtest", "--wallet-file", str(tmp_path / "w"), "--password-file",
                          str(password), "--restore-seed-file", str(seed), "--command", "address"])
     assert result.rc == 1 and "seed has 23 words" in result.err
@@ -413,12 +338,14 @@ def test_a_new_wallet_refuses_an_empty_password_file(tmp_path, contents):
     password = tmp_path / "pw"
     password.write_text(contents)
     path = tmp_path / "w.wallet"
+    log.info("Generate a wallet with an empty password file: refused, no file made")
     result = run_wallet(["--regtest", "--wallet-file", str(path), "--password-file", str(password),
                          "--generate", "--command", "address"])
     assert (result.rc, result.out) == (1, "")
     assert result.err.strip() == (f"Error: password file {password} is empty: an empty password is "
                                   "not allowed for a new wallet; write the password on its first line")
     assert not path.exists()
+    log.info("Generate with an empty password piped to stdin: refused, no file made")
     piped = run_wallet(["--regtest", "--wallet-file", str(path), "--generate", "--command", "address"],
                        stdin="\n")
     assert piped.rc == 1 and "an empty password is not allowed for a new wallet" in piped.err

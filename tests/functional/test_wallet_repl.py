@@ -5,6 +5,9 @@ typed, command completion, help, the idle lock that asks for the password again,
 password at start-up asked again (three tries), no empty password for a new wallet, and the
 wallet JSON-RPC server (loopback only) with its get_address, get_balance, transfer and stake
 methods.
+
+A terminal wallet is a pexpect child reading and writing a pty; each `expect` waits for the text
+an operator would see, with timeouts scaled like every other wait of the suite.
 """
 
 from __future__ import annotations
@@ -17,21 +20,15 @@ import sys
 import urllib.request
 
 import pexpect
-import pytest
 
 from snode.params import COIN, REGTEST
-from tests.functional.framework import TIMEOUT_FACTOR, assert_equal, next_loopback_ip, wait_until
-from tests.functional.test_wallet import (
-    POOL_MIN, SOLO, Wallet, funded, mine, node_record, registration_cmd, run_wallet,
-)
+from tests.functional.framework import assert_equal, narrator, next_loopback_ip, scaled, wait_until
+from tests.functional.sn_helpers import POOL_MIN, SOLO, record
+from tests.functional.wallet_helpers import Wallet, funded, mine, registration_cmd, run_wallet
 
 PROMPT = r"\[wallet snr1"
 
-
-@pytest.fixture
-def sn(nodes):
-    return nodes.add(extra_args=["--service-node"])
-
+log = narrator(__name__)
 
 def start(node, path, *extra: str) -> pexpect.spawn:
     """The wallet of file `path` in a terminal, before its password is typed."""
@@ -39,10 +36,11 @@ def start(node, path, *extra: str) -> pexpect.spawn:
             "--wallet-file", str(path), *extra]
     env = dict(os.environ, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm")
     return pexpect.spawn(sys.executable, args, env=env, encoding="utf-8",
-                         timeout=30 * TIMEOUT_FACTOR, dimensions=(50, 250))
+                         timeout=scaled(30), dimensions=(50, 250))
 
 
 def spawn(wallet: Wallet, *extra: str) -> pexpect.spawn:
+    """The wallet in a terminal, unlocked, at its prompt."""
     child = start(wallet.node, wallet.path, *extra)
     child.expect("Wallet password: ")
     child.sendline(wallet.password_file.read_text().rstrip("\n"))
@@ -51,6 +49,7 @@ def spawn(wallet: Wallet, *extra: str) -> pexpect.spawn:
 
 
 def close(child: pexpect.spawn) -> None:
+    """Type exit: the wallet ends with status 0."""
     child.sendline("exit")
     child.expect(pexpect.EOF)
     child.close()
@@ -62,6 +61,7 @@ def test_registration_asks_yes_or_no(sn, tmp_path):
     line = registration_cmd(sn, operator.address, SOLO, cut="1")
     child = spawn(operator)
 
+    log.info("Paste a registration line and answer neither Yes nor No twice: cancelled, nothing sent")
     child.sendline(line)
     child.expect(r"Operator stake: 200000 coins")
     child.expect(r"Operator fee: 1 %")
@@ -73,6 +73,7 @@ def test_registration_asks_yes_or_no(sn, tmp_path):
     child.expect("Transaction cancelled.")
     child.expect(PROMPT)
     assert_equal(sn.get_mempool()["transactions"], [])
+    log.info("Paste it again and answer No: cancelled at once; a lone No is an unknown command")
     child.sendline(line)
     child.expect(r"\(Yes/No\):")
     child.sendline("No")
@@ -84,9 +85,9 @@ def test_registration_asks_yes_or_no(sn, tmp_path):
     child.expect(PROMPT)
     assert_equal(sn.get_mempool()["transactions"], [])
 
-    # --command on a terminal asks once more too, then cancels with exit status 1.
+    log.info("--command on a terminal asks once more too, then cancels with exit status 1")
     once = pexpect.spawn(sys.executable, ["-m", "snode.wallet", *operator.args(), "--command", line],
-                         encoding="utf-8", timeout=30 * TIMEOUT_FACTOR, dimensions=(50, 250))
+                         encoding="utf-8", timeout=scaled(30), dimensions=(50, 250))
     once.expect(r"\(Yes/No\):")
     once.sendline("maybe")
     once.expect("Please answer Yes or No.")
@@ -98,6 +99,7 @@ def test_registration_asks_yes_or_no(sn, tmp_path):
     assert_equal(once.exitstatus, 1)
     assert_equal(sn.get_mempool()["transactions"], [])
 
+    log.info("Paste it and answer yes: sent, its id printed; mined, the node is funded")
     child.sendline(line)
     child.expect(r"\(Yes/No\):")
     child.sendline("yes")
@@ -107,8 +109,9 @@ def test_registration_asks_yes_or_no(sn, tmp_path):
     pool = sn.get_mempool()["transactions"]
     assert_equal([(t["txid"], t["kind"]) for t in pool], [(txid, "registration")])
     mine(sn)
-    assert node_record(sn, sn.get_service_node_key()["service_node_pubkey"])["funded"] is True
+    assert record(sn, sn.get_service_node_key()["service_node_pubkey"])["funded"] is True
 
+    log.info("Paste it once more: refused, already registered")
     child.sendline(line)
     child.expect("Error: service node [0-9a-f]{64} is already registered")
     child.expect(PROMPT)
@@ -118,11 +121,13 @@ def test_registration_asks_yes_or_no(sn, tmp_path):
 def test_completion_help_and_idle_lock(sn, tmp_path):
     wallet = Wallet(sn, tmp_path, "idle")
     child = spawn(wallet, "--idle-timeout", "5")
+    log.info("Tab completes show_tr to show_transfers")
     child.send("show_tr\t")
     child.expect("show_transfers")
     child.send("\r")
     child.expect("No transfers yet.")
     child.expect(PROMPT)
+    log.info("help lists the commands; help stake explains staking")
     child.sendline("help")
     child.expect(r"register_service_node <operator_cut>")
     child.expect(r"stake <service_node_pubkey> <amount>\|<percent>%")
@@ -131,7 +136,8 @@ def test_completion_help_and_idle_lock(sn, tmp_path):
     child.expect("100% fills it. Stakes still in the mempool are not counted until they are mined.")
     child.expect("Minimum contribution: the node's open remainder divided by its free contributor slots")
     child.expect(PROMPT)
-    child.expect("Wallet locked after 5 seconds without input.", timeout=30 * TIMEOUT_FACTOR)
+    log.info("Type nothing for 5 s: the wallet locks; a wrong password is refused, the right one unlocks")
+    child.expect("Wallet locked after 5 seconds without input.", timeout=scaled(30))
     child.expect("Password to unlock the wallet:")
     child.sendline("not it")
     child.expect("Error: wrong password")
@@ -147,6 +153,7 @@ def test_completion_help_and_idle_lock(sn, tmp_path):
 def test_a_mistyped_password_at_start_is_asked_again(nodes, tmp_path):
     wallet = Wallet(nodes.add(start=False), tmp_path, "typo")
     right = wallet.password_file.read_text().rstrip("\n")
+    log.info("Mistype the password twice at start-up: asked again; the right one opens the wallet")
     child = start(wallet.node, wallet.path)
     for typo in ("wrong", ""):
         child.expect("Wallet password: ")
@@ -157,6 +164,7 @@ def test_a_mistyped_password_at_start_is_asked_again(nodes, tmp_path):
     child.expect(PROMPT)
     close(child)
 
+    log.info("Mistype it three times: the wallet gives up with status 1")
     child = start(wallet.node, wallet.path)
     for attempt in range(3):
         child.expect("Wallet password: ")
@@ -171,6 +179,7 @@ def test_a_mistyped_password_at_start_is_asked_again(nodes, tmp_path):
 def test_a_new_wallet_on_a_terminal_refuses_an_empty_password(nodes, tmp_path):
     node = nodes.add(start=False)
     path = tmp_path / "new.wallet"
+    log.info("--generate: an empty password and two differing ones are asked again, then given up")
     child = start(node, path, "--generate")
     child.expect("Wallet password: ")
     child.sendline("")
@@ -188,6 +197,7 @@ def test_a_new_wallet_on_a_terminal_refuses_an_empty_password(nodes, tmp_path):
     assert_equal(child.exitstatus, 1)
     assert not path.exists()
 
+    log.info("Open a missing file: the wallet offers to create one, and refuses an empty password")
     child = start(node, path)  # no file: the wallet offers to create one
     child.expect(r"does not exist. Create a new wallet\? \(Yes/No\): ")
     child.sendline("maybe")
@@ -204,6 +214,7 @@ def test_a_new_wallet_on_a_terminal_refuses_an_empty_password(nodes, tmp_path):
     child.expect(r"Generated new wallet snr1\S+")
     child.expect(PROMPT)
     close(child)
+    log.info("Open the new wallet with its password")
     child = start(node, path)
     child.expect("Wallet password: ")
     child.sendline("sesame")
@@ -212,9 +223,10 @@ def test_a_new_wallet_on_a_terminal_refuses_an_empty_password(nodes, tmp_path):
 
 
 def _rpc(url: str, method: str, **params) -> dict:
+    """One JSON-RPC call to the wallet's server; its whole reply."""
     body = json.dumps({"jsonrpc": "2.0", "id": "1", "method": method, "params": params}).encode()
     request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
+    with urllib.request.urlopen(request, timeout=scaled(30)) as response:
         return json.loads(response.read())
 
 
@@ -222,13 +234,15 @@ def test_wallet_rpc_server(sn, tmp_path):
     wallets = funded(sn, tmp_path, {"operator": 130_010 * COIN, "staker": 150_000 * COIN})
     operator, staker = wallets["operator"], wallets["staker"]
     pubkey = sn.get_service_node_key()["service_node_pubkey"]
+    log.info("--rpc-bind on 0.0.0.0 is refused: local only")
     refused = run_wallet(staker.args() + ["--rpc-bind", "0.0.0.0:38094"])
     assert refused.rc == 1 and "local only" in refused.err
 
     ip = next_loopback_ip()
     url = f"http://{ip}:{REGTEST.wallet_rpc_port}/json_rpc"
-    log = tmp_path / "wallet-rpc.log"
-    with open(log, "wb") as out:
+    log.info("Start the wallet's RPC server on a loopback address")
+    server_log = tmp_path / "wallet-rpc.log"
+    with open(server_log, "wb") as out:
         server = subprocess.Popen([sys.executable, "-m", "snode.wallet", *operator.args(),
                                    "--rpc-bind", f"{ip}:{REGTEST.wallet_rpc_port}"],
                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
@@ -237,9 +251,10 @@ def test_wallet_rpc_server(sn, tmp_path):
             try:
                 return _rpc(url, "get_address")
             except OSError:
-                assert server.poll() is None, log.read_text()
+                assert server.poll() is None, server_log.read_text()
                 return None
         assert_equal(wait_until(up, what="wallet RPC")["result"], {"address": operator.address})
+        log.info("get_balance; register_service_node, then again with the coins spent: refused")
         balance = _rpc(url, "get_balance")["result"]
         assert_equal((balance["balance"], balance["unlocked_balance"]), (130_010 * COIN, 130_010 * COIN))
         line = registration_cmd(sn, operator.address, POOL_MIN, cut="5")
@@ -251,6 +266,7 @@ def test_wallet_rpc_server(sn, tmp_path):
         waiting = _rpc(url, "get_balance")["result"]
         assert_equal((waiting["pending_staked"], waiting["staked"]), (POOL_MIN, 0))
         mine(sn, 11)
+        log.info("transfer without an amount and an unknown method: JSON-RPC errors; then a transfer")
         bad = _rpc(url, "transfer", address=staker.address)
         assert bad["error"]["code"] == -32602 and "'amount'" in bad["error"]["message"]
         unknown = _rpc(url, "sweep_all")
@@ -258,6 +274,7 @@ def test_wallet_rpc_server(sn, tmp_path):
         paid = _rpc(url, "transfer", address=staker.address, amount=3 * COIN)["result"]
         assert len(paid["txid"]) == 64
         mine(sn, 11)
+        log.info("stake 5 %: below the minimum; stake 10 %: 10,000 coins, staked once mined")
         low = _rpc(url, "stake", service_node_pubkey=pubkey, percent=5)
         assert "below the minimum contribution of 10000 coins" in low["error"]["message"]
         staked = _rpc(url, "stake", service_node_pubkey=pubkey, percent=10)["result"]
@@ -266,8 +283,13 @@ def test_wallet_rpc_server(sn, tmp_path):
         after = _rpc(url, "get_balance")["result"]
         assert_equal((after["staked"], after["pending_staked"]), (POOL_MIN + 10_000 * COIN, 0))
     finally:
+        log.info("SIGTERM stops the server with status 0")
         server.send_signal(signal.SIGTERM)
-        server.wait(timeout=20)
+        try:
+            server.wait(timeout=scaled(20))
+        except subprocess.TimeoutExpired:
+            server.kill()  # never leave it running; the status check below then fails
+            server.wait()
     assert_equal(server.returncode, 0)
-    assert f"listening on http://{ip}:{REGTEST.wallet_rpc_port}/json_rpc" in log.read_text()
-    assert_equal(node_record(sn, pubkey)["total_contributed"], POOL_MIN + 10_000 * COIN)
+    assert f"listening on http://{ip}:{REGTEST.wallet_rpc_port}/json_rpc" in server_log.read_text()
+    assert_equal(record(sn, pubkey)["total_contributed"], POOL_MIN + 10_000 * COIN)

@@ -27,7 +27,7 @@ from snode.devchain import key_from_label
 from snode.params import COIN
 from snode.store import DATABASE_FILE, ChainStore, Commit, Encoded
 from snode.store import state_tables
-from tests.unit.test_encoding import BLOCKS, HEADERS, PAYLOADS, SIGNATURE, VOTES, transactions, tuples
+from tests.unit.helpers import BLOCKS, HEADERS, PAYLOADS, SIGNATURE, VOTES, transactions, tuples
 
 NETWORK_IDS = st.integers(0, 2**32 - 1)
 

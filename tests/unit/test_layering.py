@@ -230,3 +230,70 @@ def test_a_wrong_import_in_a_real_tree_fails(tmp_path: Path):
         name = ".".join(path.relative_to(tmp_path).with_suffix("").parts)
         found += layer_violations(path.read_text(), name)
     assert len(found) == 1 and found[0].startswith("snode.store.chain_store:2 imports snode.node"), found
+
+
+# --- a test module never imports another test module's tests ------------------------------------
+
+TESTS = ROOT / "tests"
+
+
+def imports_of_tests(source: str, module: str) -> list[str]:
+    """Imports of `module` (a dotted name under tests) that reach into a `test_*` module.
+
+    Shared helpers belong in modules not named test_* (the functional framework, `sn_helpers`,
+    `tests/unit/helpers.py`, a conftest); importing a test module would also collect its tests
+    twice and tie one file's tests to another's internals. `tests.x.test_y`, `tests.x.test_y.name`
+    and a bare `test_y` (pytest puts test folders on sys.path) all count.
+    """
+    bad: list[str] = []
+    lines: set[int] = set()
+    for line, name in imported_modules(source, module):
+        parts = name.split(".")
+        if line in lines or not (parts[0] == "tests" or parts[0].startswith("test_")):
+            continue
+        if any(part.startswith("test_") for part in parts):
+            bad.append(f"{module}:{line} imports {name}: move what it shares out of the test module")
+            lines.add(line)
+    return bad
+
+
+def _test_modules() -> list[Path]:
+    return sorted(p for p in TESTS.rglob("test_*.py") if "__pycache__" not in p.parts)
+
+
+def test_no_test_module_imports_another():
+    bad = []
+    for path in _test_modules():
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        bad += imports_of_tests(path.read_text(), name)
+    assert bad == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "culprit"),
+    [
+        ("tests.functional.test_p2p", "from tests.functional.test_rpc import operator_key\n",
+         "tests.functional.test_rpc"),
+        ("tests.functional.test_sn_network", "def t():\n    from tests.functional.test_snode_cli import snode_cli\n",
+         "tests.functional.test_snode_cli"),
+        ("tests.unit.test_fast_paths", "from .test_encoding import BLOCKS\n", "tests.unit.test_encoding"),
+        ("tests.unit.test_fast_paths", "import tests.unit.test_encoding as enc\n", "tests.unit.test_encoding"),
+        ("tests.unit.test_fast_paths", "from tests.unit import test_encoding\n", "tests.unit.test_encoding"),
+        ("tests.unit.test_fast_paths", "import test_encoding\n", "test_encoding"),
+    ],
+)
+def test_checker_catches_a_test_importing_a_test(module: str, source: str, culprit: str):
+    found = imports_of_tests(source, module)
+    assert len(found) == 1 and f" imports {culprit}" in found[0], found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from tests.functional.framework import wait_until\nfrom tests.functional.sn_helpers import SOLO\n",
+        "from tests.unit.conftest import LabChain\nfrom tests.unit.helpers import BLOCKS\n",
+        "from hypothesis import strategies as st\nimport pytest\nfrom snode.core import state\n",
+    ],
+)
+def test_checker_allows_helpers_and_libraries(source: str):
+    assert imports_of_tests(source, "tests.unit.test_example") == []
