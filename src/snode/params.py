@@ -87,6 +87,22 @@ class NetworkParams:
     """Devnet and regtest accept loopback and private `--service-node-public-ip` values."""
     generate_on_demand: bool = False
     """Regtest: any node produces blocks on `generate_blocks` with the published authority key."""
+    sn_blocks: bool = True
+    """Service nodes take over block production once `min_active_sns` are active; False on
+    regtest, where `generate_blocks` produces authority blocks whatever the active count."""
+    round_time: int = 60
+    """Seconds of one block-production round: one leader's turn (DESIGN.md section 6)."""
+    backstop_rounds: int = 255
+    """Full rounds without a service-node block after which the authority may produce one
+    (Oxen falls back to mining after 255)."""
+    checkpoint_interval: int = 4
+    """A checkpoint quorum signs every block whose height is a multiple of this."""
+    checkpoint_quorum_size: int = 20
+    """Members of a checkpoint quorum (on devnet and regtest at most the active count)."""
+    participation_window: int = 8
+    """Block-production duties (led a round, validated one) a node's record remembers."""
+    participation_max_misses: int = 4
+    """A node fails its participation with more than this many misses in the window."""
 
     def quorum_size(self, active: int) -> int:
         """Obligations quorum size for a network with `active` active SNs."""
@@ -99,6 +115,41 @@ class NetworkParams:
         if self.private_public_ip_allowed:
             return -(-2 * size // 3)
         return self.obligations_votes_needed
+
+    def validator_count(self, active: int) -> int:
+        """Validators of a block-production round with `active` active SNs (the leader is one
+        of them and never validates its own block)."""
+        if self.private_public_ip_allowed:
+            return max(0, min(self.validators_size, active - 1))
+        return self.validators_size
+
+    def signatures_needed(self, validators: int) -> int:
+        """Validator signatures a block needs from a round of `validators` validators.
+
+        Mainnet and testnet keep the table's fixed 7 of 11 (as Oxen), although ceil(2/3 x 11)
+        would be 8: the chain tolerates four silent validators, not three."""
+        if self.private_public_ip_allowed:
+            return two_thirds(validators)
+        return self.validators_needed
+
+    def checkpoint_quorum(self, active: int) -> int:
+        """Members of the checkpoint quorum with `active` active SNs; 0 where there is none.
+
+        Mainnet and testnet draw a full quorum or none (as Oxen, below 20 active nodes there
+        are no checkpoints); devnet and regtest take at most every active node."""
+        if self.private_public_ip_allowed:
+            return min(self.checkpoint_quorum_size, active)
+        return self.checkpoint_quorum_size if active >= self.checkpoint_quorum_size else 0
+
+    def checkpoint_votes_needed(self, size: int) -> int:
+        """Votes that make a checkpoint from a quorum of `size` members: ceil(2/3), on every
+        network (14 of 20)."""
+        return two_thirds(size)
+
+
+def two_thirds(count: int) -> int:
+    """ceil(2/3 x count), in integers: the share of a quorum whose signatures carry a decision."""
+    return -(-2 * count // 3)
 
 
 MAINNET: Final = NetworkParams(
@@ -118,13 +169,14 @@ DEVNET: Final = NetworkParams(
     p2p_port=38090, rpc_port=38091, quorumnet_port=38092, omq_port=38093, wallet_rpc_port=38094,
     target_block_time=2, proof_interval=2, healthy_proof_age=10,
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
+    round_time=2, backstop_rounds=10,
 )
 REGTEST: Final = NetworkParams(
     name="regtest", network_id=0x534E0004, address_prefix="snr",
     p2p_port=38090, rpc_port=38091, quorumnet_port=38092, omq_port=38093, wallet_rpc_port=38094,
     target_block_time=0, proof_interval=2, healthy_proof_age=10,
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
-    generate_on_demand=True,
+    generate_on_demand=True, sn_blocks=False, round_time=2, backstop_rounds=10,
 )
 
 NETWORKS: Final = {p.name: p for p in (MAINNET, TESTNET, DEVNET, REGTEST)}

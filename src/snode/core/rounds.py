@@ -1,0 +1,428 @@
+"""The round state machine: one node's part in producing the block of one height
+(issue #12, DESIGN.md section 6), without I/O (h11's way: inputs in, actions out).
+
+The service-node service drives one `RoundMachine` per height, from the parent it builds on, and
+drops it when a block for that height is adopted. Inputs are methods that take the time with
+every call, so that a message is judged against the round in progress when it arrived: `tick`
+(the clock reached `wake_at`), `on_built` (the template the shell built when told to),
+`on_template` (a leader's `BlockTemplate`), `on_checked` (the shell's full check of a received
+template) and `on_signature` (a validator's `ValidatorSignature`). Each returns the actions for
+the shell: `BuildTemplate`, `SendTemplate`, `CheckTemplate`, `SignTemplate`, `Broadcast`,
+`RoundFailed`, `Equivocation`. The machine holds no key: the shell signs what it is told to.
+
+The rules, round by round (the round in progress is `pulse.round_at(now)`; rounds only move
+forward, whatever the clock does):
+- At its round's start the leader asks for a template, sends it to the round's validators and
+  collects their signatures; as soon as `needed` distinct validators have signed it (any
+  ceil(2/3) of them, not all: Pulse's all-or-nothing stages stalled Oxen, oxen-core #1834) it
+  broadcasts the block, and ignores the signatures that come later.
+- A validator accepts a template only from the round's leader, for this height and round,
+  during the round, with a timestamp in the round's window and the leader's signature; it has
+  the shell check it fully and signs it once. A second, different template from the same
+  leader for the same round is an equivocation: the validator reports it with both templates
+  (each carries the leader's signature, so the report is proof) and signs neither from then on.
+- A template for the next round that arrives a little before this node's clock reaches it is
+  held until the round begins, so that clocks a few milliseconds apart do not lose a round
+  (oxen-core #1334; Oxen queues early messages likewise).
+- A signature counts only from a validator of the round, for the template the leader sent,
+  once, and only if it verifies.
+- A message for another height or another round, or one that arrives after its round ended,
+  is ignored: that is what a late or lost message looks like, and it costs nothing.
+- When a round ends without this node seeing the block (the shell would have dropped the
+  machine), every node reports `RoundFailed` and moves to the next round, with its new leader
+  and validators.
+
+The messages are msgspec records in the core so that quorumnet carries them as it carries
+`QuorumVote` (tags 2 and 3 of its union; a template needs frames up to `MAX_BLOCK_BYTES`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Final, TypeAlias
+
+import msgspec
+
+from snode.core.blocks import Block, block_hash, producer_message
+from snode.core.crypto import verify
+from snode.core.encoding import decode, encode
+from snode.core.errors import DecodeError
+from snode.core.pulse import (
+    MAX_ROUND, RoundQuorum, round_at, round_quorum, round_start0, round_window, signer_set,
+    validator_message,
+)
+from snode.core.state import ChainState, with_index
+from snode.core.types import Hash32, Height, PubKey, Signature
+from snode.params import MAX_BLOCK_BYTES, NetworkParams
+
+MAX_EARLY_TEMPLATES: Final = 2
+"""Templates held for a round that has not begun yet (`RoundMachine._hold`)."""
+
+RoundNumber: TypeAlias = Annotated[int, msgspec.Meta(ge=0, lt=MAX_ROUND)]
+"""A block-production round."""
+
+
+# --- messages (quorumnet) ---------------------------------------------------------------------
+
+class BlockTemplate(msgspec.Struct, frozen=True, array_like=True, tag=2, gc=False):
+    """Leader to validators: the block it proposes for (height, round)."""
+
+    height: Height
+    """Of the block proposed."""
+    round: RoundNumber
+    """The round the leader leads."""
+    block: Annotated[bytes, msgspec.Meta(max_length=MAX_BLOCK_BYTES)]
+    """Canonical encoding of the block, signed by the leader, without validator signatures."""
+
+
+class ValidatorSignature(msgspec.Struct, frozen=True, array_like=True, tag=3, gc=False):
+    """Validator to leader: its signature of the template's block hash."""
+
+    height: Height
+    round: RoundNumber
+    """The round of the template signed."""
+    block_hash: Hash32
+    """The template's block hash."""
+    validator: PubKey
+    """Who signed: one of the round's validators."""
+    signature: Signature
+    """Over `pulse.validator_message(network_id, block_hash)`."""
+
+
+# --- actions ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class BuildTemplate:
+    """Leader: build the block of this round from the mempool and answer with `on_built`."""
+
+    height: int
+    round: int
+    timestamp: int
+    """The block's timestamp: now, inside the round's window."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendTemplate:
+    """Leader: send `template` to each validator of its round."""
+
+    template: BlockTemplate
+    validators: tuple[PubKey, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckTemplate:
+    """Validator: check `block` fully as the next block (all rules but its validator
+    signatures) and answer with `on_checked`."""
+
+    template: BlockTemplate
+    block: Block
+    """`template.block`, decoded."""
+    block_hash: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SignTemplate:
+    """Validator: sign `block_hash` (`pulse.validator_message`) and send the
+    `ValidatorSignature` to the leader."""
+
+    height: int
+    round: int
+    block_hash: bytes
+    leader: PubKey
+
+
+@dataclass(frozen=True, slots=True)
+class Broadcast:
+    """Leader: the block has its signatures; put them in and broadcast it over P2P."""
+
+    block: Block
+    """The template, without validator signatures."""
+    block_hash: bytes
+    validator_bitset: int
+    """Bit i set: validators[i] of the round signed."""
+    validator_signatures: tuple[bytes, ...]
+    """In increasing bit order."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoundFailed:
+    """The round ended without a block reaching this node; the next round has begun."""
+
+    height: int
+    round: int
+    leader: PubKey
+    """The round's leader."""
+
+
+@dataclass(frozen=True, slots=True)
+class Equivocation:
+    """The round's leader sent two different templates, both signed by it: neither is signed."""
+
+    height: int
+    round: int
+    leader: PubKey
+    first: BlockTemplate
+    second: BlockTemplate
+
+
+Action: TypeAlias = (
+    BuildTemplate | SendTemplate | CheckTemplate | SignTemplate | Broadcast | RoundFailed
+    | Equivocation
+)
+
+
+# --- the machine ------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Parent:
+    """The block the height builds on."""
+
+    height: int
+    block_hash: bytes
+    timestamp: int
+    """Round 0 starts a target block time after it."""
+
+
+class Role(enum.Enum):
+    """This node's part in one round."""
+
+    LEADER = "leader"
+    VALIDATOR = "validator"
+    OBSERVER = "observer"
+
+
+@dataclass(frozen=True, slots=True)
+class _Proposal:
+    """A template and what it decodes to."""
+
+    template: BlockTemplate
+    block: Block
+    block_hash: bytes
+
+
+@dataclass(slots=True)
+class _Round:
+    """What this node knows of the round in progress."""
+
+    number: int
+    quorum: RoundQuorum
+    """Its leader and validators."""
+    role: Role
+    """This node's part in it."""
+    start: int
+    end: int
+    """The round's window is [start, end)."""
+    proposal: _Proposal | None = None
+    """The leader's own template, or the first one a validator accepted."""
+    signatures: dict[bytes, bytes] = field(default_factory=dict)
+    """Leader: validator -> its verified signature of the template."""
+    signed: bool = False
+    """Validator: it signed the template."""
+    equivocated: bool = False
+    """Validator: the leader sent a second template."""
+    finished: bool = False
+    """Leader: the block is broadcast."""
+
+
+class RoundMachine:
+    """Block production at one height, as one node (`me`) takes part in it."""
+
+    __slots__ = ("parent", "height", "me", "params", "_quorum_of", "_round", "_early")
+
+    def __init__(
+        self, *, parent: Parent, quorum_of: Callable[[int], RoundQuorum], me: bytes,
+        params: NetworkParams,
+    ) -> None:
+        self.parent = parent
+        self.height = parent.height + 1
+        self.me = me
+        self.params = params
+        self._quorum_of = quorum_of
+        self._round: _Round | None = None
+        self._early: list[BlockTemplate] = []
+        """Templates for the next round, held until it begins (`_hold`)."""
+
+    @classmethod
+    def for_state(cls, state: ChainState, me: bytes, params: NetworkParams) -> RoundMachine:
+        """The machine of the height after `state`, in service-node mode (every round has a
+        leader: `pulse.production_mode`)."""
+        state = with_index(state)
+        return cls(
+            parent=Parent(state.height, state.tip_hash, state.timestamp),
+            quorum_of=lambda number: round_quorum(state, number, params), me=me, params=params,
+        )
+
+    @property
+    def round(self) -> int | None:
+        """The round in progress; None before round 0 starts."""
+        return self._round.number if self._round is not None else None
+
+    @property
+    def wake_at(self) -> int:
+        """When to `tick` next: the start of round 0, or the end of the round in progress."""
+        if self._round is None:
+            return round_start0(self.parent.timestamp, self.params)
+        return self._round.end
+
+    # --- inputs -------------------------------------------------------------------------------
+
+    def tick(self, now: float) -> list[Action]:
+        """The clock reads `now`."""
+        return self._advance(now)
+
+    def on_built(self, block: Block, now: float) -> list[Action]:
+        """Leader: the shell built the template `BuildTemplate` asked for (too late, once its
+        round is over, it is dropped)."""
+        actions = self._advance(now)
+        r = self._round
+        if r is None or r.role is not Role.LEADER or r.proposal is not None:
+            return actions
+        header = block.header
+        if header.round != r.number:
+            return actions
+        if (header.height, header.prev_hash, header.producer) != (
+            self.height, self.parent.block_hash, self.me
+        ) or not r.start <= header.timestamp < r.end:
+            raise ValueError(
+                f"the template built is not a block of height {self.height} round {r.number} "
+                "by this leader in its round's window"
+            )
+        template = BlockTemplate(self.height, r.number, encode(block))
+        r.proposal = _Proposal(template, block, block_hash(header))
+        return actions + [SendTemplate(template, r.quorum.validators)]
+
+    def on_template(self, template: BlockTemplate, now: float) -> list[Action]:
+        """Validator: a template arrived."""
+        actions = self._advance(now)
+        r = self._round
+        if template.height != self.height:
+            return actions
+        if template.round == (0 if r is None else r.number + 1):
+            self._hold(template)
+            return actions
+        if r is None or template.round != r.number:
+            return actions
+        return actions + self._consider(template, r)
+
+    def on_checked(self, block_hash: bytes, valid: bool, now: float) -> list[Action]:
+        """Validator: the shell's verdict on the template `CheckTemplate` named."""
+        actions = self._advance(now)
+        r = self._round
+        if (r is None or r.role is not Role.VALIDATOR or r.proposal is None
+                or r.proposal.block_hash != block_hash or not valid or r.signed
+                or r.equivocated):
+            return actions
+        r.signed = True
+        return actions + [SignTemplate(self.height, r.number, block_hash, r.quorum.leader)]
+
+    def on_signature(self, message: ValidatorSignature, now: float) -> list[Action]:
+        """Leader: a validator's signature arrived."""
+        actions = self._advance(now)
+        r = self._round
+        if r is None or r.proposal is None or not self._counts(message, r, r.proposal):
+            return actions
+        r.signatures[message.validator] = message.signature
+        if len(r.signatures) < r.quorum.needed:
+            return actions
+        r.finished = True
+        bitset, signatures = signer_set(r.quorum.validators, r.signatures)
+        return actions + [Broadcast(r.proposal.block, r.proposal.block_hash, bitset, signatures)]
+
+    # --- rules --------------------------------------------------------------------------------
+
+    def _advance(self, now: float) -> list[Action]:
+        """Move to the round in progress at `now`: the round left behind failed unless its
+        leader (this node) broadcast its block; a new leader builds its template."""
+        if now < round_start0(self.parent.timestamp, self.params):
+            return []
+        number = round_at(now, self.parent.timestamp, self.params)
+        left = self._round
+        if left is not None and number <= left.number:
+            return []
+        actions: list[Action] = []
+        if left is not None and not left.finished:
+            actions.append(RoundFailed(self.height, left.number, left.quorum.leader))
+        self._round = r = self._new_round(number)
+        if r.role is Role.LEADER:
+            actions.append(BuildTemplate(self.height, number, int(now)))
+        early, self._early = self._early, []
+        for template in early:
+            if template.round == number:
+                actions += self._consider(template, r)
+        return actions
+
+    def _new_round(self, number: int) -> _Round:
+        """Round `number` as it begins: its quorum, this node's part, its window."""
+        quorum = self._quorum_of(number)
+        start, end = round_window(self.parent.timestamp, number, self.params)
+        return _Round(number, quorum, self._role(quorum), start, end)
+
+    def _hold(self, template: BlockTemplate) -> None:
+        """A template for the next round that came before this node's clock reached it (a
+        leader's clock a little ahead of ours, a fast network: oxen-core #1334) is held, and
+        considered once the round begins. Only the round's leader's, and only two: a second
+        one already proves an equivocation."""
+        if len(self._early) >= MAX_EARLY_TEMPLATES or template in self._early:
+            return
+        r = self._new_round(template.round)
+        if r.role is Role.VALIDATOR and self._leaders_block(template, r) is not None:
+            self._early.append(template)
+
+    def _consider(self, template: BlockTemplate, r: _Round) -> list[Action]:
+        """A validator's part: check the first template of the round's leader, report a
+        second, different one."""
+        if r.role is not Role.VALIDATOR:
+            return []
+        block = self._leaders_block(template, r)
+        if block is None:
+            return []
+        this_hash = block_hash(block.header)
+        first = r.proposal
+        if first is None:
+            r.proposal = _Proposal(template, block, this_hash)
+            return [CheckTemplate(template, block, this_hash)]
+        if this_hash == first.block_hash or r.equivocated:
+            return []
+        r.equivocated = True
+        return [Equivocation(self.height, r.number, r.quorum.leader, first.template, template)]
+
+    def _role(self, quorum: RoundQuorum) -> Role:
+        """This node's part in a round of `quorum`."""
+        if quorum.leader == self.me:
+            return Role.LEADER
+        if self.me in quorum.validators:
+            return Role.VALIDATOR
+        return Role.OBSERVER
+
+    def _leaders_block(self, template: BlockTemplate, r: _Round) -> Block | None:
+        """The template's block if it is this round's, from its leader; else None."""
+        try:
+            block = decode(template.block, Block)
+        except DecodeError:
+            return None
+        header = block.header
+        if (header.height, header.round, header.prev_hash, header.producer) != (
+            self.height, r.number, self.parent.block_hash, r.quorum.leader
+        ) or not r.start <= header.timestamp < r.end:
+            return None
+        message = producer_message(self.params.network_id, block_hash(header))
+        if not verify(r.quorum.leader, message, block.producer_signature):
+            return None
+        return block
+
+    def _counts(self, message: ValidatorSignature, r: _Round, proposal: _Proposal) -> bool:
+        """True when the leader counts `message` towards the block it proposed."""
+        if r.role is not Role.LEADER or r.finished:
+            return False
+        if (message.height, message.round, message.block_hash) != (
+            self.height, r.number, proposal.block_hash
+        ):
+            return False
+        if message.validator not in r.quorum.validators or message.validator in r.signatures:
+            return False
+        return verify(
+            message.validator, validator_message(self.params.network_id, proposal.block_hash),
+            message.signature,
+        )
