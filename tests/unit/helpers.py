@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from snode.core.blocks import Block, BlockHeader
+from snode.core.blocks import Block, BlockHeader, Checkpoint
 from snode.core.state import Contribution, Quorum, ServiceNode, Undo, UtxoEntry
 from snode.core.transactions import (
     Coinbase, OutPoint, Registration, Reservation, Stake, StateChange, Transaction, Transfer, TxOut,
@@ -56,10 +56,14 @@ def transactions(payload: st.SearchStrategy[Any]) -> st.SearchStrategy[Transacti
     )
 
 
-HEADERS = st.builds(BlockHeader, st.one_of(SMALL, ANY_INT), AMOUNTS, HASH, AMOUNTS, HASH, HASH, ANY_INT)
+CHECKPOINTS = st.builds(Checkpoint, AMOUNTS, HASH, st.integers(0, 2**20), tuples(SIGNATURE, max_size=3))
+HEADERS = st.builds(
+    BlockHeader, st.one_of(SMALL, ANY_INT), AMOUNTS, HASH, AMOUNTS, HASH, HASH, ANY_INT,
+    st.none() | CHECKPOINTS,
+)
 BLOCKS = st.builds(
     Block, HEADERS, tuples(transactions(st.one_of(*PAYLOADS.values())), max_size=2), SIGNATURE,
-    tuples(VOTES, max_size=2),
+    st.integers(0, 2**11), tuples(SIGNATURE, max_size=2),
 )
 UTXOS = st.builds(UtxoEntry, HASH, AMOUNTS, AMOUNTS)
 SERVICE_NODES = st.builds(

@@ -249,7 +249,7 @@ def test_an_unknown_schema_version_is_refused_and_the_file_left_untouched(
     with pytest.raises(StoreError) as refused:
         open_store(db, history)
     assert str(refused.value) == (
-        "database schema version 7 is not supported by this snode (expects 2): use a matching "
+        f"database schema version 7 is not supported by this snode (expects {SCHEMA_VERSION}): use a matching "
         "snode release or a new data dir"
     )
     assert file_digest(db) == before
@@ -398,16 +398,19 @@ def test_a_reorganization_over_deferred_state_writes_it_all(db: Path, history: H
         assert store.load_state() == branch[-1][1]
 
 
-def test_a_version_1_database_is_opened_and_stamped_with_the_current_version(db: Path, history: History) -> None:
+@pytest.mark.parametrize("old_version", [1, 2])
+def test_a_database_of_an_older_block_format_is_refused_untouched(
+    db: Path, history: History, old_version: int
+) -> None:
+    """Version 3 blocks carry validator signatures and checkpoints: a version 1 or 2 file holds
+    blocks of the old format, from a network that no longer exists."""
     with committed_store(db, history):
         pass
     old = sqlite3.connect(db)
-    old.execute("PRAGMA user_version = 1")
+    old.execute(f"PRAGMA user_version = {old_version}")
     old.commit()
     old.close()
-    with open_store(db, history) as store:
-        assert store.load_state() == history.final_state
-        assert store.state_height() == store.tip()[0] == len(history.commits)
-    check = sqlite3.connect(db)
-    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    check.close()
+    before = file_digest(db)
+    with pytest.raises(StoreError, match=f"schema version {old_version} is not supported"):
+        open_store(db, history)
+    assert file_digest(db) == before

@@ -197,6 +197,6 @@ def test_authority_block_carries_no_validator_signatures(chain):
     # The block hash does not cover them, so a relay could otherwise pad or alter a block's
     # bytes without changing its id.
     block = chain.block_with([])
-    padded = msgspec.structs.replace(block, validator_signatures=(Vote(ALICE.public, bytes(64)),))
+    padded = msgspec.structs.replace(block, validator_bitset=1, validator_signatures=(bytes(64),))
     assert padded != block
     _refused(chain, padded, "carries no validator signatures")

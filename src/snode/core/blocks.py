@@ -8,12 +8,24 @@ import msgspec
 
 from snode.core.crypto import SigningKey, hash32
 from snode.core.encoding import domain_hash, encode
-from snode.core.transactions import Transaction, Vote, txid
+from snode.core.transactions import Transaction, txid
 from snode.core.types import Hash32, Height, PubKey, Signature, Timestamp
 
 BLOCK_VERSION: Final = 1
 ZERO_HASH: Final = bytes(32)
 ZERO_SIGNATURE: Final = bytes(64)
+
+
+class Checkpoint(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """Enough votes of a checkpoint quorum for the block at one height, as a later block carries
+    them (`core.finality`)."""
+
+    height: Height
+    block_hash: Hash32
+    signers: int
+    """Bit i set: member i of the checkpoint quorum signed."""
+    signatures: tuple[Signature, ...]
+    """The signers' signatures, in increasing bit order."""
 
 
 class BlockHeader(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -28,16 +40,24 @@ class BlockHeader(msgspec.Struct, frozen=True, array_like=True, gc=False):
     producer: PubKey
     """The key that produced and signed the block (a genesis authority while bootstrapping)."""
     round: int
-    """SN consensus round (0 for authority blocks)."""
+    """Block-production round (0 for authority blocks; `core.pulse`)."""
+    checkpoint: Checkpoint | None = None
+    """The checkpoint of an earlier height this block carries, if any: inside the hash, so that
+    the validators sign it with the block and no relay can strip it (`core.finality`)."""
 
 
 class Block(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """A header, its transactions (coinbase first) and the signatures that authorise it."""
+    """A header, its transactions (coinbase first) and the signatures that authorise it.
+
+    The validators sign the block hash, so their signatures cannot be inside it: they travel
+    beside the header, as a bitset of who signed (bit i: validator i of the round) and the
+    signatures in bit order (`core.pulse.validator_checks`). An authority block has none."""
 
     header: BlockHeader
     transactions: tuple[Transaction, ...]
     producer_signature: Signature
-    validator_signatures: tuple[Vote, ...] = ()
+    validator_bitset: int = 0
+    validator_signatures: tuple[Signature, ...] = ()
 
 
 def block_hash(header: BlockHeader) -> bytes:
@@ -59,8 +79,9 @@ def encode_block_from_parts(block: Block, header: bytes, transactions: list[byte
     (which validation computes anyway): joined with the block's own framing instead of
     encoding every transaction a second time."""
     return b"".join((
-        b"\x94", header, _array_header(len(transactions)), *transactions,
-        encode(block.producer_signature), encode(block.validator_signatures),
+        b"\x95", header, _array_header(len(transactions)), *transactions,
+        encode(block.producer_signature), encode(block.validator_bitset),
+        encode(block.validator_signatures),
     ))
 
 
@@ -76,14 +97,14 @@ def producer_message(network_id: int, header_hash: bytes) -> bytes:
 
 def make_block(
     *, height: int, prev_hash: bytes, timestamp: int, transactions: tuple[Transaction, ...],
-    producer_key: SigningKey, network_id: int, round: int = 0,
+    producer_key: SigningKey, network_id: int, round: int = 0, checkpoint: Checkpoint | None = None,
 ) -> Block:
-    """Assemble and sign a block."""
+    """Assemble and sign a block (without validator signatures: a service-node block gets them
+    from its round's validators)."""
     header = BlockHeader(
         version=BLOCK_VERSION, height=height, prev_hash=prev_hash, timestamp=timestamp,
         tx_root=tx_root([txid(tx) for tx in transactions]),
-        producer=producer_key.public,
-        round=round,
+        producer=producer_key.public, round=round, checkpoint=checkpoint,
     )
     signature = producer_key.sign(producer_message(network_id, block_hash(header)))
     return Block(header=header, transactions=transactions, producer_signature=signature)

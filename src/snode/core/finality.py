@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
+from snode.core.blocks import Checkpoint
 from snode.core.crypto import verify
 from snode.core.encoding import domain_hash
 from snode.core.errors import InvalidBlock
@@ -50,17 +51,6 @@ class CheckpointVote(msgspec.Struct, frozen=True, array_like=True, tag=4, gc=Fal
     voter: PubKey
     signature: Signature
     """Over `checkpoint_message(network_id, height, block_hash)`."""
-
-
-class Checkpoint(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """Enough votes of a checkpoint quorum for the block at one height, as a block carries them."""
-
-    height: Height
-    block_hash: Hash32
-    signers: int
-    """Bit i set: member i of the checkpoint quorum signed."""
-    signatures: tuple[Signature, ...]
-    """The signers' signatures, in increasing bit order."""
 
 
 def is_checkpoint_height(height: int, params: NetworkParams) -> bool:

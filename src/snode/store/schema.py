@@ -14,12 +14,13 @@ from typing import Final
 
 from snode.store.errors import StoreError
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """Bump with every change to the tables below or to what their rows mean (and refuse the old
 version, or migrate it). 2: the state tables may be behind the stored blocks (a sync's
-deferred state, `ChainStore`), which a version-1 snode would misread; a version-1 file is
-stamped 2 when opened, its rows are valid as they are."""
-MIGRATES_FROM: Final = (1,)
+deferred state, `ChainStore`), which a version-1 snode would misread. 3: blocks carry a
+validator signer bitset and a checkpoint (service-node block production); older blocks do not
+decode as such, so older files are refused (they belong to a network that no longer exists)."""
+MIGRATES_FROM: Final[tuple[int, ...]] = ()
 
 TABLES: Final = (
     # The block and the record that undoes it share a row: one insert per block. Blocks leave
@@ -129,7 +130,7 @@ def migrate(conn: sqlite3.Connection) -> None:
     SCHEMA_VERSION; nothing to do for one that is already there."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version in MIGRATES_FROM:
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")  # 1 -> 2: same rows
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 def create_tables(conn: sqlite3.Connection) -> None:
