@@ -343,7 +343,7 @@ def test_deferred_state_is_written_by_the_next_full_commit(db: Path, history: Hi
     with open_store(db, history) as store:
         assert store.load_state() == history.final_state
         for block, _, _, _ in commits:
-            for position, tx in enumerate(block.transactions):
+            for tx in block.transactions:
                 assert store.get_transaction(txid(tx)) == (block.header.height, tx)
 
 
