@@ -123,6 +123,19 @@ class Quorum(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """Votes needed for a state change."""
 
 
+class CheckpointSlot(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """A checkpoint height of the chain: its block, the quorum that signs it, and whether a
+    block has carried its checkpoint (`core.finality`)."""
+
+    height: Height
+    block_hash: Hash32
+    members: tuple[PubKey, ...]
+    needed: int
+    """Votes that make the checkpoint."""
+    carried: bool
+    """A later block on this chain carries the checkpoint: the block is checkpointed."""
+
+
 RewardEntry = tuple[Height, Height, PubKey]
 """A node's place in the reward queue: (last_reward_height, registration_height, pubkey)."""
 
@@ -231,6 +244,8 @@ class ChainState:
     """Registered service nodes by public key."""
     quorums: immutables.Map[int, Quorum] = field(default_factory=immutables.Map)
     """Obligations quorums of the most recent heights."""
+    checkpoints: immutables.Map[int, CheckpointSlot] = field(default_factory=immutables.Map)
+    """Recent checkpoint heights (waiting to be carried), and the two highest carried ones."""
     index: RegistryIndex | None = field(default=None, compare=False, repr=False)
     """Derived from service_nodes, never stored; None until built (`with_index`). Read it
     through `current_index` or `registry_index`."""
@@ -261,7 +276,7 @@ def with_index(state: ChainState) -> ChainState:
     return state if index is state.index else replace(state, index=index)
 
 
-MAP_NAMES: Final = ("utxos", "service_nodes", "quorums")
+MAP_NAMES: Final = ("utxos", "service_nodes", "quorums", "checkpoints")
 
 
 class Undo(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -276,6 +291,7 @@ class Undo(msgspec.Struct, frozen=True, array_like=True, gc=False):
     utxos: tuple[tuple[bytes, UtxoEntry | None], ...]
     service_nodes: tuple[tuple[bytes, ServiceNode | None], ...]
     quorums: tuple[tuple[int, Quorum | None], ...]
+    checkpoints: tuple[tuple[int, CheckpointSlot | None], ...] = ()
 
 
 _MISSING: Any = object()

@@ -34,6 +34,7 @@ TABLES: Final = (
     "CREATE TABLE utxos (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
     "CREATE TABLE service_nodes (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID",
     "CREATE TABLE quorums (key INTEGER PRIMARY KEY, value BLOB NOT NULL)",
+    "CREATE TABLE checkpoints (key INTEGER PRIMARY KEY, value BLOB NOT NULL)",
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
     "CREATE TABLE node_meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
     "CREATE TABLE peers (position INTEGER PRIMARY KEY, address TEXT NOT NULL)",

@@ -17,11 +17,13 @@ import immutables
 import msgspec
 
 from snode.core.encoding import decode_trusted, encode
-from snode.core.state import MAP_NAMES, ChainState, Quorum, ServiceNode, Undo, UtxoEntry, new_utxo
+from snode.core.state import (
+    MAP_NAMES, ChainState, CheckpointSlot, Quorum, ServiceNode, Undo, UtxoEntry, new_utxo,
+)
 from snode.core.types import Amount, Hash32, Height, Timestamp
 
 VALUE_TYPES: Final[dict[str, type]] = {
-    "utxos": UtxoEntry, "service_nodes": ServiceNode, "quorums": Quorum,
+    "utxos": UtxoEntry, "service_nodes": ServiceNode, "quorums": Quorum, "checkpoints": CheckpointSlot,
 }
 """The record type of each state map's values (the tables are named after the maps)."""
 
@@ -112,6 +114,7 @@ def read_state(conn: sqlite3.Connection) -> ChainState:
     return ChainState(
         height=tip.height, tip_hash=tip.tip_hash, timestamp=tip.timestamp, issued=tip.issued,
         utxos=maps["utxos"], service_nodes=maps["service_nodes"], quorums=maps["quorums"],
+        checkpoints=maps["checkpoints"],
     )
 
 
