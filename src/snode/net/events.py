@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from snode.core.blocks import Checkpoint
 from snode.net import protocol as P
 
 
@@ -48,3 +49,11 @@ class BlocksAhead:
 
     peer: object
     height: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointMessage:
+    """A peer sent a complete checkpoint (the checkpoint duties judge it)."""
+
+    peer: object
+    checkpoint: Checkpoint

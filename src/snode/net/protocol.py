@@ -14,7 +14,9 @@ import msgspec
 from snode.core.chain import MAX_LOCATOR
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
+from snode.core.finality import CheckpointVote
 from snode.core.proofs import UptimeProof
+from snode.core.rounds import BlockTemplate, ValidatorSignature
 from snode.core.types import Hash32, Height
 
 PROTOCOL_VERSION: Final = 1
@@ -104,9 +106,17 @@ class ProofRejected(msgspec.Struct, frozen=True, array_like=True, tag=12):
     reason: Annotated[str, msgspec.Meta(max_length=300)]
 
 
+class NewCheckpoint(msgspec.Struct, frozen=True, array_like=True, tag=13):
+    """A checkpoint a checkpoint quorum completed, for the leaders of the coming rounds to
+    carry (relayed once by every node that finds it valid for its chain)."""
+
+    checkpoint: Annotated[bytes, msgspec.Meta(max_length=64 * 1024)]
+    """The canonical encoding of a `blocks.Checkpoint`."""
+
+
 Message: TypeAlias = Union[
     Hello, Ping, Pong, Tip, GetBlocks, Blocks, NewBlock, NewTransaction, GetPeers, Peers, Proof,
-    ProofRejected,
+    ProofRejected, NewCheckpoint,
 ]
 
 
@@ -121,7 +131,9 @@ class QuorumVote(msgspec.Struct, frozen=True, array_like=True, tag=1):
     signature: Annotated[bytes, msgspec.Meta(min_length=64, max_length=64)]
 
 
-QuorumMessage: TypeAlias = Union[QuorumVote]
+QuorumMessage: TypeAlias = Union[QuorumVote, BlockTemplate, ValidatorSignature, CheckpointVote]
+"""What service nodes send each other over quorumnet: obligations votes; a round's template and
+its validators' signatures (`core.rounds`); checkpoint votes (`core.finality`)."""
 
 
 class ProtocolViolation(Exception):

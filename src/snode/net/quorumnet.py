@@ -22,6 +22,7 @@ from snode.core.crypto import SigningKey, x25519_public
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
 from snode.net.events import QuorumMessageReceived
+from snode.params import MAX_BLOCK_BYTES
 from snode.net.protocol import QuorumMessage
 from snode.node.node import Node
 
@@ -29,7 +30,8 @@ log = logging.getLogger(__name__)
 
 SEND_HWM: Final = 1_000
 """Messages queued per destination before new ones are dropped (votes are re-cast each block)."""
-MAX_MESSAGE: Final = 64 * 1024
+MAX_MESSAGE: Final = MAX_BLOCK_BYTES + 64 * 1024
+"""A round's block template is the largest message: up to a whole block."""
 
 
 class QuorumNet:
@@ -113,7 +115,7 @@ class QuorumNet:
             if len(frames) != 2:
                 continue
             try:
-                message = decode(frames[1], QuorumMessage)
+                message: QuorumMessage = decode(frames[1], QuorumMessage)  # type: ignore[arg-type]  # a Union alias
             except DecodeError as err:
                 log.info("quorumnet: ignored an undecodable message: %s", err.reason)
                 continue

@@ -19,13 +19,13 @@ import logging
 from collections import OrderedDict
 from typing import Final
 
-from snode.core.blocks import Block, block_hash
+from snode.core.blocks import Block, Checkpoint, block_hash
 from snode.core.encoding import decode, encode
 from snode.core.errors import BadSignature, BlockFromFuture, DecodeError, SnodeError
 from snode.core.transactions import Transaction, txid
 from snode.core.transition import check_block_stateless
 from snode.net import protocol as P
-from snode.net.events import BlocksAhead, ProofMessage
+from snode.net.events import BlocksAhead, CheckpointMessage, ProofMessage
 from snode.net.peer import Peer
 from snode.net.peers import PeerManager
 from snode.net.protocol import ProtocolViolation
@@ -52,6 +52,7 @@ class Relay:
         peers.on(P.Proof, self._on_proof)
         peers.on(P.ProofRejected, self._on_proof)
         peers.on(P.GetBlocks, self._on_get_blocks)
+        peers.on(P.NewCheckpoint, self._on_checkpoint)
         hub = self.node.hub
         hub.subscribe(BlocksAdopted, self._relay_blocks)
         hub.subscribe(TransactionAdmitted, self._relay_transaction)
@@ -139,6 +140,14 @@ class Relay:
     async def _on_proof(self, peer: Peer, message: P.Proof | P.ProofRejected) -> None:
         """Uptime proofs are judged by the service-node duties (`services.sn_duties`)."""
         self.node.hub.publish(ProofMessage(peer, peer.ip, peer.name, message))
+
+    async def _on_checkpoint(self, peer: Peer, message: P.NewCheckpoint) -> None:
+        """Checkpoints are judged by the checkpoint duties (`services.checkpoints`)."""
+        try:
+            checkpoint = decode(message.checkpoint, Checkpoint)
+        except DecodeError as err:
+            raise ProtocolViolation(f"sent a checkpoint that does not decode: {err.reason}") from None
+        self.node.hub.publish(CheckpointMessage(peer, checkpoint))
 
     async def _on_get_blocks(self, peer: Peer, message: P.GetBlocks) -> None:
         node = self.node
