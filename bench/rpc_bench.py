@@ -438,7 +438,8 @@ def profile_service_nodes(data_dir: Path, runs: int = 5, top: int = 15) -> str:
     from snode.core.genesis import genesis_state
     from snode.app.datadir import DataDir
     from snode.node.node import Node
-    from snode.rpc.methods import GetServiceNodesParams, MethodTable
+    from snode.api.types import GetServiceNodesParams
+    from snode.rpc.methods import MethodTable
     from snode.store import ChainStore
 
     datadir = DataDir(data_dir)

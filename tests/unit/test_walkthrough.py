@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 
+import msgspec
 import pytest
 
 from snode.core.service_nodes import Status
@@ -65,7 +66,9 @@ def test_service_node_record_has_the_specification_fields() -> None:
     chain = DevChain.create({operator.public: 100_001 * COIN})
     chain.register(operator, sn_key, 100_000 * COIN, fee_ppm=25_000)
     chain.mine()
-    record = service_node_record(chain.state.service_nodes[sn_key.public], chain.state.height, walkthrough.PARAMS)
+    record = msgspec.to_builtins(
+        service_node_record(chain.state.service_nodes[sn_key.public], chain.state.height, walkthrough.PARAMS)
+    )
     assert set(record) == SPEC_FIELDS
     assert record["service_node_pubkey"] == sn_key.public.hex()
     assert (record["funded"], record["active"], record["payable"]) == (False, False, False)

@@ -1,16 +1,24 @@
-"""A small synchronous JSON-RPC 2.0 client over one keep-alive HTTP connection.
+"""The one JSON-RPC 2.0 client: synchronous, over one keep-alive HTTP connection.
 
-Used by snode-cli, snode-devnet and the test framework. A daemon that is not there becomes
-`RpcUnavailable("Unable to connect to <url>...")`, never a traceback.
+Used by the wallet, snode-cli, snode-devnet, the test framework and the benchmarks. A daemon that
+is not there becomes `RpcUnavailable("Unable to connect to <url>: ...")`, never a traceback; an
+error answer becomes `RpcFailure` with its code and message. `call_typed` decodes the result into
+one of the records of `snode.api.types`, so a result of the wrong shape is an RpcFailure naming
+the field instead of a KeyError somewhere later.
 """
 
 from __future__ import annotations
 
 import http.client
 import itertools
-import json
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, TypeVar
+
+import msgspec
+
+from snode.api import errors as E
+from snode.common.endpoints import http_endpoint
+
+T = TypeVar("T")
 
 
 class RpcUnavailable(Exception):
@@ -18,7 +26,7 @@ class RpcUnavailable(Exception):
 
 
 class RpcFailure(Exception):
-    """The daemon answered with a JSON-RPC error."""
+    """The daemon answered with a JSON-RPC error (or with a result this client cannot read)."""
 
     def __init__(self, error: dict[str, Any]) -> None:
         self.error = error
@@ -27,26 +35,18 @@ class RpcFailure(Exception):
         super().__init__(f"{self.message} (code {self.code})")
 
 
-def parse_url(url: str) -> tuple[str, int]:
-    """`http://127.0.0.1:9231`, `127.0.0.1:9231` -> (host, port); ValueError if unusable."""
-    if "://" not in url:
-        url = "http://" + url
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if parts.scheme != "http" or not parts.hostname or port is None:
-        raise ValueError(f"'{url}' is not of the form http://<ip>:<port>")
-    return parts.hostname, port
-
-
 class RpcClient:
-    """JSON-RPC calls to one daemon: `client.call("get_info")`."""
+    """JSON-RPC calls to one daemon: `client.call("get_info")`,
+    `client.call_typed("get_info", None, InfoResult)`.
+
+    `url` is `http://<host>:<port>` or `<host>:<port>`; a ConfigError says what is wrong with it
+    (commands parse their option with `parse_http_url` first, so the error names the option).
+    """
 
     def __init__(self, url: str, timeout: float = 30) -> None:
-        self.host, self.port = parse_url(url)
-        self.url = f"http://{self.host}:{self.port}"
+        endpoint = http_endpoint("RPC address", url)
+        self.host, self.port = endpoint.host, endpoint.port
+        self.url = f"http://{endpoint}"
         self.timeout = timeout
         self._conn: http.client.HTTPConnection | None = None
         self._ids = itertools.count(1)
@@ -74,31 +74,57 @@ class RpcClient:
         raise AssertionError("unreachable")
 
     def call(self, method: str, params: Any = None) -> Any:
-        """The result of one call; RpcFailure for a JSON-RPC error."""
+        """The result of one call as plain JSON values; RpcFailure for a JSON-RPC error."""
         request: dict[str, Any] = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
         if params is not None:
             request["params"] = params
-        status, _, body = self.raw(json.dumps(request))
+        status, _, body = self.raw(_encoder.encode(request))
         if status != 200:
             text = body.decode(errors="replace").strip()
             raise RpcFailure({"code": -status, "message": f"HTTP {status}: {text}"})
         try:
-            reply = json.loads(body)
-        except ValueError:
+            reply = msgspec.json.decode(body)
+        except msgspec.DecodeError:
             raise RpcUnavailable(f"Connection closed: {self.url} did not answer with JSON") from None
+        if not isinstance(reply, dict) or ("result" not in reply and "error" not in reply):
+            raise RpcUnavailable(f"Connection closed: {self.url} did not answer with JSON-RPC")
         if "error" in reply:
-            raise RpcFailure(reply["error"])
+            raise RpcFailure(_error_object(reply["error"]))
         return reply["result"]
 
+    def call_typed(self, method: str, params: Any, result_type: type[T]) -> T:
+        """The result of one call decoded into `result_type` (a record of snode.api.types);
+        `params` may be such a record too. RpcFailure for an error or a result of another shape."""
+        result = self.call(method, msgspec.to_builtins(params) if params is not None else None)
+        try:
+            return msgspec.convert(result, result_type)
+        except msgspec.ValidationError as err:
+            raise RpcFailure({
+                "code": E.INTERNAL_ERROR,
+                "message": f"{method}: {self.url} answered in a form this program cannot read "
+                           f"({err}); is snoded the same version?",
+            }) from None
+
     def close(self) -> None:
+        """Close the connection; the next call opens a new one."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None
 
 
+_encoder = msgspec.json.Encoder()
+
+
+def _error_object(error: Any) -> dict[str, Any]:
+    # A well-behaved server sends {"code", "message"}; anything else still becomes one line.
+    if isinstance(error, dict):
+        return error
+    return {"code": E.INTERNAL_ERROR, "message": str(error)}
+
+
 def _why(err: BaseException) -> str:
     if isinstance(err, ConnectionRefusedError):
-        return "connection refused (is snoded running, and is this its --rpc-admin address?)"
+        return "is snoded running?"
     if isinstance(err, TimeoutError):
         return "timed out"
     if isinstance(err, (ConnectionResetError, http.client.RemoteDisconnected)):

@@ -1,13 +1,15 @@
-"""The `get_service_nodes` record (specification section 2.1), built in one place for the RPC,
-the walkthrough and any other tool that shows a service node."""
+"""Service node records built in one place from the core's ServiceNode: the specification's record
+(section 2.1) for the walkthrough and any tool that shows a node, and the daemon's fuller
+`get_service_nodes` element."""
 
 from __future__ import annotations
 
 import functools
 from typing import Any
 
+from snode.api.types import Contributor, ServiceNodeRecord, ServiceNodeState
+from snode.core import service_nodes as sn_rules
 from snode.core.address import encode_address
-from snode.core.service_nodes import is_payable
 from snode.core.state import ServiceNode
 from snode.params import NetworkParams
 
@@ -20,21 +22,44 @@ def cached_address(prefix: str, public: bytes) -> str:
 
 def service_node_record(
     sn: ServiceNode, height: int, params: NetworkParams, *, last_uptime_proof: int = 0
+) -> ServiceNodeRecord:
+    """The specification's 11 fields of `sn` at tip `height`."""
+    return ServiceNodeRecord(**_spec_fields(sn, height, params, last_uptime_proof))
+
+
+def service_node_state(
+    sn: ServiceNode, height: int, params: NetworkParams, *, last_uptime_proof: int
+) -> ServiceNodeState:
+    """The daemon's `get_service_nodes` element for `sn` at tip `height`."""
+    return ServiceNodeState(
+        **_spec_fields(sn, height, params, last_uptime_proof),
+        status=sn_rules.status(sn).value,
+        operator_address=cached_address(params.address_prefix, sn.operator),
+        funded_height=sn.funded_height if sn.funded_height >= 0 else None,
+        activation_height=sn.active_since if sn.active_since >= 0 else None,
+        last_reward_height=sn.last_reward_height,
+        last_state_change_height=sn.last_state_change_height,
+        last_state_change_reason=sn_rules.Reason(sn.last_state_change_reason).label,
+        last_decommission_reason=sn_rules.Reason(sn.last_decommission_reason).label,
+    )
+
+
+def _spec_fields(
+    sn: ServiceNode, height: int, params: NetworkParams, last_uptime_proof: int
 ) -> dict[str, Any]:
-    """The specification's 11 fields of `sn` at tip `height`; `operator_fee` is in ppm, so
-    tools show `operator_fee / 10000` percent."""
+    # Keyword arguments shared by both records, so the specification's part is written once.
     return {
         "service_node_pubkey": sn.pubkey.hex(),
         "active": sn.active,
         "funded": sn.funded,
-        "payable": is_payable(sn, height, params),
+        "payable": sn_rules.is_payable(sn, height, params),
         "registration_height": sn.registration_height,
         "total_contributed": sn.total_contributed,
         "staking_requirement": sn.staking_requirement,
         "operator_fee": sn.fee_ppm,
         "contributors": [
-            {"address": cached_address(params.address_prefix, c.owner), "amount": c.amount,
-             "reserved": c.reserved}
+            Contributor(address=cached_address(params.address_prefix, c.owner), amount=c.amount,
+                        reserved=c.reserved)
             for c in sn.contributors
         ],
         "last_uptime_proof": last_uptime_proof,

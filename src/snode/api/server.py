@@ -108,7 +108,8 @@ class JsonRpcHandler:
             if not message:
                 return self._reply(_error(None, RpcError(E.INVALID_REQUEST, "Invalid Request: empty batch")))
             if len(message) > MAX_BATCH:
-                return self._reply(_error(None, RpcError(E.INVALID_REQUEST, f"Invalid Request: a batch holds at most {MAX_BATCH} calls")))
+                too_many = f"Invalid Request: a batch holds at most {MAX_BATCH} calls"
+                return self._reply(_error(None, RpcError(E.INVALID_REQUEST, too_many)))
             replies = [r for r in [await self._one(m) for m in message] if r is not None]
             return self._reply(replies) if replies else web.Response(status=204)
         reply = await self._one(message)

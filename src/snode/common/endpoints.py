@@ -1,7 +1,8 @@
 """Endpoint parsing for every command: `<ip>:<port>`, `<host>:<port>`, `http://<ip>:<port>`.
 
-One set of rules, so that `--rpc-admin`, `--add-priority-node`, `add_peer`, `--daemon-address`
-and `--rpc-bind` accept and refuse the same things, with the same messages.
+One set of rules, so that `--rpc-admin`, `--add-priority-node`, `add_peer`, `--daemon-address`,
+`snode-cli --rpc`, `--rpc-bind` and the JSON-RPC client accept and refuse the same things, with
+the same messages.
 """
 
 from __future__ import annotations
@@ -51,6 +52,23 @@ def parse_endpoint(option: str, text: str, *, allow_names: bool = False) -> Endp
             raise ConfigError(f"{option}: '{host}' is not a valid host name or IP address")
         return Endpoint(host, parse_port(option, port))
     return Endpoint(parse_ip(option, host), parse_port(option, port))
+
+
+def parse_http_url(option: str, text: str) -> str:
+    """An RPC address, `http://<host>:<port>` or `<host>:<port>` (a trailing `/` allowed), as
+    `http://<host>:<port>`; ConfigError naming the option."""
+    return f"http://{http_endpoint(option, text)}"
+
+
+def http_endpoint(option: str, text: str) -> Endpoint:
+    """The host (an IP or a host name) and port of an RPC address, as parse_http_url takes it."""
+    scheme, sep, rest = text.strip().partition("://")
+    if not sep:
+        rest = scheme
+    rest = rest.removesuffix("/")
+    if (sep and scheme.lower() != "http") or "/" in rest or not rest.rpartition(":")[0]:
+        raise ConfigError(f"{option}: '{text}' is not of the form http://<ip>:<port>")
+    return parse_endpoint(option, rest, allow_names=True)
 
 
 def looks_like_ip(host: str) -> bool:

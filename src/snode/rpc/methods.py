@@ -1,18 +1,19 @@
-"""The admin RPC methods. Each takes a validated params record and returns a JSON-able result.
+"""The admin RPC methods. Each takes a validated params record and returns a typed result.
 
-Parameter records reject unknown fields, so a typo in a parameter name is an error naming it
-rather than a silently ignored option.
+Parameters and results are the records of `snode.api.types`, the one definition the wallet and
+the tools decode with. Parameter records reject unknown fields, so a typo in a parameter name is
+an error naming it rather than a silently ignored option.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
 from snode import __version__
-from snode.common.clock import Clock
+from snode.common.clock import Clock, MockableClock
 from snode.core import service_nodes as sn_rules
 from snode.core.address import decode_address
 from snode.core.blocks import Block, block_hash
@@ -31,49 +32,22 @@ from snode.services.sn_duties import ServiceNodeDuties
 from snode.params import MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM
 from snode.api import errors as E
 from snode.api.errors import RpcError
-from snode.api.records import cached_address, service_node_record
+from snode.api.records import service_node_state
+from snode.api.types import (
+    AddPeerParams, AddressParams, BanInfo, BlockResult, GenerateBlocksParams, GenerateBlocksResult,
+    GetBlockParams, GetServiceNodesParams, HeightResult, InfoResult, MempoolEntry, MempoolResult,
+    MockTimeResult, NoParams, OutputEntry, OutputsResult, PeerInfo, PeersResult, RawTxParams,
+    RegistrationCmdResult, SendTxResult, ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState,
+    SetMockTimeParams, StakingRequirementResult, StatusResult, TransactionResult, TxidParams,
+)
 
 REG_FAILED = "Failed to make registration command"
 REGISTRATION_CLOCK_MARGIN = 600
 MAX_AMOUNT = 2**63 - 1
-MAX_GENERATE = 1000
-
-
-class NoParams(msgspec.Struct, forbid_unknown_fields=True):
-    """Methods that take no parameters."""
-
 
 _NO_PARAMS = NoParams()
+_OK = StatusResult(status="OK")
 _json = msgspec.json.Encoder()
-
-
-class GetServiceNodesParams(msgspec.Struct, forbid_unknown_fields=True):
-    service_node_pubkeys: list[str] = []
-
-
-class GenerateBlocksParams(msgspec.Struct, forbid_unknown_fields=True):
-    blocks: Annotated[int, msgspec.Meta(ge=1, le=MAX_GENERATE)] = 1
-
-
-class GetBlockParams(msgspec.Struct, forbid_unknown_fields=True):
-    height: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    hash: str | None = None
-
-
-class TxidParams(msgspec.Struct, forbid_unknown_fields=True):
-    txid: str
-
-
-class RawTxParams(msgspec.Struct, forbid_unknown_fields=True):
-    tx_hex: str
-
-
-class AddressParams(msgspec.Struct, forbid_unknown_fields=True):
-    address: str
-
-
-class AddPeerParams(msgspec.Struct, forbid_unknown_fields=True):
-    address: str
 
 
 def _invalid_params(err: msgspec.ValidationError) -> RpcError:
@@ -115,8 +89,9 @@ class MethodTable:
         """Store reads and chain changes go through it (off the event loop in a daemon)."""
         self.request_stop = request_stop
         self.clock: Clock = clock if clock is not None else node.clock
+        """The daemon's clock, the node's too; a MockableClock on regtest (`set_mock_time`)."""
         self._sn_cache: tuple[tuple[bytes, int], msgspec.Raw] | None = None
-        self._record_cache: dict[bytes, tuple[ServiceNode, tuple[int, bool], bytes]] = {}
+        self._record_cache: dict[bytes, tuple[ServiceNode, tuple[int, bool], msgspec.Raw]] = {}
         self._table: dict[str, tuple[Callable[[Any], Awaitable[Any]], type[msgspec.Struct] | None]] = {
             "get_info": (self.get_info, NoParams),
             "get_height": (self.get_height, NoParams),
@@ -134,6 +109,7 @@ class MethodTable:
             "add_peer": (self.add_peer, AddPeerParams),
             "stop_daemon": (self.stop_daemon, NoParams),
             "generate_blocks": (self.generate_blocks, GenerateBlocksParams),
+            "set_mock_time": (self.set_mock_time, SetMockTimeParams),
         }
 
     @property
@@ -160,68 +136,82 @@ class MethodTable:
 
     # --- specification methods ------------------------------------------------------------------
 
-    async def get_info(self, _: NoParams) -> dict[str, Any]:
+    async def get_info(self, _: NoParams) -> InfoResult:
         node = self.node
-        return {
-            "height": node.height,
-            "target_height": node.target_height,
-            "status_line": node.status_line(self.now()),
-            "network": node.params.name,
-            "version": __version__,
-            "top_block_hash": node.state.tip_hash.hex(),
-            "genesis_hash": node.consensus.genesis_hash.hex(),
-            "mempool_size": len(node.pool),
-            "service_node": node.identity is not None,
-            "service_node_count": len(node.state.service_nodes),
-            "peer_count": len(self.peers.peers) if self.peers is not None else 0,
-            "last_uptime_proof_rejection": node.proofs.own_refusal,
-        }
+        return InfoResult(
+            height=node.height,
+            target_height=node.target_height,
+            status_line=node.status_line(self.now()),
+            network=node.params.name,
+            version=__version__,
+            top_block_hash=node.state.tip_hash.hex(),
+            genesis_hash=node.consensus.genesis_hash.hex(),
+            mempool_size=len(node.pool),
+            service_node=node.identity is not None,
+            service_node_count=len(node.state.service_nodes),
+            peer_count=len(self.peers.peers) if self.peers is not None else 0,
+            last_uptime_proof_rejection=node.proofs.own_refusal,
+        )
 
-    async def get_service_nodes(self, p: GetServiceNodesParams) -> dict[str, Any]:
-        node = self.node
-        state = node.state
+    async def get_service_nodes(
+        self, p: GetServiceNodesParams
+    ) -> ServiceNodesResult[ServiceNodeState] | msgspec.Raw:
+        if p.service_node_pubkeys or p.contributor is not None:
+            return self._chosen_service_nodes(p)
+        return self._all_service_nodes()
+
+    def _chosen_service_nodes(self, p: GetServiceNodesParams) -> ServiceNodesResult[ServiceNodeState]:
+        """The nodes every given filter lets through."""
+        state = self.node.state
+        registered = state.service_nodes
+        chosen: list[ServiceNode] = list(registered.values())
         if p.service_node_pubkeys:
             keys = [_hex32("service_node_pubkeys", k) for k in p.service_node_pubkeys]
-            records = [self._record(state.service_nodes[k]) for k in keys if k in state.service_nodes]
-            return {"service_node_states": records, "height": state.height}
-        # The list changes only with the tip or a new uptime proof; even then only a few records
-        # change, and the state maps share unchanged records, so each record's encoding is kept
-        # until its record object, its proof time or its payable flag changes.
-        key = (state.tip_hash, node.proofs.version)
-        if self._sn_cache is None or self._sn_cache[0] != key:
-            height, params, proofs = node.height, node.params, node.proofs
-            old, new, parts = self._record_cache, {}, []
-            for pk, sn in state.service_nodes.items():
-                stamp = (proofs.last_accepted(pk), sn_rules.is_payable(sn, height, params))
-                hit = old.get(pk)
-                if hit is None or hit[0] is not sn or hit[1] != stamp:
-                    hit = (sn, stamp, _json.encode(self._record(sn)))
-                new[pk] = hit
-                parts.append(hit[2])
-            self._record_cache = new
-            self._sn_cache = (key, msgspec.Raw(b"[" + b",".join(parts) + b"]"))
-        return {"service_node_states": self._sn_cache[1], "height": state.height}
+            chosen = [registered[k] for k in keys if k in registered]
+        if p.contributor is not None:
+            owner = self._address("contributor", p.contributor)
+            chosen = [sn for sn in chosen if any(c.owner == owner for c in sn.contributors)]
+        return ServiceNodesResult(service_node_states=[self._state(sn) for sn in chosen],
+                                  height=state.height)
 
-    def _record(self, sn: ServiceNode) -> dict[str, Any]:
+    def _all_service_nodes(self) -> msgspec.Raw:
+        """The whole list, encoded. It changes only with the tip or a new uptime proof; even then
+        only a few records change, and the state maps share unchanged records, so each record's
+        encoding is kept until its record object, its proof time or its payable flag changes."""
         node = self.node
-        prefix = node.params.address_prefix
-        record = service_node_record(sn, node.height, node.params,
-                                     last_uptime_proof=node.proofs.last_accepted(sn.pubkey))
-        record.update({
-            "status": sn_rules.status(sn).value,
-            "operator_address": cached_address(prefix, sn.operator),
-            "funded_height": sn.funded_height if sn.funded_height >= 0 else None,
-            "activation_height": sn.active_since if sn.active_since >= 0 else None,
-            "last_reward_height": sn.last_reward_height,
-            "last_state_change_height": sn.last_state_change_height,
-            "last_state_change_reason": sn_rules.Reason(sn.last_state_change_reason).label,
-            "last_decommission_reason": sn_rules.Reason(sn.last_decommission_reason).label,
-        })
-        return record
+        state = node.state
+        key = (state.tip_hash, node.proofs.version)
+        if self._sn_cache is not None and self._sn_cache[0] == key:
+            return self._sn_cache[1]
+        height, params, proofs = node.height, node.params, node.proofs
+        old, new, parts = self._record_cache, {}, []
+        for pk, sn in state.service_nodes.items():
+            stamp = (proofs.last_accepted(pk), sn_rules.is_payable(sn, height, params))
+            hit = old.get(pk)
+            if hit is None or hit[0] is not sn or hit[1] != stamp:
+                hit = (sn, stamp, msgspec.Raw(_json.encode(self._state(sn))))
+            new[pk] = hit
+            parts.append(hit[2])
+        self._record_cache = new
+        answer = ServiceNodesResult[msgspec.Raw](service_node_states=parts, height=state.height)
+        self._sn_cache = (key, msgspec.Raw(_json.encode(answer)))
+        return self._sn_cache[1]
 
-    async def get_service_node_key(self, _: NoParams) -> dict[str, Any]:
+    def _state(self, sn: ServiceNode) -> ServiceNodeState:
+        node = self.node
+        return service_node_state(sn, node.height, node.params,
+                                  last_uptime_proof=node.proofs.last_accepted(sn.pubkey))
+
+    def _address(self, name: str, text: str) -> bytes:
+        """The public key behind a wallet address given as parameter `name`."""
+        try:
+            return decode_address(self.node.params.address_prefix, text)
+        except InvalidAddress as err:
+            raise RpcError(E.INVALID_PARAMS, f"Invalid params: {name}: {err.reason}") from None
+
+    async def get_service_node_key(self, _: NoParams) -> ServiceNodeKeyResult:
         ident = self._identity("get_service_node_key")
-        return {"service_node_pubkey": ident.key.public.hex()}
+        return ServiceNodeKeyResult(service_node_pubkey=ident.key.public.hex())
 
     def _identity(self, what: str) -> Any:
         if self.node.identity is None:
@@ -231,7 +221,7 @@ class MethodTable:
             )
         return self.node.identity
 
-    async def get_service_node_registration_cmd(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def get_service_node_registration_cmd(self, params: dict[str, Any]) -> RegistrationCmdResult:
         node = self.node
         if node.identity is None:
             raise RpcError(
@@ -245,9 +235,9 @@ class MethodTable:
                 f"{node.target_height}); wait until get_info shows target_height 0",
             )
         reg = build_registration(params, node, self.now())
-        return {"registration_cmd": format_command(reg, node.params)}
+        return RegistrationCmdResult(registration_cmd=format_command(reg, node.params))
 
-    async def send_uptime_proof(self, _: NoParams) -> dict[str, Any]:
+    async def send_uptime_proof(self, _: NoParams) -> StatusResult:
         node = self.node
         ident = self._identity("send_uptime_proof")
         if ident.key.public not in node.state.service_nodes:
@@ -264,17 +254,18 @@ class MethodTable:
                 node.accept_proof(node.make_own_proof(now), now)
         except InvalidProof as err:
             raise RpcError(E.PROOF_FAILED, f"send_uptime_proof: {err.reason}") from None
-        return {"status": "OK"}
+        return _OK
 
     # --- methods the wallet and the tools need -------------------------------------------------
 
-    async def get_height(self, _: NoParams) -> dict[str, Any]:
-        return {"height": self.node.height, "hash": self.node.state.tip_hash.hex()}
+    async def get_height(self, _: NoParams) -> HeightResult:
+        return HeightResult(height=self.node.height, hash=self.node.state.tip_hash.hex())
 
-    async def get_staking_requirement(self, _: NoParams) -> dict[str, Any]:
-        return {"staking_requirement": self.node.params.staking_requirement, "height": self.node.height}
+    async def get_staking_requirement(self, _: NoParams) -> StakingRequirementResult:
+        return StakingRequirementResult(staking_requirement=self.node.params.staking_requirement,
+                                        height=self.node.height)
 
-    async def get_block(self, p: GetBlockParams) -> dict[str, Any]:
+    async def get_block(self, p: GetBlockParams) -> BlockResult:
         if (p.height is None) == (p.hash is None):
             raise RpcError(E.INVALID_PARAMS, "Invalid params: give exactly one of height and hash")
         if p.hash is not None:
@@ -284,31 +275,22 @@ class MethodTable:
             block = await self.writer.call(self.node.block_at, p.height)
         if block is None:
             raise RpcError(E.NOT_FOUND, "no such block on the main chain")
-        return self._block_json(block)
+        return _block_result(block)
 
-    def _block_json(self, block: Block) -> dict[str, Any]:
-        h = block.header
-        return {
-            "hash": block_hash(h).hex(), "height": h.height, "timestamp": h.timestamp,
-            "prev_hash": h.prev_hash.hex(), "producer": h.producer.hex(),
-            "tx_ids": [txid(tx).hex() for tx in block.transactions],
-            "block_hex": encode(block).hex(),
-        }
-
-    async def get_transaction(self, p: TxidParams) -> dict[str, Any]:
+    async def get_transaction(self, p: TxidParams) -> TransactionResult:
         tid = _hex32("txid", p.txid)
         entry = self.node.pool.entries.get(tid)
         if entry is not None:
-            return {"txid": p.txid, "height": None, "in_pool": True, "kind": tx_kind(entry.tx),
-                    "tx_hex": encode(entry.tx).hex()}
+            return TransactionResult(txid=p.txid, height=None, in_pool=True, kind=tx_kind(entry.tx),
+                                     tx_hex=encode(entry.tx).hex())
         found = await self.writer.call(self.node.transaction, tid)
         if found is None:
             raise RpcError(E.NOT_FOUND, f"transaction {p.txid} is neither in the chain nor in the mempool")
         height, tx = found
-        return {"txid": p.txid, "height": height, "in_pool": False, "kind": tx_kind(tx),
-                "tx_hex": encode(tx).hex()}
+        return TransactionResult(txid=p.txid, height=height, in_pool=False, kind=tx_kind(tx),
+                                 tx_hex=encode(tx).hex())
 
-    async def send_raw_transaction(self, p: RawTxParams) -> dict[str, Any]:
+    async def send_raw_transaction(self, p: RawTxParams) -> SendTxResult:
         try:
             raw = bytes.fromhex(p.tx_hex)
         except ValueError:
@@ -320,54 +302,75 @@ class MethodTable:
             raise RpcError(E.TX_REJECTED, f"transaction rejected: {err.reason}") from None
         except SnodeError as err:
             raise RpcError(E.TX_REJECTED, f"transaction rejected: {err.reason}") from None
-        return {"txid": tid.hex()}
+        return SendTxResult(txid=tid.hex())
 
-    async def get_outputs(self, p: AddressParams) -> dict[str, Any]:
-        try:
-            owner = decode_address(self.node.params.address_prefix, p.address)
-        except InvalidAddress as err:
-            raise RpcError(E.INVALID_PARAMS, f"Invalid params: address: {err.reason}") from None
+    async def get_outputs(self, p: AddressParams) -> OutputsResult:
+        owner = self._address("address", p.address)
         outputs = [
-            {"txid": key[:32].hex(), "index": int.from_bytes(key[32:], "big"),
-             "amount": u.amount, "unlock_height": u.unlock_height}
+            OutputEntry(txid=key[:32].hex(), index=int.from_bytes(key[32:], "big"), amount=u.amount,
+                        unlock_height=u.unlock_height)
             for key, u in self.node.outputs_of(owner)
         ]
-        return {"height": self.node.height, "outputs": outputs}
+        return OutputsResult(height=self.node.height, outputs=outputs)
 
-    async def get_mempool(self, _: NoParams) -> dict[str, Any]:
+    async def get_mempool(self, _: NoParams) -> MempoolResult:
         entries = sorted(self.node.pool.entries.values(), key=lambda e: e.arrival)
-        return {"transactions": [
-            {"txid": e.txid.hex(), "size": e.size, "fee": e.fee, "kind": tx_kind(e.tx),
-             "spends": [f"{i.txid.hex()}:{i.index}" for i in e.tx.inputs]}
+        return MempoolResult(transactions=[
+            MempoolEntry(txid=e.txid.hex(), size=e.size, fee=e.fee, kind=tx_kind(e.tx),
+                         spends=[f"{i.txid.hex()}:{i.index}" for i in e.tx.inputs])
             for e in entries
-        ]}
+        ])
 
-    async def get_peers(self, _: NoParams) -> dict[str, Any]:
+    async def get_peers(self, _: NoParams) -> PeersResult:
         if self.peers is None:
-            return {"peers": [], "bans": []}
-        return {"peers": self.peers.peer_list(), "bans": self.peers.ban_list()}
+            return PeersResult(peers=[], bans=[])
+        # The peer manager (net) lists plain dicts; checked into the contract's records here.
+        return PeersResult(peers=msgspec.convert(self.peers.peer_list(), list[PeerInfo]),
+                           bans=msgspec.convert(self.peers.ban_list(), list[BanInfo]))
 
-    async def add_peer(self, p: AddPeerParams) -> dict[str, Any]:
+    async def add_peer(self, p: AddPeerParams) -> StatusResult:
         if self.peers is None:
             raise RpcError(E.MISC_ERROR, "add_peer: this daemon has no P2P layer")
         if ip_endpoint(p.address) is None:
             raise RpcError(E.INVALID_PARAMS, f"Invalid params: address: '{p.address}' is not <ip>:<port>")
         self.peers.add_peer(p.address)
-        return {"status": "OK"}
+        return _OK
 
-    async def stop_daemon(self, _: NoParams) -> dict[str, Any]:
+    async def stop_daemon(self, _: NoParams) -> StatusResult:
         self.request_stop()
-        return {"status": "OK"}
+        return _OK
 
-    async def generate_blocks(self, p: GenerateBlocksParams) -> dict[str, Any]:
+    # --- regtest -------------------------------------------------------------------------------
+
+    async def generate_blocks(self, p: GenerateBlocksParams) -> GenerateBlocksResult:
         node = self.node
         if not node.params.generate_on_demand or node.producer_key is None:
-            raise RpcError(E.REGTEST_ONLY, "generate_blocks is only available on regtest (--regtest)")
+            raise _regtest_only("generate_blocks")
         hashes = []
         for _ in range(p.blocks):
             block = await self.writer.produce_block()
             hashes.append(block_hash(block.header).hex())
-        return {"blocks": hashes, "height": node.height}
+        return GenerateBlocksResult(blocks=hashes, height=node.height)
+
+    async def set_mock_time(self, p: SetMockTimeParams) -> MockTimeResult:
+        if not self.node.params.generate_on_demand or not isinstance(self.clock, MockableClock):
+            raise _regtest_only("set_mock_time")
+        self.clock.set_mock(p.timestamp)
+        return MockTimeResult(status="OK", timestamp=p.timestamp)
+
+
+def _regtest_only(method: str) -> RpcError:
+    return RpcError(E.REGTEST_ONLY, f"{method} is only available on regtest (--regtest)")
+
+
+def _block_result(block: Block) -> BlockResult:
+    h = block.header
+    return BlockResult(
+        hash=block_hash(h).hex(), height=h.height, timestamp=h.timestamp,
+        prev_hash=h.prev_hash.hex(), producer=h.producer.hex(),
+        tx_ids=[txid(tx).hex() for tx in block.transactions],
+        block_hex=encode(block).hex(),
+    )
 
 
 def _fail(reason: str, code: int = E.REGISTRATION_CMD_FAILED) -> RpcError:

@@ -12,7 +12,8 @@ def render(node: Node) -> bytes:
     """A fresh registry per scrape: the values are read from the node, nothing is cached."""
     registry = CollectorRegistry()
     Gauge("snode_height", "Chain height", registry=registry).set(node.height)
-    Gauge("snode_target_height", "Network height while syncing, 0 when synced", registry=registry).set(node.target_height)
+    Gauge("snode_target_height", "Network height while syncing, 0 when synced",
+          registry=registry).set(node.target_height)
     Gauge("snode_mempool_transactions", "Transactions in the mempool", registry=registry).set(len(node.pool))
     sns = Gauge("snode_service_nodes", "Registered service nodes by status", ["status"], registry=registry)
     counts = {s: 0 for s in Status}

@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 import click
+import msgspec
 
 from snode.core.errors import InvalidAmount
 from snode.core.units import format_coins, parse_coins
 from snode.params import COIN, NETWORKS
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.api.types import (
+    InfoResult, RegistrationCmdParams, RegistrationCmdResult, ServiceNodesResult, ServiceNodeState,
+)
+from snode.common.endpoints import ConfigError, parse_http_url
 from snode.common.entry import run_command
 from snode.tools.tables import make_console, service_node_table
+
+
+T = TypeVar("T")
 
 
 class CliError(click.ClickException):
@@ -28,15 +36,16 @@ def _client(ctx: click.Context) -> RpcClient:
     obj = ctx.obj
     url = obj["rpc"] or f"http://127.0.0.1:{NETWORKS[obj['network']].rpc_port}"
     try:
-        return RpcClient(url)
-    except ValueError as err:
-        raise CliError(f"--rpc: {err}") from None
+        return RpcClient(parse_http_url("--rpc", url))
+    except ConfigError as err:
+        raise CliError(str(err)) from None
 
 
-def _call(ctx: click.Context, method: str, params: Any = None) -> Any:
+def _call(ctx: click.Context, method: str, params: Any, result_type: type[T]) -> T:
+    """The result as `result_type` (`object`: plain JSON values)."""
     client = _client(ctx)
     try:
-        return client.call(method, params)
+        return client.call_typed(method, params, result_type)
     except RpcUnavailable as err:
         raise CliError(str(err)) from None
     except RpcFailure as err:
@@ -47,7 +56,7 @@ def _call(ctx: click.Context, method: str, params: Any = None) -> Any:
 
 
 def _print_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2))
+    click.echo(json.dumps(msgspec.to_builtins(value), indent=2))
 
 
 @click.group(context_settings={"help_option_names": ["--help", "-h"]})
@@ -66,29 +75,29 @@ def cli(ctx: click.Context, rpc: str | None, as_json: bool, network: str | None)
 @click.pass_context
 def status(ctx: click.Context) -> None:
     """The daemon's status line, height and sync state."""
-    info = _call(ctx, "get_info")
+    info = _call(ctx, "get_info", None, InfoResult)
     if ctx.obj["json"]:
         return _print_json(info)
-    click.echo(info["status_line"])
-    sync = "synced" if info["target_height"] == 0 else f"syncing to {info['target_height']}"
-    pool = info.get("mempool_size", 0)
-    click.echo(f"network {info.get('network', '?')}, height {info['height']}, {sync}, "
-               f"mempool {pool} transaction{'' if pool == 1 else 's'}, {info.get('peer_count', 0)} peers")
-    if info.get("last_uptime_proof_rejection"):
-        click.echo(f"last uptime proof rejection: {info['last_uptime_proof_rejection']}")
+    click.echo(info.status_line)
+    sync = "synced" if info.target_height == 0 else f"syncing to {info.target_height}"
+    pool = info.mempool_size
+    click.echo(f"network {info.network}, height {info.height}, {sync}, "
+               f"mempool {pool} transaction{'' if pool == 1 else 's'}, {info.peer_count} peers")
+    if info.last_uptime_proof_rejection:
+        click.echo(f"last uptime proof rejection: {info.last_uptime_proof_rejection}")
 
 
 @cli.command()
 @click.pass_context
 def nodes(ctx: click.Context) -> None:
     """The service-node list: status, fee, stake, contributors, proof age."""
-    result = _call(ctx, "get_service_nodes", {})
+    result = _call(ctx, "get_service_nodes", {}, ServiceNodesResult[ServiceNodeState])
     if ctx.obj["json"]:
         return _print_json(result)
-    records = result["service_node_states"]
-    if not records:
-        click.echo(f"no service nodes registered (height {result.get('height', '?')})")
+    if not result.service_node_states:
+        click.echo(f"no service nodes registered (height {result.height})")
         return
+    records = msgspec.to_builtins(result.service_node_states)
     make_console().print(service_node_table(records, now=int(time.time())))
 
 
@@ -104,7 +113,7 @@ def call(ctx: click.Context, method: str, params: str | None) -> None:
             parsed = json.loads(params)
         except ValueError as err:
             raise CliError(f"PARAMS is not valid JSON: {err}; example: '{{\"blocks\": 1}}'") from None
-    _print_json(_call(ctx, method, parsed))
+    _print_json(_call(ctx, method, parsed, object))
 
 
 def _atomic(text: str) -> int:
@@ -129,15 +138,14 @@ def register_cmd(ctx: click.Context, cut: str, addresses: tuple[str, ...], amoun
     """Print the registration command to paste into snode-wallet."""
     if len(addresses) != len(amounts):
         raise CliError(f"give one --amount per --address ({len(addresses)} addresses, {len(amounts)} amounts)")
-    params = {
-        "operator_cut": cut,
-        "contributor_addresses": list(addresses),
-        "contributor_amounts": [_atomic(a) for a in amounts],
-    }
-    result = _call(ctx, "get_service_node_registration_cmd", params)
+    params = RegistrationCmdParams(
+        operator_cut=cut, contributor_addresses=list(addresses),
+        contributor_amounts=[_atomic(a) for a in amounts],
+    )
+    result = _call(ctx, "get_service_node_registration_cmd", params, RegistrationCmdResult)
     if ctx.obj["json"]:
         return _print_json(result)
-    click.echo(result["registration_cmd"])
+    click.echo(result.registration_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:

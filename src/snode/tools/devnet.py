@@ -29,6 +29,7 @@ from snode.core.crypto import SigningKey
 from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
 from snode.params import COIN, DEVNET
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.api.types import InfoResult
 from snode.common.entry import run_command
 from snode.tools.tables import make_console
 
@@ -132,7 +133,9 @@ def _wait_rpc(entry: NodeEntry, timeout: float = 30) -> None:
                     tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
                     raise DevnetError(f"node{entry.index} exited during start-up: {' | '.join(tail)}") from None
                 if time.monotonic() > deadline:
-                    raise DevnetError(f"node{entry.index} did not answer on {entry.rpc_url} within {timeout:.0f} s") from None
+                    raise DevnetError(
+                        f"node{entry.index} did not answer on {entry.rpc_url} within {timeout:.0f} s"
+                    ) from None
                 time.sleep(0.1)
     finally:
         client.close()
@@ -184,8 +187,10 @@ def up(base_dir: Path, count: int, ip_prefix: str = IP_PREFIX) -> Devnet:
     genesis.write_bytes(encode_genesis(GenesisDoc(
         network=DEVNET.name, timestamp=int(time.time()), authorities=[authority.public.hex()],
         # Several outputs, so the faucet can pay several wallets before its change unlocks.
-        outputs=[GenesisOutput(encode_address(DEVNET.address_prefix, faucet.public), FAUCET_COINS * COIN // FAUCET_OUTPUTS)
-                 for _ in range(FAUCET_OUTPUTS)],
+        outputs=[
+            GenesisOutput(encode_address(DEVNET.address_prefix, faucet.public), FAUCET_COINS * COIN // FAUCET_OUTPUTS)
+            for _ in range(FAUCET_OUTPUTS)
+        ],
     )))
     devnet = Devnet(base_dir, [])
     for i in range(count):
@@ -248,10 +253,9 @@ def node_rows(devnet: Devnet) -> list[dict[str, Any]]:
         if _is_our_process(entry):
             client = RpcClient(entry.rpc_url, timeout=5)
             try:
-                info = client.call("get_info")
-                line = info["status_line"]
-                row["height"] = info["height"]
-                sn_part = line.split("SN: ", 1)[1]
+                info = client.call_typed("get_info", None, InfoResult)
+                row["height"] = info.height
+                sn_part = info.status_line.partition("SN: ")[2]
                 row["status"], _, proof = sn_part.partition(", proof: ")
                 row["proof"] = proof or "-"
             except (RpcUnavailable, RpcFailure) as err:
@@ -293,7 +297,8 @@ def up_cmd(base_dir: Path, count: int, ip_prefix: str) -> None:
     click.echo(f"faucet wallet: {devnet.faucet_dir / 'faucet.wallet'} (password in faucet.password)")
     for n in devnet.nodes:
         click.echo(f"  node{n.index}: pid {n.pid}, admin RPC {n.rpc_url}, data dir {n.data_dir}")
-    click.echo("stop it with: snode-devnet down" + (f" --base-dir {base_dir}" if base_dir != default_base_dir().resolve() else ""))
+    where = f" --base-dir {base_dir}" if base_dir != default_base_dir().resolve() else ""
+    click.echo("stop it with: snode-devnet down" + where)
 
 
 @cli.command()

@@ -18,12 +18,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Group
 from rich.live import Live
+from rich.table import Table
 from rich.text import Text
 
 from snode.params import DEVNET
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.api.types import ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState
 from snode.tools.devnet import Devnet, DevnetError, _wallet, create_wallet, down, restart, status_table, stop_node, up
 from snode.tools.tables import make_console, service_node_table
 
@@ -57,16 +60,20 @@ class Story:
             self.live.__exit__(*exc)
         self.hub.close()
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[ServiceNodeState]:
         try:
-            return self.hub.call("get_service_nodes", {})["service_node_states"]
+            listed = self.hub.call_typed("get_service_nodes", None, ServiceNodesResult[ServiceNodeState])
+            return listed.service_node_states
         except (RpcUnavailable, RpcFailure):
             return []
 
+    def table(self) -> Table:
+        """The service-node table as snode-cli `nodes` shows it."""
+        return service_node_table(msgspec.to_builtins(self.records()), now=int(time.time()))
+
     def _view(self) -> Group:
         recent = "\n".join(self.lines[-12:])
-        return Group(Text(recent), Text(""), service_node_table(self.records(), now=int(time.time())),
-                     Text(""), status_table(self.devnet))
+        return Group(Text(recent), Text(""), self.table(), Text(""), status_table(self.devnet))
 
     def say(self, text: str) -> None:
         stamp = f"[{time.monotonic() - self.started:5.1f}s] "
@@ -79,7 +86,7 @@ class Story:
     def show(self) -> None:
         """Print the tables (plain mode) after a step."""
         if self.live is None:
-            self.console.print(service_node_table(self.records(), now=int(time.time())))
+            self.console.print(self.table())
 
     def wait(self, what: str, predicate: Callable[[], Any], timeout: float) -> Any:
         deadline = time.monotonic() + timeout
@@ -93,14 +100,19 @@ class Story:
                 raise DemoFailed(f"timed out after {timeout:.0f} s waiting for {what}")
             time.sleep(0.5)
 
-    def record(self, pubkey: str) -> dict[str, Any] | None:
-        return next((r for r in self.records() if r["service_node_pubkey"] == pubkey), None)
+    def record(self, pubkey: str) -> ServiceNodeState | None:
+        return next((r for r in self.records() if r.service_node_pubkey == pubkey), None)
+
+    def has(self, pubkey: str, claim: Callable[[ServiceNodeState], bool]) -> ServiceNodeState | None:
+        """The node's record when it is on the chain and `claim` holds for it, else None."""
+        record = self.record(pubkey)
+        return record if record is not None and claim(record) else None
 
 
 def _service_node_key(devnet: Devnet, node: int) -> str:
     client = RpcClient(devnet.nodes[node].rpc_url)
     try:
-        return str(client.call("get_service_node_key")["service_node_pubkey"])
+        return client.call_typed("get_service_node_key", None, ServiceNodeKeyResult).service_node_pubkey
     finally:
         client.close()
 
@@ -151,8 +163,8 @@ def run_story(devnet: Devnet, story: Story) -> None:
     _wallet_ok(devnet, "pool-operator", "--command", cmd, "--yes")
     say("pool-operator registered node2 with 100,000 coins and a 5 % operator cut")
     pool = story.wait("node2 on the chain", lambda: story.record(pool_pk), 30)
-    if pool["funded"] or pool["status"] != "Await":
-        raise DemoFailed(f"a half-filled pool node should be Await, not {pool['status']}")
+    if pool.funded or pool.status != "Await":
+        raise DemoFailed(f"a half-filled pool node should be Await, not {pool.status}")
     say("node2 shows Await: it needs 100,000 more coins from contributors; node1 is funded and "
         "shows Decomm (funded, not active) until the quorum accepts its first uptime proof")
     story.show()
@@ -160,34 +172,34 @@ def run_story(devnet: Devnet, story: Story) -> None:
     say(f"alice: stake {pool_pk[:12]}... 60000")
     # "100%" means what the node still needs on the chain, so bob waits for alice's stake.
     story.wait("alice's stake to be mined",
-               lambda: (story.record(pool_pk) or {}).get("total_contributed", 0) >= 160_000 * 10**9, 30)
+               lambda: story.has(pool_pk, lambda r: r.total_contributed >= 160_000 * 10**9), 30)
     _wallet_ok(devnet, "bob", "--command", f"stake {pool_pk} 100%", "--yes")
     say(f"bob: stake {pool_pk[:12]}... 100% (of what node2 still needs)")
-    pool = story.wait("node2 to be full", lambda: (r := story.record(pool_pk)) and r["funded"] and r, 30)
-    if len(pool["contributors"]) != 3 or pool["total_contributed"] != pool["staking_requirement"]:
+    pool = story.wait("node2 to be full", lambda: story.has(pool_pk, lambda r: r.funded), 30)
+    if len(pool.contributors) != 3 or pool.total_contributed != pool.staking_requirement:
         raise DemoFailed(f"node2 should have 3 contributors and be full: {pool}")
     say("node2 is full: 3 contributors, total_contributed == staking_requirement")
 
     both = story.wait("the quorum to activate node1 and node2 after their uptime proofs",
-                      lambda: all((story.record(k) or {}).get("active") for k in (solo_pk, pool_pk)), 40)
+                      lambda: all(story.has(k, lambda r: r.active) for k in (solo_pk, pool_pk)), 40)
     assert both
     say("node1 and node2 are Active: the quorum accepted their uptime proofs")
     story.show()
     story.wait("node1 to become payable (4 blocks after activation)",
-               lambda: (story.record(solo_pk) or {}).get("payable"), 30)
+               lambda: story.has(solo_pk, lambda r: r.payable), 30)
     say("node1 is payable: rewards begin")
 
     say("stopping node1 (SIGTERM to its pid) to show a decommission...")
     stop_node(devnet.nodes[1])
     rec = story.wait("the quorum to decommission node1 (no proof for 30 s)",
-                     lambda: (r := story.record(solo_pk)) and not r["active"] and r, 90)
-    if rec["decommission_count"] != 1 or rec["status"] != "Decomm":
+                     lambda: story.has(solo_pk, lambda r: not r.active), 90)
+    if rec.decommission_count != 1 or rec.status != "Decomm":
         raise DemoFailed(f"node1 should be Decomm with decommission_count 1: {rec}")
-    say(f"node1 is Decomm, decommission_count 1, reason {rec.get('last_decommission_reason')}")
+    say(f"node1 is Decomm, decommission_count 1, reason {rec.last_decommission_reason}")
     story.show()
     restart(devnet, devnet.nodes[1])
     say("node1 restarted with the same data dir: same key, same registration")
-    story.wait("the quorum to recommission node1", lambda: (story.record(solo_pk) or {}).get("active"), 60)
+    story.wait("the quorum to recommission node1", lambda: story.has(solo_pk, lambda r: r.active), 60)
     say("node1 is Active again")
     story.show()
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import sys
 import time
 from datetime import datetime, timezone
-from typing import Any, Final
+from typing import Final
 
+import msgspec
 from rich.console import Console
 
 from snode.core.address import decode_address, encode_address
@@ -33,6 +34,7 @@ from snode.params import (
     REGTEST_FAUCET_SEED, REGTEST_GENESIS_TIMESTAMP,
 )
 from snode.api.records import service_node_record
+from snode.api.types import ServiceNodeRecord
 from snode.tools.tables import make_console, service_node_table
 
 PARAMS: Final = REGTEST
@@ -96,7 +98,9 @@ class Story:
         state = self.chain.state
         nodes = sorted(state.service_nodes.values(), key=lambda sn: (sn.registration_height, sn.pubkey))
         self.console.print(f"[bold]service nodes at height {state.height}[/] (amounts in coins)")
-        self.console.print(service_node_table([service_node_record(sn, state.height, PARAMS) for sn in nodes]))
+        self.console.print(service_node_table(
+            msgspec.to_builtins([service_node_record(sn, state.height, PARAMS) for sn in nodes])
+        ))
 
     # --- reading the chain --------------------------------------------------------------
 
@@ -112,7 +116,7 @@ class Story:
             raise StoryError(f"the {which} node is registered")
         return sn
 
-    def record(self, which: str) -> dict[str, Any]:
+    def record(self, which: str) -> ServiceNodeRecord:
         """The `get_service_nodes` record of the `solo` or `pool` node at the tip."""
         return service_node_record(self.node(which), self.height, PARAMS)
 
@@ -217,7 +221,7 @@ class Story:
         self.step("3. Solo registration: alice stakes the whole 200000 coins")
         self.register("solo", "alice", SOLO_STAKE, "0")
         r = self.record("solo")
-        self.expect(r["funded"] and not r["active"], "a solo node is funded at once and not yet active")
+        self.expect(r.funded and not r.active, "a solo node is funded at once and not yet active")
         self.say("funded at once, not active yet: a funded node that is not active shows as Decomm")
         self.say("  until the quorum accepts its first uptime proof (step 5)")
         self.show_nodes()
@@ -228,7 +232,7 @@ class Story:
         self.register("pool", "bob", POOL_OPERATOR_STAKE, POOL_CUT)
         r = self.record("pool")
         self.expect(
-            not r["funded"] and r["operator_fee"] == 50_000,
+            not r.funded and r.operator_fee == 50_000,
             "the pool node awaits contributions, with an operator fee of 50000 ppm",
         )
         self.say("open for 100000 coins more from up to 10 contributors: tools show Await")
@@ -238,15 +242,15 @@ class Story:
             self.command(f"stake {pool_pubkey.hex()} {amount_text}", prompt=f"{name}'s wallet>")
             self.chain.stake(self.wallets[name], pool_pubkey, parse_coins(amount_text))
             self.chain.mine()
-            contributors = self.record("pool")["contributors"]
+            contributors = self.record("pool").contributors
             self.expect(
-                any(c["address"] == self.address(self.wallets[name]) for c in contributors),
+                any(c.address == self.address(self.wallets[name]) for c in contributors),
                 f"{name}'s stake is in the node's contributors",
             )
         r = self.record("pool")
         self.expect(
-            r["funded"] and r["total_contributed"] == r["staking_requirement"]
-            and len(r["contributors"]) == 3,
+            r.funded and r.total_contributed == r.staking_requirement
+            and len(r.contributors) == 3,
             "the two stakes fill the pool node: 3 contributors, 200000 coins",
         )
         self.say("full: 100000 + 60000 + 40000 = 200000 coins from 3 contributors")
@@ -268,7 +272,7 @@ class Story:
         for which in ("solo", "pool"):
             r = self.record(which)
             self.expect(
-                r["active"] and not r["payable"],
+                r.active and not r.payable,
                 f"the {which} node is active and not yet payable at activation",
             )
         self.show_nodes()
@@ -276,14 +280,14 @@ class Story:
         self.chain.mine(grace - 1)
         for which in ("solo", "pool"):
             self.expect(
-                not self.record(which)["payable"],
+                not self.record(which).payable,
                 f"the {which} node is not payable {grace - 1} blocks after activation",
             )
         self.say(f"height {self.height} (activation + {grace - 1}): payable = no for both")
         self.chain.mine()
         for which in ("solo", "pool"):
             self.expect(
-                self.record(which)["payable"],
+                self.record(which).payable,
                 f"the {which} node is payable exactly {grace} blocks after activation",
             )
         self.say(f"height {self.height} (activation + {grace}): payable = yes for both; rewards begin")
@@ -297,7 +301,7 @@ class Story:
         self.chain.mine()
         r, sn = self.record("solo"), self.node("solo")
         self.expect(
-            not r["active"] and not r["payable"] and r["decommission_count"] == 1
+            not r.active and not r.payable and r.decommission_count == 1
             and sn.last_decommission_reason == Reason.MISSED_UPTIME_PROOFS,
             "a decommissioned node is inactive, not payable, has decommission_count 1 and the "
             "reason missed_uptime_proofs",
@@ -311,7 +315,7 @@ class Story:
         self.chain.mine()
         r = self.record("solo")
         self.expect(
-            r["active"] and not r["payable"] and r["decommission_count"] == 1,
+            r.active and not r.payable and r.decommission_count == 1,
             "a recommissioned node is active, waits out the grace again and keeps its "
             "decommission_count",
         )

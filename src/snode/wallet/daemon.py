@@ -1,70 +1,113 @@
-"""A small synchronous client for the daemon's admin JSON-RPC.
+"""The wallet's view of its daemon: the one JSON-RPC client (snode.api.client), each answer decoded
+into its record of snode.api.types and turned into the core values the wallet's rules take.
 
 Synchronous on purpose: the wallet does one thing at a time, and the wallet RPC server runs its
-calls in a worker thread. Every failure becomes a DaemonError with one readable line.
+calls in a worker thread. This is the one place where the client's failures become the wallet's
+DaemonError, one readable line each: an unreachable daemon has no code, a refusal keeps the
+daemon's code and message.
 """
 
 from __future__ import annotations
 
-import http.client
-import itertools
-import json
-import socket
-import urllib.error
-import urllib.request
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-from snode.wallet.errors import DaemonError
+from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.api.types import (
+    BlockResult, GetServiceNodesParams, HeightResult, MempoolResult, OutputsResult, SendTxResult,
+    ServiceNodesResult, ServiceNodeState, TransactionResult,
+)
+from snode.common.endpoints import ConfigError, parse_http_url
+from snode.core.address import decode_address
+from snode.core.errors import InvalidAddress
+from snode.core.state import NO_HEIGHT, Contribution, ServiceNode
+from snode.core.transactions import outpoint_key
+from snode.wallet.errors import DaemonError, WalletError
+from snode.wallet.logic import Output
 
 TIMEOUT: Final = 30.0
-TX_REJECTED: Final = -10
-NO_SUCH_BLOCK: Final = -5
+"""Seconds to wait for one answer."""
 
-
-def daemon_url(address: str) -> str:
-    """`HOST:PORT` or a URL, as the base URL of the daemon (no trailing slash)."""
-    address = address.strip()
-    if "://" not in address:
-        address = "http://" + address
-    return address.rstrip("/")
+T = TypeVar("T")
 
 
 class DaemonClient:
-    """Calls `POST <url>/json_rpc`; `call(method, **params)` returns the result object."""
+    """Typed calls to the daemon at `--daemon-address` (`HOST:PORT` or `http://HOST:PORT`)."""
 
-    def __init__(self, url: str, timeout: float = TIMEOUT) -> None:
-        self.url = daemon_url(url)
-        self.timeout = timeout
-        self._ids = itertools.count(1)
+    def __init__(self, address: str, timeout: float = TIMEOUT) -> None:
+        try:
+            self.rpc = RpcClient(parse_http_url("--daemon-address", address), timeout)
+        except ConfigError as err:
+            raise WalletError(str(err)) from None
 
-    def call(self, method: str, **params: Any) -> Any:
-        """The `result` of one call; DaemonError for a connection failure or an error object."""
-        body = json.dumps(
-            {"jsonrpc": "2.0", "id": str(next(self._ids)), "method": method, "params": params}
-        ).encode()
-        request = urllib.request.Request(
-            self.url + "/json_rpc", data=body, method="POST",
-            headers={"Content-Type": "application/json"},
+    @property
+    def url(self) -> str:
+        """`http://HOST:PORT` of the daemon."""
+        return self.rpc.url
+
+    def call(self, method: str, result_type: type[T], params: Any = None) -> T:
+        """The result of one call as `result_type`; DaemonError for any failure."""
+        try:
+            return self.rpc.call_typed(method, params, result_type)
+        except RpcUnavailable as err:
+            raise DaemonError(str(err)) from None
+        except RpcFailure as err:
+            raise DaemonError(err.message, err.code) from None
+
+    def tip(self) -> HeightResult:
+        """The daemon's tip: height and hash."""
+        return self.call("get_height", HeightResult)
+
+    def block(self, height: int) -> BlockResult:
+        """The main chain's block at `height`."""
+        return self.call("get_block", BlockResult, {"height": height})
+
+    def transaction(self, tx_id: str) -> TransactionResult:
+        """A transaction of the chain or the mempool."""
+        return self.call("get_transaction", TransactionResult, {"txid": tx_id})
+
+    def send(self, tx_hex: str) -> str:
+        """Send an encoded transaction; its id (hex)."""
+        return self.call("send_raw_transaction", SendTxResult, {"tx_hex": tx_hex}).txid
+
+    def outputs(self, address: str) -> tuple[int, list[Output]]:
+        """(tip height, the unspent outputs of `address`)."""
+        result = self.call("get_outputs", OutputsResult, {"address": address})
+        return result.height, [
+            Output(bytes.fromhex(o.txid), o.index, o.amount, o.unlock_height) for o in result.outputs
+        ]
+
+    def pool_spends(self) -> dict[bytes, str]:
+        """Output key -> id of the mempool transaction spending it."""
+        spent = {}
+        for tx in self.call("get_mempool", MempoolResult).transactions:
+            for ref in tx.spends:
+                tx_hex, _, index = ref.partition(":")
+                spent[outpoint_key(bytes.fromhex(tx_hex), int(index))] = tx.txid
+        return spent
+
+    def service_nodes(self, prefix: str, *, pubkeys: list[str] | None = None,
+                      contributor: str | None = None) -> list[ServiceNode]:
+        """The service nodes every given filter lets through (get_service_nodes' filters), as
+        core records with what the staking rules read."""
+        params = GetServiceNodesParams(service_node_pubkeys=pubkeys or [], contributor=contributor)
+        result = self.call("get_service_nodes", ServiceNodesResult[ServiceNodeState], params)
+        return [node_of(record, prefix) for record in result.service_node_states]
+
+
+def node_of(record: ServiceNodeState, prefix: str) -> ServiceNode:
+    """A core ServiceNode view of one get_service_nodes record, enough for the staking rules."""
+    try:
+        contributors = tuple(
+            Contribution(decode_address(prefix, c.address), c.amount, c.reserved)
+            for c in record.contributors
         )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as err:
-            raise DaemonError(f"daemon at {self.url} answered HTTP {err.code} to {method}") from None
-        except (urllib.error.URLError, ConnectionError, socket.timeout, http.client.HTTPException,
-                OSError):
-            raise DaemonError(f"Unable to connect to {self.url}: is snoded running?") from None
-        try:
-            reply = json.loads(raw)
-        except ValueError:
-            raise DaemonError(f"daemon at {self.url} sent a reply that is not JSON") from None
-        if not isinstance(reply, dict):
-            raise DaemonError(f"daemon at {self.url} sent a malformed reply to {method}")
-        error = reply.get("error")
-        if error:
-            code = error.get("code") if isinstance(error, dict) else None
-            message = error.get("message") if isinstance(error, dict) else str(error)
-            raise DaemonError(str(message), code if isinstance(code, int) else None)
-        if "result" not in reply:
-            raise DaemonError(f"daemon at {self.url} sent a reply without a result to {method}")
-        return reply["result"]
+        pubkey = bytes.fromhex(record.service_node_pubkey)
+    except (InvalidAddress, ValueError) as err:
+        raise DaemonError(f"the daemon sent a service node record this wallet cannot read: {err}") from None
+    return ServiceNode(
+        pubkey=pubkey, fee_ppm=record.operator_fee, registration_height=record.registration_height,
+        staking_requirement=record.staking_requirement, contributors=contributors,
+        funded_height=NO_HEIGHT, active=record.active, active_since=NO_HEIGHT,
+        decommission_count=record.decommission_count, last_reward_height=0,
+        last_state_change_height=0, last_state_change_reason=0, last_decommission_reason=0,
+    )

@@ -115,8 +115,8 @@ async def run_repl(session: Session, idle_timeout: int) -> None:
     service = session.service
     click.echo(f"Wallet {service.address} ({session.params.name}), daemon {session.daemon.url}")
     try:
-        height = (await asyncio.to_thread(session.daemon.call, "get_height"))["height"]
-        click.echo(f"Daemon height: {height}")
+        tip = await asyncio.to_thread(session.daemon.tip)
+        click.echo(f"Daemon height: {tip.height}")
     except SnodeError as err:
         click.echo(f"Error: {err}")
     click.echo("Type help for the commands, exit to leave.")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from snode.core.address import decode_address, encode_address
 from snode.core.blocks import Block
@@ -26,8 +25,8 @@ from snode.wallet.daemon import DaemonClient
 from snode.wallet.errors import DaemonError, WalletError
 from snode.wallet.logic import (
     Balance, Output, PendingStake, TransferRecord, balance_of, check_registration_line,
-    choose_stake, coins, mempool_spends, my_contribution, node_from_record, not_enough,
-    parse_outputs, parse_pubkey, pool_effects, scan_block, spendable,
+    choose_stake, coins, my_contribution, not_enough, parse_pubkey, pool_effects, scan_block,
+    spendable,
 )
 
 
@@ -71,18 +70,18 @@ class WalletService:
     # --- reading the chain ----------------------------------------------------------------
 
     def _outputs(self) -> tuple[int, list[Output]]:
-        return parse_outputs(self.daemon.call("get_outputs", address=self.address))
+        return self.daemon.outputs(self.address)
 
     def _pool_spent(self) -> dict[bytes, str]:
-        return mempool_spends(self.daemon.call("get_mempool"))
+        return self.daemon.pool_spends()
 
     def _pool_txs(self, pool_spent: dict[bytes, str]) -> list[tuple[str, Transaction]]:
         """The mempool transactions that spend this wallet's outputs, decoded."""
         txs = []
         for tx_id in sorted(set(pool_spent.values())):
             try:
-                tx = decode(bytes.fromhex(self.daemon.call("get_transaction", txid=tx_id)["tx_hex"]), Transaction)
-            except (DaemonError, DecodeError, KeyError, ValueError):
+                tx = decode(bytes.fromhex(self.daemon.transaction(tx_id).tx_hex), Transaction)
+            except (DaemonError, DecodeError, ValueError):
                 continue  # mined or dropped since get_mempool: the next refresh sees it
             txs.append((tx_id, tx))
         return txs
@@ -94,19 +93,15 @@ class WalletService:
         change, stakes = pool_effects(self._pool_txs(ours), self.key.public)
         return balance_of(outputs, height, ours, change, staked, stakes)
 
-    def _node_record(self, pubkey: str) -> dict[str, Any] | None:
+    def _node(self, pubkey: bytes) -> ServiceNode | None:
         """The daemon's record of one service node, or None when it is not registered."""
-        found = self.daemon.call("get_service_nodes", service_node_pubkeys=[pubkey])
-        records = [r for r in found["service_node_states"] if r.get("service_node_pubkey") == pubkey]
-        return records[0] if records else None
-
-    def _nodes(self) -> list[ServiceNode]:
-        result = self.daemon.call("get_service_nodes")
-        return [node_from_record(r, self.params.address_prefix) for r in result["service_node_states"]]
+        found = self.daemon.service_nodes(self.params.address_prefix, pubkeys=[pubkey.hex()])
+        return next((sn for sn in found if sn.pubkey == pubkey), None)
 
     def my_nodes(self) -> list[ServiceNode]:
-        """The service nodes this wallet has contributed to or is reserved on."""
-        return [sn for sn in self._nodes() if any(c.owner == self.key.public for c in sn.contributors)]
+        """The service nodes this wallet has contributed to or is reserved on (the daemon
+        filters them: a wallet does not download every node)."""
+        return self.daemon.service_nodes(self.params.address_prefix, contributor=self.address)
 
     def balance(self) -> tuple[Balance, int]:
         """(balances, number of nodes staked on)."""
@@ -122,31 +117,28 @@ class WalletService:
         mine = {o.key for o in outputs}
         ours = {k: v for k, v in self._pool_spent().items() if k in mine}
         _, pending = pool_effects(self._pool_txs(ours), self.key.public)
-        waiting = {p.sn_pubkey for p in pending}
-        nodes = [sn for sn in self._nodes()
-                 if sn.pubkey in waiting or any(c.owner == self.key.public for c in sn.contributors)]
+        nodes = self.my_nodes()
+        waiting = {p.sn_pubkey for p in pending} - {sn.pubkey for sn in nodes}
+        if waiting:
+            nodes += self.daemon.service_nodes(self.params.address_prefix,
+                                               pubkeys=sorted(pk.hex() for pk in waiting))
         return nodes, pending
 
     def refresh(self) -> int:
         """Scan the blocks added since the last refresh; returns the tip height."""
-        info = self.daemon.call("get_height")
-        tip = int(info["height"])
+        tip = self.daemon.tip().height
         h = self._history
-        if h.height >= 0 and (h.height > tip or self._block(h.height)["hash"] != h.tip_hash):
+        if h.height >= 0 and (h.height > tip or self.daemon.block(h.height).hash != h.tip_hash):
             self._history = h = _History()  # the chain reorganised under us: scan again
         for height in range(h.height + 1, tip + 1):
-            result = self._block(height)
+            result = self.daemon.block(height)
             try:
-                block = decode(bytes.fromhex(result["block_hex"]), Block)
+                block = decode(bytes.fromhex(result.block_hex), Block)
             except (DecodeError, ValueError):
                 raise WalletError(f"daemon sent block {height} in a form this wallet cannot read") from None
             h.records.extend(scan_block(block, self.key.public, h.mine))
-            h.height, h.tip_hash = height, result["hash"]
+            h.height, h.tip_hash = height, result.hash
         return tip
-
-    def _block(self, height: int) -> dict[str, Any]:
-        result: dict[str, Any] = self.daemon.call("get_block", height=height)
-        return result
 
     def transfers(self) -> list[TransferRecord]:
         """Every transaction that moved this wallet's coins, oldest first."""
@@ -171,7 +163,7 @@ class WalletService:
         """A signed registration from the daemon's registration command line."""
         reg = check_registration_line(line, self.params, now=int(self.clock()), operator=self.key.public)
         pubkey = reg.sn_pubkey.hex()
-        if self._node_record(pubkey) is not None:
+        if self._node(reg.sn_pubkey) is not None:
             raise InvalidRegistration(
                 f"service node {pubkey} is already registered: there is nothing to do"
             )
@@ -200,8 +192,7 @@ class WalletService:
     def prepare_stake(self, pubkey_text: str, amount_text: str) -> Pending:
         """A signed stake of `amount_text` (coins, or `<percent>%`) on a service node."""
         pubkey = parse_pubkey(pubkey_text)
-        record = self._node_record(pubkey.hex())
-        sn = None if record is None else node_from_record(record, self.params.address_prefix)
+        sn = self._node(pubkey)
         choice = choose_stake(sn, pubkey, self.key.public, amount_text)
         assert sn is not None  # choose_stake refuses an unknown node
         payload = Stake(sn_pubkey=pubkey, amount=choice.amount)
@@ -239,8 +230,7 @@ class WalletService:
 
     def submit(self, pending: Pending) -> str:
         """Send the transaction; its id (hex). DaemonError when the daemon refuses it."""
-        result = self.daemon.call("send_raw_transaction", tx_hex=encode(pending.tx).hex())
-        return str(result["txid"])
+        return self.daemon.send(encode(pending.tx).hex())
 
 
 def fee_of(tx: Transaction, spent: list[Spendable]) -> int:

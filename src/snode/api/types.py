@@ -1,0 +1,402 @@
+"""Every admin RPC method's parameters and result, typed in one place (as uvicorn's `_types.py`).
+
+The daemon builds its answers from these records and the wallet, snode-cli, snode-devnet and the
+tests decode answers into them (`RpcClient.call_typed`), so a field renamed on one side fails on
+the other at once instead of reading `None` from a dict. The field names and JSON shapes are the
+contract of docs/RPC.md and of the specification (section 2): same keys, same order, same nulls.
+
+Parameter records forbid unknown fields, so a typo in a parameter name is an error naming it.
+Result records ignore unknown fields, so an older client still reads a newer daemon's answers.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final, Generic, TypeVar
+
+import msgspec
+
+MAX_GENERATE: Final = 1000
+"""Blocks one `generate_blocks` call may mine."""
+MAX_MOCK_TIME: Final = 2**32 - 1
+"""The latest `set_mock_time` accepts (year 2106): far beyond any test, inside every time format."""
+
+RecordT = TypeVar("RecordT")
+
+
+class Params(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of the parameter records."""
+
+
+class Result(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """Base of the result records."""
+
+
+# --- parameters ------------------------------------------------------------------------------
+
+class NoParams(Params, frozen=True):
+    """Methods that take no parameters."""
+
+
+class GetServiceNodesParams(Params, frozen=True, omit_defaults=True):
+    """`get_service_nodes`: no field is every node; each given filter narrows the list (a filter
+    left out is not sent, so a daemon that predates it still answers)."""
+
+    service_node_pubkeys: list[str] = []
+    """Only these nodes (hex public keys); keys not registered are left out."""
+    contributor: str | None = None
+    """Only the nodes this address contributed to (operator included) or has a reservation on."""
+
+
+class GetBlockParams(Params, frozen=True):
+    """`get_block`: exactly one of the two."""
+
+    height: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    """A height on the main chain."""
+    hash: str | None = None
+    """A block hash (hex)."""
+
+
+class TxidParams(Params, frozen=True):
+    """`get_transaction`."""
+
+    txid: str
+    """Transaction id (hex)."""
+
+
+class RawTxParams(Params, frozen=True):
+    """`send_raw_transaction`."""
+
+    tx_hex: str
+    """The encoded, signed transaction (hex)."""
+
+
+class AddressParams(Params, frozen=True):
+    """`get_outputs`."""
+
+    address: str
+    """A wallet address of this network."""
+
+
+class AddPeerParams(Params, frozen=True):
+    """`add_peer`."""
+
+    address: str
+    """`<ip>:<port>` of the peer's P2P port."""
+
+
+class GenerateBlocksParams(Params, frozen=True):
+    """`generate_blocks` (regtest)."""
+
+    blocks: Annotated[int, msgspec.Meta(ge=1, le=MAX_GENERATE)] = 1
+    """How many blocks to mine, one after the other."""
+
+
+class SetMockTimeParams(Params, frozen=True):
+    """`set_mock_time` (regtest)."""
+
+    timestamp: Annotated[int, msgspec.Meta(ge=0, le=MAX_MOCK_TIME)]
+    """Unix seconds the daemon's clock shows from now on; 0 restores the real clock."""
+
+
+class RegistrationCmdParams(Params, frozen=True, omit_defaults=True):
+    """`get_service_node_registration_cmd`, as clients send it.
+
+    The daemon reads the raw object with the specification's rules instead of decoding it into
+    this record, because a wrong operator amount must fail with the specification's text
+    (`No operator contribution given`), not with a type error.
+    """
+
+    contributor_addresses: list[str]
+    """The operator's wallet address first, then any reserved contributors'."""
+    contributor_amounts: list[int]
+    """Atomic units, one per address."""
+    operator_cut: str = "0"
+    """Operator fee, a decimal percent from "0" to "10"."""
+    staking_requirement: int | None = None
+    """Atomic units; when given, it must be the network's."""
+
+
+# --- service nodes ---------------------------------------------------------------------------
+
+class Contributor(Result, frozen=True):
+    """One contributor of a service node (the operator first)."""
+
+    address: str
+    """Wallet address."""
+    amount: int
+    """Atomic units contributed so far."""
+    reserved: int
+    """Atomic units the registration reserved for this address (0: none)."""
+
+
+class ServiceNodeRecord(Result, frozen=True):
+    """The specification's service node record (section 2.1): its 11 fields, in its order."""
+
+    service_node_pubkey: str
+    """Hex public key: the node's identity."""
+    active: bool
+    """False while decommissioned or not yet funded."""
+    funded: bool
+    """The contributions reach the staking requirement."""
+    payable: bool
+    """The node earns rewards (active, past the grace blocks)."""
+    registration_height: int
+    """Height of the block holding the registration."""
+    total_contributed: int
+    """Atomic units: the sum of the contributions."""
+    staking_requirement: int
+    """Atomic units needed to fill the node."""
+    operator_fee: int
+    """Parts per million of the rewards (tools show `operator_fee / 10000` percent)."""
+    contributors: list[Contributor]
+    """The operator first."""
+    last_uptime_proof: int
+    """Unix seconds of the last accepted uptime proof; 0: none yet."""
+    decommission_count: int
+    """Decommissions so far."""
+
+
+class ServiceNodeState(ServiceNodeRecord, frozen=True):
+    """An element of `get_service_nodes`' `service_node_states`: the specification's record,
+    then what the daemon adds for operators and tools."""
+
+    status: str
+    """`Active`, `Decomm` or `Await`."""
+    operator_address: str
+    """The first contributor's address."""
+    funded_height: int | None
+    """Height at which the node filled; null until then."""
+    activation_height: int | None
+    """Height since which the node is active; null while it is not."""
+    last_reward_height: int
+    """Height of the last reward paid to the node."""
+    last_state_change_height: int
+    """Height of the last quorum verdict on the node."""
+    last_state_change_reason: str
+    """Why the last verdict was given (e.g. `missed_uptime_proofs`); empty: none yet."""
+    last_decommission_reason: str
+    """Why the node was last decommissioned; empty: never."""
+
+
+class ServiceNodesResult(Result, Generic[RecordT], frozen=True):
+    """`get_service_nodes`. Clients read `ServiceNodesResult[ServiceNodeState]`; the daemon may
+    answer with each record already encoded (`ServiceNodesResult[msgspec.Raw]`)."""
+
+    service_node_states: list[RecordT]
+    """The nodes, in the chain's order."""
+    height: int
+    """The tip height the records describe."""
+
+
+class ServiceNodeKeyResult(Result, frozen=True):
+    """`get_service_node_key`."""
+
+    service_node_pubkey: str
+    """This daemon's service node key (hex)."""
+
+
+class RegistrationCmdResult(Result, frozen=True):
+    """`get_service_node_registration_cmd`."""
+
+    registration_cmd: str
+    """The single-line command to paste into the wallet."""
+
+
+# --- the node --------------------------------------------------------------------------------
+
+class InfoResult(Result, frozen=True):
+    """`get_info` (specification section 2.2, then the daemon's own fields)."""
+
+    height: int
+    """The daemon's chain height."""
+    target_height: int
+    """The network's height while syncing; 0 when synced."""
+    status_line: str
+    """`v<version>; Height: <n>, SN: <state>, proof: <age>`."""
+    network: str
+    """`mainnet`, `testnet`, `devnet` or `regtest`."""
+    version: str
+    """The daemon's version."""
+    top_block_hash: str
+    """Hash of the tip block (hex)."""
+    genesis_hash: str
+    """Hash of the genesis block (hex)."""
+    mempool_size: int
+    """Transactions waiting in the mempool."""
+    service_node: bool
+    """The daemon runs in service-node mode."""
+    service_node_count: int
+    """Registered service nodes."""
+    peer_count: int
+    """Connected peers."""
+    last_uptime_proof_rejection: str
+    """Why a peer last refused this node's uptime proof; empty: never."""
+
+
+class HeightResult(Result, frozen=True):
+    """`get_height`."""
+
+    height: int
+    """The tip height."""
+    hash: str
+    """The tip block's hash (hex)."""
+
+
+class StakingRequirementResult(Result, frozen=True):
+    """`get_staking_requirement`."""
+
+    staking_requirement: int
+    """Atomic units a service node needs."""
+    height: int
+    """The tip height."""
+
+
+class StatusResult(Result, frozen=True):
+    """Methods that only say they did it: `send_uptime_proof`, `add_peer`, `stop_daemon`."""
+
+    status: str
+    """`OK`."""
+
+
+class MockTimeResult(Result, frozen=True):
+    """`set_mock_time`."""
+
+    status: str
+    """`OK`."""
+    timestamp: int
+    """The mock time now set; 0: the real clock again."""
+
+
+class GenerateBlocksResult(Result, frozen=True):
+    """`generate_blocks`."""
+
+    blocks: list[str]
+    """Hashes of the mined blocks (hex), oldest first."""
+    height: int
+    """The tip height afterwards."""
+
+
+# --- blocks and transactions -----------------------------------------------------------------
+
+class BlockResult(Result, frozen=True):
+    """`get_block`."""
+
+    hash: str
+    """The block's hash (hex)."""
+    height: int
+    """Its height."""
+    timestamp: int
+    """Unix seconds, as its producer wrote them."""
+    prev_hash: str
+    """The previous block's hash (hex)."""
+    producer: str
+    """The producer's public key (hex)."""
+    tx_ids: list[str]
+    """Its transactions' ids (hex), coinbase first."""
+    block_hex: str
+    """The whole encoded block (hex)."""
+
+
+class TransactionResult(Result, frozen=True):
+    """`get_transaction`."""
+
+    txid: str
+    """The id asked for (hex)."""
+    height: int | None
+    """Height of the block holding it; null while in the mempool."""
+    in_pool: bool
+    """Waiting in the mempool."""
+    kind: str
+    """`coinbase`, `transfer`, `registration`, `stake` or `state_change`."""
+    tx_hex: str
+    """The encoded transaction (hex)."""
+
+
+class SendTxResult(Result, frozen=True):
+    """`send_raw_transaction`."""
+
+    txid: str
+    """The accepted transaction's id (hex)."""
+
+
+class OutputEntry(Result, frozen=True):
+    """One unspent output of an address."""
+
+    txid: str
+    """Id of the transaction that created it (hex)."""
+    index: int
+    """Its position among that transaction's outputs."""
+    amount: int
+    """Atomic units."""
+    unlock_height: int
+    """The first block height that may spend it."""
+
+
+class OutputsResult(Result, frozen=True):
+    """`get_outputs`."""
+
+    height: int
+    """The tip height the list describes."""
+    outputs: list[OutputEntry]
+    """The address's unspent outputs."""
+
+
+class MempoolEntry(Result, frozen=True):
+    """One transaction waiting in the mempool."""
+
+    txid: str
+    """Its id (hex)."""
+    size: int
+    """Encoded size, bytes."""
+    fee: int
+    """Atomic units."""
+    kind: str
+    """As in `TransactionResult.kind`."""
+    spends: list[str]
+    """The outputs it spends, as `<txid>:<index>`."""
+
+
+class MempoolResult(Result, frozen=True):
+    """`get_mempool`."""
+
+    transactions: list[MempoolEntry]
+    """Oldest arrival first."""
+
+
+# --- peers -----------------------------------------------------------------------------------
+
+class PeerInfo(Result, frozen=True):
+    """One connected peer."""
+
+    address: str
+    """`<ip>:<port>` of the connection."""
+    listen_address: str | None
+    """Where the peer accepts connections, when it said so."""
+    direction: str
+    """`inbound` or `outbound`."""
+    height: int
+    """The peer's chain height as it last told us."""
+    agent: str
+    """The peer's software and version."""
+    connected_since: int
+    """Unix seconds."""
+
+
+class BanInfo(Result, frozen=True):
+    """One banned IP address."""
+
+    ip: str
+    """The banned address."""
+    seconds_left: int
+    """Until the ban ends."""
+    reason: str
+    """What the peer did."""
+
+
+class PeersResult(Result, frozen=True):
+    """`get_peers`."""
+
+    peers: list[PeerInfo]
+    """Connected peers that completed the handshake, by address."""
+    bans: list[BanInfo]
+    """Bans in force."""
