@@ -52,3 +52,15 @@ def mine_until(generator: Any, predicate: Any, *, timeout: float, what: str) -> 
         generator.generate_blocks(blocks=1)
         return predicate()
     return wait_until(step, timeout=timeout, what=what, interval=0.5)
+
+
+def move_clocks(nodes: list[Any], timestamp: int, *, proving: list[Any], judges: list[Any]) -> None:
+    """Set every node's mock clock to `timestamp` (regtest's set_mock_time, as Bitcoin Core's
+    setmocktime), then wait until each judge has accepted a proof stamped at that time from each
+    node of `proving` (their proof loops keep running on real time and sign with the new one).
+    Time-outs are tested by moving time, not by waiting for it."""
+    for node in nodes:
+        node.set_mock_time(timestamp=timestamp)
+    keys = [n.get_service_node_key()["service_node_pubkey"] for n in proving]
+    wait_until(lambda: all(record(judge, k)["last_uptime_proof"] >= timestamp for judge in judges for k in keys),
+               timeout=30, what=f"proofs stamped {timestamp} from the live service nodes")

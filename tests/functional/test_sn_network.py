@@ -5,10 +5,13 @@ quorumnet refusing keys that are not registered service nodes.
 
 A plain `hub` node mines (every regtest node holds the authority key) while service nodes
 connect to it over P2P; state changes need blocks, so waits for them mine a block per poll
-(`sn_helpers.mine_until`).
+(`sn_helpers.mine_until`). Decommission time-outs are reached by moving the nodes' mock clocks
+(`set_mock_time`), not by waiting 30 s.
 """
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -21,7 +24,9 @@ from tests.functional.framework import (
     assert_equal, assert_raises_rpc_error, connect_nodes, narrator, next_loopback_ip, scaled, send_spend,
     snode_cli, sync_blocks, wait_until,
 )
-from tests.functional.sn_helpers import POOL_MIN, SOLO, fund_and_unlock, mine_until, record, register, stake
+from tests.functional.sn_helpers import (
+    POOL_MIN, SOLO, fund_and_unlock, mine_until, move_clocks, record, register, stake,
+)
 
 log = narrator(__name__)
 
@@ -103,9 +108,11 @@ def test_lifecycle_solo_and_pool(nodes):
     for address, amount in expected.items():
         assert_equal(found[address], amount, f"reward of {address[:12]}")
 
-    log.info("Stop the solo node: after 30 s without proofs the quorum decommissions it")
+    log.info("Stop the solo node and move every clock 40 s on: the quorum decommissions it")
     solo.stop()
-    mine_until(hub, lambda: not record(hub, solo_pk)["active"], timeout=90, what="solo decommissioned")
+    later = int(time.time()) + 40
+    move_clocks([hub, pool], later, proving=[pool], judges=[hub])
+    mine_until(hub, lambda: not record(hub, solo_pk)["active"], timeout=30, what="solo decommissioned")
     rec = record(hub, solo_pk)
     assert_equal((rec["active"], rec["payable"], rec["funded"], rec["decommission_count"], rec["status"]),
                  (False, False, True, 1, "Decomm"))
@@ -117,7 +124,8 @@ def test_lifecycle_solo_and_pool(nodes):
     log.info("Restart the solo node with its data dir: proofs resume and it is recommissioned")
     solo.start()
     connect_nodes(solo, hub)
-    mine_until(hub, lambda: record(hub, solo_pk)["active"], timeout=60, what="solo recommissioned")
+    move_clocks([hub, pool, solo], later + 10, proving=[pool, solo], judges=[hub])
+    mine_until(hub, lambda: record(hub, solo_pk)["active"], timeout=30, what="solo recommissioned")
     rec = record(hub, solo_pk)
     assert_equal((rec["decommission_count"], rec["last_state_change_reason"]), (1, "uptime_proofs_resumed"))
     sync_blocks([hub, solo])
@@ -250,11 +258,13 @@ def test_service_node_quorum_decommissions_over_quorumnet(nodes):
     wait_until(lambda: all(record(sn, pk)["last_uptime_proof"] for sn in sns for pk in pks),
                timeout=30, what="every SN seeing every SN's proofs")
 
-    log.info("Stop one SN: the other three vote it out over quorumnet")
+    log.info("Stop one SN and move every clock 40 s on: the other three vote it out over quorumnet")
     victim, victim_pk = sns[-1], pks[-1]
     victim.stop()
+    later = int(time.time()) + 40
+    move_clocks([hub, *sns[:-1]], later, proving=sns[:-1], judges=sns[:-1])
     rec = mine_until(hub, lambda: (r := record(hub, victim_pk)) and not r["active"] and r,
-                     timeout=120, what="the SN quorum decommissioning the stopped node")
+                     timeout=30, what="the SN quorum decommissioning the stopped node")
     assert_equal((rec["decommission_count"], rec["last_decommission_reason"]), (1, "missed_uptime_proofs"))
     log.info("Find the decommission's block: its voters are the live service nodes, not the authority")
     block = None
@@ -271,4 +281,5 @@ def test_service_node_quorum_decommissions_over_quorumnet(nodes):
     log.info("Restart it: recommissioned")
     victim.start()
     connect_nodes(victim, hub)
-    mine_until(hub, lambda: record(hub, victim_pk)["active"], timeout=60, what="recommission")
+    move_clocks([hub, *sns], later + 10, proving=[victim], judges=[hub])
+    mine_until(hub, lambda: record(hub, victim_pk)["active"], timeout=30, what="recommission")
