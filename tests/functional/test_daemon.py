@@ -208,7 +208,10 @@ def test_devnet_authority_produces_blocks(nodes, tmp_path):
     wait_until(lambda: producer.get_info()["height"] >= 2, timeout=15, what="two devnet blocks")
     assert_equal(follower.get_info()["height"], 0)  # no authority key, no blocks (and no P2P yet)
     block = producer.get_block(height=1)
-    assert_equal(block["producer"], authority.public.hex())
+    assert_equal((block["producer"], block["producer_key"]), ("authority", authority.public.hex()))
+    assert_equal((block["round"], block["validators"], block["validator_count"]), (0, [], 0))
+    info = producer.get_info()
+    assert_equal((info["block_production"], info["immutable_height"]), ("authority", 0))
 
 
 @pytest.mark.parametrize("args, option, rule", [

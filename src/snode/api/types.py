@@ -231,6 +231,10 @@ class InfoResult(Result, frozen=True):
     """Connected peers."""
     last_uptime_proof_rejection: str
     """Why a peer last refused this node's uptime proof; empty: never."""
+    immutable_height: int = 0
+    """The highest final height (a block with two checkpoints at or above it); 0 before any."""
+    block_production: str = "authority"
+    """Who produces the next block: `authority` or `service_nodes`."""
 
 
 class HeightResult(Result, frozen=True):
@@ -290,11 +294,23 @@ class BlockResult(Result, frozen=True):
     prev_hash: str
     """The previous block's hash (hex)."""
     producer: str
-    """The producer's public key (hex)."""
+    """`authority`, or the public key (hex) of the service node that led its round."""
     tx_ids: list[str]
     """Its transactions' ids (hex), coinbase first."""
     block_hex: str
     """The whole encoded block (hex)."""
+    producer_key: str = ""
+    """The key that signed the block as its producer (hex), the authority's included."""
+    round: int = 0
+    """The block-production round that made it (0 for authority blocks)."""
+    validators: list[str] = []
+    """Public keys (hex) of the round's validators whose signatures the block carries."""
+    validator_count: int = 0
+    """How many validators the round had (signatures: `len(validators)` of it)."""
+    checkpointed: bool = False
+    """A checkpoint at or above this block is carried by the chain."""
+    checkpoint: int | None = None
+    """The height of the checkpoint this block carries, if any."""
 
 
 class TransactionResult(Result, frozen=True):

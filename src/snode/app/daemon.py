@@ -35,6 +35,8 @@ from snode.node.batches import replay_stored_blocks
 from snode.node.node import Identity, Node
 from snode.node.verifier import VerifierPool
 from snode.node.writer import ChainWriter, store_thread
+from snode.services.checkpoints import CheckpointDuties
+from snode.services.producer import BlockProducer
 from snode.services.sn_duties import ServiceNodeDuties
 from snode.services.sync import Syncer
 from snode.app.systemd import notify
@@ -126,6 +128,7 @@ class Wiring:
     relay: Relay
     syncer: Syncer
     duties: ServiceNodeDuties
+    producer: BlockProducer
     quorumnet: QuorumNet | None
     runner: web.AppRunner
     bar: SyncProgressBar | None
@@ -213,6 +216,8 @@ class Daemon:
 
             quorumnet = QuorumNet(node, node.identity.key, bind_ip=cfg.p2p_bind.host, port=cfg.quorumnet_port)
         duties = ServiceNodeDuties(node, peers, quorumnet=quorumnet)
+        checkpoints = CheckpointDuties(node, peers, quorumnet) if quorumnet is not None else None
+        producer = BlockProducer(writer, quorumnet, checkpoints)
         if quorumnet is not None:
             quorumnet.start()
         bar = None
@@ -230,7 +235,7 @@ class Daemon:
         await web.SockSite(runner, rpc_sock, shutdown_timeout=2.0).start()
         await peers.start(p2p_sock)
         syncer.start()
-        wiring = Wiring(writer, peers, relay, syncer, duties, quorumnet, runner, bar)
+        wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar)
         self._start_tasks(node, wiring)
         return wiring
 
@@ -240,7 +245,7 @@ class Daemon:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
         tasks = wiring.tasks
-        tasks += [asyncio.create_task(self._produce_blocks(wiring.writer), name="producer"),
+        tasks += [asyncio.create_task(wiring.producer.run(), name="block production"),
                   asyncio.create_task(wiring.duties.run_proofs(), name="uptime proofs")]
         if not cfg.non_interactive and _stdin_is_console():
             tasks.append(asyncio.create_task(self._console(node), name="console"))
@@ -309,21 +314,6 @@ class Daemon:
             producer = None
         return Node(params=params, consensus=consensus, store=store, state=state,
                     identity=identity, producer_key=producer, clock=self.clock, verifier=VerifierPool())
-
-    async def _produce_blocks(self, writer: ChainWriter) -> None:
-        """Devnet and public networks while bootstrapping: the authority produces on schedule."""
-        node = writer.node
-        interval = node.params.target_block_time
-        if node.producer_key is None or interval <= 0:
-            return
-        while True:
-            due = node.state.timestamp + interval
-            await asyncio.sleep(max(due - node.clock.time(), 0.05))
-            try:
-                await writer.produce_block()
-            except Exception:
-                log.exception("block production failed")
-                await asyncio.sleep(interval)
 
     async def _report_status(self, node: Node) -> None:
         """Keep systemd's STATUS (shown by `systemctl status`) on the status line."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from snode.core.blocks import Block, make_block
+from snode.core.blocks import Block, Checkpoint, make_block
 from snode.core.crypto import SigningKey
 from snode.core.genesis import Consensus
 from snode.core.mempool import Mempool, select
@@ -15,9 +15,11 @@ COINBASE_ALLOWANCE = 4_096
 
 
 def build_block(
-    state: ChainState, pool: Mempool, consensus: Consensus, key: SigningKey, *, timestamp: int
+    state: ChainState, pool: Mempool, consensus: Consensus, key: SigningKey, *, timestamp: int,
+    round: int = 0, checkpoint: Checkpoint | None = None,
 ) -> tuple[Block, list[bytes]]:
-    """The next block on `state` signed by `key`, and the pool ids found stale on the way.
+    """The next block on `state` signed by `key` (the authority's, or the leader of `round`),
+    carrying `checkpoint` if given, and the pool ids found stale on the way.
 
     The timestamp never goes below the parent's, whatever the producer's clock says.
     """
@@ -30,6 +32,6 @@ def build_block(
     block = make_block(
         height=state.height + 1, prev_hash=state.tip_hash, timestamp=timestamp,
         transactions=(coinbase, *txs), producer_key=key,
-        network_id=consensus.params.network_id,
+        network_id=consensus.params.network_id, round=round, checkpoint=checkpoint,
     )
     return block, stale

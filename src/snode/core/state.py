@@ -292,6 +292,9 @@ class Undo(msgspec.Struct, frozen=True, array_like=True, gc=False):
     service_nodes: tuple[tuple[bytes, ServiceNode | None], ...]
     quorums: tuple[tuple[int, Quorum | None], ...]
     checkpoints: tuple[tuple[int, CheckpointSlot | None], ...] = ()
+    round_validators: tuple[PubKey, ...] = ()
+    """The validators of the round that made a service-node block (the block's signer bitset
+    names them by position); kept with the block so that tools can show who signed."""
 
 
 _MISSING: Any = object()
@@ -354,3 +357,15 @@ def undo_block(state: ChainState, undo: Undo) -> ChainState:
         height=state.height - 1, tip_hash=undo.prev_tip_hash, timestamp=undo.prev_timestamp,
         issued=undo.prev_issued, index=index, **maps,
     )
+
+
+def last_checkpoint(state: ChainState) -> int:
+    """The highest checkpoint height a block of this chain carries (0 for none)."""
+    return max((h for h, slot in state.checkpoints.items() if slot.carried), default=0)
+
+
+def immutable_height(state: ChainState) -> int:
+    """The highest final height: a block with two carried checkpoints at or above it (the
+    second-highest carried checkpoint height; 0 before two exist)."""
+    carried = sorted((h for h, slot in state.checkpoints.items() if slot.carried), reverse=True)
+    return carried[1] if len(carried) >= 2 else 0

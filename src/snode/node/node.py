@@ -26,7 +26,7 @@ from snode import __version__
 from snode.common.clock import Clock, SystemClock
 from snode.common.events import EventHub
 from snode.core import mempool as mp
-from snode.core.blocks import Block
+from snode.core.blocks import Block, Checkpoint
 from snode.core.chain import is_better_tip, locator_heights
 from snode.core.crypto import SigningKey
 from snode.core.errors import InvalidBlock, SnodeError
@@ -34,7 +34,8 @@ from snode.core.genesis import Consensus
 from snode.core.production import build_block
 from snode.core.proofs import UptimeProof, check_proof, make_proof
 from snode.core.service_nodes import Status, status
-from snode.core.state import ChainState, Undo, UtxoEntry, undo_block
+from snode.core.pulse import Mode, production_mode
+from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height, undo_block
 from snode.core.transactions import Transaction, txid
 from snode.core.transition import apply_block
 from snode.core.units import format_age
@@ -122,6 +123,16 @@ class Node:
         """Best height announced by peers while syncing; 0 when synced."""
         return self._target_height
 
+    @property
+    def production_mode(self) -> Mode:
+        """Who produces the next block (`core.pulse`)."""
+        return production_mode(self._state, self.params)
+
+    @property
+    def immutable_height(self) -> int:
+        """The highest final height (no reorganisation may undo a block at or below it)."""
+        return immutable_height(self._state)
+
     def now(self) -> int:
         """The daemon's clock, in whole seconds (a regtest node's may be mocked)."""
         return int(self.clock.time())
@@ -129,6 +140,16 @@ class Node:
     def block_at(self, height: int) -> Block | None:
         """The main-chain block at `height`, None above the tip."""
         return self.store.get_block_by_height(height) if 0 <= height <= self.height else None
+
+    def block_and_undo(self, height: int) -> tuple[Block, Undo] | None:
+        """The main-chain block at `height` (above genesis) and its undo record (which names
+        its round's validators), None above the tip."""
+        hash_ = self.main_chain_hash(height)
+        if hash_ is None or height == 0:
+            return None
+        block = self.store.get_block(hash_)
+        assert block is not None, "every main-chain block is stored"
+        return block, self.store.get_undo(hash_)
 
     def block_by_hash(self, hash_: bytes) -> Block | None:
         """Any stored block by its hash (main chain or undone by a reorg), or None."""
@@ -325,6 +346,22 @@ class Node:
         if stale:
             self.pool = mp.remove(self.pool, stale)
         return block
+
+    def build_round_block(self, round: int, timestamp: int, checkpoint: Checkpoint | None = None) -> Block:
+        """This service node's block for `round` of the next height, from the mempool, signed
+        with its key as the round's leader (its validators' signatures are added later)."""
+        if self.identity is None:
+            raise RuntimeError("this daemon is not a service node")
+        block, stale = build_block(self.state, self.pool, self.consensus, self.identity.key,
+                                   timestamp=timestamp, round=round, checkpoint=checkpoint)
+        if stale:
+            self.pool = mp.remove(self.pool, stale)
+        return block
+
+    def check_template(self, block: Block, now: int) -> None:
+        """A validator's check of a round leader's block: every rule of a next block but the
+        validators' signatures it cannot carry yet; SnodeError says what is wrong."""
+        apply_block(self._state, block, self.consensus, verifier=self.verifier, now=now)
 
     def produce_block(self, now: int) -> Block:
         """Make, store and adopt the next block with this daemon's authority key."""

@@ -21,7 +21,8 @@ from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError, InvalidAddress, InvalidAmount, InvalidRegistration, SnodeError
 from snode.core.proofs import InvalidProof
 from snode.core.registration import format_command, sign_registration
-from snode.core.state import ServiceNode
+from snode.core.pulse import signer_indexes
+from snode.core.state import ServiceNode, Undo, last_checkpoint
 from snode.core.transactions import Coinbase, Registration, Reservation, Stake, StateChange, Transaction, txid
 from snode.core.units import parse_percent_ppm
 from snode.common.endpoints import ip_endpoint
@@ -151,6 +152,8 @@ class MethodTable:
             service_node_count=len(node.state.service_nodes),
             peer_count=len(self.peers.peers) if self.peers is not None else 0,
             last_uptime_proof_rejection=node.proofs.own_refusal,
+            immutable_height=node.immutable_height,
+            block_production=node.production_mode.value,
         )
 
     async def get_service_nodes(
@@ -268,14 +271,24 @@ class MethodTable:
     async def get_block(self, p: GetBlockParams) -> BlockResult:
         if (p.height is None) == (p.hash is None):
             raise RpcError(E.INVALID_PARAMS, "Invalid params: give exactly one of height and hash")
+        node = self.node
+        height = p.height
         if p.hash is not None:
-            block = await self.writer.call(self.node.block_by_hash, _hex32("hash", p.hash))
-        else:
-            assert p.height is not None
-            block = await self.writer.call(self.node.block_at, p.height)
-        if block is None:
+            block = await self.writer.call(node.block_by_hash, _hex32("hash", p.hash))
+            if block is None:
+                raise RpcError(E.NOT_FOUND, "no such block")
+            if await self.writer.call(node.main_chain_hash, block.header.height) != block_hash(block.header):
+                return _block_result(block, None, node)  # undone by a reorganisation
+            height = block.header.height
+        assert height is not None
+        if height == 0:
+            genesis = await self.writer.call(node.block_at, 0)
+            assert genesis is not None
+            return _block_result(genesis, None, node)
+        found = await self.writer.call(node.block_and_undo, height)
+        if found is None:
             raise RpcError(E.NOT_FOUND, "no such block on the main chain")
-        return _block_result(block)
+        return _block_result(found[0], found[1], node)
 
     async def get_transaction(self, p: TxidParams) -> TransactionResult:
         tid = _hex32("txid", p.txid)
@@ -363,13 +376,21 @@ def _regtest_only(method: str) -> RpcError:
     return RpcError(E.REGTEST_ONLY, f"{method} is only available on regtest (--regtest)")
 
 
-def _block_result(block: Block) -> BlockResult:
+def _block_result(block: Block, undo: Undo | None, node: Node) -> BlockResult:
+    """A block as tools show it: who produced it, in which round, with whose signatures
+    (named by its undo record, which keeps the round's validators)."""
     h = block.header
+    validators = undo.round_validators if undo is not None else ()
+    signed = [validators[i].hex() for i in signer_indexes(block.validator_bitset) if i < len(validators)]
     return BlockResult(
         hash=block_hash(h).hex(), height=h.height, timestamp=h.timestamp,
-        prev_hash=h.prev_hash.hex(), producer=h.producer.hex(),
+        prev_hash=h.prev_hash.hex(),
+        producer="authority" if h.producer in node.consensus.authorities else h.producer.hex(),
         tx_ids=[txid(tx).hex() for tx in block.transactions],
-        block_hex=encode(block).hex(),
+        block_hex=encode(block).hex(), producer_key=h.producer.hex(), round=h.round,
+        validators=signed, validator_count=len(validators),
+        checkpointed=undo is not None and h.height <= last_checkpoint(node.state),
+        checkpoint=h.checkpoint.height if h.checkpoint is not None else None,
     )
 
 

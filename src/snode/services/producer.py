@@ -1,0 +1,237 @@
+"""Block production: the authority's blocks while the network is small (and as the backstop),
+and this service node's part in the rounds once service nodes produce (issue #12).
+
+The rounds themselves are `core.rounds.RoundMachine` (no I/O): one machine per height, made from
+the tip when it changes, woken at its `wake_at` and by quorumnet messages; this module only does
+what it says. A leader builds its block from the mempool and sends it to its validators over
+quorumnet; a validator checks a template fully on the store thread (as a next block, all rules
+but the validators' signatures), signs its hash and sends the signature back; the leader puts
+the signatures it has into the block as soon as it has enough and hands it to the node, which
+stores it, makes it the tip, and (through the event hub) the relay broadcasts it over P2P.
+
+Every daemon logs once when block production passes from the authority to the service nodes
+and back (`core.pulse.authority_reason` says why).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from snode.core import rounds as R
+from snode.core.blocks import Block, block_hash
+from snode.core.errors import BlockFromFuture, SnodeError
+from snode.core.pulse import Mode, authority_reason, backstop_time, production_mode, validator_message
+from snode.core.state import ChainState
+from snode.net.events import QuorumMessageReceived
+from snode.node.events import BlocksAdopted
+from snode.node.writer import ChainWriter
+from snode.services.checkpoints import CheckpointDuties
+
+if TYPE_CHECKING:  # pyzmq is imported only by a service node's daemon (start-up time)
+    from snode.net.quorumnet import QuorumNet
+
+log = logging.getLogger(__name__)
+
+MIN_SLEEP = 0.05
+"""Seconds: the shortest wait between two looks at the clock."""
+
+
+class BlockProducer:
+    """Produces this daemon's blocks: as the authority (if it holds the key) and as a service
+    node (if it is one)."""
+
+    def __init__(self, writer: ChainWriter, quorumnet: QuorumNet | None,
+                 checkpoints: CheckpointDuties | None = None) -> None:
+        self.writer = writer
+        self.node = node = writer.node
+        self.quorumnet = quorumnet
+        self.checkpoints = checkpoints
+        """Where a leader finds the checkpoint its block should carry."""
+        self.machine: R.RoundMachine | None = None
+        self._changed = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._mode = production_mode(node.state, node.params)
+        node.hub.subscribe(BlocksAdopted, self._on_blocks)
+        node.hub.subscribe(QuorumMessageReceived, self._on_message)
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Until cancelled: wait for the next thing to do (a round to begin or end, the
+        authority's turn), do it, and start over on every new tip."""
+        node = self.node
+        self._new_machine(node.state)
+        while True:
+            self._changed.clear()
+            due = self._next_due(node.state)
+            if due is not None:
+                delay = max(due - node.clock.time(), MIN_SLEEP)
+                try:
+                    await asyncio.wait_for(self._changed.wait(), delay)
+                    continue  # a new tip or a message: look again
+                except asyncio.TimeoutError:
+                    pass
+                await self._act(node.state)
+            else:
+                await self._changed.wait()
+
+    def _next_due(self, state: ChainState) -> float | None:
+        """When this daemon has something to do next, or None while it has nothing."""
+        params = self.node.params
+        authority = self.node.producer_key is not None and params.target_block_time > 0
+        if self._mode is Mode.AUTHORITY:
+            return state.timestamp + params.target_block_time if authority else None
+        due = []
+        if self.machine is not None:
+            due.append(self.machine.wake_at)
+        if authority:
+            due.append(backstop_time(state.timestamp, params))
+        return min(due) if due else None
+
+    async def _act(self, state: ChainState) -> None:
+        """The time has come: the authority's block, or the round machine's tick."""
+        node = self.node
+        if state is not node.state:
+            return
+        now = node.clock.time()
+        if node.producer_key is not None and node.params.target_block_time > 0 and (
+            self._mode is Mode.AUTHORITY or now >= backstop_time(state.timestamp, node.params)
+        ):
+            await self._produce_as_authority()
+            return
+        if self.machine is not None:
+            await self._do(self.machine.tick(now))
+
+    async def _produce_as_authority(self) -> None:
+        try:
+            block = await self.writer.produce_block()
+        except Exception:  # a bug must not end block production for the life of the process
+            log.exception("block production failed")
+            await asyncio.sleep(max(self.node.params.target_block_time, 1))
+            return
+        if self._mode is Mode.SERVICE_NODES:
+            log.warning("no service-node block for %d rounds: the authority produced block %d as "
+                        "the backstop", self.node.params.backstop_rounds, block.header.height)
+
+    # --- events -------------------------------------------------------------------------------
+
+    def _on_blocks(self, event: BlocksAdopted) -> None:
+        """A new tip: a new height to produce, perhaps a new mode."""
+        state = self.node.state
+        mode = production_mode(state, self.node.params)
+        if mode is not self._mode:
+            self._mode = mode
+            if mode is Mode.SERVICE_NODES:
+                log.warning("block production passes to the service nodes at height %d",
+                            state.height + 1)
+            else:
+                log.warning("block production passes back to the authority at height %d: %s",
+                            state.height + 1, authority_reason(state, self.node.params))
+        self._new_machine(state)
+        self._changed.set()
+
+    def _new_machine(self, state: ChainState) -> None:
+        identity = self.node.identity
+        registered = identity is not None and identity.key.public in state.service_nodes
+        if self._mode is not Mode.SERVICE_NODES or not registered or self.quorumnet is None:
+            self.machine = None
+            return
+        assert identity is not None
+        self.machine = R.RoundMachine.for_state(state, identity.key.public, self.node.params)
+
+    def _on_message(self, event: QuorumMessageReceived) -> None:
+        machine, message, now = self.machine, event.message, self.node.clock.time()
+        if machine is None:
+            return
+        match message:
+            case R.BlockTemplate():
+                self._spawn(self._do(machine.on_template(message, now)))
+            case R.ValidatorSignature():
+                self._spawn(self._do(machine.on_signature(message, now)))
+            case _:
+                return
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- actions ------------------------------------------------------------------------------
+
+    async def _do(self, actions: Sequence[R.Action]) -> None:
+        """Do what the round machine says, in order (answers may add actions)."""
+        queue = list(actions)
+        while queue:
+            action = queue.pop(0)
+            machine = self.machine
+            if machine is None:
+                return  # the tip moved on: whatever this round wanted is moot
+            queue += await self._do_one(machine, action)
+
+    async def _do_one(self, machine: R.RoundMachine, action: R.Action) -> list[R.Action]:
+        node = self.node
+        match action:
+            case R.BuildTemplate():
+                checkpoint = self.checkpoints.best(node.state) if self.checkpoints is not None else None
+                block = node.build_round_block(action.round, action.timestamp, checkpoint)
+                return machine.on_built(block, node.clock.time())
+            case R.SendTemplate():
+                for validator in action.validators:
+                    self._send(validator, action.template)
+            case R.CheckTemplate():
+                valid = await self._check(action.block)
+                return machine.on_checked(action.block_hash, valid, node.clock.time())
+            case R.SignTemplate():
+                assert node.identity is not None
+                key = node.identity.key
+                signature = key.sign(validator_message(node.params.network_id, action.block_hash))
+                self._send(action.leader, R.ValidatorSignature(
+                    action.height, action.round, action.block_hash, key.public, signature))
+            case R.Broadcast():
+                await self._finish(action)
+            case R.RoundFailed():
+                log.info("round %d of block %d failed: no block from leader %s", action.round,
+                         action.height, action.leader.hex()[:16])
+            case R.Equivocation():
+                log.warning("leader %s sent two blocks for round %d of block %d; signing neither",
+                            action.leader.hex()[:16], action.round, action.height)
+        return []
+
+    def _send(self, member: bytes, message: R.BlockTemplate | R.ValidatorSignature) -> None:
+        assert self.quorumnet is not None
+        if not self.quorumnet.send(member, message):
+            log.info("quorumnet: cannot reach %s yet (no uptime proof with its address)", member.hex()[:16])
+
+    async def _check(self, block: Block) -> bool:
+        """A validator's full check of a template, off the event loop."""
+        node = self.node
+        try:
+            await self.writer.call(node.check_template, block, node.now())
+        except BlockFromFuture as err:
+            log.info("template %d: %s (check both clocks)", block.header.height, err.reason)
+            return False
+        except SnodeError as err:
+            log.info("template %d from %s refused: %s", block.header.height,
+                     block.header.producer.hex()[:16], err.reason)
+            return False
+        return True
+
+    async def _finish(self, action: R.Broadcast) -> None:
+        """The leader has its signatures: the block goes to the node, then to every peer."""
+        block = msgspec.structs.replace(
+            action.block, validator_bitset=action.validator_bitset,
+            validator_signatures=action.validator_signatures,
+        )
+        header = block.header
+        try:
+            await self.writer.accept_block(block)
+        except SnodeError as err:
+            log.warning("own block %d of round %d refused: %s", header.height, header.round, err.reason)
+            return
+        log.info("led block %d %s in round %d with %d validator signatures", header.height,
+                 block_hash(header).hex()[:16], header.round, len(action.validator_signatures))
