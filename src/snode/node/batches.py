@@ -16,13 +16,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from snode.core.errors import SnodeError
+from snode.core.chain import is_better_tip
+from snode.core.errors import InvalidBlock, SnodeError
 from snode.core.genesis import Consensus
 from snode.core.state import ChainState, Undo, undo_block
-from snode.core.transition import SigCheck, apply_block_encoded
+from snode.core.transition import SigCheck, apply_block, apply_block_encoded
 from snode.core.blocks import Block
 from snode.node.verifier import Pending, Verifier
-from snode.store import Commit, Encoded, StoreError
+from snode.store import Commit, Encoded, StoreError, Undone
 from snode.store.protocol import Store
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,45 @@ def _apply_into(
     batch.state = state
     if batch.commits:
         batch.commits[-1] = batch.commits[-1]._replace(state=state)
+
+
+@dataclass(frozen=True, slots=True)
+class Reorganization:
+    """A switch of branches that the store has made durable (`Node.store_reorganize`)."""
+
+    state: ChainState
+    """The state at the new tip."""
+    undone_blocks: list[Block]
+    """The old branch's blocks, tip first."""
+    branch: list[Block]
+    fork_height: int
+
+
+def reorganization(
+    store: Store, state: ChainState, branch: list[Block], consensus: Consensus, verifier: Verifier,
+    now: int,
+) -> Reorganization | None:
+    """`Node.store_reorganize`: undo the tip back to `branch`'s fork point, apply `branch`, all
+    validated in memory, then write the switch in one store transaction. None (nothing written)
+    when the branch does not end higher than `state`; an invalid branch raises."""
+    fork_height = branch[0].header.height - 1
+    if store.block_hash_at(fork_height) != branch[0].header.prev_hash:
+        raise InvalidBlock("branch does not fork from this node's main chain")
+    if not is_better_tip(state.height, branch[-1].header.height):
+        return None  # equal height: the tip seen first stays
+    undone: list[tuple[Undone, Block]] = []
+    while state.height > fork_height:
+        undo = store.get_undo(state.tip_hash)
+        block = store.get_block(state.tip_hash)
+        assert block is not None
+        state = undo_block(state, undo)
+        undone.append((Undone(state, undo), block))
+    commits: list[Commit] = []
+    for block in branch:
+        state, undo = apply_block(state, block, consensus, verifier=verifier, now=now)
+        commits.append(Commit(block, state, undo))
+    store.reorganize([u for u, _ in undone], commits)
+    return Reorganization(state, [b for _, b in undone], branch, fork_height)
 
 
 @contextmanager

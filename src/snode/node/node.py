@@ -27,7 +27,7 @@ from snode.common.clock import Clock, SystemClock
 from snode.common.events import EventHub
 from snode.core import mempool as mp
 from snode.core.blocks import Block, Checkpoint
-from snode.core.chain import is_better_tip, locator_heights
+from snode.core.chain import locator_heights
 from snode.core.crypto import SigningKey
 from snode.core.errors import InvalidBlock, SnodeError
 from snode.core.genesis import Consensus
@@ -35,11 +35,13 @@ from snode.core.production import build_block
 from snode.core.proofs import UptimeProof, check_proof, make_proof
 from snode.core.service_nodes import Status, status
 from snode.core.pulse import Mode, production_mode
-from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height, undo_block
+from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
 from snode.core.transactions import Transaction, txid
 from snode.core.transition import apply_block
 from snode.core.units import format_age
-from snode.node.batches import StagedBatch, StaleBatch, StoredBatch, collector_paused, stage
+from snode.node.batches import (
+    Reorganization, StagedBatch, StaleBatch, StoredBatch, collector_paused, reorganization, stage,
+)
 from snode.node.events import (
     BlocksAdopted, ChainReorganized, OwnProofRefused, ProofAccepted, SyncProgress, TransactionAdmitted,
 )
@@ -47,7 +49,7 @@ from snode.node.owners import OwnerIndex
 from snode.node.proofs import ProofBook
 from snode.node.verifier import InlineVerifier, Verifier
 from snode.params import NetworkParams
-from snode.store import Commit, StoreError, Undone
+from snode.store import StoreError
 from snode.store.protocol import Store
 
 log = logging.getLogger(__name__)
@@ -68,18 +70,6 @@ class Identity:
     public_ip: str
     p2p_port: int
     quorumnet_port: int
-
-
-@dataclass(frozen=True, slots=True)
-class Reorganization:
-    """A switch of branches that the store has made durable (`Node.store_reorganize`)."""
-
-    state: ChainState
-    """The state at the new tip."""
-    undone_blocks: list[Block]
-    """The old branch's blocks, tip first."""
-    branch: list[Block]
-    fork_height: int
 
 
 class Node:
@@ -393,25 +383,7 @@ class Node:
         the main chain): if it ends higher than the tip, validate the whole switch in memory,
         then write it in one store transaction. None (nothing written) when it does not end
         higher; an invalid branch raises and changes nothing."""
-        fork_height = branch[0].header.height - 1
-        if self.store.block_hash_at(fork_height) != branch[0].header.prev_hash:
-            raise InvalidBlock("branch does not fork from this node's main chain")
-        if not is_better_tip(self.height, branch[-1].header.height):
-            return None  # equal height: the tip seen first stays
-        state = self.state
-        undone: list[tuple[Undone, Block]] = []
-        while state.height > fork_height:
-            undo = self.store.get_undo(state.tip_hash)
-            block = self.store.get_block(state.tip_hash)
-            assert block is not None
-            state = undo_block(state, undo)
-            undone.append((Undone(state, undo), block))
-        commits: list[Commit] = []
-        for block in branch:
-            state, undo = apply_block(state, block, self.consensus, verifier=self.verifier, now=now)
-            commits.append(Commit(block, state, undo))
-        self.store.reorganize([u for u, _ in undone], commits)
-        return Reorganization(state, [b for _, b in undone], branch, fork_height)
+        return reorganization(self.store, self._state, branch, self.consensus, self.verifier, now)
 
     def adopt_reorganize(self, reorg: Reorganization, now: int) -> None:
         """Step 3 of a switch of branches: the new tip becomes current, and the mempool gets
