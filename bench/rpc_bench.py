@@ -203,7 +203,8 @@ class ChainBuilder:
         address = encode_address(self.params.address_prefix, self.faucet.public)
         result = self.rpc.call("get_outputs", {"address": address})
         return [
-            (OutPoint(bytes.fromhex(o["txid"]), o["index"]), UtxoEntry(self.faucet.public, o["amount"], o["unlock_height"]))
+            (OutPoint(bytes.fromhex(o["txid"]), o["index"]),
+             UtxoEntry(self.faucet.public, o["amount"], o["unlock_height"]))
             for o in result["outputs"] if o["unlock_height"] <= result["height"] + 1
         ]
 

@@ -172,7 +172,8 @@ class SyncChain:
 
     def _fund(self, wallets: Sequence[Wallet], amount: int) -> tuple[Transaction, int]:
         assert self.faucet.change is not None
-        return self._spend(self.faucet, [self.faucet.change], [TxOut(w.key.public, amount) for w in wallets], Transfer())
+        outputs = [TxOut(w.key.public, amount) for w in wallets]
+        return self._spend(self.faucet, [self.faucet.change], outputs, Transfer())
 
     def _register(self, index: int, height: int, timestamp: int) -> tuple[Transaction, int]:
         operator = self.operators[index]

@@ -188,7 +188,8 @@ def test_checker_catches_imports_against_the_order(module: str, source: str, cul
         ("snode.services.sync", "from snode.net import protocol\nfrom snode.store import ChainStore\n"),
         ("snode.app.daemon", "from snode.rpc.methods import MethodTable\n"),
         ("snode.wallet.service", "from snode.api.client import RpcClient\nfrom snode.core.units import parse_coins\n"),
-        ("snode.tools.cli", "from snode.common.entry import run_command\nfrom snode.tools.tables import make_console\n"),
+        ("snode.tools.cli",
+         "from snode.common.entry import run_command\nfrom snode.tools.tables import make_console\n"),
         ("snode.node.node", "from . import verifier\nfrom snode import __version__\n"),
     ],
 )

@@ -137,7 +137,7 @@ def test_several_unlock_heights_give_the_next_and_the_last():
     assert lines[2] == ("Locked: 6 coins; the next 3 coins unlock at height 19 (in 9 blocks), "
                         "all of it by height 24 (in 14 blocks)")
     assert lines[-1] == "Staked: 0 coins on 0 service nodes"
-    assert not any(l.startswith("Pending") for l in lines)
+    assert not any(line.startswith("Pending") for line in lines)
 
 
 def test_nothing_locked_prints_no_locked_line():
@@ -369,14 +369,14 @@ def test_a_good_line_passes():
 
 
 @pytest.mark.parametrize(("mangle", "needle"), [
-    (lambda l: l.rsplit(" ", 1)[0], "malformed"),
-    (lambda l: "register_service_node", "malformed"),
-    (lambda l: l.replace(" snr1", " snt1", 1), "wrong network prefix"),
-    (lambda l: l.replace("\n", "") .replace(l.split()[2], l.split()[2][:20] + " " + l.split()[2][20:]),
+    (lambda cmd: cmd.rsplit(" ", 1)[0], "malformed"),
+    (lambda cmd: "register_service_node", "malformed"),
+    (lambda cmd: cmd.replace(" snr1", " snt1", 1), "wrong network prefix"),
+    (lambda cmd: cmd.replace("\n", "") .replace(cmd.split()[2], cmd.split()[2][:20] + " " + cmd.split()[2][20:]),
      "contains whitespace"),
-    (lambda l: l.replace(" ", "\t", 3), "one line with single spaces"),
-    (lambda l: l[:-3] + ("000" if not l.endswith("000") else "111"), "signature is not valid"),
-    (lambda l: l.replace(" 200000000000000 ", " 2000000000000000 "), "signature is not valid"),
+    (lambda cmd: cmd.replace(" ", "\t", 3), "one line with single spaces"),
+    (lambda cmd: cmd[:-3] + ("000" if not cmd.endswith("000") else "111"), "signature is not valid"),
+    (lambda cmd: cmd.replace(" 200000000000000 ", " 2000000000000000 "), "signature is not valid"),
 ])
 def test_bad_lines_name_what_to_fix(mangle, needle):
     with pytest.raises(InvalidRegistration, match=needle):

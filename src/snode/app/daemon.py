@@ -310,7 +310,8 @@ class Daemon:
         if params.generate_on_demand:
             producer = SigningKey(REGTEST_AUTHORITY_SEED)
         if producer is not None and producer.public not in consensus.authorities:
-            log.warning("the authority key in the data dir is not one of this genesis' authorities; not producing blocks")
+            log.warning("the authority key in the data dir is not one of this genesis' authorities; "
+                        "not producing blocks")
             producer = None
         return Node(params=params, consensus=consensus, store=store, state=state,
                     identity=identity, producer_key=producer, clock=self.clock, verifier=VerifierPool())
