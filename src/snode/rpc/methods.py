@@ -18,22 +18,21 @@ from snode.core import service_nodes as sn_rules
 from snode.core.address import decode_address
 from snode.core.blocks import Block, block_hash
 from snode.core.encoding import decode, encode
-from snode.core.errors import DecodeError, InvalidAddress, InvalidAmount, InvalidRegistration, SnodeError
+from snode.core.errors import DecodeError, InvalidAddress, SnodeError
 from snode.core.proofs import InvalidProof
-from snode.core.registration import format_command, sign_registration
+from snode.core.registration import format_command
 from snode.core.pulse import signer_indexes
 from snode.core.state import ServiceNode, Undo, last_checkpoint
-from snode.core.transactions import Coinbase, Registration, Reservation, Stake, StateChange, Transaction, txid
-from snode.core.units import parse_percent_ppm
+from snode.core.transactions import Coinbase, Registration, Stake, StateChange, Transaction, txid
 from snode.common.endpoints import ip_endpoint
 from snode.net.peers import PeerManager
 from snode.node.node import Node
 from snode.node.writer import ChainWriter
 from snode.services.sn_duties import ServiceNodeDuties
-from snode.params import MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM
 from snode.api import errors as E
 from snode.api.errors import RpcError
 from snode.api.records import service_node_state
+from snode.rpc.registration import REG_FAILED, build_registration
 from snode.api.types import (
     AddPeerParams, AddressParams, BanInfo, BlockResult, GenerateBlocksParams, GenerateBlocksResult,
     GetBlockParams, GetServiceNodesParams, HeightResult, InfoResult, MempoolEntry, MempoolResult,
@@ -42,9 +41,6 @@ from snode.api.types import (
     SetMockTimeParams, StakingRequirementResult, StatusResult, TransactionResult, TxidParams,
 )
 
-REG_FAILED = "Failed to make registration command"
-REGISTRATION_CLOCK_MARGIN = 600
-MAX_AMOUNT = 2**63 - 1
 
 _NO_PARAMS = NoParams()
 _OK = StatusResult(status="OK")
@@ -392,72 +388,3 @@ def _block_result(block: Block, undo: Undo | None, node: Node) -> BlockResult:
         checkpointed=undo is not None and h.height <= last_checkpoint(node.state),
         checkpoint=h.checkpoint.height if h.checkpoint is not None else None,
     )
-
-
-def _fail(reason: str, code: int = E.REGISTRATION_CMD_FAILED) -> RpcError:
-    return RpcError(code, f"{REG_FAILED}: {reason}")
-
-
-def _is_atomic_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def build_registration(params: dict[str, Any], node: Node, now: int) -> Registration:
-    """Check get_service_node_registration_cmd's params against every rule; the signed payload."""
-    net = node.params
-    allowed = {"operator_cut", "contributor_addresses", "contributor_amounts", "staking_requirement"}
-    unknown = sorted(set(params) - allowed)
-    if unknown:
-        raise _fail(f"unknown parameter '{unknown[0]}'; the parameters are {', '.join(sorted(allowed))}")
-    amounts = params.get("contributor_amounts")
-    if (not isinstance(amounts, list) or not amounts or not _is_atomic_int(amounts[0])
-            or not 0 < amounts[0] <= MAX_AMOUNT):
-        raise _fail("No operator contribution given")
-    for i, a in enumerate(amounts[1:], start=1):
-        if not _is_atomic_int(a):
-            raise _fail(f"contributor_amounts[{i}] is not an integer in atomic units")
-    addresses = params.get("contributor_addresses")
-    if not isinstance(addresses, list) or not addresses or not all(isinstance(a, str) for a in addresses):
-        raise _fail("contributor_addresses must list the operator's wallet address first")
-    if len(addresses) != len(amounts):
-        raise _fail(
-            f"contributor_addresses has {len(addresses)} entries but contributor_amounts has "
-            f"{len(amounts)}; give one amount per address"
-        )
-    if len(addresses) > MAX_CONTRIBUTORS:
-        raise _fail(f"{len(addresses)} contributors given; at most the operator and {MAX_CONTRIBUTORS - 1} others")
-    cut = params.get("operator_cut", "0")
-    if _is_atomic_int(cut):
-        cut = str(cut)
-    if not isinstance(cut, str):
-        raise _fail("operator_cut must be a decimal percent string from \"0\" to \"10\"")
-    try:
-        fee_ppm = parse_percent_ppm(cut, maximum_ppm=MAX_OPERATOR_FEE_PPM)
-    except InvalidAmount as err:
-        raise _fail(f"operator_cut: {err.reason}") from None
-    requirement = params.get("staking_requirement", net.staking_requirement)
-    if not _is_atomic_int(requirement) or requirement != net.staking_requirement:
-        raise _fail(
-            f"staking_requirement {requirement!r} is not this network's staking requirement "
-            f"({net.staking_requirement} atomic units)"
-        )
-    reservations = []
-    for i, (address, amount) in enumerate(zip(addresses, amounts)):
-        who = "operator address" if i == 0 else f"contributor address {i}"
-        try:
-            reservations.append(Reservation(decode_address(net.address_prefix, address), amount))
-        except InvalidAddress as err:
-            raise _fail(f"{who}: {err.reason}") from None
-        if not 0 < amount <= MAX_AMOUNT:
-            raise _fail(f"contributor_amounts[{i}] must be a positive amount in atomic units")
-    assert node.identity is not None
-    # A little under the window, so a block producer whose clock is behind ours still takes it.
-    expiry = now + net.registration_validity - REGISTRATION_CLOCK_MARGIN
-    reg = sign_registration(node.identity.key, net, fee_ppm, tuple(reservations), expiry)
-    try:
-        sn_rules.check_registration(
-            reg, registered=reg.sn_pubkey in node.state.service_nodes, block_time=now, params=net
-        )
-    except InvalidRegistration as err:
-        raise _fail(err.reason) from None
-    return reg
