@@ -17,10 +17,12 @@ from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST, TESTNET
 from snode.wallet.commands import COMMANDS, help_lines
 from snode.wallet.logic import (
-    Output, PendingStake, balance_lines, balance_of, check_registration_line, choose_stake, coins,
-    is_unclear, is_yes, mempool_spends, node_from_record, not_enough, parse_outputs,
-    parse_stake_percent, pool_effects, scan_block, spendable, split_command, stake_line,
-    stakes_lines, transfer_lines,
+    Output, PendingStake, balance_lines, balance_of, coins, is_unclear, is_yes, mempool_spends,
+    not_enough, parse_outputs, pool_effects, scan_block, spendable, split_command, transfer_lines,
+)
+from snode.wallet.staking import (
+    check_registration_line, choose_stake, node_from_record, parse_stake_percent, stake_line,
+    stakes_lines,
 )
 from snode.wallet.rpc_server import check_bind
 from snode.wallet.errors import WalletError

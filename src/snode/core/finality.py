@@ -38,7 +38,7 @@ from snode.core.errors import InvalidBlock
 from snode.core.quorums import _shuffled
 from snode.core.pulse import signer_set, signers
 from snode.core.state import Quorum
-from snode.core.transition import SigCheck
+from snode.core.sigchecks import SigCheck
 from snode.core.types import Hash32, Height, PubKey, Signature
 from snode.params import NetworkParams
 
@@ -62,9 +62,11 @@ def checkpoint_quorum(
     active: Sequence[bytes], block_hash: bytes, height: int, params: NetworkParams
 ) -> Quorum | None:
     """The quorum that checkpoints the block at `height` (`block_hash` is its hash, `active` the
-    sorted active keys after it), or None: not a checkpoint height, or too few active nodes for
-    service nodes to produce blocks or for a full quorum."""
-    if not is_checkpoint_height(height, params) or len(active) < params.min_active_sns:
+    sorted active keys after it), or None: not a checkpoint height, a network where service
+    nodes never produce blocks (regtest), or too few active nodes for service nodes to produce
+    blocks or for a full quorum."""
+    if (not params.sn_blocks or not is_checkpoint_height(height, params)
+            or len(active) < params.min_active_sns):
         return None
     size = params.checkpoint_quorum(len(active))
     if size == 0:

@@ -1,6 +1,6 @@
 """The mempool: admission and block-template selection, as pure functions on an immutable pool.
 
-Admission runs the block rules against the tip (`transition.check_transaction`) and refuses a
+Admission runs the block rules against the tip (`tx_rules.check_transaction`) and refuses a
 transaction that spends an output another pool transaction already spends. Selection replays the
 pool in fee-rate order on a working copy of the state and keeps what still applies, so two stakes
 that together over-fill a node cannot both enter a block.
@@ -17,10 +17,9 @@ from snode.core.encoding import encode
 from snode.core.errors import InvalidTransaction, MempoolRejection
 from snode.core.genesis import Consensus
 from snode.core.state import ChainState
-from snode.core.transactions import Coinbase, StateChange, Transaction, txid
-from snode.core.transition import (
-    BatchVerifier, apply_transaction, check_transaction, verify_serially,
-)
+from snode.core.sigchecks import BatchVerifier, verify_serially
+from snode.core.transactions import StateChange, Transaction, TxKind, payload_kind, txid
+from snode.core.tx_rules import apply_transaction, check_transaction
 
 MAX_POOL_BYTES: Final = 32_000_000
 
@@ -62,7 +61,8 @@ def admit(
     tx_id = txid(tx)
     if tx_id in pool.entries:
         raise MempoolRejection(f"transaction {tx_id.hex()[:16]} is already in the mempool")
-    if isinstance(tx.payload, Coinbase):
+    kind = payload_kind(tx.payload)
+    if kind is TxKind.COINBASE:
         raise InvalidTransaction("a coinbase cannot be sent on its own")
     for op in tx.inputs:
         other = pool.spent.get(op.key())
@@ -71,7 +71,7 @@ def admit(
                 f"transaction spends output {op.txid.hex()[:16]}:{op.index}, which mempool "
                 f"transaction {other.hex()[:16]} already spends"
             )
-    if isinstance(tx.payload, StateChange):
+    if isinstance(tx.payload, StateChange):  # the check needs the payload's fields
         for entry in pool.entries.values():
             p = entry.tx.payload
             if isinstance(p, StateChange) and p.sn_pubkey == tx.payload.sn_pubkey and p.kind == tx.payload.kind:
@@ -79,7 +79,7 @@ def admit(
     fee = check_transaction(state, tx, consensus, block_time=now, verifier=verifier)
     size = len(encode(tx))
     # State changes pay no fee and keep the network honest: a full pool never holds them back.
-    if pool.total_bytes + size > MAX_POOL_BYTES and not isinstance(tx.payload, StateChange):
+    if pool.total_bytes + size > MAX_POOL_BYTES and kind is not TxKind.STATE_CHANGE:
         raise MempoolRejection("mempool is full")
     entry = PoolEntry(tx=tx, txid=tx_id, size=size, fee=fee, arrival=pool.counter)
     spent = pool.spent.mutate()
@@ -109,7 +109,7 @@ def remove(pool: Mempool, tx_ids: set[bytes] | list[bytes]) -> Mempool:
 
 def _priority(entry: PoolEntry) -> tuple[int, float, int]:
     # State changes first: they keep the network honest and pay no fee.
-    is_state_change = isinstance(entry.tx.payload, StateChange)
+    is_state_change = payload_kind(entry.tx.payload) is TxKind.STATE_CHANGE
     return (0 if is_state_change else 1, -entry.fee / entry.size, entry.arrival)
 
 

@@ -50,7 +50,7 @@ from snode.core.errors import InvalidBlock
 from snode.core.genesis import Consensus
 from snode.core.quorums import block_leader_from_queue, block_validators_from_active
 from snode.core.state import ChainState, registry_index
-from snode.core.transition import SigCheck
+from snode.core.sigchecks import SigCheck
 from snode.core.types import PubKey
 from snode.params import NetworkParams
 

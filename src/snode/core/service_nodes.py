@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import Final, assert_never
 
 import msgspec
 
@@ -36,6 +36,9 @@ class Reason(enum.IntEnum):
     FIRST_UPTIME_PROOF = 1
     MISSED_UPTIME_PROOFS = 2
     UPTIME_PROOFS_RESUMED = 3
+    MISSED_BLOCK_PRODUCTION = 4
+    """Led no block in its rounds, or signed none of the blocks it validated, too often
+    (`core.participation`)."""
 
     @property
     def label(self) -> str:
@@ -221,32 +224,53 @@ def add_contribution(sn: ServiceNode, staker: bytes, amount: int, height: int) -
 def apply_state_change(
     sn: ServiceNode, kind: int, reason: int, height: int
 ) -> ServiceNode:
-    """The record after a quorum's verdict; InvalidStateChange when it does not fit the node."""
+    """The record after a quorum's verdict; InvalidStateChange when it does not fit the node.
+
+    Every kind has its own rule; an unknown kind number is refused, never taken for another."""
     try:
-        kind = StateChangeKind(kind)
-        reason = Reason(reason)
+        verdict = StateChangeKind(kind)
+        why = Reason(reason)
     except ValueError:
         raise InvalidStateChange(f"unknown state change kind {kind} or reason {reason}") from None
     if not sn.funded:
         raise InvalidStateChange("service node is not funded yet")
-    if kind is StateChangeKind.ACTIVATE:
-        if sn.active or sn.active_since != NO_HEIGHT:
-            raise InvalidStateChange("service node has been activated before")
-        return msgspec.structs.replace(
-            sn, active=True, active_since=height, last_state_change_height=height,
-            last_state_change_reason=reason,
-        )
-    if kind is StateChangeKind.DECOMMISSION:
-        if not sn.active:
-            raise InvalidStateChange("service node is not active")
-        return msgspec.structs.replace(
-            sn, active=False, decommission_count=sn.decommission_count + 1,
-            last_state_change_height=height, last_state_change_reason=reason,
-            last_decommission_reason=reason,
-        )
+    match verdict:
+        case StateChangeKind.ACTIVATE:
+            return _activate(sn, why, height)
+        case StateChangeKind.DECOMMISSION:
+            return _decommission(sn, why, height)
+        case StateChangeKind.RECOMMISSION:
+            return _recommission(sn, why, height)
+        case _:
+            assert_never(verdict)
+
+
+def _activate(sn: ServiceNode, reason: Reason, height: int) -> ServiceNode:
+    """A funded node's first activation, once the quorum has its first uptime proof."""
+    if sn.active or sn.active_since != NO_HEIGHT:
+        raise InvalidStateChange("service node has been activated before")
+    return msgspec.structs.replace(
+        sn, active=True, active_since=height, last_state_change_height=height,
+        last_state_change_reason=reason,
+    )
+
+
+def _decommission(sn: ServiceNode, reason: Reason, height: int) -> ServiceNode:
+    """An active node the quorum finds failing: inactive, unpaid, counted."""
+    if not sn.active:
+        raise InvalidStateChange("service node is not active")
+    return msgspec.structs.replace(
+        sn, active=False, decommission_count=sn.decommission_count + 1,
+        last_state_change_height=height, last_state_change_reason=reason,
+        last_decommission_reason=reason,
+    )
+
+
+def _recommission(sn: ServiceNode, reason: Reason, height: int) -> ServiceNode:
+    """A decommissioned node that proves it is up again; it goes to the back of the reward
+    queue."""
     if sn.active or sn.active_since == NO_HEIGHT:
         raise InvalidStateChange("service node is not decommissioned")
-    # A recommissioned node goes to the back of the reward queue.
     return msgspec.structs.replace(
         sn, active=True, active_since=height, last_reward_height=height,
         last_state_change_height=height, last_state_change_reason=reason,

@@ -7,7 +7,8 @@ transaction's signing hash. Coinbase and state changes have no inputs.
 
 from __future__ import annotations
 
-from typing import Annotated, Final, TypeAlias, Union
+import enum
+from typing import Annotated, Final, TypeAlias, Union, assert_never
 
 import msgspec
 
@@ -110,6 +111,49 @@ class StateChange(msgspec.Struct, frozen=True, array_like=True, tag=4, gc=False)
 Payload: TypeAlias = Union[Transfer, Coinbase, Registration, Stake, StateChange]
 
 
+class TxKind(enum.Enum):
+    """The kinds of transaction, by their operator-facing names (the one table of kinds: every
+    place that treats kinds differently dispatches on the payload with `match`, and mypy's
+    `assert_never` fails the build where one is forgotten)."""
+
+    TRANSFER = "transfer"
+    COINBASE = "coinbase"
+    REGISTRATION = "registration"
+    STAKE = "stake"
+    STATE_CHANGE = "state_change"
+
+
+def payload_kind(payload: Payload) -> TxKind:
+    """The kind of a transaction, from its payload."""
+    match payload:
+        case Transfer():
+            return TxKind.TRANSFER
+        case Coinbase():
+            return TxKind.COINBASE
+        case Registration():
+            return TxKind.REGISTRATION
+        case Stake():
+            return TxKind.STAKE
+        case StateChange():
+            return TxKind.STATE_CHANGE
+        case _:
+            assert_never(payload)
+
+
+def payload_spend(payload: Payload) -> int:
+    """Atomic units a payload moves out of the inputs besides the outputs and the fee (stakes)."""
+    match payload:
+        case Registration():
+            # No reservation at all is refused by the chain with its reason, not here by IndexError.
+            return payload.reservations[0].amount if payload.reservations else 0
+        case Stake():
+            return payload.amount
+        case Transfer() | Coinbase() | StateChange():
+            return 0
+        case _:
+            assert_never(payload)
+
+
 class Transaction(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A transaction of any kind."""
 
@@ -172,21 +216,29 @@ def check_stateless(tx: Transaction, size: int | None = None) -> int:
     if size > MAX_TX_BYTES:
         raise InvalidTransaction(f"transaction is {size} bytes; the limit is {MAX_TX_BYTES}")
     payload = tx.payload
-    if isinstance(payload, (Coinbase, StateChange)):
-        if tx.inputs or tx.signatures:
-            raise InvalidTransaction(f"a {type(payload).__name__} transaction has no inputs")
-        if isinstance(payload, StateChange) and tx.outputs:
-            raise InvalidTransaction("a state change has no outputs")
-    else:
-        if not tx.inputs:
-            raise InvalidTransaction("transaction has no inputs")
-        if len(tx.signatures) != len(tx.inputs):
-            raise InvalidTransaction(
-                f"transaction has {len(tx.signatures)} signatures for {len(tx.inputs)} inputs"
-            )
-        if len(set(tx.inputs)) != len(tx.inputs):
-            raise InvalidTransaction("transaction spends the same output twice")
+    match payload:
+        case Coinbase() | StateChange():
+            if tx.inputs or tx.signatures:
+                raise InvalidTransaction(f"a {type(payload).__name__} transaction has no inputs")
+            if isinstance(payload, StateChange) and tx.outputs:
+                raise InvalidTransaction("a state change has no outputs")
+        case Transfer() | Registration() | Stake():
+            _check_spends(tx)
+        case _:
+            assert_never(payload)
     for i, out in enumerate(tx.outputs):
         if out.amount <= 0:
             raise InvalidTransaction(f"output {i} has amount 0")
     return size
+
+
+def _check_spends(tx: Transaction) -> None:
+    """A transaction that spends outputs: one signature per input, no input twice."""
+    if not tx.inputs:
+        raise InvalidTransaction("transaction has no inputs")
+    if len(tx.signatures) != len(tx.inputs):
+        raise InvalidTransaction(
+            f"transaction has {len(tx.signatures)} signatures for {len(tx.inputs)} inputs"
+        )
+    if len(set(tx.inputs)) != len(tx.inputs):
+        raise InvalidTransaction("transaction spends the same output twice")

@@ -11,24 +11,16 @@ from snode.core.crypto import SigningKey
 from snode.core.encoding import encode
 from snode.core.errors import InvalidTransaction
 from snode.core.state import UtxoEntry
-from snode.core.transactions import (
-    TX_VERSION, OutPoint, Payload, Registration, Stake, Transaction, Transfer, TxOut, signing_hash,
+from snode.core.transactions import (  # payload_spend: named here too, where the wallet looks
+    TX_VERSION, OutPoint, Payload, Transaction, Transfer, TxOut, payload_spend, signing_hash,
 )
+
+__all__ = ["Spendable", "build_spend", "build_transfer", "estimate_fee", "payload_spend"]
 from snode.core.types import SIGNATURE_BYTES
 from snode.core.units import format_coins
 from snode.params import COIN, NetworkParams
 
 Spendable = tuple[OutPoint, UtxoEntry]
-
-
-def payload_spend(payload: Payload) -> int:
-    """Atomic units a payload locks up besides the outputs (a stake)."""
-    if isinstance(payload, Registration):
-        # No reservation at all is refused by the chain with its reason, not here by IndexError.
-        return payload.reservations[0].amount if payload.reservations else 0
-    if isinstance(payload, Stake):
-        return payload.amount
-    return 0
 
 
 def _size(inputs: Sequence[OutPoint], outputs: Sequence[TxOut], payload: Payload) -> int:

@@ -351,7 +351,7 @@ class Node:
     def check_template(self, block: Block, now: int) -> None:
         """A validator's check of a round leader's block: every rule of a next block but the
         validators' signatures it cannot carry yet; SnodeError says what is wrong."""
-        apply_block(self._state, block, self.consensus, verifier=self.verifier, now=now)
+        apply_block(self._state, block, self.consensus, verifier=self.verifier, now=now, template=True)
 
     def produce_block(self, now: int) -> Block:
         """Make, store and adopt the next block with this daemon's authority key."""

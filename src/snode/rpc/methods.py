@@ -23,7 +23,7 @@ from snode.core.proofs import InvalidProof
 from snode.core.registration import format_command
 from snode.core.pulse import signer_indexes
 from snode.core.state import ServiceNode, Undo, last_checkpoint
-from snode.core.transactions import Coinbase, Registration, Stake, StateChange, Transaction, txid
+from snode.core.transactions import Transaction, payload_kind, txid
 from snode.common.endpoints import ip_endpoint
 from snode.net.peers import PeerManager
 from snode.node.node import Node
@@ -68,9 +68,7 @@ def _hex32(name: str, text: str) -> bytes:
 
 def tx_kind(tx: Transaction) -> str:
     """A transaction's kind as tools show it."""
-    return {
-        Coinbase: "coinbase", Registration: "registration", Stake: "stake", StateChange: "state_change",
-    }.get(type(tx.payload), "transfer")
+    return payload_kind(tx.payload).value
 
 
 class MethodTable:

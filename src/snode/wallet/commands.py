@@ -10,10 +10,8 @@ from dataclasses import dataclass
 from typing import Callable, Final
 
 from snode.core.errors import SnodeError
-from snode.wallet.logic import (
-    balance_lines, is_register_command, is_yes, split_command, stakes_lines,
-    transfer_lines,
-)
+from snode.wallet.logic import balance_lines, is_register_command, is_yes, split_command, transfer_lines
+from snode.wallet.staking import stakes_lines
 from snode.wallet.service import Pending, WalletService, parse_amount
 
 CANCELLED: Final = "Transaction cancelled."

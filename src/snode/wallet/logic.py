@@ -4,25 +4,20 @@ transfer history. No I/O: the caller brings what the daemon said and the time.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, assert_never
 
-from snode.core.address import SEPARATOR, decode_address, encode_address
 from snode.core.blocks import Block
-from snode.core.errors import InvalidAddress, InvalidAmount, InvalidRegistration, InvalidStake
 from snode.core.registration import COMMAND as REGISTER_COMMAND
-from snode.core.registration import parse_command
-from snode.core.service_nodes import check_registration, check_stake, open_for_others, status
-from snode.core.state import NO_HEIGHT, Contribution, ServiceNode, UtxoEntry
+from snode.core.state import UtxoEntry
 from snode.core.transactions import (
-    Coinbase, OutPoint, Registration, Stake, StateChange, Transaction, outpoint_key, txid,
+    Coinbase, OutPoint, Registration, Stake, StateChange, Transaction, Transfer, TxKind, outpoint_key,
+    payload_kind, payload_spend, txid,
 )
 from snode.core.txbuilder import Spendable
-from snode.core.units import PERCENT_DECIMALS, format_coins, parse_coins, parse_percent_ppm
-from snode.params import COIN, PPM, NetworkParams
-from snode.wallet.errors import WalletError
+from snode.core.units import format_coins
+from snode.params import COIN
 
 YES_ANSWERS: Final = frozenset({"yes", "y"})
 NO_ANSWERS: Final = frozenset({"no", "n"})
@@ -257,205 +252,16 @@ def pool_effects(
     for tx_id, tx in txs:
         change += sum(o.amount for o in tx.outputs if o.owner == owner)
         payload = tx.payload
-        if isinstance(payload, Registration) and payload.reservations:
-            stakes.append(PendingStake(tx_id, payload.sn_pubkey, payload.reservations[0].amount, True))
-        elif isinstance(payload, Stake):
-            stakes.append(PendingStake(tx_id, payload.sn_pubkey, payload.amount, False))
+        match payload:
+            case Registration() if payload.reservations:
+                stakes.append(PendingStake(tx_id, payload.sn_pubkey, payload.reservations[0].amount, True))
+            case Stake():
+                stakes.append(PendingStake(tx_id, payload.sn_pubkey, payload.amount, False))
+            case Registration() | Transfer() | Coinbase() | StateChange():
+                pass
+            case _:
+                assert_never(payload)
     return change, tuple(stakes)
-
-
-# --- service nodes ------------------------------------------------------------------------
-
-def node_from_record(record: Mapping[str, Any], prefix: str) -> ServiceNode:
-    """A core ServiceNode view of one get_service_nodes record, enough for the staking rules."""
-    contributors = tuple(
-        Contribution(decode_address(prefix, c["address"]), int(c["amount"]), int(c.get("reserved", 0)))
-        for c in record.get("contributors", [])
-    )
-    active = bool(record.get("active", False))
-    return ServiceNode(
-        pubkey=bytes.fromhex(record["service_node_pubkey"]),
-        fee_ppm=int(record.get("operator_fee") or 0),
-        registration_height=int(record.get("registration_height", 0)),
-        staking_requirement=int(record["staking_requirement"]),
-        contributors=contributors,
-        funded_height=NO_HEIGHT, active=active, active_since=NO_HEIGHT,
-        decommission_count=int(record.get("decommission_count", 0)),
-        last_reward_height=0, last_state_change_height=0,
-        last_state_change_reason=0, last_decommission_reason=0,
-    )
-
-
-def parse_pubkey(text: str) -> bytes:
-    """A service node public key typed by a user (64 hex characters)."""
-    try:
-        raw = bytes.fromhex(text)
-    except ValueError:
-        raw = b""
-    if len(raw) != 32:
-        raise WalletError(
-            f"service node public key '{text[:20]}' is not 64 hex characters: copy it from "
-            "get_service_node_key"
-        )
-    return raw
-
-
-def still_needed(sn: ServiceNode, staker: bytes) -> int:
-    """What the node still needs from `staker`: its reservation, or what is open to anyone."""
-    mine = next((c for c in sn.contributors if c.owner == staker), None)
-    if mine is not None and mine.reserved > mine.amount:
-        return mine.reserved - mine.amount
-    return open_for_others(sn)
-
-
-@dataclass(frozen=True, slots=True)
-class StakeChoice:
-    """The amount a `stake` command will contribute, and a note when it was adjusted."""
-
-    amount: int
-    note: str | None = None
-
-
-def choose_stake(sn: ServiceNode | None, sn_pubkey: bytes, staker: bytes, text: str) -> StakeChoice:
-    """The amount for `stake <pubkey> <amount>` or `stake <pubkey> <percent>%`.
-
-    A percent is that share of what the node still needs; an amount above what it still needs is
-    capped at that. InvalidStake or InvalidAmount say why no amount fits.
-    """
-    if sn is None:
-        raise InvalidStake(f"service node {sn_pubkey.hex()} is not registered")
-    if sn.funded:
-        raise InvalidStake(f"service node {sn.pubkey.hex()} is already full")
-    needed = still_needed(sn, staker)
-    if needed == 0:
-        raise InvalidStake(
-            f"service node {sn.pubkey.hex()} has no share left for you: the rest is reserved "
-            "for its reserved contributors"
-        )
-    note = None
-    if text.endswith("%"):
-        amount = needed * parse_stake_percent(text) // PPM
-    else:
-        amount = parse_coins(text)
-        if amount > needed:
-            note = (
-                f"The node needs only {format_coins(needed)} more {coin_word(needed)}: staking "
-                f"{format_coins(needed)} instead of {format_coins(amount)}."
-            )
-            amount = needed
-    check_stake(sn, staker, amount, sn_pubkey)
-    return StakeChoice(amount=amount, note=note)
-
-
-_PERCENT: Final = re.compile(r"-?[0-9]+(?:\.([0-9]+))?")
-
-
-def parse_stake_percent(text: str) -> int:
-    """`<p>%` of a stake command as ppm, above 0 and at most 100 %; InvalidAmount says why not."""
-    number = text[:-1] if text.endswith("%") else text
-    match = _PERCENT.fullmatch(number)
-    if match is None:
-        raise InvalidAmount(
-            f"percent '{text}' is not a number: give a percentage such as 50% or 12.5%"
-        )
-    if match.group(1) is not None and len(match.group(1)) > PERCENT_DECIMALS:
-        raise InvalidAmount(
-            f"percent '{text}' has more than {PERCENT_DECIMALS} decimal places: "
-            f"the smallest step is 0.{'0' * (PERCENT_DECIMALS - 1)}1%"
-        )
-    try:
-        ppm = -1 if number.startswith("-") else parse_percent_ppm(number, maximum_ppm=PPM)
-    except InvalidAmount:  # above 100 %
-        ppm = -1
-    if ppm <= 0:
-        raise InvalidAmount(f"percent '{text}' must be above 0% and at most 100%")
-    return ppm
-
-
-def stake_line(sn: ServiceNode, staker: bytes, pending: int = 0) -> str:
-    """One row of `stakes`: node key, my amount (and what is pending), status, node total /
-    requirement."""
-    mine = format_coins(my_contribution(sn, staker))
-    if pending:
-        mine += f" + {format_coins(pending)} (pending)"
-    return (
-        f"{sn.pubkey.hex()}  mine: {mine}  "
-        f"{status(sn).value:<6}  {format_coins(sn.total_contributed)} / "
-        f"{format_coins(sn.staking_requirement)}"
-    )
-
-
-def stakes_lines(
-    nodes: Sequence[ServiceNode], staker: bytes, pending: Sequence[PendingStake] = ()
-) -> list[str]:
-    """The lines of `stakes`: one row per node (stakes in the mempool marked `(pending)`, a
-    registration in the mempool as a row of its own), then the total."""
-    waiting: dict[bytes, int] = {}
-    for p in pending:
-        waiting[p.sn_pubkey] = waiting.get(p.sn_pubkey, 0) + p.amount
-    shown = {sn.pubkey for sn in nodes}
-    lines = [stake_line(sn, staker, waiting.get(sn.pubkey, 0)) for sn in nodes]
-    for p in pending:
-        if p.sn_pubkey not in shown:
-            kind = "registration" if p.registration else "stake"
-            lines.append(f"{p.sn_pubkey.hex()}  mine: {format_coins(p.amount)} (pending)  "
-                         f"{kind} in the mempool, not yet mined")
-    if not lines:
-        return ["No stakes."]
-    total = sum(my_contribution(sn, staker) for sn in nodes)
-    pending_total = sum(waiting.values())
-    lines.append(f"Total staked: {coins(total)}"
-                 + (f", plus {coins(pending_total)} (pending)" if pending_total else ""))
-    return lines
-
-
-def my_contribution(sn: ServiceNode, staker: bytes) -> int:
-    """Atomic units `staker` contributed to the node."""
-    return sum(c.amount for c in sn.contributors if c.owner == staker)
-
-
-# --- registration -------------------------------------------------------------------------
-
-def check_registration_line(
-    line: str, params: NetworkParams, *, now: int, operator: bytes
-) -> Registration:
-    """Parse a pasted registration line and apply every rule that needs no daemon.
-
-    Raises InvalidRegistration naming what to fix: the form, the addresses, the signature, the
-    expiry window, the fee and amounts, and whether the operator address is this wallet's.
-    """
-    if "\n" in line.strip() or "\t" in line:
-        raise InvalidRegistration(
-            "registration command must be one line with single spaces: paste it unchanged"
-        )
-    try:
-        reg = parse_command(line, params)
-    except InvalidRegistration:
-        _diagnose_split_address(line, params)
-        raise
-    check_registration(reg, registered=False, block_time=now, params=params)
-    if reg.reservations[0].owner != operator:
-        raise InvalidRegistration(
-            "the operator (first) address of the registration is not this wallet's address "
-            f"{encode_address(params.address_prefix, operator)}: re-generate the command with "
-            "this wallet's address first"
-        )
-    return reg
-
-
-def _diagnose_split_address(line: str, params: NetworkParams) -> None:
-    """Name an address broken by whitespace, which otherwise shows only as a malformed line."""
-    words = line.split()
-    full = len(encode_address(params.address_prefix, bytes(32)))
-    for i, word in enumerate(words[:-1]):
-        if word.startswith(params.address_prefix + SEPARATOR) and len(word) < full:
-            try:
-                decode_address(params.address_prefix, word + words[i + 1])
-            except InvalidAddress:
-                continue
-            raise InvalidRegistration(
-                f"address '{word[:12]}...' contains whitespace: paste it as one word"
-            )
 
 
 # --- command lines ------------------------------------------------------------------------
@@ -509,18 +315,14 @@ def scan_block(
 
 
 def _record(tx: Transaction, tx_id: str, height: int, spent: int, received: int) -> TransferRecord:
-    payload = tx.payload
-    if isinstance(payload, Coinbase):
+    kind = payload_kind(tx.payload)
+    if kind is TxKind.COINBASE:
         return TransferRecord(height, tx_id, "reward", received, 0)
     if not spent:
         return TransferRecord(height, tx_id, "in", received, 0)
-    locked = payload.reservations[0].amount if isinstance(payload, Registration) else (
-        payload.amount if isinstance(payload, Stake) else 0
-    )
-    fee = spent - sum(o.amount for o in tx.outputs) - locked
-    kind = {Registration: "registration", Stake: "stake"}.get(type(payload), "out")
-    assert not isinstance(payload, StateChange)
-    return TransferRecord(height, tx_id, kind, spent - received, max(fee, 0))
+    fee = spent - sum(o.amount for o in tx.outputs) - payload_spend(tx.payload)
+    shown = {TxKind.REGISTRATION: "registration", TxKind.STAKE: "stake"}.get(kind, "out")
+    return TransferRecord(height, tx_id, shown, spent - received, max(fee, 0))
 
 
 def transfer_lines(records: Sequence[TransferRecord]) -> list[str]:

@@ -24,10 +24,10 @@ from snode.params import NetworkParams
 from snode.wallet.daemon import DaemonClient
 from snode.wallet.errors import DaemonError, WalletError
 from snode.wallet.logic import (
-    Balance, Output, PendingStake, TransferRecord, balance_of, check_registration_line,
-    choose_stake, coins, my_contribution, not_enough, parse_pubkey, pool_effects, scan_block,
-    spendable,
+    Balance, Output, PendingStake, TransferRecord, balance_of, coins, not_enough, pool_effects,
+    scan_block, spendable,
 )
+from snode.wallet.staking import check_registration_line, choose_stake, my_contribution, parse_pubkey
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,237 @@
+"""The rules of one transaction inside a block: spend inputs, move coins, register, stake, change
+a service node's state. Shared by the block rules (`transition`) and the mempool's admission
+check (`apply_transaction`, `check_transaction`).
+
+Each payload kind has its own rule, dispatched with `match` from the one table of kinds
+(`transactions.Payload`); a kind without a rule fails the type check (`assert_never`).
+Signature checks are collected as data (`SigCheck`) and verified by the caller in one batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import assert_never
+
+from snode.core import service_nodes as sn_rules
+from snode.core.encoding import encode
+from snode.core.errors import BadSignature, InvalidStateChange, InvalidTransaction
+from snode.core.genesis import Consensus
+from snode.core.sigchecks import BatchVerifier, SigCheck, run_checks, verify_serially
+from snode.core.state import (
+    ChainState, CheckpointSlot, Quorum, ServiceNode, TrackedMap, UtxoEntry, current_index, new_utxo,
+    updated_index,
+)
+from snode.core.transactions import (
+    Coinbase, Registration, Stake, StateChange, Transaction, Transfer, check_stateless,
+    registration_hash, signing_hash_of_encoded, state_change_hash, txid,
+)
+from snode.core.units import format_coins
+from snode.params import STATE_CHANGE_WINDOW
+
+
+class Working:
+    """The state under construction while a block or a transaction is applied: every map
+    remembers the first old value of each key it changes (the undo record)."""
+
+    __slots__ = ("utxos", "service_nodes", "quorums", "checkpoints", "checks")
+
+    def __init__(self, state: ChainState) -> None:
+        self.utxos: TrackedMap[bytes, UtxoEntry] = TrackedMap(state.utxos)
+        self.service_nodes: TrackedMap[bytes, ServiceNode] = TrackedMap(state.service_nodes)
+        self.quorums: TrackedMap[int, Quorum] = TrackedMap(state.quorums)
+        self.checkpoints: TrackedMap[int, CheckpointSlot] = TrackedMap(state.checkpoints)
+        self.checks: list[SigCheck] = []
+
+
+def apply_one(
+    w: Working, tx: Transaction, tx_id: bytes, height: int, block_time: int, consensus: Consensus,
+    encoded: bytes | None = None,
+) -> int:
+    """Apply one non-coinbase transaction to w at `height`; returns its fee. `encoded` is
+    `encode(tx)` when the caller has it (one encoding serves size, id and signing hash)."""
+    if encoded is None:
+        encoded = encode(tx)
+    size = check_stateless(tx, len(encoded))
+    payload = tx.payload
+    match payload:
+        case Coinbase():
+            raise InvalidTransaction("a coinbase may only be the first transaction of a block")
+        case StateChange():
+            _apply_state_change(w, payload, height, consensus)
+            return 0
+        case Transfer() | Registration() | Stake():
+            return _apply_spend(w, tx, tx_id, height, block_time, consensus, encoded, size)
+        case _:
+            assert_never(payload)
+
+
+def _apply_spend(
+    w: Working, tx: Transaction, tx_id: bytes, height: int, block_time: int, consensus: Consensus,
+    encoded: bytes, size: int,
+) -> int:
+    """A transaction that spends outputs: its inputs, what its payload locks up, its outputs,
+    its fee."""
+    params = consensus.params
+    total_in, owners = _spend_inputs(w, tx, tx_id, height, signing_hash_of_encoded(tx, encoded, params.network_id))
+    payload = tx.payload
+    match payload:
+        case Registration():
+            staked = _apply_registration(w, payload, owners, height, block_time, consensus)
+        case Stake():
+            staked = _apply_stake(w, payload, owners, height)
+        case Transfer():
+            staked = 0
+        case Coinbase() | StateChange():
+            raise AssertionError("spends only: dispatched by apply_one")
+        case _:
+            assert_never(payload)
+    total_out = sum(o.amount for o in tx.outputs)
+    fee = total_in - total_out - staked
+    short = tx_id.hex()[:16]
+    if fee < 0:
+        raise InvalidTransaction(
+            f"transaction {short} spends {format_coins(total_out + staked)} coins but its inputs "
+            f"hold only {format_coins(total_in)}"
+        )
+    min_fee = params.fee_per_byte * size
+    if fee < min_fee:
+        raise InvalidTransaction(
+            f"transaction {short} pays a fee of {format_coins(fee)} coins; at least "
+            f"{format_coins(min_fee)} is needed for its {size} bytes"
+        )
+    unlock = height + params.unlock_confirmations
+    for i, out in enumerate(tx.outputs):
+        w.utxos.set(tx_id + i.to_bytes(2, "big"), new_utxo(out.owner, out.amount, unlock))
+    return fee
+
+
+def _spend_inputs(
+    w: Working, tx: Transaction, tx_id: bytes, height: int, message: bytes,
+) -> tuple[int, list[bytes]]:
+    """Spend each input (unspent, unlocked), collecting its owner's signature check; the total
+    spent and the owners."""
+    short = tx_id.hex()[:16]
+    total_in = 0
+    owners = []
+    for i, op in enumerate(tx.inputs):
+        key = op.txid + op.index.to_bytes(2, "big")  # op.key(), inlined: the hottest loop
+        entry = w.utxos.get(key)
+        if entry is None:
+            raise InvalidTransaction(
+                f"transaction {short} spends output {op.txid.hex()[:16]}:{op.index}, which does "
+                "not exist or is already spent"
+            )
+        if entry.unlock_height > height:
+            raise InvalidTransaction(
+                f"transaction {short} spends output {op.txid.hex()[:16]}:{op.index}, which is "
+                f"locked until height {entry.unlock_height}"
+            )
+        w.checks.append(SigCheck(entry.owner, message, tx.signatures[i], f"transaction {short} input {i}"))
+        total_in += entry.amount
+        owners.append(entry.owner)
+        w.utxos.delete(key)
+    return total_in, owners
+
+
+def _single_owner(owners: list[bytes], who: str) -> bytes:
+    if len(set(owners)) != 1:
+        raise InvalidTransaction(f"all inputs of a {who} must belong to one address")
+    return owners[0]
+
+
+def _apply_registration(
+    w: Working, reg: Registration, owners: list[bytes], height: int, block_time: int,
+    consensus: Consensus,
+) -> int:
+    params = consensus.params
+    sn_rules.check_registration(
+        reg, registered=w.service_nodes.get(reg.sn_pubkey) is not None, block_time=block_time,
+        params=params,
+    )
+    operator = _single_owner(owners, "registration")
+    if operator != reg.reservations[0].owner:
+        raise InvalidTransaction("a registration must be paid by the operator address, the first one named")
+    w.checks.append(SigCheck(
+        reg.sn_pubkey,
+        registration_hash(params.network_id, reg.fee_ppm, reg.reservations, reg.expiry, reg.sn_pubkey),
+        reg.sn_signature,
+        f"registration of service node {reg.sn_pubkey.hex()[:16]}",
+    ))
+    w.service_nodes.set(reg.sn_pubkey, sn_rules.new_service_node(reg, height, params))
+    return reg.reservations[0].amount
+
+
+def _apply_stake(w: Working, stake: Stake, owners: list[bytes], height: int) -> int:
+    staker = _single_owner(owners, "stake")
+    node = w.service_nodes.get(stake.sn_pubkey)
+    sn_rules.check_stake(node, staker, stake.amount, stake.sn_pubkey)
+    assert node is not None
+    w.service_nodes.set(stake.sn_pubkey, sn_rules.add_contribution(node, staker, stake.amount, height))
+    return stake.amount
+
+
+def _apply_state_change(w: Working, sc: StateChange, height: int, consensus: Consensus) -> None:
+    node = w.service_nodes.get(sc.sn_pubkey)
+    if node is None:
+        raise InvalidStateChange(f"service node {sc.sn_pubkey.hex()[:16]} is not registered")
+    quorum = w.quorums.get(sc.quorum_height)
+    if quorum is None or sc.quorum_height >= height:
+        raise InvalidStateChange(
+            f"state change cites the quorum of height {sc.quorum_height}, which is not one of "
+            f"the last {STATE_CHANGE_WINDOW} heights"
+        )
+    if sc.quorum_height < node.last_state_change_height:
+        raise InvalidStateChange("state change is older than the node's last change")
+    voters = [v.voter for v in sc.votes]
+    if len(set(voters)) != len(voters):
+        raise InvalidStateChange("state change counts a voter twice")
+    members = set(quorum.members)
+    outsiders = [v for v in voters if v not in members]
+    if outsiders:
+        raise InvalidStateChange(
+            f"state change has a vote from {outsiders[0].hex()[:16]}, not a member of the quorum"
+        )
+    if len(voters) < quorum.needed:
+        raise InvalidStateChange(
+            f"state change has {len(voters)} votes; {quorum.needed} are needed"
+        )
+    message = state_change_hash(
+        consensus.params.network_id, sc.sn_pubkey, sc.kind, sc.reason, sc.quorum_height
+    )
+    for vote in sc.votes:
+        w.checks.append(SigCheck(vote.voter, message, vote.signature, f"state change vote by {vote.voter.hex()[:16]}"))
+    w.service_nodes.set(sc.sn_pubkey, sn_rules.apply_state_change(node, sc.kind, sc.reason, height))
+
+
+def apply_transaction(
+    state: ChainState, tx: Transaction, consensus: Consensus, *, block_time: int,
+    tx_id: bytes | None = None,
+) -> tuple[ChainState, int, list[SigCheck]]:
+    """Apply one transaction as if in the block after `state`, without checking signatures.
+
+    Returns the state with its outputs and registry updated (height and tip unchanged), the fee,
+    and the signature checks still to be made.
+    """
+    w = Working(state)
+    fee = apply_one(w, tx, tx_id or txid(tx), state.height + 1, block_time, consensus)
+    service_nodes = w.service_nodes.finish()
+    index = current_index(state)
+    if index is not None:
+        index = updated_index(index, service_nodes, w.service_nodes.old)
+    new_state = replace(
+        state, utxos=w.utxos.finish(), service_nodes=service_nodes, index=index,
+    )
+    return new_state, fee, w.checks
+
+
+def check_transaction(
+    state: ChainState, tx: Transaction, consensus: Consensus, *, block_time: int,
+    verifier: BatchVerifier = verify_serially,
+) -> int:
+    """Would `tx` be valid in the next block (at time block_time)? Returns its fee.
+
+    The mempool's admission check: the same rules as in a block, against the tip.
+    """
+    _, fee, checks = apply_transaction(state, tx, consensus, block_time=block_time)
+    run_checks(checks, verifier, BadSignature)
+    return fee

@@ -1,0 +1,72 @@
+"""Every kind has its rule: each payload kind maps to its operator-facing name and its spend, and
+each state-change kind to its own rule; an unknown kind number is refused, never taken for
+another (issue #11: "a new state-change kind would silently recommission")."""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+
+from snode.core.errors import InvalidStateChange
+from snode.core.service_nodes import Reason, StateChangeKind, apply_state_change
+from snode.core.transactions import (
+    Coinbase, Payload, Registration, Reservation, Stake, StateChange, Transfer, TxKind, payload_kind,
+    payload_spend,
+)
+
+
+SAMPLES: dict[str, Payload] = {
+    "transfer": Transfer(),
+    "coinbase": Coinbase(7),
+    "registration": Registration(0, (Reservation(bytes(32), 100),), 0, bytes(32), bytes(64)),
+    "stake": Stake(bytes(32), 25),
+    "state_change": StateChange(bytes(32), 1, 1, 3, ()),
+}
+
+
+def test_every_payload_type_has_a_sample_and_a_kind() -> None:
+    assert {type(p) for p in SAMPLES.values()} == set(typing.get_args(Payload))
+    assert {k.value for k in TxKind} == set(SAMPLES)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_each_kind_dispatches(name: str) -> None:
+    payload = SAMPLES[name]
+    assert payload_kind(payload).value == name
+    assert payload_spend(payload) == {"registration": 100, "stake": 25}.get(name, 0)
+
+
+def test_an_unknown_state_change_kind_is_refused(chain) -> None:  # type: ignore[no-untyped-def]
+    node = _funded_node(chain)
+    for kind in (0, max(StateChangeKind) + 1, 255):
+        with pytest.raises(InvalidStateChange, match="unknown state change kind"):
+            apply_state_change(node, kind, Reason.MISSED_UPTIME_PROOFS, chain.state.height + 1)
+
+
+def test_each_state_change_kind_has_its_own_rule(chain) -> None:  # type: ignore[no-untyped-def]
+    node = _funded_node(chain)
+    h = chain.state.height + 1
+    active = apply_state_change(node, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, h)
+    assert active.active and active.active_since == h
+    with pytest.raises(InvalidStateChange, match="activated before"):
+        apply_state_change(active, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, h)
+    with pytest.raises(InvalidStateChange, match="not decommissioned"):
+        apply_state_change(active, StateChangeKind.RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED, h)
+    down = apply_state_change(active, StateChangeKind.DECOMMISSION, Reason.MISSED_BLOCK_PRODUCTION, h + 1)
+    assert (down.active, down.decommission_count, down.last_decommission_reason) == (
+        False, 1, Reason.MISSED_BLOCK_PRODUCTION)
+    # A never-activated node is not "decommissioned": recommission is not its rule.
+    with pytest.raises(InvalidStateChange, match="not decommissioned"):
+        apply_state_change(node, StateChangeKind.RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED, h)
+    assert Reason.MISSED_BLOCK_PRODUCTION.label == "missed_block_production"
+
+
+def _funded_node(chain):  # type: ignore[no-untyped-def]
+    from snode.devchain import key_from_label
+    from tests.unit.conftest import REQUIREMENT
+
+    sn = key_from_label("dispatch sn")
+    chain.register(key_from_label("operator"), sn, REQUIREMENT)
+    chain.mine()
+    return chain.node(sn.public)
