@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 
 from snode.core.chain import is_better_tip
 from snode.core.errors import InvalidBlock, SnodeError
+from snode.core.finality import reorg_allowed
 from snode.core.genesis import Consensus
-from snode.core.state import ChainState, Undo, undo_block
+from snode.core.state import ChainState, Undo, immutable_height, undo_block
 from snode.core.transition import SigCheck, apply_block, apply_block_encoded
 from snode.core.blocks import Block
 from snode.node.verifier import Pending, Verifier
@@ -169,6 +170,12 @@ def reorganization(
     fork_height = branch[0].header.height - 1
     if store.block_hash_at(fork_height) != branch[0].header.prev_hash:
         raise InvalidBlock("branch does not fork from this node's main chain")
+    final = immutable_height(state)
+    if not reorg_allowed(fork_height, final):
+        raise InvalidBlock(
+            f"branch forks at height {fork_height}, below the final height {final} (two "
+            "checkpoints stand above it): no reorganisation may undo a final block"
+        )
     if not is_better_tip(state.height, branch[-1].header.height):
         return None  # equal height: the tip seen first stays
     undone: list[tuple[Undone, Block]] = []
