@@ -163,6 +163,10 @@ class PeerManager:
             self._tasks.add(task)
         try:
             await self._run(peer)
+        except asyncio.CancelledError:
+            # `stop` cancels this connection's task; ending quietly keeps asyncio's stream
+            # callback from logging the cancellation as an error.
+            return
         finally:
             if task is not None:
                 self._tasks.discard(task)

@@ -30,7 +30,7 @@ from snode.net.peer import Peer
 from snode.net.peers import PeerManager
 from snode.net.protocol import ProtocolViolation
 from snode.node.events import BlocksAdopted, ProofAccepted, TransactionAdmitted
-from snode.node.writer import ChainWriter
+from snode.node.writer import ChainWriter, NotOnTip
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,12 @@ class Relay:
             return
         try:
             await self.writer.accept_block(block)
+        except NotOnTip:
+            # Another copy of it, or a rival of it, was adopted while it waited: a duplicate is
+            # dropped, a rival waits like any block that does not build on our tip.
+            if not await self._on_main_chain(block):
+                self._keep_orphan(block)
+            return
         except BlockFromFuture as err:
             log.warning("ignored block %d from %s: %s (check both clocks)", h.height, peer.name, err.reason)
             return
@@ -112,6 +118,8 @@ class Relay:
                 return
             try:
                 await self.writer.accept_block(child)
+            except NotOnTip:
+                continue
             except SnodeError as err:
                 log.info("dropped a waiting block %d: %s", child.header.height, err)
                 return

@@ -27,6 +27,11 @@ from snode.node.batches import StagedBatch
 from snode.node.node import Node
 
 P = ParamSpec("P")
+
+
+class NotOnTip(Exception):
+    """A block that was on the tip when it arrived is not any more (`ChainWriter.accept_block`)."""
+
 T = TypeVar("T")
 
 
@@ -55,9 +60,13 @@ class ChainWriter:
         return await self._off_loop(fn, *args, **kwargs)
 
     async def accept_block(self, block: Block) -> None:
-        """Validate, store and adopt one block on the tip; InvalidBlock says why not."""
+        """Validate, store and adopt one block on the tip; InvalidBlock says why not, NotOnTip
+        that the tip moved while the block waited for its turn (another copy of it came first,
+        or a block of another branch: not the block's fault)."""
         node = self.node
         async with self._lock:
+            if block.header.prev_hash != node.state.tip_hash:
+                raise NotOnTip(f"block {block.header.height} no longer builds on the tip ({node.height})")
             now = node.now()
             stored = await self._off_loop(
                 lambda: node.store_batch(node.stage_batch([block], now)))

@@ -29,7 +29,7 @@ from snode.core.pulse import Mode, authority_reason, backstop_time, production_m
 from snode.core.state import ChainState
 from snode.net.events import QuorumMessageReceived
 from snode.node.events import BlocksAdopted
-from snode.node.writer import ChainWriter
+from snode.node.writer import ChainWriter, NotOnTip
 from snode.services.checkpoints import CheckpointDuties
 
 if TYPE_CHECKING:  # pyzmq is imported only by a service node's daemon (start-up time)
@@ -108,13 +108,14 @@ class BlockProducer:
             await self._do(self.machine.tick(now))
 
     async def _produce_as_authority(self) -> None:
+        backstop = self._mode is Mode.SERVICE_NODES
         try:
             block = await self.writer.produce_block()
         except Exception:  # a bug must not end block production for the life of the process
             log.exception("block production failed")
             await asyncio.sleep(max(self.node.params.target_block_time, 1))
             return
-        if self._mode is Mode.SERVICE_NODES:
+        if backstop:
             log.warning("no service-node block for %d rounds: the authority produced block %d as "
                         "the backstop", self.node.params.backstop_rounds, block.header.height)
 
@@ -230,6 +231,9 @@ class BlockProducer:
         header = block.header
         try:
             await self.writer.accept_block(block)
+        except NotOnTip:
+            log.info("own block %d of round %d came too late: the tip moved on", header.height, header.round)
+            return
         except SnodeError as err:
             log.warning("own block %d of round %d refused: %s", header.height, header.round, err.reason)
             return

@@ -93,6 +93,8 @@ class ServiceNodeDuties:
         proof = message.proof
         if proof.pubkey == own:
             return
+        if node.proofs.last_accepted(proof.pubkey) == proof.timestamp:
+            return  # a copy of a proof we have: proofs reach us along several paths
         direct = not message.relayed
         if direct and proof.public_ip != event.peer_ip:
             reason = f"declared IP {proof.public_ip}, seen {event.peer_ip}"
