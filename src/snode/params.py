@@ -103,6 +103,9 @@ class NetworkParams:
     """Block-production duties (led a round, validated one) a node's record remembers."""
     participation_max_misses: int = 4
     """A node fails its participation with more than this many misses in the window."""
+    participation_cooldown: int = 30
+    """Blocks a node decommissioned for missed block production stays out before its proofs
+    can recommission it (else it would flap back at the next block, its window cleared)."""
 
     def quorum_size(self, active: int) -> int:
         """Obligations quorum size for a network with `active` active SNs."""

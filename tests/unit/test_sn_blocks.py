@@ -15,6 +15,7 @@ from snode.core.crypto import SigningKey
 from snode.core.errors import InvalidBlock
 from snode.core.finality import assemble_checkpoint, checkpoint_message
 from snode.core.mempool import Mempool
+from snode.core.participation import miss_count
 from snode.core.production import build_block
 from snode.core.pulse import (
     Mode, RoundQuorum, backstop_time, production_mode, round_quorum, round_window, signer_set,
@@ -207,3 +208,20 @@ def test_a_node_refuses_to_reorganise_below_the_final_height(sn_chain):
     with pytest.raises(InvalidBlock, match="below the final height"):
         node.reorganize(branch, fork.now)
     assert node.state == sn_chain.state
+
+
+def test_a_node_records_who_missed_its_duties_from_the_blocks_it_adopts(sn_chain):
+    genesis_state = sn_chain.fork(at=0).state
+    node = Node(params=DEVNET, consensus=sn_chain.consensus,
+                store=MemoryStore(sn_chain.blocks[0], genesis_state), state=genesis_state,
+                identity=None, producer_key=None, verifier=InlineVerifier())
+    node.accept_blocks(sn_chain.blocks[1:], sn_chain.now)
+    state = sn_chain.state
+    silent = round_quorum(state, 0, DEVNET).leader
+    block, quorum = sn_block(state, sn_chain, round=1, signers=round_quorum(state, 1, DEVNET).needed)
+    node.accept_block(block, block.header.timestamp)  # adopted live: its duties are judged
+    # Round 0's leader missed its round (and may have signed round 1 as a validator).
+    assert miss_count(node.participation.of(silent)) == 1
+    assert miss_count(node.participation.of(quorum.leader)) == 0
+    unsigned = [v for i, v in enumerate(quorum.validators) if not block.validator_bitset >> i & 1]
+    assert unsigned and all(miss_count(node.participation.of(v)) >= 1 for v in unsigned)

@@ -10,6 +10,7 @@ from typing import Any
 from snode.api.types import Contributor, ServiceNodeRecord, ServiceNodeState
 from snode.core import service_nodes as sn_rules
 from snode.core.address import encode_address
+from snode.core.participation import Participation, miss_count
 from snode.core.state import ServiceNode
 from snode.params import NetworkParams
 
@@ -28,9 +29,11 @@ def service_node_record(
 
 
 def service_node_state(
-    sn: ServiceNode, height: int, params: NetworkParams, *, last_uptime_proof: int
+    sn: ServiceNode, height: int, params: NetworkParams, *, last_uptime_proof: int,
+    participation: Participation | None = None,
 ) -> ServiceNodeState:
     """The daemon's `get_service_nodes` element for `sn` at tip `height`."""
+    duties = participation or Participation()
     return ServiceNodeState(
         **_spec_fields(sn, height, params, last_uptime_proof),
         status=sn_rules.status(sn).value,
@@ -41,6 +44,7 @@ def service_node_state(
         last_state_change_height=sn.last_state_change_height,
         last_state_change_reason=sn_rules.Reason(sn.last_state_change_reason).label,
         last_decommission_reason=sn_rules.Reason(sn.last_decommission_reason).label,
+        missed_duties=miss_count(duties), recorded_duties=duties.duties,
     )
 
 

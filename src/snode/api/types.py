@@ -176,6 +176,11 @@ class ServiceNodeState(ServiceNodeRecord, frozen=True):
     """Why the last verdict was given (e.g. `missed_uptime_proofs`); empty: none yet."""
     last_decommission_reason: str
     """Why the node was last decommissioned; empty: never."""
+    missed_duties: int = 0
+    """Block-production duties (leading a round, signing as a validator) it missed among the
+    last `recorded_duties`, as this daemon saw them."""
+    recorded_duties: int = 0
+    """Duties in its participation window so far (at most 8)."""
 
 
 class ServiceNodesResult(Result, Generic[RecordT], frozen=True):

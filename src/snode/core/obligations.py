@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from snode.core.participation import Participation, fails_participation
 from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import NO_HEIGHT, ServiceNode
 from snode.params import NetworkParams
@@ -20,19 +21,28 @@ class Verdict(NamedTuple):
 
 def judge(
     sn: ServiceNode, *, last_proof: int, now: int, params: NetworkParams, may_decommission: bool,
+    participation: Participation | None = None, height: int = 0,
 ) -> Verdict | None:
-    """The state change `sn` deserves now, or None.
+    """The state change `sn` deserves now (the chain is at `height`), or None.
 
     `last_proof` is the timestamp of the last uptime proof this member accepted from the node (0
     if none). `may_decommission` is False while the member has not been up long enough to have
     seen everyone's proofs: a freshly restarted member must not vote the whole network out.
+    `participation` is this member's record of the node's block-production duties.
     """
     if not sn.funded:
         return None
     if sn.active:
+        if not may_decommission:
+            return None
         silent_for = now - last_proof if last_proof else None
-        if may_decommission and (silent_for is None or silent_for > params.decommission_proof_age):
+        if silent_for is None or silent_for > params.decommission_proof_age:
             return Verdict(StateChangeKind.DECOMMISSION, Reason.MISSED_UPTIME_PROOFS)
+        if participation is not None and fails_participation(participation, params):
+            return Verdict(StateChangeKind.DECOMMISSION, Reason.MISSED_BLOCK_PRODUCTION)
+        return None
+    if (sn.last_decommission_reason == Reason.MISSED_BLOCK_PRODUCTION
+            and height - sn.last_state_change_height < params.participation_cooldown):
         return None
     if last_proof and now - last_proof <= params.healthy_proof_age:
         if sn.active_since == NO_HEIGHT:

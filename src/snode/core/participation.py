@@ -26,7 +26,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
-from snode.core.pulse import RoundQuorum
+from snode.core.blocks import Block
+from snode.core.pulse import RoundQuorum, round_quorum
+from snode.core.state import ChainState
 from snode.core.types import PubKey
 from snode.params import NetworkParams
 
@@ -83,3 +85,13 @@ def miss_count(history: Participation) -> int:
 def fails_participation(history: Participation, params: NetworkParams) -> bool:
     """True when the node missed more duties in its window than the network allows."""
     return miss_count(history) > params.participation_max_misses
+
+
+def block_updates(parent: ChainState, block: Block, params: NetworkParams) -> list[Update]:
+    """The duties a block settles, judged from its parent's state: none for an authority block
+    (no round quorum made it)."""
+    header = block.header
+    if header.producer not in parent.service_nodes:
+        return []
+    quorums = [round_quorum(parent, r, params) for r in range(header.round + 1)]
+    return participation_updates(quorums, block.validator_bitset)

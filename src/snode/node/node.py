@@ -31,6 +31,7 @@ from snode.core.chain import locator_heights
 from snode.core.crypto import SigningKey
 from snode.core.errors import InvalidBlock, SnodeError
 from snode.core.genesis import Consensus
+from snode.core.participation import block_updates
 from snode.core.production import build_block
 from snode.core.proofs import UptimeProof, check_proof, make_proof
 from snode.core.service_nodes import Status, status
@@ -46,6 +47,7 @@ from snode.node.events import (
     BlocksAdopted, ChainReorganized, OwnProofRefused, ProofAccepted, SyncProgress, TransactionAdmitted,
 )
 from snode.node.owners import OwnerIndex
+from snode.node.participation import LIVE_SECONDS, ParticipationBook
 from snode.node.proofs import ProofBook
 from snode.node.verifier import InlineVerifier, Verifier
 from snode.params import NetworkParams
@@ -94,6 +96,8 @@ class Node:
         self.pool = mp.Mempool()
         self.proofs = ProofBook()
         """This node's view of every SN's uptime proofs; only the node writes it."""
+        self.participation = ParticipationBook(params.participation_window)
+        """This node's view of every SN's block-production duties; only the node writes it."""
         self._target_height = 0
         self._owners = OwnerIndex()
 
@@ -366,6 +370,9 @@ class Node:
         """Make `state` current after the store committed it (`undos`: the records of `blocks`,
         applied on the current state; `mined`: their transaction ids, when known)."""
         self._owners.adopted(state, undos)
+        if len(blocks) == 1 and abs(now - blocks[0].header.timestamp) <= LIVE_SECONDS:
+            self.participation.record(block_updates(self._state, blocks[0], self.params))
+        self.participation.keep_active(state)
         self._state = state
         if not mined:
             mined = [txid(tx) for block in blocks for tx in block.transactions]

@@ -21,6 +21,7 @@ from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError, InvalidAddress, SnodeError
 from snode.core.proofs import InvalidProof
 from snode.core.registration import format_command
+from snode.core.participation import Participation
 from snode.core.pulse import signer_indexes
 from snode.core.state import ServiceNode, Undo, last_checkpoint
 from snode.core.transactions import Transaction, payload_kind, txid
@@ -86,7 +87,7 @@ class MethodTable:
         self.clock: Clock = clock if clock is not None else node.clock
         """The daemon's clock, the node's too; a MockableClock on regtest (`set_mock_time`)."""
         self._sn_cache: tuple[tuple[bytes, int], msgspec.Raw] | None = None
-        self._record_cache: dict[bytes, tuple[ServiceNode, tuple[int, bool], msgspec.Raw]] = {}
+        self._record_cache: dict[bytes, tuple[ServiceNode, tuple[int, bool, Participation], msgspec.Raw]] = {}
         self._table: dict[str, tuple[Callable[[Any], Awaitable[Any]], type[msgspec.Struct] | None]] = {
             "get_info": (self.get_info, NoParams),
             "get_height": (self.get_height, NoParams),
@@ -183,7 +184,8 @@ class MethodTable:
         height, params, proofs = node.height, node.params, node.proofs
         old, new, parts = self._record_cache, {}, []
         for pk, sn in state.service_nodes.items():
-            stamp = (proofs.last_accepted(pk), sn_rules.is_payable(sn, height, params))
+            stamp = (proofs.last_accepted(pk), sn_rules.is_payable(sn, height, params),
+                     node.participation.of(pk))
             hit = old.get(pk)
             if hit is None or hit[0] is not sn or hit[1] != stamp:
                 hit = (sn, stamp, msgspec.Raw(_json.encode(self._state(sn))))
@@ -197,7 +199,8 @@ class MethodTable:
     def _state(self, sn: ServiceNode) -> ServiceNodeState:
         node = self.node
         return service_node_state(sn, node.height, node.params,
-                                  last_uptime_proof=node.proofs.last_accepted(sn.pubkey))
+                                  last_uptime_proof=node.proofs.last_accepted(sn.pubkey),
+                                  participation=node.participation.of(sn.pubkey))
 
     def _address(self, name: str, text: str) -> bytes:
         """The public key behind a wallet address given as parameter `name`."""

@@ -137,7 +137,8 @@ class ServiceNodeDuties:
         quorum = node.state.quorums[height]
         for sn in node.state.service_nodes.values():
             verdict = judge(sn, last_proof=node.proofs.last_accepted(sn.pubkey), now=now,
-                            params=node.params, may_decommission=warm)
+                            params=node.params, may_decommission=warm,
+                            participation=node.participation.of(sn.pubkey), height=height + 1)
             if verdict is None:
                 continue
             message = state_change_hash(node.params.network_id, sn.pubkey, verdict.kind, verdict.reason, height)

@@ -1,0 +1,88 @@
+"""What an obligations-quorum member votes about one node (`core.obligations.judge`): every
+verdict, at the mainnet thresholds (healthy under 120 s, decommissioned past 1,800 s), the
+warm-up that keeps a restarted member from voting everyone out, and block-production
+participation (more than 4 misses of the last 8 duties; a cooldown before recommission)."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from snode.core.obligations import Verdict, judge
+from snode.core.participation import Participation
+from snode.core.service_nodes import Reason, StateChangeKind
+from snode.core.state import NO_HEIGHT, Contribution, ServiceNode
+from snode.params import COIN, MAINNET
+
+NOW = 1_800_000_000
+KEY = bytes(range(32))
+
+
+def sn(*, active: bool = True, funded: bool = True, active_since: int = 10, reason: int = 0,
+       changed: int = 10) -> ServiceNode:
+    amount = 200_000 * COIN if funded else 100_000 * COIN
+    return ServiceNode(
+        pubkey=KEY, fee_ppm=0, registration_height=1, staking_requirement=200_000 * COIN,
+        contributors=(Contribution(KEY, amount, amount),), funded_height=1 if funded else -1,
+        active=active, active_since=active_since, decommission_count=0 if active else 1,
+        last_reward_height=1, last_state_change_height=changed, last_state_change_reason=reason,
+        last_decommission_reason=reason,
+    )
+
+
+def verdict(node: ServiceNode, last_proof: int, *, warm: bool = True,
+            participation: Participation | None = None, height: int = 100) -> Verdict | None:
+    return judge(node, last_proof=last_proof, now=NOW, params=MAINNET, may_decommission=warm,
+                 participation=participation, height=height)
+
+
+DECOMMISSION_PROOFS = Verdict(StateChangeKind.DECOMMISSION, Reason.MISSED_UPTIME_PROOFS)
+DECOMMISSION_BLOCKS = Verdict(StateChangeKind.DECOMMISSION, Reason.MISSED_BLOCK_PRODUCTION)
+ACTIVATE = Verdict(StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF)
+RECOMMISSION = Verdict(StateChangeKind.RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED)
+
+
+@pytest.mark.parametrize(("age", "expected"), [
+    (0, None), (120, None), (1_800, None), (1_801, DECOMMISSION_PROOFS), (86_400, DECOMMISSION_PROOFS),
+])
+def test_an_active_node_is_decommissioned_only_past_the_decommission_age(age, expected):
+    assert verdict(sn(), NOW - age) == expected
+
+
+def test_an_active_node_never_proven_is_decommissioned_and_a_cold_member_votes_nothing():
+    assert verdict(sn(), 0) == DECOMMISSION_PROOFS
+    assert verdict(sn(), 0, warm=False) is None
+    assert verdict(sn(), NOW - 5_000, warm=False) is None
+
+
+@pytest.mark.parametrize(("age", "expected"), [(0, ACTIVATE), (120, ACTIVATE), (121, None)])
+def test_a_funded_node_is_activated_by_a_healthy_proof(age, expected):
+    assert verdict(sn(active=False, active_since=NO_HEIGHT), NOW - age) == expected
+
+
+@pytest.mark.parametrize(("age", "expected"), [(0, RECOMMISSION), (120, RECOMMISSION), (121, None)])
+def test_a_decommissioned_node_is_recommissioned_by_a_healthy_proof(age, expected):
+    node = sn(active=False, reason=Reason.MISSED_UPTIME_PROOFS)
+    assert verdict(node, NOW - age) == expected
+
+
+def test_unfunded_nodes_and_nodes_without_proofs_get_no_verdict():
+    assert verdict(sn(funded=False, active=False, active_since=NO_HEIGHT), NOW) is None
+    assert verdict(sn(active=False), 0) is None
+
+
+@pytest.mark.parametrize(("misses", "expected"), [
+    (0b0000_0000, None), (0b0000_1111, None), (0b0001_1111, DECOMMISSION_BLOCKS), (0b1111_1111, DECOMMISSION_BLOCKS),
+])
+def test_more_than_four_missed_duties_of_eight_decommission_a_proving_node(misses, expected):
+    assert verdict(sn(), NOW, participation=Participation(misses, 8)) == expected
+    # Missed proofs come first: the reason names what an operator must fix first.
+    assert verdict(sn(), NOW - 2_000, participation=Participation(misses, 8)) == DECOMMISSION_PROOFS
+
+
+def test_a_node_decommissioned_for_missed_blocks_waits_out_the_cooldown():
+    node = sn(active=False, reason=Reason.MISSED_BLOCK_PRODUCTION, changed=100)
+    assert verdict(node, NOW, height=100 + MAINNET.participation_cooldown - 1) is None
+    assert verdict(node, NOW, height=100 + MAINNET.participation_cooldown) == RECOMMISSION
+    other = msgspec.structs.replace(node, last_decommission_reason=Reason.MISSED_UPTIME_PROOFS)
+    assert verdict(other, NOW, height=101) == RECOMMISSION
