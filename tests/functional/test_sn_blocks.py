@@ -65,8 +65,8 @@ class SnNet:
 
 
 def test_service_nodes_take_over_and_keep_producing_without_the_authority(nodes, tmp_path):
-    log.info("Start an authority daemon and 6 service nodes on a fresh devnet; register them all")
-    net = SnNet(nodes, tmp_path, 6)
+    log.info("Start an authority daemon and 12 service nodes on a fresh devnet; register them all")
+    net = SnNet(nodes, tmp_path, 12)
     net.register_all()
     log.info("The quorums activate every node; production passes to the service nodes")
     wait_until(lambda: net.active(net.authority) == len(net.sns), timeout=120, what="all nodes active")
@@ -88,7 +88,7 @@ def test_service_nodes_take_over_and_keep_producing_without_the_authority(nodes,
         block = watcher.get_block(height=height)
         assert block["producer"] in net.pubkeys, (height, block["producer"])
         n = block["validator_count"]
-        assert n == DEVNET.validator_count(len(net.sns))
+        assert n == DEVNET.validator_count(len(net.sns)), (height, n, handover, watcher.get_service_nodes())
         assert len(block["validators"]) >= DEVNET.signatures_needed(n), (height, block["validators"])
     log.info("20 blocks in %.1f s (devnet block time %d s)", elapsed, DEVNET.target_block_time)
     assert elapsed <= 2 * 20 * DEVNET.target_block_time + 10

@@ -195,7 +195,8 @@ def test_a_round_played_by_machines_on_a_real_chain_makes_a_block_the_rules_acce
     assert quorum is not None
     checks = validator_checks(DEVNET.network_id, state.height + 1, made.block_hash, quorum,
                               made.validator_bitset, made.validator_signatures)
-    assert len(checks) == quorum.needed and verify_serially(checks) == -1
+    # All three validators answered at once: all are in the block (at least the two needed).
+    assert len(checks) == len(quorum.validators) >= quorum.needed and verify_serially(checks) == -1
 
 
 # --- rounds -----------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from snode.core.finality import CheckpointVote
 from snode.core.pulse import RoundQuorum, signer_indexes, validator_checks, validator_message
 from snode.core.rounds import (
     Action, BlockTemplate, Broadcast, BuildTemplate, CheckTemplate, Equivocation, Parent,
-    RoundFailed, RoundMachine, SendTemplate, SignTemplate, ValidatorSignature,
+    SIGNATURE_GRACE, RoundFailed, RoundMachine, SendTemplate, SignTemplate, ValidatorSignature,
 )
 from snode.core.transactions import TX_VERSION, Coinbase, Transaction, TxOut
 from snode.core.transition import verify_serially
@@ -40,6 +40,7 @@ POOL = [key_from_label(f"rounds sn {i}") for i in range(9)]
 KEY_OF = {k.public: k for k in POOL}
 OUTSIDER = key_from_label("rounds outsider")
 VALIDATORS_PER_ROUND = 6
+GRACE = DEVNET.round_time * SIGNATURE_GRACE
 NEEDED = DEVNET.signatures_needed(VALIDATORS_PER_ROUND)
 """4 of 6."""
 ROUND0 = 1002
@@ -163,7 +164,7 @@ def assert_well_signed(broadcast: Broadcast, quorum: RoundQuorum) -> None:
 
 # --- a network of machines --------------------------------------------------------------------
 
-def test_a_happy_round_the_leader_broadcasts_with_the_first_needed_signatures():
+def test_a_happy_round_the_leader_broadcasts_as_soon_as_every_validator_signed():
     net = Net()
     net.at(ROUND0 - 0.5)
     assert not any(net.reports.values())  # round 0 has not started
@@ -174,8 +175,8 @@ def test_a_happy_round_the_leader_broadcasts_with_the_first_needed_signatures():
     header = broadcast.block.header
     assert (header.height, header.round, header.timestamp, header.producer) == (HEIGHT, 0, ROUND0, quorum.leader)
     assert_well_signed(broadcast, quorum)
-    # Validators answered in order: the first four made the block, the others came too late.
-    assert signer_indexes(broadcast.validator_bitset) == [0, 1, 2, 3]
+    # Every validator answered at once: no grace is waited for, every one is in the block.
+    assert signer_indexes(broadcast.validator_bitset) == list(range(VALIDATORS_PER_ROUND))
     signed = [k for k, actions in net.reports.items() if of_type(actions, SignTemplate)]
     assert sorted(signed) == sorted(quorum.validators)
     assert not any(of_type(actions, RoundFailed) for actions in net.reports.values())
@@ -200,6 +201,8 @@ def test_exactly_the_needed_validators_answering_make_the_block():
     quorum = quorum_of(0)
     net = Net(down=frozenset(quorum.validators[:VALIDATORS_PER_ROUND - NEEDED]))
     net.at(ROUND0)
+    assert net.broadcasts() == []  # enough to make the block: a grace for the others
+    net.at(ROUND0 + GRACE)
     [(_, broadcast)] = net.broadcasts()
     assert signer_indexes(broadcast.validator_bitset) == [2, 3, 4, 5]
     assert_well_signed(broadcast, quorum)
@@ -261,12 +264,14 @@ def test_the_leader_counts_each_validator_once():
     assert m.on_signature(signature(first, this_hash), ROUND0 + 0.2) == []
     for _ in range(5):
         assert m.on_signature(signature(first, this_hash), ROUND0 + 0.3) == []
-    for key in validator_keys()[1:NEEDED - 1]:
+    for key in validator_keys()[1:NEEDED]:
         assert m.on_signature(signature(key, this_hash), ROUND0 + 0.4) == []
-    [broadcast] = m.on_signature(signature(validator_keys()[NEEDED - 1], this_hash), ROUND0 + 0.5)
+    assert m.wake_at == ROUND0 + 0.4 + GRACE  # the needed signatures are in: the grace ends then
+    [broadcast] = m.tick(ROUND0 + 0.4 + GRACE)
     assert_well_signed(broadcast, quorum_of(0))
+    assert len(broadcast.validator_signatures) == NEEDED
     # After the broadcast every signature is late.
-    assert m.on_signature(signature(validator_keys()[NEEDED], this_hash), ROUND0 + 0.6) == []
+    assert m.on_signature(signature(validator_keys()[NEEDED], this_hash), ROUND0 + 1.0) == []
 
 
 def test_the_leader_ignores_signatures_from_outsiders_forgeries_and_other_blocks():
@@ -285,7 +290,8 @@ def test_the_leader_ignores_signatures_from_outsiders_forgeries_and_other_blocks
     ]
     for message in ignored:
         assert m.on_signature(message, ROUND0 + 0.3) == [], message
-    assert of_type(m.on_signature(signature(last, this_hash), ROUND0 + 0.4), Broadcast)
+    assert m.on_signature(signature(last, this_hash), ROUND0 + 0.4) == []
+    assert of_type(m.tick(ROUND0 + 0.4 + GRACE), Broadcast)
 
 
 def test_signatures_before_the_template_is_built_are_ignored():

@@ -49,6 +49,10 @@ from snode.core.blocks import Block, block_hash, producer_message
 from snode.core.crypto import verify
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
+from snode.core.round_actions import (  # the actions, named here too: the machine's outputs
+    Action, Broadcast, BuildTemplate, CheckTemplate, Equivocation, RoundFailed, SendTemplate,
+    SignTemplate,
+)
 from snode.core.pulse import (
     MAX_ROUND, RoundQuorum, round_at, round_quorum, round_start0, round_window, signer_set,
     validator_message,
@@ -56,6 +60,17 @@ from snode.core.pulse import (
 from snode.core.state import ChainState, with_index
 from snode.core.types import Hash32, Height, PubKey, Signature
 from snode.params import MAX_BLOCK_BYTES, NetworkParams
+
+SIGNATURE_GRACE: Final = 0.25
+"""Once a leader holds the signatures it needs, it waits this share of a round for the other
+validators' before it broadcasts (at once when all have signed): a validator that signs a
+moment later is not marked as missing its duty (`core.participation`), and a silent one costs
+the block only the grace."""
+__all__ = [
+    "Action", "BlockTemplate", "Broadcast", "BuildTemplate", "CheckTemplate", "Equivocation",
+    "Parent", "Role", "RoundFailed", "RoundMachine", "SendTemplate", "SignTemplate",
+    "ValidatorSignature", "MAX_EARLY_TEMPLATES", "SIGNATURE_GRACE",
+]
 
 MAX_EARLY_TEMPLATES: Final = 2
 """Templates held for a round that has not begun yet (`RoundMachine._hold`)."""
@@ -89,88 +104,6 @@ class ValidatorSignature(msgspec.Struct, frozen=True, array_like=True, tag=3, gc
     """Who signed: one of the round's validators."""
     signature: Signature
     """Over `pulse.validator_message(network_id, block_hash)`."""
-
-
-# --- actions ----------------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class BuildTemplate:
-    """Leader: build the block of this round from the mempool and answer with `on_built`."""
-
-    height: int
-    round: int
-    timestamp: int
-    """The block's timestamp: now, inside the round's window."""
-
-
-@dataclass(frozen=True, slots=True)
-class SendTemplate:
-    """Leader: send `template` to each validator of its round."""
-
-    template: BlockTemplate
-    validators: tuple[PubKey, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class CheckTemplate:
-    """Validator: check `block` fully as the next block (all rules but its validator
-    signatures) and answer with `on_checked`."""
-
-    template: BlockTemplate
-    block: Block
-    """`template.block`, decoded."""
-    block_hash: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class SignTemplate:
-    """Validator: sign `block_hash` (`pulse.validator_message`) and send the
-    `ValidatorSignature` to the leader."""
-
-    height: int
-    round: int
-    block_hash: bytes
-    leader: PubKey
-
-
-@dataclass(frozen=True, slots=True)
-class Broadcast:
-    """Leader: the block has its signatures; put them in and broadcast it over P2P."""
-
-    block: Block
-    """The template, without validator signatures."""
-    block_hash: bytes
-    validator_bitset: int
-    """Bit i set: validators[i] of the round signed."""
-    validator_signatures: tuple[bytes, ...]
-    """In increasing bit order."""
-
-
-@dataclass(frozen=True, slots=True)
-class RoundFailed:
-    """The round ended without a block reaching this node; the next round has begun."""
-
-    height: int
-    round: int
-    leader: PubKey
-    """The round's leader."""
-
-
-@dataclass(frozen=True, slots=True)
-class Equivocation:
-    """The round's leader sent two different templates, both signed by it: neither is signed."""
-
-    height: int
-    round: int
-    leader: PubKey
-    first: BlockTemplate
-    second: BlockTemplate
-
-
-Action: TypeAlias = (
-    BuildTemplate | SendTemplate | CheckTemplate | SignTemplate | Broadcast | RoundFailed
-    | Equivocation
-)
 
 
 # --- the machine ------------------------------------------------------------------------------
@@ -224,6 +157,8 @@ class _Round:
     """Validator: the leader sent a second template."""
     finished: bool = False
     """Leader: the block is broadcast."""
+    ready_at: float | None = None
+    """Leader: when it first held `needed` signatures (it waits a grace for the others)."""
 
 
 class RoundMachine:
@@ -260,16 +195,30 @@ class RoundMachine:
         return self._round.number if self._round is not None else None
 
     @property
-    def wake_at(self) -> int:
-        """When to `tick` next: the start of round 0, or the end of the round in progress."""
-        if self._round is None:
+    def wake_at(self) -> float:
+        """When to `tick` next: the start of round 0, the end of the round in progress, or a
+        leader's end of grace for the last signatures."""
+        r = self._round
+        if r is None:
             return round_start0(self.parent.timestamp, self.params)
-        return self._round.end
+        if r.ready_at is not None and not r.finished:
+            return min(r.end, r.ready_at + self._grace)
+        return r.end
+
+    @property
+    def _grace(self) -> float:
+        return self.params.round_time * SIGNATURE_GRACE
 
     # --- inputs -------------------------------------------------------------------------------
 
     def tick(self, now: float) -> list[Action]:
         """The clock reads `now`."""
+        r = self._round
+        if (r is not None and r.ready_at is not None and not r.finished
+                and now >= min(r.end, r.ready_at + self._grace)):
+            # Broadcast even at the round's end: the block carries its round's timestamp, and
+            # every node takes a valid block for the height whatever round it is in.
+            return self._broadcast(r)
         return self._advance(now)
 
     def on_built(self, block: Block, now: float) -> list[Action]:
@@ -324,11 +273,18 @@ class RoundMachine:
         if r is None or r.proposal is None or not self._counts(message, r, r.proposal):
             return actions
         r.signatures[message.validator] = message.signature
-        if len(r.signatures) < r.quorum.needed:
-            return actions
+        if len(r.signatures) == len(r.quorum.validators):
+            return actions + self._broadcast(r)
+        if len(r.signatures) >= r.quorum.needed and r.ready_at is None:
+            r.ready_at = now  # enough to make the block: a short grace for the others
+        return actions
+
+    def _broadcast(self, r: _Round) -> list[Action]:
+        """The leader's block with every signature it holds."""
+        assert r.proposal is not None
         r.finished = True
         bitset, signatures = signer_set(r.quorum.validators, r.signatures)
-        return actions + [Broadcast(r.proposal.block, r.proposal.block_hash, bitset, signatures)]
+        return [Broadcast(r.proposal.block, r.proposal.block_hash, bitset, signatures)]
 
     # --- rules --------------------------------------------------------------------------------
 
