@@ -130,9 +130,11 @@ class NetworkParams:
         """Validator signatures a block needs from a round of `validators` validators.
 
         Mainnet and testnet keep the table's fixed 7 of 11 (as Oxen), although ceil(2/3 x 11)
-        would be 8: the chain tolerates four silent validators, not three."""
+        would be 8: the chain tolerates four silent validators, not three. Devnet and regtest,
+        whose rounds may be smaller, keep the same share, rounded up (7 of 11, 2 of 3): a
+        devnet of 12 keeps producing with 4 nodes down, as mainnet does."""
         if self.private_public_ip_allowed:
-            return two_thirds(validators)
+            return -(-validators * self.validators_needed // self.validators_size)
         return self.validators_needed
 
     def checkpoint_quorum(self, active: int) -> int:
@@ -172,7 +174,7 @@ DEVNET: Final = NetworkParams(
     p2p_port=38090, rpc_port=38091, quorumnet_port=38092, omq_port=38093, wallet_rpc_port=38094,
     target_block_time=2, proof_interval=2, healthy_proof_age=10,
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
-    round_time=2, backstop_rounds=10,
+    round_time=2, backstop_rounds=10, participation_cooldown=10,
 )
 REGTEST: Final = NetworkParams(
     name="regtest", network_id=0x534E0004, address_prefix="snr",
@@ -180,6 +182,7 @@ REGTEST: Final = NetworkParams(
     target_block_time=0, proof_interval=2, healthy_proof_age=10,
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
     generate_on_demand=True, sn_blocks=False, round_time=2, backstop_rounds=10,
+    participation_cooldown=10,
 )
 
 NETWORKS: Final = {p.name: p for p in (MAINNET, TESTNET, DEVNET, REGTEST)}

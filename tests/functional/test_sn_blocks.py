@@ -16,12 +16,24 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from snode.core.address import encode_address
+from snode.core.blocks import Block, block_hash
 from snode.core.crypto import SigningKey
+from snode.core.encoding import encode
 from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
+from snode.core.pulse import round_at
+from snode.core.transition import apply_block
 from snode.devchain import key_from_label
+from snode.net import protocol as P
 from snode.params import COIN, DEVNET
-from tests.functional.framework import NodeSet, assert_equal, connect_nodes, narrator, sync_blocks, wait_until
+from tests.functional.framework import (
+    NodeSet, assert_equal, connect_nodes, narrator, next_loopback_ip, sync_blocks, wait_until,
+)
+from tests.functional.p2p import FakePeer
+from tests.functional.sn_chain import rebuilt, sn_keys
+from tests.functional.sn_chain import sn_block as chain_block
 from tests.functional.sn_helpers import SOLO, register
 
 log = narrator(__name__)
@@ -97,3 +109,136 @@ def test_service_nodes_take_over_and_keep_producing_without_the_authority(nodes,
     wait_until(lambda: watcher.get_info()["immutable_height"] > handover, timeout=60, what="a final height")
     final = watcher.get_info()["immutable_height"]
     assert_equal(watcher.get_block(height=final)["checkpointed"], True)
+
+
+def test_forged_service_node_blocks_and_a_fork_below_the_final_height_ban_their_peer(nodes, tmp_path):
+    log.info("A devnet of 5 service nodes produces until two checkpoints make blocks final")
+    net = SnNet(nodes, tmp_path, 5)
+    net.register_all()
+    wait_until(lambda: net.authority.get_info()["block_production"] == "service_nodes",
+               timeout=120, what="service-node block production")
+    handover = net.authority.get_info()["height"]
+    wait_until(lambda: net.authority.get_info()["immutable_height"] > handover, timeout=90,
+               what="a final height")
+    log.info("Freeze the chain: stop every service node, and restart the authority's daemon "
+             "without its key, as an observer that only validates")
+    for sn in net.sns:
+        sn.stop()
+    net.authority.stop()
+    (net.authority.data_dir / "authority_key").unlink()
+    net.authority.start()
+    victim = net.authority
+    state, consensus, blocks = rebuilt(victim, tmp_path / "genesis.json")
+    keys = sn_keys(net.sns)
+    round_now = round_at(time.time(), state.timestamp, DEVNET)
+    good, quorum = chain_block(state, consensus, keys, round=round_now)
+    message = good.validator_signatures
+
+    def refused(name: str, block: Block, reason: str) -> None:
+        peer = FakePeer(victim, source_ip=next_loopback_ip())
+        try:
+            peer.handshake()
+            peer.send(P.NewBlock(encode(block)))
+            assert peer.closed_by_node(), f"{name}: not disconnected"
+        finally:
+            peer.close()
+        bans = victim.get_peers()["bans"]
+        assert any(reason in ban["reason"] for ban in bans), (name, bans)
+
+    log.info("A block with a forged validator signature: refused, its peer banned")
+    refused("forged", msgspec.structs.replace(good, validator_signatures=(bytes(64),) + message[1:]),
+            "has a bad signature")
+    log.info("A block naming a signer outside the round's validators: refused, banned")
+    outsider = msgspec.structs.replace(
+        good, validator_bitset=good.validator_bitset | 1 << len(quorum.validators),
+        validator_signatures=message + (bytes(64),))
+    refused("outsider", outsider, "outside the quorum")
+    log.info("A block with too few signatures: refused, banned")
+    few, _ = chain_block(state, consensus, keys, round=round_now, signers=quorum.needed - 1)
+    refused("too few", few, f"{quorum.needed} are needed")
+    assert_equal(victim.get_info()["height"], state.height)
+
+    log.info("A longer chain that forks below the final height: refused, its peer banned")
+    final = victim.get_info()["immutable_height"]
+    fork_state, _, _ = rebuilt(victim, tmp_path / "genesis.json", up_to=final - 1)
+    branch = []
+    block, _ = chain_block(fork_state, consensus, keys, round=1)  # round 1: not the chain's block
+    while True:
+        fork_state, _ = apply_block(fork_state, block, consensus)
+        branch.append(block)
+        if fork_state.height > state.height:
+            break
+        block, _ = chain_block(fork_state, consensus, keys)
+    peer = FakePeer(victim, source_ip=next_loopback_ip())
+    try:
+        peer.send(peer.hello(height=fork_state.height, top_hash=block_hash(branch[-1].header)))
+        closed = serve_blocks(peer, branch)
+    finally:
+        peer.close()
+    assert closed, "the victim kept the connection of a peer offering a fork below its final height"
+    assert any("below the final height" in ban["reason"] for ban in victim.get_peers()["bans"])
+    assert_equal(victim.get_info()["top_block_hash"], block_hash(blocks[-1].header).hex())
+
+
+def serve_blocks(peer: FakePeer, branch: list[Block]) -> bool:
+    """Answer the victim's GetBlocks with `branch` until it hangs up; whether it did."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            message = peer.receive(timeout=5)
+        except (ConnectionError, OSError):
+            return True
+        if isinstance(message, P.GetBlocks):
+            peer.send(P.Blocks(blocks=[encode(b) for b in branch], height=branch[-1].header.height))
+        elif isinstance(message, P.Ping):
+            peer.send(P.Pong(message.nonce))
+    return False
+
+
+def test_rounds_skip_stopped_nodes_which_the_quorum_decommissions_and_takes_back(nodes, tmp_path):
+    log.info("12 service nodes take over block production")
+    net = SnNet(nodes, tmp_path, 12)
+    net.register_all()
+    wait_until(lambda: net.active(net.authority) == len(net.sns), timeout=120, what="all nodes active")
+    wait_until(lambda: net.authority.get_info()["block_production"] == "service_nodes",
+               timeout=60, what="service-node block production")
+    watcher = net.sns[0]
+
+    log.info("Stop one node: when its turn to lead comes, round 0 times out and round 1's leader "
+             "makes the block; the node's participation record shows the miss")
+    first = net.sns[-1]
+    first_key = net.pubkeys[-1]
+    first.stop()
+    since = watcher.get_info()["height"]
+    retaken = wait_until(lambda: next((h for h in range(since + 1, watcher.get_info()["height"] + 1)
+                                       if watcher.get_block(height=h)["round"] >= 1), None),
+                         timeout=90, what="a block made in round 1")
+    assert watcher.get_block(height=retaken)["producer"] != first_key
+    assert record_of(watcher, first_key)["missed_duties"] >= 1
+
+    log.info("Stop three more (4 of 12 down): blocks keep coming, rounds skip the missing leaders")
+    down = net.sns[-4:]
+    for sn in down[:-1]:
+        sn.stop()
+    height = watcher.get_info()["height"]
+    wait_until(lambda: watcher.get_info()["height"] >= height + 8, timeout=90, what="8 more blocks")
+    log.info("The quorum decommissions the stopped nodes, each with its reason")
+    wait_until(lambda: all(not record_of(watcher, k)["active"] for k in net.pubkeys[-4:]), timeout=120,
+               what="the stopped nodes decommissioned")
+    for key in net.pubkeys[-4:]:
+        rec = record_of(watcher, key)
+        assert rec["decommission_count"] >= 1
+        assert rec["last_decommission_reason"] in ("missed_uptime_proofs", "missed_block_production"), rec
+
+    log.info("Start them again: they sync, prove, and are recommissioned; every node on one tip")
+    for sn in down:
+        sn.start()
+        connect_nodes(sn, watcher)
+    wait_until(lambda: all(record_of(watcher, k)["active"] for k in net.pubkeys), timeout=120,
+               what="the restarted nodes recommissioned")
+    sync_blocks(net.all, timeout=60)
+
+
+def record_of(node: Any, pubkey: str) -> dict[str, Any]:
+    [found] = node.get_service_nodes(service_node_pubkeys=[pubkey])["service_node_states"]
+    return found

@@ -97,9 +97,9 @@ def test_mainnet_draws_eleven_validators_and_needs_seven_signatures():
 
 
 @pytest.mark.parametrize("active, validators, needed", [
-    (1, 0, 0), (2, 1, 1), (4, 3, 2), (5, 4, 3), (6, 5, 4), (12, 11, 8), (40, 11, 8),
+    (1, 0, 0), (2, 1, 1), (4, 3, 2), (5, 4, 3), (6, 5, 4), (12, 11, 7), (40, 11, 7),
 ])
-def test_devnet_draws_up_to_eleven_validators_and_needs_two_thirds(active, validators, needed):
+def test_devnet_draws_up_to_eleven_validators_and_needs_mainnets_share(active, validators, needed):
     for params in (DEVNET, REGTEST):
         assert params.validator_count(active) == validators
         assert params.signatures_needed(validators) == needed
@@ -236,7 +236,7 @@ def test_each_round_has_the_queue_leader_at_its_position_and_validators_drawn_wi
             index.active_keys, state.tip_hash, r, quorum.leader, DEVNET
         )
         assert quorum.leader not in quorum.validators
-        assert len(set(quorum.validators)) == 11 and quorum.needed == 8
+        assert len(set(quorum.validators)) == 11 and quorum.needed == 7
         leaders.append(quorum.leader)
     # Never paid, so the queue is by registration height: node 0 first, wrapping after 12.
     assert leaders[:12] == [sn_key(i).public for i in range(12)]

@@ -1,0 +1,59 @@
+"""The devnet's chain rebuilt in the test with the real core, and service-node blocks made with the
+nodes' own keys (read from their data dirs): what a hostile peer needs to send blocks that are
+right in every way but one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from snode.core.blocks import Block, Checkpoint, block_hash
+from snode.core.crypto import SigningKey
+from snode.core.encoding import decode
+from snode.core.genesis import Consensus, genesis_state, parse_genesis
+from snode.core.mempool import Mempool
+from snode.core.production import build_block
+from snode.core.pulse import RoundQuorum, round_quorum, round_window, signer_set, validator_message
+from snode.core.state import ChainState
+from snode.core.transition import apply_block
+from snode.params import DEVNET
+
+
+def sn_keys(sns: list[Any]) -> dict[bytes, SigningKey]:
+    """Each service-node daemon's key, from its data dir, by public key."""
+    keys = {}
+    for sn in sns:
+        key = SigningKey(bytes.fromhex((Path(sn.data_dir) / "key").read_text().strip()))
+        keys[key.public] = key
+    return keys
+
+
+def rebuilt(node: Any, genesis: Path, up_to: int | None = None) -> tuple[ChainState, Consensus, list[Block]]:
+    """The state at `node`'s tip (or at height `up_to`), by applying its blocks to genesis."""
+    state, _, consensus = genesis_state(parse_genesis(genesis.read_bytes(), DEVNET), DEVNET)
+    top = node.get_info()["height"] if up_to is None else up_to
+    blocks = []
+    for height in range(1, top + 1):
+        block = decode(bytes.fromhex(node.get_block(height=height)["block_hex"]), Block)
+        state, _ = apply_block(state, block, consensus)
+        blocks.append(block)
+    return state, consensus, blocks
+
+
+def sn_block(
+    state: ChainState, consensus: Consensus, keys: dict[bytes, SigningKey], *, round: int = 0,
+    signers: int | None = None, checkpoint: Checkpoint | None = None,
+) -> tuple[Block, RoundQuorum]:
+    """The block of `round` on `state` made by its leader, signed by its first `signers`
+    validators (all by default)."""
+    quorum = round_quorum(state, round, DEVNET)
+    start, _ = round_window(state.timestamp, round, DEVNET)
+    block, _ = build_block(state, Mempool(), consensus, keys[quorum.leader], timestamp=start,
+                           round=round, checkpoint=checkpoint)
+    message = validator_message(DEVNET.network_id, block_hash(block.header))
+    chosen = quorum.validators[:len(quorum.validators) if signers is None else signers]
+    bitset, signatures = signer_set(quorum.validators, {v: keys[v].sign(message) for v in chosen})
+    return msgspec.structs.replace(block, validator_bitset=bitset, validator_signatures=signatures), quorum
