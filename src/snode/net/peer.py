@@ -105,6 +105,9 @@ class Peer:
         """Send GetBlocks now (not at the end of this loop turn, so that the peer works while
         we do) and return the future its answer will resolve."""
         self.pending = asyncio.get_running_loop().create_future()
+        if self.writer.is_closing():
+            self.pending.set_exception(ConnectionError("peer closed"))
+            return self.pending
         self.send(P.GetBlocks(locator=locator[:P.MAX_LOCATOR], max_count=max_count))
         self._flush()
         return self.pending
