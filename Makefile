@@ -27,7 +27,7 @@ walkthrough: $(STAMP)
 
 test: $(STAMP)
 	$(COMPILE)
-	$(PY) -m pytest -n 2 -q tests
+	$(PY) -m pytest -n 2 --dist worksteal -q tests
 
 lint: $(STAMP)
 	$(PY) -m mypy
