@@ -29,6 +29,7 @@ REPO_DIR: Final = BENCH_DIR.parent
 PROOF_NET: Final = 100
 SYNC_NET: Final = 150
 RPC_NET: Final = 200
+BLOCKS_NET: Final = 50
 """Second-octet bases of the benchmarks' 127.x ranges (50 values each; the test suite uses others)."""
 
 P2P_PORT: Final = 38090
@@ -95,14 +96,15 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float = STOP_TIMEOUT,
 
 
 class Daemon:
-    """One `snoded --regtest` subprocess on its own 127.x address, optionally under cProfile."""
+    """One `snoded --regtest` (or `network`) subprocess on its own 127.x address, optionally
+    under cProfile."""
 
     def __init__(
         self, ip: str, data_dir: Path, *, name: str = "", extra: Sequence[str] = (),
         rpc_port: int = RPC_PORT, p2p_port: int = P2P_PORT, profile_to: Path | None = None,
         stderr: Path | None = None, stdout: Path | None = None, rpc_timeout: float = 60,
         start_timeout: float = START_TIMEOUT, stop_timeout: float = STOP_TIMEOUT,
-        log: Callable[[str], None] | None = None,
+        log: Callable[[str], None] | None = None, network: str = "regtest",
     ) -> None:
         """extra: more daemon arguments; profile_to: run it under cProfile writing there (stop it
         with SIGINT so the file is written); stderr: its stderr file (default
@@ -114,7 +116,7 @@ class Daemon:
         self.p2p_port = p2p_port
         runner = ["-m", "cProfile", "-o", str(profile_to)] if profile_to is not None else []
         self.args = [
-            sys.executable, *runner, "-m", "snode.app.daemon", "--regtest", "--non-interactive",
+            sys.executable, *runner, "-m", "snode.app.daemon", f"--{network}", "--non-interactive",
             f"--data-dir={data_dir}", f"--rpc-admin={ip}:{rpc_port}", f"--p2p-bind-ip={ip}",
             f"--p2p-bind-port={p2p_port}", *extra,
         ]

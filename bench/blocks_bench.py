@@ -1,0 +1,289 @@
+"""Service-node block production against its floor (issue #12's benchmark).
+
+Measures in one run:
+- the network: a devnet of 12 real service-node daemons and an authority daemon, each its own
+  process on its own 127.x address; the genesis pays the operators, who register every node;
+  the quorums activate them and block production passes to the service nodes;
+- the latency: for each of BLOCKS service-node blocks, from the start of the round that made it
+  (its parent's timestamp + the block time + round x round time) to the moment the last of the
+  12 daemons applied it (each daemon logs the block with a millisecond timestamp): p50 and p99;
+- the floor, measured in this process just before: what any block must cost at least, one
+  after the other on one core: the leader's signature, `needed` validator signatures verified
+  (7 of 11), one `apply_block` of a real service-node block of this chain on its parent, and
+  two loopback round trips on CurveZMQ (template out and signature back);
+- ratio = p50 latency / floor, target <= 3 (issue #12; issue #16 aims at 2);
+- the CPU each daemon spends per block (its process and threads over the measured blocks).
+
+Everything listens on 127.x addresses only; every daemon is stopped by its own pid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import zmq
+from rich.console import Console
+
+from bench.daemons import BLOCKS_NET, Daemon, log as bench_log, loopback_ip
+from bench.report import figures_table, verdict
+from snode.api.client import RpcFailure
+from snode.core.address import encode_address
+from snode.core.blocks import Block
+from snode.core.crypto import SigningKey, verify
+from snode.core.encoding import decode, encode
+from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis, genesis_state, parse_genesis
+from snode.core.pulse import validator_message
+from snode.core.registration import parse_command
+from snode.core.state import UtxoEntry
+from snode.core.transactions import OutPoint
+from snode.core.transition import apply_block
+from snode.core.txbuilder import build_spend
+from snode.params import COIN, DEVNET
+from snode.tools.tables import make_console
+
+SERVICE_NODES = 12
+BLOCKS = 100
+TARGET = 3.0
+LOG_LINE = re.compile(r"^(\S+ \S+) INFO snode\.node\.node: block (\d+) ([0-9a-f]{16})")
+
+
+def log(text: str) -> None:
+    bench_log("blocks", text)
+
+
+# --- the floor ----------------------------------------------------------------------------
+
+def zmq_round_trip_s(trips: int = 400) -> float:
+    """Median seconds of one request and reply between a CurveZMQ DEALER and ROUTER on loopback."""
+    ctx = zmq.Context()
+    server_public, server_secret = zmq.curve_keypair()
+    client_public, client_secret = zmq.curve_keypair()
+    router = ctx.socket(zmq.ROUTER)
+    router.curve_server = True
+    router.curve_secretkey, router.curve_publickey = server_secret, server_public
+    port = router.bind_to_random_port(f"tcp://{loopback_ip(BLOCKS_NET, 250)}")
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.curve_secretkey, dealer.curve_publickey = client_secret, client_public
+    dealer.curve_serverkey = server_public
+    dealer.connect(f"tcp://{loopback_ip(BLOCKS_NET, 250)}:{port}")
+    payload = os.urandom(200)
+    times = []
+    try:
+        for _ in range(trips):
+            started = time.perf_counter()
+            dealer.send(payload)
+            ident, data = router.recv_multipart()
+            router.send_multipart([ident, data])
+            dealer.recv()
+            times.append(time.perf_counter() - started)
+    finally:
+        dealer.close(linger=0)
+        router.close(linger=0)
+        ctx.term()
+    return statistics.median(times[trips // 10:])
+
+
+def floor_s(daemon: Daemon, genesis: Path, needed: int) -> dict[str, float]:
+    """The floor's parts, on this chain: sign, verify `needed`, apply its last SN block, 2 RTTs."""
+    state, _, consensus = genesis_state(parse_genesis(genesis.read_bytes(), DEVNET), DEVNET)
+    height = daemon.call("get_info")["height"]
+    blocks = [decode(bytes.fromhex(daemon.call("get_block", {"height": h})["block_hex"]), Block)
+              for h in range(1, height + 1)]
+    for block in blocks[:-1]:
+        state, _ = apply_block(state, block, consensus)
+    last = blocks[-1]
+    apply_times = []
+    for _ in range(20):
+        started = time.perf_counter()
+        apply_block(state, last, consensus)
+        apply_times.append(time.perf_counter() - started)
+    key = SigningKey(os.urandom(32))
+    message = validator_message(DEVNET.network_id, bytes(32))
+    signature = key.sign(message)
+    started = time.perf_counter()
+    for _ in range(200):
+        key.sign(message)
+    sign_s = (time.perf_counter() - started) / 200
+    started = time.perf_counter()
+    for _ in range(200):
+        verify(key.public, message, signature)
+    verify_s = (time.perf_counter() - started) / 200
+    parts = {"sign_s": sign_s, "verify_s": verify_s * needed, "apply_s": statistics.median(apply_times),
+             "round_trips_s": 2 * zmq_round_trip_s()}
+    parts["floor_s"] = sum(parts.values())
+    return parts
+
+
+# --- the network --------------------------------------------------------------------------
+
+class Network:
+    """The authority and the service-node daemons of one devnet."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.operators = [SigningKey(os.urandom(32)) for _ in range(SERVICE_NODES)]
+        authority = SigningKey(os.urandom(32))
+        self.genesis = workdir / "genesis.json"
+        self.genesis.write_bytes(encode_genesis(GenesisDoc(
+            network="devnet", timestamp=int(time.time()) - 4, authorities=[authority.public.hex()],
+            outputs=[GenesisOutput(encode_address(DEVNET.address_prefix, op.public),
+                                   DEVNET.staking_requirement + COIN) for op in self.operators],
+        )))
+        common = [f"--genesis={self.genesis}", "--log-level=2"]
+        auth_ip = loopback_ip(BLOCKS_NET, 1)
+        (workdir / "authority").mkdir()
+        (workdir / "authority" / "authority_key").write_text(authority.seed.hex() + "\n")
+        self.authority = Daemon(auth_ip, workdir / "authority", name="authority", network="devnet",
+                                extra=common, log=log)
+        self.sns = [
+            Daemon(loopback_ip(BLOCKS_NET, 2 + i), workdir / f"node{i + 1}", name=f"node{i + 1}",
+                   network="devnet", log=log,
+                   extra=[*common, "--service-node", f"--add-priority-node={auth_ip}:38090"])
+            for i in range(SERVICE_NODES)
+        ]
+
+    @property
+    def all(self) -> list[Daemon]:
+        return [self.authority, *self.sns]
+
+    def start(self) -> None:
+        for daemon in self.all:
+            daemon.start()
+        for daemon in self.all:
+            daemon.wait_for_rpc()
+
+    def register(self) -> None:
+        """Each operator pays its node's registration command from its genesis output."""
+        wait(lambda: all(d.call("get_info")["target_height"] == 0 and d.call("get_info")["height"] > 0
+                         for d in self.sns), 60, "the nodes to sync")
+        for daemon, op in zip(self.sns, self.operators):
+            address = encode_address(DEVNET.address_prefix, op.public)
+            cmd = daemon.call("get_service_node_registration_cmd", {
+                "operator_cut": "0", "contributor_addresses": [address],
+                "contributor_amounts": [DEVNET.staking_requirement]})["registration_cmd"]
+            outputs = self.authority.call("get_outputs", {"address": address})["outputs"]
+            coins = [(OutPoint(bytes.fromhex(o["txid"]), o["index"]),
+                      UtxoEntry(op.public, o["amount"], o["unlock_height"])) for o in outputs]
+            tx = build_spend(coins, op, [], parse_command(cmd, DEVNET), DEVNET)
+            self.authority.call("send_raw_transaction", {"tx_hex": encode(tx).hex()})
+
+    def stop(self) -> None:
+        for daemon in self.all:
+            daemon.stop()
+
+
+def wait(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if predicate():
+                return
+        except RpcFailure:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def applied_times(daemon: Daemon) -> dict[tuple[int, str], float]:
+    """When the daemon applied each block: (height, hash prefix) -> Unix time, from its log."""
+    found = {}
+    for line in daemon.stderr.read_text(errors="replace").splitlines():
+        match = LOG_LINE.match(line)
+        if match:
+            stamp = dt.datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            found[(int(match[2]), match[3])] = stamp
+    return found
+
+
+def run(blocks: int = BLOCKS, keep: Path | None = None) -> dict[str, Any]:
+    """Every figure of this benchmark, as a dict (see `report`); `keep`: a new directory for
+    the daemons' data dirs and logs, kept afterwards."""
+    with tempfile.TemporaryDirectory(prefix="blocks-bench-") as tmp:
+        workdir = keep if keep is not None else Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=keep is None)
+        net = Network(workdir)
+        try:
+            log(f"starting an authority and {SERVICE_NODES} service-node daemons on devnet")
+            net.start()
+            net.register()
+            watcher = net.sns[0]
+            wait(lambda: watcher.call("get_info")["block_production"] == "service_nodes", 180,
+                 "service-node block production")
+            first = watcher.call("get_info")["height"] + 2
+            log(f"service nodes produce from height {first - 1}; measuring {blocks} blocks")
+            cpu0 = [d.cpu_seconds() for d in net.sns]
+            wait(lambda: watcher.call("get_info")["height"] >= first + blocks, blocks * 4 + 60,
+                 f"{blocks} service-node blocks")
+            cpu1 = [d.cpu_seconds() for d in net.sns]
+            records = [watcher.call("get_block", {"height": h}) for h in range(first - 1, first + blocks)]
+            needed = DEVNET.signatures_needed(records[-1]["validator_count"])
+            floor = floor_s(watcher, net.genesis, needed)
+            times = [applied_times(d) for d in net.sns]
+        finally:
+            net.stop()
+    latencies, rounds, signatures = [], [], []
+    for parent, block in zip(records, records[1:]):
+        start = parent["timestamp"] + DEVNET.target_block_time + block["round"] * DEVNET.round_time
+        key = (block["height"], block["hash"][:16])
+        applied = [t[key] for t in times if key in t]
+        if len(applied) == len(times):
+            latencies.append(max(applied) - start)
+        rounds.append(block["round"])
+        signatures.append(len(block["validators"]))
+    latencies.sort()
+    p50 = statistics.median(latencies)
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    return {
+        "blocks": blocks, "measured": len(latencies), "p50_s": p50, "p99_s": p99,
+        "floor": floor, "ratio": p50 / floor["floor_s"], "ratio_p99": p99 / floor["floor_s"],
+        "failed_rounds": sum(rounds), "signatures_mean": statistics.mean(signatures),
+        "validators": records[-1]["validator_count"], "needed": needed,
+        "cpu_per_block_ms": [1000 * (b - a) / blocks for a, b in zip(cpu0, cpu1)],
+    }
+
+
+def report(results: dict[str, Any], console: Console | None = None) -> None:
+    """Print the figures of `run`, the ratio with its target and verdict."""
+    console = console or make_console()
+    floor = results["floor"]
+    console.print()
+    console.print("[bold]blocks: service-node block, round start to applied on all 12 daemons, "
+                  "against its floor[/]")
+    console.print(
+        f"floor {floor['floor_s'] * 1000:.2f} ms = sign {floor['sign_s'] * 1e6:.0f} us + "
+        f"{results['needed']} verifications {floor['verify_s'] * 1e6:.0f} us + apply "
+        f"{floor['apply_s'] * 1000:.2f} ms + 2 CurveZMQ round trips {floor['round_trips_s'] * 1e6:.0f} us"
+    )
+    table = figures_table("floor")
+    table.add_row("p50 latency", f"{results['p50_s'] * 1000:.1f} ms", f"{floor['floor_s'] * 1000:.2f} ms",
+                  f"{results['ratio']:.1f}", f"<= {TARGET:g}", verdict(results["ratio"] <= TARGET))
+    table.add_row("p99 latency", f"{results['p99_s'] * 1000:.1f} ms", f"{floor['floor_s'] * 1000:.2f} ms",
+                  f"{results['ratio_p99']:.1f}", "-", "")
+    console.print(table)
+    cpu = results["cpu_per_block_ms"]
+    console.print(
+        f"{results['measured']} of {results['blocks']} blocks measured on all 12 daemons; "
+        f"{results['failed_rounds']} failed rounds; {results['signatures_mean']:.1f} of "
+        f"{results['validators']} validator signatures a block on average ({results['needed']} needed); "
+        f"CPU per block per SN {statistics.median(cpu):.1f} ms median, {max(cpu):.1f} ms max"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.blocks_bench")
+    parser.add_argument("--blocks", type=int, default=BLOCKS, help=f"blocks to measure [{BLOCKS}]")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="keep data dirs and logs in DIR (new)")
+    args = parser.parse_args()
+    report(run(args.blocks, args.keep))
+
+
+if __name__ == "__main__":
+    main()
