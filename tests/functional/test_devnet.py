@@ -8,6 +8,7 @@ what it prints and checks the daemons it started by their pids in /proc.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -30,31 +31,57 @@ def pid_alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists() and b"zombie" not in Path(f"/proc/{pid}/status").read_bytes().lower()
 
 
-def test_up_status_down(tmp_path):
+def test_up_status_stop_start_down(tmp_path):
     base = tmp_path / "net"
-    log.info("devnet up with 2 nodes: it says where, and both daemons run")
+    log.info("devnet up with 2 nodes: the authority and node1, node2 start, and it says where")
     out = devnet(base, "up", "--nodes", "2")
     pids = []
     try:
         assert_equal(out.returncode, 0, out.stderr)
         assert f"running in {base}" in out.stdout
         pids = [int(line.split("pid ")[1].split(",")[0]) for line in out.stdout.splitlines() if "pid " in line]
-        assert_equal(len(pids), 2)
+        assert_equal(len(pids), 3)
         assert all(pid_alive(p) for p in pids)
         assert (base / "wallets" / "faucet.wallet").is_file()
         log.info("devnet up again: refused, already running")
         again = devnet(base, "up", "--nodes", "2")
         assert_equal(again.returncode, 1)
         assert "already running" in again.stderr
-        log.info("devnet status: a table of both nodes")
+        log.info("devnet status: a table of the three processes; --json names their roles and pids")
         status = devnet(base, "status")
         assert_equal(status.returncode, 0, status.stderr)
-        assert "node0" in status.stdout and "node1" in status.stdout and "not registered" in status.stdout
+        assert all(name in status.stdout for name in ("authority", "node1", "node2", "not registered"))
+        rows = json.loads(devnet(base, "status", "--json").stdout)
+        assert_equal([(r["name"], r["role"], r["pid"]) for r in rows],
+                     [("authority", "authority", pids[0]), ("node1", "service_node", pids[1]),
+                      ("node2", "service_node", pids[2])])
+        assert rows[0]["sn_pubkey"] is None and len(rows[1]["sn_pubkey"]) == 64
+        log.info("devnet stop node2: that one process stops, by its pid; starting it again catches up")
+        assert "stopped node2" in devnet(base, "stop", "node2").stdout
+        wait_until(lambda: not pid_alive(pids[2]), timeout=20, what="node2 gone")
+        assert all(pid_alive(p) for p in pids[:2])
+        stopped_again = devnet(base, "stop", "node2")
+        assert_equal((stopped_again.returncode, stopped_again.stderr.strip()),
+                     (1, "snode-devnet: node2 is not running"))
+        started = devnet(base, "start", "node2")
+        assert_equal(started.returncode, 0, started.stderr)
+        rows = json.loads(devnet(base, "status", "--json").stdout)
+        pids[2] = rows[2]["pid"]
+        wait_until(lambda: json.loads(devnet(base, "status", "--json").stdout)[2]["height"]
+                   == json.loads(devnet(base, "status", "--json").stdout)[0]["height"], timeout=30,
+                   what="node2 caught up with the authority")
+        log.info("Unknown names and starting a running process: one line each")
+        unknown = devnet(base, "stop", "node9")
+        assert_equal(unknown.returncode, 1)
+        assert "no process named 'node9' in this devnet; the names are authority, node1, node2" in unknown.stderr
+        running = devnet(base, "start", "node1")
+        assert_equal(running.returncode, 1)
+        assert "node1 is already running" in running.stderr
     finally:
-        log.info("devnet down: both daemons stop")
+        log.info("devnet down: every daemon stops")
         stopped = devnet(base, "down")
     assert_equal(stopped.returncode, 0, stopped.stderr)
-    assert "stopped 2 of 2" in stopped.stdout
+    assert "stopped 3 of 3" in stopped.stdout
     wait_until(lambda: not any(pid_alive(p) for p in pids), timeout=20, what="devnet daemons gone")
     log.info("devnet status after down: no devnet")
     missing = devnet(base, "status")
@@ -62,11 +89,37 @@ def test_up_status_down(tmp_path):
     assert "no devnet in" in missing.stderr
 
 
+def test_up_register_reaches_service_node_block_production(tmp_path):
+    base = tmp_path / "net"
+    log.info("devnet up --nodes 4 --register: every node is registered by its own operator")
+    out = devnet(base, "up", "--nodes", "4", "--register")
+    try:
+        assert_equal(out.returncode, 0, out.stderr)
+        assert all(f"node{i} registered by its operator" in out.stdout for i in range(1, 5))
+        log.info("The quorum activates them and the service nodes take over block production")
+        node1 = json.loads(devnet(base, "status", "--json").stdout)[1]
+        cli = [sys.executable, "-m", "snode.tools.cli", "--rpc", node1["rpc"]]
+
+        def production() -> str:
+            info = subprocess.run([*cli, "--json", "status"], capture_output=True, text=True, timeout=scaled(30))
+            return json.loads(info.stdout)["block_production"] if info.returncode == 0 else ""
+        wait_until(lambda: production() == "service_nodes", timeout=90, what="service-node block production")
+        log.info("snode-cli blocks shows blocks from service-node leaders with k/n signatures")
+        wait_until(lambda: "/3" in subprocess.run([*cli, "blocks", "--count", "3"], capture_output=True,
+                                                  text=True, timeout=scaled(30)).stdout,
+                   timeout=30, what="a service-node block in snode-cli blocks")
+        rows = json.loads(devnet(base, "status", "--json").stdout)
+        assert all(r["status"] == "active" for r in rows[1:]), rows
+    finally:
+        devnet(base, "down")
+
+
 def test_demo_runs_the_operator_flow(tmp_path):
     log.info("Run the whole demo; its output must state every step of the lifecycle")
     out = devnet(tmp_path / "demo", "demo", timeout=300)
     assert_equal(out.returncode, 0, out.stdout[-3000:] + out.stderr[-2000:])
     for claim in ("node2 shows Await", "node2 is full: 3 contributors", "node1 and node2 are Active",
-                  "node1 is payable", "node1 is Decomm, decommission_count 1, reason missed_uptime_proofs",
-                  "node1 is Active again", "rewards arrived", "demo complete", "stopped 3 daemons;"):
+                  "node1 is payable", "the service nodes produce the blocks", "stopped the authority",
+                  "carries", "are final", "node1 is Decomm, decommission_count 1, reason missed_",
+                  "node1 is Active again", "rewards arrived", "demo complete", "stopped 5 daemons;"):
         assert claim in out.stdout, claim

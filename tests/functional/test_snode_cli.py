@@ -83,3 +83,24 @@ def test_register_cmd_and_nodes_table(nodes):
     assert "Await" in out.stdout and "5" in out.stdout and "never" in out.stdout
     out = snode_cli(node, "--json", "nodes")
     assert_equal(json.loads(out.stdout)["service_node_states"][0]["service_node_pubkey"], pubkey)
+
+
+def test_blocks_table_and_json(nodes):
+    node = nodes.add()
+    log.info("Mine 3 regtest blocks: snode-cli blocks lists them newest first, by the authority")
+    node.generate_blocks(blocks=3)
+    out = snode_cli(node, "blocks", "--count", "2")
+    assert_equal(out.returncode, 0, out.stderr)
+    rows = [line.split() for line in out.stdout.splitlines() if line.strip()[:1].isdigit()]
+    assert_equal([(r[0], r[2], r[4]) for r in rows], [("3", "authority", "-"), ("2", "authority", "-")])
+    log.info("--json: the get_block records without the raw block")
+    listed = json.loads(snode_cli(node, "--json", "blocks", "--count", "4").stdout)
+    assert_equal([b["height"] for b in listed], [3, 2, 1, 0])
+    assert all("block_hex" not in b for b in listed)
+    assert all(b["producer"] == "authority" for b in listed[:3])
+    log.info("A count that is not 1 to 1,000: one line naming the option")
+    for bad in ("0", "abc", "1001"):
+        refused = snode_cli(node, "blocks", "--count", bad)
+        assert_equal(refused.returncode, 1)
+        assert_equal(refused.stderr.strip(),
+                     f"snode-cli: --count: '{bad}' is not a number of blocks from 1 to 1,000")

@@ -299,7 +299,8 @@ class BlockResult(Result, frozen=True):
     prev_hash: str
     """The previous block's hash (hex)."""
     producer: str
-    """`authority`, or the public key (hex) of the service node that led its round."""
+    """`authority`, or the public key (hex) of the service node that led its round (`genesis`
+    for block 0)."""
     tx_ids: list[str]
     """Its transactions' ids (hex), coinbase first."""
     block_hex: str

@@ -373,6 +373,13 @@ def _regtest_only(method: str) -> RpcError:
     return RpcError(E.REGTEST_ONLY, f"{method} is only available on regtest (--regtest)")
 
 
+def _producer_name(producer: bytes, height: int, node: Node) -> str:
+    """`genesis`, `authority`, or the producing service node's key."""
+    if height == 0:
+        return "genesis"
+    return "authority" if producer in node.consensus.authorities else producer.hex()
+
+
 def _block_result(block: Block, undo: Undo | None, node: Node) -> BlockResult:
     """A block as tools show it: who produced it, in which round, with whose signatures
     (named by its undo record, which keeps the round's validators)."""
@@ -382,7 +389,7 @@ def _block_result(block: Block, undo: Undo | None, node: Node) -> BlockResult:
     return BlockResult(
         hash=block_hash(h).hex(), height=h.height, timestamp=h.timestamp,
         prev_hash=h.prev_hash.hex(),
-        producer="authority" if h.producer in node.consensus.authorities else h.producer.hex(),
+        producer=_producer_name(h.producer, h.height, node),
         tx_ids=[txid(tx).hex() for tx in block.transactions],
         block_hex=encode(block).hex(), producer_key=h.producer.hex(), round=h.round,
         validators=signed, validator_count=len(validators),

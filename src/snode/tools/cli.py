@@ -1,7 +1,7 @@
 """snode-cli: the operator's view of a daemon over its admin RPC.
 
-`status`, `nodes`, `call METHOD [JSON]`, `register-cmd`; `--json` prints the raw result on any
-command. Every failure is one line on stderr and exit code 1.
+`status`, `nodes`, `blocks`, `call METHOD [JSON]`, `register-cmd`; `--json` prints the raw result
+on any command. Every failure is one line on stderr and exit code 1.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from snode.core.units import format_coins, parse_coins
 from snode.params import COIN, NETWORKS
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.types import (
-    InfoResult, RegistrationCmdParams, RegistrationCmdResult, ServiceNodesResult, ServiceNodeState,
+    BlockResult, HeightResult, InfoResult, RegistrationCmdParams, RegistrationCmdResult,
+    ServiceNodesResult, ServiceNodeState,
 )
 from snode.common.endpoints import ConfigError, parse_http_url
 from snode.common.entry import run_command
-from snode.tools.tables import make_console, service_node_table
+from snode.tools.tables import block_table, make_console, service_node_table
 
 
 T = TypeVar("T")
@@ -114,6 +115,24 @@ def call(ctx: click.Context, method: str, params: str | None) -> None:
         except ValueError as err:
             raise CliError(f"PARAMS is not valid JSON: {err}; example: '{{\"blocks\": 1}}'") from None
     _print_json(_call(ctx, method, parsed, object))
+
+
+MAX_BLOCKS_SHOWN = 1_000
+
+
+@cli.command()
+@click.option("--count", default="10", show_default=True, metavar="N", help="How many of the last blocks (1 to 1,000).")
+@click.pass_context
+def blocks(ctx: click.Context, count: str) -> None:
+    """The last blocks: height, age, producer, round, validator signatures, transactions."""
+    if not count.isdigit() or not 1 <= int(count) <= MAX_BLOCKS_SHOWN:
+        raise CliError(f"--count: '{count}' is not a number of blocks from 1 to {MAX_BLOCKS_SHOWN:,}")
+    top = _call(ctx, "get_height", None, HeightResult).height
+    heights = range(top, max(top - int(count), -1), -1)
+    found = [_call(ctx, "get_block", {"height": h}, BlockResult) for h in heights]
+    if ctx.obj["json"]:
+        return _print_json([{k: v for k, v in msgspec.to_builtins(b).items() if k != "block_hex"} for b in found])
+    make_console().print(block_table(found, now=int(time.time())))
 
 
 def _atomic(text: str) -> int:

@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -29,121 +28,18 @@ from snode.core.crypto import SigningKey
 from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
 from snode.params import COIN, DEVNET
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
-from snode.api.types import InfoResult
+from snode.api.types import InfoResult, RegistrationCmdResult, ServiceNodeKeyResult
 from snode.common.entry import run_command
+from snode.tools.devnet_procs import (  # named here too: the demo and the tests use them
+    AUTHORITY, FAUCET_COINS, FAUCET_OUTPUTS, IP_PREFIX, SERVICE_NODE, STATE_FILE, Devnet, DevnetError,
+    NodeEntry, is_our_process, spawn, wait_rpc, default_base_dir, stop_node,
+)
 from snode.tools.tables import make_console
-
-STATE_FILE = "devnet.json"
-IP_PREFIX = os.environ.get("SNODE_DEVNET_IP_PREFIX", "127.0.100.")
-"""Node i listens on IP_PREFIX + (i + 1); tests set another prefix to run beside a devnet."""
-FAUCET_COINS = 100_000_000
-FAUCET_OUTPUTS = 20
-STOP_TIMEOUT = 15.0
-
-
-class DevnetError(click.ClickException):
-    """One line `snode-devnet: <reason>` on stderr, exit code 1 (printed by `entry.run_command`)."""
-
-
-@dataclass
-class NodeEntry:
-    index: int
-    ip: str
-    pid: int
-    data_dir: str
-
-    @property
-    def rpc_url(self) -> str:
-        return f"http://{self.ip}:{DEVNET.rpc_port}"
-
-    @property
-    def p2p(self) -> str:
-        return f"{self.ip}:{DEVNET.p2p_port}"
-
-
-@dataclass
-class Devnet:
-    base_dir: Path
-    nodes: list[NodeEntry]
-
-    @classmethod
-    def load(cls, base_dir: Path) -> "Devnet":
-        path = base_dir / STATE_FILE
-        try:
-            raw = json.loads(path.read_text())
-            return cls(base_dir, [NodeEntry(**n) for n in raw["nodes"]])
-        except FileNotFoundError:
-            raise DevnetError(f"no devnet in {base_dir} (no {STATE_FILE}); start one with 'snode-devnet up'") from None
-        except (ValueError, KeyError, TypeError) as err:
-            raise DevnetError(f"{path} is damaged ({err}); stop the processes by hand and remove it") from None
-
-    def save(self) -> None:
-        tmp = self.base_dir / f".{STATE_FILE}.tmp"
-        tmp.write_text(json.dumps({"nodes": [asdict(n) for n in self.nodes]}, indent=2) + "\n")
-        os.replace(tmp, self.base_dir / STATE_FILE)
-
-    @property
-    def faucet_dir(self) -> Path:
-        return self.base_dir / "wallets"
-
-
-def default_base_dir() -> Path:
-    return Path(os.environ.get("SNODE_DEVNET_DIR", Path.cwd() / "devnet"))
-
-
-def _daemon_args(entry: NodeEntry, genesis: Path, seed: str | None) -> list[str]:
-    args = [sys.executable, "-m", "snode.app.daemon", "--devnet", "--service-node", "--non-interactive",
-            f"--data-dir={entry.data_dir}", f"--genesis={genesis}",
-            f"--rpc-admin={entry.ip}:{DEVNET.rpc_port}", f"--p2p-bind-ip={entry.ip}",
-            f"--p2p-bind-port={DEVNET.p2p_port}", f"--quorumnet-port={DEVNET.quorumnet_port}"]
-    if seed is not None:
-        args.append(f"--add-priority-node={seed}")
-    return args
-
-
-def _spawn(entry: NodeEntry, genesis: Path, seed: str | None) -> int:
-    log = Path(entry.data_dir) / "daemon.out"
-    Path(entry.data_dir).mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(_daemon_args(entry, genesis, seed), stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    return proc.pid
-
-
-def _is_our_process(entry: NodeEntry) -> bool:
-    """True when entry.pid still runs snoded on entry's data dir (pids get reused)."""
-    try:
-        cmdline = Path(f"/proc/{entry.pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return f"--data-dir={entry.data_dir}".encode() in cmdline
-
-
-def _wait_rpc(entry: NodeEntry, timeout: float = 30) -> None:
-    client = RpcClient(entry.rpc_url, timeout=5)
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            try:
-                client.call("get_info")
-                return
-            except (RpcUnavailable, RpcFailure):
-                if not _is_our_process(entry):
-                    log = Path(entry.data_dir) / "daemon.out"
-                    tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
-                    raise DevnetError(f"node{entry.index} exited during start-up: {' | '.join(tail)}") from None
-                if time.monotonic() > deadline:
-                    raise DevnetError(
-                        f"node{entry.index} did not answer on {entry.rpc_url} within {timeout:.0f} s"
-                    ) from None
-                time.sleep(0.1)
-    finally:
-        client.close()
-
 
 def _wallet(devnet: Devnet, name: str, *args: str, daemon: NodeEntry | None = None) -> subprocess.CompletedProcess[str]:
     wallets = devnet.faucet_dir
-    node = daemon or devnet.nodes[0]
+    # The first daemon still running (the story may have stopped the authority).
+    node = daemon or next((n for n in devnet.nodes if is_our_process(n)), devnet.nodes[0])
     cmd = [sys.executable, "-m", "snode.wallet", "--devnet", f"--wallet-file={wallets / (name + '.wallet')}",
            f"--password-file={wallets / (name + '.password')}", f"--daemon-address={node.ip}:{DEVNET.rpc_port}", *args]
     return subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
@@ -168,74 +64,105 @@ def create_wallet(devnet: Devnet, name: str, seed: bytes | None = None) -> str:
     return out.stdout.strip().splitlines()[-1].split()[-1]
 
 
-def up(base_dir: Path, count: int, ip_prefix: str = IP_PREFIX) -> Devnet:
-    """Write the genesis, start `count` daemons and make the faucet wallet."""
+def up(base_dir: Path, count: int, ip_prefix: str = IP_PREFIX, *, register: int = 0,
+       say: Callable[[str], None] = lambda _: None) -> Devnet:
+    """Write the genesis, start the authority and `count` service-node daemons, make the faucet
+    wallet; register the last `register` nodes, each from an operator wallet of its own (paid
+    by the genesis): with all of them, the network reaches service-node block production alone."""
     if count < 1 or count > 200:
         raise DevnetError("--nodes must be between 1 and 200")
     if not ip_prefix.startswith("127.") or ip_prefix.count(".") != 3 or not ip_prefix.endswith("."):
         raise DevnetError(f"IP prefix '{ip_prefix}' must be a loopback prefix such as 127.0.100.")
     if (base_dir / STATE_FILE).exists():
-        running = [n for n in Devnet.load(base_dir).nodes if _is_our_process(n)]
+        running = [n for n in Devnet.load(base_dir).nodes if is_our_process(n)]
         if running:
             raise DevnetError(f"a devnet is already running in {base_dir}; stop it with "
                               f"'snode-devnet --base-dir {base_dir} down'")
     base_dir.mkdir(parents=True, exist_ok=True)
     authority = SigningKey(os.urandom(32))
     faucet_seed = os.urandom(32)
-    faucet = SigningKey(faucet_seed)
-    genesis = base_dir / "genesis.json"
-    genesis.write_bytes(encode_genesis(GenesisDoc(
-        network=DEVNET.name, timestamp=int(time.time()), authorities=[authority.public.hex()],
-        # Several outputs, so the faucet can pay several wallets before its change unlocks.
-        outputs=[
-            GenesisOutput(encode_address(DEVNET.address_prefix, faucet.public), FAUCET_COINS * COIN // FAUCET_OUTPUTS)
-            for _ in range(FAUCET_OUTPUTS)
-        ],
-    )))
-    devnet = Devnet(base_dir, [])
-    for i in range(count):
-        entry = NodeEntry(index=i, ip=f"{ip_prefix}{i + 1}", pid=0, data_dir=str(base_dir / f"node{i}"))
-        if i == 0:
-            Path(entry.data_dir).mkdir(parents=True, exist_ok=True)
-            key_file = Path(entry.data_dir) / "authority_key"
-            key_file.write_text(authority.seed.hex() + "\n")
-            key_file.chmod(0o600)
-        entry.pid = _spawn(entry, genesis, None if i == 0 else devnet.nodes[0].p2p)
-        devnet.nodes.append(entry)
+    operators = [os.urandom(32) for _ in range(min(register, count))]
+    _write_genesis(base_dir / "genesis.json", authority, SigningKey(faucet_seed), operators)
+    devnet = Devnet(base_dir, [NodeEntry(AUTHORITY, AUTHORITY, f"{ip_prefix}1", 0, str(base_dir / AUTHORITY))])
+    devnet.nodes += [NodeEntry(f"node{i}", SERVICE_NODE, f"{ip_prefix}{i + 1}", 0, str(base_dir / f"node{i}"))
+                     for i in range(1, count + 1)]
+    key_file = Path(devnet.authority.data_dir) / "authority_key"
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    key_file.write_text(authority.seed.hex() + "\n")
+    key_file.chmod(0o600)
+    for entry in devnet.nodes:
+        entry.pid = spawn(entry, base_dir / "genesis.json", _seed_of(devnet, entry))
         devnet.save()
     for entry in devnet.nodes:
-        _wait_rpc(entry)
+        wait_rpc(entry)
     create_wallet(devnet, "faucet", faucet_seed)
+    if operators:
+        register_nodes(devnet, devnet.service_nodes[count - len(operators):], operators, say)
     return devnet
 
 
-def restart(devnet: Devnet, entry: NodeEntry) -> None:
-    """Start a stopped node again with the same data dir."""
-    entry.pid = _spawn(entry, devnet.base_dir / "genesis.json", None if entry.index == 0 else devnet.nodes[0].p2p)
-    devnet.save()
-    _wait_rpc(entry)
+def _write_genesis(path: Path, authority: SigningKey, faucet: SigningKey, operators: list[bytes]) -> None:
+    prefix = DEVNET.address_prefix
+    # Several faucet outputs, so the faucet can pay several wallets before its change unlocks;
+    # one output per operator (its stake and a fee) when the nodes are registered by `up`.
+    outputs = [GenesisOutput(encode_address(prefix, faucet.public), FAUCET_COINS * COIN // FAUCET_OUTPUTS)
+               for _ in range(FAUCET_OUTPUTS)]
+    outputs += [GenesisOutput(encode_address(prefix, SigningKey(seed).public), DEVNET.staking_requirement + COIN)
+                for seed in operators]
+    path.write_bytes(encode_genesis(GenesisDoc(
+        network=DEVNET.name, timestamp=int(time.time()), authorities=[authority.public.hex()],
+        outputs=outputs,
+    )))
 
 
-def stop_node(entry: NodeEntry) -> bool:
-    """SIGTERM this node's own pid, wait, SIGKILL if needed; False if it was not running."""
-    if not _is_our_process(entry):
-        return False
-    os.kill(entry.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT
-    while _is_our_process(entry) and time.monotonic() < deadline:
-        _reap(entry.pid)
-        time.sleep(0.1)
-    if _is_our_process(entry):
-        os.kill(entry.pid, signal.SIGKILL)
-    _reap(entry.pid)
-    return True
+def _seed_of(devnet: Devnet, entry: NodeEntry) -> str | None:
+    """The peer a daemon dials first: the authority, for every service node."""
+    return None if entry.role == AUTHORITY else devnet.authority.p2p
 
 
-def _reap(pid: int) -> None:
+def register_nodes(devnet: Devnet, entries: list[NodeEntry], seeds: list[bytes],
+                   say: Callable[[str], None] = lambda _: None) -> None:
+    """Each node's operator (a wallet restored from `seeds[i]`, funded by the genesis) asks its
+    node for the registration command and pastes it into its wallet, as an operator does."""
+    for entry, seed in zip(entries, seeds):
+        name = f"{entry.name}-operator"
+        address = create_wallet(devnet, name, seed)
+        _wait_synced(entry)
+        client = RpcClient(entry.rpc_url, timeout=30)
+        try:
+            cmd = client.call_typed("get_service_node_registration_cmd", {
+                "operator_cut": "0", "contributor_addresses": [address],
+                "contributor_amounts": [DEVNET.staking_requirement]}, RegistrationCmdResult).registration_cmd
+        except (RpcUnavailable, RpcFailure) as err:
+            raise DevnetError(f"{entry.name} gave no registration command: {err}") from None
+        finally:
+            client.close()
+        out = _wallet(devnet, name, "--command", cmd, "--yes", daemon=entry)
+        if out.returncode != 0:
+            raise DevnetError(f"{name} could not register {entry.name}: {(out.stdout + out.stderr).strip()}")
+        say(f"{entry.name} registered by its operator ({address[:14]}...)")
+
+
+def _wait_synced(entry: NodeEntry, timeout: float = 60) -> None:
+    client = RpcClient(entry.rpc_url, timeout=5)
+    deadline = time.monotonic() + timeout
     try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
+        while True:
+            info = client.call_typed("get_info", None, InfoResult)
+            if info.target_height == 0 and info.height > 0:
+                return
+            if time.monotonic() > deadline:
+                raise DevnetError(f"{entry.name} did not sync within {timeout:.0f} s")
+            time.sleep(0.2)
+    finally:
+        client.close()
+
+
+def restart(devnet: Devnet, entry: NodeEntry) -> None:
+    """Start a stopped process again with the same data dir."""
+    entry.pid = spawn(entry, devnet.base_dir / "genesis.json", _seed_of(devnet, entry))
+    devnet.save()
+    wait_rpc(entry)
 
 
 def down(devnet: Devnet) -> int:
@@ -245,33 +172,45 @@ def down(devnet: Devnet) -> int:
 
 
 def node_rows(devnet: Devnet) -> list[dict[str, Any]]:
-    """One row per node: its own view of height and SN state."""
+    """One row per process: its name, role, pid, RPC URL, service-node key, status and height."""
     rows = []
     for entry in devnet.nodes:
-        row: dict[str, Any] = {"node": f"node{entry.index}", "address": f"{entry.ip}:{DEVNET.rpc_port}",
-                               "status": "stopped", "height": "-", "proof": "-", "pid": entry.pid}
-        if _is_our_process(entry):
-            client = RpcClient(entry.rpc_url, timeout=5)
-            try:
-                info = client.call_typed("get_info", None, InfoResult)
-                row["height"] = info.height
-                sn_part = info.status_line.partition("SN: ")[2]
-                row["status"], _, proof = sn_part.partition(", proof: ")
-                row["proof"] = proof or "-"
-            except (RpcUnavailable, RpcFailure) as err:
-                row["status"] = f"not answering ({err})"
-            finally:
-                client.close()
+        row: dict[str, Any] = {"name": entry.name, "role": entry.role, "pid": entry.pid,
+                               "rpc": entry.rpc_url, "sn_pubkey": None, "status": "stopped",
+                               "height": None, "proof": None}
+        if is_our_process(entry):
+            row.update(_live_row(entry))
         rows.append(row)
     return rows
 
 
+def _live_row(entry: NodeEntry) -> dict[str, Any]:
+    client = RpcClient(entry.rpc_url, timeout=5)
+    try:
+        info = client.call_typed("get_info", None, InfoResult)
+        row: dict[str, Any] = {"height": info.height}
+        if entry.role == AUTHORITY:
+            row["status"] = AUTHORITY
+        else:
+            row["sn_pubkey"] = client.call_typed("get_service_node_key", None,
+                                                 ServiceNodeKeyResult).service_node_pubkey
+            state, _, proof = info.status_line.partition("SN: ")[2].partition(", proof: ")
+            row["status"], row["proof"] = state, proof or None
+        return row
+    except (RpcUnavailable, RpcFailure) as err:
+        return {"status": f"not answering ({err})"}
+    finally:
+        client.close()
+
+
 def status_table(devnet: Devnet) -> Any:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False)
-    for column in ("node", "address", "SN status", "height", "proof age", "pid"):
+    for column in ("name", "role", "address", "status", "height", "proof age", "pid"):
         table.add_column(column)
     for row in node_rows(devnet):
-        table.add_row(row["node"], row["address"], row["status"], str(row["height"]), row["proof"], str(row["pid"]))
+        table.add_row(row["name"], row["role"], row["rpc"].removeprefix("http://"), row["status"],
+                      str(row["height"] if row["height"] is not None else "-"), row["proof"] or "-",
+                      str(row["pid"]))
     return table
 
 
@@ -287,25 +226,58 @@ def cli(ctx: click.Context, base_dir: Path | None) -> None:
 
 @cli.command("up")
 @click.option("--nodes", "count", default=3, show_default=True, help="Service-node daemons to start.")
+@click.option("--register", is_flag=True,
+              help="Register every node from an operator wallet funded by the genesis.")
 @click.option("--ip-prefix", default=IP_PREFIX, show_default=True,
-              help="Node i listens on <prefix><i+1> (or set SNODE_DEVNET_IP_PREFIX).")
+              help="The authority listens on <prefix>1, node i on <prefix><i+1> (or set SNODE_DEVNET_IP_PREFIX).")
 @click.pass_obj
-def up_cmd(base_dir: Path, count: int, ip_prefix: str) -> None:
-    """Write a genesis, start the daemons and a funded faucet wallet."""
-    devnet = up(base_dir, count, ip_prefix)
-    click.echo(f"devnet of {count} nodes running in {base_dir}")
+def up_cmd(base_dir: Path, count: int, register: bool, ip_prefix: str) -> None:
+    """Write a genesis, start the authority and the service-node daemons and a funded faucet
+    wallet (and register the nodes)."""
+    devnet = up(base_dir, count, ip_prefix, register=count if register else 0, say=click.echo)
+    click.echo(f"devnet of {count} service nodes and the authority running in {base_dir}")
     click.echo(f"faucet wallet: {devnet.faucet_dir / 'faucet.wallet'} (password in faucet.password)")
     for n in devnet.nodes:
-        click.echo(f"  node{n.index}: pid {n.pid}, admin RPC {n.rpc_url}, data dir {n.data_dir}")
+        click.echo(f"  {n.name}: pid {n.pid}, admin RPC {n.rpc_url}, data dir {n.data_dir}")
     where = f" --base-dir {base_dir}" if base_dir != default_base_dir().resolve() else ""
     click.echo("stop it with: snode-devnet down" + where)
 
 
 @cli.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON array of the processes.")
 @click.pass_obj
-def status(base_dir: Path) -> None:
-    """A table of the nodes: address, SN status, height, proof age."""
-    make_console().print(status_table(Devnet.load(base_dir)))
+def status(base_dir: Path, as_json: bool) -> None:
+    """The processes: name, role, pid, RPC, SN key, status, height."""
+    devnet = Devnet.load(base_dir)
+    if as_json:
+        click.echo(json.dumps([{k: v for k, v in row.items() if k != "proof"} for row in node_rows(devnet)]))
+    else:
+        make_console().print(status_table(devnet))
+
+
+@cli.command("stop")
+@click.argument("name")
+@click.pass_obj
+def stop_cmd(base_dir: Path, name: str) -> None:
+    """Stop one process by its pid (SIGTERM; SIGKILL if it does not stop)."""
+    devnet = Devnet.load(base_dir)
+    entry = devnet.entry(name)
+    if not stop_node(entry):
+        raise DevnetError(f"{name} is not running")
+    click.echo(f"stopped {name} (pid {entry.pid})")
+
+
+@cli.command("start")
+@click.argument("name")
+@click.pass_obj
+def start_cmd(base_dir: Path, name: str) -> None:
+    """Start a stopped process again on its data dir."""
+    devnet = Devnet.load(base_dir)
+    entry = devnet.entry(name)
+    if is_our_process(entry):
+        raise DevnetError(f"{name} is already running (pid {entry.pid})")
+    restart(devnet, entry)
+    click.echo(f"started {name} (pid {entry.pid}), admin RPC {entry.rpc_url}")
 
 
 @cli.command("down")

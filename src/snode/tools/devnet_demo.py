@@ -26,11 +26,15 @@ from rich.text import Text
 
 from snode.params import DEVNET
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
-from snode.api.types import ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState
+from snode.api.types import InfoResult, ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState
 from snode.tools.devnet import Devnet, DevnetError, _wallet, create_wallet, down, restart, status_table, stop_node, up
 from snode.tools.tables import make_console, service_node_table
 
-NODES = 3
+NODES = 5
+"""Service-node daemons: node1 (solo) and node2 (pool) are registered in the story; node3 to
+node5 by their operators as the devnet starts, so that five active nodes take over block
+production and one can be stopped without stopping production."""
+PRE_REGISTERED = 3
 
 
 class DemoFailed(Exception):
@@ -45,7 +49,7 @@ class Story:
         self.console = make_console()
         self.lines: list[str] = []
         self.live: Live | None = None
-        self.hub = RpcClient(devnet.nodes[0].rpc_url, timeout=10)
+        self.hub = RpcClient(devnet.nodes[2].rpc_url, timeout=10)  # node2: never stopped in the story
         self.started = time.monotonic()
 
     def __enter__(self) -> "Story":
@@ -138,10 +142,21 @@ def _balance(devnet: Devnet, name: str) -> dict[str, str]:
 
 
 def run_story(devnet: Devnet, story: Story) -> None:
+    """The operator's story, act by act (each act checks its claims)."""
+    addresses = _fund_wallets(devnet, story)
+    solo_pk, pool_pk = _register_solo_and_pool(devnet, story, addresses)
+    _activate(devnet, story, solo_pk, pool_pk)
+    _service_nodes_take_over(devnet, story)
+    _decommission_and_back(devnet, story, solo_pk)
+    _rewards(devnet, story)
+
+
+def _fund_wallets(devnet: Devnet, story: Story) -> dict[str, str]:
     say = story.say
-    say(f"devnet of {len(devnet.nodes)} service-node daemons on {devnet.nodes[0].ip}.. "
-        f"(base dir {devnet.base_dir}); node0 holds the genesis authority key and produces a block every "
-        f"{DEVNET.target_block_time} s")
+    say(f"devnet of the authority and {len(devnet.service_nodes)} service-node daemons on "
+        f"{devnet.authority.ip}.. (base dir {devnet.base_dir}); the authority holds the genesis key "
+        f"and produces a block every {DEVNET.target_block_time} s while the network is small; "
+        f"node3..node{NODES} were registered by their operators as the devnet started")
     names = ["solo-operator", "pool-operator", "alice", "bob"]
     addresses = {n: create_wallet(devnet, n) for n in names}
     say("wallets created: " + ", ".join(f"{n} {a[:14]}..." for n, a in addresses.items()))
@@ -153,7 +168,11 @@ def run_story(devnet: Devnet, story: Story) -> None:
                lambda: all(_balance(devnet, name).get("Unlocked balance", "0") not in ("0", "0.0")
                            for name in names), 60)
     say("solo-operator: " + ", ".join(f"{k} {v}" for k, v in _balance(devnet, "solo-operator").items()))
+    return addresses
 
+
+def _register_solo_and_pool(devnet: Devnet, story: Story, addresses: dict[str, str]) -> tuple[str, str]:
+    say = story.say
     solo_pk, pool_pk = (_service_node_key(devnet, i) for i in (1, 2))
     cmd = _cli(devnet, 1, "register-cmd", "--address", addresses["solo-operator"], "--amount", "200000")
     say(f"node1 registration command: {cmd[:60]}...")
@@ -179,19 +198,42 @@ def run_story(devnet: Devnet, story: Story) -> None:
     if len(pool.contributors) != 3 or pool.total_contributed != pool.staking_requirement:
         raise DemoFailed(f"node2 should have 3 contributors and be full: {pool}")
     say("node2 is full: 3 contributors, total_contributed == staking_requirement")
+    return solo_pk, pool_pk
 
-    both = story.wait("the quorum to activate node1 and node2 after their uptime proofs",
-                      lambda: all(story.has(k, lambda r: r.active) for k in (solo_pk, pool_pk)), 40)
-    assert both
+
+def _activate(devnet: Devnet, story: Story, solo_pk: str, pool_pk: str) -> None:
+    say = story.say
+    story.wait("the quorum to activate node1 and node2 after their uptime proofs",
+               lambda: all(story.has(k, lambda r: r.active) for k in (solo_pk, pool_pk)), 40)
     say("node1 and node2 are Active: the quorum accepted their uptime proofs")
     story.show()
     story.wait("node1 to become payable (4 blocks after activation)",
                lambda: story.has(solo_pk, lambda r: r.payable), 30)
     say("node1 is payable: rewards begin")
 
-    say("stopping node1 (SIGTERM to its pid) to show a decommission...")
+
+def _service_nodes_take_over(devnet: Devnet, story: Story) -> None:
+    say = story.say
+    story.wait("block production to pass to the service nodes",
+               lambda: _info(devnet, 2).block_production == "service_nodes", 60)
+    handover = _info(devnet, 2).height
+    say(f"{NODES} service nodes are active and payable: from height {handover + 1} the service "
+        "nodes produce the blocks, each round's leader with its validators' signatures")
+    stop_node(devnet.authority)
+    say("stopped the authority (SIGTERM to its pid): the network no longer needs it")
+    story.wait("8 blocks from service-node leaders", lambda: _info(devnet, 2).height >= handover + 8, 60)
+    say("the last blocks, as snode-cli blocks shows them:\n" + _cli(devnet, 2, "blocks", "--count", "6"))
+    final = story.wait("a checkpoint to make blocks final",
+                       lambda: _info(devnet, 2).immutable_height > handover and _info(devnet, 2).immutable_height, 60)
+    say(f"checkpoint quorums signed the chain: blocks up to height {final} are final, no "
+        "reorganisation can undo them")
+
+
+def _decommission_and_back(devnet: Devnet, story: Story, solo_pk: str) -> None:
+    say = story.say
+    say("stopping node1 (SIGTERM to its pid) to show a decommission; the other four keep producing")
     stop_node(devnet.nodes[1])
-    rec = story.wait("the quorum to decommission node1 (no proof for 30 s)",
+    rec = story.wait("the quorum to decommission node1",
                      lambda: story.has(solo_pk, lambda r: not r.active), 90)
     if rec.decommission_count != 1 or rec.status != "Decomm":
         raise DemoFailed(f"node1 should be Decomm with decommission_count 1: {rec}")
@@ -199,10 +241,13 @@ def run_story(devnet: Devnet, story: Story) -> None:
     story.show()
     restart(devnet, devnet.nodes[1])
     say("node1 restarted with the same data dir: same key, same registration")
-    story.wait("the quorum to recommission node1", lambda: story.has(solo_pk, lambda r: r.active), 60)
+    story.wait("the quorum to recommission node1", lambda: story.has(solo_pk, lambda r: r.active), 90)
     say("node1 is Active again")
     story.show()
 
+
+def _rewards(devnet: Devnet, story: Story) -> None:
+    say = story.say
     for name in ("solo-operator", "pool-operator", "alice", "bob"):
         bal = _balance(devnet, name)
         say(f"{name}: Balance {bal.get('Balance')}, Unlocked {bal.get('Unlocked balance')}")
@@ -210,6 +255,14 @@ def run_story(devnet: Devnet, story: Story) -> None:
     if not alice > 10.0:
         raise DemoFailed(f"alice's rewards did not arrive (balance {alice})")
     say("rewards arrived in the contributors' wallets (reward outputs unlock 10 blocks after their block)")
+
+
+def _info(devnet: Devnet, node: int) -> InfoResult:
+    client = RpcClient(devnet.nodes[node].rpc_url, timeout=10)
+    try:
+        return client.call_typed("get_info", None, InfoResult)
+    finally:
+        client.close()
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -226,7 +279,7 @@ def run_demo(base_dir: Path | None, *, keep: bool = False) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
     try:
-        devnet = up(base, NODES)
+        devnet = up(base, NODES, register=PRE_REGISTERED)
     except DevnetError as err:
         console.print(f"demo could not start the devnet: {err.format_message()}")
         return 1
@@ -238,7 +291,7 @@ def run_demo(base_dir: Path | None, *, keep: bool = False) -> int:
         return 0
     except (DemoFailed, DevnetError) as err:
         console.print(f"demo FAILED: {err}")
-        console.print(f"logs are in {base}/node*/daemon.out")
+        console.print(f"logs are in {base}/*/daemon.out")
         return 1
     finally:
         if not keep:

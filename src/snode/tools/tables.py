@@ -1,4 +1,5 @@
-"""Tables operators read: the service-node list of snode-cli `nodes` and of the walkthrough.
+"""Tables operators read: the service-node list of snode-cli `nodes` and of the walkthrough, and
+the block list of snode-cli `blocks`.
 
 Input is plain record dicts shaped like `get_service_nodes` records (specification section 2.1),
 so the same code renders what the RPC returns and what the walkthrough derives from the core.
@@ -7,13 +8,14 @@ On a terminal the tables are coloured; in pipes, files and CI logs they are plai
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple, TextIO
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from snode.api.types import BlockResult
 from snode.core.service_nodes import Status, status
 from snode.core.units import format_age, format_coins, format_percent
 
@@ -105,4 +107,22 @@ def service_node_table(records: Iterable[Mapping[str, Any]], *, now: int | None 
         if with_reason:
             row.append(r.get("last_state_change_reason") or "-")
         table.add_row(*row)
+    return table
+
+
+def block_table(blocks: Sequence[BlockResult], *, now: int) -> Table:
+    """The `snode-cli blocks` table: one row per block, the newest first; `*` marks a block a
+    checkpoint stands at or above (final once two do)."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    for column, justify in (("height", "right"), ("age", "right"), ("producer", "left"),
+                            ("round", "right"), ("signatures", "right"), ("txs", "right"),
+                            ("checkpointed", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]  # rich's Literal
+    for b in blocks:
+        producer = b.producer if b.producer == "authority" else b.producer[:SHORT_KEY_CHARS]
+        signatures = f"{len(b.validators)}/{b.validator_count}" if b.validator_count else "-"
+        carries = f"carries {b.checkpoint}" if b.checkpoint is not None else ""
+        mark = " ".join(filter(None, ("*" if b.checkpointed else "", carries)))
+        table.add_row(str(b.height), format_age(now - b.timestamp), producer, str(b.round),
+                      signatures, str(len(b.tx_ids)), mark)
     return table

@@ -1,0 +1,176 @@
+"""The devnet's processes: what `snode-devnet` keeps in its state file (each daemon's name, role,
+address, pid and data dir) and how it starts, finds and stops them, always by pid, checking
+first that the pid still runs that data dir (pids get reused)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import click
+
+from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.params import DEVNET
+
+
+STATE_FILE = "devnet.json"
+IP_PREFIX = os.environ.get("SNODE_DEVNET_IP_PREFIX", "127.0.100.")
+"""Node i listens on IP_PREFIX + (i + 1); tests set another prefix to run beside a devnet."""
+FAUCET_COINS = 100_000_000
+FAUCET_OUTPUTS = 20
+STOP_TIMEOUT = 15.0
+
+
+class DevnetError(click.ClickException):
+    """One line `snode-devnet: <reason>` on stderr, exit code 1 (printed by `entry.run_command`)."""
+
+
+AUTHORITY = "authority"
+SERVICE_NODE = "service_node"
+
+
+@dataclass
+class NodeEntry:
+    """One daemon of the devnet: `authority` (the genesis authority, not a service node) or
+    `node<i>` (a service node)."""
+
+    name: str
+    role: str
+    ip: str
+    pid: int
+    data_dir: str
+
+    @property
+    def rpc_url(self) -> str:
+        return f"http://{self.ip}:{DEVNET.rpc_port}"
+
+    @property
+    def p2p(self) -> str:
+        return f"{self.ip}:{DEVNET.p2p_port}"
+
+
+@dataclass
+class Devnet:
+    base_dir: Path
+    nodes: list[NodeEntry]
+
+    @classmethod
+    def load(cls, base_dir: Path) -> "Devnet":
+        path = base_dir / STATE_FILE
+        try:
+            raw = json.loads(path.read_text())
+            return cls(base_dir, [NodeEntry(**n) for n in raw["nodes"]])
+        except FileNotFoundError:
+            raise DevnetError(f"no devnet in {base_dir} (no {STATE_FILE}); start one with 'snode-devnet up'") from None
+        except (ValueError, KeyError, TypeError) as err:
+            raise DevnetError(f"{path} is damaged or from an older snode-devnet ({err}); stop its "
+                              "processes by hand and remove it") from None
+
+    def save(self) -> None:
+        tmp = self.base_dir / f".{STATE_FILE}.tmp"
+        tmp.write_text(json.dumps({"nodes": [asdict(n) for n in self.nodes]}, indent=2) + "\n")
+        os.replace(tmp, self.base_dir / STATE_FILE)
+
+    @property
+    def faucet_dir(self) -> Path:
+        return self.base_dir / "wallets"
+
+    @property
+    def authority(self) -> NodeEntry:
+        return self.nodes[0]
+
+    @property
+    def service_nodes(self) -> list[NodeEntry]:
+        return [n for n in self.nodes if n.role == SERVICE_NODE]
+
+    def entry(self, name: str) -> NodeEntry:
+        """The process named `name`; DevnetError listing the names otherwise."""
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise DevnetError(f"no process named '{name}' in this devnet; the names are "
+                          + ", ".join(n.name for n in self.nodes))
+
+
+def default_base_dir() -> Path:
+    return Path(os.environ.get("SNODE_DEVNET_DIR", Path.cwd() / "devnet"))
+
+
+def _daemon_args(entry: NodeEntry, genesis: Path, seed: str | None) -> list[str]:
+    args = [sys.executable, "-m", "snode.app.daemon", "--devnet", "--non-interactive",
+            f"--data-dir={entry.data_dir}", f"--genesis={genesis}",
+            f"--rpc-admin={entry.ip}:{DEVNET.rpc_port}", f"--p2p-bind-ip={entry.ip}",
+            f"--p2p-bind-port={DEVNET.p2p_port}"]
+    if entry.role == SERVICE_NODE:
+        args += ["--service-node", f"--quorumnet-port={DEVNET.quorumnet_port}"]
+    if seed is not None:
+        args.append(f"--add-priority-node={seed}")
+    return args
+
+
+def spawn(entry: NodeEntry, genesis: Path, seed: str | None) -> int:
+    log = Path(entry.data_dir) / "daemon.out"
+    Path(entry.data_dir).mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(_daemon_args(entry, genesis, seed), stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return proc.pid
+
+
+def is_our_process(entry: NodeEntry) -> bool:
+    """True when entry.pid still runs snoded on entry's data dir (pids get reused)."""
+    try:
+        cmdline = Path(f"/proc/{entry.pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"--data-dir={entry.data_dir}".encode() in cmdline
+
+
+def wait_rpc(entry: NodeEntry, timeout: float = 30) -> None:
+    client = RpcClient(entry.rpc_url, timeout=5)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                client.call("get_info")
+                return
+            except (RpcUnavailable, RpcFailure):
+                if not is_our_process(entry):
+                    log = Path(entry.data_dir) / "daemon.out"
+                    tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
+                    raise DevnetError(f"{entry.name} exited during start-up: {' | '.join(tail)}") from None
+                if time.monotonic() > deadline:
+                    raise DevnetError(
+                        f"{entry.name} did not answer on {entry.rpc_url} within {timeout:.0f} s"
+                    ) from None
+                time.sleep(0.1)
+    finally:
+        client.close()
+
+
+def stop_node(entry: NodeEntry) -> bool:
+    """SIGTERM this node's own pid, wait, SIGKILL if needed; False if it was not running."""
+    if not is_our_process(entry):
+        return False
+    os.kill(entry.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while is_our_process(entry) and time.monotonic() < deadline:
+        _reap(entry.pid)
+        time.sleep(0.1)
+    if is_our_process(entry):
+        os.kill(entry.pid, signal.SIGKILL)
+    _reap(entry.pid)
+    return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
