@@ -318,3 +318,7 @@ def test_metrics(sn):
     status, hdrs, data = sn.rpc.raw("", method="GET", path="/metrics")
     assert_equal(status, 200)
     assert b"snode_height 0.0" in data
+    log.info("Counters follow the node's events: two blocks adopted are two more")
+    sn.generate_blocks(blocks=2)
+    _, _, data = sn.rpc.raw("", method="GET", path="/metrics")
+    assert b"snode_height 2.0" in data and b"snode_blocks_adopted_total 2.0" in data, data

@@ -35,6 +35,7 @@ from snode.node.batches import replay_stored_blocks
 from snode.node.node import Identity, Node
 from snode.node.verifier import VerifierPool
 from snode.node.writer import ChainWriter, store_thread
+from snode.rpc.counters import EventCounters
 from snode.services.checkpoints import CheckpointDuties
 from snode.services.producer import BlockProducer
 from snode.services.sn_duties import ServiceNodeDuties
@@ -56,10 +57,10 @@ LOG_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.
 SHUTDOWN_TIMEOUT = 10.0
 
 
-def _render_metrics(node: Node) -> bytes:
+def _render_metrics(node: Node, counters: EventCounters) -> bytes:
     from snode.rpc.metrics import render
 
-    return render(node)
+    return render(node, counters)
 
 
 def bind_socket(option: str, endpoint: Endpoint) -> socket.socket:
@@ -201,6 +202,7 @@ class Daemon:
         duties -> node -> (hub) relay and quorum votes -> quorumnet."""
         cfg = self.config
         writer = ChainWriter(node, store_thread())
+        counters = EventCounters(node.hub)
         peers = PeerManager(node, bind_ip=cfg.p2p_bind.host, listen_port=cfg.p2p_bind.port,
                             priority=[str(e) for e in cfg.priority_nodes],
                             saved_peers=node.store.load_peers(),
@@ -229,7 +231,7 @@ class Daemon:
         methods = MethodTable(node, request_stop=self.request_stop, peers=peers, duties=duties,
                               writer=writer, clock=self.clock)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
-                       metrics=lambda: _render_metrics(node))
+                       metrics=lambda: _render_metrics(node, counters))
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         await web.SockSite(runner, rpc_sock, shutdown_timeout=2.0).start()

@@ -61,6 +61,7 @@ class _Flags(NamedTuple):
 
 def record_status(record: Mapping[str, Any]) -> Status:
     """Active / Decomm / Await of a `get_service_nodes` record, by the core's rule."""
+    # status() reads only .active and .funded; a record dict is not a ServiceNode.
     return status(_Flags(active=bool(record["active"]), funded=bool(record["funded"])))  # type: ignore[arg-type]
 
 
