@@ -18,13 +18,14 @@ from snode.core.genesis import Consensus, GenesisDoc, GenesisOutput, genesis_sta
 from snode.core.production import build_block
 from snode.core.registration import sign_registration
 from snode.core.service_nodes import Reason, StateChangeKind
+from snode.core.stake_exit import returned_outputs
 from snode.core.state import ChainState, Undo
 from snode.core.transactions import (
     TX_VERSION, OutPoint, Reservation, Stake, StateChange, Transaction, Transfer, TxOut, Vote,
     state_change_hash, txid,
 )
 from snode.core.transition import apply_block
-from snode.core.txbuilder import Spendable, build_spend, build_transfer
+from snode.core.txbuilder import Spendable, build_spend, build_transfer, build_unlock_request
 from snode.params import REGTEST, NetworkParams
 
 
@@ -139,8 +140,15 @@ class DevChain:
         if self.authority.public not in quorum.members:
             raise ValueError("the tip's quorum is made of service nodes; the authority cannot vote")
         votes = (Vote(self.authority.public, self.authority.sign(message)),)
-        tx = Transaction(TX_VERSION, (), (), StateChange(sn_pubkey, kind, reason, quorum.height, votes), ())
+        node = self.state.service_nodes.get(sn_pubkey)
+        # A deregistration returns the stakes in its outputs.
+        outputs = returned_outputs(node) if kind == StateChangeKind.DEREGISTER and node else ()
+        tx = Transaction(TX_VERSION, (), outputs, StateChange(sn_pubkey, kind, reason, quorum.height, votes), ())
         return self.submit(tx)
+
+    def request_unlock(self, contributor: SigningKey, sn_pubkey: bytes) -> bytes:
+        """`contributor` asks to unlock its stake on a service node."""
+        return self.submit(build_unlock_request(contributor, sn_pubkey, self.params))
 
     def tip_hash(self) -> bytes:
         """Hash of the last block."""

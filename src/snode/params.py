@@ -12,6 +12,9 @@ from typing import Final
 COIN: Final = 1_000_000_000
 """Atomic units in one coin."""
 
+BLOCKS_PER_DAY: Final = 720
+"""Mainnet blocks in a day (one every 120 s): the unit of the durations Oxen states in days."""
+
 PPM: Final = 1_000_000
 """Parts per million: the unit of the operator fee (10 % = 100_000 ppm)."""
 
@@ -106,6 +109,23 @@ class NetworkParams:
     participation_cooldown: int = 30
     """Blocks a node decommissioned for missed block production stays out before its proofs
     can recommission it (else it would flap back at the next block, its window cleared)."""
+    unlock_duration: int = 15 * BLOCKS_PER_DAY
+    """Blocks from an unlock request to the node's exit, when every stake on it comes back
+    (Oxen: 15 days)."""
+    deregistration_lock: int = 30 * BLOCKS_PER_DAY
+    """Blocks the stakes of a deregistered node stay locked before their owners may spend them
+    (Oxen: 30 days)."""
+    pool_fill_window: int = 2 * BLOCKS_PER_DAY
+    """Blocks a pool node has after its registration to fill; an unfilled one then expires and
+    its contributions come back."""
+    credit_initial: int = 60
+    """Blocks of downtime credit a node starts with when it is activated (Oxen: 60)."""
+    credit_max: int = 1_440
+    """Most blocks of downtime credit a node can hold (Oxen: 1,440: two days of mainnet blocks)."""
+    credit_min: int = 60
+    """A failing active node with less credit than this is deregistered, not decommissioned."""
+    credit_earn_blocks: int = 30
+    """Blocks of activity that earn one block of credit (Oxen: 24 blocks a day of 720)."""
 
     def quorum_size(self, active: int) -> int:
         """Obligations quorum size for a network with `active` active SNs."""
@@ -175,6 +195,7 @@ DEVNET: Final = NetworkParams(
     target_block_time=2, proof_interval=2, healthy_proof_age=10,
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
     round_time=2, backstop_rounds=10, participation_cooldown=10,
+    unlock_duration=30, deregistration_lock=40, pool_fill_window=50,
 )
 REGTEST: Final = NetworkParams(
     name="regtest", network_id=0x534E0004, address_prefix="snr",
@@ -182,7 +203,7 @@ REGTEST: Final = NetworkParams(
     target_block_time=0, proof_interval=2, healthy_proof_age=10,
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
     generate_on_demand=True, sn_blocks=False, round_time=2, backstop_rounds=10,
-    participation_cooldown=10,
+    participation_cooldown=10, unlock_duration=30, deregistration_lock=40, pool_fill_window=50,
 )
 
 NETWORKS: Final = {p.name: p for p in (MAINNET, TESTNET, DEVNET, REGTEST)}

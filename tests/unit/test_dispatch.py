@@ -11,8 +11,8 @@ import pytest
 from snode.core.errors import InvalidStateChange
 from snode.core.service_nodes import Reason, StateChangeKind, apply_state_change
 from snode.core.transactions import (
-    Coinbase, Payload, Registration, Reservation, Stake, StateChange, Transfer, TxKind, payload_kind,
-    payload_spend,
+    DEREGISTER_KIND, Coinbase, Payload, Registration, Reservation, Stake, StakeReturn, StateChange,
+    Transfer, TxKind, UnlockRequest, payload_kind, payload_spend,
 )
 
 
@@ -22,6 +22,8 @@ SAMPLES: dict[str, Payload] = {
     "registration": Registration(0, (Reservation(bytes(32), 100),), 0, bytes(32), bytes(64)),
     "stake": Stake(bytes(32), 25),
     "state_change": StateChange(bytes(32), 1, 1, 3, ()),
+    "stake_return": StakeReturn(bytes(32), 1),
+    "unlock_request": UnlockRequest(bytes(32), bytes(32)),
 }
 
 
@@ -41,25 +43,32 @@ def test_an_unknown_state_change_kind_is_refused(chain) -> None:  # type: ignore
     node = _funded_node(chain)
     for kind in (0, max(StateChangeKind) + 1, 255):
         with pytest.raises(InvalidStateChange, match="unknown state change kind"):
-            apply_state_change(node, kind, Reason.MISSED_UPTIME_PROOFS, chain.state.height + 1)
+            apply_state_change(node, kind, Reason.MISSED_UPTIME_PROOFS, chain.state.height + 1,
+                               chain.params)
 
 
 def test_each_state_change_kind_has_its_own_rule(chain) -> None:  # type: ignore[no-untyped-def]
     node = _funded_node(chain)
     h = chain.state.height + 1
-    active = apply_state_change(node, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, h)
+    active = apply_state_change(node, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, h, chain.params)
     assert active.active and active.active_since == h
     with pytest.raises(InvalidStateChange, match="activated before"):
-        apply_state_change(active, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, h)
+        apply_state_change(active, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, h, chain.params)
     with pytest.raises(InvalidStateChange, match="not decommissioned"):
-        apply_state_change(active, StateChangeKind.RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED, h)
-    down = apply_state_change(active, StateChangeKind.DECOMMISSION, Reason.MISSED_BLOCK_PRODUCTION, h + 1)
+        apply_state_change(active, StateChangeKind.RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED, h, chain.params)
+    down = apply_state_change(active, StateChangeKind.DECOMMISSION, Reason.MISSED_BLOCK_PRODUCTION, h + 1, chain.params)
     assert (down.active, down.decommission_count, down.last_decommission_reason) == (
         False, 1, Reason.MISSED_BLOCK_PRODUCTION)
     # A never-activated node is not "decommissioned": recommission is not its rule.
     with pytest.raises(InvalidStateChange, match="not decommissioned"):
-        apply_state_change(node, StateChangeKind.RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED, h)
+        apply_state_change(node, StateChangeKind.RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED, h, chain.params)
     assert Reason.MISSED_BLOCK_PRODUCTION.label == "missed_block_production"
+
+
+def test_the_frame_names_the_deregistration_kind() -> None:
+    """`transactions` lets only a deregistration's state change carry outputs; it cannot import
+    the kinds (a layer above), so its constant must stay equal to the kind."""
+    assert DEREGISTER_KIND == StateChangeKind.DEREGISTER
 
 
 def _funded_node(chain):  # type: ignore[no-untyped-def]

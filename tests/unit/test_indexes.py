@@ -10,7 +10,9 @@ At every state it passes through it checks:
     at the next height and at later ones, across the grace period of recently activated nodes;
 (c) the quorum, leaders and validators drawn from the index equal those drawn from the nodes,
     and the quorum each block recorded is the one its registry calls for;
-(d) undoing a block gives back a state equal to its parent, with the parent's index.
+(d) undoing a block gives back a state equal to its parent, with the parent's index;
+(e) the nodes a block removes, found at the front of the exit schedule, are those a scan of
+    every node finds due (unlock requests, unfilled pools), and deregistrations fit the credit.
 The shuffle itself is checked against the copy-and-swap Fisher-Yates it replaces.
 """
 
@@ -37,6 +39,8 @@ from snode.core.service_nodes import (
 from snode.core.state import (
     ChainState, build_index, current_index, registry_index, undo_block, with_index,
 )
+from snode.core.credit import credit_at
+from snode.core.stake_exit import nodes_leaving, returned_outputs
 from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
 from snode.devchain import DevChain, key_from_label
 from snode.params import COIN, REGTEST
@@ -84,6 +88,9 @@ def check_state(state: ChainState, chain: DevChain) -> None:
         assert state.index == built
     index = registry_index(state)
     assert index == built
+    for height in (state.height + 1, state.height + 30, state.height + 60):
+        due = sorted((sn.leaves_at, sn.pubkey) for sn in nodes if sn.leaves_at and sn.leaves_at <= height)
+        assert [(sn.leaves_at, sn.pubkey) for sn in nodes_leaving(state, height)] == due
     for height in range(state.height + 1, state.height + params.payable_grace + 3):
         fast = reward_winner_from_queue(index.reward_queue, state.service_nodes, height, params)
         assert fast == next_reward_winner(nodes, height, params)
@@ -156,22 +163,34 @@ class Run:
     def _register(self, sn: int) -> None:
         self.chain.register(OPERATORS[sn], SN_KEYS[sn], REGTEST.staking_requirement)
 
+    def _register_pool(self, sn: int) -> None:
+        """An open pool: it expires unless filled within the pool window."""
+        self.chain.register(OPERATORS[sn], SN_KEYS[sn], REGTEST.pool_operator_min)
+
+    def _unlock(self, sn: int) -> None:
+        self.chain.request_unlock(OPERATORS[sn], SN_KEYS[sn].public)
+
     def _state_change(self, sn: int) -> None:
         """The state change that fits the node, voted by the tip's quorum."""
         pubkey = SN_KEYS[sn].public
         node = self.chain.state.service_nodes.get(pubkey)
+        height = self.chain.state.height + 1
+        credit = credit_at(node, height, REGTEST) if node is not None else 0
         kind = (
             StateChangeKind.ACTIVATE if node is None or node.active_since < 0
-            else StateChangeKind.DECOMMISSION if node.active
+            else StateChangeKind.DECOMMISSION if node.active and credit >= REGTEST.credit_min
+            else StateChangeKind.DEREGISTER if node.active or credit == 0
             else StateChangeKind.RECOMMISSION
         )
+        reason = Reason.MISSED_UPTIME_PROOFS if kind is StateChangeKind.DEREGISTER else Reason.NONE
         quorum = self.chain.state.quorums[self.chain.state.height]
-        message = state_change_hash(REGTEST.network_id, pubkey, kind, Reason.NONE, quorum.height)
+        message = state_change_hash(REGTEST.network_id, pubkey, kind, reason, quorum.height)
         votes = tuple(
             Vote(member, self.keys[member].sign(message)) for member in quorum.members[:quorum.needed]
         )
-        payload = StateChange(pubkey, kind, Reason.NONE, quorum.height, votes)
-        self.chain.submit(Transaction(TX_VERSION, (), (), payload, ()))
+        payload = StateChange(pubkey, kind, reason, quorum.height, votes)
+        outputs = returned_outputs(node) if node is not None and kind is StateChangeKind.DEREGISTER else ()
+        self.chain.submit(Transaction(TX_VERSION, (), outputs, payload, ()))
 
 
 @pytest.fixture(scope="session")
@@ -191,6 +210,9 @@ def index_chain():
 SN = st.integers(0, len(SN_KEYS) - 1)
 OPERATIONS = st.one_of(
     st.tuples(st.just("register"), SN),
+    st.tuples(st.just("register_pool"), SN),
+    st.tuples(st.just("unlock"), SN),
+    st.tuples(st.just("mine"), st.integers(25, 60)),
     st.tuples(st.just("state_change"), SN),
     st.tuples(st.just("state_change"), SN),
     st.tuples(st.just("mine"), st.integers(1, 3)),
@@ -250,3 +272,19 @@ def test_a_state_whose_registry_was_swapped_does_not_read_the_index_it_carried(i
     assert first not in registry_index(swapped).active_keys
     assert registry_index(swapped) == build_index(swapped.service_nodes)
     assert current_index(with_index(swapped)) == build_index(swapped.service_nodes)
+
+
+def test_the_operations_reach_every_exit(index_chain):
+    # An unlock, an unfilled pool and a deregistration, each leaving the registry under the
+    # checks of every block (and undone and done again).
+    plan = [
+        ("unlock", 0), ("register_pool", 6), ("state_change", 1), ("mine", 1),
+        ("mine", 60), ("undo", 3), ("mine", 3), ("state_change", 1), ("mine", 1),
+    ]
+    run = _run(index_chain(), plan)
+    assert run.accepted == {
+        "unlock": 1, "register_pool": 1, "state_change": 2, "mine": 5, "undo": 1,
+    }
+    registry = run.chain.state.service_nodes
+    assert {SN_KEYS[i].public for i in (0, 1, 6)}.isdisjoint(registry)
+    assert SN_KEYS[2].public in registry

@@ -19,14 +19,14 @@ KEY = bytes(range(32))
 
 
 def sn(*, active: bool = True, funded: bool = True, active_since: int = 10, reason: int = 0,
-       changed: int = 10) -> ServiceNode:
+       changed: int = 10, credit: int = 600) -> ServiceNode:
     amount = 200_000 * COIN if funded else 100_000 * COIN
     return ServiceNode(
         pubkey=KEY, fee_ppm=0, registration_height=1, staking_requirement=200_000 * COIN,
         contributors=(Contribution(KEY, amount, amount),), funded_height=1 if funded else -1,
         active=active, active_since=active_since, decommission_count=0 if active else 1,
         last_reward_height=1, last_state_change_height=changed, last_state_change_reason=reason,
-        last_decommission_reason=reason,
+        last_decommission_reason=reason, credit=credit, credit_height=changed,
     )
 
 

@@ -101,6 +101,9 @@ def test_decommission_clears_active_and_payable_and_counts(chain):
         assert node.last_decommission_reason == Reason.MISSED_UPTIME_PROOFS
         assert status(node) is Status.DECOMM
         chain.change_state(pubkey, RECOMMISSION)
+        # Recommissioned at once, it paid twice its blocks down from its credit: it earns back
+        # the minimum a decommission needs (`core.credit`) before it can be decommissioned again.
+        chain.mine(2 * chain.params.credit_earn_blocks)
 
 
 def test_decommission_needs_an_active_node(chain):
@@ -139,7 +142,7 @@ def test_recommissioned_node_goes_to_the_back_of_the_reward_queue(chain):
         for i, paid in ((1, 50), (2, 60))
     ]
     assert decommissioned.last_reward_height < 50
-    recommissioned = apply_state_change(decommissioned, RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED, 100)
+    recommissioned = apply_state_change(decommissioned, RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED, 100, chain.params)
     assert recommissioned.last_reward_height == 100
     nodes = [recommissioned, *others]
     order = []
@@ -153,7 +156,7 @@ def test_recommissioned_node_goes_to_the_back_of_the_reward_queue(chain):
 def test_unknown_state_change_kind_is_refused(chain):
     node = chain.node(chain.new_node())
     with pytest.raises(InvalidStateChange, match="unknown state change kind 9"):
-        apply_state_change(node, 9, Reason.NONE, chain.state.height)
+        apply_state_change(node, 9, Reason.NONE, chain.state.height, chain.params)
 
 
 def test_state_change_for_an_unregistered_node_is_refused(chain):

@@ -189,7 +189,7 @@ def test_state_change_older_than_the_node_last_change_is_refused(chain):
 def test_state_change_with_inputs_or_outputs_is_refused(chain):
     pubkey = chain.new_node()
     vote = _vote(chain, pubkey, chain.state.height, [chain.authority])
-    with pytest.raises(InvalidTransaction, match="a state change has no outputs"):
+    with pytest.raises(InvalidTransaction, match="only a deregistration's state change has outputs"):
         chain.submit(msgspec.structs.replace(vote, outputs=(TxOut(ALICE.public, COIN),)))
 
 

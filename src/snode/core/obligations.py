@@ -1,11 +1,13 @@
 """What an obligations quorum member decides about one service node, from its own view of
-uptime proofs (DESIGN.md section 4): decommission a silent active node, activate or recommission
-a funded inactive node that proves it is up."""
+uptime proofs (DESIGN.md section 4): decommission a silent active node (deregister it when its
+downtime credit is too low for a decommission), activate or recommission a funded inactive node
+that proves it is up, deregister a funded inactive node whose credit has run out."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from snode.core.credit import credit_at
 from snode.core.participation import Participation, fails_participation
 from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import NO_HEIGHT, ServiceNode
@@ -35,12 +37,14 @@ def judge(
     if sn.active:
         if not may_decommission:
             return None
-        silent_for = now - last_proof if last_proof else None
-        if silent_for is None or silent_for > params.decommission_proof_age:
-            return Verdict(StateChangeKind.DECOMMISSION, Reason.MISSED_UPTIME_PROOFS)
-        if participation is not None and fails_participation(participation, params):
-            return Verdict(StateChangeKind.DECOMMISSION, Reason.MISSED_BLOCK_PRODUCTION)
-        return None
+        failure = _failure(sn, last_proof, now, params, participation)
+        if failure is None:
+            return None
+        if credit_at(sn, height, params) < params.credit_min:
+            return Verdict(StateChangeKind.DEREGISTER, failure)
+        return Verdict(StateChangeKind.DECOMMISSION, failure)
+    if credit_at(sn, height, params) == 0:
+        return Verdict(StateChangeKind.DEREGISTER, Reason(sn.last_decommission_reason) or Reason.MISSED_UPTIME_PROOFS)
     if (sn.last_decommission_reason == Reason.MISSED_BLOCK_PRODUCTION
             and height - sn.last_state_change_height < params.participation_cooldown):
         return None
@@ -48,4 +52,17 @@ def judge(
         if sn.active_since == NO_HEIGHT:
             return Verdict(StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF)
         return Verdict(StateChangeKind.RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED)
+    return None
+
+
+def _failure(
+    sn: ServiceNode, last_proof: int, now: int, params: NetworkParams,
+    participation: Participation | None,
+) -> Reason | None:
+    """Why an active node fails its obligations, or None."""
+    silent_for = now - last_proof if last_proof else None
+    if silent_for is None or silent_for > params.decommission_proof_age:
+        return Reason.MISSED_UPTIME_PROOFS
+    if participation is not None and fails_participation(participation, params):
+        return Reason.MISSED_BLOCK_PRODUCTION
     return None

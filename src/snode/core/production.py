@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from snode.core.blocks import Block, Checkpoint, make_block
 from snode.core.crypto import SigningKey
+from snode.core.encoding import encode
 from snode.core.genesis import Consensus
 from snode.core.mempool import Mempool, select
 from snode.core.state import ChainState
-from snode.core.transition import make_coinbase
+from snode.core.transition import after_stake_returns, make_coinbase
 from snode.params import MAX_BLOCK_BYTES
 
 COINBASE_ALLOWANCE = 4_096
@@ -24,14 +25,16 @@ def build_block(
     The timestamp never goes below the parent's, whatever the producer's clock says.
     """
     timestamp = max(timestamp, state.timestamp)
+    after, returns = after_stake_returns(state, consensus)
+    returned_bytes = sum(len(encode(tx)) for tx in returns)
     txs, fees, stale = select(
-        pool, state, consensus, block_time=timestamp,
-        max_bytes=MAX_BLOCK_BYTES - COINBASE_ALLOWANCE,
+        pool, after, consensus, block_time=timestamp,
+        max_bytes=MAX_BLOCK_BYTES - COINBASE_ALLOWANCE - returned_bytes,
     )
     coinbase = make_coinbase(state, key.public, fees, consensus)
     block = make_block(
         height=state.height + 1, prev_hash=state.tip_hash, timestamp=timestamp,
-        transactions=(coinbase, *txs), producer_key=key,
+        transactions=(coinbase, *returns, *txs), producer_key=key,
         network_id=consensus.params.network_id, round=round, checkpoint=checkpoint,
     )
     return block, stale

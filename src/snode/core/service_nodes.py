@@ -12,6 +12,7 @@ from typing import Final, assert_never
 
 import msgspec
 
+from snode.core.credit import credit_after_recommission, credit_at
 from snode.core.errors import InvalidRegistration, InvalidStake, InvalidStateChange
 from snode.core.state import (  # reward_order_key lives with the queue it orders; named here too
     NO_HEIGHT, Contribution, RewardEntry, ServiceNode, reward_order_key,
@@ -27,6 +28,9 @@ class StateChangeKind(enum.IntEnum):
     ACTIVATE = 1
     DECOMMISSION = 2
     RECOMMISSION = 3
+    DEREGISTER = 4
+    """The node leaves the registry; its stakes come back locked for `deregistration_lock`
+    blocks (`core.stake_exit`)."""
 
 
 class Reason(enum.IntEnum):
@@ -137,13 +141,19 @@ def new_service_node(reg: Registration, height: int, params: NetworkParams) -> S
         funded_height=NO_HEIGHT, active=False, active_since=NO_HEIGHT, decommission_count=0,
         last_reward_height=height, last_state_change_height=height,
         last_state_change_reason=Reason.NONE, last_decommission_reason=Reason.NONE,
+        credit=params.credit_initial, credit_height=height,
+        leaves_at=height + params.pool_fill_window + 1,
     )
-    return _mark_funded(sn, height)
+    return _mark_funded(sn, height, params)
 
 
-def _mark_funded(sn: ServiceNode, height: int) -> ServiceNode:
+def _mark_funded(sn: ServiceNode, height: int, params: NetworkParams) -> ServiceNode:
+    """A node that has just filled: no longer expires as an open pool, and its downtime credit
+    starts running down until its first uptime proof activates it."""
     if sn.funded and sn.funded_height == NO_HEIGHT:
-        return msgspec.structs.replace(sn, funded_height=height)
+        return msgspec.structs.replace(
+            sn, funded_height=height, leaves_at=0, credit=params.credit_initial, credit_height=height,
+        )
     return sn
 
 
@@ -204,7 +214,9 @@ def check_stake(sn: ServiceNode | None, staker: bytes, amount: int, sn_pubkey: b
         )
 
 
-def add_contribution(sn: ServiceNode, staker: bytes, amount: int, height: int) -> ServiceNode:
+def add_contribution(
+    sn: ServiceNode, staker: bytes, amount: int, height: int, params: NetworkParams
+) -> ServiceNode:
     """The record after a valid contribution."""
     contributors = list(sn.contributors)
     for i, c in enumerate(contributors):
@@ -216,15 +228,16 @@ def add_contribution(sn: ServiceNode, staker: bytes, amount: int, height: int) -
     updated = msgspec.structs.replace(
         sn, contributors=tuple(contributors), last_state_change_height=height
     )
-    return _mark_funded(updated, height)
+    return _mark_funded(updated, height, params)
 
 
 # --- quorum state changes -----------------------------------------------------------------
 
 def apply_state_change(
-    sn: ServiceNode, kind: int, reason: int, height: int
-) -> ServiceNode:
-    """The record after a quorum's verdict; InvalidStateChange when it does not fit the node.
+    sn: ServiceNode, kind: int, reason: int, height: int, params: NetworkParams
+) -> ServiceNode | None:
+    """The record after a quorum's verdict (None: the node is deregistered and leaves the
+    registry); InvalidStateChange when the verdict does not fit the node.
 
     Every kind has its own rule; an unknown kind number is refused, never taken for another."""
     try:
@@ -236,45 +249,75 @@ def apply_state_change(
         raise InvalidStateChange("service node is not funded yet")
     match verdict:
         case StateChangeKind.ACTIVATE:
-            return _activate(sn, why, height)
+            return _activate(sn, why, height, params)
         case StateChangeKind.DECOMMISSION:
-            return _decommission(sn, why, height)
+            return _decommission(sn, why, height, params)
         case StateChangeKind.RECOMMISSION:
             return _recommission(sn, why, height)
+        case StateChangeKind.DEREGISTER:
+            _check_deregistration(sn, why, height, params)
+            return None
         case _:
             assert_never(verdict)
 
 
-def _activate(sn: ServiceNode, reason: Reason, height: int) -> ServiceNode:
-    """A funded node's first activation, once the quorum has its first uptime proof."""
+def _activate(sn: ServiceNode, reason: Reason, height: int, params: NetworkParams) -> ServiceNode:
+    """A funded node's first activation, once the quorum has its first uptime proof; it starts
+    with the initial downtime credit."""
     if sn.active or sn.active_since != NO_HEIGHT:
         raise InvalidStateChange("service node has been activated before")
     return msgspec.structs.replace(
         sn, active=True, active_since=height, last_state_change_height=height,
-        last_state_change_reason=reason,
+        last_state_change_reason=reason, credit=params.credit_initial, credit_height=height,
     )
 
 
-def _decommission(sn: ServiceNode, reason: Reason, height: int) -> ServiceNode:
-    """An active node the quorum finds failing: inactive, unpaid, counted."""
+def _decommission(sn: ServiceNode, reason: Reason, height: int, params: NetworkParams) -> ServiceNode:
+    """An active node the quorum finds failing, with the downtime credit to cover it: inactive,
+    unpaid, counted, its credit running down."""
     if not sn.active:
         raise InvalidStateChange("service node is not active")
+    credit = credit_at(sn, height, params)
+    if credit < params.credit_min:
+        raise InvalidStateChange(
+            f"service node has {credit} blocks of downtime credit, below the minimum of "
+            f"{params.credit_min} for a decommission: it is deregistered instead"
+        )
     return msgspec.structs.replace(
         sn, active=False, decommission_count=sn.decommission_count + 1,
         last_state_change_height=height, last_state_change_reason=reason,
-        last_decommission_reason=reason,
+        last_decommission_reason=reason, credit=credit, credit_height=height,
     )
 
 
 def _recommission(sn: ServiceNode, reason: Reason, height: int) -> ServiceNode:
     """A decommissioned node that proves it is up again; it goes to the back of the reward
-    queue."""
+    queue and keeps what is left of its credit after the penalty."""
     if sn.active or sn.active_since == NO_HEIGHT:
         raise InvalidStateChange("service node is not decommissioned")
     return msgspec.structs.replace(
         sn, active=True, active_since=height, last_reward_height=height,
         last_state_change_height=height, last_state_change_reason=reason,
+        credit=credit_after_recommission(sn, height), credit_height=height,
     )
+
+
+def _check_deregistration(sn: ServiceNode, reason: Reason, height: int, params: NetworkParams) -> None:
+    """A failing active node without the credit for a decommission, or a funded inactive node
+    whose credit has run out."""
+    if reason in (Reason.NONE, Reason.FIRST_UPTIME_PROOF, Reason.UPTIME_PROOFS_RESUMED):
+        raise InvalidStateChange(f"a deregistration needs a failure as its reason, not {reason.label or 'none'}")
+    credit = credit_at(sn, height, params)
+    if sn.active and credit >= params.credit_min:
+        raise InvalidStateChange(
+            f"service node has {credit} blocks of downtime credit: it is decommissioned, "
+            "not deregistered"
+        )
+    if not sn.active and credit > 0:
+        raise InvalidStateChange(
+            f"service node still has {credit} blocks of downtime credit before it can be "
+            "deregistered"
+        )
 
 
 # --- rewards ------------------------------------------------------------------------------
@@ -286,7 +329,7 @@ def next_reward_winner(
 
     The rule as written, scanning every node; blocks use `reward_winner_from_queue`.
     """
-    payable = [sn for sn in nodes if is_payable(sn, height - 1, params)]
+    payable = [sn for sn in nodes if is_payable(sn, height - 1, params) and not leaving(sn, height)]
     return min(payable, key=reward_order_key) if payable else None
 
 
@@ -301,9 +344,15 @@ def reward_winner_from_queue(
     """
     for entry in reward_queue:
         sn = registry[entry[2]]
-        if is_payable(sn, height - 1, params):
+        if is_payable(sn, height - 1, params) and not leaving(sn, height):
             return sn
     return None
+
+
+def leaving(sn: ServiceNode, height: int) -> bool:
+    """True when block `height` removes the node (or a block before it should have): no reward
+    is ever paid to a node past its unlock height."""
+    return bool(sn.leaves_at) and sn.leaves_at <= height
 
 
 def reward_split(sn: ServiceNode, reward: int) -> list[tuple[bytes, int]]:

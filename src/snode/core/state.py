@@ -92,6 +92,15 @@ class ServiceNode(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """The `service_nodes.Reason` of the last quorum state change (0: none yet)."""
     last_decommission_reason: int
     """The `service_nodes.Reason` of the last decommission (0: never decommissioned)."""
+    credit: int = 0
+    """Blocks of downtime credit the node had at `credit_height` (`core.credit`)."""
+    credit_height: Height = 0
+    """Height from which `credit` grows (active) or runs down (funded, not active)."""
+    requested_unlock_height: Height = 0
+    """Height until which a node whose contributor asked to unlock keeps working (0: none)."""
+    leaves_at: Height = 0
+    """Height of the block that removes the node and returns its stakes: the block after its
+    unlock height, or after its pool fill window while unfilled (0: none scheduled)."""
 
     @property
     def operator(self) -> bytes:
@@ -139,7 +148,10 @@ class CheckpointSlot(msgspec.Struct, frozen=True, array_like=True, gc=False):
 RewardEntry = tuple[Height, Height, PubKey]
 """A node's place in the reward queue: (last_reward_height, registration_height, pubkey)."""
 
-_Sorted = TypeVar("_Sorted", PubKey, RewardEntry)
+LeaveEntry = tuple[Height, PubKey]
+"""A node's place in the exit schedule: (leaves_at, pubkey)."""
+
+_Sorted = TypeVar("_Sorted", PubKey, RewardEntry, LeaveEntry)
 
 
 def reward_order_key(sn: ServiceNode) -> RewardEntry:
@@ -160,6 +172,9 @@ class RegistryIndex:
     reward_queue: tuple[RewardEntry, ...]
     """`reward_order_key` of every active node, sorted: the next winner is the first entry
     whose node is past its payable grace period."""
+    leaving: tuple[LeaveEntry, ...] = ()
+    """(leaves_at, pubkey) of every node with an exit scheduled, sorted: a block finds the
+    nodes it removes at the front."""
 
 
 def build_index(registry: immutables.Map[bytes, ServiceNode]) -> RegistryIndex:
@@ -169,6 +184,7 @@ def build_index(registry: immutables.Map[bytes, ServiceNode]) -> RegistryIndex:
         registry=registry,
         active_keys=tuple(sorted(sn.pubkey for sn in active)),
         reward_queue=tuple(sorted(reward_order_key(sn) for sn in active)),
+        leaving=tuple(sorted((sn.leaves_at, sn.pubkey) for sn in registry.values() if sn.leaves_at)),
     )
 
 
@@ -186,8 +202,17 @@ def updated_index(
     keys_in: list[PubKey] = []
     entries_out: list[RewardEntry] = []
     entries_in: list[RewardEntry] = []
+    leave_out: list[LeaveEntry] = []
+    leave_in: list[LeaveEntry] = []
     for key, old in before.items():
         new = registry.get(key)
+        old_leave = old.leaves_at if old is not None else 0
+        new_leave = new.leaves_at if new is not None else 0
+        if old_leave != new_leave:
+            if old_leave:
+                leave_out.append((old_leave, key))
+            if new_leave:
+                leave_in.append((new_leave, key))
         old_entry = reward_order_key(old) if old is not None and old.active else None
         new_entry = reward_order_key(new) if new is not None and new.active else None
         if old_entry == new_entry:
@@ -204,6 +229,7 @@ def updated_index(
         registry=registry,
         active_keys=_edited(index.active_keys, keys_out, keys_in),
         reward_queue=_edited(index.reward_queue, entries_out, entries_in),
+        leaving=_edited(index.leaving, leave_out, leave_in),
     )
 
 

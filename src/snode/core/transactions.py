@@ -108,7 +108,28 @@ class StateChange(msgspec.Struct, frozen=True, array_like=True, tag=4, gc=False)
     votes: tuple[Vote, ...]
 
 
-Payload: TypeAlias = Union[Transfer, Coinbase, Registration, Stake, StateChange]
+class StakeReturn(msgspec.Struct, frozen=True, array_like=True, tag=5, gc=False):
+    """Made by the block rules only, right after the coinbase: a node leaves the registry at the
+    end of its unlock period or of its pool fill window, and its outputs give every contributor
+    back its contribution (`core.stake_exit`). A deregistration returns the stakes in the
+    outputs of its state change instead."""
+
+    sn_pubkey: PubKey
+    reason: Annotated[int, msgspec.Meta(ge=0, le=255)]
+    """One of `stake_exit.ReturnReason`."""
+
+
+class UnlockRequest(msgspec.Struct, frozen=True, array_like=True, tag=6, gc=False):
+    """A contributor asks for its node to leave and every stake on it to come back, after the
+    unlock duration. No inputs and no fee: the one signature is the contributor's, over the
+    transaction's signing hash; a node takes one request only."""
+
+    sn_pubkey: PubKey
+    contributor: PubKey
+    """The operator's or a contributor's key: it must have a stake on the node."""
+
+
+Payload: TypeAlias = Union[Transfer, Coinbase, Registration, Stake, StateChange, StakeReturn, UnlockRequest]
 
 
 class TxKind(enum.Enum):
@@ -121,6 +142,8 @@ class TxKind(enum.Enum):
     REGISTRATION = "registration"
     STAKE = "stake"
     STATE_CHANGE = "state_change"
+    STAKE_RETURN = "stake_return"
+    UNLOCK_REQUEST = "unlock_request"
 
 
 def payload_kind(payload: Payload) -> TxKind:
@@ -136,6 +159,10 @@ def payload_kind(payload: Payload) -> TxKind:
             return TxKind.STAKE
         case StateChange():
             return TxKind.STATE_CHANGE
+        case StakeReturn():
+            return TxKind.STAKE_RETURN
+        case UnlockRequest():
+            return TxKind.UNLOCK_REQUEST
         case _:
             assert_never(payload)
 
@@ -148,7 +175,7 @@ def payload_spend(payload: Payload) -> int:
             return payload.reservations[0].amount if payload.reservations else 0
         case Stake():
             return payload.amount
-        case Transfer() | Coinbase() | StateChange():
+        case Transfer() | Coinbase() | StateChange() | StakeReturn() | UnlockRequest():
             return 0
         case _:
             assert_never(payload)
@@ -217,11 +244,17 @@ def check_stateless(tx: Transaction, size: int | None = None) -> int:
         raise InvalidTransaction(f"transaction is {size} bytes; the limit is {MAX_TX_BYTES}")
     payload = tx.payload
     match payload:
-        case Coinbase() | StateChange():
-            if tx.inputs or tx.signatures:
-                raise InvalidTransaction(f"a {type(payload).__name__} transaction has no inputs")
-            if isinstance(payload, StateChange) and tx.outputs:
-                raise InvalidTransaction("a state change has no outputs")
+        case Coinbase() | StakeReturn():
+            _check_no_inputs(tx, payload)
+        case StateChange():
+            _check_no_inputs(tx, payload)
+            if tx.outputs and payload.kind != DEREGISTER_KIND:
+                raise InvalidTransaction("only a deregistration's state change has outputs")
+        case UnlockRequest():
+            if tx.inputs or tx.outputs:
+                raise InvalidTransaction("an unlock request has no inputs and no outputs")
+            if len(tx.signatures) != 1:
+                raise InvalidTransaction("an unlock request carries exactly one signature, the contributor's")
         case Transfer() | Registration() | Stake():
             _check_spends(tx)
         case _:
@@ -230,6 +263,16 @@ def check_stateless(tx: Transaction, size: int | None = None) -> int:
         if out.amount <= 0:
             raise InvalidTransaction(f"output {i} has amount 0")
     return size
+
+
+DEREGISTER_KIND: Final = 4
+"""`service_nodes.StateChangeKind.DEREGISTER`, the one state change with outputs (the stakes
+it returns); named here because the kinds live a layer above the frame."""
+
+
+def _check_no_inputs(tx: Transaction, payload: Payload) -> None:
+    if tx.inputs or tx.signatures:
+        raise InvalidTransaction(f"a {type(payload).__name__} transaction has no inputs")
 
 
 def _check_spends(tx: Transaction) -> None:

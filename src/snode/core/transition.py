@@ -7,7 +7,8 @@ Reads like the rule book, one step each (`apply_block_encoded`):
 2. the body: size, transaction root;
 3. the signers: the producer's signature and, for a service-node block, its validators'
    (`pulse.validator_checks`);
-4. the transactions, each by its kind's rule (`core.tx_rules`);
+4. the stake returns of the nodes whose exit is due (`core.stake_exit`), right after the
+   coinbase, then the transactions, each by its kind's rule (`core.tx_rules`);
 5. the reward: the coinbase pays the next payable node and the fees to the producer;
 6. the checkpoint the block carries, if any (`core.finality`);
 7. the quorums of the new height: the obligations quorum, and at checkpoint heights the
@@ -22,6 +23,7 @@ a speed-up measured on sync, kept around the rules rather than inside them.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 import immutables
@@ -39,6 +41,7 @@ from snode.core.genesis import Consensus
 from snode.core.pulse import RoundQuorum, check_block_producer, validator_checks
 from snode.core.quorums import obligations_quorum_from_active
 from snode.core.sigchecks import BatchVerifier, SigCheck, run_checks, verify_serially
+from snode.core.stake_exit import stake_returns
 from snode.core.state import (
     ChainState, CheckpointSlot, Quorum, RegistryIndex, ServiceNode, Undo, last_checkpoint, new_utxo,
     registry_index, updated_index, with_index,
@@ -51,7 +54,8 @@ from snode.params import MAX_BLOCK_BYTES, MAX_FUTURE_BLOCK_TIME, STATE_CHANGE_WI
 
 __all__ = [  # what other modules take from here; the transaction rules live in tx_rules
     "AppliedBlock", "BatchVerifier", "SigCheck", "apply_block", "apply_block_encoded",
-    "apply_transaction", "check_block_stateless", "check_header", "check_transaction",
+    "after_stake_returns", "apply_transaction", "check_block_stateless", "check_header",
+    "check_transaction",
     "coinbase_outputs", "fee_recipient", "make_coinbase", "verify_serially",
 ]
 
@@ -162,13 +166,56 @@ def _check_signers(
                                  block.validator_signatures)
 
 
-# --- 4. the transactions ------------------------------------------------------------------
+# --- 4. the stake returns and the transactions ---------------------------------------------
 
-def _apply_transactions(w: Working, block: Block, enc: EncodedBlock, consensus: Consensus) -> int:
-    """Every transaction after the coinbase, by its kind's rule; the fees they pay."""
+def _return_stakes(w: Working, state: ChainState, block: Block, enc: EncodedBlock, consensus: Consensus) -> int:
+    """The nodes whose exit is due leave, each by the stake return that must follow the coinbase
+    (in exit order); returns the position of the first ordinary transaction."""
+    height = block.header.height
+    txs = block.transactions
+    expected = stake_returns(state, height)
+    for position, want in enumerate(expected, start=1):
+        if position >= len(txs) or txs[position] != want:
+            pubkey = want.payload.sn_pubkey.hex()[:16]  # type: ignore[union-attr]  # a StakeReturn
+            raise InvalidBlock(
+                f"block {height} does not return the stakes of service node {pubkey}, whose exit "
+                f"is due, as transaction {position}"
+            )
+        _remove_node(w, want, enc.ids[position], height, consensus)
+    return 1 + len(expected)
+
+
+def _remove_node(w: Working, returned: Transaction, tx_id: bytes, height: int, consensus: Consensus) -> None:
+    unlock = height + consensus.params.unlock_confirmations
+    for i, out in enumerate(returned.outputs):
+        w.utxos.set(outpoint_key(tx_id, i), new_utxo(out.owner, out.amount, unlock))
+    w.service_nodes.delete(returned.payload.sn_pubkey)  # type: ignore[union-attr]  # a StakeReturn
+
+
+def after_stake_returns(state: ChainState, consensus: Consensus) -> tuple[ChainState, list[Transaction]]:
+    """The state a block producer picks transactions on: `state` after the stake returns that
+    the next block must carry (and those returns), so that no transaction for a leaving node is
+    chosen."""
+    height = state.height + 1
+    returns = stake_returns(state, height)
+    if not returns:
+        return state, returns
+    state = with_index(state)
+    w = Working(state)
+    for tx in returns:
+        _remove_node(w, tx, txid(tx), height, consensus)
+    service_nodes = w.service_nodes.finish()
+    index = updated_index(registry_index(state), service_nodes, w.service_nodes.old)
+    return replace(state, utxos=w.utxos.finish(), service_nodes=service_nodes, index=index), returns
+
+
+def _apply_transactions(
+    w: Working, block: Block, enc: EncodedBlock, consensus: Consensus, first: int,
+) -> int:
+    """Every transaction from position `first` on, by its kind's rule; the fees they pay."""
     header = block.header
     fees = 0
-    for position in range(1, len(enc.ids)):
+    for position in range(first, len(enc.ids)):
         try:
             fees += apply_one(w, block.transactions[position], enc.ids[position], header.height,
                               header.timestamp, consensus, enc.txs[position])
@@ -228,10 +275,9 @@ def _pay_reward(
     unlock = header.height + consensus.params.unlock_confirmations
     for i, out in enumerate(coinbase.outputs):
         w.utxos.set(outpoint_key(enc.ids[0], i), new_utxo(out.owner, out.amount, unlock))
-    if winner is not None:
-        paid = w.service_nodes.get(winner)
-        assert paid is not None
-        w.service_nodes.set(winner, msgspec.structs.replace(paid, last_reward_height=header.height))
+    paid = w.service_nodes.get(winner) if winner is not None else None
+    if paid is not None:  # None: deregistered by this very block, after the parent chose it
+        w.service_nodes.set(paid.pubkey, msgspec.structs.replace(paid, last_reward_height=header.height))
 
 
 # --- 6. the checkpoint carried ------------------------------------------------------------
@@ -315,7 +361,8 @@ def apply_block_encoded(
     enc = _encode(block)
     w = Working(state)
     _check_signers(w, block, enc, quorum, consensus, template)
-    fees = _apply_transactions(w, block, enc, consensus)
+    first = _return_stakes(w, state, block, enc, consensus)
+    fees = _apply_transactions(w, block, enc, consensus, first)
     _pay_reward(w, state, block, enc, fees, consensus)
     _carry_checkpoint(w, state, block.header, consensus)
     service_nodes = w.service_nodes.finish()

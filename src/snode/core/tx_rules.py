@@ -21,9 +21,10 @@ from snode.core.state import (
     ChainState, CheckpointSlot, Quorum, ServiceNode, TrackedMap, UtxoEntry, current_index, new_utxo,
     updated_index,
 )
+from snode.core.stake_exit import check_unlock_request, returned_outputs
 from snode.core.transactions import (
-    Coinbase, Registration, Stake, StateChange, Transaction, Transfer, check_stateless,
-    registration_hash, signing_hash_of_encoded, state_change_hash, txid,
+    Coinbase, Registration, Stake, StakeReturn, StateChange, Transaction, Transfer, UnlockRequest,
+    check_stateless, registration_hash, signing_hash_of_encoded, state_change_hash, txid,
 )
 from snode.core.units import format_coins
 from snode.params import STATE_CHANGE_WINDOW
@@ -56,8 +57,16 @@ def apply_one(
     match payload:
         case Coinbase():
             raise InvalidTransaction("a coinbase may only be the first transaction of a block")
+        case StakeReturn():
+            raise InvalidTransaction(
+                "a stake return is made by the block rules, right after the coinbase; it cannot "
+                "be sent or placed anywhere else"
+            )
         case StateChange():
-            _apply_state_change(w, payload, height, consensus)
+            _apply_state_change(w, tx, payload, tx_id, height, consensus)
+            return 0
+        case UnlockRequest():
+            _apply_unlock_request(w, tx, payload, height, consensus, encoded)
             return 0
         case Transfer() | Registration() | Stake():
             return _apply_spend(w, tx, tx_id, height, block_time, consensus, encoded, size)
@@ -78,10 +87,10 @@ def _apply_spend(
         case Registration():
             staked = _apply_registration(w, payload, owners, height, block_time, consensus)
         case Stake():
-            staked = _apply_stake(w, payload, owners, height)
+            staked = _apply_stake(w, payload, owners, height, consensus)
         case Transfer():
             staked = 0
-        case Coinbase() | StateChange():
+        case Coinbase() | StateChange() | StakeReturn() | UnlockRequest():
             raise AssertionError("spends only: dispatched by apply_one")
         case _:
             assert_never(payload)
@@ -161,16 +170,34 @@ def _apply_registration(
     return reg.reservations[0].amount
 
 
-def _apply_stake(w: Working, stake: Stake, owners: list[bytes], height: int) -> int:
+def _apply_stake(w: Working, stake: Stake, owners: list[bytes], height: int, consensus: Consensus) -> int:
     staker = _single_owner(owners, "stake")
     node = w.service_nodes.get(stake.sn_pubkey)
     sn_rules.check_stake(node, staker, stake.amount, stake.sn_pubkey)
     assert node is not None
-    w.service_nodes.set(stake.sn_pubkey, sn_rules.add_contribution(node, staker, stake.amount, height))
+    w.service_nodes.set(stake.sn_pubkey, sn_rules.add_contribution(
+        node, staker, stake.amount, height, consensus.params))
     return stake.amount
 
 
-def _apply_state_change(w: Working, sc: StateChange, height: int, consensus: Consensus) -> None:
+def _apply_unlock_request(
+    w: Working, tx: Transaction, request: UnlockRequest, height: int, consensus: Consensus,
+    encoded: bytes,
+) -> None:
+    """A contributor's request to unlock its node, signed by the contributor's key."""
+    params = consensus.params
+    node = w.service_nodes.get(request.sn_pubkey)
+    updated = check_unlock_request(node, request.sn_pubkey, request.contributor, height, params)
+    w.checks.append(SigCheck(
+        request.contributor, signing_hash_of_encoded(tx, encoded, params.network_id),
+        tx.signatures[0], f"unlock request for service node {request.sn_pubkey.hex()[:16]}",
+    ))
+    w.service_nodes.set(request.sn_pubkey, updated)
+
+
+def _apply_state_change(
+    w: Working, tx: Transaction, sc: StateChange, tx_id: bytes, height: int, consensus: Consensus,
+) -> None:
     node = w.service_nodes.get(sc.sn_pubkey)
     if node is None:
         raise InvalidStateChange(f"service node {sc.sn_pubkey.hex()[:16]} is not registered")
@@ -200,7 +227,29 @@ def _apply_state_change(w: Working, sc: StateChange, height: int, consensus: Con
     )
     for vote in sc.votes:
         w.checks.append(SigCheck(vote.voter, message, vote.signature, f"state change vote by {vote.voter.hex()[:16]}"))
-    w.service_nodes.set(sc.sn_pubkey, sn_rules.apply_state_change(node, sc.kind, sc.reason, height))
+    updated = sn_rules.apply_state_change(node, sc.kind, sc.reason, height, consensus.params)
+    if updated is not None:
+        if tx.outputs:
+            raise InvalidStateChange("only a deregistration's state change has outputs")
+        w.service_nodes.set(sc.sn_pubkey, updated)
+        return
+    _deregister(w, tx, node, tx_id, height, consensus)
+
+
+def _deregister(
+    w: Working, tx: Transaction, node: ServiceNode, tx_id: bytes, height: int, consensus: Consensus,
+) -> None:
+    """The node leaves the registry; the state change's outputs return every stake, locked for
+    the deregistration penalty."""
+    if tx.outputs != returned_outputs(node):
+        raise InvalidStateChange(
+            "a deregistration's outputs must return each contribution to its owner, in "
+            "contributor order"
+        )
+    unlock = height + consensus.params.deregistration_lock
+    for i, out in enumerate(tx.outputs):
+        w.utxos.set(tx_id + i.to_bytes(2, "big"), new_utxo(out.owner, out.amount, unlock))
+    w.service_nodes.delete(node.pubkey)
 
 
 def apply_transaction(

@@ -12,10 +12,14 @@ from snode.core.encoding import encode
 from snode.core.errors import InvalidTransaction
 from snode.core.state import UtxoEntry
 from snode.core.transactions import (  # payload_spend: named here too, where the wallet looks
-    TX_VERSION, OutPoint, Payload, Transaction, Transfer, TxOut, payload_spend, signing_hash,
+    TX_VERSION, OutPoint, Payload, Transaction, Transfer, TxOut, UnlockRequest, payload_spend,
+    signing_hash,
 )
 
-__all__ = ["Spendable", "build_spend", "build_transfer", "estimate_fee", "payload_spend"]
+__all__ = [
+    "Spendable", "build_spend", "build_transfer", "build_unlock_request", "estimate_fee",
+    "payload_spend",
+]
 from snode.core.types import SIGNATURE_BYTES
 from snode.core.units import format_coins
 from snode.params import COIN, NetworkParams
@@ -81,3 +85,11 @@ def build_transfer(
 ) -> Transaction:
     """A signed transfer of `amount` to public key `to`."""
     return build_spend(spendable, key, [TxOut(to, amount)], Transfer(), params)
+
+
+def build_unlock_request(key: SigningKey, sn_pubkey: bytes, params: NetworkParams) -> Transaction:
+    """A contributor's signed request to unlock its stake on `sn_pubkey` (no inputs, no fee)."""
+    unsigned = Transaction(TX_VERSION, (), (), UnlockRequest(sn_pubkey, key.public), ())
+    return Transaction(
+        TX_VERSION, (), (), unsigned.payload, (key.sign(signing_hash(unsigned, params.network_id)),)
+    )

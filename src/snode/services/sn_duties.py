@@ -19,6 +19,7 @@ from snode.core.errors import SnodeError
 from snode.core.obligations import judge
 from snode.core.proofs import BadProofSignature, InvalidProof
 from snode.core.service_nodes import Reason, StateChangeKind, apply_state_change
+from snode.core.stake_exit import returned_outputs
 from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
 from snode.net import protocol as P
 from snode.net.events import ProofMessage, QuorumMessageReceived
@@ -164,7 +165,7 @@ class ServiceNodeDuties:
         if target is None or len(self.votes) >= MAX_PENDING_VERDICTS:
             return  # only registered nodes, and a bounded number of open verdicts
         try:
-            apply_state_change(target, vote.kind, vote.reason, node.height + 1)
+            apply_state_change(target, vote.kind, vote.reason, node.height + 1, node.params)
         except SnodeError:
             return  # a verdict that does not fit the node's state can never be mined
         message = state_change_hash(node.params.network_id, vote.sn_pubkey, vote.kind, vote.reason, vote.quorum_height)
@@ -181,7 +182,12 @@ class ServiceNodeDuties:
     def _submit(self, key: VoteKey, collected: dict[bytes, bytes]) -> None:
         sn_pubkey, kind, reason, quorum_height = key
         votes = tuple(Vote(v, s) for v, s in sorted(collected.items()))
-        tx = Transaction(TX_VERSION, (), (), StateChange(sn_pubkey, kind, reason, quorum_height, votes), ())
+        target = self.node.state.service_nodes.get(sn_pubkey)
+        if target is None:
+            return
+        # A deregistration returns the stakes (locked for the penalty) in its own outputs.
+        outputs = returned_outputs(target) if kind == StateChangeKind.DEREGISTER else ()
+        tx = Transaction(TX_VERSION, (), outputs, StateChange(sn_pubkey, kind, reason, quorum_height, votes), ())
         try:
             self.node.submit_transaction(tx, self.now())
         except SnodeError as err:

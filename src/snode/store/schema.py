@@ -14,7 +14,7 @@ from typing import Final
 
 from snode.store.errors import StoreError
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """Bump with every change to the tables below or to what their rows mean (and refuse the old
 version, or migrate it). 2: the state tables may be behind the stored blocks (a sync's
 deferred state, `ChainStore`), which a version-1 snode would misread. 3: blocks carry a

@@ -12,8 +12,8 @@ from snode.core.blocks import Block
 from snode.core.registration import COMMAND as REGISTER_COMMAND
 from snode.core.state import UtxoEntry
 from snode.core.transactions import (
-    Coinbase, OutPoint, Registration, Stake, StateChange, Transaction, Transfer, TxKind, outpoint_key,
-    payload_kind, payload_spend, txid,
+    Coinbase, OutPoint, Registration, Stake, StakeReturn, StateChange, Transaction, Transfer, TxKind,
+    UnlockRequest, outpoint_key, payload_kind, payload_spend, txid,
 )
 from snode.core.txbuilder import Spendable
 from snode.core.units import format_coins
@@ -257,7 +257,7 @@ def pool_effects(
                 stakes.append(PendingStake(tx_id, payload.sn_pubkey, payload.reservations[0].amount, True))
             case Stake():
                 stakes.append(PendingStake(tx_id, payload.sn_pubkey, payload.amount, False))
-            case Registration() | Transfer() | Coinbase() | StateChange():
+            case Registration() | Transfer() | Coinbase() | StateChange() | StakeReturn() | UnlockRequest():
                 pass
             case _:
                 assert_never(payload)
