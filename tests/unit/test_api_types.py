@@ -70,6 +70,11 @@ SAMPLES: dict[Any, msgspec.Struct] = {
                                              kind="transfer", tx_hex="03"),
     T.SendTxResult: T.SendTxResult(txid="44" * 32),
     T.OutputEntry: T.OutputEntry(txid="44" * 32, index=1, amount=5, unlock_height=16),
+    T.LockedStake: T.LockedStake(service_node_pubkey="33" * 32, amount=5, state="unlocking",
+                                 unlock_height=40, leaves_at=41),
+    T.LockedStakesResult: T.LockedStakesResult(height=6, stakes=[T.LockedStake(
+        service_node_pubkey="33" * 32, amount=5, state="deregistered", unlock_height=46,
+        reason="missed_uptime_proofs", output="44" * 32 + ":0")]),
     T.OutputsResult: T.OutputsResult(height=6, outputs=[
         T.OutputEntry(txid="44" * 32, index=1, amount=5, unlock_height=16)]),
     T.MempoolEntry: T.MempoolEntry(txid="44" * 32, size=200, fee=3, kind="stake", spends=["55" * 32 + ":0"]),

@@ -10,6 +10,7 @@ from typing import Any
 from snode.api.types import Contributor, ServiceNodeRecord, ServiceNodeState
 from snode.core import service_nodes as sn_rules
 from snode.core.address import encode_address
+from snode.core.credit import credit_at
 from snode.core.participation import Participation, miss_count
 from snode.core.state import ServiceNode
 from snode.params import NetworkParams
@@ -45,6 +46,9 @@ def service_node_state(
         last_state_change_reason=sn_rules.Reason(sn.last_state_change_reason).label,
         last_decommission_reason=sn_rules.Reason(sn.last_decommission_reason).label,
         missed_duties=miss_count(duties), recorded_duties=duties.duties,
+        requested_unlock_height=sn.requested_unlock_height,
+        earned_downtime_blocks=credit_at(sn, height, params),
+        state_height=sn.last_state_change_height, leaves_at=sn.leaves_at,
     )
 
 

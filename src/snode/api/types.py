@@ -15,20 +15,17 @@ from typing import Annotated, Final, Generic, TypeVar
 
 import msgspec
 
+from snode.api.base import Params as Params, Result as Result  # named here with every record
+from snode.api.peer_types import (
+    BanInfo as BanInfo, PeerInfo as PeerInfo, PeersResult as PeersResult,
+)
+
 MAX_GENERATE: Final = 1000
 """Blocks one `generate_blocks` call may mine."""
 MAX_MOCK_TIME: Final = 2**32 - 1
 """The latest `set_mock_time` accepts (year 2106): far beyond any test, inside every time format."""
 
 RecordT = TypeVar("RecordT")
-
-
-class Params(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Base of the parameter records."""
-
-
-class Result(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """Base of the result records."""
 
 
 # --- parameters ------------------------------------------------------------------------------
@@ -99,12 +96,9 @@ class SetMockTimeParams(Params, frozen=True):
 
 
 class RegistrationCmdParams(Params, frozen=True, omit_defaults=True):
-    """`get_service_node_registration_cmd`, as clients send it.
-
-    The daemon reads the raw object with the specification's rules instead of decoding it into
-    this record, because a wrong operator amount must fail with the specification's text
-    (`No operator contribution given`), not with a type error.
-    """
+    """`get_service_node_registration_cmd`, as clients send it. The daemon reads the raw object
+    with the specification's rules (a wrong operator amount must fail with its text, `No operator
+    contribution given`, not with a type error)."""
 
     contributor_addresses: list[str]
     """The operator's wallet address first, then any reserved contributors'."""
@@ -181,6 +175,14 @@ class ServiceNodeState(ServiceNodeRecord, frozen=True):
     last `recorded_duties`, as this daemon saw them."""
     recorded_duties: int = 0
     """Duties in its participation window so far (at most 8)."""
+    requested_unlock_height: int = 0
+    """Height until which it works after an unlock request (0: none); the next block removes it."""
+    earned_downtime_blocks: int = 0
+    """Blocks of downtime credit: how long it may stay decommissioned before deregistration."""
+    state_height: int = 0
+    """Height of its last state change (registration, stake, quorum verdict, unlock request)."""
+    leaves_at: int = 0
+    """The block that will remove it (after its unlock height, or an unfilled pool's expiry)."""
 
 
 class ServiceNodesResult(Result, Generic[RecordT], frozen=True):
@@ -354,6 +356,31 @@ class OutputEntry(Result, frozen=True):
     """The first block height that may spend it."""
 
 
+class LockedStake(Result, frozen=True):
+    """A stake of an address that it cannot spend: on a node, or returned by a deregistration."""
+
+    service_node_pubkey: str
+    amount: int
+    state: str
+    """`staked`, `unlocking` (an unlock was requested) or `deregistered` (returned, locked)."""
+    unlock_height: int | None
+    """`unlocking`: the node's unlock height; `deregistered`: the height from which the returned
+    output is spendable; `staked`: null."""
+    leaves_at: int = 0
+    """The block that returns the stake (after an unlock, or an unfilled pool's expiry); 0: none."""
+    reason: str = ""
+    output: str = ""
+    """`deregistered`: the quorum's reason (`missed_uptime_proofs`...) and the returned output
+    (`<txid>:<index>`)."""
+
+
+class LockedStakesResult(Result, frozen=True):
+    """`get_locked_stakes`: stakes on nodes, then those deregistrations returned still locked."""
+
+    height: int
+    stakes: list[LockedStake]
+
+
 class OutputsResult(Result, frozen=True):
     """`get_outputs`."""
 
@@ -383,42 +410,3 @@ class MempoolResult(Result, frozen=True):
 
     transactions: list[MempoolEntry]
     """Oldest arrival first."""
-
-
-# --- peers -----------------------------------------------------------------------------------
-
-class PeerInfo(Result, frozen=True):
-    """One connected peer."""
-
-    address: str
-    """`<ip>:<port>` of the connection."""
-    listen_address: str | None
-    """Where the peer accepts connections, when it said so."""
-    direction: str
-    """`inbound` or `outbound`."""
-    height: int
-    """The peer's chain height as it last told us."""
-    agent: str
-    """The peer's software and version."""
-    connected_since: int
-    """Unix seconds."""
-
-
-class BanInfo(Result, frozen=True):
-    """One banned IP address."""
-
-    ip: str
-    """The banned address."""
-    seconds_left: int
-    """Until the ban ends."""
-    reason: str
-    """What the peer did."""
-
-
-class PeersResult(Result, frozen=True):
-    """`get_peers`."""
-
-    peers: list[PeerInfo]
-    """Connected peers that completed the handshake, by address."""
-    bans: list[BanInfo]
-    """Bans in force."""

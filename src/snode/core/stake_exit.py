@@ -59,7 +59,9 @@ def check_unlock_request(
             f"{sn.requested_unlock_height}"
         )
     unlock = height + params.unlock_duration
-    return msgspec.structs.replace(sn, requested_unlock_height=unlock, leaves_at=unlock + 1)
+    return msgspec.structs.replace(
+        sn, requested_unlock_height=unlock, leaves_at=unlock + 1, last_state_change_height=height,
+    )
 
 
 def returned_outputs(sn: ServiceNode) -> tuple[TxOut, ...]:

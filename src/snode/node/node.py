@@ -192,7 +192,10 @@ class Node:
         node = self.state.service_nodes.get(self.identity.key.public)
         if node is None:
             return "not registered"
-        return {Status.ACTIVE: "active", Status.DECOMM: "decomm.", Status.AWAIT: "awaiting contr."}[status(node)]
+        word = {Status.ACTIVE: "active", Status.DECOMM: "decomm.", Status.AWAIT: "awaiting contr."}[status(node)]
+        if node.requested_unlock_height:
+            word += f" (unlocking at {node.requested_unlock_height})"
+        return word
 
     def status_line(self, now: int) -> str:
         """`v<version>; Height: <n>, SN: <state>[, proof: <age>]`."""

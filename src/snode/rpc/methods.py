@@ -17,6 +17,7 @@ from snode.common.clock import Clock, MockableClock
 from snode.core import service_nodes as sn_rules
 from snode.core.address import decode_address
 from snode.core.blocks import Block, block_hash
+from snode.core.credit import credit_at
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError, InvalidAddress, SnodeError
 from snode.core.proofs import InvalidProof
@@ -24,7 +25,7 @@ from snode.core.registration import format_command
 from snode.core.participation import Participation
 from snode.core.pulse import signer_indexes
 from snode.core.state import ServiceNode, Undo, last_checkpoint
-from snode.core.transactions import Transaction, payload_kind, txid
+from snode.core.transactions import StateChange, Transaction, payload_kind, txid
 from snode.common.endpoints import ip_endpoint
 from snode.net.peers import PeerManager
 from snode.node.node import Node
@@ -36,7 +37,8 @@ from snode.api.records import service_node_state
 from snode.rpc.registration import REG_FAILED, build_registration
 from snode.api.types import (
     AddPeerParams, AddressParams, BanInfo, BlockResult, GenerateBlocksParams, GenerateBlocksResult,
-    GetBlockParams, GetServiceNodesParams, HeightResult, InfoResult, MempoolEntry, MempoolResult,
+    GetBlockParams, GetServiceNodesParams, HeightResult, InfoResult, LockedStake, LockedStakesResult,
+    MempoolEntry, MempoolResult,
     MockTimeResult, NoParams, OutputEntry, OutputsResult, PeerInfo, PeersResult, RawTxParams,
     RegistrationCmdResult, SendTxResult, ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState,
     SetMockTimeParams, StakingRequirementResult, StatusResult, TransactionResult, TxidParams,
@@ -87,7 +89,7 @@ class MethodTable:
         self.clock: Clock = clock if clock is not None else node.clock
         """The daemon's clock, the node's too; a MockableClock on regtest (`set_mock_time`)."""
         self._sn_cache: tuple[tuple[bytes, int], msgspec.Raw] | None = None
-        self._record_cache: dict[bytes, tuple[ServiceNode, tuple[int, bool, Participation], msgspec.Raw]] = {}
+        self._record_cache: dict[bytes, tuple[ServiceNode, tuple[int, bool, Participation, int], msgspec.Raw]] = {}
         self._table: dict[str, tuple[Callable[[Any], Awaitable[Any]], type[msgspec.Struct] | None]] = {
             "get_info": (self.get_info, NoParams),
             "get_height": (self.get_height, NoParams),
@@ -100,6 +102,7 @@ class MethodTable:
             "get_transaction": (self.get_transaction, TxidParams),
             "send_raw_transaction": (self.send_raw_transaction, RawTxParams),
             "get_outputs": (self.get_outputs, AddressParams),
+            "get_locked_stakes": (self.get_locked_stakes, AddressParams),
             "get_mempool": (self.get_mempool, NoParams),
             "get_peers": (self.get_peers, NoParams),
             "add_peer": (self.add_peer, AddPeerParams),
@@ -185,7 +188,7 @@ class MethodTable:
         old, new, parts = self._record_cache, {}, []
         for pk, sn in state.service_nodes.items():
             stamp = (proofs.last_accepted(pk), sn_rules.is_payable(sn, height, params),
-                     node.participation.of(pk))
+                     node.participation.of(pk), credit_at(sn, height, params))
             hit = old.get(pk)
             if hit is None or hit[0] is not sn or hit[1] != stamp:
                 hit = (sn, stamp, msgspec.Raw(_json.encode(self._state(sn))))
@@ -323,6 +326,28 @@ class MethodTable:
         ]
         return OutputsResult(height=self.node.height, outputs=outputs)
 
+    async def get_locked_stakes(self, p: AddressParams) -> LockedStakesResult:
+        """The address's stakes on nodes (staked or unlocking), then the stakes deregistrations
+        returned to it that are still locked."""
+        owner = self._address("address", p.address)
+        node = self.node
+        height = node.height
+        stakes = [stake for sn in node.state.service_nodes.values()
+                  if (stake := _stake_on(sn, owner)) is not None]
+        for key, utxo in node.outputs_of(owner):
+            if utxo.unlock_height <= height + 1:
+                continue  # spendable in the next block: not locked
+            found = await self.writer.call(node.transaction, key[:32])
+            payload = found[1].payload if found is not None else None
+            if isinstance(payload, StateChange) and payload.kind == sn_rules.StateChangeKind.DEREGISTER:
+                stakes.append(LockedStake(
+                    service_node_pubkey=payload.sn_pubkey.hex(), amount=utxo.amount,
+                    state="deregistered", unlock_height=utxo.unlock_height,
+                    reason=sn_rules.Reason(payload.reason).label,
+                    output=f"{key[:32].hex()}:{int.from_bytes(key[32:], 'big')}",
+                ))
+        return LockedStakesResult(height=height, stakes=stakes)
+
     async def get_mempool(self, _: NoParams) -> MempoolResult:
         entries = sorted(self.node.pool.entries.values(), key=lambda e: e.arrival)
         return MempoolResult(transactions=[
@@ -367,6 +392,19 @@ class MethodTable:
             raise _regtest_only("set_mock_time")
         self.clock.set_mock(p.timestamp)
         return MockTimeResult(status="OK", timestamp=p.timestamp)
+
+
+def _stake_on(sn: ServiceNode, owner: bytes) -> LockedStake | None:
+    """`owner`'s stake on `sn` as get_locked_stakes lists it; None when it has none."""
+    amount = sum(c.amount for c in sn.contributors if c.owner == owner)
+    if amount <= 0:
+        return None
+    unlocking = bool(sn.requested_unlock_height)
+    return LockedStake(
+        service_node_pubkey=sn.pubkey.hex(), amount=amount,
+        state="unlocking" if unlocking else "staked",
+        unlock_height=sn.requested_unlock_height if unlocking else None, leaves_at=sn.leaves_at,
+    )
 
 
 def _regtest_only(method: str) -> RpcError:

@@ -89,6 +89,8 @@ def service_node_table(records: Iterable[Mapping[str, Any]], *, now: int | None 
     with_reason = any("last_state_change_reason" in r for r in records)
     if with_reason:
         table.add_column("last change", no_wrap=True)
+        table.add_column("credit", justify="right", no_wrap=True)
+        table.add_column("unlock", justify="right", no_wrap=True)
     for r in records:
         state = record_status(r)
         row = [
@@ -107,6 +109,9 @@ def service_node_table(records: Iterable[Mapping[str, Any]], *, now: int | None 
             row.append(proof_age(r["last_uptime_proof"], now))
         if with_reason:
             row.append(r.get("last_state_change_reason") or "-")
+            # Downtime credit in blocks; the unlock height once a contributor asked to unlock.
+            row.append(str(r.get("earned_downtime_blocks", 0)) if r.get("funded") else "-")
+            row.append(str(r.get("requested_unlock_height") or "-"))
         table.add_row(*row)
     return table
 
