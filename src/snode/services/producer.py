@@ -156,6 +156,10 @@ class BlockProducer:
                 self._spawn(self._do(machine.on_signature(message, now)))
             case _:
                 return
+        # The machine may wake sooner now (a leader holding enough signatures waits only a
+        # short grace for the rest): the loop must look at `wake_at` again, not sleep on to the
+        # round's end.
+        self._changed.set()
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)

@@ -19,7 +19,7 @@ from snode.api.types import BlockResult
 from snode.core.service_nodes import Status, status
 from snode.core.units import format_age, format_coins, format_percent
 
-PLAIN_WIDTH: Final = 140
+PLAIN_WIDTH: Final = 160
 """Width used when the output is not a terminal: wide enough for the node table on one line."""
 
 SHORT_KEY_CHARS: Final = 12
@@ -74,8 +74,7 @@ def service_node_table(records: Iterable[Mapping[str, Any]], *, now: int | None 
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     table.add_column("pubkey", no_wrap=True)
     table.add_column("status", no_wrap=True)
-    table.add_column("funded", no_wrap=True)
-    table.add_column("active", no_wrap=True)
+    # Funded and active are what the status says (Await: not funded; Decomm: funded, not active).
     table.add_column("payable", no_wrap=True)
     table.add_column("reg. height", justify="right", no_wrap=True)
     table.add_column("staked / required", justify="right", no_wrap=True)
@@ -96,8 +95,6 @@ def service_node_table(records: Iterable[Mapping[str, Any]], *, now: int | None 
         row = [
             short_key(r["service_node_pubkey"]),
             f"[{_STATUS_STYLE[state]}]{state.value}[/]",
-            yes_no(r["funded"]),
-            yes_no(r["active"]),
             yes_no(r["payable"]),
             str(r["registration_height"]),
             f"{format_coins(r['total_contributed'])} / {format_coins(r['staking_requirement'])}",
