@@ -69,7 +69,8 @@ def test_an_unlock_request_keeps_the_node_working_until_its_height_then_returns_
     requested = hub.generate_blocks(blocks=1)["height"]
     unlock = requested + REGTEST.unlock_duration
     rec = record(hub, pubkey)
-    assert_equal((rec["requested_unlock_height"], rec["leaves_at"], rec["state_height"]), (unlock, unlock + 1, requested))
+    assert_equal((rec["requested_unlock_height"], rec["leaves_at"], rec["state_height"]),
+                 (unlock, unlock + 1, requested))
     assert_raises_rpc_error(None, f"already has an unlock request: it unlocks at height {unlock}",
                             hub.send_raw_transaction,
                             tx_hex=encode(build_unlock_request(operator, bytes.fromhex(pubkey), REGTEST)).hex())

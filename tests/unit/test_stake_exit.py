@@ -78,13 +78,17 @@ def test_rewards_are_never_paid_to_a_node_past_its_unlock_height(chain):
     chain.mine()
     unlock = chain.node(pubkey).requested_unlock_height
     chain.mine_to(unlock - 1)
-    state = chain.state  # the parent of block `unlock`: still paid
-    assert reward_winner_from_queue(registry_index(state).reward_queue, state.service_nodes, unlock, chain.params).pubkey == pubkey
+    assert _winner(chain, unlock) == pubkey  # the parent of block `unlock`: still paid
     chain.mine()
-    state = chain.state  # the parent of block `unlock + 1`, the block that removes it
-    assert reward_winner_from_queue(registry_index(state).reward_queue, state.service_nodes, unlock + 1, chain.params) is None
+    assert _winner(chain, unlock + 1) is None  # the block that removes it pays nobody's stake
     coinbase = chain.mine()[0].transactions[0]
     assert [o.owner for o in coinbase.outputs] == [chain.authority.public]
+
+
+def _winner(chain, height: int) -> bytes | None:  # type: ignore[no-untyped-def]
+    state = chain.state
+    sn = reward_winner_from_queue(registry_index(state).reward_queue, state.service_nodes, height, chain.params)
+    return sn.pubkey if sn is not None else None
 
 
 def test_a_pool_node_with_three_contributors_returns_every_stake_when_one_asks(chain):

@@ -176,3 +176,58 @@ def test_a_hundred_nodes_in_one_process_take_the_same_blocks() -> None:
     nodes[0].reorganize(MAIN[:FORK_AT] + FORK, CHAIN.now)
     assert nodes[0].height == len(MAIN[:FORK_AT] + FORK)
     assert all(node.height == len(MAIN) for node in nodes[1:])
+
+
+def _exit_chain() -> LabChain:
+    """A chain through every exit: an unlock, an unfilled pool's expiry and a deregistration."""
+    from snode.core.service_nodes import Reason, StateChangeKind
+    from tests.unit.conftest import POOL_MINIMUM
+
+    chain = new_chain()
+    solo = chain.new_node(operator="operator", sn_label="exit solo")
+    down = chain.new_node(operator="alice", sn_label="exit down")
+    chain.new_node(operator="bob", sn_label="exit pool", amount=POOL_MINIMUM)
+    chain.change_state(solo, StateChangeKind.ACTIVATE)
+    chain.change_state(down, StateChangeKind.ACTIVATE)
+    chain.request_unlock(key_from_label("operator"), solo)
+    chain.change_state(down, StateChangeKind.DECOMMISSION)
+    chain.mine(chain.params.credit_initial)
+    chain.state_change(down, StateChangeKind.DEREGISTER, Reason.MISSED_UPTIME_PROOFS)
+    chain.mine(2)
+    assert len(chain.state.service_nodes) == 0, "every exit happened"
+    return chain
+
+
+def test_both_stores_keep_every_exit_across_restarts_and_a_crash() -> None:
+    chain = _exit_chain()
+    blocks = chain.blocks[1:]
+    genesis_block, genesis_state = chain.blocks[0], chain.fork(at=0).state
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / DATABASE_FILE
+        memory_store = MemoryStore(genesis_block, genesis_state)
+
+        def nodes() -> tuple[Node, Node]:
+            made = []
+            for store in (ChainStore.open(path, genesis_block=genesis_block, genesis_state=genesis_state),
+                          memory_store):
+                state = replay_stored_blocks(store, store.load_state(), chain.consensus)
+                made.append(Node(params=chain.params, consensus=chain.consensus, store=store, state=state,
+                                 identity=None, producer_key=None, verifier=InlineVerifier()))
+            return made[0], made[1]
+
+        sqlite, memory = nodes()
+        for start in range(0, len(blocks), 20):
+            for node in (sqlite, memory):
+                node.finish_batch(node.stage_batch(blocks[start:start + 20], chain.now), chain.now,
+                                  defer_state=start % 40 == 20)
+            if start % 40 == 20:  # a crash after a deferred batch, a clean stop after the others
+                sqlite.store._conn.close()  # type: ignore[attr-defined]
+            else:
+                sqlite.close()
+                memory.close()
+            memory_store = memory_store.reopen()
+            sqlite, memory = nodes()
+            assert sqlite.state == memory.state
+        assert sqlite.state == memory.state == chain.state
+        sqlite.close()
+        memory.close()

@@ -91,7 +91,7 @@ def test_node_table_renders_records_as_plain_text() -> None:
     header, _, row = buffer.getvalue().splitlines()
     assert header.split()[-1] == "proof"
     assert row.split() == [
-        "abababababab...", "Decomm", "yes", "no", "no", "7", "200000", "/", "200000", "2.5", "2", "2",
+        "abababababab...", "Decomm", "no", "7", "200000", "/", "200000", "2.5", "2", "2",
         "1m05s",
     ]
     assert "\x1b[" not in buffer.getvalue()
