@@ -73,6 +73,15 @@ def test_lifecycle_solo_and_pool(nodes):
     assert activated
     rec = record(hub, solo_pk)
     assert rec["last_uptime_proof"] > 0 and rec["last_state_change_reason"] == "first_uptime_proof"
+    log.info("send_uptime_proof twice in a row: each is a fresh proof the hub accepts and says so; "
+             "the node's own record shows what the hub accepted")
+    for _ in range(2):
+        sent = solo.send_uptime_proof()
+        assert sent["accepted"] and sent["accepted_by"].split(":")[0] in (hub.ip, pool.ip), sent
+        assert record(solo, solo_pk)["last_uptime_proof"] >= sent["timestamp"]
+        stamp = sent["timestamp"]
+        wait_until(lambda: record(hub, solo_pk)["last_uptime_proof"] >= stamp,  # noqa: B023 (used at once)
+                   timeout=10, what="the hub holding the proof")
     assert_equal((rec["payable"], rec["decommission_count"]), (False, 0))
     activation = rec["activation_height"]
     log.info("Mine to activation + 4: the solo node becomes payable exactly then")
@@ -146,13 +155,22 @@ def test_wrong_public_ip_is_refused(nodes):
     reason = wait_until(lambda: liar.get_info()["last_uptime_proof_rejection"], timeout=30,
                         what="the proof rejection reaching the liar")
     declared = liar.args()[-1].split("=")[1]
-    assert f"declared IP {declared}, seen {liar.ip}" in reason, reason
+    assert f"declared IP {declared}, peers see {liar.ip}" in reason, reason
     assert "uptime proof rejected by" in liar.stderr_text()
-    log.info("Mine 3 blocks: it is neither active nor credited with a proof")
+    log.info("Mine 3 blocks: it is neither active nor credited with a proof, on the hub and in "
+             "its own view (the network's truth, not the proofs it sent)")
     pk = liar.get_service_node_key()["service_node_pubkey"]
     hub.generate_blocks(blocks=3)
+    sync_blocks([hub, liar])
     rec = record(hub, pk)
     assert_equal((rec["active"], rec["last_uptime_proof"]), (False, 0))
+    assert_equal(record(liar, pk)["last_uptime_proof"], 0)
+    line = liar.get_info()["status_line"]
+    assert line.endswith(f", proof: never, refused: declared IP {declared}, peers see {liar.ip}"), line
+    log.info("send_uptime_proof, the recovery step, sends a fresh proof and says it was refused")
+    sent = liar.send_uptime_proof()
+    assert_equal((sent["status"], sent["accepted"]), ("OK", False))
+    assert f"declared IP {declared}, peers see {liar.ip}" in sent["refused"], sent
 
 
 def test_quorumnet_refuses_unregistered_keys(nodes):

@@ -63,6 +63,8 @@ SAMPLES: dict[Any, msgspec.Struct] = {
     T.StakingRequirementResult: T.StakingRequirementResult(staking_requirement=200, height=5),
     T.StatusResult: T.StatusResult(status="OK"),
     T.MockTimeResult: T.MockTimeResult(status="OK", timestamp=1_800_000_000),
+    T.SendProofResult: T.SendProofResult(status="OK", timestamp=1_800_000_000, accepted=True,
+                                         accepted_by="127.0.0.2:38090"),
     T.GenerateBlocksResult: T.GenerateBlocksResult(blocks=["22" * 32], height=6),
     T.BlockResult: T.BlockResult(hash="22" * 32, height=6, timestamp=7, prev_hash="00" * 32,
                                  producer="33" * 32, tx_ids=["44" * 32], block_hex="0102"),

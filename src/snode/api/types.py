@@ -269,6 +269,21 @@ class StatusResult(Result, frozen=True):
     """`OK`."""
 
 
+class SendProofResult(Result, frozen=True):
+    """`send_uptime_proof`: a fresh proof went to every peer; whether one accepted it in time."""
+
+    status: str
+    """`OK`: the proof was signed and sent."""
+    timestamp: int
+    """The proof's timestamp (always newer than the last one sent)."""
+    accepted: bool
+    """A peer acknowledged it within a few seconds (the network's view now counts it)."""
+    accepted_by: str = ""
+    """The peer that acknowledged it."""
+    refused: str = ""
+    """Why a peer refused it, if one did and none accepted it."""
+
+
 class MockTimeResult(Result, frozen=True):
     """`set_mock_time`."""
 

@@ -16,7 +16,7 @@ class ProofMessage:
     """The `Peer` it came from: reply with `PeerManager.send`, punish with `ban`."""
     peer_ip: str
     peer_name: str
-    message: P.Proof | P.ProofRejected
+    message: P.Proof | P.ProofRejected | P.ProofAck
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,6 +106,14 @@ class ProofRejected(msgspec.Struct, frozen=True, array_like=True, tag=12):
     reason: Annotated[str, msgspec.Meta(max_length=300)]
 
 
+class ProofAck(msgspec.Struct, frozen=True, array_like=True, tag=14):
+    """Sent back to a proof's own sender: the receiver accepted the proof stamped `timestamp`
+    (so the sender's status shows what the network accepted, not what it sent)."""
+
+    pubkey: Hash32
+    timestamp: int
+
+
 class NewCheckpoint(msgspec.Struct, frozen=True, array_like=True, tag=13):
     """A checkpoint a checkpoint quorum completed, for the leaders of the coming rounds to
     carry (relayed once by every node that finds it valid for its chain)."""
@@ -116,7 +124,7 @@ class NewCheckpoint(msgspec.Struct, frozen=True, array_like=True, tag=13):
 
 Message: TypeAlias = Union[
     Hello, Ping, Pong, Tip, GetBlocks, Blocks, NewBlock, NewTransaction, GetPeers, Peers, Proof,
-    ProofRejected, NewCheckpoint,
+    ProofRejected, NewCheckpoint, ProofAck,
 ]
 
 

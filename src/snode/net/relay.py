@@ -51,6 +51,7 @@ class Relay:
         peers.on(P.NewTransaction, self._on_new_transaction)
         peers.on(P.Proof, self._on_proof)
         peers.on(P.ProofRejected, self._on_proof)
+        peers.on(P.ProofAck, self._on_proof)
         peers.on(P.GetBlocks, self._on_get_blocks)
         peers.on(P.NewCheckpoint, self._on_checkpoint)
         hub = self.node.hub
@@ -145,7 +146,7 @@ class Relay:
         while len(self._seen_txs) > SEEN_TX_CACHE:
             self._seen_txs.popitem(last=False)
 
-    async def _on_proof(self, peer: Peer, message: P.Proof | P.ProofRejected) -> None:
+    async def _on_proof(self, peer: Peer, message: P.Proof | P.ProofRejected | P.ProofAck) -> None:
         """Uptime proofs are judged by the service-node duties (`services.sn_duties`)."""
         self.node.hub.publish(ProofMessage(peer, peer.ip, peer.name, message))
 

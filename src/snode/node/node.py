@@ -33,7 +33,7 @@ from snode.core.errors import InvalidBlock, SnodeError
 from snode.core.genesis import Consensus
 from snode.core.participation import block_updates
 from snode.core.production import build_block
-from snode.core.proofs import UptimeProof, check_proof, make_proof
+from snode.core.proofs import UptimeProof, check_proof
 from snode.core.service_nodes import Status, status
 from snode.core.pulse import Mode, production_mode
 from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
@@ -44,10 +44,11 @@ from snode.node.batches import (
     Reorganization, StagedBatch, StaleBatch, StoredBatch, collector_paused, reorganization, stage,
 )
 from snode.node.events import (
-    BlocksAdopted, ChainReorganized, OwnProofRefused, ProofAccepted, SyncProgress, TransactionAdmitted,
+    BlocksAdopted, ChainReorganized, ProofAccepted, SyncProgress, TransactionAdmitted,
 )
 from snode.node.owners import OwnerIndex
 from snode.node.participation import LIVE_SECONDS, ParticipationBook
+from snode.node.own_proof import OwnProof
 from snode.node.proofs import ProofBook
 from snode.node.verifier import InlineVerifier, Verifier
 from snode.params import NetworkParams
@@ -96,6 +97,8 @@ class Node:
         self.pool = mp.Mempool()
         self.proofs = ProofBook()
         """This node's view of every SN's uptime proofs; only the node writes it."""
+        self.own_proof = OwnProof(self)
+        """This daemon's own proofs: signing and sending them, and the network's word on them."""
         self.participation = ParticipationBook(params.participation_window)
         """This node's view of every SN's block-production duties; only the node writes it."""
         self._target_height = 0
@@ -201,8 +204,12 @@ class Node:
         """`v<version>; Height: <n>, SN: <state>[, proof: <age>]`."""
         line = f"v{__version__}; Height: {self.height}, SN: {self.sn_state_word()}"
         if self.identity is not None and self.identity.key.public in self.state.service_nodes:
+            # The network's view: the last proof a peer accepted, and why peers refuse the
+            # newer ones if they do (a proof this node signed and sent is not yet a proof).
             last = self.proofs.last_accepted(self.identity.key.public)
             line += f", proof: {format_age(now - last) if last else 'never'}"
+            if self.proofs.own_refused_reason:
+                line += f", refused: {self.proofs.own_refused_reason}"
         return line
 
     # --- transactions and proofs --------------------------------------------------------------
@@ -217,31 +224,17 @@ class Node:
         self.hub.publish(TransactionAdmitted(tx, entry.txid, source))
         return entry.txid
 
-    def make_own_proof(self, now: int) -> UptimeProof:
-        """Sign a fresh uptime proof with this daemon's service-node key."""
-        assert self.identity is not None
-        ident = self.identity
-        return make_proof(
-            ident.key, self.params, timestamp=now, public_ip=ident.public_ip,
-            p2p_port=ident.p2p_port, quorumnet_port=ident.quorumnet_port, version=__version__,
-        )
-
     def accept_proof(self, proof: UptimeProof, now: int, *, source: object | None = None,
                      relayed: bool = False) -> None:
-        """Record an uptime proof this node accepts (`source`: the peer it came from, None for
-        our own); InvalidProof says why not."""
+        """Record a peer's uptime proof this node accepts (`source`: the peer it came from);
+        InvalidProof says why not."""
         check_proof(
             proof, self.params, registered=proof.pubkey in self.state.service_nodes, now=now,
             last_accepted=self.proofs.last_accepted(proof.pubkey),
+            previous_accepted=self.proofs.previous_accepted(proof.pubkey),
         )
         self.proofs.record(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port))
         self.hub.publish(ProofAccepted(proof, source, relayed))
-
-    def note_own_proof_refused(self, by: str, reason: str) -> None:
-        """A peer refused this node's own uptime proof (it told us why)."""
-        self.proofs.own_refusal = f"uptime proof rejected by {by}: {reason}"
-        log.warning("%s", self.proofs.own_refusal)
-        self.hub.publish(OwnProofRefused(by, reason))
 
     def note_sync_target(self, best_peer_height: int) -> None:
         """The best height a peer announces (the sync service's call); the target is 0 once

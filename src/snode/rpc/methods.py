@@ -7,6 +7,7 @@ an error naming it rather than a silently ignored option.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -40,10 +41,13 @@ from snode.api.types import (
     GetBlockParams, GetServiceNodesParams, HeightResult, InfoResult, LockedStake, LockedStakesResult,
     MempoolEntry, MempoolResult,
     MockTimeResult, NoParams, OutputEntry, OutputsResult, PeerInfo, PeersResult, RawTxParams,
-    RegistrationCmdResult, SendTxResult, ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState,
+    RegistrationCmdResult, SendProofResult, SendTxResult, ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState,
     SetMockTimeParams, StakingRequirementResult, StatusResult, TransactionResult, TxidParams,
 )
 
+
+PROOF_ACK_WAIT = 3.0
+"""Seconds `send_uptime_proof` waits for a peer to acknowledge the proof it sent."""
 
 _NO_PARAMS = NoParams()
 _OK = StatusResult(status="OK")
@@ -240,7 +244,7 @@ class MethodTable:
         reg = build_registration(params, node, self.now())
         return RegistrationCmdResult(registration_cmd=format_command(reg, node.params))
 
-    async def send_uptime_proof(self, _: NoParams) -> StatusResult:
+    async def send_uptime_proof(self, _: NoParams) -> SendProofResult:
         node = self.node
         ident = self._identity("send_uptime_proof")
         if ident.key.public not in node.state.service_nodes:
@@ -250,14 +254,21 @@ class MethodTable:
                 "register it first (get_service_node_registration_cmd)",
             )
         try:
-            if self.duties is not None:
-                self.duties.send_proof()
-            else:
-                now = self.now()
-                node.accept_proof(node.make_own_proof(now), now)
+            proof = node.own_proof.send(self.now())
         except InvalidProof as err:
             raise RpcError(E.PROOF_FAILED, f"send_uptime_proof: {err.reason}") from None
-        return _OK
+        # The recovery step tells whether the network took it: wait briefly for a peer's word.
+        own, proofs = ident.key.public, node.proofs
+        deadline = asyncio.get_running_loop().time() + PROOF_ACK_WAIT
+        while (proofs.last_accepted(own) < proof.timestamp
+               and not (proofs.own_refused_reason and proofs.own_refused_sent >= proof.timestamp)
+               and self.peers is not None and self.peers.peers
+               and asyncio.get_running_loop().time() < deadline):
+            await asyncio.sleep(0.02)
+        accepted = proofs.last_accepted(own) >= proof.timestamp
+        return SendProofResult(status="OK", timestamp=proof.timestamp, accepted=accepted,
+                               accepted_by=proofs.own_accepted_by if accepted else "",
+                               refused="" if accepted else proofs.own_refused_reason)
 
     # --- methods the wallet and the tools need -------------------------------------------------
 

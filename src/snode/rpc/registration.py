@@ -15,7 +15,7 @@ from snode.core.registration import sign_registration
 from snode.core.transactions import Registration, Reservation
 from snode.core.units import parse_percent_ppm
 from snode.node.node import Node
-from snode.params import MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM
+from snode.params import COIN, MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM
 
 REG_FAILED = "Failed to make registration command"
 REGISTRATION_CLOCK_MARGIN = 600
@@ -23,8 +23,40 @@ REGISTRATION_CLOCK_MARGIN = 600
 MAX_AMOUNT = 2**63 - 1
 
 
+NO_OPERATOR = "No operator contribution given"
+
+
 def _fail(reason: str, code: int = E.REGISTRATION_CMD_FAILED) -> RpcError:
     return RpcError(code, f"{REG_FAILED}: {reason}")
+
+
+def _no_operator(reason: str) -> RpcError:
+    """The specification's two texts for a missing, malformed or non-atomic operator amount or
+    a bad address, then what exactly is wrong."""
+    return _fail(f"{NO_OPERATOR}: {reason}")
+
+
+def _operator_amount(amounts: Any, net: Any) -> int:
+    """The operator's amount (the first of contributor_amounts), in atomic units."""
+    if amounts is None:
+        raise _no_operator("contributor_amounts is missing; give the operator's amount in atomic "
+                           "units first")
+    if not isinstance(amounts, list) or not amounts:
+        raise _no_operator("contributor_amounts must be a list with the operator's amount in atomic "
+                           "units first")
+    first = amounts[0]
+    if isinstance(first, str):
+        raise _no_operator(f"the operator amount {first!r} is text; give a number of atomic units "
+                           "without quotes, commas or decimals")
+    if not _is_atomic_int(first):
+        raise _no_operator(f"the operator amount {first!r} is not a whole number of atomic units "
+                           "(no commas, no decimals)")
+    if not 0 < first <= MAX_AMOUNT:
+        raise _no_operator(f"the operator amount {first} must be above 0 atomic units")
+    if first < net.pool_operator_min and net.pool_operator_min <= first * COIN <= net.staking_requirement:
+        raise _no_operator(f"the operator amount {first} looks like coins; amounts are atomic units "
+                           f"({first} coins = {first * COIN})")
+    return int(first)
 
 
 def _is_atomic_int(value: Any) -> bool:
@@ -39,9 +71,7 @@ def build_registration(params: dict[str, Any], node: Node, now: int) -> Registra
     if unknown:
         raise _fail(f"unknown parameter '{unknown[0]}'; the parameters are {', '.join(sorted(allowed))}")
     amounts = params.get("contributor_amounts")
-    if (not isinstance(amounts, list) or not amounts or not _is_atomic_int(amounts[0])
-            or not 0 < amounts[0] <= MAX_AMOUNT):
-        raise _fail("No operator contribution given")
+    _operator_amount(amounts, net)
     for i, a in enumerate(amounts[1:], start=1):
         if not _is_atomic_int(a):
             raise _fail(f"contributor_amounts[{i}] is not an integer in atomic units")
@@ -76,7 +106,7 @@ def build_registration(params: dict[str, Any], node: Node, now: int) -> Registra
         try:
             reservations.append(Reservation(decode_address(net.address_prefix, address), amount))
         except InvalidAddress as err:
-            raise _fail(f"{who}: {err.reason}") from None
+            raise _no_operator(f"{who}: {err.reason}") from None
         if not 0 < amount <= MAX_AMOUNT:
             raise _fail(f"contributor_amounts[{i}] must be a positive amount in atomic units")
     assert node.identity is not None

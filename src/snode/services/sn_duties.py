@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from snode.core.crypto import SigningKey, verify
 from snode.core.errors import SnodeError
 from snode.core.obligations import judge
-from snode.core.proofs import BadProofSignature, InvalidProof
+from snode.core.proofs import BadProofSignature, InvalidProof, UptimeProof
 from snode.core.service_nodes import Reason, StateChangeKind, apply_state_change
 from snode.core.stake_exit import returned_outputs
 from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
@@ -59,13 +59,10 @@ class ServiceNodeDuties:
 
     # --- our own proofs -----------------------------------------------------------------------
 
-    def send_proof(self) -> None:
-        """Sign and accept a fresh uptime proof (P2P relay sends it to every peer on
-        ProofAccepted); InvalidProof says why not."""
-        node = self.node
-        assert node.identity is not None
-        now = self.now()
-        node.accept_proof(node.make_own_proof(now), now)
+    def send_proof(self) -> UptimeProof:
+        """Sign and send a fresh uptime proof (P2P relay sends it to every peer); it counts once
+        a peer acknowledges it. InvalidProof says why not."""
+        return self.node.own_proof.send(self.now())
 
     async def run_proofs(self) -> None:
         """Send a proof every proof interval while registered."""
@@ -89,21 +86,29 @@ class ServiceNodeDuties:
         own = node.identity.key.public if node.identity is not None else None
         if isinstance(message, P.ProofRejected):
             if message.pubkey == own:
-                node.note_own_proof_refused(event.peer_name, message.reason)
+                node.own_proof.refused(event.peer_name, message.reason)
+            return
+        if isinstance(message, P.ProofAck):
+            if message.pubkey == own:
+                node.own_proof.accepted(message.timestamp, event.peer_name)
             return
         proof = message.proof
         if proof.pubkey == own:
+            if message.relayed:  # a peer accepted it and passed it on: the network has it
+                node.own_proof.accepted(proof.timestamp, event.peer_name)
             return
         if node.proofs.last_accepted(proof.pubkey) == proof.timestamp:
             return  # a copy of a proof we have: proofs reach us along several paths
         direct = not message.relayed
         if direct and proof.public_ip != event.peer_ip:
-            reason = f"declared IP {proof.public_ip}, seen {event.peer_ip}"
+            reason = f"declared IP {proof.public_ip}, peers see {event.peer_ip}"
             log.info("refused uptime proof of %s from %s: %s", proof.pubkey.hex()[:16], event.peer_name, reason)
             peers.send(event.peer, P.ProofRejected(pubkey=proof.pubkey, reason=reason))
             return
         try:
             node.accept_proof(proof, self.now(), source=event.peer, relayed=message.relayed)
+            if direct:
+                peers.send(event.peer, P.ProofAck(pubkey=proof.pubkey, timestamp=proof.timestamp))
         except BadProofSignature as err:
             peers.ban_peer(event.peer, f"sent a forged uptime proof: {err.reason}")
         except InvalidProof as err:

@@ -1,0 +1,76 @@
+"""This daemon's own uptime proofs: signing and sending them, and the network's word on them.
+
+A proof this node signs is not yet a proof the network has: it counts (in the ProofBook, and so
+in `last_uptime_proof`, the status line and this node's own judging) only once a peer
+acknowledges it (`ProofAck`) or relays it back. A peer's refusal is kept with its reason until a
+peer accepts a proof sent after it, so the status line shows `refused: <reason>` while the age of
+the last accepted proof keeps growing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from snode import __version__
+from snode.core.proofs import UptimeProof, check_proof, make_proof
+from snode.node.events import OwnProofRefused, ProofAccepted
+
+if TYPE_CHECKING:
+    from snode.node.node import Node
+
+log = logging.getLogger(__name__)
+
+
+class OwnProof:
+    """The node's own proofs; it writes only the node's ProofBook and publishes on its hub."""
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+
+    def make(self, timestamp: int) -> UptimeProof:
+        """A fresh uptime proof signed with this daemon's service-node key."""
+        ident = self._node.identity
+        assert ident is not None
+        return make_proof(
+            ident.key, self._node.params, timestamp=timestamp, public_ip=ident.public_ip,
+            p2p_port=ident.p2p_port, quorumnet_port=ident.quorumnet_port, version=__version__,
+        )
+
+    def send(self, now: int) -> UptimeProof:
+        """Sign a proof newer than the last one sent and hand it to the network (P2P sends it to
+        every peer); InvalidProof says why it cannot be sent."""
+        node = self._node
+        book = node.proofs
+        last, previous = book.own_sent
+        proof = self.make(max(now, last + 1))
+        check_proof(proof, node.params, registered=proof.pubkey in node.state.service_nodes,
+                    now=now, last_accepted=last, previous_accepted=previous)
+        book.own_sent = (proof.timestamp, last)
+        node.hub.publish(ProofAccepted(proof, None, False))
+        return proof
+
+    def accepted(self, timestamp: int, by: str) -> None:
+        """Peer `by` accepted our proof stamped `timestamp` (it said so, or relayed it back)."""
+        node = self._node
+        ident, book = node.identity, node.proofs
+        if ident is None:
+            return
+        own = ident.key.public
+        if timestamp > book.own_sent[0] or timestamp <= book.last_accepted(own):
+            return  # not a proof we sent, or no newer than what the network already took
+        book.record(own, timestamp, (ident.public_ip, ident.quorumnet_port))
+        book.own_accepted_by = by
+        if book.own_refused_reason and timestamp >= book.own_refused_sent:
+            log.info("uptime proof accepted again, by %s", by)
+            book.own_refused_reason = ""
+
+    def refused(self, by: str, reason: str) -> None:
+        """Peer `by` refused our proof and said why."""
+        node = self._node
+        book = node.proofs
+        book.own_refusal = f"uptime proof rejected by {by}: {reason}"
+        book.own_refused_reason = reason
+        book.own_refused_sent = book.own_sent[0]
+        log.warning("%s", book.own_refusal)
+        node.hub.publish(OwnProofRefused(by, reason))
