@@ -12,5 +12,9 @@ RUN pip install --no-cache-dir . && useradd --system --create-home --home-dir /d
 USER snode
 VOLUME /data
 EXPOSE 9230 9231 9232
+# Ready: synced, registered, active, with an uptime proof the network accepted (GET /readyz names
+# every unmet condition). The first start-up syncs and waits for registration: a long grace.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10m --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9231/readyz', timeout=4)"]
 ENTRYPOINT ["snoded", "--service-node", "--non-interactive", "--data-dir=/data", \
             "--rpc-admin=0.0.0.0:9231", "--log-level=2"]

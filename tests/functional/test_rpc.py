@@ -336,3 +336,17 @@ def test_metrics(sn):
     sn.generate_blocks(blocks=2)
     _, _, data = sn.rpc.raw("", method="GET", path="/metrics")
     assert b"snode_height 2.0" in data and b"snode_blocks_adopted_total 2.0" in data, data
+
+
+def test_health_and_readiness_probes(sn):
+    log.info("GET /healthz answers 200 while the daemon serves")
+    status, _, data = sn.rpc.raw("", method="GET", path="/healthz")
+    assert_equal((status, json.loads(data)), (200, {"status": "ok"}))
+    log.info("GET /readyz on an unregistered service node: 503, naming what is missing")
+    status, _, data = sn.rpc.raw("", method="GET", path="/readyz")
+    body = json.loads(data)
+    assert_equal((status, body["ready"]), (503, False))
+    assert any("not registered on the chain" in reason for reason in body["unmet"]), body
+    log.info("A foreign Host header is refused as on every admin path")
+    status, _, _ = sn.rpc.raw("", method="GET", path="/readyz", headers={"Host": "evil.example:9231"})
+    assert_equal(status, 403)

@@ -11,6 +11,7 @@ connect to it over P2P; state changes need blocks, so waits for them mine a bloc
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -82,6 +83,9 @@ def test_lifecycle_solo_and_pool(nodes):
         stamp = sent["timestamp"]
         wait_until(lambda: record(hub, solo_pk)["last_uptime_proof"] >= stamp,  # noqa: B023 (used at once)
                    timeout=10, what="the hub holding the proof")
+    log.info("GET /readyz on the active node: 200, nothing unmet")
+    status, _, data = solo.rpc.raw("", method="GET", path="/readyz")
+    assert_equal((status, json.loads(data)["unmet"]), (200, []))
     assert_equal((rec["payable"], rec["decommission_count"]), (False, 0))
     activation = rec["activation_height"]
     log.info("Mine to activation + 4: the solo node becomes payable exactly then")
@@ -167,6 +171,9 @@ def test_wrong_public_ip_is_refused(nodes):
     assert_equal(record(liar, pk)["last_uptime_proof"], 0)
     line = liar.get_info()["status_line"]
     assert line.endswith(f", proof: never, refused: declared IP {declared}, peers see {liar.ip}"), line
+    status, _, data = liar.rpc.raw("", method="GET", path="/readyz")
+    unmet = json.loads(data)["unmet"]
+    assert status == 503 and f"peers refuse this node's uptime proofs: declared IP {declared}" in " ".join(unmet), unmet
     log.info("send_uptime_proof, the recovery step, sends a fresh proof and says it was refused")
     sent = liar.send_uptime_proof()
     assert_equal((sent["status"], sent["accepted"]), ("OK", False))

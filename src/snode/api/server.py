@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import msgspec
@@ -159,17 +159,30 @@ async def _method_not_allowed(request: web.Request) -> web.Response:
 
 
 def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...],
-             metrics: Callable[[], bytes] | None = None) -> web.Application:
-    """The aiohttp application for the admin RPC."""
+             metrics: Callable[[], bytes] | None = None,
+             unmet: Callable[[], dict[str, Any]] | None = None) -> web.Application:
+    """The aiohttp application for the admin RPC, `/metrics`, and the probes: `/healthz` (200
+    while the daemon serves) and `/readyz` (200 when `unmet()` lists no unmet condition, else
+    503; the JSON body names each)."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     handler = JsonRpcHandler(methods, bind_host, allowed_hosts)
     app.router.add_post("/json_rpc", handler.post)
     app.router.add_route("*", "/json_rpc", _method_not_allowed)
+    allowed = frozenset(allowed_hosts)
+
+    def guarded(serve: Callable[[], web.Response]) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handle(request: web.Request) -> web.Response:
+            refused = refusal(request, bind_host, allowed)
+            return refused if refused is not None else serve()
+        return handle
+
     if metrics is not None:
-        async def serve_metrics(request: web.Request) -> web.Response:
-            refused = refusal(request, bind_host, frozenset(allowed_hosts))
-            if refused is not None:
-                return refused
-            return web.Response(body=metrics(), content_type="text/plain", charset="utf-8")
-        app.router.add_get("/metrics", serve_metrics)
+        app.router.add_get("/metrics", guarded(
+            lambda: web.Response(body=metrics(), content_type="text/plain", charset="utf-8")))
+    app.router.add_get("/healthz", guarded(lambda: web.json_response({"status": "ok"})))
+    if unmet is not None:
+        def ready() -> web.Response:
+            body = unmet()
+            return web.json_response(body, status=200 if not body["unmet"] else 503)
+        app.router.add_get("/readyz", guarded(ready))
     return app

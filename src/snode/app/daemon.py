@@ -36,6 +36,7 @@ from snode.node.node import Identity, Node
 from snode.node.verifier import VerifierPool
 from snode.node.writer import ChainWriter, store_thread
 from snode.rpc.counters import EventCounters
+from snode.rpc.health import unmet_conditions
 from snode.services.checkpoints import CheckpointDuties
 from snode.services.producer import BlockProducer
 from snode.services.sn_duties import ServiceNodeDuties
@@ -231,7 +232,8 @@ class Daemon:
         methods = MethodTable(node, request_stop=self.request_stop, peers=peers, duties=duties,
                               writer=writer, clock=self.clock)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
-                       metrics=lambda: _render_metrics(node, counters))
+                       metrics=lambda: _render_metrics(node, counters),
+                       unmet=lambda: unmet_conditions(node, node.now()))
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         await web.SockSite(runner, rpc_sock, shutdown_timeout=2.0).start()

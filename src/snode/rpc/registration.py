@@ -36,8 +36,8 @@ def _no_operator(reason: str) -> RpcError:
     return _fail(f"{NO_OPERATOR}: {reason}")
 
 
-def _operator_amount(amounts: Any, net: Any) -> int:
-    """The operator's amount (the first of contributor_amounts), in atomic units."""
+def _amounts(amounts: Any, net: Any) -> list[Any]:
+    """contributor_amounts, once the operator's amount (the first) is a valid atomic amount."""
     if amounts is None:
         raise _no_operator("contributor_amounts is missing; give the operator's amount in atomic "
                            "units first")
@@ -56,7 +56,7 @@ def _operator_amount(amounts: Any, net: Any) -> int:
     if first < net.pool_operator_min and net.pool_operator_min <= first * COIN <= net.staking_requirement:
         raise _no_operator(f"the operator amount {first} looks like coins; amounts are atomic units "
                            f"({first} coins = {first * COIN})")
-    return int(first)
+    return amounts
 
 
 def _is_atomic_int(value: Any) -> bool:
@@ -70,8 +70,7 @@ def build_registration(params: dict[str, Any], node: Node, now: int) -> Registra
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise _fail(f"unknown parameter '{unknown[0]}'; the parameters are {', '.join(sorted(allowed))}")
-    amounts = params.get("contributor_amounts")
-    _operator_amount(amounts, net)
+    amounts = _amounts(params.get("contributor_amounts"), net)
     for i, a in enumerate(amounts[1:], start=1):
         if not _is_atomic_int(a):
             raise _fail(f"contributor_amounts[{i}] is not an integer in atomic units")

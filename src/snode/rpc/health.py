@@ -1,0 +1,42 @@
+"""Readiness (`GET /readyz`): what must hold before a load balancer, a container runtime or an
+operator's monitor may count this daemon as serving the network.
+
+Synced (no peer announces a longer chain) and, in service-node mode: registered on the chain,
+active, and with an uptime proof the network accepted (acknowledged by a peer) younger than the
+healthy proof age. Each unmet condition is named, with what the operator sees and can do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from snode.core.service_nodes import status
+from snode.core.units import format_age
+from snode.node.node import Node
+
+
+def unmet_conditions(node: Node, now: int) -> dict[str, Any]:
+    """`{"ready", "height", "unmet": [...]}` for /readyz."""
+    unmet = []
+    if node.target_height:
+        unmet.append(f"syncing: height {node.height} of {node.target_height}")
+    ident = node.identity
+    if ident is not None:
+        record = node.state.service_nodes.get(ident.key.public)
+        if record is None:
+            unmet.append("service node key not registered on the chain: register it with the "
+                         "command from get_service_node_registration_cmd")
+        else:
+            if not record.active:
+                unmet.append(f"service node not active (status {status(record).value}, last "
+                             f"change at height {record.last_state_change_height})")
+            last = node.proofs.last_accepted(ident.key.public)
+            healthy = node.params.healthy_proof_age
+            if not last:
+                unmet.append("no uptime proof accepted by the network yet")
+            elif now - last > healthy:
+                unmet.append(f"last accepted uptime proof is {format_age(now - last)} old "
+                             f"(healthy under {healthy} s)")
+            if node.proofs.own_refused_reason:
+                unmet.append(f"peers refuse this node's uptime proofs: {node.proofs.own_refused_reason}")
+    return {"ready": not unmet, "height": node.height, "unmet": unmet}
