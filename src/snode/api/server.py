@@ -20,6 +20,7 @@ from aiohttp import web
 from snode.core.errors import SnodeError
 from snode.api import errors as E
 from snode.api.errors import RpcError
+from snode.api.sse import EventSource, EventStreams
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,8 @@ async def _method_not_allowed(request: web.Request) -> web.Response:
 
 def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...],
              metrics: Callable[[], bytes] | None = None,
-             unmet: Callable[[], dict[str, Any]] | None = None) -> web.Application:
+             unmet: Callable[[], dict[str, Any]] | None = None,
+             events: EventSource | None = None) -> web.Application:
     """The aiohttp application for the admin RPC, `/metrics`, and the probes: `/healthz` (200
     while the daemon serves) and `/readyz` (200 when `unmet()` lists no unmet condition, else
     503; the JSON body names each)."""
@@ -180,6 +182,13 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
         app.router.add_get("/metrics", guarded(
             lambda: web.Response(body=metrics(), content_type="text/plain", charset="utf-8")))
     app.router.add_get("/healthz", guarded(lambda: web.json_response({"status": "ok"})))
+    if events is not None:
+        streams = EventStreams(events)
+
+        async def serve_events(request: web.Request) -> web.StreamResponse:
+            refused = refusal(request, bind_host, allowed)
+            return refused if refused is not None else await streams.serve(request)
+        app.router.add_get("/events", serve_events)
     if unmet is not None:
         def ready() -> web.Response:
             body = unmet()

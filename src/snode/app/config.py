@@ -12,6 +12,7 @@ from snode.common.endpoints import (
     ConfigError, Endpoint, looks_like_ip, parse_endpoint, parse_ip, parse_port, valid_hostname,
 )
 from snode.params import MAINNET, NETWORKS, NetworkParams
+from snode.services.notify import NotifyConfigError, parse_command as parse_notify
 
 LOG_LEVELS = range(0, 5)
 
@@ -32,6 +33,8 @@ class Config:
     non_interactive: bool
     genesis_file: Path | None
     rpc_allowed_hosts: tuple[str, ...]
+    notify: tuple[str, ...] = ()
+    """`--notify`: the command (argument list) run for this node's own events; empty: none."""
 
 
 def default_data_dir(params: NetworkParams) -> Path:
@@ -45,6 +48,7 @@ def build_config(
     p2p_bind_port: str | None, rpc_admin: str | None, public_ip: str | None,
     quorumnet_port: str | None, priority_nodes: tuple[str, ...], log_level: str,
     non_interactive: bool, genesis: str | None, rpc_allow_hosts: tuple[str, ...] = (),
+    notify: str | None = None,
 ) -> Config:
     """Validate the flags' raw strings into a Config; ConfigError names the first bad option."""
     params = NETWORKS[network]
@@ -97,5 +101,13 @@ def build_config(
         service_node=service_node, p2p_bind=Endpoint(p2p_ip, p2p_port), rpc_admin=rpc,
         quorumnet_port=qnet, public_ip=ip, priority_nodes=nodes, log_level=int(log_level),
         non_interactive=non_interactive, genesis_file=genesis_path,
-        rpc_allowed_hosts=tuple(allowed),
+        rpc_allowed_hosts=tuple(allowed), notify=_notify_command(notify),
     )
+
+
+def _notify_command(text: str | None) -> tuple[str, ...]:
+    """`--notify`'s argument list (empty without the flag)."""
+    try:
+        return tuple(parse_notify(text)) if text is not None else ()
+    except NotifyConfigError as err:
+        raise ConfigError(err.reason) from None

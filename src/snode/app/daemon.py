@@ -36,6 +36,8 @@ from snode.node.node import Identity, Node
 from snode.node.verifier import VerifierPool
 from snode.node.writer import ChainWriter, store_thread
 from snode.rpc.counters import EventCounters
+from snode.services.event_feed import EventFeed
+from snode.services.notify import Notifier
 from snode.rpc.health import unmet_conditions
 from snode.services.checkpoints import CheckpointDuties
 from snode.services.producer import BlockProducer
@@ -134,6 +136,7 @@ class Wiring:
     quorumnet: QuorumNet | None
     runner: web.AppRunner
     bar: SyncProgressBar | None
+    notifier: Notifier | None = None
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
 
@@ -204,6 +207,10 @@ class Daemon:
         cfg = self.config
         writer = ChainWriter(node, store_thread())
         counters = EventCounters(node.hub)
+        feed = EventFeed(node)
+        notifier = Notifier(list(cfg.notify)) if cfg.notify else None
+        if notifier is not None:
+            feed.listen(notifier.on_event)
         peers = PeerManager(node, bind_ip=cfg.p2p_bind.host, listen_port=cfg.p2p_bind.port,
                             priority=[str(e) for e in cfg.priority_nodes],
                             saved_peers=node.store.load_peers(),
@@ -233,13 +240,13 @@ class Daemon:
                               writer=writer, clock=self.clock)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
                        metrics=lambda: _render_metrics(node, counters),
-                       unmet=lambda: unmet_conditions(node, node.now()))
+                       unmet=lambda: unmet_conditions(node, node.now()), events=feed)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         await web.SockSite(runner, rpc_sock, shutdown_timeout=2.0).start()
         await peers.start(p2p_sock)
         syncer.start()
-        wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar)
+        wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar, notifier)
         self._start_tasks(node, wiring)
         return wiring
 
@@ -277,6 +284,8 @@ class Daemon:
         if wiring.quorumnet is not None:
             await wiring.quorumnet.stop()
         await asyncio.wait_for(wiring.runner.cleanup(), SHUTDOWN_TIMEOUT)
+        if wiring.notifier is not None:
+            await wiring.notifier.close()
         wiring.writer.close()
         node.close()
 
@@ -378,6 +387,10 @@ def run_loop(main: Any) -> int:
 @click.option("--add-priority-node", "priority_nodes", multiple=True, metavar="HOST:PORT",
               help="Peer to stay connected to (repeatable).")
 @click.option("--log-level", default="2", show_default=True, metavar="0-4", help="0 errors .. 4 trace.")
+@click.option("--notify", metavar="COMMAND",
+              help="Run COMMAND (no shell) for this node's own events: state changes, refused "
+                   "proofs, rewards; the event is in SNODE_EVENT, SNODE_STATE, SNODE_REASON, "
+                   "SNODE_HEIGHT, SNODE_PUBKEY.")
 @click.option("--non-interactive", is_flag=True, help="Never read console commands from stdin.")
 @click.option("--testnet", is_flag=True, help="Use the test network.")
 @click.option("--devnet", is_flag=True, help="Use a local development network.")

@@ -59,6 +59,15 @@ class ProofAccepted:
 
 
 @dataclass(frozen=True, slots=True)
+class OwnProofAccepted:
+    """A peer accepted this node's own uptime proof (acknowledged it or relayed it back)."""
+
+    timestamp: int
+    by: str
+    """The peer's address."""
+
+
+@dataclass(frozen=True, slots=True)
 class OwnProofRefused:
     """A peer refused this node's own uptime proof and said why."""
 

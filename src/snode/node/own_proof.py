@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from snode import __version__
 from snode.core.proofs import UptimeProof, check_proof, make_proof
-from snode.node.events import OwnProofRefused, ProofAccepted
+from snode.node.events import OwnProofAccepted, OwnProofRefused, ProofAccepted
 
 if TYPE_CHECKING:
     from snode.node.node import Node
@@ -64,6 +64,7 @@ class OwnProof:
         if book.own_refused_reason and timestamp >= book.own_refused_sent:
             log.info("uptime proof accepted again, by %s", by)
             book.own_refused_reason = ""
+        node.hub.publish(OwnProofAccepted(timestamp, by))
 
     def refused(self, by: str, reason: str) -> None:
         """Peer `by` refused our proof and said why."""

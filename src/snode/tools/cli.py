@@ -1,11 +1,12 @@
 """snode-cli: the operator's view of a daemon over its admin RPC.
 
-`status`, `nodes`, `blocks`, `call METHOD [JSON]`, `register-cmd`; `--json` prints the raw result
-on any command. Every failure is one line on stderr and exit code 1.
+`status`, `nodes`, `blocks`, `watch`, `call METHOD [JSON]`, `register-cmd`; `--json` prints the
+raw result on any command. Every failure is one line on stderr and exit code 1.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 from typing import Any, TypeVar
@@ -167,9 +168,67 @@ def register_cmd(ctx: click.Context, cut: str, addresses: tuple[str, ...], amoun
     click.echo(result.registration_cmd)
 
 
+WATCH_SILENCE = 60.0
+"""Seconds without a byte (the daemon sends a keep-alive every 15 s) before `watch` gives up."""
+
+
+@cli.command()
+@click.option("--count", default=None, type=click.IntRange(min=1), metavar="N",
+              help="Stop after N events (default: until Ctrl-C).")
+@click.pass_context
+def watch(ctx: click.Context, count: int | None) -> None:
+    """Print the daemon's events as they happen: blocks, this node's state changes, proofs
+    accepted or refused, rewards, syncs, bans. --json: one JSON object per line."""
+    client = _client(ctx)
+    conn = http.client.HTTPConnection(client.host, client.port, timeout=WATCH_SILENCE)
+    try:
+        conn.request("GET", "/events", headers={"Accept": "text/event-stream"})
+        response = conn.getresponse()
+        if response.status != 200:
+            raise CliError(f"watch: the daemon answered {response.status}: "
+                           f"{response.read(300).decode(errors='replace').strip()}")
+        seen = 0
+        for raw in response:
+            line = raw.decode(errors="replace").rstrip("\r\n")
+            if not line.startswith("data: "):
+                continue
+            event = json.loads(line[len("data: "):])
+            click.echo(json.dumps(event) if ctx.obj["json"] else event_line(event))
+            seen += 1
+            if count is not None and seen >= count:
+                return
+        raise CliError("watch: the daemon closed the event stream (stopped, or this client fell behind)")
+    except (OSError, http.client.HTTPException) as err:
+        raise CliError(f"watch: no event stream from {client.url}: {err}") from None
+    finally:
+        conn.close()
+
+
+def event_line(event: dict[str, Any]) -> str:
+    """One event as a line for people: `14:02:07 block 812 (3 transactions) 9f3c...`."""
+    stamp = time.strftime("%H:%M:%S", time.localtime(event.get("time", time.time())))
+    kind = event.get("event", "?")
+    if kind == "block":
+        text = (f"block {event['height']} round {event['round']} ({event['transactions']} "
+                f"transactions) {event['hash'][:16]}")
+    elif kind == "state":
+        text = f"this node: {event['state']} at height {event['height']}" + (
+            f" ({event['reason']})" if event.get("reason") else "")
+    elif kind == "reward":
+        text = f"reward: block {event['height']} paid this node {format_coins(event['amount'])} coins"
+    elif kind == "proof_accepted":
+        text = f"uptime proof {event['timestamp']} accepted by {event['by']}"
+    elif kind == "proof_refused":
+        text = f"uptime proof refused by {event['by']}: {event['reason']}"
+    else:
+        text = kind.replace("_", " ") + ": " + ", ".join(
+            f"{k} {v}" for k, v in event.items() if k not in ("event", "time"))
+    return f"{stamp} {text}"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point."""
-    run_command(cli, "snode-cli", argv)
+    run_command(cli, "snode-cli", argv, interrupt_code=0)
 
 
 if __name__ == "__main__":

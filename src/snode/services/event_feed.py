@@ -1,0 +1,178 @@
+"""What this daemon tells its operator as it happens (`GET /events`, `snode-cli watch`,
+`--notify`): one JSON object per event.
+
+Events: `block` (a new tip), `reorganization`, `state` (this node's own service-node record
+changed: registered, funded, active, payable, decommissioned, recommissioned, unlocking, left),
+`proof_accepted` / `proof_refused` (the network's word on this node's own proofs), `reward`
+(a block paid this node), `sync_started` / `sync_finished`, `peer_banned`.
+
+Each web client gets a bounded queue: a client that does not read is dropped, never waits on
+the daemon. Local listeners (the notify command) get this node's own events synchronously.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, Final
+
+from snode.core import service_nodes as sn_rules
+from snode.core.blocks import Block, block_hash
+from snode.core.state import ServiceNode
+from snode.core.transactions import StateChange
+from snode.net.events import PeerBanned
+from snode.node.events import (
+    BlocksAdopted, ChainReorganized, OwnProofAccepted, OwnProofRefused, SyncProgress,
+)
+from snode.node.node import Node
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUED: Final = 256
+"""Events waiting for one web client; past this the client is dropped."""
+
+OWN_EVENTS: Final = frozenset({"state", "proof_refused", "reward"})
+"""The events about this service node that the notify command runs for."""
+
+Event = dict[str, Any]
+
+
+class Subscription:
+    """One web client's queue of events."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=MAX_QUEUED)
+        self.dropped = False
+        """It fell MAX_QUEUED events behind: the feed stopped filling its queue."""
+
+    async def next(self) -> Event | None:
+        """The next event; None once the client was dropped and has read what was queued."""
+        if self.dropped and self.queue.empty():
+            return None
+        return await self.queue.get()
+
+
+class EventFeed:
+    """Turns the hub's events into the operator's events and fans them out."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self._clients: set[Subscription] = set()
+        self._listeners: list[Callable[[Event], None]] = []
+        self._own = self._own_record()
+        self._syncing = False
+        hub = node.hub
+        hub.subscribe(BlocksAdopted, self._on_blocks)
+        hub.subscribe(ChainReorganized, lambda e: self._emit({
+            "event": "reorganization", "fork_height": e.fork_height, "undone": e.undone,
+            "applied": e.applied, "height": node.height}))
+        hub.subscribe(OwnProofAccepted, lambda e: self._emit({
+            "event": "proof_accepted", "timestamp": e.timestamp, "by": e.by}))
+        hub.subscribe(OwnProofRefused, lambda e: self._emit({
+            "event": "proof_refused", "reason": e.reason, "by": e.by}))
+        hub.subscribe(SyncProgress, self._on_sync)
+        hub.subscribe(PeerBanned, lambda e: self._emit({
+            "event": "peer_banned", "ip": e.ip, "reason": e.reason, "seconds": e.seconds}))
+
+    # --- consumers ----------------------------------------------------------------------------
+
+    def subscribe(self) -> Subscription:
+        """A new web client's queue (end it with `unsubscribe`)."""
+        client = Subscription()
+        self._clients.add(client)
+        return client
+
+    def unsubscribe(self, client: Subscription) -> None:
+        self._clients.discard(client)
+
+    def listen(self, listener: Callable[[Event], None]) -> None:
+        """Call `listener` with every event about this service node (OWN_EVENTS)."""
+        self._listeners.append(listener)
+
+    def _emit(self, event: Event) -> None:
+        event.setdefault("time", self.node.now())
+        for client in list(self._clients):
+            try:
+                client.queue.put_nowait(event)
+            except asyncio.QueueFull:
+                client.dropped = True  # it reads what it has, then its stream ends
+                self._clients.discard(client)
+                log.info("events: dropped a client %d events behind", MAX_QUEUED)
+        if event["event"] in OWN_EVENTS:
+            for listener in self._listeners:
+                listener(event)
+
+    # --- the chain ------------------------------------------------------------------------------
+
+    def _on_blocks(self, event: BlocksAdopted) -> None:
+        for block in event.blocks[-16:]:  # a sync's batch: its last blocks, not thousands of lines
+            self._emit({"event": "block", "height": block.header.height,
+                        "hash": block_hash(block.header).hex(),
+                        "transactions": len(block.transactions), "round": block.header.round})
+        before, after = self._own, self._own_record()
+        self._own = after
+        for change in own_changes(before, after, event.height, self.node, event.blocks):
+            self._emit(change)
+
+    def _on_sync(self, event: SyncProgress) -> None:
+        syncing = event.target > 0
+        if syncing != self._syncing:
+            self._syncing = syncing
+            self._emit({"event": "sync_started" if syncing else "sync_finished",
+                        "height": event.height, "target": event.target})
+
+    def _own_record(self) -> ServiceNode | None:
+        ident = self.node.identity
+        return self.node.state.service_nodes.get(ident.key.public) if ident is not None else None
+
+
+def own_changes(
+    before: ServiceNode | None, after: ServiceNode | None, height: int, node: Node,
+    blocks: tuple[Block, ...],
+) -> list[Event]:
+    """The `state` and `reward` events between two records of this node."""
+    if before is None and after is None:
+        return []
+    pubkey = (after or before).pubkey.hex()  # type: ignore[union-attr]  # one is not None
+
+    def state(name: str, reason: str = "") -> Event:
+        return {"event": "state", "state": name, "reason": reason, "height": height, "pubkey": pubkey}
+
+    if after is None:
+        assert before is not None
+        return [state("left", _why_left(before, blocks))]
+    events = []
+    if before is None:
+        events.append(state("registered"))
+    if after.funded and (before is None or not before.funded):
+        events.append(state("funded"))
+    if after.requested_unlock_height and (before is None or not before.requested_unlock_height):
+        events.append(state("unlocking", f"unlocks at height {after.requested_unlock_height}"))
+    was_active = before is not None and before.active
+    if after.active and not was_active:
+        first = before is None or before.active_since == -1
+        reason = sn_rules.Reason(after.last_state_change_reason).label
+        events.append(state("active" if first else "recommissioned", reason))
+    elif was_active and not after.active:
+        events.append(state("decommissioned", sn_rules.Reason(after.last_state_change_reason).label))
+    payable = sn_rules.is_payable(after, height, node.params)
+    if payable and not (before is not None and sn_rules.is_payable(before, height - len(blocks), node.params)):
+        events.append(state("payable"))
+    if before is not None and after.last_reward_height != before.last_reward_height:
+        events.append({"event": "reward", "height": after.last_reward_height,
+                       "amount": node.params.block_reward, "pubkey": pubkey})
+    return events
+
+
+def _why_left(before: ServiceNode, blocks: tuple[Block, ...]) -> str:
+    """`unlock`, `pool expired`, or `deregistered: <reason>` (from the state change in the
+    blocks that removed it)."""
+    for block in blocks:
+        for tx in block.transactions:
+            payload = tx.payload
+            if isinstance(payload, StateChange) and payload.sn_pubkey == before.pubkey:
+                return f"deregistered: {sn_rules.Reason(payload.reason).label}"
+    if before.requested_unlock_height:
+        return "unlock"
+    return "pool expired" if not before.funded else "deregistered"

@@ -1,0 +1,90 @@
+"""The event feed and the notify command (issue #14, items 7 and 8): a web client that stops
+reading is dropped at its bound without slowing anyone; the notify command runs one at a time,
+gets the SNODE_* variables, is killed by its pid past its time-out, and its failures are logged,
+never raised."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+
+from snode.net.events import PeerBanned
+from snode.node.node import Node
+from snode.node.verifier import InlineVerifier
+from snode.services import notify as notify_module
+from snode.services.event_feed import MAX_QUEUED, EventFeed
+from snode.services.notify import Notifier, event_environment, parse_command
+from snode.services.notify import NotifyConfigError
+from snode.store.memory import MemoryStore
+from tests.unit.conftest import new_chain
+
+
+def _node() -> Node:
+    chain = new_chain()
+    genesis = chain.blocks[0]
+    return Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(genesis, chain.state),
+                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier())
+
+
+def test_a_client_that_stops_reading_is_dropped_at_its_bound_and_others_keep_theirs():
+    async def run() -> None:
+        node = _node()
+        feed = EventFeed(node)
+        slow, reader = feed.subscribe(), feed.subscribe()
+        got = []
+        for i in range(MAX_QUEUED + 10):
+            node.hub.publish(PeerBanned(f"127.0.0.{i % 250}", "bad block", 60))
+            got.append(await reader.next())
+        assert slow.dropped and not reader.dropped
+        drained = [await slow.next() for _ in range(MAX_QUEUED)]
+        assert [e["ip"] for e in drained] == [e["ip"] for e in got[:MAX_QUEUED]]
+        assert await slow.next() is None  # the stream ends once it has read what was queued
+        assert got[-1]["event"] == "peer_banned" and got[-1]["reason"] == "bad block"
+    asyncio.run(run())
+
+
+def test_the_notify_command_gets_the_event_and_runs_one_at_a_time(tmp_path: Path):
+    out = tmp_path / "out"
+    argv = parse_command(f"sh -c 'sleep 0.1; echo $SNODE_EVENT $SNODE_STATE $SNODE_HEIGHT >> {out}'")
+
+    async def run() -> None:
+        notifier = Notifier(argv)
+        for height in (5, 6, 7):
+            notifier.on_event({"event": "state", "state": "decommissioned", "height": height})
+        await asyncio.sleep(0)
+        await notifier._running  # type: ignore[misc]  # the queue drains in order, one by one
+    asyncio.run(run())
+    assert out.read_text().splitlines() == [f"state decommissioned {h}" for h in (5, 6, 7)]
+
+
+def test_a_hung_command_is_killed_and_a_failing_one_logged(monkeypatch, caplog):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(notify_module, "TIMEOUT", 0.3)
+    caplog.set_level(logging.INFO, logger="snode.services.notify")
+
+    async def run() -> None:
+        hung = Notifier(parse_command("sleep 30"))
+        hung.on_event({"event": "reward", "height": 9})
+        await hung._running  # type: ignore[misc]
+        failing = Notifier(parse_command("sh -c 'echo broken >&2; exit 3'"))
+        failing.on_event({"event": "proof_refused", "reason": "clock"})
+        await failing._running  # type: ignore[misc]
+    asyncio.run(run())
+    text = caplog.text
+    assert "notify: sleep ran over 0.3 s for a reward event; killed" in text
+    assert "exited with 3 for a proof_refused event: broken" in text
+
+
+def test_notify_command_errors_name_what_to_fix():
+    with pytest.raises(NotifyConfigError, match="the command is empty"):
+        parse_command("   ")
+    with pytest.raises(NotifyConfigError, match="cannot split the command"):
+        parse_command("echo 'open")
+    with pytest.raises(NotifyConfigError, match="'no-such-program-here' is not an executable"):
+        parse_command("no-such-program-here --flag")
+    assert event_environment({"event": "state", "state": "left", "reason": "unlock", "height": 3,
+                              "pubkey": "ab"}) == {
+        "SNODE_EVENT": "state", "SNODE_STATE": "left", "SNODE_REASON": "unlock", "SNODE_HEIGHT": "3",
+        "SNODE_PUBKEY": "ab"}
