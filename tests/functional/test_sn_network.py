@@ -308,3 +308,36 @@ def test_service_node_quorum_decommissions_over_quorumnet(nodes):
     connect_nodes(victim, hub)
     move_clocks([hub, *sns], later + 10, proving=[victim], judges=[hub])
     mine_until(hub, lambda: record(hub, victim_pk)["active"], timeout=30, what="recommission")
+
+
+def test_a_second_daemon_with_the_same_key_refuses_to_go_on(nodes):
+    log.info("An active service node on a hub")
+    hub = nodes.add()
+    first = nodes.add(extra_args=["--service-node"])
+    connect_nodes(first, hub)
+    op = key_from_label("doppel op")
+    fund_and_unlock(hub, {op.public: SOLO + COIN})
+    register(first, hub, op, SOLO)
+    hub.generate_blocks(blocks=1)
+    pk = first.get_service_node_key()["service_node_pubkey"]
+    mine_until(hub, lambda: record(hub, pk)["active"], timeout=60, what="the first daemon active")
+    log.info("Start a second daemon on a copy of its key: it listens two proof intervals, sees the "
+             "first one's proofs and exits 1 with one line naming where they come from")
+    second = nodes.add(extra_args=["--service-node"], start=False)
+    second.data_dir.mkdir(parents=True)
+    key_file = first.data_dir / "key"
+    assert key_file.exists(), sorted(p.name for p in first.data_dir.iterdir())
+    (second.data_dir / "key").write_bytes(key_file.read_bytes())
+    second.start()
+    connect_nodes(second, hub)
+    assert second.process is not None
+    code = second.process.wait(timeout=scaled(30))
+    assert_equal(code, 1)
+    last = second.stderr_text().strip().splitlines()[-1]
+    assert last.startswith("snoded: another daemon runs this service node's key"), last
+    assert f"declares IP {first.ip}" in last, last
+    log.info("With --skip-doppelganger-check it runs (the operator's explicit choice)")
+    second.start(["--skip-doppelganger-check"])
+    connect_nodes(second, hub)
+    wait_until(lambda: record(second, pk)["active"], timeout=30, what="the second daemon serving")
+    assert second.running

@@ -35,6 +35,9 @@ class Config:
     rpc_allowed_hosts: tuple[str, ...]
     notify: tuple[str, ...] = ()
     """`--notify`: the command (argument list) run for this node's own events; empty: none."""
+    skip_doppelganger_check: bool = False
+    """`--skip-doppelganger-check`: send proofs at once, without listening for another daemon
+    that runs the same service-node key."""
 
 
 def default_data_dir(params: NetworkParams) -> Path:
@@ -48,7 +51,7 @@ def build_config(
     p2p_bind_port: str | None, rpc_admin: str | None, public_ip: str | None,
     quorumnet_port: str | None, priority_nodes: tuple[str, ...], log_level: str,
     non_interactive: bool, genesis: str | None, rpc_allow_hosts: tuple[str, ...] = (),
-    notify: str | None = None,
+    notify: str | None = None, skip_doppelganger_check: bool = False,
 ) -> Config:
     """Validate the flags' raw strings into a Config; ConfigError names the first bad option."""
     params = NETWORKS[network]
@@ -102,6 +105,7 @@ def build_config(
         quorumnet_port=qnet, public_ip=ip, priority_nodes=nodes, log_level=int(log_level),
         non_interactive=non_interactive, genesis_file=genesis_path,
         rpc_allowed_hosts=tuple(allowed), notify=_notify_command(notify),
+        skip_doppelganger_check=skip_doppelganger_check,
     )
 
 

@@ -148,6 +148,8 @@ class Daemon:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.stop_event = asyncio.Event()
+        self.fatal: str | None = None
+        """Why the daemon must not go on (`fail`); None on an ordinary stop."""
         self.node: Node | None = None
         self.clock: MockableClock | SystemClock = (
             MockableClock() if config.params.generate_on_demand else SystemClock()
@@ -155,6 +157,11 @@ class Daemon:
         """Regtest's clock can be set by `set_mock_time`; every other network's is the real one."""
 
     def request_stop(self) -> None:
+        self.stop_event.set()
+
+    def fail(self, message: str) -> None:
+        """Stop, then exit 1 with `message` as the one line on stderr."""
+        self.fatal = message
         self.stop_event.set()
 
     async def run(self) -> int:
@@ -188,6 +195,9 @@ class Daemon:
         await self._shut_down(node, wiring)
         datadir.unlock()
         log.info("stopped")
+        if self.fatal is not None:
+            log.error("%s", self.fatal)
+            raise ConfigError(self.fatal)
         return 0
 
     def _warn_flags(self) -> None:
@@ -225,7 +235,9 @@ class Daemon:
             from snode.net.quorumnet import QuorumNet
 
             quorumnet = QuorumNet(node, node.identity.key, bind_ip=cfg.p2p_bind.host, port=cfg.quorumnet_port)
-        duties = ServiceNodeDuties(node, peers, quorumnet=quorumnet)
+        duties = ServiceNodeDuties(
+            node, peers, quorumnet=quorumnet, on_doppelganger=self.fail,
+            doppelganger_wait=0 if cfg.skip_doppelganger_check else 2 * cfg.params.proof_interval)
         checkpoints = CheckpointDuties(node, peers, quorumnet) if quorumnet is not None else None
         producer = BlockProducer(writer, quorumnet, checkpoints)
         if quorumnet is not None:
@@ -387,6 +399,9 @@ def run_loop(main: Any) -> int:
 @click.option("--add-priority-node", "priority_nodes", multiple=True, metavar="HOST:PORT",
               help="Peer to stay connected to (repeatable).")
 @click.option("--log-level", default="2", show_default=True, metavar="0-4", help="0 errors .. 4 trace.")
+@click.option("--skip-doppelganger-check", is_flag=True,
+              help="Send uptime proofs at once, without first listening two proof intervals for "
+                   "another daemon running this service node's key.")
 @click.option("--notify", metavar="COMMAND",
               help="Run COMMAND (no shell) for this node's own events: state changes, refused "
                    "proofs, rewards; the event is in SNODE_EVENT, SNODE_STATE, SNODE_REASON, "

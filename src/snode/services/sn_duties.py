@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from snode.core.crypto import SigningKey, verify
 from snode.core.errors import SnodeError
 from snode.core.obligations import judge
-from snode.core.proofs import BadProofSignature, InvalidProof, UptimeProof
+from snode.core.proofs import BadProofSignature, InvalidProof, UptimeProof, proof_message
 from snode.core.service_nodes import Reason, StateChangeKind, apply_state_change
 from snode.core.stake_exit import returned_outputs
 from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
@@ -43,11 +44,17 @@ VoteKey = tuple[bytes, int, int, int]
 class ServiceNodeDuties:
     """Everything a daemon does for the service-node network besides blocks and transactions."""
 
-    def __init__(self, node: Node, peers: PeerManager, *, quorumnet: QuorumNet | None) -> None:
+    def __init__(self, node: Node, peers: PeerManager, *, quorumnet: QuorumNet | None,
+                 doppelganger_wait: float = 0, on_doppelganger: Callable[[str], None] | None = None) -> None:
         self.node = node
         self.peers = peers
         self.quorumnet = quorumnet
         self.started = node.now()
+        self.doppelganger_wait = doppelganger_wait
+        """Seconds to listen for another daemon's proofs of our key before sending ours (0: no
+        check); `on_doppelganger` is told what was seen (the daemon stops with it)."""
+        self.on_doppelganger = on_doppelganger
+        self.doppelganger: str | None = None
         self.votes: dict[VoteKey, dict[bytes, bytes]] = {}
         self.submitted: set[VoteKey] = set()
         node.hub.subscribe(ProofMessage, self.on_peer_proof)
@@ -65,9 +72,19 @@ class ServiceNodeDuties:
         return self.node.own_proof.send(self.now())
 
     async def run_proofs(self) -> None:
-        """Send a proof every proof interval while registered."""
+        """Send a proof every proof interval while registered: after listening
+        `doppelganger_wait` seconds for another daemon that runs our key (Lighthouse's
+        doppelganger protection: two signers of one key get the node decommissioned, or worse)."""
         node = self.node
         interval = node.params.proof_interval
+        if self.doppelganger_wait > 0 and node.identity is not None:
+            log.info("doppelganger check: listening %g s for another daemon's proofs of this key "
+                     "before sending ours (--skip-doppelganger-check skips it)", self.doppelganger_wait)
+            await asyncio.sleep(self.doppelganger_wait)
+            if self.doppelganger is not None:
+                if self.on_doppelganger is not None:
+                    self.on_doppelganger(self.doppelganger)
+                return
         while True:
             if node.identity is not None and node.identity.key.public in node.state.service_nodes:
                 try:
@@ -94,6 +111,7 @@ class ServiceNodeDuties:
             return
         proof = message.proof
         if proof.pubkey == own:
+            self._check_doppelganger(proof, event.peer_name)
             if message.relayed:  # a peer accepted it and passed it on: the network has it
                 node.own_proof.accepted(proof.timestamp, event.peer_name)
             return
@@ -115,6 +133,20 @@ class ServiceNodeDuties:
             if direct:
                 peers.send(event.peer, P.ProofRejected(pubkey=proof.pubkey, reason=err.reason))
             log.debug("uptime proof of %s from %s not accepted: %s", proof.pubkey.hex()[:16], event.peer_name, err)
+
+    def _check_doppelganger(self, proof: UptimeProof, peer_name: str) -> None:
+        """A proof of our key, signed after we started, before we sent any: another daemon runs
+        this key. The signature must verify (nobody else can make one)."""
+        node = self.node
+        if (self.doppelganger is not None or node.proofs.own_sent[0] or proof.timestamp < self.started
+                or not verify(proof.pubkey, proof_message(node.params.network_id, proof), proof.signature)):
+            return
+        self.doppelganger = (
+            f"another daemon runs this service node's key {proof.pubkey.hex()[:16]}...: a proof it "
+            f"signed at {proof.timestamp} declares IP {proof.public_ip} (received from "
+            f"{peer_name}); stop the other one, or start this one with --skip-doppelganger-check"
+        )
+        log.error("doppelganger check: %s", self.doppelganger)
 
     # --- obligations --------------------------------------------------------------------------
 
