@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # machines) every daemon a test or the demo starts would compile each module again (0.1 s).
 COMPILE := $(PY) -m compileall -q src
 
-.PHONY: demo walkthrough test lint bench clean unit functional
+.PHONY: demo walkthrough test lint bench clean unit functional browser-test
 
 $(VENV):
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,16 @@ walkthrough: $(STAMP)
 
 test: $(STAMP)
 	$(COMPILE)
-	$(PY) -m pytest -n 2 --dist worksteal -q tests
+	$(PY) -m pytest -n 2 --dist worksteal -q -m "not browser" tests
+
+# The web view in headless Chromium (Debian's package, installed when missing; we run as root on
+# CI machines, otherwise this asks for sudo).
+browser-test: $(STAMP)
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq chromium >/dev/null || \
+		{ echo "browser-test: cannot install chromium (apt-get install -y chromium, as root)"; exit 1; }; }
+	$(COMPILE)
+	$(PY) -m pytest -q -m browser tests
 
 lint: $(STAMP)
 	$(PY) -m mypy

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import msgspec
@@ -29,6 +29,10 @@ MAX_BATCH = 1000
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 _json_encoder = msgspec.json.Encoder()
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'",
+    "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+}
 
 
 def _host_allowed(host_header: str | None, bind_host: str, allowed: frozenset[str]) -> bool:
@@ -162,7 +166,8 @@ async def _method_not_allowed(request: web.Request) -> web.Response:
 def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...],
              metrics: Callable[[], bytes] | None = None,
              unmet: Callable[[], dict[str, Any]] | None = None,
-             events: EventSource | None = None) -> web.Application:
+             events: EventSource | None = None,
+             page: Callable[[Mapping[str, str]], str] | None = None) -> web.Application:
     """The aiohttp application for the admin RPC, `/metrics`, and the probes: `/healthz` (200
     while the daemon serves) and `/readyz` (200 when `unmet()` lists no unmet condition, else
     503; the JSON body names each)."""
@@ -182,6 +187,15 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
         app.router.add_get("/metrics", guarded(
             lambda: web.Response(body=metrics(), content_type="text/plain", charset="utf-8")))
     app.router.add_get("/healthz", guarded(lambda: web.json_response({"status": "ok"})))
+    if page is not None:
+        async def serve_page(request: web.Request) -> web.Response:
+            refused = refusal(request, bind_host, allowed)
+            if refused is not None:
+                return refused
+            # Read-only, no script, never framed: a page on the admin port must not become a
+            # way to act on it (clickjacking) or to load anything from elsewhere.
+            return web.Response(text=page(request.query), content_type="text/html", headers=PAGE_HEADERS)
+        app.router.add_get("/", serve_page)
     if events is not None:
         streams = EventStreams(events)
 

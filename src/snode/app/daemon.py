@@ -39,6 +39,7 @@ from snode.rpc.counters import EventCounters
 from snode.services.event_feed import EventFeed
 from snode.services.notify import Notifier
 from snode.rpc.health import unmet_conditions
+from snode.rpc.web_view import render_page
 from snode.services.checkpoints import CheckpointDuties
 from snode.services.producer import BlockProducer
 from snode.services.sn_duties import ServiceNodeDuties
@@ -252,7 +253,9 @@ class Daemon:
                               writer=writer, clock=self.clock)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
                        metrics=lambda: _render_metrics(node, counters),
-                       unmet=lambda: unmet_conditions(node, node.now()), events=feed)
+                       unmet=lambda: unmet_conditions(node, node.now()), events=feed,
+                       page=lambda query: render_page(node, peer_count=len(peers.peers), now=node.now(),
+                                                      query=query))
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         await web.SockSite(runner, rpc_sock, shutdown_timeout=2.0).start()
