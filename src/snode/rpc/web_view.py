@@ -38,7 +38,8 @@ body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#1b1f24;background:#f
 h1{font-size:1.3em;margin:0 0 .6em}h2{font-size:1.05em;margin:1.4em 0 .4em}
 .cards{display:flex;gap:1em;flex-wrap:wrap}.card{background:#fff;border:1px solid #d0d7de;
 border-radius:6px;padding:.7em 1em;min-width:16em}.card h2{margin-top:0}
-.card dt{color:#57606a;float:left;width:10.5em}.card dd{margin:0 0 .2em 10.5em}table{border-collapse:collapse;background:#fff;width:100%}
+.card dt{color:#57606a;float:left;width:10.5em}.card dd{margin:0 0 .2em 10.5em}
+table{border-collapse:collapse;background:#fff;width:100%}
 th,td{border-bottom:1px solid #d8dee4;padding:.3em .6em;text-align:left;white-space:nowrap}
 th a{color:inherit}td.num,th.num{text-align:right}.Active{color:#1a7f37}.Decomm{color:#bf8700}
 .Await{color:#57606a}.bad{color:#cf222e}nav a{margin-right:.8em}code{font-size:.95em}

@@ -149,6 +149,7 @@ def run_story(devnet: Devnet, story: Story) -> None:
     _service_nodes_take_over(devnet, story)
     _decommission_and_back(devnet, story, solo_pk)
     _rewards(devnet, story)
+    _unlock(devnet, story, pool_pk)
 
 
 def _fund_wallets(devnet: Devnet, story: Story) -> dict[str, str]:
@@ -255,6 +256,24 @@ def _rewards(devnet: Devnet, story: Story) -> None:
     if not alice > 10.0:
         raise DemoFailed(f"alice's rewards did not arrive (balance {alice})")
     say("rewards arrived in the contributors' wallets (reward outputs unlock 10 blocks after their block)")
+
+
+def _unlock(devnet: Devnet, story: Story, pool_pk: str) -> None:
+    say = story.say
+    _wallet_ok(devnet, "bob", "--command", f"request_stake_unlock {pool_pk}", "--yes")
+    rec = story.wait("bob's unlock request to be mined",
+                     lambda: story.has(pool_pk, lambda r: r.requested_unlock_height > 0), 30)
+    say(f"bob asked to unlock his stake on node2 (request_stake_unlock): node2 keeps working until "
+        f"height {rec.requested_unlock_height}, then every stake on it comes back")
+    story.show()
+    story.wait("node2 to leave and return its stakes", lambda: story.record(pool_pk) is None,
+               DEVNET.unlock_duration * DEVNET.target_block_time + 60)
+    returned = [line for line in _wallet_ok(devnet, "alice", "--command", "show_transfers").splitlines()
+                if "stake returned: unlock" in line]
+    if not returned:
+        raise DemoFailed("alice's wallet does not show her returned stake")
+    say("node2 left the list; alice, bob and pool-operator got their stakes back:\n" + returned[-1]
+        + f"\n(spendable {DEVNET.unlock_confirmations} blocks after that block, like any output)")
 
 
 def _info(devnet: Devnet, node: int) -> InfoResult:
