@@ -204,12 +204,17 @@ def test_rounds_skip_stopped_nodes_which_the_quorum_decommissions_and_takes_back
                timeout=60, what="service-node block production")
     watcher = net.sns[0]
 
-    log.info("Stop one node: when its turn to lead comes, round 0 times out and round 1's leader "
-             "makes the block; the node's participation record shows the miss")
-    first = net.sns[-1]
-    first_key = net.pubkeys[-1]
-    first.stop()
+    log.info("Stop the node that leads the block after next, just before its round: round 0 times "
+             "out and round 1's leader makes the block; the node's participation record shows the miss")
+    # (A node stopped at random is first decommissioned for the validations it misses, every
+    # block, before its own turn to lead comes: the stop must come just before that turn.)
+    tip = watcher.get_info()["height"]
+    wait_until(lambda: watcher.get_info()["height"] > tip, timeout=30, what="a new block")
     since = watcher.get_info()["height"]
+    first_key = leader_queue(watcher)[1]  # the next block pays (and is led by) the first
+    first = net.sns[net.pubkeys.index(first_key)]
+    first.stop()
+    watcher = next(sn for sn in net.sns if sn is not first)
     retaken = wait_until(lambda: next((h for h in range(since + 1, watcher.get_info()["height"] + 1)
                                        if watcher.get_block(height=h)["round"] >= 1), None),
                          timeout=90, what="a block made in round 1")
@@ -217,15 +222,16 @@ def test_rounds_skip_stopped_nodes_which_the_quorum_decommissions_and_takes_back
     assert record_of(watcher, first_key)["missed_duties"] >= 1
 
     log.info("Stop three more (4 of 12 down): blocks keep coming, rounds skip the missing leaders")
-    down = net.sns[-4:]
-    for sn in down[:-1]:
+    down = [first] + [sn for sn in net.sns if sn is not first and sn is not watcher][:3]
+    for sn in down[1:]:
         sn.stop()
+    down_keys = [net.pubkeys[net.sns.index(sn)] for sn in down]
     height = watcher.get_info()["height"]
     wait_until(lambda: watcher.get_info()["height"] >= height + 8, timeout=90, what="8 more blocks")
     log.info("The quorum decommissions the stopped nodes, each with its reason")
-    wait_until(lambda: all(not record_of(watcher, k)["active"] for k in net.pubkeys[-4:]), timeout=120,
+    wait_until(lambda: all(not record_of(watcher, k)["active"] for k in down_keys), timeout=120,
                what="the stopped nodes decommissioned")
-    for key in net.pubkeys[-4:]:
+    for key in down_keys:
         rec = record_of(watcher, key)
         assert rec["decommission_count"] >= 1
         assert rec["last_decommission_reason"] in ("missed_uptime_proofs", "missed_block_production"), rec
@@ -237,6 +243,14 @@ def test_rounds_skip_stopped_nodes_which_the_quorum_decommissions_and_takes_back
     wait_until(lambda: all(record_of(watcher, k)["active"] for k in net.pubkeys), timeout=120,
                what="the restarted nodes recommissioned")
     sync_blocks(net.all, timeout=60)
+
+
+def leader_queue(node: Any) -> list[str]:
+    """The payable nodes in reward-queue order (last paid, registered, key): the first leads
+    round 0 of the next block, which pays it and sends it to the back."""
+    payable = [r for r in node.get_service_nodes()["service_node_states"] if r["payable"]]
+    payable.sort(key=lambda r: (r["last_reward_height"], r["registration_height"], r["service_node_pubkey"]))
+    return [r["service_node_pubkey"] for r in payable]
 
 
 def record_of(node: Any, pubkey: str) -> dict[str, Any]:
