@@ -126,6 +126,10 @@ class NetworkParams:
     """A failing active node with less credit than this is deregistered, not decommissioned."""
     credit_earn_blocks: int = 30
     """Blocks of activity that earn one block of credit (Oxen: 24 blocks a day of 720)."""
+    reachability_interval: int = 300
+    """Seconds between two reachability tests of one node by a quorum member (a CurveZMQ
+    handshake at the address its proof declares); a node failing them for longer than the
+    decommission proof age is decommissioned as `unreachable`."""
 
     def quorum_size(self, active: int) -> int:
         """Obligations quorum size for a network with `active` active SNs."""
@@ -195,7 +199,7 @@ DEVNET: Final = NetworkParams(
     target_block_time=2, proof_interval=2, healthy_proof_age=10,
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
     round_time=2, backstop_rounds=10, participation_cooldown=10,
-    unlock_duration=30, deregistration_lock=40, pool_fill_window=50,
+    unlock_duration=30, deregistration_lock=40, pool_fill_window=50, reachability_interval=4,
 )
 REGTEST: Final = NetworkParams(
     name="regtest", network_id=0x534E0004, address_prefix="snr",
@@ -204,6 +208,7 @@ REGTEST: Final = NetworkParams(
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
     generate_on_demand=True, sn_blocks=False, round_time=2, backstop_rounds=10,
     participation_cooldown=10, unlock_duration=30, deregistration_lock=40, pool_fill_window=50,
+    reachability_interval=4,
 )
 
 NETWORKS: Final = {p.name: p for p in (MAINNET, TESTNET, DEVNET, REGTEST)}

@@ -12,11 +12,16 @@ connect to it over P2P; state changes need blocks, so waits for them mine a bloc
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 
 import pytest
 
 from snode.core.blocks import Block
+from snode.core.crypto import SigningKey
+from snode.core.proofs import make_proof
+from snode.net import protocol as P
 from snode.core.encoding import decode
 from snode.core.address import encode_address
 from snode.devchain import key_from_label
@@ -25,6 +30,7 @@ from tests.functional.framework import (
     assert_equal, assert_raises_rpc_error, connect_nodes, narrator, next_loopback_ip, scaled, send_spend,
     snode_cli, sync_blocks, wait_until,
 )
+from tests.functional.p2p import FakePeer
 from tests.functional.sn_helpers import (
     POOL_MIN, SOLO, fund_and_unlock, mine_until, move_clocks, record, register, stake,
 )
@@ -185,7 +191,7 @@ def test_quorumnet_refuses_unregistered_keys(nodes):
     from zmq.utils import z85
     from zmq.utils.monitor import recv_monitor_message
 
-    from snode.core.crypto import SigningKey, x25519_public
+    from snode.core.crypto import x25519_public
 
     sn = nodes.add(extra_args=["--service-node"])
     server = x25519_public(bytes.fromhex(sn.get_service_node_key()["service_node_pubkey"]))
@@ -341,3 +347,56 @@ def test_a_second_daemon_with_the_same_key_refuses_to_go_on(nodes):
     connect_nodes(second, hub)
     wait_until(lambda: record(second, pk)["active"], timeout=30, what="the second daemon serving")
     assert second.running
+
+
+def test_a_node_that_cannot_be_reached_where_it_says_is_decommissioned_unreachable(nodes):
+    """Proofs only declare an address (and a peer can pass one off as relayed, skipping the IP
+    check); quorum members test it with a CurveZMQ handshake on quorumnet."""
+    log.info("A hub and %d service nodes, all active: their quorum is made of service nodes", 5)
+    hub = nodes.add()
+    sns = [nodes.add(extra_args=["--service-node"]) for _ in range(5)]
+    for sn in sns:
+        connect_nodes(sn, hub)
+    ops = [key_from_label(f"reach op {i}") for i in range(len(sns))]
+    fund_and_unlock(hub, {op.public: SOLO + COIN for op in ops})
+    for sn, op in zip(sns, ops):
+        register(sn, hub, op, SOLO)
+    hub.generate_blocks(blocks=1)
+    pks = [sn.get_service_node_key()["service_node_pubkey"] for sn in sns]
+    mine_until(hub, lambda: all(record(hub, pk)["active"] for pk in pks), timeout=60, what="all SNs active")
+    wait_until(lambda: all(record(sn, pk)["last_uptime_proof"] for sn in sns for pk in pks),
+               timeout=30, what="every SN seeing every SN's proofs")
+    victim, victim_pk, live = sns[-1], pks[-1], sns[:-1]
+    victim_key = SigningKey(bytes.fromhex((victim.data_dir / "key").read_text().strip()))
+    assert victim_key.public.hex() == victim_pk
+    log.info("Freeze the victim (SIGSTOP): it cannot answer a handshake; a fake peer keeps its "
+             "proofs fresh, passed off as relayed so no IP check applies")
+    fake = FakePeer(hub, source_ip=next_loopback_ip())
+    fake.handshake()
+
+    def prove(timestamp: int) -> None:
+        proof = make_proof(victim_key, REGTEST, timestamp=timestamp, public_ip=victim.ip,
+                           p2p_port=victim.p2p_port, quorumnet_port=REGTEST.quorumnet_port, version="0.1.0")
+        fake.send(P.Proof(proof=proof, relayed=True))
+
+    assert victim.process is not None
+    os.kill(victim.process.pid, signal.SIGSTOP)
+    try:
+        prove(int(time.time()) + 1)
+        # Members test the nodes they judge as blocks come (each node once per interval).
+        mine_until(hub, lambda: any(f"no quorumnet handshake with {victim_pk[:16]}" in sn.stderr_text()
+                                    for sn in live),
+                   timeout=30, what="a quorum member's failed reachability test")
+        log.info("Move every live clock 40 s on (past the 30 s decommission age), the victim's "
+                 "proof still fresh: the quorum decommissions it as unreachable")
+        later = int(time.time()) + 40
+        move_clocks([hub, *live], later, proving=live, judges=live)
+        prove(later)
+        wait_until(lambda: all(record(sn, victim_pk)["last_uptime_proof"] >= later for sn in live),
+                   timeout=30, what="the fake proof reaching every judge")
+        rec = mine_until(hub, lambda: (r := record(hub, victim_pk)) and not r["active"] and r,
+                         timeout=60, what="the quorum decommissioning the unreachable node")
+        assert_equal((rec["last_decommission_reason"], rec["status"]), ("unreachable", "Decomm"))
+    finally:
+        os.kill(victim.process.pid, signal.SIGCONT)
+        fake.sock.close()

@@ -86,3 +86,33 @@ def test_a_node_decommissioned_for_missed_blocks_waits_out_the_cooldown():
     assert verdict(node, NOW, height=100 + MAINNET.participation_cooldown) == RECOMMISSION
     other = msgspec.structs.replace(node, last_decommission_reason=Reason.MISSED_UPTIME_PROOFS)
     assert verdict(other, NOW, height=101) == RECOMMISSION
+
+
+@pytest.mark.parametrize(("failing_for", "expected"), [
+    (0, None), (1, None), (1_800, None),
+    (1_801, Verdict(StateChangeKind.DECOMMISSION, Reason.UNREACHABLE)),
+])
+def test_an_active_node_that_cannot_be_reached_is_decommissioned_past_the_decommission_age(failing_for, expected):
+    assert judge(sn(), last_proof=NOW - 10, now=NOW, params=MAINNET, may_decommission=True,
+                 height=100, unreachable_for=failing_for) == expected
+
+
+def test_missed_proofs_come_before_unreachable_and_an_unreachable_node_is_not_recommissioned():
+    assert judge(sn(), last_proof=0, now=NOW, params=MAINNET, may_decommission=True, height=100,
+                 unreachable_for=5_000) == DECOMMISSION_PROOFS
+    down = sn(active=False, reason=Reason.UNREACHABLE)
+    assert judge(down, last_proof=NOW - 10, now=NOW, params=MAINNET, may_decommission=True, height=100,
+                 unreachable_for=60) is None
+    assert judge(down, last_proof=NOW - 10, now=NOW, params=MAINNET, may_decommission=True,
+                 height=100) == RECOMMISSION
+    assert Reason.UNREACHABLE.label == "unreachable"
+
+
+def test_a_failing_node_without_the_credit_for_a_decommission_is_deregistered():
+    poor = sn(credit=MAINNET.credit_min - 1, changed=100)
+    assert judge(poor, last_proof=0, now=NOW, params=MAINNET, may_decommission=True, height=100) == Verdict(
+        StateChangeKind.DEREGISTER, Reason.MISSED_UPTIME_PROOFS)
+    spent = sn(active=False, credit=20, changed=80, reason=Reason.MISSED_BLOCK_PRODUCTION)
+    assert judge(spent, last_proof=0, now=NOW, params=MAINNET, may_decommission=True, height=99) is None
+    assert judge(spent, last_proof=0, now=NOW, params=MAINNET, may_decommission=True, height=100) == Verdict(
+        StateChangeKind.DEREGISTER, Reason.MISSED_BLOCK_PRODUCTION)

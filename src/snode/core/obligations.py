@@ -23,21 +23,23 @@ class Verdict(NamedTuple):
 
 def judge(
     sn: ServiceNode, *, last_proof: int, now: int, params: NetworkParams, may_decommission: bool,
-    participation: Participation | None = None, height: int = 0,
+    participation: Participation | None = None, height: int = 0, unreachable_for: int = 0,
 ) -> Verdict | None:
     """The state change `sn` deserves now (the chain is at `height`), or None.
 
     `last_proof` is the timestamp of the last uptime proof this member accepted from the node (0
     if none). `may_decommission` is False while the member has not been up long enough to have
     seen everyone's proofs: a freshly restarted member must not vote the whole network out.
-    `participation` is this member's record of the node's block-production duties.
+    `participation` is this member's record of the node's block-production duties;
+    `unreachable_for`, how long this member's reachability tests of it have failed (0: they
+    pass, or none failed yet).
     """
     if not sn.funded:
         return None
     if sn.active:
         if not may_decommission:
             return None
-        failure = _failure(sn, last_proof, now, params, participation)
+        failure = _failure(sn, last_proof, now, params, participation, unreachable_for)
         if failure is None:
             return None
         if credit_at(sn, height, params) < params.credit_min:
@@ -48,7 +50,7 @@ def judge(
     if (sn.last_decommission_reason == Reason.MISSED_BLOCK_PRODUCTION
             and height - sn.last_state_change_height < params.participation_cooldown):
         return None
-    if last_proof and now - last_proof <= params.healthy_proof_age:
+    if last_proof and now - last_proof <= params.healthy_proof_age and not unreachable_for:
         if sn.active_since == NO_HEIGHT:
             return Verdict(StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF)
         return Verdict(StateChangeKind.RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED)
@@ -57,12 +59,14 @@ def judge(
 
 def _failure(
     sn: ServiceNode, last_proof: int, now: int, params: NetworkParams,
-    participation: Participation | None,
+    participation: Participation | None, unreachable_for: int,
 ) -> Reason | None:
     """Why an active node fails its obligations, or None."""
     silent_for = now - last_proof if last_proof else None
     if silent_for is None or silent_for > params.decommission_proof_age:
         return Reason.MISSED_UPTIME_PROOFS
+    if unreachable_for > params.decommission_proof_age:
+        return Reason.UNREACHABLE
     if participation is not None and fails_participation(participation, params):
         return Reason.MISSED_BLOCK_PRODUCTION
     return None

@@ -43,6 +43,9 @@ class Reason(enum.IntEnum):
     MISSED_BLOCK_PRODUCTION = 4
     """Led no block in its rounds, or signed none of the blocks it validated, too often
     (`core.participation`)."""
+    UNREACHABLE = 5
+    """Quorum members could not complete a CurveZMQ handshake at the address and quorumnet port
+    its uptime proofs declare, for longer than the decommission proof age."""
 
     @property
     def label(self) -> str:

@@ -17,6 +17,7 @@ import zmq
 import zmq.asyncio
 from zmq.auth.asyncio import AsyncioAuthenticator
 from zmq.utils import z85
+from zmq.utils.monitor import parse_monitor_message
 
 from snode.core.crypto import SigningKey, x25519_public
 from snode.core.encoding import decode, encode
@@ -150,6 +151,43 @@ class QuorumNet:
         if isinstance(sent, asyncio.Future):
             sent.add_done_callback(_consume)
         return True
+
+
+    async def probe(self, member: bytes, timeout: float) -> bool | None:
+        """Whether a CurveZMQ handshake with SN `member`, at the address and port its last
+        uptime proof declares, completes within `timeout` seconds (None: no address known).
+        A proof says where a node is; only this says it can be reached there."""
+        endpoint = self.node.proofs.endpoint(member)
+        if endpoint is None or member == self.key.public:
+            return None
+        ip, port = endpoint
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.curve_secretkey = z85.encode(self._secret)
+        sock.curve_publickey = z85.encode(self._public)
+        sock.curve_serverkey = z85.encode(x25519_public(member))
+        sock.setsockopt(zmq.LINGER, 0)
+        monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | HANDSHAKE_FAILED)
+        try:
+            sock.connect(f"tcp://[{ip}]:{port}" if ":" in ip else f"tcp://{ip}:{port}")
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            while (left := deadline - loop.time()) > 0:
+                if not await monitor.poll(left * 1000):
+                    return False
+                event = parse_monitor_message(await monitor.recv_multipart())["event"]
+                if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                    return True
+                if event & HANDSHAKE_FAILED:
+                    return False
+            return False
+        finally:
+            sock.disable_monitor()
+            monitor.close(linger=0)
+            sock.close(linger=0)
+
+
+HANDSHAKE_FAILED: Final = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                           | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
 
 def _consume(future: asyncio.Future[Any]) -> None:

@@ -28,6 +28,7 @@ from snode.net.peers import PeerManager
 from snode.node.events import BlocksAdopted
 from snode.node.node import Node
 from snode.params import STATE_CHANGE_WINDOW
+from snode.services.reachability import ReachabilityTests
 
 if TYPE_CHECKING:  # pyzmq is imported only by a service node's daemon (start-up time)
     from snode.net.quorumnet import QuorumNet
@@ -55,6 +56,7 @@ class ServiceNodeDuties:
         check); `on_doppelganger` is told what was seen (the daemon stops with it)."""
         self.on_doppelganger = on_doppelganger
         self.doppelganger: str | None = None
+        self.reachability = ReachabilityTests(node, quorumnet) if quorumnet is not None else None
         self.votes: dict[VoteKey, dict[bytes, bytes]] = {}
         self.submitted: set[VoteKey] = set()
         node.hub.subscribe(ProofMessage, self.on_peer_proof)
@@ -173,10 +175,16 @@ class ServiceNodeDuties:
         warm = now - self.started >= node.params.decommission_proof_age
         height = node.height
         quorum = node.state.quorums[height]
-        for sn in node.state.service_nodes.values():
+        registry = node.state.service_nodes
+        tests = self.reachability
+        if tests is not None:
+            tests.forget_gone(registry.keys())
+            tests.schedule((sn.pubkey for sn in registry.values() if sn.funded), now)
+        for sn in registry.values():
             verdict = judge(sn, last_proof=node.proofs.last_accepted(sn.pubkey), now=now,
                             params=node.params, may_decommission=warm,
-                            participation=node.participation.of(sn.pubkey), height=height + 1)
+                            participation=node.participation.of(sn.pubkey), height=height + 1,
+                            unreachable_for=tests.unreachable_for(sn.pubkey, now) if tests else 0)
             if verdict is None:
                 continue
             message = state_change_hash(node.params.network_id, sn.pubkey, verdict.kind, verdict.reason, height)
