@@ -87,14 +87,7 @@ def build_config(
         allowed.append(host.lower())
     if data_dir is not None and not data_dir.strip():
         raise ConfigError("--data-dir: give a directory path (it is empty)")
-    ports = {"--rpc-admin": (rpc.host, rpc.port), "--p2p-bind-port": (p2p_ip, p2p_port)}
-    if service_node:
-        ports["--quorumnet-port"] = (p2p_ip, qnet)
-    seen: dict[int, str] = {}
-    for option, (_, port) in ports.items():
-        if port in seen:
-            raise ConfigError(f"{option}: port {port} is also the {seen[port]} port; give each its own port")
-        seen[port] = option
+    _check_distinct_ports(rpc.port, p2p_port, qnet if service_node else None)
     genesis_path = Path(genesis) if genesis is not None else None
     if genesis_path is not None and not genesis_path.is_file():
         raise ConfigError(f"--genesis: {genesis} is not a readable file")
@@ -107,6 +100,17 @@ def build_config(
         rpc_allowed_hosts=tuple(allowed), notify=_notify_command(notify),
         skip_doppelganger_check=skip_doppelganger_check,
     )
+
+
+def _check_distinct_ports(rpc: int, p2p: int, quorumnet: int | None) -> None:
+    ports = {"--rpc-admin": rpc, "--p2p-bind-port": p2p}
+    if quorumnet is not None:
+        ports["--quorumnet-port"] = quorumnet
+    seen: dict[int, str] = {}
+    for option, port in ports.items():
+        if port in seen:
+            raise ConfigError(f"{option}: port {port} is also the {seen[port]} port; give each its own port")
+        seen[port] = option
 
 
 def _notify_command(text: str | None) -> tuple[str, ...]:
