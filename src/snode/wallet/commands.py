@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from typing import Callable, Final
 
 from snode.core.errors import SnodeError
-from snode.wallet.logic import balance_lines, is_register_command, is_yes, split_command, transfer_lines
-from snode.wallet.staking import stakes_lines
+from snode.wallet.logic import (
+    balance_lines, is_register_command, is_yes, split_command, transfer_lines, when,
+)
+from snode.wallet.staking import locked_line, stakes_lines
 from snode.wallet.service import Pending, WalletService, parse_amount
 
 CANCELLED: Final = "Transaction cancelled."
@@ -77,7 +79,18 @@ def _stake(service: WalletService, args: list[str], line: str) -> Reply:
 
 def _stakes(service: WalletService, args: list[str], line: str) -> Reply:
     nodes, pending = service.stakes()
-    return Reply(tuple(stakes_lines(nodes, service.key.public, pending)))
+    height = service.daemon.tip().height
+    locked = [locked_line(s.service_node_pubkey, s.amount, s.unlock_height or 0, s.reason)
+              for s in service.locked_stakes()]
+    return Reply(tuple(stakes_lines(
+        nodes, service.key.public, pending, locked=locked,
+        unlock=lambda at: when(max(at - height, 0), service.params, service.clock()))))
+
+
+def _request_unlock(service: WalletService, args: list[str], line: str) -> Reply:
+    if len(args) != 1:
+        return _usage("request_stake_unlock")
+    return _ask(service.prepare_unlock(args[0]))
 
 
 def _show_transfers(service: WalletService, args: list[str], line: str) -> Reply:
@@ -120,8 +133,21 @@ COMMANDS: Final[dict[str, Command]] = {
         ),
     ),
     "stakes": Command(
-        "stakes", "List this wallet's stakes: node, my amount, status, node total / requirement.",
-        _stakes,
+        "stakes", "List this wallet's stakes: node, my amount, status, node total / requirement, "
+        "and when each unlocks.", _stakes,
+    ),
+    "request_stake_unlock": Command(
+        "request_stake_unlock <service_node_pubkey>",
+        "Ask for a node you staked on to leave: every stake on it comes back after the unlock period.",
+        _request_unlock,
+        details=(
+            "Any contributor (the operator or another) of a fully funded node may ask, once per "
+            "node; the request costs no fee and cannot be taken back.",
+            "The node keeps working and earning until its unlock height; the next block returns "
+            "each contributor's stake, spendable 10 blocks later.",
+            "An open pool node cannot be unlocked: its stakes come back if it is not filled in "
+            "its fill window.",
+        ),
     ),
     "show_transfers": Command("show_transfers", "List the transactions that moved this wallet's coins.",
                               _show_transfers),

@@ -13,7 +13,8 @@ from typing import Any, Final, TypeVar
 
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.types import (
-    BlockResult, GetServiceNodesParams, HeightResult, MempoolResult, OutputsResult, SendTxResult,
+    BlockResult, GetServiceNodesParams, HeightResult, LockedStakesResult, MempoolResult, OutputsResult,
+    SendTxResult,
     ServiceNodesResult, ServiceNodeState, TransactionResult,
 )
 from snode.common.endpoints import ConfigError, parse_http_url
@@ -85,6 +86,10 @@ class DaemonClient:
                 spent[outpoint_key(bytes.fromhex(tx_hex), int(index))] = tx.txid
         return spent
 
+    def locked_stakes(self, address: str) -> LockedStakesResult:
+        """The address's stakes it cannot spend: on nodes, or locked by a deregistration."""
+        return self.call("get_locked_stakes", LockedStakesResult, {"address": address})
+
     def service_nodes(self, prefix: str, *, pubkeys: list[str] | None = None,
                       contributor: str | None = None) -> list[ServiceNode]:
         """The service nodes every given filter lets through (get_service_nodes' filters), as
@@ -110,4 +115,5 @@ def node_of(record: ServiceNodeState, prefix: str) -> ServiceNode:
         funded_height=NO_HEIGHT, active=record.active, active_since=NO_HEIGHT,
         decommission_count=record.decommission_count, last_reward_height=0,
         last_state_change_height=0, last_state_change_reason=0, last_decommission_reason=0,
+        requested_unlock_height=record.requested_unlock_height, leaves_at=record.leaves_at,
     )

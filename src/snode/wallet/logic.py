@@ -4,6 +4,7 @@ transfer history. No I/O: the caller brings what the daemon said and the time.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, assert_never
@@ -12,12 +13,13 @@ from snode.core.blocks import Block
 from snode.core.registration import COMMAND as REGISTER_COMMAND
 from snode.core.state import UtxoEntry
 from snode.core.transactions import (
-    Coinbase, OutPoint, Registration, Stake, StakeReturn, StateChange, Transaction, Transfer, TxKind,
-    UnlockRequest, outpoint_key, payload_kind, payload_spend, txid,
+    DEREGISTER_KIND, Coinbase, OutPoint, Payload, Registration, Stake, StakeReturn, StateChange,
+    Transaction, Transfer, TxKind, UnlockRequest, outpoint_key, payload_kind, payload_spend, txid,
 )
 from snode.core.txbuilder import Spendable
 from snode.core.units import format_coins
-from snode.params import COIN
+from snode.core.stake_exit import ReturnReason
+from snode.params import COIN, NetworkParams
 
 YES_ANSWERS: Final = frozenset({"yes", "y"})
 NO_ANSWERS: Final = frozenset({"no", "n"})
@@ -117,6 +119,16 @@ class Unlock:
 
 
 @dataclass(frozen=True, slots=True)
+class Unlocking:
+    """A stake of this wallet on a node whose unlock was requested."""
+
+    sn_pubkey: bytes
+    amount: int
+    unlock_height: int
+    """The node works until this height; the next block returns the stake."""
+
+
+@dataclass(frozen=True, slots=True)
 class PendingStake:
     """A registration or stake of this wallet that is in the mempool, not yet on the chain."""
 
@@ -143,6 +155,8 @@ class Balance:
     unlocks: tuple[Unlock, ...] = ()
     """The locked outputs at the tip (not the pending coins), by unlock height, soonest first."""
     pending_stakes: tuple[PendingStake, ...] = ()
+    unlocking: tuple[Unlocking, ...] = ()
+    """Stakes (counted in `staked`) on nodes whose unlock was requested."""
 
     @property
     def locked(self) -> int:
@@ -206,17 +220,46 @@ def pending_stake_line(stake: PendingStake) -> str:
 
 def balance_lines(balance: Balance, nodes: int, confirmations: int) -> list[str]:
     """The lines `balance` prints: `Balance:` and `Unlocked balance:` first (bare coin amounts,
-    as scripts read them), then what is locked and until when, pending coins and stakes."""
+    as scripts read them), then what is locked and until when, pending coins, stakes, and the
+    stakes that are unlocking."""
     lines = [f"Balance: {format_coins(balance.total)}", f"Unlocked balance: {format_coins(balance.unlocked)}"]
     locked = locked_text(balance)
     if locked is not None:
         lines.append(f"Locked: {locked}")
     if balance.pending:
         lines.append(f"Pending (unconfirmed): {pending_text(balance, confirmations)}")
-    plural = "" if nodes == 1 else "s"
-    lines.append(f"Staked: {coins(balance.staked)} on {nodes} service node{plural}")
+    unlocking = sum(u.amount for u in balance.unlocking)
+    staying = nodes - len(balance.unlocking)
+    plural = "" if staying == 1 else "s"
+    lines.append(f"Staked: {coins(balance.staked - unlocking)} on {staying} service node{plural}")
+    if balance.unlocking:
+        first = min(u.unlock_height for u in balance.unlocking)
+        count = len(balance.unlocking)
+        lines.append(
+            f"Unlocking: {coins(unlocking)} on {count} service node{'' if count == 1 else 's'} "
+            f"(the first returned at height {first + 1}, spendable from height "
+            f"{first + 1 + confirmations})")
     lines += [pending_stake_line(p) for p in balance.pending_stakes]
     return lines
+
+
+def when(blocks: int, params: NetworkParams, now: float) -> str:
+    """`in N blocks, about T, around <date>` (regtest, whose blocks come on demand: `in N blocks`)."""
+    text = f"in {blocks} block{'' if blocks == 1 else 's'}"
+    if params.target_block_time <= 0:
+        return text
+    seconds = blocks * params.target_block_time
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(now + seconds))
+    return f"{text}, about {duration(seconds)}, around {date}"
+
+
+def duration(seconds: int) -> str:
+    """A rough human duration: `15 days`, `3 hours`, `2 minutes`, `40 seconds`."""
+    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60)):
+        if seconds >= size:
+            count = round(seconds / size)
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return f"{seconds} second{'' if seconds == 1 else 's'}"
 
 
 def not_enough(unlocked: int, amount: int, fee: int, balance: Balance, confirmations: int) -> str:
@@ -288,7 +331,8 @@ class TransferRecord:
     height: int
     txid: str
     kind: str
-    """`in`, `out`, `reward`, `registration` or `stake`."""
+    """`in`, `out`, `reward`, `registration`, `stake`, `unlock request`, or `stake returned:
+    <reason>` (unlock, pool expired, deregistration)."""
     amount: int
     """Coins received, or coins that left the wallet (fee included) for the other kinds."""
     fee: int
@@ -308,10 +352,25 @@ def scan_block(
             if out.owner == owner:
                 mine[outpoint_key(tx_id, i)] = out.amount
                 received += out.amount
+        payload = tx.payload
+        if isinstance(payload, UnlockRequest) and payload.contributor == owner:
+            records.append(TransferRecord(height, tx_id.hex(), "unlock request", 0, 0))
+            continue
         if not spent and not received:
             continue
         records.append(_record(tx, tx_id.hex(), height, spent, received))
     return records
+
+
+def _returned(payload: Payload) -> str | None:
+    """`stake returned: <reason>` for a transaction that returns stakes, else None."""
+    match payload:
+        case StakeReturn():
+            return f"stake returned: {ReturnReason(payload.reason).label}"
+        case StateChange() if payload.kind == DEREGISTER_KIND:
+            return f"stake returned: {ReturnReason.DEREGISTRATION.label}"
+        case _:
+            return None
 
 
 def _record(tx: Transaction, tx_id: str, height: int, spent: int, received: int) -> TransferRecord:
@@ -319,7 +378,7 @@ def _record(tx: Transaction, tx_id: str, height: int, spent: int, received: int)
     if kind is TxKind.COINBASE:
         return TransferRecord(height, tx_id, "reward", received, 0)
     if not spent:
-        return TransferRecord(height, tx_id, "in", received, 0)
+        return TransferRecord(height, tx_id, _returned(tx.payload) or "in", received, 0)
     fee = spent - sum(o.amount for o in tx.outputs) - payload_spend(tx.payload)
     shown = {TxKind.REGISTRATION: "registration", TxKind.STAKE: "stake"}.get(kind, "out")
     return TransferRecord(height, tx_id, shown, spent - received, max(fee, 0))
@@ -329,12 +388,13 @@ def transfer_lines(records: Sequence[TransferRecord]) -> list[str]:
     """The lines of `show_transfers`."""
     if not records:
         return ["No transfers yet."]
-    lines = [f"{'height':>7}  {'kind':<12}  {'amount':>20}  {'fee':>12}  txid"]
+    width = max(12, *(len(r.kind) for r in records))
+    lines = [f"{'height':>7}  {'kind':<{width}}  {'amount':>20}  {'fee':>12}  txid"]
     for r in records:
-        sign = "+" if r.kind in ("in", "reward") else "-"
+        sign = "+" if r.kind in ("in", "reward") or r.kind.startswith("stake returned") else "-"
+        amount = sign + format_coins(r.amount) if r.amount else "0"
         lines.append(
-            f"{r.height:>7}  {r.kind:<12}  {sign + format_coins(r.amount):>20}  "
-            f"{format_coins(r.fee):>12}  {r.txid}"
+            f"{r.height:>7}  {r.kind:<{width}}  {amount:>20}  {format_coins(r.fee):>12}  {r.txid}"
         )
     return lines
 

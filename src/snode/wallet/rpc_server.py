@@ -1,4 +1,5 @@
-"""The wallet JSON-RPC (aiohttp): get_balance, get_address, transfer, register_service_node, stake.
+"""The wallet JSON-RPC (aiohttp): get_balance, get_address, transfer, register_service_node, stake,
+request_stake_unlock.
 
 Loopback only: a non-loopback bind is refused at start-up, and so are requests whose Host header
 is not a loopback name (DNS rebinding) or that carry a browser Origin header (cross-site
@@ -67,6 +68,7 @@ class WalletRpc:
             "transfer": self.transfer,
             "register_service_node": self.register_service_node,
             "stake": self.stake,
+            "request_stake_unlock": self.request_stake_unlock,
         }
 
     def get_address(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -80,6 +82,7 @@ class WalletRpc:
             "balance": balance.total, "unlocked_balance": balance.unlocked,
             "pending": balance.pending, "staked": balance.staked, "staked_nodes": nodes,
             "pending_staked": balance.pending_staked,
+            "unlocking": sum(u.amount for u in balance.unlocking),
         }
 
     def _send(self, pending: Pending) -> dict[str, Any]:
@@ -109,6 +112,14 @@ class WalletRpc:
         pending = self.service.prepare_stake(pubkey, text)
         result = self._send(pending)
         result["amount"] = getattr(pending.tx.payload, "amount", 0)
+        return result
+
+    def request_stake_unlock(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Ask for the unlock of a node this wallet staked on; its unlock height."""
+        pubkey = _param(params, "service_node_pubkey", str, "64 hex characters")
+        pending = self.service.prepare_unlock(pubkey)
+        result = self._send(pending)
+        result["unlock_height"] = self.service.daemon.tip().height + 1 + self.service.params.unlock_duration
         return result
 
     async def call(self, name: str, params: dict[str, Any]) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from snode.core.address import decode_address, encode_address
 from snode.core.blocks import Block
@@ -18,14 +18,17 @@ from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError, InvalidAmount, InvalidRegistration, InvalidTransaction
 from snode.core.state import ServiceNode
 from snode.core.transactions import Payload, Stake, Transaction, Transfer, TxOut
-from snode.core.txbuilder import Spendable, build_spend, estimate_fee, payload_spend
+from snode.core.service_nodes import status
+from snode.core.stake_exit import check_unlock_request
+from snode.core.txbuilder import Spendable, build_spend, build_unlock_request, estimate_fee, payload_spend
 from snode.core.units import format_coins, format_percent, parse_coins
 from snode.params import NetworkParams
 from snode.wallet.daemon import DaemonClient
 from snode.wallet.errors import DaemonError, WalletError
+from snode.api.types import LockedStake
 from snode.wallet.logic import (
-    Balance, Output, PendingStake, TransferRecord, balance_of, coins, not_enough, pool_effects,
-    scan_block, spendable,
+    Balance, Output, PendingStake, TransferRecord, Unlocking, balance_of, coins, not_enough,
+    pool_effects, scan_block, spendable, when,
 )
 from snode.wallet.staking import check_registration_line, choose_stake, my_contribution, parse_pubkey
 
@@ -109,7 +112,11 @@ class WalletService:
         pool_spent = self._pool_spent()
         nodes = [sn for sn in self.my_nodes() if my_contribution(sn, self.key.public) > 0]
         staked = sum(my_contribution(sn, self.key.public) for sn in nodes)
-        return self._balance_of(height, outputs, pool_spent, staked), len(nodes)
+        balance = self._balance_of(height, outputs, pool_spent, staked)
+        leaving = [sn for sn in nodes if sn.requested_unlock_height]
+        unlocking = tuple(Unlocking(sn.pubkey, my_contribution(sn, self.key.public), sn.requested_unlock_height)
+                          for sn in leaving)
+        return replace(balance, unlocking=unlocking), len(nodes)
 
     def stakes(self) -> tuple[list[ServiceNode], tuple[PendingStake, ...]]:
         """(the nodes this wallet is on or has a stake in the mempool for, those pending stakes)."""
@@ -208,6 +215,34 @@ class WalletService:
             tx=tx, fee=fee, lines=tuple(lines),
             question=f"Stake {coins(choice.amount)}? (Yes/No): ",
         )
+
+    def prepare_unlock(self, pubkey_text: str) -> Pending:
+        """A signed request to unlock this wallet's stake on a service node (no fee). Refused,
+        with the reason, when the chain would refuse it: nothing is built or sent then."""
+        pubkey = parse_pubkey(pubkey_text)
+        sn = self._node(pubkey)
+        height = self.daemon.tip().height
+        check_unlock_request(sn, pubkey, self.key.public, height + 1, self.params)
+        assert sn is not None  # refused above when not registered
+        unlock = height + 1 + self.params.unlock_duration
+        confirmations = self.params.unlock_confirmations
+        lines = (
+            f"Service node: {pubkey.hex()} ({status(sn).value})",
+            f"Your stake: {coins(my_contribution(sn, self.key.public))} of "
+            f"{format_coins(sn.total_contributed)} on the node",
+            f"It unlocks at height {unlock} ({when(unlock - height, self.params, self.clock())}): "
+            "the node keeps working and earning until then, and every stake on it comes back in "
+            f"the next block, spendable {confirmations} blocks later.",
+            "An unlock request cannot be taken back.",
+        )
+        return Pending(
+            tx=build_unlock_request(self.key, pubkey, self.params), fee=0, lines=lines,
+            question="Request the unlock of this service node? (Yes/No): ",
+        )
+
+    def locked_stakes(self) -> list[LockedStake]:
+        """This wallet's stakes returned by a deregistration and still locked."""
+        return [s for s in self.daemon.locked_stakes(self.address).stakes if s.state == "deregistered"]
 
     def _build(self, outputs: list[TxOut], payload: Payload) -> tuple[Transaction, int]:
         """A signed transaction from this wallet's spendable outputs, and its fee.

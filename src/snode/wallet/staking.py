@@ -4,7 +4,7 @@ showing stakes, and checking a registration line before anything is sent."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -133,34 +133,49 @@ def parse_stake_percent(text: str) -> int:
     return ppm
 
 
-def stake_line(sn: ServiceNode, staker: bytes, pending: int = 0) -> str:
+def stake_line(sn: ServiceNode, staker: bytes, pending: int = 0, unlock: Callable[[int], str] | None = None) -> str:
     """One row of `stakes`: node key, my amount (and what is pending), status, node total /
-    requirement."""
+    requirement, and when it unlocks once an unlock was requested (`unlock(blocks)` says when
+    a number of blocks from now is)."""
     mine = format_coins(my_contribution(sn, staker))
     if pending:
         mine += f" + {format_coins(pending)} (pending)"
-    return (
+    line = (
         f"{sn.pubkey.hex()}  mine: {mine}  "
         f"{status(sn).value:<6}  {format_coins(sn.total_contributed)} / "
         f"{format_coins(sn.staking_requirement)}"
     )
+    if sn.requested_unlock_height and unlock is not None:
+        line += f"  unlocking at height {sn.requested_unlock_height} ({unlock(sn.requested_unlock_height)})"
+    elif sn.leaves_at and not sn.funded:
+        line += f"  returned at height {sn.leaves_at} unless filled by then"
+    return line
+
+
+def locked_line(sn_pubkey: str, amount: int, until: int, reason: str) -> str:
+    """A row of `stakes` for a stake a deregistration returned, still locked."""
+    return (f"{sn_pubkey}  mine: {format_coins(amount)}  Deregistered ({reason or 'failing'})  "
+            f"locked by deregistration until height {until}")
 
 
 def stakes_lines(
-    nodes: Sequence[ServiceNode], staker: bytes, pending: Sequence[PendingStake] = ()
+    nodes: Sequence[ServiceNode], staker: bytes, pending: Sequence[PendingStake] = (),
+    *, unlock: Callable[[int], str] | None = None, locked: Sequence[str] = (),
 ) -> list[str]:
     """The lines of `stakes`: one row per node (stakes in the mempool marked `(pending)`, a
-    registration in the mempool as a row of its own), then the total."""
+    registration in the mempool as a row of its own, the unlock height once requested), the
+    rows of `locked` (stakes a deregistration returned, still locked), then the total."""
     waiting: dict[bytes, int] = {}
     for p in pending:
         waiting[p.sn_pubkey] = waiting.get(p.sn_pubkey, 0) + p.amount
     shown = {sn.pubkey for sn in nodes}
-    lines = [stake_line(sn, staker, waiting.get(sn.pubkey, 0)) for sn in nodes]
+    lines = [stake_line(sn, staker, waiting.get(sn.pubkey, 0), unlock) for sn in nodes]
     for p in pending:
         if p.sn_pubkey not in shown:
             kind = "registration" if p.registration else "stake"
             lines.append(f"{p.sn_pubkey.hex()}  mine: {format_coins(p.amount)} (pending)  "
                          f"{kind} in the mempool, not yet mined")
+    lines += locked
     if not lines:
         return ["No stakes."]
     total = sum(my_contribution(sn, staker) for sn in nodes)
