@@ -2,7 +2,8 @@
 
 A proof this node signs is not yet a proof the network has: it counts (in the ProofBook, and so
 in `last_uptime_proof`, the status line and this node's own judging) only once a peer
-acknowledges it (`ProofAck`) or relays it back. A peer's refusal is kept with its reason until a
+acknowledges it (`ProofAck`) or relays it back, or at once when this daemon has no peer and is
+itself the tip's obligations quorum (a lone regtest node). A peer's refusal is kept with its reason until a
 peer accepts a proof sent after it, so the status line shows `refused: <reason>` while the age of
 the last accepted proof keeps growing.
 """
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+QUORUM_MEMBER = "this node, the quorum (no peers)"
+
 
 class OwnProof:
     """The node's own proofs; it writes only the node's ProofBook and publishes on its hub."""
@@ -37,9 +40,10 @@ class OwnProof:
             p2p_port=ident.p2p_port, quorumnet_port=ident.quorumnet_port, version=__version__,
         )
 
-    def send(self, now: int) -> UptimeProof:
+    def send(self, now: int, *, alone: bool = False) -> UptimeProof:
         """Sign a proof newer than the last one sent and hand it to the network (P2P sends it to
-        every peer); InvalidProof says why it cannot be sent."""
+        every peer); InvalidProof says why it cannot be sent. `alone`: this daemon has no peer
+        (then, if it is the quorum, its own word is all the network there is)."""
         node = self._node
         book = node.proofs
         last, previous = book.own_sent
@@ -48,7 +52,20 @@ class OwnProof:
                     now=now, last_accepted=last, previous_accepted=previous)
         book.own_sent = (proof.timestamp, last)
         node.hub.publish(ProofAccepted(proof, None, False))
+        if alone and self._in_quorum():
+            # With no peer, a daemon that is itself the quorum (a lone regtest node holds the
+            # authority key) has the network's whole word. With peers, only their word counts:
+            # a node must not vouch for itself while they refuse its proofs.
+            self.accepted(proof.timestamp, QUORUM_MEMBER)
         return proof
+
+    def _in_quorum(self) -> bool:
+        node = self._node
+        quorum = node.state.quorums.get(node.height)
+        if quorum is None:
+            return False
+        keys = {k.public for k in (node.identity.key if node.identity else None, node.producer_key) if k}
+        return not keys.isdisjoint(quorum.members)
 
     def accepted(self, timestamp: int, by: str) -> None:
         """Peer `by` accepted our proof stamped `timestamp` (it said so, or relayed it back)."""

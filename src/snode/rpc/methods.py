@@ -254,7 +254,7 @@ class MethodTable:
                 "register it first (get_service_node_registration_cmd)",
             )
         try:
-            proof = node.own_proof.send(self.now())
+            proof = node.own_proof.send(self.now(), alone=self.peers is None or not self.peers.peers)
         except InvalidProof as err:
             raise RpcError(E.PROOF_FAILED, f"send_uptime_proof: {err.reason}") from None
         # The recovery step tells whether the network took it: wait briefly for a peer's word.

@@ -71,7 +71,7 @@ class ServiceNodeDuties:
     def send_proof(self) -> UptimeProof:
         """Sign and send a fresh uptime proof (P2P relay sends it to every peer); it counts once
         a peer acknowledges it. InvalidProof says why not."""
-        return self.node.own_proof.send(self.now())
+        return self.node.own_proof.send(self.now(), alone=not self.peers.peers)
 
     async def run_proofs(self) -> None:
         """Send a proof every proof interval while registered: after listening
