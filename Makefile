@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # machines) every daemon a test or the demo starts would compile each module again (0.1 s).
 COMPILE := $(PY) -m compileall -q src
 
-.PHONY: demo walkthrough test lint bench clean unit functional browser-test
+.PHONY: demo walkthrough test lint bench clean unit functional browser-test binary binary-test
 
 $(VENV):
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,7 @@ walkthrough: $(STAMP)
 
 test: $(STAMP)
 	$(COMPILE)
-	$(PY) -m pytest -n 2 --dist worksteal -q -m "not browser" tests
+	$(PY) -m pytest -n 2 --dist worksteal -q -m "not browser and not binary" tests
 
 # The web view in headless Chromium (Debian's package, installed when missing; we run as root on
 # CI machines, otherwise this asks for sudo).
@@ -53,6 +53,22 @@ functional: $(STAMP)
 bench: $(STAMP)
 	$(COMPILE)
 	$(PY) -m bench
+
+# Single-file executables: one PyInstaller build of snode.bundle, copied under each program's
+# name (it runs the program it is named after); they need no Python environment.
+BINARY_STAMP := $(VENV)/.binary-installed
+$(BINARY_STAMP): pyproject.toml | $(STAMP)
+	$(PY) -m pip install -q -e '.[binary]'
+	touch $(BINARY_STAMP)
+
+binary: $(BINARY_STAMP)
+	$(VENV)/bin/pyinstaller --onefile --noconfirm --log-level WARN --name snode \
+		--workpath build/pyinstaller --specpath build --distpath dist src/snode/bundle.py
+	for name in snoded snode-wallet snode-cli; do cp dist/snode dist/$$name; done
+	rm dist/snode
+
+binary-test: binary
+	$(PY) -m pytest -q -m binary tests
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis

@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "snode.sim": 8,
     "snode.app": 8,
     "snode.wallet": 9, "snode.tools": 9,
+    "snode.bundle": 10,
 }
 """The rank of each package (or top-level module); `snode` itself (its `__version__`) is 0."""
 

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 import click
 import msgspec
 
+from snode import __version__
+
 from snode.core.errors import InvalidAmount
 from snode.core.units import format_coins, parse_coins
 from snode.params import COIN, NETWORKS
@@ -62,6 +64,7 @@ def _print_json(value: Any) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["--help", "-h"]})
+@click.version_option(__version__, "--version", prog_name="snode-cli", message="%(prog)s v%(version)s")
 @click.option("--rpc", metavar="URL", help="Admin RPC address [http://127.0.0.1:9231 on mainnet].")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
 @click.option("--testnet", "network", flag_value="testnet", help="Default to the testnet RPC port.")

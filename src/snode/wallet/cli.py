@@ -19,6 +19,8 @@ from typing import Final, TextIO
 
 import click
 
+from snode import __version__
+
 from snode.core.errors import SnodeError
 from snode.params import MAINNET, NETWORKS, NetworkParams
 from snode.wallet import commands, keystore
@@ -184,6 +186,7 @@ def _start(session: Session, generate: bool, restore_seed_file: str | None, inte
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="snode-wallet", message="%(prog)s v%(version)s")
 @click.option("--wallet-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Wallet file [default: ~/.snode/<network>/wallet].")
 @click.option("--daemon-address", metavar="HOST:PORT",
