@@ -37,6 +37,10 @@ from tests.functional.sn_helpers import (
 
 log = narrator(__name__)
 
+
+def mine(node, blocks: int) -> None:  # type: ignore[no-untyped-def]
+    node.generate_blocks(blocks=blocks)
+
 V = "v0.1.0"
 
 
@@ -397,6 +401,9 @@ def test_a_node_that_cannot_be_reached_where_it_says_is_decommissioned_unreachab
         rec = mine_until(hub, lambda: (r := record(hub, victim_pk)) and not r["active"] and r,
                          timeout=60, what="the quorum decommissioning the unreachable node")
         assert_equal((rec["last_decommission_reason"], rec["status"]), ("unreachable", "Decomm"))
+        log.info("A member stops promptly (exit 0) while its tests of the frozen node are under way")
+        mine(hub, 2)
+        assert_equal(live[0].stop(), 0)
     finally:
         os.kill(victim.process.pid, signal.SIGCONT)
         fake.sock.close()

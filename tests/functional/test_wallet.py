@@ -118,8 +118,10 @@ def test_pool_node_filled_by_two_contributors(sn, tmp_path):
 
     log.info("alice stakes 60,000: pending until mined")
     alice.ok(f"stake {pubkey} 60000", yes=True)
+    expires = rec["leaves_at"]  # an open pool's stakes come back if it is not filled by then
     assert_equal(alice.ok("stakes").lines, [
-        f"{pubkey}  mine: 0 + 60000 (pending)  Await   100000 / 200000",
+        f"{pubkey}  mine: 0 + 60000 (pending)  Await   100000 / 200000  returned at height {expires} "
+        "unless filled by then",
         "Total staked: 0 coins, plus 60000 coins (pending)"])
     assert (f"Staked (pending): 60000 coins on service node {pubkey} (stake in the mempool, "
             "not yet mined)") in alice.ok("balance").lines

@@ -294,6 +294,7 @@ class Daemon:
             task.cancel()
         await asyncio.gather(*wiring.tasks, return_exceptions=True)
         await wiring.peers.stop()
+        await wiring.duties.stop()
         if wiring.bar is not None:
             wiring.bar.finish()
         if wiring.quorumnet is not None:

@@ -52,6 +52,8 @@ class QuorumNet:
         self._router: zmq.asyncio.Socket | None = None
         self._dealers: dict[bytes, tuple[str, zmq.asyncio.Socket]] = {}
         self._task: asyncio.Task[None] | None = None
+        self._probes: set[zmq.asyncio.Socket] = set()
+        """Sockets of reachability tests under way: closed at stop, or the context never ends."""
         self.refused = 0
 
     # --- ZAP: who may connect -----------------------------------------------------------------
@@ -101,6 +103,9 @@ class QuorumNet:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        for sock in list(self._probes):
+            sock.close(linger=0)
+        self._probes.clear()
         for _, sock in self._dealers.values():
             sock.close(linger=0)
         if self._router is not None:
@@ -167,6 +172,7 @@ class QuorumNet:
         sock.curve_serverkey = z85.encode(x25519_public(member))
         sock.setsockopt(zmq.LINGER, 0)
         monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | HANDSHAKE_FAILED)
+        self._probes.update((sock, monitor))
         try:
             sock.connect(f"tcp://[{ip}]:{port}" if ":" in ip else f"tcp://{ip}:{port}")
             loop = asyncio.get_running_loop()
@@ -180,10 +186,14 @@ class QuorumNet:
                 if event & HANDSHAKE_FAILED:
                     return False
             return False
+        except zmq.ZMQError:
+            return None  # closed under us: quorumnet is stopping
         finally:
-            sock.disable_monitor()
+            self._probes.difference_update((sock, monitor))
+            if not sock.closed:
+                sock.disable_monitor()
+                sock.close(linger=0)
             monitor.close(linger=0)
-            sock.close(linger=0)
 
 
 HANDSHAKE_FAILED: Final = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL

@@ -61,6 +61,12 @@ class ReachabilityTests:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
+    async def stop(self) -> None:
+        """Cancel the tests under way (before quorumnet stops)."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
     def forget_gone(self, registered: Iterable[bytes]) -> None:
         """Drop what is known of nodes that left the registry (bounded memory)."""
         keep = set(registered)

@@ -66,6 +66,11 @@ class ServiceNodeDuties:
     def now(self) -> int:
         return self.node.now()
 
+    async def stop(self) -> None:
+        """Stop the work under way that uses quorumnet (before quorumnet stops)."""
+        if self.reachability is not None:
+            await self.reachability.stop()
+
     # --- our own proofs -----------------------------------------------------------------------
 
     def send_proof(self) -> UptimeProof:
