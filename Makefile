@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # machines) every daemon a test or the demo starts would compile each module again (0.1 s).
 COMPILE := $(PY) -m compileall -q src
 
-.PHONY: demo walkthrough test lint bench clean unit functional browser-test binary binary-test
+.PHONY: demo walkthrough test lint bench clean unit functional browser-test binary binary-test docs
 
 $(VENV):
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,11 @@ functional: $(STAMP)
 bench: $(STAMP)
 	$(COMPILE)
 	$(PY) -m bench
+
+# docs/OPERATOR.md from its template, every command's output captured from real daemons.
+docs: $(STAMP)
+	$(COMPILE)
+	$(PY) -m snode.tools.operator_guide
 
 # Single-file executables: one PyInstaller build of snode.bundle, copied under each program's
 # name (it runs the program it is named after); they need no Python environment.
