@@ -401,6 +401,9 @@ def test_a_node_that_cannot_be_reached_where_it_says_is_decommissioned_unreachab
         rec = mine_until(hub, lambda: (r := record(hub, victim_pk)) and not r["active"] and r,
                          timeout=60, what="the quorum decommissioning the unreachable node")
         assert_equal((rec["last_decommission_reason"], rec["status"]), ("unreachable", "Decomm"))
+        log.info("The live nodes, which answer their handshakes, stay active")
+        assert all(record(hub, pk)["active"] for pk in pks[:-1])
+        assert not any("no quorumnet handshake with " + pk[:16] in sn.stderr_text() for sn in live for pk in pks[:-1])
         log.info("A member stops promptly (exit 0) while its tests of the frozen node are under way")
         mine(hub, 2)
         assert_equal(live[0].stop(), 0)
