@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from snode.app.daemon import run_loop
+from snode.app.runtime import run_loop
 
 WARMUP_S = 0.5
 

@@ -2,7 +2,7 @@
 
 `python bench/rpc_trivial_server.py HOST PORT` serves POST /json_rpc: it reads the body, decodes
 the JSON call, and answers a fixed small result with the call's id (msgspec both ways, like the
-daemon). No middleware, no method table, no access log. It runs on `snode.app.daemon.run_loop`,
+daemon). No middleware, no method table, no access log. It runs on `snode.app.runtime.run_loop`,
 so it gets uvloop exactly when the daemon does. Prints `ready` once listening; stops on SIGTERM.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from snode.app.daemon import run_loop
+from snode.app.runtime import run_loop
 
 RESULT = {"height": 0, "status": "OK"}
 _encoder = msgspec.json.Encoder()

@@ -200,6 +200,8 @@ class ServiceNodeKeyResult(Result, frozen=True):
 
     service_node_pubkey: str
     """This daemon's service node key (hex)."""
+    service_node_x25519_pubkey: str = ""
+    """Its X25519 key (hex): the CurveZMQ server key of its quorumnet and public OMQ ports."""
 
 
 class RegistrationCmdResult(Result, frozen=True):

@@ -38,6 +38,8 @@ class Config:
     skip_doppelganger_check: bool = False
     """`--skip-doppelganger-check`: send proofs at once, without listening for another daemon
     that runs the same service-node key."""
+    omq_public: Endpoint | None = None
+    """`--omq-public`: where the public read-only OMQ RPC listens (None: off)."""
 
 
 def default_data_dir(params: NetworkParams) -> Path:
@@ -51,7 +53,7 @@ def build_config(
     p2p_bind_port: str | None, rpc_admin: str | None, public_ip: str | None,
     quorumnet_port: str | None, priority_nodes: tuple[str, ...], log_level: str,
     non_interactive: bool, genesis: str | None, rpc_allow_hosts: tuple[str, ...] = (),
-    notify: str | None = None, skip_doppelganger_check: bool = False,
+    notify: str | None = None, skip_doppelganger_check: bool = False, omq_public: str | None = None,
 ) -> Config:
     """Validate the flags' raw strings into a Config; ConfigError names the first bad option."""
     params = NETWORKS[network]
@@ -99,7 +101,19 @@ def build_config(
         non_interactive=non_interactive, genesis_file=genesis_path,
         rpc_allowed_hosts=tuple(allowed), notify=_notify_command(notify),
         skip_doppelganger_check=skip_doppelganger_check,
+        omq_public=_omq_public(omq_public, service_node),
     )
+
+
+def _omq_public(text: str | None, service_node: bool) -> Endpoint | None:
+    """`--omq-public`'s endpoint; it needs --service-node (its CurveZMQ key is the node's)."""
+    if text is None:
+        return None
+    endpoint = parse_endpoint("--omq-public", text)
+    if not service_node:
+        raise ConfigError("--omq-public: needs --service-node (the port's CurveZMQ server key is the "
+                          "service node's key)")
+    return endpoint
 
 
 def _check_distinct_ports(rpc: int, p2p: int, quorumnet: int | None) -> None:

@@ -10,19 +10,17 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
 import signal
 import socket
-import stat
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 from aiohttp import web
 
 from snode import __version__
+from snode.app.runtime import stdin_is_console, bind_socket, run_loop, setup_logging
 from snode.core.crypto import SigningKey
 from snode.core.genesis import genesis_state
 from snode.common.clock import MockableClock, SystemClock
@@ -54,10 +52,10 @@ from snode.store import ChainStore, StoreError
 if TYPE_CHECKING:  # imported at run time only where used (start-up time)
     from snode.app.progress import SyncProgressBar
     from snode.net.quorumnet import QuorumNet
+    from snode.rpc.omq_public import PublicOmq
 
 log = logging.getLogger("snoded")
 
-LOG_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG, 4: logging.DEBUG}
 SHUTDOWN_TIMEOUT = 10.0
 
 
@@ -65,63 +63,6 @@ def _render_metrics(node: Node, counters: EventCounters) -> bytes:
     from snode.rpc.metrics import render
 
     return render(node, counters)
-
-
-def bind_socket(option: str, endpoint: Endpoint) -> socket.socket:
-    """A listening TCP socket, or ConfigError naming the option (port in use, no such address)."""
-    family = socket.AF_INET6 if ":" in endpoint.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((endpoint.host, endpoint.port))
-        sock.listen(128)
-    except OSError as err:
-        sock.close()
-        if err.errno == 98:  # EADDRINUSE
-            raise ConfigError(f"{option}: {endpoint} is already in use by another program") from None
-        raise ConfigError(f"{option}: cannot listen on {endpoint}: {err.strerror}") from None
-    sock.setblocking(False)
-    return sock
-
-
-def _stdin_is_console() -> bool:
-    """True when stdin can carry console commands: a pipe, or a terminal whose foreground job
-    is us. Reading a terminal from a background job stops it (SIGTTIN), and a regular file or
-    /dev/null is no console (the event loop cannot even watch one)."""
-    try:
-        fd = sys.stdin.fileno()
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-            return True
-        return os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp()
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-class _QuietClientErrors(logging.Filter):
-    """aiohttp logs a malformed request from a client as an ERROR with a traceback; for an
-    operator that is one line about the client, not an alert about the daemon."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and record.exc_info[1] is not None:
-            err = record.exc_info[1]
-            record.msg = "bad request from a client: %s"
-            record.args = (f"{type(err).__name__}: {err}",)
-            record.exc_info = None
-            record.levelno, record.levelname = logging.INFO, "INFO"
-        return True
-
-
-def setup_logging(level: int, log_file: Path) -> None:
-    """Log to stderr and to the data dir's log file."""
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    root = logging.getLogger()
-    root.setLevel(LOG_LEVELS[level])
-    for handler in (logging.StreamHandler(sys.stderr), logging.FileHandler(log_file)):
-        handler.setFormatter(fmt)
-        root.addHandler(handler)
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    logging.getLogger("aiohttp.server").addFilter(_QuietClientErrors())
 
 
 @dataclass
@@ -138,6 +79,7 @@ class Wiring:
     runner: web.AppRunner
     bar: SyncProgressBar | None
     notifier: Notifier | None = None
+    omq: PublicOmq | None = None
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
 
@@ -261,9 +203,26 @@ class Daemon:
         await web.SockSite(runner, rpc_sock, shutdown_timeout=2.0).start()
         await peers.start(p2p_sock)
         syncer.start()
-        wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar, notifier)
+        omq = self._start_public_omq(methods, node)
+        wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar, notifier, omq)
         self._start_tasks(node, wiring)
         return wiring
+
+    def _start_public_omq(self, methods: MethodTable, node: Node) -> PublicOmq | None:
+        endpoint = self.config.omq_public
+        if endpoint is None or node.identity is None:
+            return None
+        import zmq
+
+        from snode.rpc.omq_public import PublicOmq
+
+        omq = PublicOmq(methods, node.identity.key, host=endpoint.host, port=endpoint.port)
+        try:
+            omq.start()
+        except zmq.ZMQError as err:
+            raise ConfigError(f"--omq-public: cannot listen on {endpoint}: {err}") from None
+        log.info("public OMQ RPC on tcp://%s (CurveZMQ server key %s)", endpoint, omq.server_key.hex())
+        return omq
 
     def _start_tasks(self, node: Node, wiring: Wiring) -> None:
         cfg = self.config
@@ -273,7 +232,7 @@ class Daemon:
         tasks = wiring.tasks
         tasks += [asyncio.create_task(wiring.producer.run(), name="block production"),
                   asyncio.create_task(wiring.duties.run_proofs(), name="uptime proofs")]
-        if not cfg.non_interactive and _stdin_is_console():
+        if not cfg.non_interactive and stdin_is_console():
             tasks.append(asyncio.create_task(self._console(node), name="console"))
         elif not cfg.non_interactive:
             log.info("console off: stdin is neither a pipe nor this process's terminal "
@@ -299,6 +258,8 @@ class Daemon:
             wiring.bar.finish()
         if wiring.quorumnet is not None:
             await wiring.quorumnet.stop()
+        if wiring.omq is not None:
+            await wiring.omq.stop()
         await asyncio.wait_for(wiring.runner.cleanup(), SHUTDOWN_TIMEOUT)
         if wiring.notifier is not None:
             await wiring.notifier.close()
@@ -379,16 +340,6 @@ class Daemon:
                 print(f"unknown command '{command}'; commands: status, print_sn_key, help, exit", flush=True)
 
 
-def run_loop(main: Any) -> int:
-    """Run the daemon's main coroutine on uvloop where it is installed (about 1.5x the HTTP
-    throughput of the stdlib loop), else on asyncio's own loop."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(main)
-    return uvloop.run(main)
-
-
 @click.command(context_settings={"help_option_names": ["--help", "-h"], "max_content_width": 100})
 @click.option("--service-node", is_flag=True, help="Run as a service node.")
 @click.option("--data-dir", metavar="PATH",
@@ -403,6 +354,9 @@ def run_loop(main: Any) -> int:
 @click.option("--add-priority-node", "priority_nodes", multiple=True, metavar="HOST:PORT",
               help="Peer to stay connected to (repeatable).")
 @click.option("--log-level", default="2", show_default=True, metavar="0-4", help="0 errors .. 4 trace.")
+@click.option("--omq-public", metavar="IP:PORT",
+              help="Serve the public read-only RPC over CurveZMQ there (off by default; port 9233 on "
+                   "mainnet); needs --service-node.")
 @click.option("--skip-doppelganger-check", is_flag=True,
               help="Send uptime proofs at once, without first listening two proof intervals for "
                    "another daemon running this service node's key.")

@@ -19,6 +19,7 @@ from snode.core import service_nodes as sn_rules
 from snode.core.address import decode_address
 from snode.core.blocks import Block, block_hash
 from snode.core.credit import credit_at
+from snode.core.crypto import x25519_public
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError, InvalidAddress, SnodeError
 from snode.core.proofs import InvalidProof
@@ -218,7 +219,8 @@ class MethodTable:
 
     async def get_service_node_key(self, _: NoParams) -> ServiceNodeKeyResult:
         ident = self._identity("get_service_node_key")
-        return ServiceNodeKeyResult(service_node_pubkey=ident.key.public.hex())
+        return ServiceNodeKeyResult(service_node_pubkey=ident.key.public.hex(),
+                                    service_node_x25519_pubkey=x25519_public(ident.key.public).hex())
 
     def _identity(self, what: str) -> Any:
         if self.node.identity is None:

@@ -70,10 +70,14 @@ def _print_json(value: Any) -> None:
 @click.option("--testnet", "network", flag_value="testnet", help="Default to the testnet RPC port.")
 @click.option("--devnet", "network", flag_value="devnet", help="Default to the devnet RPC port.")
 @click.option("--regtest", "network", flag_value="regtest", help="Default to the regtest RPC port.")
+@click.option("--omq", metavar="tcp://HOST:PORT", help="`call` a daemon's public OMQ port instead of its admin RPC.")
+@click.option("--server-key", metavar="HEX", help="With --omq: the daemon's service_node_x25519_pubkey.")
 @click.pass_context
-def cli(ctx: click.Context, rpc: str | None, as_json: bool, network: str | None) -> None:
-    """snode-cli: watch and drive a snoded over its admin RPC."""
-    ctx.obj = {"rpc": rpc, "json": as_json, "network": network or "mainnet"}
+def cli(ctx: click.Context, rpc: str | None, as_json: bool, network: str | None, omq: str | None,
+        server_key: str | None) -> None:
+    """snode-cli: watch and drive a snoded over its admin RPC (or its public OMQ port)."""
+    ctx.obj = {"rpc": rpc, "json": as_json, "network": network or "mainnet", "omq": omq,
+               "server_key": server_key}
 
 
 @cli.command()
@@ -118,6 +122,13 @@ def call(ctx: click.Context, method: str, params: str | None) -> None:
             parsed = json.loads(params)
         except ValueError as err:
             raise CliError(f"PARAMS is not valid JSON: {err}; example: '{{\"blocks\": 1}}'") from None
+    if ctx.obj["omq"] is not None:
+        from snode.tools.omq_client import OmqError, omq_call, parse_server_key
+
+        try:
+            return _print_json(omq_call(ctx.obj["omq"], parse_server_key(ctx.obj["server_key"]), method, parsed))
+        except OmqError as err:
+            raise CliError(str(err)) from None
     _print_json(_call(ctx, method, parsed, object))
 
 

@@ -1,0 +1,166 @@
+"""The public OMQ port (`--omq-public=<ip>:<port>`, issue #14): the read-only RPC over ZeroMQ, for
+anyone on the internet, as Oxen's public OMQ port.
+
+CurveZMQ with the service node's X25519 key as the server key (`get_service_node_key` gives it
+as `service_node_x25519_pubkey`); any client key is accepted (this context has no ZAP handler, so
+quorumnet's registered-SN rule does not apply here). A request is two frames `[method, json
+params]` (params may be empty) on a DEALER; the reply is `[status, json]`: `200` with the result,
+or an error status with `{"error": "<one line>"}`: 400 bad request, 404 unknown or admin-only
+method, 413 too large, 429 rate-limited, 500 internal error. Each client IP has a token bucket;
+requests are answered one at a time, so a flood waits in ZeroMQ's bounded queues, not in memory
+of ours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Final
+
+import msgspec
+import zmq
+import zmq.asyncio
+from zmq.utils import z85
+
+from snode.api.errors import RpcError
+from snode.core.crypto import SigningKey, x25519_public
+from snode.rpc.methods import MethodTable
+
+log = logging.getLogger(__name__)
+
+PUBLIC_METHODS: Final = frozenset({
+    "get_info", "get_service_nodes", "get_block", "get_height", "get_transaction", "send_raw_transaction",
+})
+"""What the public port answers; everything else (admin, regtest) is 404 here."""
+PUBLIC_INFO_FIELDS: Final = (
+    "height", "target_height", "network", "version", "top_block_hash", "genesis_hash",
+    "service_node_count", "block_production", "immutable_height",
+)
+"""`get_info` without what only the operator should see (status line, peers, proof refusals)."""
+MAX_MESSAGE: Final = 1 << 20
+RATE: Final = 20.0
+"""Requests a second one client IP may make, on average."""
+BURST: Final = 40.0
+MAX_CLIENTS_TRACKED: Final = 10_000
+QUEUE: Final = 1_000
+"""ZeroMQ's receive high-water mark: requests waiting beyond it are dropped by ZeroMQ."""
+
+_decode = msgspec.json.Decoder()
+_encode = msgspec.json.Encoder().encode
+
+
+class TokenBuckets:
+    """A token bucket per client IP (bounded: the least recently seen are forgotten)."""
+
+    def __init__(self, rate: float = RATE, burst: float = BURST) -> None:
+        self.rate, self.burst = rate, burst
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def take(self, client: str, now: float) -> bool:
+        tokens, last = self._buckets.pop(client, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - last) * self.rate)
+        allowed = tokens >= 1.0
+        self._buckets[client] = (tokens - 1.0 if allowed else tokens, now)
+        if len(self._buckets) > MAX_CLIENTS_TRACKED:
+            del self._buckets[next(iter(self._buckets))]
+        return allowed
+
+
+def parse_request(frames: list[bytes]) -> tuple[str, dict[str, Any]]:
+    """(method, params) of a request's frames (after the routing id); RequestError says why not."""
+    if len(frames) not in (1, 2):
+        raise RequestError(b"400", f"a request is [method, json params]: got {len(frames)} frames")
+    try:
+        method = frames[0].decode()
+    except UnicodeDecodeError:
+        raise RequestError(b"400", "the method is not UTF-8 text") from None
+    if method not in PUBLIC_METHODS:
+        raise RequestError(b"404", f"method '{method[:40]}' is not served on the public port; "
+                                   f"these are: {', '.join(sorted(PUBLIC_METHODS))}")
+    raw = frames[1] if len(frames) == 2 else b""
+    if not raw.strip():
+        return method, {}
+    try:
+        params = _decode.decode(raw)
+    except msgspec.DecodeError as err:
+        raise RequestError(b"400", f"params are not JSON: {err}") from None
+    if not isinstance(params, dict):
+        raise RequestError(b"400", "params must be a JSON object")
+    return method, params
+
+
+class RequestError(Exception):
+    def __init__(self, status: bytes, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class PublicOmq:
+    """The ROUTER that serves the public methods of a daemon's MethodTable."""
+
+    def __init__(self, methods: MethodTable, key: SigningKey, *, host: str, port: int) -> None:
+        self.methods = methods
+        self.host, self.port = host, port
+        self.server_key = x25519_public(key.public)
+        self._secret = key.x25519_secret()
+        self._ctx = zmq.asyncio.Context()
+        self._router: zmq.asyncio.Socket | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.buckets = TokenBuckets()
+
+    def start(self) -> None:
+        """Bind (raises zmq.ZMQError when the port is taken) and serve."""
+        router = self._ctx.socket(zmq.ROUTER)
+        router.curve_server = True
+        router.curve_secretkey = z85.encode(self._secret)
+        router.curve_publickey = z85.encode(self.server_key)
+        router.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
+        router.setsockopt(zmq.RCVHWM, QUEUE)
+        router.setsockopt(zmq.SNDHWM, QUEUE)
+        router.setsockopt(zmq.LINGER, 0)
+        router.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        router.bind(f"tcp://{host}:{self.port}")
+        self._router = router
+        self._task = asyncio.get_running_loop().create_task(self._serve(), name="public omq")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._router is not None:
+            self._router.close(linger=0)
+        self._ctx.term()
+
+    async def _serve(self) -> None:
+        assert self._router is not None
+        router = self._router
+        while True:
+            frames = await router.recv_multipart(copy=False)
+            ident = frames[0].bytes
+            peer = str(frames[0].get("Peer-Address") or "?")
+            status, body = await self._answer([f.bytes for f in frames[1:]], peer)
+            try:
+                await router.send_multipart([ident, status, body], flags=zmq.NOBLOCK)
+            except zmq.ZMQError:
+                continue  # the client is gone or not reading: its answer is dropped
+
+    async def _answer(self, frames: list[bytes], peer: str) -> tuple[bytes, bytes]:
+        if not self.buckets.take(peer, time.monotonic()):
+            return b"429", _encode({"error": f"rate-limited: at most {RATE:g} requests a second per client"})
+        try:
+            method, params = parse_request(frames)
+            result = await self.methods.call(method, params)
+        except RequestError as err:
+            return err.status, _encode({"error": err.message})
+        except RpcError as err:
+            return b"400", _encode({"error": err.message, "code": err.code})
+        except Exception:  # a bug must never end the public port: log it, answer 500
+            log.exception("public OMQ: %s failed", frames[0][:40] if frames else b"?")
+            return b"500", _encode({"error": "internal error; the operator's log has the details"})
+        if method == "get_info":
+            info = msgspec.to_builtins(result)
+            result = {name: info[name] for name in PUBLIC_INFO_FIELDS}
+        payload = result if isinstance(result, msgspec.Raw) else _encode(msgspec.to_builtins(result))
+        return b"200", bytes(payload)
