@@ -223,8 +223,9 @@ def event_line(event: dict[str, Any]) -> str:
     stamp = time.strftime("%H:%M:%S", time.localtime(event.get("time", time.time())))
     kind = event.get("event", "?")
     if kind == "block":
-        text = (f"block {event['height']} round {event['round']} ({event['transactions']} "
-                f"transactions) {event['hash'][:16]}")
+        count = event["transactions"]
+        text = (f"block {event['height']} round {event['round']} ({count} "
+                f"transaction{'' if count == 1 else 's'}) {event['hash'][:16]}")
     elif kind == "state":
         text = f"this node: {event['state']} at height {event['height']}" + (
             f" ({event['reason']})" if event.get("reason") else "")
