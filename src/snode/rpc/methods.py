@@ -37,6 +37,7 @@ from snode.api import errors as E
 from snode.api.errors import RpcError
 from snode.api.records import service_node_state
 from snode.rpc.registration import REG_FAILED, build_registration
+from snode.rpc.signatures import SIGNATURES
 from snode.api.types import (
     AddPeerParams, AddressParams, BanInfo, BlockResult, GenerateBlocksParams, GenerateBlocksResult,
     GetBlockParams, GetServiceNodesParams, HeightResult, InfoResult, LockedStake, LockedStakesResult,
@@ -96,24 +97,7 @@ class MethodTable:
         self._sn_cache: tuple[tuple[bytes, int], msgspec.Raw] | None = None
         self._record_cache: dict[bytes, tuple[ServiceNode, tuple[int, bool, Participation, int], msgspec.Raw]] = {}
         self._table: dict[str, tuple[Callable[[Any], Awaitable[Any]], type[msgspec.Struct] | None]] = {
-            "get_info": (self.get_info, NoParams),
-            "get_height": (self.get_height, NoParams),
-            "get_service_nodes": (self.get_service_nodes, GetServiceNodesParams),
-            "get_service_node_key": (self.get_service_node_key, NoParams),
-            "get_service_node_registration_cmd": (self.get_service_node_registration_cmd, None),
-            "send_uptime_proof": (self.send_uptime_proof, NoParams),
-            "get_staking_requirement": (self.get_staking_requirement, NoParams),
-            "get_block": (self.get_block, GetBlockParams),
-            "get_transaction": (self.get_transaction, TxidParams),
-            "send_raw_transaction": (self.send_raw_transaction, RawTxParams),
-            "get_outputs": (self.get_outputs, AddressParams),
-            "get_locked_stakes": (self.get_locked_stakes, AddressParams),
-            "get_mempool": (self.get_mempool, NoParams),
-            "get_peers": (self.get_peers, NoParams),
-            "add_peer": (self.add_peer, AddPeerParams),
-            "stop_daemon": (self.stop_daemon, NoParams),
-            "generate_blocks": (self.generate_blocks, GenerateBlocksParams),
-            "set_mock_time": (self.set_mock_time, SetMockTimeParams),
+            name: (getattr(self, attr), params) for name, (attr, params) in SIGNATURES.items()
         }
 
     @property
