@@ -16,6 +16,7 @@ node (`sn`); the wallet-file tests need no daemon.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -352,3 +353,34 @@ def test_a_new_wallet_refuses_an_empty_password_file(tmp_path, contents):
                        stdin="\n")
     assert piped.rc == 1 and "an empty password is not allowed for a new wallet" in piped.err
     assert not path.exists()
+
+
+def test_a_wallet_file_of_another_version_is_one_line_and_left_alone(wallet_file):
+    path, password = wallet_file
+    record = json.loads(path.read_text())
+    record["version"] = 99
+    path.write_text(json.dumps(record))
+    before = path.read_bytes()
+    log.info("Open a wallet file of version 99: one line naming the version, the file untouched")
+    result = _open(path, password)
+    assert (result.rc, result.out) == (1, "")
+    assert result.err.strip() == f"Error: wallet file {path} is not a version 1 snode wallet file"
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(("seed", "reason"), [
+    (b"abandon " * 12, "seed has 12 words; a wallet seed is 24 BIP-39 words"),
+    (bytes(range(256)) * 2, "is not text"),
+    (None, "cannot read seed file"),
+])
+def test_bad_seed_files_are_one_line_and_make_nothing(tmp_path, seed, reason):
+    password = tmp_path / "pw"
+    password.write_text("x\n")
+    seed_file = tmp_path / "seed"
+    if seed is not None:
+        seed_file.write_bytes(seed)
+    log.info("Restore from a bad seed file (%s): one line, no wallet made", reason)
+    result = run_wallet(["--regtest", "--wallet-file", str(tmp_path / "w"), "--password-file",
+                         str(password), "--restore-seed-file", str(seed_file), "--command", "address"])
+    assert result.rc == 1 and reason in result.err and len(result.err.strip().splitlines()) == 1, result.err
+    assert not (tmp_path / "w").exists()
