@@ -199,7 +199,7 @@ DEVNET: Final = NetworkParams(
     target_block_time=2, proof_interval=2, healthy_proof_age=10,
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
     round_time=2, backstop_rounds=10, participation_cooldown=10,
-    unlock_duration=30, deregistration_lock=40, pool_fill_window=50, reachability_interval=4,
+    unlock_duration=30, deregistration_lock=40, pool_fill_window=50, reachability_interval=10,
 )
 REGTEST: Final = NetworkParams(
     name="regtest", network_id=0x534E0004, address_prefix="snr",
@@ -208,7 +208,7 @@ REGTEST: Final = NetworkParams(
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
     generate_on_demand=True, sn_blocks=False, round_time=2, backstop_rounds=10,
     participation_cooldown=10, unlock_duration=30, deregistration_lock=40, pool_fill_window=50,
-    reachability_interval=4,
+    reachability_interval=10,
 )
 
 NETWORKS: Final = {p.name: p for p in (MAINNET, TESTNET, DEVNET, REGTEST)}
