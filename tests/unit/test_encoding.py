@@ -200,3 +200,16 @@ def test_out_of_range_fields_are_refused(kind, value, field, bad):
 def test_wrong_shapes_are_refused(kind, data):
     with pytest.raises(DecodeError):
         decode(data, kind)
+
+
+def test_a_text_field_that_is_not_utf8_is_a_decode_error():
+    # Found by the P2P mutation fuzzer: msgspec raises UnicodeDecodeError for it, which reached a
+    # peer handler as an unexpected exception (a traceback, no ban).
+    from snode.core.encoding import decode, encode
+    from snode.core.errors import DecodeError
+    from snode.net import protocol as P
+
+    good = encode(P.ProofRejected(bytes(32), "no"))
+    bad = good.replace(b"\xa2no", b"\xa2\xff\xfe")
+    with pytest.raises(DecodeError, match="a text field is not UTF-8"):
+        decode(bad, P.Message)  # type: ignore[arg-type]

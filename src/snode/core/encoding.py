@@ -35,6 +35,8 @@ def decode(data: bytes, kind: type[T]) -> T:
         value = decoder.decode(data)
     except msgspec.DecodeError as err:
         raise DecodeError(f"not a valid {_name(kind)}: {err}") from None
+    except UnicodeDecodeError:  # msgspec raises it, not DecodeError, for a text field that is not UTF-8
+        raise DecodeError(f"not a valid {_name(kind)}: a text field is not UTF-8") from None
     if _ENCODER.encode(value) != data:
         raise DecodeError(f"not a valid {_name(kind)}: the encoding is not canonical")
     return value
@@ -49,6 +51,8 @@ def decode_trusted(data: bytes, kind: type[T]) -> T:
         return decoder.decode(data)
     except msgspec.DecodeError as err:
         raise DecodeError(f"not a valid {_name(kind)}: {err}") from None
+    except UnicodeDecodeError:
+        raise DecodeError(f"not a valid {_name(kind)}: a text field is not UTF-8") from None
 
 
 def _name(kind: Any) -> str:
