@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # machines) every daemon a test or the demo starts would compile each module again (0.1 s).
 COMPILE := $(PY) -m compileall -q src
 
-.PHONY: demo walkthrough test lint bench clean unit functional browser-test binary binary-test docs
+.PHONY: demo walkthrough test lint bench reliability clean unit functional browser-test binary binary-test docs
 
 $(VENV):
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +50,20 @@ functional: $(STAMP)
 	$(COMPILE)
 	$(PY) -m pytest -n 2 -q tests/functional
 
+# The long versions of the reliability runs (issue #15); `make test` runs the short ones. Their
+# figures go to build/reliability.jsonl and are printed at the end (docs/RELIABILITY.md).
+FIGURES := build/reliability.jsonl
+reliability: $(STAMP)
+	$(COMPILE)
+	mkdir -p build && rm -f $(FIGURES)
+	SNODE_FIGURES=$(FIGURES) SNODE_CRASH_KILLS=50 $(PY) -m pytest -q tests/functional/test_crash_loop.py
+	SNODE_FIGURES=$(FIGURES) SNODE_FUZZ_EXAMPLES=10000 $(PY) -m pytest -q tests/functional/test_rpc_fuzz.py
+	SNODE_FIGURES=$(FIGURES) SNODE_FUZZ_EXAMPLES=3000 $(PY) -m pytest -q -n 2 --dist loadfile \
+		tests/functional/test_p2p_mutation.py tests/functional/test_quorumnet_mutation.py
+	$(PY) -m bench.figures $(FIGURES)
+
 bench: $(STAMP)
+	$(PY) -m pip install -q -e '.[bench]'
 	$(COMPILE)
 	$(PY) -m bench
 

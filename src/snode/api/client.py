@@ -112,6 +112,16 @@ class RpcClient:
             self._conn = None
 
 
+def call_once(url: str, method: str, params: Any = None, *, timeout: float = 10) -> Any:
+    """One call on a connection of its own, closed afterwards (tools and tests that poll many
+    daemons, some of which may be gone)."""
+    client = RpcClient(url, timeout=timeout)
+    try:
+        return client.call(method, params)
+    finally:
+        client.close()
+
+
 _encoder = msgspec.json.Encoder()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
+from typing import overload
 
 from snode.core.service_nodes import is_payable, reward_order_key
 from snode.core.state import Quorum, RewardEntry, ServiceNode
@@ -88,13 +89,27 @@ def block_leader_from_queue(
     reward_queue: Iterable[RewardEntry], registry: Mapping[bytes, ServiceNode], height: int,
     round: int, params: NetworkParams,
 ) -> bytes | None:
-    """`block_leader`, given the registry's reward queue (no sort)."""
-    payable = [
-        entry[2] for entry in reward_queue if is_payable(registry[entry[2]], height - 1, params)
-    ]
-    if not payable:
-        return None
-    return payable[round % len(payable)]
+    """`block_leader`, given the registry's reward queue (no sort).
+
+    Reads the queue only up to the leader: round r's is the (r+1)-th payable entry, so a block
+    of round 0 looks at the head of the queue whatever the network's size (a list of every
+    payable node cost 5 ms a call at 10,000 nodes, and a block calls this several times: issue
+    #15's simulation found it). Only when fewer than r+1 nodes are payable is the queue read
+    whole, to count them, and once more to the wrapped position.
+    """
+    def nth_payable(n: int) -> tuple[bytes | None, int]:
+        seen = 0
+        for entry in reward_queue:
+            if is_payable(registry[entry[2]], height - 1, params):
+                if seen == n:
+                    return entry[2], seen
+                seen += 1
+        return None, seen
+
+    leader, count = nth_payable(round)
+    if leader is not None or count == 0:
+        return leader
+    return nth_payable(round % count)[0]
 
 
 def block_validators(
@@ -112,8 +127,34 @@ def block_validators_from_active(
     """`block_validators`, given the sorted public keys of the active nodes."""
     i = bisect_left(active, leader)
     if i < len(active) and active[i] == leader:
-        return _drawn_validators([*active[:i], *active[i + 1:]], prev_hash, round, params)
+        return _drawn_validators(_Without(active, i), prev_hash, round, params)
     return _drawn_validators(active, prev_hash, round, params)
+
+
+class _Without(Sequence[bytes]):
+    """`keys` without its element `skip`, without copying the other N - 1 (a block draws
+    validators several times; a copy of 10,000 keys each time made the draw O(N))."""
+
+    __slots__ = ("_keys", "_skip")
+
+    def __init__(self, keys: Sequence[bytes], skip: int) -> None:
+        self._keys = keys
+        self._skip = skip
+
+    def __len__(self) -> int:
+        return len(self._keys) - 1
+
+    @overload
+    def __getitem__(self, i: int) -> bytes: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[bytes]: ...
+
+    def __getitem__(self, i: int | slice) -> bytes | Sequence[bytes]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._keys[i if i < self._skip else i + 1]
 
 
 def _drawn_validators(

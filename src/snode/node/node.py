@@ -368,7 +368,7 @@ class Node:
         self._owners.adopted(state, undos)
         if len(blocks) == 1 and abs(now - blocks[0].header.timestamp) <= LIVE_SECONDS:
             self.participation.record(block_updates(self._state, blocks[0], self.params))
-        self.participation.keep_active(state)
+        self.participation.keep_active(state, [k for u in undos for k, _ in u.service_nodes] if undos else None)
         self._state = state
         if not mined:
             mined = [txid(tx) for block in blocks for tx in block.transactions]

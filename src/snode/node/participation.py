@@ -34,8 +34,12 @@ class ParticipationBook:
         """Note the duties a block settled."""
         self._records.update(recorded(self._records, updates, self._window))
 
-    def keep_active(self, state: ChainState) -> None:
-        """Forget the records of nodes that are no longer active."""
+    def keep_active(self, state: ChainState, changed: Iterable[bytes] | None = None) -> None:
+        """Forget the records of nodes that are no longer active. `changed`: the only nodes
+        whose records may have changed since the last call (the blocks' undo records name
+        them), so that a block costs what it changed, not a pass over every record; None
+        looks at every record (after a reorganisation)."""
         registry = state.service_nodes
-        for key in [k for k in self._records if (sn := registry.get(k)) is None or not sn.active]:
+        keys = self._records if changed is None else [k for k in changed if k in self._records]
+        for key in [k for k in keys if (sn := registry.get(k)) is None or not sn.active]:
             del self._records[key]

@@ -1,0 +1,3 @@
+from snode.sim.cli import main
+
+main()

@@ -1,0 +1,219 @@
+"""The quorums' work in the simulation: uptime proofs, obligations votes and checkpoint votes.
+
+Proofs. Every node sends a real signed first proof, which the observer checks
+(`Node.accept_proof`). After that a running node proves every `proof_interval` at its own phase;
+the observer's proof book gets, for each node it judges, the last proof that node sent (written
+when the judge reads it, not 2N times a block: the verdict is the same, and a 10,000-node run
+would otherwise spend its time writing a dictionary). A sample of real signed proofs per block
+goes through `Node.accept_proof` to measure what a proof costs a node.
+
+Obligations. The tip's quorum judges the nodes it has reason to (down, cut off, back, waiting
+for activation, or a validator that did not sign the last block) with the real
+`core.obligations.judge`; each member still running signs its vote, which reaches the collecting
+member unless lost or cut off; `needed` votes make the state change, which goes into the mempool
+and from there into a block. A daemon judges every node every block; this judges only those
+whose verdict can be other than "nothing" (a running, active node with a clean record gets
+none), which is what keeps a 10,000-node run fast.
+
+Checkpoints. When a checkpoint height is adopted, the running members of its quorum sign it; the
+votes that arrive are checked (`finality.accepts_vote`) and the next leader carries the earliest
+checkpoint that has enough.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Final
+
+from snode.core.blocks import Block, Checkpoint
+from snode.core.finality import (
+    CheckpointVote, accepts_vote, assemble_checkpoint, checkpoint_message, is_checkpoint_height,
+)
+from snode.core.obligations import judge
+from snode.core.proofs import UptimeProof, make_proof
+from snode.core.pulse import signer_indexes
+from snode.core.service_nodes import StateChangeKind
+from snode.core.stake_exit import returned_outputs
+from snode.core.state import ChainState, Quorum, last_checkpoint, registry_index
+from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
+from snode.params import STATE_CHANGE_WINDOW
+
+if TYPE_CHECKING:
+    from snode.sim.world import World
+
+ACTIVATIONS_PER_BLOCK: Final = 1_000
+"""Verdicts the quorum sends per block while nodes wait for activation (a 2 MB block holds
+about 2,600 state changes of 7 votes)."""
+
+
+class Judges:
+    """The obligations and checkpoint quorums of the simulated network."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.watched: set[bytes] = set()
+        self.pending: dict[bytes, int] = {}
+        """Node -> height of the quorum whose state change is in the mempool."""
+        self.phase: dict[bytes, float] = {}
+        self.checkpoint_votes: dict[int, dict[bytes, bytes]] = {}
+
+    def watch(self, pubkey: bytes) -> None:
+        self.watched.add(pubkey)
+
+    def forget(self, pubkey: bytes) -> None:
+        self.watched.discard(pubkey)
+        self.pending.pop(pubkey, None)
+        self.phase.pop(pubkey, None)
+
+    # --- proofs -------------------------------------------------------------------------------
+
+    def first_proofs(self, pubkeys: list[bytes]) -> None:
+        """Every node's first proof, signed and checked."""
+        world = self.world
+        now = int(world.net.now)
+        interval = world.params.proof_interval
+        for i, pubkey in enumerate(pubkeys):
+            self.phase[pubkey] = now - world.rng.uniform(0, interval)
+            world.node.accept_proof(self._proof(pubkey, i, now), now)
+            self.watched.add(pubkey)
+
+    def _proof(self, pubkey: bytes, index: int, now: int) -> UptimeProof:
+        return make_proof(self.world.keys[pubkey], self.world.params, timestamp=now,
+                          public_ip=f"44.{index >> 16 & 255}.{index >> 8 & 255}.{index & 255}",
+                          p2p_port=self.world.params.p2p_port, quorumnet_port=self.world.params.quorumnet_port,
+                          version="sim")
+
+    def _last_sent(self, pubkey: bytes, now: float) -> int:
+        """When the node last proved: the last tick of its phase before now, or before it went
+        down or was cut off."""
+        until = self.world.down_since.get(pubkey, now)
+        interval = self.world.params.proof_interval
+        return int(until - (until - self.phase.get(pubkey, 0.0)) % interval)
+
+    def _refresh(self, pubkey: bytes, now: float) -> None:
+        book = self.world.node.proofs
+        last = self._last_sent(pubkey, now)
+        if last > book.last_accepted(pubkey):
+            book.record(pubkey, last, ("44.0.0.1", self.world.params.quorumnet_port))
+
+    def sample_proofs(self) -> None:
+        """Real proofs of a few running nodes, checked by the observer (timed)."""
+        world = self.world
+        now = int(world.net.now)
+        active = registry_index(world.node.state).active_keys
+        tally = world.tally
+        for _ in range(min(world.config.proof_sample, len(active))):
+            pubkey = world.rng.choice(active)
+            if not world.is_up(pubkey) or world.node.proofs.last_accepted(pubkey) > now - world.params.proof_interval:
+                continue
+            proof = self._proof(pubkey, 0, now)
+            started = time.process_time()
+            world.node.accept_proof(proof, now)
+            tally.proof_check_s += time.process_time() - started
+            tally.proofs_checked += 1
+
+    # --- obligations --------------------------------------------------------------------------
+
+    def judge(self) -> None:
+        """The tip's quorum judges the watched nodes and submits what it agrees on."""
+        world = self.world
+        state = world.node.state
+        quorum = state.quorums.get(state.height)
+        if quorum is None:
+            return
+        by_authority = quorum.members == world.node.consensus.authorities
+        voters = [m for m in quorum.members if m in world.keys and (by_authority or world.is_up(m))]
+        budget = world.params.min_active_sns if by_authority else ACTIVATIONS_PER_BLOCK
+        now = world.net.now
+        for pubkey in list(self.watched):
+            if budget <= 0:
+                break
+            sn = state.service_nodes.get(pubkey)
+            if sn is None:
+                self.forget(pubkey)
+                continue
+            if state.height - self.pending.get(pubkey, -STATE_CHANGE_WINDOW) < STATE_CHANGE_WINDOW:
+                continue
+            self._refresh(pubkey, now)
+            verdict = judge(sn, last_proof=world.node.proofs.last_accepted(pubkey), now=int(now),
+                            params=world.params, may_decommission=True,
+                            participation=world.node.participation.of(pubkey), height=state.height + 1)
+            if verdict is None:
+                if sn.active and world.is_up(pubkey):
+                    self.watched.discard(pubkey)
+                continue
+            budget -= 1
+            self._vote(state, quorum, voters, pubkey, verdict.kind, verdict.reason)
+
+    def _vote(self, state: ChainState, quorum: Quorum, voters: list[bytes], pubkey: bytes,
+              kind: StateChangeKind, reason: int) -> None:
+        """Each running member signs; the votes that reach the collector make the change."""
+        world = self.world
+        message = state_change_hash(world.params.network_id, pubkey, kind, reason, state.height)
+        arrived: list[Vote] = []
+        for voter in voters:
+            signature = world.keys[voter].sign(message)
+            world.tally.vote_messages += len(quorum.members) - 1
+            if world.config.loss and world.rng.random() < world.config.loss:
+                continue
+            arrived.append(Vote(voter, signature))
+        if len(arrived) < quorum.needed:
+            world.tally.verdicts_short += 1
+            return
+        votes = tuple(sorted(arrived[:quorum.needed], key=lambda v: v.voter))
+        sn = state.service_nodes[pubkey]
+        outputs = returned_outputs(sn) if kind == StateChangeKind.DEREGISTER else ()
+        tx = Transaction(TX_VERSION, (), outputs, StateChange(pubkey, kind, reason, state.height, votes), ())
+        if world.submit(tx):
+            self.pending[pubkey] = state.height
+
+    # --- after each block ---------------------------------------------------------------------
+
+    def after_block(self, block: Block) -> None:
+        """Settle what the block did; sign its checkpoint if it is a checkpoint height."""
+        world = self.world
+        state = world.node.state
+        for tx in block.transactions:
+            if isinstance(tx.payload, StateChange):
+                self.pending.pop(tx.payload.sn_pubkey, None)
+                self.watched.add(tx.payload.sn_pubkey)  # judged once more: settled or not
+        undo_validators = world.node.block_and_undo(block.header.height)
+        if undo_validators is not None:
+            validators = undo_validators[1].round_validators
+            signed = set(signer_indexes(block.validator_bitset))
+            self.watched.update(v for i, v in enumerate(validators) if i not in signed)
+        if is_checkpoint_height(block.header.height, world.params):
+            self._checkpoint_votes(state, block.header.height)
+        self.sample_proofs()
+
+    def _checkpoint_votes(self, state: ChainState, height: int) -> None:
+        slot = state.checkpoints.get(height)
+        if slot is None:
+            return
+        world = self.world
+        quorum = Quorum(height=height, members=slot.members, needed=slot.needed)
+        message = checkpoint_message(world.params.network_id, height, slot.block_hash)
+        votes: dict[bytes, bytes] = {}
+        for member in slot.members:
+            if not world.is_up(member):
+                continue
+            vote = CheckpointVote(height, slot.block_hash, member, world.keys[member].sign(message))
+            world.tally.checkpoint_messages += len(slot.members) - 1
+            if world.config.loss and world.rng.random() < world.config.loss:
+                continue
+            if accepts_vote(vote, quorum, slot.block_hash, world.params.network_id):
+                votes[member] = vote.signature
+        self.checkpoint_votes[height] = votes
+        for old in [h for h in self.checkpoint_votes if h < last_checkpoint(state)]:
+            del self.checkpoint_votes[old]
+
+    def checkpoint_to_carry(self) -> Checkpoint | None:
+        """The earliest checkpoint the tip waits for that has enough votes."""
+        state = self.world.node.state
+        after = last_checkpoint(state)
+        for height in sorted(h for h, s in state.checkpoints.items() if not s.carried and h > after):
+            slot = state.checkpoints[height]
+            votes = self.checkpoint_votes.get(height, {})
+            return assemble_checkpoint(Quorum(height=height, members=slot.members, needed=slot.needed),
+                                       slot.block_hash, votes)
+        return None
