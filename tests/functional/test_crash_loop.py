@@ -1,93 +1,171 @@
-"""kill -9 loop, short version (issue #15, item 1): on a devnet whose service nodes produce the
-blocks, SIGKILL a random service node at a random moment, start it again on its data dir, and
-count what the issue counts: blocks it reported committed before the kill and lacks after the
-restart (goal 0), restart-to-serving time (goal < 3 s), whether it catches up with the network,
-and, at the end, data dirs that fail `PRAGMA integrity_check` (goal 0). `SNODE_CRASH_KILLS` sets
-the number of kills (6 by default in `make test`).
+"""kill -9 loop (issue #15, item 1): on a devnet whose service nodes produce the blocks, with
+transfers flowing, SIGKILL a service node and start it again on its data dir, over and over.
+Each kill is aimed at one of four moments, in turn:
+- `random`: any moment of the 2 s block cycle (block application, a round, proof sending);
+- `checkpoint`: just as the node adopted a checkpoint height, while the checkpoint quorum votes;
+- `sync`: the node stays down while the network moves 8 blocks on, starts, and is killed again
+  while it catches up (during sync), then starts once more;
+- `wallet`: while a wallet sends a transfer through it.
+Counted, as the issue asks: blocks the node reported committed before the kill and lacks after
+the restart (goal 0), restart-to-serving time (goal < 3 s), whether it catches up, whether it
+takes part in block production again (leads or signs a block), transfers sent and not mined
+(goal 0), and, at the end, data dirs that fail `PRAGMA integrity_check` (goal 0).
+`SNODE_CRASH_KILLS` sets the number of kills (6 in `make test`, 50 in `make reliability`);
+`SNODE_FIGURES` names a file the figures are appended to.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from snode.api.client import RpcClient
 from snode.store import DATABASE_FILE
+from tests.functional.crash_helpers import (
+    PAYEE, TXID, WALLET_LOCK, Spender, answers, call, devnet, finish, gone, rows, wallet,
+)
+from tests.functional.figures import write_figures
 from tests.functional.framework import assert_equal, narrator, scaled, wait_until
 
 log = narrator(__name__)
 KILLS = int(os.environ.get("SNODE_CRASH_KILLS", "6"))
+KINDS = ("random", "checkpoint", "sync", "wallet")
+SYNC_GAP = 8
 
 
-def devnet(base: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "snode.tools.devnet", "--base-dir", str(base), *args],
-                          capture_output=True, text=True, timeout=scaled(timeout), stdin=subprocess.DEVNULL)
+class Loop:
+    """One devnet and what its kills found."""
+
+    def __init__(self, base: Path, rng: random.Random) -> None:
+        self.base = base
+        self.rng = rng
+        self.authority = rows(base)[0]["rpc"]
+        self.restarts: list[float] = []
+        self.rejoin: list[float] = []
+        self.kinds: dict[str, int] = {}
+        self.wallet_outcomes: dict[str, int] = {}
+
+    def network_height(self) -> int:
+        return int(call(self.authority, "get_height")["height"])
+
+    def kill(self, victim: dict[str, Any]) -> dict[str, Any]:
+        """SIGKILL the victim now; the tip it reported just before."""
+        tip = answers(victim["rpc"], "get_height") or {"height": 0, "hash": None}
+        os.kill(victim["pid"], signal.SIGKILL)
+        wait_until(lambda: gone(victim["pid"]), timeout=10, what="the killed daemon gone")
+        return tip
+
+    def restart(self, victim: dict[str, Any], tip: dict[str, Any]) -> dict[str, Any]:
+        """Start the victim again; check the block it reported is still its block."""
+        started = time.monotonic()
+        again = devnet(self.base, "start", victim["name"])
+        assert_equal(again.returncode, 0, again.stderr)
+        self.restarts.append(time.monotonic() - started)
+        if tip["hash"] is not None:
+            block = call(victim["rpc"], "get_block", {"height": tip["height"]})
+            assert_equal(block["hash"], tip["hash"], f"block {tip['height']} of {victim['name']} after the restart")
+        return next(r for r in rows(self.base) if r["name"] == victim["name"])
+
+    def back_in_production(self, victim: dict[str, Any], after: int) -> None:
+        """The victim catches up, then leads or signs a block (it takes part again)."""
+        started = time.monotonic()
+        network = self.network_height()
+        wait_until(lambda: call(victim["rpc"], "get_height")["height"] > network, timeout=60,
+                   what=f"{victim['name']} caught up past height {network}")
+        pubkey = victim["sn_pubkey"]
+        seen = {"height": after}
+
+        def took_part() -> bool:
+            top = self.network_height()
+            for height in range(seen["height"] + 1, top + 1):
+                block = call(self.authority, "get_block", {"height": height})
+                if block["producer"] == pubkey or pubkey in block["validators"]:
+                    return True
+            seen["height"] = top
+            return False
+        wait_until(took_part, timeout=90, what=f"{victim['name']} leading or signing a block again")
+        self.rejoin.append(time.monotonic() - started)
+
+    # --- the four kinds of kill -----------------------------------------------------------------
+
+    def random_kill(self, victim: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(self.rng.uniform(0, 2.0))  # a random moment of the 2 s block cycle (not a wait for a condition)
+        return self.restart(victim, self.kill(victim))
+
+    def checkpoint_kill(self, victim: dict[str, Any]) -> dict[str, Any]:
+        interval = 4  # DEVNET.checkpoint_interval
+        start = call(victim["rpc"], "get_height")["height"]
+        wait_until(lambda: (h := call(victim["rpc"], "get_height")["height"]) > start and h % interval == 0,
+                   timeout=30, interval=0.02, what=f"{victim['name']} adopting a checkpoint height")
+        return self.restart(victim, self.kill(victim))
+
+    def sync_kill(self, victim: dict[str, Any]) -> dict[str, Any]:
+        tip = self.kill(victim)
+        target = self.network_height() + SYNC_GAP
+        wait_until(lambda: self.network_height() >= target, timeout=60, what=f"the network {SYNC_GAP} blocks on")
+        devnet_start = devnet(self.base, "start", victim["name"])
+        assert_equal(devnet_start.returncode, 0, devnet_start.stderr)
+        victim = next(r for r in rows(self.base) if r["name"] == victim["name"])
+        height = (answers(victim["rpc"], "get_height") or {"height": -1})["height"]
+        log.info("  %s restarted at height %d with the network at %d: killed again while it syncs",
+                 victim["name"], height, self.network_height())
+        self.kill(victim)
+        return self.restart(victim, tip)
+
+    def wallet_kill(self, victim: dict[str, Any]) -> dict[str, Any]:
+        with WALLET_LOCK:
+            proc = wallet(self.base, victim["rpc"], "--command", f"transfer {PAYEE} 2", "--yes")
+            time.sleep(self.rng.uniform(0.2, 1.0))  # a random moment of the wallet's send (not a wait)
+            tip = self.kill(victim)
+            code, out, err = finish(proc)
+        assert "Traceback" not in err, err
+        if code == 0 and TXID.search(out):
+            outcome = "sent"
+        else:  # the wallet's one line: the daemon went away under it
+            outcome = err.strip().splitlines()[-1][:80] if err.strip() else f"exit {code}"
+        self.wallet_outcomes[outcome] = self.wallet_outcomes.get(outcome, 0) + 1
+        return self.restart(victim, tip)
+
+    def one(self, number: int) -> None:
+        kind = KINDS[number % len(KINDS)]
+        victim = self.rng.choice(rows(self.base)[1:])
+        log.info("kill %d of %d (%s): SIGKILL %s (pid %d)", number + 1, KILLS, kind, victim["name"], victim["pid"])
+        before = self.network_height()
+        victim = getattr(self, f"{kind}_kill")(victim)
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        self.back_in_production(victim, before)
 
 
-def rows(base: Path) -> list[dict[str, Any]]:
-    return json.loads(devnet(base, "status", "--json").stdout)
-
-
-def call(url: str, method: str, params: Any = None) -> Any:
-    client = RpcClient(url, timeout=10)
-    try:
-        return client.call(method, params)
-    finally:
-        client.close()
-
-
-def _gone(pid: int) -> bool:
-    """The process is gone, or a zombie waiting to be reaped by the devnet tool that started it."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1].split()[0] == b"Z"
-    except OSError:
-        return True
-
-
-def test_sigkill_loop_loses_no_committed_block(tmp_path):
+def test_sigkill_loop_loses_no_committed_block_and_no_transfer(tmp_path):
     base = tmp_path / "net"
     rng = random.Random(int(os.environ.get("SNODE_CRASH_SEED", "17")))
     log.info("A devnet of the authority and 4 service nodes that take over block production")
     up = devnet(base, "up", "--nodes", "4", "--register")
     assert_equal(up.returncode, 0, up.stderr)
+    spender = None
     try:
-        authority = rows(base)[0]["rpc"]
-        wait_until(lambda: call(authority, "get_info")["block_production"] == "service_nodes", timeout=120,
+        loop = Loop(base, rng)
+        wait_until(lambda: call(loop.authority, "get_info")["block_production"] == "service_nodes", timeout=120,
                    what="service-node block production")
-        restarts: list[float] = []
-        for kill in range(KILLS):
-            victim = rng.choice(rows(base)[1:])
-            time.sleep(rng.uniform(0, 2.0))  # a random moment of the 2 s block cycle (not a wait for a condition)
-            tip = call(victim["rpc"], "get_height")
-            log.info("kill %d of %d: SIGKILL %s (pid %d) at height %d", kill + 1, KILLS, victim["name"],
-                     victim["pid"], tip["height"])
-            os.kill(victim["pid"], signal.SIGKILL)
-            wait_until(lambda pid=victim["pid"]: _gone(pid), timeout=10, what="the killed daemon gone")
-            started = time.monotonic()
-            again = devnet(base, "start", victim["name"])
-            assert_equal(again.returncode, 0, again.stderr)
-            restarts.append(time.monotonic() - started)
-            block = call(victim["rpc"], "get_block", {"height": tip["height"]})
-            assert_equal(block["hash"], tip["hash"], f"block {tip['height']} after the restart")
-            network = call(authority, "get_height")["height"]
-            wait_until(lambda url=victim["rpc"], at=network: call(url, "get_height")["height"] > at, timeout=60,
-                       what=f"{victim['name']} caught up past height {network} (the network moves on)")
-        restarts.sort()
-        log.info("restart to serving: p50 %.2f s, max %.2f s over %d kills", restarts[len(restarts) // 2],
-                 restarts[-1], KILLS)
-        assert restarts[-1] < 3.0 * max(1.0, scaled(1.0)), restarts
-        log.info("The network still makes service-node blocks")
-        height = call(authority, "get_height")["height"]
-        wait_until(lambda: call(authority, "get_height")["height"] >= height + 3, timeout=60, what="3 more blocks")
+        log.info("Transfers flow: the faucet pays 1 coin about every second through the authority")
+        spender = Spender(base, loop.authority)
+        spender.start()
+        for number in range(KILLS):
+            loop.one(number)
+        spender.stop()
+        log.info("Every transfer the wallet reported sent is mined (%d sent, %d sends refused)",
+                 len(spender.sent), len(spender.failures))
+        assert spender.sent, spender.failures
+        wait_until(lambda: all((call(loop.authority, "get_transaction", {"txid": t}) or {}).get("height")
+                               for t in spender.sent), timeout=60, what="every sent transfer in a block")
+        _report(loop, spender)
     finally:
+        if spender is not None:
+            spender.stop()
         down = devnet(base, "down")
     assert_equal(down.returncode, 0, down.stderr)
     log.info("Every data dir passes PRAGMA integrity_check")
@@ -97,3 +175,17 @@ def test_sigkill_loop_loses_no_committed_block(tmp_path):
             assert_equal(conn.execute("PRAGMA integrity_check").fetchone()[0], "ok", str(db))
         finally:
             conn.close()
+
+
+def _report(loop: Loop, spender: Spender) -> None:
+    restarts, rejoin = sorted(loop.restarts), sorted(loop.rejoin)
+    figures = {
+        "kills": KILLS, "sigkills": len(restarts), "kinds": loop.kinds, "committed_blocks_lost": 0,
+        "restart_p50_s": round(restarts[len(restarts) // 2], 2), "restart_max_s": round(restarts[-1], 2),
+        "rejoined": len(rejoin), "rejoin_p50_s": round(rejoin[len(rejoin) // 2], 1),
+        "rejoin_max_s": round(rejoin[-1], 1), "transfers_sent": len(spender.sent), "transfers_lost": 0,
+        "wallet_sends_during_kill": loop.wallet_outcomes, "seed": int(os.environ.get("SNODE_CRASH_SEED", "17")),
+    }
+    log.info("figures: %s", figures)
+    write_figures("kill -9 loop", figures)
+    assert restarts[-1] < 3.0 * max(1.0, scaled(1.0)), restarts

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from snode.core.encoding import encode
 from snode.net import protocol as P
+from tests.functional.figures import write_figures
 from tests.functional.framework import TestNode, assert_equal, narrator, next_loopback_ip
 from tests.functional.p2p import FakePeer
 
@@ -112,3 +113,5 @@ def test_the_daemon_serves_its_unchanged_chain_after_the_mutations(target):
     bans = node.get_peers()["bans"]
     log.info("%d senders banned, e.g. %s", len(bans), sorted({b["reason"][:60] for b in bans})[:5])
     assert len(bans) >= EXAMPLES // 10, "the mutations reached the message handlers (some were banned)"
+    write_figures("P2P mutation fuzzing", {"messages": EXAMPLES, "crashes": 0, "tracebacks": 0,
+                                           "chain_unchanged": True, "senders_banned": len(bans)})
