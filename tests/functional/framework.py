@@ -131,11 +131,14 @@ class TestNode:
         ]
         return args + self.extra_args + list(extra or [])
 
-    def start(self, extra: list[str] | None = None, *, wait: bool = True) -> None:
+    def start(self, extra: list[str] | None = None, *, wait: bool = True,
+              env: dict[str, str] | None = None) -> None:
+        """Start the daemon (`env`: variables added to this process's environment)."""
         assert self.process is None or self.process.poll() is not None, "node already running"
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         with open(self._stdout, "ab") as out, open(self._stderr, "ab") as err:
-            self.process = subprocess.Popen(self.args(extra), stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+            self.process = subprocess.Popen(self.args(extra), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                            env={**os.environ, **env} if env else None)
         if wait:
             self.wait_for_rpc()
 

@@ -6,13 +6,19 @@ replayed with the same addresses.
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
 from typing import Any
 
+from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
+from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
 from snode.core.registration import parse_command
 from snode.core.transactions import Stake
-from snode.params import NETWORKS, REGTEST
-from tests.functional.framework import address_of, fund, send_spend, wait_until
+from snode.devchain import key_from_label
+from snode.params import COIN, DEVNET, NETWORKS, REGTEST
+from tests.functional.framework import NodeSet, address_of, connect_nodes, fund, send_spend, wait_until
 
 SOLO = REGTEST.staking_requirement
 """A solo node's stake: the whole staking requirement."""
@@ -64,3 +70,40 @@ def move_clocks(nodes: list[Any], timestamp: int, *, proving: list[Any], judges:
     keys = [n.get_service_node_key()["service_node_pubkey"] for n in proving]
     wait_until(lambda: all(record(judge, k)["last_uptime_proof"] >= timestamp for judge in judges for k in keys),
                timeout=30, what=f"proofs stamped {timestamp} from the live service nodes")
+
+
+class SnNet:
+    """An authority daemon and `count` service-node daemons on a fresh devnet."""
+
+    def __init__(self, nodes: NodeSet, tmp_path: Path, count: int) -> None:
+        self.operators = [key_from_label(f"sn blocks op {i}") for i in range(count)]
+        authority = SigningKey(os.urandom(32))
+        genesis = tmp_path / "genesis.json"
+        genesis.write_bytes(encode_genesis(GenesisDoc(
+            network="devnet", timestamp=int(time.time()) - 4, authorities=[authority.public.hex()],
+            outputs=[GenesisOutput(encode_address(DEVNET.address_prefix, op.public), SOLO + COIN)
+                     for op in self.operators],
+        )))
+        self.authority = nodes.add(network="devnet", extra_args=[f"--genesis={genesis}"], start=False)
+        self.authority.data_dir.mkdir(parents=True)
+        (self.authority.data_dir / "authority_key").write_text(authority.seed.hex() + "\n")
+        self.authority.start()
+        self.sns = [nodes.add(network="devnet", extra_args=[f"--genesis={genesis}", "--service-node"])
+                    for _ in range(count)]
+        for sn in self.sns:
+            connect_nodes(sn, self.authority)
+        self.pubkeys = [sn.get_service_node_key()["service_node_pubkey"] for sn in self.sns]
+
+    @property
+    def all(self) -> list[Any]:
+        return [self.authority, *self.sns]
+
+    def register_all(self) -> None:
+        wait_until(lambda: all(sn.get_info()["target_height"] == 0 and sn.get_info()["height"] > 0
+                               for sn in self.sns), timeout=30, what="service nodes synced")
+        for sn, op in zip(self.sns, self.operators):
+            register(sn, self.authority, op, SOLO)
+
+    def active(self, node: Any) -> int:
+        states = node.get_service_nodes()["service_node_states"]
+        return sum(1 for s in states if s["active"])

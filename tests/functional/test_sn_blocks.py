@@ -11,69 +11,27 @@ checkpoints make the chain final.
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from snode.core.address import encode_address
 from snode.core.blocks import Block, block_hash
-from snode.core.crypto import SigningKey
 from snode.core.encoding import encode
-from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
 from snode.core.pulse import round_at
 from snode.core.transition import apply_block
-from snode.devchain import key_from_label
 from snode.net import protocol as P
-from snode.params import COIN, DEVNET
+from snode.params import DEVNET
+from tests.functional.figures import write_figures
 from tests.functional.framework import (
-    NodeSet, assert_equal, connect_nodes, narrator, next_loopback_ip, sync_blocks, wait_until,
+    assert_equal, connect_nodes, narrator, next_loopback_ip, sync_blocks, wait_until,
 )
 from tests.functional.p2p import FakePeer
 from tests.functional.sn_chain import rebuilt, sn_keys
 from tests.functional.sn_chain import sn_block as chain_block
-from tests.functional.sn_helpers import SOLO, register
+from tests.functional.sn_helpers import SnNet
 
 log = narrator(__name__)
-
-
-class SnNet:
-    """An authority daemon and `count` service-node daemons on a fresh devnet."""
-
-    def __init__(self, nodes: NodeSet, tmp_path: Path, count: int) -> None:
-        self.operators = [key_from_label(f"sn blocks op {i}") for i in range(count)]
-        authority = SigningKey(os.urandom(32))
-        genesis = tmp_path / "genesis.json"
-        genesis.write_bytes(encode_genesis(GenesisDoc(
-            network="devnet", timestamp=int(time.time()) - 4, authorities=[authority.public.hex()],
-            outputs=[GenesisOutput(encode_address(DEVNET.address_prefix, op.public), SOLO + COIN)
-                     for op in self.operators],
-        )))
-        self.authority = nodes.add(network="devnet", extra_args=[f"--genesis={genesis}"], start=False)
-        self.authority.data_dir.mkdir(parents=True)
-        (self.authority.data_dir / "authority_key").write_text(authority.seed.hex() + "\n")
-        self.authority.start()
-        self.sns = [nodes.add(network="devnet", extra_args=[f"--genesis={genesis}", "--service-node"])
-                    for _ in range(count)]
-        for sn in self.sns:
-            connect_nodes(sn, self.authority)
-        self.pubkeys = [sn.get_service_node_key()["service_node_pubkey"] for sn in self.sns]
-
-    @property
-    def all(self) -> list[Any]:
-        return [self.authority, *self.sns]
-
-    def register_all(self) -> None:
-        wait_until(lambda: all(sn.get_info()["target_height"] == 0 and sn.get_info()["height"] > 0
-                               for sn in self.sns), timeout=30, what="service nodes synced")
-        for sn, op in zip(self.sns, self.operators):
-            register(sn, self.authority, op, SOLO)
-
-    def active(self, node: Any) -> int:
-        states = node.get_service_nodes()["service_node_states"]
-        return sum(1 for s in states if s["active"])
 
 
 def test_service_nodes_take_over_and_keep_producing_without_the_authority(nodes, tmp_path):
@@ -104,6 +62,9 @@ def test_service_nodes_take_over_and_keep_producing_without_the_authority(nodes,
         assert len(block["validators"]) >= DEVNET.signatures_needed(n), (height, block["validators"])
     log.info("20 blocks in %.1f s (devnet block time %d s)", elapsed, DEVNET.target_block_time)
     assert elapsed <= 2 * 20 * DEVNET.target_block_time + 10
+    rounds = [watcher.get_block(height=h)["round"] for h in range(start_height + 1, start_height + 21)]
+    write_figures("authority gone for good (12 SNs)", {"blocks": 20, "blocks_per_minute": round(20 / elapsed * 60, 1),
+                                                       "failed_rounds": sum(rounds)})
 
     log.info("Checkpoints carried by the chain make blocks final")
     wait_until(lambda: watcher.get_info()["immutable_height"] > handover, timeout=60, what="a final height")
@@ -243,6 +204,14 @@ def test_rounds_skip_stopped_nodes_which_the_quorum_decommissions_and_takes_back
     wait_until(lambda: all(record_of(watcher, k)["active"] for k in net.pubkeys), timeout=120,
                what="the restarted nodes recommissioned")
     sync_blocks(net.all, timeout=60)
+    top = watcher.get_info()["height"]
+    blocks = [watcher.get_block(height=h) for h in range(height + 1, top + 1)]
+    span = blocks[-1]["timestamp"] - watcher.get_block(height=height)["timestamp"]
+    write_figures("a third of 12 SNs stopped, then back", {
+        "blocks": len(blocks), "blocks_per_minute": round(len(blocks) / max(span, 1) * 60, 1),
+        "failed_rounds": sum(b["round"] for b in blocks),
+        "reasons": sorted({record_of(watcher, k)["last_decommission_reason"] for k in down_keys}),
+        "recommissioned": len(down_keys)})
 
 
 def leader_queue(node: Any) -> list[str]:

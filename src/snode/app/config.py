@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from snode.common.clock import clock_offset
 from snode.common.endpoints import (
     ConfigError, Endpoint, looks_like_ip, parse_endpoint, parse_ip, parse_port, valid_hostname,
 )
@@ -40,6 +41,8 @@ class Config:
     that runs the same service-node key."""
     omq_public: Endpoint | None = None
     """`--omq-public`: where the public read-only OMQ RPC listens (None: off)."""
+    clock_offset: float = 0.0
+    """Seconds the daemon's clock is moved by (`SNODE_CLOCK_OFFSET`, devnet and regtest only)."""
 
 
 def default_data_dir(params: NetworkParams) -> Path:
@@ -102,7 +105,16 @@ def build_config(
         rpc_allowed_hosts=tuple(allowed), notify=_notify_command(notify),
         skip_doppelganger_check=skip_doppelganger_check,
         omq_public=_omq_public(omq_public, service_node),
+        clock_offset=_clock_offset(params.name),
     )
+
+
+def _clock_offset(network: str) -> float:
+    """`SNODE_CLOCK_OFFSET` (fault tests on devnet and regtest: a machine with a wrong clock)."""
+    try:
+        return clock_offset(network, dict(os.environ))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def _omq_public(text: str | None, service_node: bool) -> Endpoint | None:

@@ -94,10 +94,12 @@ class Daemon:
         self.fatal: str | None = None
         """Why the daemon must not go on (`fail`); None on an ordinary stop."""
         self.node: Node | None = None
+        offset = config.clock_offset
         self.clock: MockableClock | SystemClock = (
-            MockableClock() if config.params.generate_on_demand else SystemClock()
+            MockableClock(offset) if config.params.generate_on_demand else SystemClock(offset)
         )
-        """Regtest's clock can be set by `set_mock_time`; every other network's is the real one."""
+        """Regtest's clock can be set by `set_mock_time`; every other network's is the real one
+        (moved by `SNODE_CLOCK_OFFSET` in fault tests on devnet and regtest)."""
 
     def request_stop(self) -> None:
         self.stop_event.set()
@@ -147,6 +149,9 @@ class Daemon:
         cfg = self.config
         if cfg.public_ip is not None and not cfg.service_node:
             log.warning("--service-node-public-ip is ignored without --service-node")
+        if cfg.clock_offset:
+            log.warning("SNODE_CLOCK_OFFSET: this daemon's clock runs %+.3f s from the machine's "
+                        "(a fault test's skewed clock)", cfg.clock_offset)
         if not cfg.rpc_admin.host.startswith("127.") and cfg.rpc_admin.host != "::1":
             log.warning(
                 "admin RPC bound to %s: it must never be reachable from the internet; "

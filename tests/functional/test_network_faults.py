@@ -1,0 +1,89 @@
+"""Network faults on real service-node daemons (issue #15, item 4), beside the ones of
+test_sn_blocks.py (the authority gone for good; a leader stopped just before its round; a third
+of 12 nodes stopped, decommissioned and taken back): one node's clock skewed, within and beyond
+what the network allows (`SNODE_CLOCK_OFFSET` moves a devnet daemon's clock, as a machine with a
+wrong clock would be).
+
+Within the window (a second, half a devnet round) the node keeps its place: it leads and signs
+blocks (a template that arrives before its round begins is held until it does). Beyond it (400
+s, past the 300 s that uptime proofs may be off), its peers refuse its proofs and say why, its
+own status line shows the reason, the quorum decommissions it, the chain goes on without it; with
+its clock put right it is taken back and every node ends on one tip.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from snode.core.proofs import PROOF_CLOCK_TOLERANCE
+from tests.functional.figures import write_figures
+from tests.functional.framework import assert_equal, connect_nodes, narrator, sync_blocks, wait_until
+from tests.functional.sn_helpers import SnNet, record
+
+log = narrator(__name__)
+NODES = 6
+
+
+def blocks_between(node: Any, first: int, last: int) -> list[dict[str, Any]]:
+    return [node.get_block(height=h) for h in range(first, last + 1)]
+
+
+def restart_with_offset(net: SnNet, node: Any, offset: float) -> None:
+    assert_equal(node.stop(), 0)
+    node.start(env={"SNODE_CLOCK_OFFSET": str(offset)} if offset else None)
+    connect_nodes(node, net.authority)
+    for other in net.sns:
+        if other is not node:
+            connect_nodes(node, other)
+
+
+def test_a_skewed_clock_keeps_its_place_within_the_window_and_loses_it_beyond(nodes, tmp_path):
+    log.info("An authority and %d service nodes take over block production", NODES)
+    net = SnNet(nodes, tmp_path, NODES)
+    skewed, pubkey = net.sns[-1], net.pubkeys[-1]
+    watcher = net.sns[0]
+    log.info("node%d's clock runs 1 s ahead (half a devnet round)", skewed.index)
+    restart_with_offset(net, skewed, 1.0)
+    net.register_all()
+    wait_until(lambda: net.active(net.authority) == NODES, timeout=120, what="all nodes active")
+    wait_until(lambda: watcher.get_info()["block_production"] == "service_nodes", timeout=60,
+               what="service-node block production")
+    assert "SNODE_CLOCK_OFFSET: this daemon's clock runs +1.000 s" in skewed.stderr_text()
+
+    log.info("30 blocks: the skewed node stays active and takes part (leads or signs)")
+    first = watcher.get_info()["height"] + 1
+    started = time.monotonic()
+    wait_until(lambda: watcher.get_info()["height"] >= first + 29, timeout=120, what="30 blocks")
+    minutes = (time.monotonic() - started) / 60
+    within = blocks_between(watcher, first, first + 29)
+    rec = record(watcher, pubkey)
+    assert rec["active"] and rec["decommission_count"] == 0, rec
+    assert any(b["producer"] == pubkey or pubkey in b["validators"] for b in within)
+    failed_within = sum(b["round"] for b in within)
+
+    offset = PROOF_CLOCK_TOLERANCE + 100
+    log.info("Its clock now runs %d s ahead, past the %d s a proof may be off", offset, PROOF_CLOCK_TOLERANCE)
+    restart_with_offset(net, skewed, offset)
+    wait_until(lambda: "check the sender's clock" in skewed.get_info()["last_uptime_proof_rejection"],
+               timeout=60, what="a peer refusing its proof, and saying why")
+    assert "refused: proof timestamp" in skewed.get_info()["status_line"]
+    log.info("The quorum decommissions it; the chain goes on without it")
+    wait_until(lambda: not record(watcher, pubkey)["active"], timeout=120, what="the skewed node decommissioned")
+    reason = record(watcher, pubkey)["last_decommission_reason"]
+    assert reason in ("missed_uptime_proofs", "missed_block_production"), reason
+    height = watcher.get_info()["height"]
+    wait_until(lambda: watcher.get_info()["height"] >= height + 10, timeout=90, what="10 more blocks")
+    beyond = blocks_between(watcher, height + 1, height + 10)
+    assert all(b["producer"] != pubkey for b in beyond)
+
+    log.info("Its clock put right: it is taken back, and every node ends on one tip")
+    restart_with_offset(net, skewed, 0)
+    wait_until(lambda: record(watcher, pubkey)["active"], timeout=120, what="the node recommissioned")
+    sync_blocks(net.all, timeout=60)
+    figures = {"nodes": NODES, "within_offset_s": 1.0, "within_blocks": 30,
+               "within_blocks_per_minute": round(30 / minutes, 1), "within_failed_rounds": failed_within,
+               "beyond_offset_s": offset, "beyond_reason": reason,
+               "beyond_failed_rounds": sum(b["round"] for b in beyond), "recommissioned": True}
+    log.info("figures: %s", figures)
+    write_figures("clock skew", figures)
