@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from snode.store import DATABASE_FILE
 from tests.functional.crash_helpers import (
     PAYEE, TXID, WALLET_LOCK, Spender, answers, call, devnet, finish, gone, rows, wallet,
@@ -140,6 +142,7 @@ class Loop:
         self.back_in_production(victim, before)
 
 
+@pytest.mark.timeout(120 + 25 * KILLS)  # about 11 s a kill; the suite's 300 s fits the short loop only
 def test_sigkill_loop_loses_no_committed_block_and_no_transfer(tmp_path):
     base = tmp_path / "net"
     rng = random.Random(int(os.environ.get("SNODE_CRASH_SEED", "17")))
