@@ -107,3 +107,11 @@ class SnNet:
     def active(self, node: Any) -> int:
         states = node.get_service_nodes()["service_node_states"]
         return sum(1 for s in states if s["active"])
+
+
+def leader_queue(node: Any) -> list[str]:
+    """The payable nodes in reward-queue order (last paid, registered, key): the first leads
+    round 0 of the next block, which pays it and sends it to the back."""
+    payable = [r for r in node.get_service_nodes()["service_node_states"] if r["payable"]]
+    payable.sort(key=lambda r: (r["last_reward_height"], r["registration_height"], r["service_node_pubkey"]))
+    return [r["service_node_pubkey"] for r in payable]

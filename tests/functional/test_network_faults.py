@@ -4,6 +4,10 @@ of 12 nodes stopped, decommissioned and taken back): one node's clock skewed, wi
 what the network allows (`SNODE_CLOCK_OFFSET` moves a devnet daemon's clock, as a machine with a
 wrong clock would be).
 
+And a leader killed (SIGKILL) at a random moment of its round: the round fails or its block
+made it out first; either way the chain goes on, and the leader, started again, catches up and
+takes part.
+
 Within the window (a second, half a devnet round) the node keeps its place: it leads and signs
 blocks (a template that arrives before its round begins is held until it does). Beyond it (400
 s, past the 300 s that uptime proofs may be off), its peers refuse its proofs and say why, its
@@ -13,13 +17,17 @@ its clock put right it is taken back and every node ends on one tip.
 
 from __future__ import annotations
 
+import random
 import time
 from typing import Any
+
+from snode.core.pulse import round_start0
+from snode.params import DEVNET
 
 from snode.core.proofs import PROOF_CLOCK_TOLERANCE
 from tests.functional.figures import write_figures
 from tests.functional.framework import assert_equal, connect_nodes, narrator, sync_blocks, wait_until
-from tests.functional.sn_helpers import SnNet, record
+from tests.functional.sn_helpers import SnNet, leader_queue, record
 
 log = narrator(__name__)
 NODES = 6
@@ -87,3 +95,44 @@ def test_a_skewed_clock_keeps_its_place_within_the_window_and_loses_it_beyond(no
                "beyond_failed_rounds": sum(b["round"] for b in beyond), "recommissioned": True}
     log.info("figures: %s", figures)
     write_figures("clock skew", figures)
+
+
+def test_a_leader_killed_during_its_round_costs_at_most_the_round(nodes, tmp_path):
+    log.info("An authority and %d service nodes take over block production", NODES)
+    net = SnNet(nodes, tmp_path, NODES)
+    net.register_all()
+    watcher = net.sns[0]
+    wait_until(lambda: watcher.get_info()["block_production"] == "service_nodes", timeout=120,
+               what="service-node block production")
+    rng = random.Random(7)
+    outcomes = [r for r in (kill_the_next_leader(net, watcher, rng, attempt) for attempt in range(4)) if r is not None]
+    assert outcomes, "a leader other than the watcher was found"
+    sync_blocks(net.all, timeout=60)
+    write_figures("a leader killed during its round", {"kills": len(outcomes), "rounds_of_the_next_block": outcomes,
+                                                       "one_tip": True})
+
+
+def kill_the_next_leader(net: SnNet, watcher: Any, rng: random.Random, attempt: int) -> int | None:
+    """SIGKILL the leader of the next block at a random moment of its round; the round that
+    made the block (None: the watcher itself leads, nothing done)."""
+    log.info("Attempt %d: SIGKILL the leader of the next block at a random moment of its round", attempt + 1)
+    tip = watcher.get_info()["height"]
+    wait_until(lambda: watcher.get_info()["height"] > tip, timeout=30, what="a new block")
+    parent = watcher.get_block(height=watcher.get_info()["height"])
+    leader_key = leader_queue(watcher)[0]
+    if leader_key == net.pubkeys[0]:
+        return None
+    leader = net.sns[net.pubkeys.index(leader_key)]
+    moment = round_start0(parent["timestamp"], DEVNET) + rng.uniform(-0.01, 0.05)  # a block takes ~50 ms
+    time.sleep(max(0.0, moment - time.time()))  # the chosen moment of the round (not a wait for a condition)
+    leader.kill()
+    made = wait_until(lambda: watcher.get_info()["height"] > parent["height"]
+                      and watcher.get_block(height=parent["height"] + 1), timeout=60, what="the next block")
+    log.info("  block %d made in round %d by %s", made["height"], made["round"], made["producer"][:16])
+    leader.start()
+    connect_nodes(leader, net.authority)
+    height = watcher.get_info()["height"]
+    wait_until(lambda: any(b["producer"] == leader_key or leader_key in b["validators"]
+                           for b in blocks_between(watcher, height + 1, watcher.get_info()["height"])),
+               timeout=90, what="the restarted leader taking part again")
+    return int(made["round"])

@@ -29,7 +29,7 @@ from tests.functional.framework import (
 from tests.functional.p2p import FakePeer
 from tests.functional.sn_chain import rebuilt, sn_keys
 from tests.functional.sn_chain import sn_block as chain_block
-from tests.functional.sn_helpers import SnNet
+from tests.functional.sn_helpers import SnNet, leader_queue
 
 log = narrator(__name__)
 
@@ -212,14 +212,6 @@ def test_rounds_skip_stopped_nodes_which_the_quorum_decommissions_and_takes_back
         "failed_rounds": sum(b["round"] for b in blocks),
         "reasons": sorted({record_of(watcher, k)["last_decommission_reason"] for k in down_keys}),
         "recommissioned": len(down_keys)})
-
-
-def leader_queue(node: Any) -> list[str]:
-    """The payable nodes in reward-queue order (last paid, registered, key): the first leads
-    round 0 of the next block, which pays it and sends it to the back."""
-    payable = [r for r in node.get_service_nodes()["service_node_states"] if r["payable"]]
-    payable.sort(key=lambda r: (r["last_reward_height"], r["registration_height"], r["service_node_pubkey"]))
-    return [r["service_node_pubkey"] for r in payable]
 
 
 def record_of(node: Any, pubkey: str) -> dict[str, Any]:
