@@ -15,14 +15,28 @@ from snode.api.client import RpcFailure, RpcUnavailable, call_once
 from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
 from snode.params import DEVNET
+from snode.tools.devnet_procs import STATE_FILE
 from tests.functional.framework import scaled
 
 TXID = re.compile(r"Transaction ID: ([0-9a-f]{64})")
 
 
+def devnet_command(base: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "snode.tools.devnet", "--base-dir", str(base), *args]
+
+
 def devnet(base: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "snode.tools.devnet", "--base-dir", str(base), *args],
-                          capture_output=True, text=True, timeout=scaled(timeout), stdin=subprocess.DEVNULL)
+    return subprocess.run(devnet_command(base, *args), capture_output=True, text=True, timeout=scaled(timeout),
+                          stdin=subprocess.DEVNULL)
+
+
+def pid_of(base: Path, name: str) -> int | None:
+    """The pid the devnet's state file holds for process `name` (written as soon as it is spawned)."""
+    try:
+        nodes = json.loads((base / STATE_FILE).read_text())["nodes"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return next((n["pid"] for n in nodes if n["name"] == name), None)
 
 
 def rows(base: Path) -> list[dict[str, Any]]:
