@@ -143,7 +143,8 @@ class Loop:
         if code == 0 and TXID.search(out):
             outcome = "sent"
         else:  # the wallet's one line: the daemon went away under it
-            outcome = err.strip().splitlines()[-1][:80] if err.strip() else f"exit {code}"
+            said = (err.strip() or out.strip()).splitlines()  # one-shot commands print "Error: ..."
+            outcome = said[-1][:80] if said else f"exit {code}"
         self.wallet_outcomes[outcome] = self.wallet_outcomes.get(outcome, 0) + 1
         return self.restart(victim, tip)
 
