@@ -17,7 +17,9 @@ its clock put right it is taken back and every node ends on one tip.
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import time
 from typing import Any
 
@@ -136,3 +138,63 @@ def kill_the_next_leader(net: SnNet, watcher: Any, rng: random.Random, attempt: 
                            for b in blocks_between(watcher, height + 1, watcher.get_info()["height"])),
                timeout=90, what="the restarted leader taking part again")
     return int(made["round"])
+
+
+def partition(nodes_a: list[Any], nodes_b: list[Any]) -> None:
+    """Cut every node of `nodes_a` off from every node of `nodes_b` (both ways); empty lists heal."""
+    for side, other in ((nodes_a, nodes_b), (nodes_b, nodes_a)):
+        for node in side:
+            deny = node.data_dir / "deny_ips"
+            if other:
+                deny.write_text("".join(f"{n.ip}\n" for n in other))
+            else:
+                deny.unlink(missing_ok=True)
+            assert node.process is not None
+            os.kill(node.process.pid, signal.SIGUSR1)
+
+
+def test_a_partition_of_four_heals_and_the_minoritys_blocks_give_way(nodes, tmp_path):
+    log.info("An authority and 12 service nodes take over block production")
+    net = SnNet(nodes, tmp_path, 12)
+    net.register_all()
+    majority, minority = net.sns[:8], net.sns[8:]
+    watcher = majority[0]
+    wait_until(lambda: watcher.get_info()["block_production"] == "service_nodes", timeout=120,
+               what="service-node block production")
+    sync_blocks(net.all, timeout=60)
+    fork = watcher.get_info()["height"]
+    log.info("Partition at height %d: 4 service nodes and the authority on one side, 8 on the other", fork)
+    cut_off = [*minority, net.authority]
+    partition(majority, cut_off)
+    started = time.monotonic()
+    log.info("The 8 go on (7 validator signatures are enough) and decommission the 4 they cannot hear")
+    wait_until(lambda: all(not record(watcher, pk)["active"] for pk in net.pubkeys[8:]), timeout=120,
+               what="the 4 cut off decommissioned by the 8")
+    log.info("The cut-off side cannot gather 7 signatures; after the backstop the authority makes its "
+             "own blocks there: a fork")
+    wait_until(lambda: net.authority.get_info()["height"] > fork
+               and net.authority.get_block(height=fork + 1)["producer"] == "authority", timeout=120,
+               what="an authority block on the cut-off side")
+    final = watcher.get_info()["immutable_height"]
+    assert final > fork, "the 8 keep making checkpoints (8 of 12 votes)"
+    span = time.monotonic() - started
+    majority_blocks = watcher.get_info()["height"] - fork
+    minority_blocks = net.authority.get_info()["height"] - fork
+    log.info("Heal: the cut-off side switches to the longer chain; nothing final is undone")
+    partition(majority, [])
+    partition(cut_off, [])
+    for node in cut_off:
+        connect_nodes(node, watcher)
+    sync_blocks(net.all, timeout=90)
+    assert net.authority.get_block(height=fork + 1)["producer"] != "authority", "the authority's fork gave way"
+    assert all("reorganized" not in n.stderr_text() for n in majority), "the 8 never reorganized"
+    assert any("reorganized" in n.stderr_text() for n in cut_off)
+    assert all(n.get_info()["immutable_height"] >= final for n in net.all)
+    wait_until(lambda: all(record(watcher, pk)["active"] for pk in net.pubkeys), timeout=180,
+               what="the 4 recommissioned")
+    figures = {"nodes": 12, "cut_off": "4 SNs and the authority", "seconds": round(span, 1),
+               "majority_blocks": majority_blocks, "majority_blocks_per_minute": round(majority_blocks / span * 60, 1),
+               "minority_blocks": minority_blocks, "final_height_during": final, "reorganized_majority": 0,
+               "recommissioned": 4}
+    log.info("figures: %s", figures)
+    write_figures("a partition of 4 that heals", figures)

@@ -70,23 +70,24 @@ def fuzz_node(tmp_path_factory):
         node.kill()
 
 
-@settings(max_examples=EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(body=bodies)
-def test_no_request_gets_http_500(fuzz_node, body):
-    SENT.append(len(body))
-    status, _, data = fuzz_node.rpc.raw(body)
-    assert status in (200, 204), (status, body, data[:200])
-    if status == 200:
-        reply = json.loads(data)
-        replies = reply if isinstance(reply, list) else [reply]
-        for r in replies:
-            assert ("result" in r) != ("error" in r), r
-            if "error" in r:
-                assert r["error"]["code"] != -32603, f"internal error for {body!r}: {r}"
-
-
-def test_daemon_still_answers_after_fuzzing(fuzz_node):
+def test_no_request_gets_http_500_and_the_daemon_still_answers(fuzz_node):
+    """One test, so that the checks after the fuzzing run on the daemon that was fuzzed
+    (pytest-xdist may hand two tests of a module to two workers, each with its own daemon)."""
+    @settings(max_examples=EXAMPLES, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(body=bodies)
+    def one(body):
+        SENT.append(len(body))
+        status, _, data = fuzz_node.rpc.raw(body)
+        assert status in (200, 204), (status, body, data[:200])
+        if status == 200:
+            reply = json.loads(data)
+            replies = reply if isinstance(reply, list) else [reply]
+            for r in replies:
+                assert ("result" in r) != ("error" in r), r
+                if "error" in r:
+                    assert r["error"]["code"] != -32603, f"internal error for {body!r}: {r}"
+    one()
     log.info("After the fuzzing the daemon still answers get_info, and its chain is unchanged")
     assert_equal(fuzz_node.get_info()["target_height"], 0)
     assert_equal(fuzz_node.get_height(), fuzz_node.tip_before_fuzzing)

@@ -65,6 +65,10 @@ def _render_metrics(node: Node, counters: EventCounters) -> bytes:
     return render(node, counters)
 
 
+DENY_FILE = "deny_ips"
+"""In the data dir: the addresses a devnet or regtest daemon cuts itself off from on SIGUSR1."""
+
+
 @dataclass
 class Wiring:
     """Everything the daemon runs on top of its node, built by `Daemon._wire`."""
@@ -144,6 +148,23 @@ class Daemon:
             log.error("%s", self.fatal)
             raise ConfigError(self.fatal)
         return 0
+
+    def _reload_denied(self, wiring: Wiring) -> None:
+        """SIGUSR1 on devnet and regtest: read `<data-dir>/deny_ips` (an IP a line; no file: none)
+        and cut this daemon off from those addresses on P2P and quorumnet, a fault test's
+        network partition (tests/functional/test_network_faults.py)."""
+        path = self.config.data_dir / DENY_FILE
+        try:
+            ips = frozenset(line.strip() for line in path.read_text().splitlines() if line.strip())
+        except FileNotFoundError:
+            ips = frozenset()
+        except (OSError, UnicodeDecodeError) as err:
+            log.warning("%s: cannot read it (%s); the partition is unchanged", path, err)
+            return
+        log.warning("partition: cut off from %s", ", ".join(sorted(ips)) if ips else "no address")
+        wiring.peers.deny(ips)
+        if wiring.quorumnet is not None:
+            wiring.quorumnet.deny(ips)
 
     def _warn_flags(self) -> None:
         cfg = self.config
@@ -234,6 +255,8 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
+        if cfg.params.name in ("devnet", "regtest"):
+            loop.add_signal_handler(signal.SIGUSR1, lambda: self._reload_denied(wiring))
         tasks = wiring.tasks
         tasks += [asyncio.create_task(wiring.producer.run(), name="block production"),
                   asyncio.create_task(wiring.duties.run_proofs(), name="uptime proofs")]

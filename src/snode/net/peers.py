@@ -60,6 +60,8 @@ class PeerManager:
         self.nonce = int.from_bytes(os.urandom(8), "big") >> 1
         self.peers: set[Peer] = set()
         self.bans: dict[str, tuple[float, str]] = {}
+        self.denied: frozenset[str] = frozenset()
+        """Addresses this node is cut off from (`deny`: a fault test's partition)."""
         self.known: OrderedDict[str, None] = OrderedDict()
         self.priority: list[str] = list(priority)
         self._dialling: set[str] = set()
@@ -125,7 +127,17 @@ class PeerManager:
         return [{"ip": ip, "seconds_left": int(until - now), "reason": reason}
                 for ip, (until, reason) in self.bans.items() if until > now]
 
+    def deny(self, ips: frozenset[str]) -> None:
+        """Cut this node off from `ips`, and only those (empty: from none): close the connections
+        with them and make or take no new ones. Devnet and regtest fault tests make a network
+        partition with it (`snoded` on SIGUSR1)."""
+        self.denied = ips
+        for peer in [p for p in self._connections if p.ip in ips]:
+            peer.close()
+
     def is_banned(self, ip: str) -> bool:
+        if ip in self.denied:
+            return True
         entry = self.bans.get(ip)
         if entry is None:
             return False

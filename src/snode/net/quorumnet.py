@@ -54,6 +54,8 @@ class QuorumNet:
         self._probes: set[zmq.asyncio.Socket] = set()
         """Sockets of reachability tests under way: closed at stop, or the context never ends."""
         self.refused = 0
+        self.denied: frozenset[str] = frozenset()
+        """Addresses this node is cut off from (`deny`)."""
 
     # --- ZAP: who may connect -----------------------------------------------------------------
 
@@ -67,6 +69,16 @@ class QuorumNet:
         log.warning("quorumnet: refused a client whose key %s is not a registered service node's",
                     key.hex()[:16])
         return False
+
+    def deny(self, ips: frozenset[str]) -> None:
+        """Cut this node off from `ips` (`PeerManager.deny`'s twin): nothing is sent to a member
+        whose proof declares one of them (its queued messages are dropped), and a reachability
+        test of one fails. A partition denies both ways, so nothing comes from them either."""
+        self.denied = ips
+        for member, (address, sock) in list(self._dealers.items()):
+            if _address_ip(address) in ips:
+                sock.close(linger=0)
+                del self._dealers[member]
 
     def _refresh_allowed(self) -> None:
         registry = self.node.state.service_nodes
@@ -135,6 +147,8 @@ class QuorumNet:
         if endpoint is None or member == self.key.public:
             return False
         ip, port = endpoint
+        if ip in self.denied:
+            return False
         address = f"tcp://[{ip}]:{port}" if ":" in ip else f"tcp://{ip}:{port}"
         cached = self._dealers.get(member)
         if cached is None or cached[0] != address:
@@ -169,6 +183,8 @@ class QuorumNet:
         if endpoint is None or member == self.key.public:
             return None
         ip, port = endpoint
+        if ip in self.denied:
+            return False
         sock = self._ctx.socket(zmq.DEALER)
         sock.curve_secretkey = z85.encode(self._secret)
         sock.curve_publickey = z85.encode(self._public)
@@ -185,6 +201,12 @@ class QuorumNet:
         finally:
             self._probes.discard(sock)
             sock.close(linger=0)
+
+
+def _address_ip(address: str) -> str:
+    """The IP of a `tcp://ip:port` or `tcp://[ip]:port` endpoint."""
+    host = address.removeprefix("tcp://").rpartition(":")[0]
+    return host.strip("[]")
 
 
 def _consume(future: asyncio.Future[Any]) -> None:
