@@ -4,6 +4,11 @@ of 12 nodes stopped, decommissioned and taken back): one node's clock skewed, wi
 what the network allows (`SNODE_CLOCK_OFFSET` moves a devnet daemon's clock, as a machine with a
 wrong clock would be).
 
+A partition (`<data-dir>/deny_ips` read on SIGUSR1 cuts a devnet daemon off from those addresses
+on P2P and quorumnet): 4 service nodes and the authority from the other 8. The 8 go on and keep
+making checkpoints; the cut-off side cannot sign a block and its authority makes a backstop block;
+once healed the cut-off side's block gives way and nothing final is undone.
+
 And a leader killed (SIGKILL) at a random moment of its round: the round fails or its block
 made it out first; either way the chain goes on, and the leader, started again, catches up and
 takes part.
@@ -179,6 +184,7 @@ def test_a_partition_of_four_heals_and_the_minoritys_blocks_give_way(nodes, tmp_
     assert final > fork, "the 8 keep making checkpoints (8 of 12 votes)"
     span = time.monotonic() - started
     majority_blocks = watcher.get_info()["height"] - fork
+    failed_rounds = sum(b["round"] for b in blocks_between(watcher, fork + 1, fork + majority_blocks))
     minority_blocks = net.authority.get_info()["height"] - fork
     log.info("Heal: the cut-off side switches to the longer chain; nothing final is undone")
     partition(majority, [])
@@ -194,6 +200,7 @@ def test_a_partition_of_four_heals_and_the_minoritys_blocks_give_way(nodes, tmp_
                what="the 4 recommissioned")
     figures = {"nodes": 12, "cut_off": "4 SNs and the authority", "seconds": round(span, 1),
                "majority_blocks": majority_blocks, "majority_blocks_per_minute": round(majority_blocks / span * 60, 1),
+               "majority_failed_rounds": failed_rounds,
                "minority_blocks": minority_blocks, "final_height_during": final, "reorganized_majority": 0,
                "recommissioned": 4}
     log.info("figures: %s", figures)
