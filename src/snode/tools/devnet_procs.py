@@ -144,7 +144,8 @@ def wait_rpc(entry: NodeEntry, timeout: float = 30) -> None:
                 if not is_our_process(entry):
                     log = Path(entry.data_dir) / "daemon.out"
                     tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
-                    raise DevnetError(f"{entry.name} exited during start-up: {' | '.join(tail)}") from None
+                    raise DevnetError(f"{entry.name} exited during start-up{_how_it_ended(entry.pid)}: "
+                                      f"{' | '.join(tail)}") from None
                 if time.monotonic() > deadline:
                     raise DevnetError(
                         f"{entry.name} did not answer on {entry.rpc_url} within {timeout:.0f} s"
@@ -152,6 +153,20 @@ def wait_rpc(entry: NodeEntry, timeout: float = 30) -> None:
                 time.sleep(0.1)
     finally:
         client.close()
+
+
+def _how_it_ended(pid: int) -> str:
+    """` (exit code N)` or ` (killed by SIGX)` for a child of this process that has ended, read
+    with waitpid (which also reaps it); empty when that is not known (not our child)."""
+    try:
+        ended, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return ""
+    if ended != pid:
+        return ""
+    if os.WIFSIGNALED(status):
+        return f" (killed by {signal.Signals(os.WTERMSIG(status)).name})"
+    return f" (exit code {os.waitstatus_to_exitcode(status)})"
 
 
 def stop_node(entry: NodeEntry) -> bool:
