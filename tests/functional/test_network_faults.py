@@ -37,7 +37,8 @@ from tests.functional.framework import assert_equal, connect_nodes, narrator, sy
 from tests.functional.sn_helpers import SnNet, leader_queue, record
 
 log = narrator(__name__)
-NODES = 6
+NODES = int(os.environ.get("SNODE_FAULT_NODES", "6"))
+"""Service nodes of the skew and leader tests (`make reliability`: 12, as issue #15 asks)."""
 
 
 def blocks_between(node: Any, first: int, last: int) -> list[dict[str, Any]]:

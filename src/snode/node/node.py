@@ -117,8 +117,10 @@ class Node:
 
     @property
     def target_height(self) -> int:
-        """Best height announced by peers while syncing; 0 when synced."""
-        return self._target_height
+        """Best height announced by peers while syncing; 0 when synced. Read against the tip, so
+        that it is 0 the moment the node reaches the height it was syncing to (the sync service
+        notes a new target only when it looks at its peers again: get_info said 5000 of 5000)."""
+        return self._target_height if self._target_height > self._state.height else 0
 
     @property
     def production_mode(self) -> Mode:
