@@ -126,3 +126,12 @@ def test_json_output_is_one_object_with_the_issue_fields():
                   "max_reward_deviation"):
         assert field in result
     assert result["service_nodes"] == 12 and result["blocks"] == 5
+
+
+def test_a_network_that_cannot_sign_a_block_stops_the_run_with_one_line():
+    done = subprocess.run([sys.executable, "-m", "snode.sim", "--service-nodes", "12", "--blocks", "20",
+                           "--loss", "0.5"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("snode-sim: no block at height ") and "backstop" in last, last
+    assert "Traceback" not in done.stderr

@@ -66,7 +66,9 @@ class HeightProduction:
         net.clear()
         if not made or self.block is None:
             raise SimError(f"no block at height {self.parent.height + 1} after {MAX_ROUNDS} rounds: "
-                           "too many leaders or validators down or cut off")
+                           "too many leaders or validators down, cut off or unheard (a real network "
+                           f"would wait for the authority's backstop after {self.params.backstop_rounds} "
+                           "rounds, which the simulation does not play)")
         return self.block, self.block.header.round
 
     # --- rounds -------------------------------------------------------------------------------
