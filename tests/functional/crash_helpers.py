@@ -1,9 +1,8 @@
-"""What the kill -9 loop (test_crash_loop.py) drives: the devnet tool, RPC calls, the faucet
-wallet sending transfers while daemons die, and the figures the loop writes."""
+"""What the kill -9 loop (test_crash_loop.py) drives besides the devnet tool: RPC calls that may
+find a daemon gone, and the faucet wallet sending transfers while daemons die."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -15,52 +14,17 @@ from snode.api.client import RpcFailure, RpcUnavailable, call_once
 from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
 from snode.params import DEVNET
-from snode.tools.devnet_procs import STATE_FILE
 from tests.functional.framework import scaled
 
 TXID = re.compile(r"Transaction ID: ([0-9a-f]{64})")
 
 
-def devnet_command(base: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "snode.tools.devnet", "--base-dir", str(base), *args]
-
-
-def devnet(base: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(devnet_command(base, *args), capture_output=True, text=True, timeout=scaled(timeout),
-                          stdin=subprocess.DEVNULL)
-
-
-def pid_of(base: Path, name: str) -> int | None:
-    """The pid the devnet's state file holds for process `name` (written as soon as it is spawned)."""
-    try:
-        nodes = json.loads((base / STATE_FILE).read_text())["nodes"]
-    except (OSError, ValueError, KeyError):
-        return None
-    return next((n["pid"] for n in nodes if n["name"] == name), None)
-
-
-def rows(base: Path) -> list[dict[str, Any]]:
-    return json.loads(devnet(base, "status", "--json").stdout)
-
-
-def call(url: str, method: str, params: Any = None) -> Any:
-    return call_once(url, method, params)
-
-
 def answers(url: str, method: str, params: Any = None) -> Any:
-    """`call`, or None while the daemon does not answer (starting, or just killed)."""
+    """`call_once`, or None while the daemon does not answer (starting, or just killed)."""
     try:
-        return call(url, method, params)
+        return call_once(url, method, params)
     except (RpcUnavailable, RpcFailure, OSError):
         return None
-
-
-def gone(pid: int) -> bool:
-    """The process is gone, or a zombie waiting to be reaped by the devnet tool that started it."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1].split()[0] == b"Z"
-    except OSError:
-        return True
 
 
 def wallet(base: Path, daemon_rpc: str, *args: str) -> subprocess.Popen[str]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.common.procs import child_pids
@@ -74,6 +75,12 @@ def wait_until(predicate: Callable[[], Any], *, timeout: float = 30, what: str =
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {scaled(timeout):.0f} s waiting for {what}")
         time.sleep(interval)  # the poll interval: the one sleep of the suite, inside wait_until
+
+
+def fuzz_settings(examples: int) -> settings:
+    """Hypothesis settings of a fuzzing run against a real daemon: `examples` requests, no
+    deadline (a daemon's answer takes what it takes)."""
+    return settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def process_gone(pid: int) -> bool:

@@ -29,11 +29,11 @@ from typing import Any
 import pytest
 
 from snode.store import DATABASE_FILE
-from tests.functional.crash_helpers import (
-    PAYEE, TXID, WALLET_LOCK, Spender, answers, call, devnet, devnet_command, finish, gone, pid_of, rows, wallet,
-)
+from snode.api.client import call_once as call
+from tests.functional.crash_helpers import PAYEE, TXID, WALLET_LOCK, Spender, answers, finish, wallet
+from tests.functional.devnet_helpers import ENV, devnet, devnet_command, pid_of, rows
 from tests.functional.figures import write_figures
-from tests.functional.framework import assert_equal, narrator, scaled, wait_until
+from tests.functional.framework import assert_equal, narrator, process_gone, scaled, wait_until
 
 log = narrator(__name__)
 KILLS = int(os.environ.get("SNODE_CRASH_KILLS", "6"))
@@ -67,7 +67,7 @@ class Loop:
         """SIGKILL the victim now; the tip it reported just before."""
         tip = answers(victim["rpc"], "get_height") or {"height": 0, "hash": None}
         os.kill(victim["pid"], signal.SIGKILL)
-        wait_until(lambda: gone(victim["pid"]), timeout=10, what="the killed daemon gone")
+        wait_until(lambda: process_gone(victim["pid"]), timeout=10, what="the killed daemon gone")
         return tip
 
     def restart(self, victim: dict[str, Any], tip: dict[str, Any]) -> dict[str, Any]:
@@ -119,14 +119,14 @@ class Loop:
         target = self.network_height() + SYNC_GAP
         wait_until(lambda: self.network_height() >= target, timeout=60, what=f"the network {SYNC_GAP} blocks on")
         starter = subprocess.Popen(devnet_command(self.base, "start", victim["name"]), stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+                                   stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=ENV)
         try:
             pid = wait_until(lambda: (p := pid_of(self.base, victim["name"])) != victim["pid"] and p,
                              timeout=30, what="the new process")
             time.sleep(self.rng.uniform(0.05, 0.6))  # a random moment of its start-up (not a wait for a condition)
             height = (answers(victim["rpc"], "get_height") or {"height": "no RPC yet"})["height"]
             os.kill(pid, signal.SIGKILL)
-            wait_until(lambda: gone(pid), timeout=10, what="the killed daemon gone")
+            wait_until(lambda: process_gone(pid), timeout=10, what="the killed daemon gone")
         finally:
             starter.communicate(timeout=scaled(60))
         log.info("  %s killed during its start-up (height %s, the network at %d)", victim["name"], height,

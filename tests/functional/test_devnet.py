@@ -9,26 +9,13 @@ what it prints and checks the daemons it started by their pids in /proc.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
-from tests.functional.framework import _WORKER_INDEX, assert_equal, narrator, scaled, wait_until
+from tests.functional.devnet_helpers import devnet
+from tests.functional.framework import assert_equal, narrator, process_gone, scaled, wait_until
 
 log = narrator(__name__)
-
-
-def devnet(base: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run `snode-devnet --base-dir base args...` to completion, output captured."""
-    env = dict(os.environ, SNODE_DEVNET_IP_PREFIX=f"127.{_WORKER_INDEX + 1}.251.")
-    return subprocess.run([sys.executable, "-m", "snode.tools.devnet", "--base-dir", str(base), *args],
-                          capture_output=True, text=True, timeout=scaled(timeout), stdin=subprocess.DEVNULL, env=env)
-
-
-def pid_alive(pid: int) -> bool:
-    """True while process pid runs (a zombie counts as gone)."""
-    return Path(f"/proc/{pid}").exists() and b"zombie" not in Path(f"/proc/{pid}/status").read_bytes().lower()
 
 
 def test_up_status_stop_start_down(tmp_path):
@@ -41,7 +28,7 @@ def test_up_status_stop_start_down(tmp_path):
         assert f"running in {base}" in out.stdout
         pids = [int(line.split("pid ")[1].split(",")[0]) for line in out.stdout.splitlines() if "pid " in line]
         assert_equal(len(pids), 3)
-        assert all(pid_alive(p) for p in pids)
+        assert all(not process_gone(p) for p in pids)
         assert (base / "wallets" / "faucet.wallet").is_file()
         log.info("devnet up again: refused, already running")
         again = devnet(base, "up", "--nodes", "2")
@@ -58,8 +45,8 @@ def test_up_status_stop_start_down(tmp_path):
         assert rows[0]["sn_pubkey"] is None and len(rows[1]["sn_pubkey"]) == 64
         log.info("devnet stop node2: that one process stops, by its pid; starting it again catches up")
         assert "stopped node2" in devnet(base, "stop", "node2").stdout
-        wait_until(lambda: not pid_alive(pids[2]), timeout=20, what="node2 gone")
-        assert all(pid_alive(p) for p in pids[:2])
+        wait_until(lambda: process_gone(pids[2]), timeout=20, what="node2 gone")
+        assert all(not process_gone(p) for p in pids[:2])
         stopped_again = devnet(base, "stop", "node2")
         assert_equal((stopped_again.returncode, stopped_again.stderr.strip()),
                      (1, "snode-devnet: node2 is not running"))
@@ -82,7 +69,7 @@ def test_up_status_stop_start_down(tmp_path):
         stopped = devnet(base, "down")
     assert_equal(stopped.returncode, 0, stopped.stderr)
     assert "stopped 3 of 3" in stopped.stdout
-    wait_until(lambda: not any(pid_alive(p) for p in pids), timeout=20, what="devnet daemons gone")
+    wait_until(lambda: all(process_gone(p) for p in pids), timeout=20, what="devnet daemons gone")
     log.info("devnet status after down: no devnet")
     missing = devnet(base, "status")
     assert_equal(missing.returncode, 1)

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from snode.rpc.omq_public import PUBLIC_METHODS
 from tests.functional.figures import write_figures
-from tests.functional.framework import TestNode, assert_equal, narrator, next_loopback_ip, scaled
+from tests.functional.framework import fuzz_settings, TestNode, assert_equal, narrator, next_loopback_ip, scaled
 
 zmq = pytest.importorskip("zmq")
 log = narrator(__name__)
@@ -118,8 +118,7 @@ def omq_target(tmp_path_factory):
 def test_no_request_gets_status_500_and_the_chain_is_unchanged(omq_target):
     """One test, so that the checks after the fuzzing run on the daemon that was fuzzed
     (pytest-xdist may hand two tests of a module to two workers, each with its own daemon)."""
-    @settings(max_examples=EXAMPLES, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow])
+    @fuzz_settings(EXAMPLES)
     @given(frames=requests)
     def one(frames):
         node, clients, _ = omq_target

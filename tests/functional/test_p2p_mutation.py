@@ -14,13 +14,13 @@ import typing
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from snode.core.encoding import encode
 from snode.net import protocol as P
 from tests.functional.figures import write_figures
-from tests.functional.framework import TestNode, assert_equal, narrator, next_loopback_ip
+from tests.functional.framework import fuzz_settings, TestNode, assert_equal, narrator, next_loopback_ip
 from tests.functional.p2p import FakePeer
 
 log = narrator(__name__)
@@ -90,8 +90,7 @@ def mutations(draw, samples: list[P.Message]) -> bytes:  # type: ignore[no-untyp
 def test_mutated_messages_never_crash_the_daemon_or_change_its_chain(target):
     """One test, so that the checks after the fuzzing run on the daemon that was fuzzed
     (pytest-xdist may hand two tests of a module to two workers, each with its own daemon)."""
-    @settings(max_examples=EXAMPLES, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow])
+    @fuzz_settings(EXAMPLES)
     @given(data=st.data())
     def one(data):
         node, samples = target

@@ -12,7 +12,7 @@ import time
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from snode.core.crypto import x25519_public
@@ -25,7 +25,7 @@ from snode.devchain import key_from_label
 from snode.net import protocol as P
 from snode.params import COIN, REGTEST
 from tests.functional.figures import write_figures
-from tests.functional.framework import assert_equal, narrator, scaled, send_spend, wait_until
+from tests.functional.framework import fuzz_settings, assert_equal, narrator, scaled, send_spend, wait_until
 from tests.functional.sn_helpers import SOLO, fund_and_unlock
 
 zmq = pytest.importorskip("zmq")
@@ -96,8 +96,7 @@ def mutations(draw, samples: list[msgspec.Struct]) -> bytes:  # type: ignore[no-
 def test_mutated_quorumnet_messages_never_crash_the_daemon_or_change_its_chain(target):
     """One test, so that the checks after the fuzzing run on the daemon that was fuzzed
     (pytest-xdist may hand two tests of a module to two workers, each with its own daemon)."""
-    @settings(max_examples=EXAMPLES, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow])
+    @fuzz_settings(EXAMPLES)
     @given(data=st.data())
     def one(data):
         node, sock, samples = target

@@ -14,13 +14,13 @@ import json
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from snode.rpc.openrpc import document
 from snode.rpc.signatures import SIGNATURES
 from tests.functional.figures import write_figures
-from tests.functional.framework import TestNode, assert_equal, narrator
+from tests.functional.framework import fuzz_settings, TestNode, assert_equal, narrator
 
 log = narrator(__name__)
 
@@ -73,8 +73,7 @@ def fuzz_node(tmp_path_factory):
 def test_no_request_gets_http_500_and_the_daemon_still_answers(fuzz_node):
     """One test, so that the checks after the fuzzing run on the daemon that was fuzzed
     (pytest-xdist may hand two tests of a module to two workers, each with its own daemon)."""
-    @settings(max_examples=EXAMPLES, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow])
+    @fuzz_settings(EXAMPLES)
     @given(body=bodies)
     def one(body):
         SENT.append(len(body))

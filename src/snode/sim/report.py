@@ -83,11 +83,9 @@ class Tally:
             if isinstance(payload, StateChange):
                 kind = StateChangeKind(payload.kind)
                 self.state_changes[kind.name.lower()] = self.state_changes.get(kind.name.lower(), 0) + 1
+                self._close(payload.sn_pubkey, height + 1)
                 if kind in (StateChangeKind.ACTIVATE, StateChangeKind.RECOMMISSION):
-                    self._close(payload.sn_pubkey, height + 1)
                     self.payable_from[payload.sn_pubkey] = height + self.params.payable_grace + 1
-                else:
-                    self._close(payload.sn_pubkey, height + 1)
             elif isinstance(payload, StakeReturn):
                 self.stakes_returned += 1
                 self._close(payload.sn_pubkey, height)
@@ -95,8 +93,8 @@ class Tally:
     def _payable_count(self, world: World, height: int) -> int:
         """Nodes the block at `height` could pay: the parent's reward queue less the nodes at
         its back still in their grace period (newly active nodes queue at the back)."""
-        index = registry_index(world.node.state)  # the block is adopted: its parent's queue is
-        queue = index.reward_queue                # the same but for the winner, moved to the back
+        # Read after the block is adopted: the parent's queue but for the winner, now at the back.
+        queue = registry_index(world.node.state).reward_queue
         registry = world.node.state.service_nodes
         waiting = 0
         for entry in reversed(queue[-GRACE_SCAN_LIMIT:]):

@@ -88,7 +88,7 @@ class HeightProduction:
                 )
             if pubkey in self.machines:
                 self._do(pubkey, self.machines[pubkey].tick(self.world.net.now))
-        start, end = round_window(self.parent.timestamp, number, self.params)
+        end = round_window(self.parent.timestamp, number, self.params)[1]
         self.world.net.at(end, lambda: self._begin_round(number + 1))
 
     def _wake(self, pubkey: bytes) -> None:

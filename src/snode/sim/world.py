@@ -95,7 +95,6 @@ class World:
         self.progress = progress or (lambda text: None)
         self.rng = random.Random(config.seed)
         self.baseline_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        started = time.perf_counter()
         self.pop = population or make_population(config.service_nodes, config.contributors, config.seed)
         self.params = self.pop.params
         state, genesis, consensus = genesis_state(self.pop.genesis, self.params)
@@ -114,7 +113,6 @@ class World:
         """Every node that has had an outage or was cut off (what a test checks verdicts against)."""
         self.tally = Tally(self.params)
         self.judges = Judges(self)
-        self.setup_s = time.perf_counter() - started
 
     # --- what the simulated nodes can do ------------------------------------------------------
 
@@ -207,11 +205,11 @@ class World:
         self.tally.block(self, block, winner.pubkey if winner else None, rounds)
         for tx in block.transactions:
             if isinstance(tx.payload, (StakeReturn, StateChange)):
-                self._after_change(tx)
+                self._after_change(tx.payload.sn_pubkey)
         self.judges.after_block(block)
 
-    def _after_change(self, tx: Transaction) -> None:
-        pubkey = tx.payload.sn_pubkey  # type: ignore[union-attr]  # both payloads name the node
+    def _after_change(self, pubkey: bytes) -> None:
+        """A block changed the node's state: forget a node that left the registry."""
         if pubkey not in self.node.state.service_nodes:
             self.down_until.pop(pubkey, None)
             self.down_since.pop(pubkey, None)
