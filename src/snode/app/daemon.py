@@ -8,6 +8,7 @@ Signal handlers only set the stop event; the main coroutine does the shutdown.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import gc
 import logging
 import signal
@@ -63,6 +64,14 @@ def _render_metrics(node: Node, counters: EventCounters) -> bytes:
     from snode.rpc.metrics import render
 
     return render(node, counters)
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return False
 
 
 DENY_FILE = "deny_ips"
@@ -160,6 +169,10 @@ class Daemon:
             ips = frozenset()
         except (OSError, UnicodeDecodeError) as err:
             log.warning("%s: cannot read it (%s); the partition is unchanged", path, err)
+            return
+        bad = sorted(ip for ip in ips if not _is_ip(ip))
+        if bad:
+            log.warning("%s: %s is not an IP address; the partition is unchanged", path, bad[0])
             return
         log.warning("partition: cut off from %s", ", ".join(sorted(ips)) if ips else "no address")
         wiring.peers.deny(ips)
