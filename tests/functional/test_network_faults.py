@@ -181,8 +181,8 @@ def test_a_partition_of_four_heals_and_the_minoritys_blocks_give_way(nodes, tmp_
     wait_until(lambda: net.authority.get_info()["height"] > fork
                and net.authority.get_block(height=fork + 1)["producer"] == "authority", timeout=120,
                what="an authority block on the cut-off side")
-    final = watcher.get_info()["immutable_height"]
-    assert final > fork, "the 8 keep making checkpoints (8 of 12 votes)"
+    final = wait_until(lambda: (h := watcher.get_info()["immutable_height"]) > fork and h, timeout=120,
+                       what="the 8 making a checkpoint above the fork (8 of 12 votes)")
     span = time.monotonic() - started
     majority_blocks = watcher.get_info()["height"] - fork
     failed_rounds = sum(b["round"] for b in blocks_between(watcher, fork + 1, fork + majority_blocks))
