@@ -125,7 +125,7 @@ class Judges:
         voters = [m for m in quorum.members if m in world.keys and (by_authority or world.is_up(m))]
         budget = world.params.min_active_sns if by_authority else ACTIVATIONS_PER_BLOCK
         now = world.net.now
-        for pubkey in list(self.watched):
+        for pubkey in sorted(self.watched):  # not the set's order: that differs from one process to the next
             if budget <= 0:
                 break
             sn = state.service_nodes.get(pubkey)
