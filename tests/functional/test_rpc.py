@@ -299,6 +299,10 @@ def test_http_rules(sn):
     status, _, data = post(sn, {"jsonrpc": "2.0", "id": 1, "method": "get_info"}, {"Content-Type": "text/plain"})
     assert_equal(status, 415)
     assert b"Content-Type: application/json" in data
+    for accepted in ("application/json; charset=utf-8", "Application/JSON"):
+        status, _, data = post(sn, {"jsonrpc": "2.0", "id": 1, "method": "get_height"}, {"Content-Type": accepted})
+        assert_equal(status, 200)
+        assert b'"result"' in data
     status, _, _ = post(sn, b"[" + b" " * (1024 * 1024 + 10) + b"]")
     assert_equal(status, 413)
     log.info("A foreign Host or Origin is 403 (DNS rebinding); loopback hosts are let in")

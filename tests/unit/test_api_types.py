@@ -201,6 +201,24 @@ async def test_the_cached_list_equals_the_records_built_one_by_one(served: Serve
         await served.table.call("generate_blocks", {"blocks": 1})
 
 
+async def test_the_kept_get_info_answer_follows_every_figure_it_shows(served: Served) -> None:
+    node = served.table.node
+
+    async def info() -> T.InfoResult:
+        return await _answer(served, "get_info", {}, T.InfoResult)
+
+    first = await info()
+    assert await info() == first
+    node.submit_transaction(served.chain.transfer_tx(BOB, DAVE.public, COIN), node.now())
+    assert (await info()).mempool_size == first.mempool_size + 1
+    await served.table.call("generate_blocks", {"blocks": 1})
+    mined = await info()
+    assert (mined.height, mined.mempool_size) == (first.height + 1, 0)
+    assert mined.top_block_hash != first.top_block_hash
+    node.own_proof.refused("127.0.0.9:9230", "clock off by 200 s")
+    assert (await info()).last_uptime_proof_rejection == "uptime proof rejected by 127.0.0.9:9230: clock off by 200 s"
+
+
 async def _on(served: Served, **params: Any) -> list[str]:
     answer = await _answer(served, "get_service_nodes", params, T.ServiceNodesResult[T.ServiceNodeState])
     return sorted(r.service_node_pubkey for r in answer.service_node_states)

@@ -95,6 +95,7 @@ class MethodTable:
         self.clock: Clock = clock if clock is not None else node.clock
         """The daemon's clock, the node's too; a MockableClock on regtest (`set_mock_time`)."""
         self._sn_cache: tuple[tuple[bytes, int], msgspec.Raw] | None = None
+        self._info_cache: tuple[object, tuple[Any, ...], msgspec.Raw] | None = None
         self._record_cache: dict[bytes, tuple[ServiceNode, tuple[int, bool, Participation, int], msgspec.Raw]] = {}
         self._table: dict[str, tuple[Callable[[Any], Awaitable[Any]], type[msgspec.Struct] | None]] = {
             name: (getattr(self, attr), params) for name, (attr, params) in SIGNATURES.items()
@@ -124,12 +125,27 @@ class MethodTable:
 
     # --- specification methods ------------------------------------------------------------------
 
-    async def get_info(self, _: NoParams) -> InfoResult:
+    async def get_info(self, _: NoParams) -> InfoResult | msgspec.Raw:
+        """Encoded once per change of what it shows: the tip, the sync target, the mempool, the
+        peers, proofs (the status line's proof age and refusal) and the clock's second. Callers
+        poll it many times a second (monitoring, tools, wallets)."""
+        node, proofs = self.node, self.node.proofs
+        state = node.state
+        key = (node.target_height, len(node.pool), len(self.peers.peers) if self.peers is not None else 0,
+               proofs.version, proofs.own_refusal, proofs.own_refused_reason, self.now())
+        cached = self._info_cache
+        if cached is not None and cached[0] is state and cached[1] == key:
+            return cached[2]
+        raw = msgspec.Raw(_json.encode(self._info(key[-1])))
+        self._info_cache = (state, key, raw)
+        return raw
+
+    def _info(self, now: int) -> InfoResult:
         node = self.node
         return InfoResult(
             height=node.height,
             target_height=node.target_height,
-            status_line=node.status_line(self.now()),
+            status_line=node.status_line(now),
             network=node.params.name,
             version=__version__,
             top_block_hash=node.state.tip_hash.hex(),

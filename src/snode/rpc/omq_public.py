@@ -160,7 +160,7 @@ class PublicOmq:
             log.exception("public OMQ: %s failed", frames[0][:40] if frames else b"?")
             return b"500", _encode({"error": "internal error; the operator's log has the details"})
         if method == "get_info":
-            info = msgspec.to_builtins(result)
+            info = msgspec.json.decode(result)
             result = {name: info[name] for name in PUBLIC_INFO_FIELDS}
         payload = result if isinstance(result, msgspec.Raw) else _encode(msgspec.to_builtins(result))
         return b"200", bytes(payload)
