@@ -79,6 +79,19 @@ def process_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def process_tree_cpu_seconds(pid: int) -> tuple[float, float] | None:
+    """(the process's own, its living children's) user + system CPU seconds so far: a daemon and
+    its signature workers (Linux /proc); None where unknown."""
+    own = process_cpu_seconds(pid)
+    if own is None:
+        return None
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return own, sum(process_cpu_seconds(int(child)) or 0.0 for child in children)
+
+
 def stop_process(proc: subprocess.Popen[Any], timeout: float = STOP_TIMEOUT,
                  sig: int = signal.SIGTERM) -> bool:
     """Send sig to this child by its pid; SIGKILL it if it has not stopped after timeout seconds.

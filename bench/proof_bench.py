@@ -8,13 +8,14 @@ verification rate):
 - the limit: Ed25519 verifications per second on one core (`core.crypto.verify`, PyNaCl) over
   4,000 of the run's own proof signatures and signed messages, measured just before each trial
   while the daemon is idle, so that a neighbour's load on the machine hits both figures of a
-  trial alike. The daemon verifies proofs one by one on its event-loop thread, so one core is
-  its bound;
+  trial alike. A proof that comes alone is checked on the daemon's event-loop thread; under
+  this load the daemon checks each loop turn's proofs as a batch on its signature workers
+  (services/proof_intake.py), so both cores work and the intake can pass one core's rate;
 - the intake: a real `snoded --regtest` opens the chain; PEERS fake peers, each on its own
   127.x source address, handshake with it and send pre-built frames of signed proofs
   (`make_proof` with each SN's key). Proofs are direct (`relayed=False`), each SN declaring as
   its public IP the source address of the peer that carries it, so the daemon runs the full
-  direct path: IP check, check_proof, then relay to every other peer. Each trial sends ROUNDS
+  direct path: IP check, the proof's rules and signature, then relay to every other peer. Each trial sends ROUNDS
   rounds of one proof per SN, timestamps t0, t0+1, ... (the rate limit is one per half proof
   interval, 1 s on regtest), all within the 300 s clock tolerance; an SN's proofs all travel on
   one connection, so they arrive in order. Per peer a trial stays under the flood burst
@@ -22,16 +23,18 @@ verification rate):
   connections, whose buckets are full.
 - the clock: from the first byte sent until the daemon has handled every proof of the trial.
   The signal is the relay stream, read by the fake peers: the daemon relays a proof to every
-  other peer if and only if it accepted it (sn_service.on_peer_proof) and answers a refused
+  other peer if and only if it accepted it (sn_duties, proof_intake) and answers a refused
   direct proof with ProofRejected, so (Proof frames received) / (PEERS - 1) + (ProofRejected
   frames) counts the handled proofs exactly, with no polling load on the daemon. Afterwards,
   untimed, get_service_nodes must show every SN's last_uptime_proof at the trial's last
   timestamp, and no proof may have been refused;
-- ratio = intake / limit per trial; the median of TRIALS trials, target >= 0.5;
+- ratio = intake / limit per trial; the median of TRIALS trials, target >= 1.2 (issue #16; the
+  first round's was 0.5, one core);
 - the same in CPU time, which a neighbour's load on a shared machine moves far less: proofs per
-  CPU second of the daemon process during the trial (/proc/PID/stat) over verifications per CPU
-  second of the thread that measured the limit. It says how much of the daemon's own work is
-  signature checking; the wall-clock ratio also pays for the fake peers sharing the 2 cores;
+  CPU second of the daemon process and its signature workers during the trial (/proc/PID/stat)
+  over verifications per CPU second of the thread that measured the limit. It says how much of
+  the daemon's work is signature checking (it cannot pass 1); the wall-clock ratio also pays
+  for the fake peers sharing the 2 cores;
 - where the time goes: the daemon's pure per-proof steps timed in-process on one core (decode
   the frame, check_proof with its verification, encode the relay per peer); the rest of the
   measured time per proof is the event loop, socket reads and the relay writes. `--profile`
@@ -64,7 +67,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench import daemons
-from bench.daemons import P2P_PORT, PROOF_NET, Daemon, loopback_ip, process_cpu_seconds
+from bench.daemons import P2P_PORT, PROOF_NET, Daemon, loopback_ip, process_tree_cpu_seconds
 from bench.proof_chain import PARAMS, build_chain
 from bench.report import verdict
 from snode import __version__
@@ -84,7 +87,8 @@ ROUNDS: Final = int((FLOOD_BURST - FLOOD_MARGIN) // -(-SERVICE_NODES // PEERS))
 """Proofs per SN per trial: as many as fit in one peer's flood burst (7 with 2,000 SNs, 8 peers)."""
 TRIALS: Final = 5
 VERIFY_SAMPLES: Final = 4_000
-TARGET_RATIO: Final = 0.5
+TARGET_RATIO: Final = 1.2
+"""Issue #16 (the first round's target was 0.5): both cores, the workers checking batches."""
 MIN_SECONDS: Final = 1.0
 MIN_RUNS: Final = 5
 TRIAL_TIMEOUT: Final = 60.0
@@ -325,13 +329,13 @@ def run_trial(daemon: Daemon, workload: Workload, trial: int, genesis_hash: byte
         receiver.start()
         blobs = workload.blobs[trial]
         assert daemon.proc is not None
-        cpu0 = process_cpu_seconds(daemon.proc.pid)
+        cpu0 = process_tree_cpu_seconds(daemon.proc.pid)
         started = time.perf_counter()
         for peer, blob in zip(peers, blobs):
             peer.sock.sendall(blob)
         sent = time.perf_counter()
         finished = receiver.done.wait(TRIAL_TIMEOUT)
-        cpu1 = process_cpu_seconds(daemon.proc.pid)
+        cpu1 = process_tree_cpu_seconds(daemon.proc.pid)
         if not finished:
             raise RuntimeError(
                 f"trial {trial + 1}: the daemon handled {receiver.handled():,.0f} of "
@@ -360,7 +364,8 @@ def run_trial(daemon: Daemon, workload: Workload, trial: int, genesis_hash: byte
             f"trial {trial + 1}: {rejected} proofs refused, {behind} of {len(records)} SNs not at "
             f"last_uptime_proof {last}, {present} of {len(keys)} SNs listed, {relays:,} relays"
         )
-    cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
+    own, workers = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]) if cpu0 is not None and cpu1 is not None else (None, None)
+    cpu = own + workers if own is not None and workers is not None else None
     return {
         "proofs": workload.proofs_per_trial,
         "seconds": seconds,
@@ -368,6 +373,7 @@ def run_trial(daemon: Daemon, workload: Workload, trial: int, genesis_hash: byte
         "proofs_per_s": workload.proofs_per_trial / seconds,
         "relays_received": relays,
         "daemon_cpu_s": cpu,
+        "workers_cpu_s": workers,
         "proofs_per_cpu_s": workload.proofs_per_trial / cpu if cpu else None,
     }
 
@@ -520,7 +526,7 @@ def report(results: dict[str, Any], console: Console | None = None) -> None:
     )
     table = Table(show_edge=False, pad_edge=False)
     for name in ("trial", "proofs", "seconds", "proofs/s", "verif/s", "ratio",
-                 "daemon CPU s", "proofs/CPU s", "verif/CPU s", "CPU ratio"):
+                 "daemon CPU s", "of it workers", "proofs/CPU s", "verif/CPU s", "CPU ratio"):
         table.add_column(name, justify="right", no_wrap=True)
     for i, t in enumerate(results["trials"], 1):
         cpu = t["daemon_cpu_s"]
@@ -528,6 +534,7 @@ def report(results: dict[str, Any], console: Console | None = None) -> None:
             str(i), f"{t['proofs']:,}", f"{t['seconds']:.3f}", f"{t['proofs_per_s']:,.0f}",
             f"{t['verify_per_s']:,.0f}", f"{t['ratio']:.2f}",
             f"{cpu:.2f}" if cpu is not None else "-",
+            f"{t['workers_cpu_s']:.2f}" if t.get("workers_cpu_s") is not None else "-",
             f"{t['proofs_per_cpu_s']:,.0f}" if cpu else "-", f"{t['verify_per_cpu_s']:,.0f}",
             f"{t['cpu_ratio']:.2f}" if "cpu_ratio" in t else "-",
         )
@@ -543,8 +550,9 @@ def report(results: dict[str, Any], console: Console | None = None) -> None:
     )
     if results["cpu_ratio"] is not None:
         console.print(
-            f"CPU ratio (median): {results['cpu_ratio']:.2f}: proofs per CPU second of the daemon "
-            "over verifications per CPU second; a neighbour's load moves it far less than the "
+            f"CPU ratio (median): {results['cpu_ratio']:.2f}: proofs per CPU second of the daemon and "
+            "its signature workers over verifications per CPU second (what share of the work is the "
+            "signature check); a neighbour's load moves it far less than the "
             "wall-clock ratio (load average at the end: "
             + ", ".join(f"{x:.1f}" for x in results["load_average"]) + ")"
         )

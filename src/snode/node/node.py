@@ -33,7 +33,7 @@ from snode.core.errors import InvalidBlock, SnodeError
 from snode.core.genesis import Consensus
 from snode.core.participation import block_updates
 from snode.core.production import build_block
-from snode.core.proofs import UptimeProof, check_proof
+from snode.core.proofs import UptimeProof, check_proof, check_proof_rules
 from snode.core.service_nodes import Status, status
 from snode.core.pulse import Mode, production_mode
 from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
@@ -227,10 +227,12 @@ class Node:
         return entry.txid
 
     def accept_proof(self, proof: UptimeProof, now: int, *, source: object | None = None,
-                     relayed: bool = False) -> None:
+                     relayed: bool = False, signature_checked: bool = False) -> None:
         """Record a peer's uptime proof this node accepts (`source`: the peer it came from);
-        InvalidProof says why not."""
-        check_proof(
+        InvalidProof says why not. `signature_checked`: its signature was verified already (in
+        a batch); every other rule is checked here, against the proofs recorded so far."""
+        check = check_proof_rules if signature_checked else check_proof
+        check(
             proof, self.params, registered=proof.pubkey in self.state.service_nodes, now=now,
             last_accepted=self.proofs.last_accepted(proof.pubkey),
             previous_accepted=self.proofs.previous_accepted(proof.pubkey),

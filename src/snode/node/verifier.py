@@ -60,12 +60,17 @@ class Pending:
         self._worker = worker
         self._value = value
 
+    @property
+    def done(self) -> bool:
+        """Whether the answer is here (`result()` will not wait)."""
+        return self._value is not None
+
     def result(self) -> int:
         """Wait for the answer (verifying inline if the worker is gone)."""
         while self._value is None:
             worker = self._worker
             assert worker is not None
-            with worker.lock:
+            with worker.reading:
                 if self._value is None and not worker.read_answer() and self._value is None:
                     self._value = verify_serially(self.checks)
         return self._value
@@ -118,9 +123,12 @@ class InlineVerifier:
 class _Worker:
     """One worker process and the batches it has not answered yet, in order."""
 
-    def __init__(self, index: int, lock: threading.RLock) -> None:
-        self.lock = lock
-        """The pool's: a worker's pipe is used by one thread at a time."""
+    def __init__(self, index: int) -> None:
+        self.reading = threading.RLock()
+        """Held while an answer is read: one reader at a time. Requests are written under the
+        pool's lock, so a thread waiting for this worker's answer holds up neither the other
+        workers' readers nor a new request (the event loop hands proofs over while a thread
+        waits for the batch before)."""
         env = dict(os.environ)
         # The worker imports snode from where this process did (an installed package or a
         # source tree on PYTHONPATH alike).
@@ -152,15 +160,14 @@ class _Worker:
 
     def send(self, checks: Sequence[SigCheck], body: bytes) -> Pending:
         pending = Pending(checks, self, None)
+        self.waiting.append(pending)  # before the request: a reader may see its answer at once
         try:
             view = memoryview(HEADER.pack(len(body)) + body)
             while view:
                 written = self.requests.write(view)
                 view = view[written or 0:]
         except OSError as err:
-            self.fail(f"cannot be written to ({err})")
-            return Pending(checks, None, verify_serially(checks))
-        self.waiting.append(pending)
+            self.fail(f"cannot be written to ({err})")  # answers every waiting batch, this one too
         return pending
 
     def read_answer(self) -> bool:
@@ -179,14 +186,15 @@ class _Worker:
         return True
 
     def fail(self, why: str) -> None:
-        if self.alive:
-            log.warning("%s %s; its signature checks are done inline until it is restarted", self.name, why)
-        self.alive = False
-        for pending in self.waiting:
-            pending._worker = None
-            pending._value = verify_serially(pending.checks)
-        self.waiting.clear()
-        self.stop(0.0)
+        with self.reading:
+            if self.alive:
+                log.warning("%s %s; its signature checks are done inline until it is restarted", self.name, why)
+            self.alive = False
+            while self.waiting:
+                pending = self.waiting.popleft()
+                pending._worker = None
+                pending._value = verify_serially(pending.checks)
+            self.stop(0.0)
 
     def stop(self, wait_s: float) -> None:
         """Close its pipe (it exits at the end of its input); kill it by pid if it lingers."""
@@ -206,8 +214,9 @@ class _Worker:
 class VerifierPool:
     """A BatchVerifier (and `submit` for batches checked while the caller goes on) over worker
     processes, started when the first large batch comes. Safe from several threads (the
-    store thread checks blocks while the event loop checks mempool transactions): one lock
-    orders every use of the workers' pipes."""
+    store thread checks blocks while the event loop checks proofs and mempool transactions):
+    one lock orders the requests and the workers' starts, and each worker's answers are read
+    under its own lock."""
 
     def __init__(self, workers: int | None = None) -> None:
         self._lock = threading.RLock()
@@ -257,7 +266,7 @@ class VerifierPool:
         started: list[_Worker] = []
         try:
             for index in range(self.size):
-                started.append(_Worker(index, self._lock))
+                started.append(_Worker(index))
         except OSError as err:
             self._cannot_start(err)
             for worker in started:
@@ -281,7 +290,7 @@ class VerifierPool:
             if time.monotonic() < self._no_start_until:
                 return None
             try:
-                worker = self._workers[self._next] = _Worker(self._next, self._lock)
+                worker = self._workers[self._next] = _Worker(self._next)
             except OSError as err:
                 self._cannot_start(err)
                 return None

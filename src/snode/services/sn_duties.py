@@ -28,6 +28,7 @@ from snode.net.peers import PeerManager
 from snode.node.events import BlocksAdopted
 from snode.node.node import Node
 from snode.params import STATE_CHANGE_WINDOW
+from snode.services.proof_intake import Arrival, ProofIntake
 from snode.services.reachability import ReachabilityTests
 
 if TYPE_CHECKING:  # pyzmq is imported only by a service node's daemon (start-up time)
@@ -59,6 +60,7 @@ class ServiceNodeDuties:
         self.reachability = ReachabilityTests(node, quorumnet) if quorumnet is not None else None
         self.votes: dict[VoteKey, dict[bytes, bytes]] = {}
         self.submitted: set[VoteKey] = set()
+        self.intake = ProofIntake(node, self._proof_verdict)
         node.hub.subscribe(ProofMessage, self.on_peer_proof)
         node.hub.subscribe(BlocksAdopted, self.on_new_blocks)
         node.hub.subscribe(QuorumMessageReceived, self.on_quorum_message)
@@ -67,7 +69,8 @@ class ServiceNodeDuties:
         return self.node.now()
 
     async def stop(self) -> None:
-        """Stop the work under way that uses quorumnet (before quorumnet stops)."""
+        """Stop the work under way that uses quorumnet (before quorumnet stops), and proof checks."""
+        await self.intake.close()
         if self.reachability is not None:
             await self.reachability.stop()
 
@@ -130,16 +133,22 @@ class ServiceNodeDuties:
             log.info("refused uptime proof of %s from %s: %s", proof.pubkey.hex()[:16], event.peer_name, reason)
             peers.send(event.peer, P.ProofRejected(pubkey=proof.pubkey, reason=reason))
             return
-        try:
-            node.accept_proof(proof, self.now(), source=event.peer, relayed=message.relayed)
-            if direct:
-                peers.send(event.peer, P.ProofAck(pubkey=proof.pubkey, timestamp=proof.timestamp))
-        except BadProofSignature as err:
-            peers.ban_peer(event.peer, f"sent a forged uptime proof: {err.reason}")
-        except InvalidProof as err:
-            if direct:
-                peers.send(event.peer, P.ProofRejected(pubkey=proof.pubkey, reason=err.reason))
-            log.debug("uptime proof of %s from %s not accepted: %s", proof.pubkey.hex()[:16], event.peer_name, err)
+        self.intake.add(Arrival(proof, event.peer, event.peer_name, message.relayed))
+
+    def _proof_verdict(self, arrival: Arrival, refusal: InvalidProof | None) -> None:
+        """A peer's proof was checked (`ProofIntake`): acknowledge it to its signer's peer, or
+        say why not; a forged signature bans the peer that sent it."""
+        proof, peers = arrival.proof, self.peers
+        if refusal is None:
+            if not arrival.relayed:
+                peers.send(arrival.peer, P.ProofAck(pubkey=proof.pubkey, timestamp=proof.timestamp))
+        elif isinstance(refusal, BadProofSignature):
+            peers.ban_peer(arrival.peer, f"sent a forged uptime proof: {refusal.reason}")
+        else:
+            if not arrival.relayed:
+                peers.send(arrival.peer, P.ProofRejected(pubkey=proof.pubkey, reason=refusal.reason))
+            log.debug("uptime proof of %s from %s not accepted: %s", proof.pubkey.hex()[:16], arrival.peer_name,
+                      refusal)
 
     def _check_doppelganger(self, proof: UptimeProof, peer_name: str) -> None:
         """A proof of our key, signed after we started, before we sent any: another daemon runs

@@ -1,0 +1,136 @@
+"""ProofIntake: peers' uptime proofs checked inline when few, in batches on the signature workers
+when many, and accepted in the order they came, each proof judged once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+
+import msgspec
+import pytest
+
+from snode.common.clock import MockableClock
+from snode.core.proofs import BadProofSignature, InvalidProof, UptimeProof, make_proof
+from snode.devchain import key_from_label
+from snode.node.node import Node
+from snode.node.verifier import INLINE_BELOW, VerifierPool
+from snode.node.writer import ChainWriter, store_thread
+from snode.services.proof_intake import Arrival, ProofIntake
+from snode.store.memory import MemoryStore
+from tests.unit.conftest import LabChain
+
+OPERATORS = ("alice", "bob", "carol", "dave")
+SN_LABELS = tuple(f"intake sn {i}" for i in range(len(OPERATORS)))
+
+
+async def wait_async(predicate: Callable[[], bool], *, what: str, timeout: float = 20.0) -> None:
+    """Let the event loop run (the intake's turns, the worker threads) until `predicate` holds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+class Verdicts:
+    """What the intake said of each proof, in order."""
+
+    def __init__(self) -> None:
+        self.said: list[tuple[Arrival, InvalidProof | None]] = []
+
+    def __call__(self, arrival: Arrival, refusal: InvalidProof | None) -> None:
+        self.said.append((arrival, refusal))
+
+    def accepted(self) -> list[tuple[bytes, int]]:
+        return [(a.proof.pubkey, a.proof.timestamp) for a, refusal in self.said if refusal is None]
+
+    def refused(self) -> list[tuple[int, InvalidProof]]:
+        return [(a.proof.timestamp, refusal) for a, refusal in self.said if refusal is not None]
+
+
+@pytest.fixture
+async def node(chain: LabChain) -> AsyncIterator[Node]:
+    """A node on a chain with four registered service nodes, checking signatures on two workers."""
+    genesis_block, genesis_state = chain.blocks[0], chain.fork(at=0).state
+    for operator, label in zip(OPERATORS, SN_LABELS):
+        chain.new_node(operator=operator, sn_label=label)
+    pool = VerifierPool(2)
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(genesis_block, genesis_state),
+                state=genesis_state, identity=None, producer_key=chain.authority, clock=MockableClock(),
+                verifier=pool)
+    writer = ChainWriter(node, store_thread())
+    try:
+        for block in chain.blocks[1:]:
+            await writer.accept_block(block)
+        yield node
+    finally:
+        writer.close()
+        pool.close()
+
+
+def proof(node: Node, label: str, timestamp: int) -> UptimeProof:
+    return make_proof(key_from_label(label), node.params, timestamp=timestamp, public_ip="127.0.0.1",
+                      p2p_port=9230, quorumnet_port=9232, version="0.1.0")
+
+
+def arrivals(node: Node, per_node: int) -> list[Arrival]:
+    """`per_node` proofs of each service node, a second apart, interleaved as peers relay them."""
+    start = node.now() - per_node
+    return [Arrival(proof(node, label, start + i), object(), "peer", relayed=True)
+            for i in range(per_node) for label in SN_LABELS]
+
+
+async def test_a_flood_is_checked_on_the_workers_and_accepted_in_arrival_order(node: Node) -> None:
+    verdicts = Verdicts()
+    intake = ProofIntake(node, verdicts)
+    flood = arrivals(node, 50)  # 200 proofs in one loop turn
+    for arrival in flood:
+        intake.add(arrival)
+    await wait_async(lambda: len(verdicts.said) == len(flood), what="every proof judged")
+    assert verdicts.accepted() == [(a.proof.pubkey, a.proof.timestamp) for a in flood]
+    assert intake.batches >= 1
+    for label in SN_LABELS:
+        assert node.proofs.last_accepted(key_from_label(label).public) == flood[-1].proof.timestamp
+
+
+async def test_a_forged_signature_in_a_batch_is_refused_alone(node: Node) -> None:
+    verdicts = Verdicts()
+    intake = ProofIntake(node, verdicts)
+    flood = arrivals(node, 40)
+    forged_at = 101
+    forged = flood[forged_at].proof
+    flood[forged_at] = Arrival(msgspec.structs.replace(forged, signature=bytes(64)), object(), "peer", relayed=True)
+    for arrival in flood:
+        intake.add(arrival)
+    await wait_async(lambda: len(verdicts.said) == len(flood), what="every proof judged")
+    [(timestamp, refusal)] = verdicts.refused()
+    assert timestamp == forged.timestamp and isinstance(refusal, BadProofSignature)
+    assert len(verdicts.accepted()) == len(flood) - 1
+
+
+async def test_copies_and_broken_rules_are_judged_once_each(node: Node) -> None:
+    verdicts = Verdicts()
+    intake = ProofIntake(node, verdicts)
+    flood = arrivals(node, 20)
+    stranger = Arrival(proof(node, "not registered", node.now()), object(), "peer", relayed=False)
+    stale = Arrival(proof(node, SN_LABELS[0], node.now() - 10_000), object(), "peer", relayed=False)
+    for arrival in [*flood, *flood[:30], stranger, stale]:  # 30 copies by other paths
+        intake.add(arrival)
+    await wait_async(lambda: len(verdicts.said) == len(flood) + 2, what="every proof judged")
+    assert len(verdicts.accepted()) == len(flood)
+    unknown, late = sorted(str(refusal) for _, refusal in verdicts.refused())
+    assert "is not a registered service node" in unknown and "check the sender's clock" in late
+
+
+async def test_a_few_proofs_are_checked_inline_on_the_next_turn(node: Node) -> None:
+    verdicts = Verdicts()
+    intake = ProofIntake(node, verdicts)
+    few = arrivals(node, 2)
+    assert len(few) < INLINE_BELOW
+    for arrival in few:
+        intake.add(arrival)
+    assert verdicts.said == []  # nothing judged inside the peer's read
+    await wait_async(lambda: len(verdicts.said) == len(few), what="the proofs judged")
+    assert len(verdicts.accepted()) == len(few) and intake.batches == 0
+    assert node.verifier.worker_pids() == []  # type: ignore[attr-defined]
