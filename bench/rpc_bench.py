@@ -83,7 +83,8 @@ LOAD_PAIRS: Final = 7
 """Back-to-back runs of the trivial handler and of get_info; the ratio is the median pair's."""
 TARGET_MEDIAN_MS: Final = 10.0
 TARGET_SERIALISE_RATIO: Final = 3.0
-TARGET_INFO_RATIO: Final = 0.7
+TARGET_INFO_RATIO: Final = 0.9
+"""Issue #16 (the first round's target was 0.7)."""
 START_TIMEOUT: Final = 30.0
 STOP_TIMEOUT: Final = 15.0
 SN_BODY: Final = b'{"jsonrpc":"2.0","id":1,"method":"get_service_nodes","params":{}}'
