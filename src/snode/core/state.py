@@ -54,8 +54,18 @@ def shared_owner(owner: bytes) -> bytes:
     return owner
 
 
+_last_unlock = [0]
+
+
 def new_utxo(owner: bytes, amount: int, unlock_height: int) -> UtxoEntry:
-    """An unspent output whose owner bytes are shared (`shared_owner`)."""
+    """An unspent output whose owner bytes are shared (`shared_owner`), and whose unlock height
+    is the object of the output made before it when they are equal: a block's outputs all
+    unlock at one height, and each int above 256 is an object of 28 bytes (10 MiB of 390,000
+    outputs). Only sharing changes: equal ints are interchangeable."""
+    if unlock_height == _last_unlock[0]:
+        unlock_height = _last_unlock[0]
+    else:
+        _last_unlock[0] = unlock_height
     return UtxoEntry(shared_owner(owner), amount, unlock_height)
 
 
