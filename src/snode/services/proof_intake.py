@@ -154,7 +154,10 @@ class ProofIntake:
                 if len(batch.arrivals) >= INLINE_BELOW:
                     self.batches += 1
                 self._flush()  # a slot is free: the next batch goes out before this one is taken
-                self._accept_checked(batch, bad)
+                try:
+                    self._accept_checked(batch, bad)
+                except Exception:  # a bug: log it, keep taking proofs
+                    log.exception("uptime proofs: accepting a batch of %d failed", len(batch.arrivals))
         finally:
             self._drain = None
 

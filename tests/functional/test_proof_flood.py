@@ -1,0 +1,77 @@
+"""A flood of uptime proofs on a real daemon (issue #16): the proofs of one read are checked as a
+batch on the daemon's signature workers, every one is accepted in order and relayed, and a
+forged one in the middle gets its sender banned without costing the others."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import msgspec
+
+from snode.core.crypto import SigningKey
+from snode.core.proofs import make_proof
+from snode.devchain import key_from_label
+from snode.net import protocol as P
+from snode.params import COIN, REGTEST
+from tests.functional.framework import connect_nodes, narrator, next_loopback_ip, wait_until
+from tests.functional.p2p import FakePeer
+from tests.functional.sn_helpers import SOLO, fund_and_unlock, mine_until, record, register
+
+log = narrator(__name__)
+
+SERVICE_NODES = 4
+PER_NODE = 25
+"""Proofs per node in the flood, a second apart: 100 in one write, above the batch threshold."""
+
+
+def children(pid: int) -> list[int]:
+    """The daemon's child processes (its signature workers)."""
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_a_flood_of_proofs_is_checked_on_the_workers_and_a_forger_is_banned(nodes):
+    log.info("A hub and %d service nodes, registered and active", SERVICE_NODES)
+    hub = nodes.add()
+    sns = [nodes.add(extra_args=["--service-node"]) for _ in range(SERVICE_NODES)]
+    for sn in sns:
+        connect_nodes(sn, hub)
+    ops = [key_from_label(f"flood op {i}") for i in range(SERVICE_NODES)]
+    fund_and_unlock(hub, {op.public: SOLO + COIN for op in ops})
+    for sn, op in zip(sns, ops):
+        register(sn, hub, op, SOLO)
+    hub.generate_blocks(blocks=1)
+    keys = [SigningKey(bytes.fromhex((sn.data_dir / "key").read_text().strip())) for sn in sns]
+    pks = [k.public.hex() for k in keys]
+    mine_until(hub, lambda: all(record(hub, pk)["active"] for pk in pks), timeout=60, what="all SNs active")
+    assert hub.process is not None
+    assert children(hub.process.pid) == [], "no signature worker before any large batch"
+
+    log.info("A fake peer sends %d proofs (%d per node, passed off as relayed) in one write, "
+             "one of them forged", SERVICE_NODES * PER_NODE, PER_NODE)
+    start = int(time.time()) + 5  # newer than the nodes' own proofs
+    flood = [make_proof(key, REGTEST, timestamp=start + i, public_ip=sn.ip, p2p_port=sn.p2p_port,
+                        quorumnet_port=REGTEST.quorumnet_port, version="0.1.0")
+             for i in range(PER_NODE) for key, sn in zip(keys, sns)]
+    forged_at = len(flood) // 2
+    forged = flood[forged_at]
+    flood[forged_at] = msgspec.structs.replace(forged, signature=bytes(64))
+    fake = FakePeer(hub, source_ip=next_loopback_ip())
+    try:
+        fake.handshake()
+        fake.send_raw(b"".join(P.frame(P.Proof(proof=p, relayed=True)) for p in flood))
+
+        log.info("Every genuine proof is accepted in order (each node at its last timestamp), the "
+                 "forger is banned, and the daemon started its signature workers for the batch")
+        last = start + PER_NODE - 1
+        wait_until(lambda: all(record(hub, pk)["last_uptime_proof"] == last for pk in pks), timeout=30,
+                   what="the hub at every node's last proof")
+        assert fake.closed_by_node(), "the hub keeps talking to a peer that sent a forged proof"
+        assert "sent a forged uptime proof" in hub.stderr_text()
+        assert len(children(hub.process.pid)) >= 1, "the flood was checked on the event loop, not the workers"
+        log.info("The accepted proofs were relayed: every service node sees every other at its last proof")
+        wait_until(lambda: all(record(sn, pk)["last_uptime_proof"] >= last for sn in sns for pk in pks
+                               if pk != sn.get_service_node_key()["service_node_pubkey"]),
+                   timeout=30, what="the relays reaching the service nodes")
+    finally:
+        fake.close()
