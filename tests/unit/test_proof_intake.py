@@ -14,7 +14,7 @@ from snode.common.clock import MockableClock
 from snode.core.proofs import BadProofSignature, InvalidProof, UptimeProof, make_proof
 from snode.devchain import key_from_label
 from snode.node.node import Node
-from snode.node.verifier import INLINE_BELOW, VerifierPool
+from snode.node.verifier import INLINE_BELOW, InlineVerifier, VerifierPool
 from snode.node.writer import ChainWriter, store_thread
 from snode.services.proof_intake import Arrival, ProofIntake
 from snode.store.memory import MemoryStore
@@ -134,3 +134,88 @@ async def test_a_few_proofs_are_checked_inline_on_the_next_turn(node: Node) -> N
     await wait_async(lambda: len(verdicts.said) == len(few), what="the proofs judged")
     assert len(verdicts.accepted()) == len(few) and intake.batches == 0
     assert node.verifier.worker_pids() == []  # type: ignore[attr-defined]
+
+
+async def test_a_later_proof_never_overtakes_a_batch_that_is_out(chain: LabChain) -> None:
+    """The batch's answer is there at once (inline verifier) and a later proof of one of its
+    nodes arrives before the batch is taken: it waits for the batch."""
+    genesis_block, genesis_state = chain.blocks[0], chain.fork(at=0).state
+    for operator, label in zip(OPERATORS, SN_LABELS):
+        chain.new_node(operator=operator, sn_label=label)
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(genesis_block, genesis_state),
+                state=genesis_state, identity=None, producer_key=chain.authority, clock=MockableClock())
+    writer = ChainWriter(node, store_thread())
+    try:
+        for block in chain.blocks[1:]:
+            await writer.accept_block(block)
+        verdicts = Verdicts()
+        intake = ProofIntake(node, verdicts)
+        flood = arrivals(node, 20)
+        for arrival in flood:
+            intake.add(arrival)
+        await asyncio.sleep(0)  # the batch goes out
+        later = Arrival(proof(node, SN_LABELS[0], flood[-1].proof.timestamp + 1), object(), "peer", relayed=True)
+        intake.add(later)
+        await wait_async(lambda: len(verdicts.said) == len(flood) + 1, what="every proof judged")
+        assert verdicts.refused() == []
+        assert verdicts.accepted()[-1] == (later.proof.pubkey, later.proof.timestamp)
+    finally:
+        writer.close()
+
+
+class LostAnswer:
+    """An answer that never comes right (a worker gone wrong)."""
+
+    done = True
+
+    def result(self) -> int:
+        raise RuntimeError("worker answer lost")
+
+
+class FailingOnce:
+    """A verifier whose first batch answer fails: the next work as usual."""
+
+    def __init__(self) -> None:
+        self.failed = False
+
+    def submit(self, checks):  # type: ignore[no-untyped-def]
+        if not self.failed:
+            self.failed = True
+            return LostAnswer()
+        return InlineVerifier().submit(checks)
+
+
+async def test_a_batch_whose_answer_fails_is_checked_inline_and_the_intake_goes_on(node: Node) -> None:
+    verdicts = Verdicts()
+    intake = ProofIntake(node, verdicts)
+    node.verifier = FailingOnce()  # type: ignore[assignment]
+    first = arrivals(node, 40)
+    after = first[-1].proof.timestamp + 1
+    second = [Arrival(proof(node, label, after + i), object(), "peer", relayed=True)
+              for i in range(20) for label in SN_LABELS]
+    for arrival in first:
+        intake.add(arrival)
+    await wait_async(lambda: len(verdicts.said) == len(first), what="the first batch judged")
+    for arrival in second:
+        intake.add(arrival)
+    await wait_async(lambda: len(verdicts.said) == len(first) + len(second), what="the second batch judged")
+    assert len(verdicts.accepted()) == len(first) + len(second)
+
+
+async def test_two_forgers_in_one_batch_are_refused_and_the_honest_proofs_all_accepted(node: Node) -> None:
+    verdicts = Verdicts()
+    intake = ProofIntake(node, verdicts)
+    flood = arrivals(node, 40)
+    forgers = [object(), object()]
+    for at, forger in ((30, forgers[0]), (90, forgers[1])):
+        bad = msgspec.structs.replace(flood[at].proof, signature=bytes(64))
+        flood[at] = Arrival(bad, forger, "forger", relayed=True)
+    after = Arrival(flood[120].proof, forgers[0], "forger", relayed=True)  # the first forger's next proof
+    flood[120] = after
+    for arrival in flood:
+        intake.add(arrival)
+    await wait_async(lambda: len(verdicts.said) == len(flood) - 1, what="every proof but the forger's last judged")
+    assert sorted(t for t, _ in verdicts.refused()) == [flood[30].proof.timestamp, flood[90].proof.timestamp]
+    assert all(isinstance(r, BadProofSignature) for _, r in verdicts.refused())
+    assert all(a.peer not in forgers for a, r in verdicts.said if r is None)
+    assert len(verdicts.accepted()) == len(flood) - 3

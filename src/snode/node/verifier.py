@@ -69,7 +69,8 @@ class Pending:
         """Wait for the answer (verifying inline if the worker is gone)."""
         while self._value is None:
             worker = self._worker
-            assert worker is not None
+            if worker is None:
+                continue  # fail() answered it this moment (it sets the value before dropping the worker)
             with worker.reading:
                 if self._value is None and not worker.read_answer() and self._value is None:
                     self._value = verify_serially(self.checks)
@@ -166,7 +167,7 @@ class _Worker:
             while view:
                 written = self.requests.write(view)
                 view = view[written or 0:]
-        except OSError as err:
+        except (OSError, ValueError) as err:  # ValueError: the pipe was closed (the pool is closing)
             self.fail(f"cannot be written to ({err})")  # answers every waiting batch, this one too
         return pending
 
@@ -177,7 +178,7 @@ class _Worker:
             return False
         try:
             data = _read_exactly(self.answers, ANSWER.size)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: the pipe was closed (the pool is closing)
             data = None
         if data is None:
             self.fail("ended")
@@ -192,8 +193,8 @@ class _Worker:
             self.alive = False
             while self.waiting:
                 pending = self.waiting.popleft()
-                pending._worker = None
                 pending._value = verify_serially(pending.checks)
+                pending._worker = None
             self.stop(0.0)
 
     def stop(self, wait_s: float) -> None:

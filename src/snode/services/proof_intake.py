@@ -7,6 +7,11 @@ signatures split over the worker processes while the event loop goes on reading,
 acknowledging, then each proof is accepted in arrival order, its rules checked once more against
 what was accepted before it. Two batches are out at a time (one per worker) and the next gathers
 meanwhile, so the node's thread and the workers keep both cores busy.
+
+Batches are accepted in the order they went out, and nothing is accepted inline while one is out,
+so a node's later proof never overtakes its earlier one. A forged signature in a batch bans its
+sender (the caller's verdict); the proofs after it are checked again on the workers, without the
+forger's, so one forger costs honest senders nothing but a second look.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from typing import Final
 
 from snode.core.proofs import BadProofSignature, InvalidProof, UptimeProof, check_proof_rules, proof_sig_check
 from snode.node.node import Node
-from snode.node.verifier import INLINE_BELOW, Pending
+from snode.core.sigchecks import SigCheck
+from snode.node.verifier import INLINE_BELOW, Pending, Verifier
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +34,9 @@ IN_FLIGHT: Final = 2
 """Batches out at once: one per worker on two cores, while the event loop gathers the next."""
 MAX_QUEUED: Final = 50_000
 """Proofs waiting for a check at most; more are dropped (their senders send again next interval)."""
+MAX_BATCH: Final = 4_096
+"""Proofs in one batch at most: its halves fit in a worker's request pipe, so handing them over
+never blocks the event loop."""
 
 
 @dataclass(slots=True)
@@ -40,30 +49,43 @@ class Arrival:
     relayed: bool
 
 
+def _split(verifier: Verifier, checks: list[SigCheck]) -> list[tuple[int, Pending]]:
+    """Hand `checks` to the verifier, in two halves when there are enough for two workers."""
+    step = -(-len(checks) // 2) if len(checks) >= 2 * INLINE_BELOW else max(len(checks), 1)
+    return [(start, verifier.submit(checks[start:start + step])) for start in range(0, len(checks), step)]
+
+
+def _first_bad(parts: list[tuple[int, Pending]]) -> int:
+    """Index of the first bad signature of a split batch, or -1 (waits for the workers)."""
+    for start, pending in parts:
+        bad = pending.result()
+        if bad >= 0:
+            return start + bad
+    return -1
+
+
+async def _answer(parts: list[tuple[int, Pending]]) -> int:
+    """`_first_bad`, waited for off the event loop when the workers have not answered yet."""
+    if all(pending.done for _, pending in parts):
+        return _first_bad(parts)
+    return await asyncio.to_thread(_first_bad, parts)
+
+
 @dataclass(slots=True)
 class Batch:
     """Proofs whose signatures the verifier checks together."""
 
     arrivals: list[Arrival]
     now: int
+    checks: list[SigCheck]
     parts: list[tuple[int, Pending]]
-    """(index of its first check, the answer) per part: a large batch is split over the workers."""
-
-    @property
-    def done(self) -> bool:
-        return all(pending.done for _, pending in self.parts)
-
-    def first_bad(self) -> int:
-        """Index of the first bad signature, or -1 (waits for the workers)."""
-        for start, pending in self.parts:
-            bad = pending.result()
-            if bad >= 0:
-                return start + bad
-        return -1
+    """(index of its first check, the answer) per part."""
 
 
 Verdict = Callable[[Arrival, InvalidProof | None], None]
-"""Told of every proof's end: None when the node accepted it, else why not."""
+"""Told of the end of every proof the intake takes: None when the node accepted it, else why not.
+(Copies of a proof queued or accepted already are dropped without a word: proofs reach a node
+along several paths.)"""
 
 
 class ProofIntake:
@@ -72,15 +94,14 @@ class ProofIntake:
     def __init__(self, node: Node, verdict: Verdict) -> None:
         self.node = node
         self.verdict = verdict
-        self._queue: list[Arrival] = []
+        self._queue: collections.deque[Arrival] = collections.deque()
         self._queued: set[tuple[bytes, int]] = set()
         self._scheduled = False
         self._out: collections.deque[Batch] = collections.deque()
-        """Batches handed to the verifier, oldest first: accepted in this order, so that a
-        node's later proof never overtakes its earlier one."""
+        """Batches handed to the verifier, oldest first: accepted in this order."""
         self._drain: asyncio.Task[None] | None = None
         self.batches = 0
-        """Batches checked on the workers (for tests and the log)."""
+        """Batches handed to the verifier (for tests)."""
 
     def add(self, arrival: Arrival) -> None:
         """Queue a proof for the next check; copies of a queued proof are dropped."""
@@ -93,37 +114,50 @@ class ProofIntake:
             return
         self._queued.add(key)
         self._queue.append(arrival)
-        if not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+        self._schedule()
 
     async def close(self) -> None:
         """Stop checking (shutdown): the queued proofs are dropped."""
         self._queue.clear()
         self._queued.clear()
         self._out.clear()
-        if self._drain is not None:
-            self._drain.cancel()
+        drain = self._drain
+        if drain is not None:
+            drain.cancel()
             try:
-                await self._drain
+                await drain
             except asyncio.CancelledError:
-                pass
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # our own cancellation, not the drain's
 
     # --- checking ----------------------------------------------------------------------------
 
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _take(self, count: int) -> list[Arrival]:
+        taken = [self._queue.popleft() for _ in range(min(count, len(self._queue)))]
+        for arrival in taken:
+            self._queued.discard((arrival.proof.pubkey, arrival.proof.timestamp))
+        return taken
+
     def _flush(self) -> None:
-        """Check what has gathered: inline when it is little and nothing is out, else as a
-        batch for the workers (at most IN_FLIGHT out at once; the rest waits for a slot)."""
+        """Check what has gathered: inline when it is little and no batch is out, else as a
+        batch for the workers (at most IN_FLIGHT out; the rest waits for a slot)."""
         self._scheduled = False
-        if not self._queue or len(self._out) >= IN_FLIGHT:
-            return
-        arrivals, self._queue = self._queue, []
-        self._queued.clear()
-        now = self.node.now()
-        if len(arrivals) < INLINE_BELOW and not self._out:
-            for arrival in arrivals:
-                self._accept(arrival, now, signature_checked=False)
-            return
+        while self._queue and len(self._out) < IN_FLIGHT:
+            now = self.node.now()
+            if len(self._queue) < INLINE_BELOW and not self._out:
+                for arrival in self._take(len(self._queue)):
+                    self._accept(arrival, now, signature_checked=False)
+                return
+            self._send(self._take(MAX_BATCH), now)
+
+    def _send(self, arrivals: list[Arrival], now: int) -> None:
+        """The cheap rules now, the signatures on the workers."""
         passed: list[Arrival] = []
         for arrival in arrivals:
             try:
@@ -134,11 +168,9 @@ class ProofIntake:
             passed.append(arrival)
         if not passed:
             return
-        params, verifier = self.node.params, self.node.verifier
+        params = self.node.params
         checks = [proof_sig_check(a.proof, params) for a in passed]
-        step = -(-len(checks) // 2) if len(checks) >= 2 * INLINE_BELOW else len(checks)
-        parts = [(start, verifier.submit(checks[start:start + step])) for start in range(0, len(checks), step)]
-        self._out.append(Batch(passed, now, parts))
+        self._out.append(Batch(passed, now, checks, _split(self.node.verifier, checks)))
         if self._drain is None:
             self._drain = asyncio.get_running_loop().create_task(self._accept_batches())
 
@@ -147,28 +179,50 @@ class ProofIntake:
         try:
             while self._out:
                 batch = self._out[0]
-                bad = batch.first_bad() if batch.done else await asyncio.to_thread(batch.first_bad)
+                try:
+                    forged = await self._forged(batch)
+                except Exception:  # a bug, or a verifier gone: check each of them inline
+                    log.exception("uptime proofs: checking a batch of %d failed", len(batch.checks))
+                    forged = None
                 if not self._out or self._out[0] is not batch:
                     return  # closed meanwhile
                 self._out.popleft()
-                if len(batch.arrivals) >= INLINE_BELOW:
-                    self.batches += 1
-                self._flush()  # a slot is free: the next batch goes out before this one is taken
-                try:
-                    self._accept_checked(batch, bad)
-                except Exception:  # a bug: log it, keep taking proofs
-                    log.exception("uptime proofs: accepting a batch of %d failed", len(batch.arrivals))
+                self.batches += 1
+                self._accept_checked(batch, forged)
+                if self._queue:
+                    self._schedule()  # a slot is free (after this batch: nothing inline overtakes it)
         finally:
             self._drain = None
 
-    def _accept_checked(self, batch: Batch, bad: int) -> None:
+    async def _forged(self, batch: Batch) -> dict[int, bool]:
+        """Which of the batch's proofs fail: index -> True for a forged signature, False for a
+        proof of a forger after its forged one (not looked at: the forger is banned)."""
+        forged: dict[int, bool] = {}
+        forgers: set[int] = set()
+        positions = list(range(len(batch.checks)))
+        bad = await _answer(batch.parts)
+        while bad >= 0:
+            at = positions[bad]
+            forged[at] = True
+            forgers.add(id(batch.arrivals[at].peer))
+            rest = positions[bad + 1:]
+            for i in rest:
+                if id(batch.arrivals[i].peer) in forgers:
+                    forged.setdefault(i, False)
+            positions = [i for i in rest if i not in forged]
+            if not positions:
+                break
+            bad = await _answer(_split(self.node.verifier, [batch.checks[i] for i in positions]))
+        return forged
+
+    def _accept_checked(self, batch: Batch, forged: dict[int, bool] | None) -> None:
         for i, arrival in enumerate(batch.arrivals):
-            if bad < 0 or i < bad:
-                self._accept(arrival, batch.now, signature_checked=True)
-            elif i == bad:
-                self.verdict(arrival, BadProofSignature("proof signature is not valid"))
-            else:  # after the bad one: not looked at by the batch
+            if forged is None:
                 self._accept(arrival, batch.now, signature_checked=False)
+            elif i not in forged:
+                self._accept(arrival, batch.now, signature_checked=True)
+            elif forged[i]:
+                self.verdict(arrival, BadProofSignature("proof signature is not valid"))
 
     def _check_rules(self, proof: UptimeProof, now: int) -> None:
         node = self.node
@@ -185,5 +239,8 @@ class ProofIntake:
                                    signature_checked=signature_checked)
         except InvalidProof as err:
             self.verdict(arrival, err)
+            return
+        except Exception:  # a bug: log it, go on with the other proofs
+            log.exception("uptime proof of %s from %s", proof.pubkey.hex()[:16], arrival.peer_name)
             return
         self.verdict(arrival, None)
