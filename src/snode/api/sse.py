@@ -64,8 +64,9 @@ class EventStreams:
         await asyncio.wait_for(response.write(b": snode events\n\n"), WRITE_TIMEOUT)
         while True:
             try:
-                event = await asyncio.wait_for(client.next(), KEEPALIVE)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(KEEPALIVE):  # not wait_for: on 3.11 it can swallow a cancellation
+                    event = await client.next()
+            except TimeoutError:
                 await asyncio.wait_for(response.write(b": keep-alive\n\n"), WRITE_TIMEOUT)
                 continue
             if event is None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from snode.common.aio import wait_set
 from snode.core import rounds as R
 from snode.core.blocks import Block, block_hash
 from snode.core.errors import BlockFromFuture, SnodeError
@@ -71,11 +72,8 @@ class BlockProducer:
             due = self._next_due(node.state)
             if due is not None:
                 delay = max(due - node.clock.time(), MIN_SLEEP)
-                try:
-                    await asyncio.wait_for(self._changed.wait(), delay)
+                if await wait_set(self._changed, delay):
                     continue  # a new tip or a message: look again
-                except asyncio.TimeoutError:
-                    pass
                 await self._act(node.state)
             else:
                 await self._changed.wait()
