@@ -22,6 +22,12 @@ MAX_CLIENTS: Final = 16
 _encode = msgspec.json.Encoder().encode
 
 
+async def _write(response: web.StreamResponse, data: bytes) -> None:
+    """Write to a client; TimeoutError when it has not taken the data within WRITE_TIMEOUT."""
+    async with asyncio.timeout(WRITE_TIMEOUT):  # not wait_for: on 3.11 it can swallow a cancellation
+        await response.write(data)
+
+
 class Subscription(Protocol):
     async def next(self) -> dict[str, Any] | None: ...
 
@@ -61,17 +67,16 @@ class EventStreams:
         return response
 
     async def _stream(self, response: web.StreamResponse, client: Subscription) -> None:
-        await asyncio.wait_for(response.write(b": snode events\n\n"), WRITE_TIMEOUT)
+        await _write(response, b": snode events\n\n")
         while True:
             try:
                 async with asyncio.timeout(KEEPALIVE):  # not wait_for: on 3.11 it can swallow a cancellation
                     event = await client.next()
             except TimeoutError:
-                await asyncio.wait_for(response.write(b": keep-alive\n\n"), WRITE_TIMEOUT)
+                await _write(response, b": keep-alive\n\n")
                 continue
             if event is None:
-                await asyncio.wait_for(response.write(
-                    b'event: dropped\ndata: {"event":"dropped","reason":"this client fell behind"}\n\n'),
-                    WRITE_TIMEOUT)
+                await _write(response,
+                             b'event: dropped\ndata: {"event":"dropped","reason":"this client fell behind"}\n\n')
                 return
-            await asyncio.wait_for(response.write(b"data: " + _encode(event) + b"\n\n"), WRITE_TIMEOUT)
+            await _write(response, b"data: " + _encode(event) + b"\n\n")

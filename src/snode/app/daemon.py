@@ -301,7 +301,8 @@ class Daemon:
             await wiring.quorumnet.stop()
         if wiring.omq is not None:
             await wiring.omq.stop()
-        await asyncio.wait_for(wiring.runner.cleanup(), SHUTDOWN_TIMEOUT)
+        async with asyncio.timeout(SHUTDOWN_TIMEOUT):
+            await wiring.runner.cleanup()
         if wiring.notifier is not None:
             await wiring.notifier.close()
         wiring.writer.close()

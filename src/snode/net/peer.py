@@ -115,8 +115,9 @@ class Peer:
     async def answer(self, request: asyncio.Future[P.Blocks]) -> P.Blocks:
         """Wait for the answer to `ask_blocks`; PeerGone on disconnect or timeout."""
         try:
-            return await asyncio.wait_for(request, REQUEST_TIMEOUT)
-        except (asyncio.TimeoutError, ConnectionError) as err:
+            async with asyncio.timeout(REQUEST_TIMEOUT):  # not wait_for: on 3.11 it can swallow a cancellation
+                return await request
+        except (TimeoutError, ConnectionError) as err:
             raise PeerGone(f"{self.name} did not send the blocks it was asked for") from err
         finally:
             if self.pending is request:

@@ -191,10 +191,9 @@ class PeerManager:
         self._dialling.add(address)
         try:
             local = (self.bind_ip, 0) if self.bind_ip not in ("0.0.0.0", "::") else None
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(parsed[0], parsed[1], local_addr=local, limit=2**16), 5
-            )
-        except (OSError, asyncio.TimeoutError) as err:
+            async with asyncio.timeout(5):  # not wait_for: on 3.11 it can swallow a cancellation
+                reader, writer = await asyncio.open_connection(parsed[0], parsed[1], local_addr=local, limit=2**16)
+        except (OSError, TimeoutError) as err:
             log.debug("cannot connect to %s: %s", address, err)
             self._dialling.discard(address)
             return False

@@ -89,8 +89,9 @@ class Notifier:
             return
         self._proc = proc
         try:
-            _, err_out = await asyncio.wait_for(proc.communicate(), TIMEOUT)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(TIMEOUT):  # not wait_for: on 3.11 it can swallow a cancellation
+                _, err_out = await proc.communicate()
+        except TimeoutError:
             proc.kill()  # by its pid: the process we started
             await proc.wait()
             log.warning("notify: %s ran over %g s for a %s event; killed", self.argv[0], TIMEOUT,
