@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import sys
+from pathlib import Path
 
 import pytest
 
+import snode
 from snode.common.aio import wait_set
 
 
@@ -38,3 +41,14 @@ async def test_the_same_race_swallows_the_cancellation_in_wait_for_on_python_3_1
     event.set()
     task.cancel()
     assert await task is True
+
+
+def test_no_daemon_code_waits_with_asyncio_wait_for() -> None:
+    """Every wait with a timeout in src/ uses asyncio.timeout (or wait_set): see above."""
+    src = Path(snode.__file__).parent
+    users = []
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr == "wait_for":
+                users.append(f"{path.relative_to(src)}:{node.lineno}")
+    assert users == [], f"asyncio.wait_for can swallow a cancellation on Python 3.11: {users}"

@@ -30,7 +30,7 @@ async def wait_async(predicate: Callable[[], bool], *, what: str, timeout: float
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # the poll interval of this condition wait
 
 
 class Verdicts:

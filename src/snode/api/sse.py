@@ -24,7 +24,7 @@ _encode = msgspec.json.Encoder().encode
 
 async def _write(response: web.StreamResponse, data: bytes) -> None:
     """Write to a client; TimeoutError when it has not taken the data within WRITE_TIMEOUT."""
-    async with asyncio.timeout(WRITE_TIMEOUT):  # not wait_for: on 3.11 it can swallow a cancellation
+    async with asyncio.timeout(WRITE_TIMEOUT):
         await response.write(data)
 
 
@@ -70,7 +70,7 @@ class EventStreams:
         await _write(response, b": snode events\n\n")
         while True:
             try:
-                async with asyncio.timeout(KEEPALIVE):  # not wait_for: on 3.11 it can swallow a cancellation
+                async with asyncio.timeout(KEEPALIVE):
                     event = await client.next()
             except TimeoutError:
                 await _write(response, b": keep-alive\n\n")

@@ -115,7 +115,7 @@ class Peer:
     async def answer(self, request: asyncio.Future[P.Blocks]) -> P.Blocks:
         """Wait for the answer to `ask_blocks`; PeerGone on disconnect or timeout."""
         try:
-            async with asyncio.timeout(REQUEST_TIMEOUT):  # not wait_for: on 3.11 it can swallow a cancellation
+            async with asyncio.timeout(REQUEST_TIMEOUT):
                 return await request
         except (TimeoutError, ConnectionError) as err:
             raise PeerGone(f"{self.name} did not send the blocks it was asked for") from err

@@ -191,7 +191,7 @@ class PeerManager:
         self._dialling.add(address)
         try:
             local = (self.bind_ip, 0) if self.bind_ip not in ("0.0.0.0", "::") else None
-            async with asyncio.timeout(5):  # not wait_for: on 3.11 it can swallow a cancellation
+            async with asyncio.timeout(5):
                 reader, writer = await asyncio.open_connection(parsed[0], parsed[1], local_addr=local, limit=2**16)
         except (OSError, TimeoutError) as err:
             log.debug("cannot connect to %s: %s", address, err)

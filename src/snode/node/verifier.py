@@ -80,6 +80,38 @@ class Pending:
         self._value = value
 
 
+class Spread:
+    """The answer to a batch handed over in parts (`spread`): `result()` is the index of its
+    first bad signature, or -1."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[tuple[int, Pending]]) -> None:
+        self.parts = parts
+        """(index of the part's first check, its answer), in order."""
+
+    @property
+    def done(self) -> bool:
+        """Whether every part's answer is here (`result()` will not wait)."""
+        return all(pending.done for _, pending in self.parts)
+
+    def result(self) -> int:
+        """Wait for the parts in order; the first bad signature's index in the whole batch."""
+        for start, pending in self.parts:
+            bad = pending.result()
+            if bad >= 0:
+                return start + bad
+        return -1
+
+
+def spread(verifier: Verifier, checks: Sequence[SigCheck], ways: int) -> Spread:
+    """Hand `checks` to `verifier` in at most `ways` parts (one per worker), each large enough to
+    go to a worker rather than be checked inline."""
+    ways = max(1, min(ways, len(checks) // INLINE_BELOW))
+    step = max(1, -(-len(checks) // ways))
+    return Spread([(start, verifier.submit(checks[start:start + step])) for start in range(0, len(checks), step)])
+
+
 class Verifier(Protocol):
     """What the node needs of a signature verifier: a BatchVerifier (`verifier(checks)` is the
     index of the first bad signature, or -1) that can also take a batch and answer later."""
@@ -245,13 +277,7 @@ class VerifierPool:
         the workers."""
         if len(checks) < INLINE_BELOW:
             return verify_serially(checks)
-        step = -(-len(checks) // self.size)
-        parts = [(start, self.submit(checks[start:start + step])) for start in range(0, len(checks), step)]
-        for start, pending in parts:
-            bad = pending.result()
-            if bad >= 0:
-                return start + bad
-        return -1
+        return spread(self, checks, self.size).result()
 
     def start(self) -> None:
         """Start the workers now instead of at the first large batch: a sync calls this as it

@@ -89,7 +89,7 @@ class Notifier:
             return
         self._proc = proc
         try:
-            async with asyncio.timeout(TIMEOUT):  # not wait_for: on 3.11 it can swallow a cancellation
+            async with asyncio.timeout(TIMEOUT):
                 _, err_out = await proc.communicate()
         except TimeoutError:
             proc.kill()  # by its pid: the process we started

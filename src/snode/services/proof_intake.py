@@ -26,12 +26,14 @@ from typing import Final
 from snode.core.proofs import BadProofSignature, InvalidProof, UptimeProof, check_proof_rules, proof_sig_check
 from snode.node.node import Node
 from snode.core.sigchecks import SigCheck
-from snode.node.verifier import INLINE_BELOW, Pending, Verifier
+from snode.node.verifier import INLINE_BELOW, Spread, spread
 
 log = logging.getLogger(__name__)
 
 IN_FLIGHT: Final = 2
-"""Batches out at once: one per worker on two cores, while the event loop gathers the next."""
+"""Batches out at once, while the event loop gathers the next."""
+WAYS: Final = 2
+"""Parts of a batch, one per worker: the daemon's thread and two workers share two cores."""
 MAX_QUEUED: Final = 50_000
 """Proofs waiting for a check at most; more are dropped (their senders send again next interval)."""
 MAX_BATCH: Final = 4_096
@@ -49,26 +51,10 @@ class Arrival:
     relayed: bool
 
 
-def _split(verifier: Verifier, checks: list[SigCheck]) -> list[tuple[int, Pending]]:
-    """Hand `checks` to the verifier, in two halves when there are enough for two workers."""
-    step = -(-len(checks) // 2) if len(checks) >= 2 * INLINE_BELOW else max(len(checks), 1)
-    return [(start, verifier.submit(checks[start:start + step])) for start in range(0, len(checks), step)]
-
-
-def _first_bad(parts: list[tuple[int, Pending]]) -> int:
-    """Index of the first bad signature of a split batch, or -1 (waits for the workers)."""
-    for start, pending in parts:
-        bad = pending.result()
-        if bad >= 0:
-            return start + bad
-    return -1
-
-
-async def _answer(parts: list[tuple[int, Pending]]) -> int:
-    """`_first_bad`, waited for off the event loop when the workers have not answered yet."""
-    if all(pending.done for _, pending in parts):
-        return _first_bad(parts)
-    return await asyncio.to_thread(_first_bad, parts)
+async def _answer(answer: Spread) -> int:
+    """The first bad signature's index, waited for off the event loop when the workers have not
+    answered yet."""
+    return answer.result() if answer.done else await asyncio.to_thread(answer.result)
 
 
 @dataclass(slots=True)
@@ -78,8 +64,7 @@ class Batch:
     arrivals: list[Arrival]
     now: int
     checks: list[SigCheck]
-    parts: list[tuple[int, Pending]]
-    """(index of its first check, the answer) per part."""
+    answer: Spread
 
 
 Verdict = Callable[[Arrival, InvalidProof | None], None]
@@ -170,7 +155,7 @@ class ProofIntake:
             return
         params = self.node.params
         checks = [proof_sig_check(a.proof, params) for a in passed]
-        self._out.append(Batch(passed, now, checks, _split(self.node.verifier, checks)))
+        self._out.append(Batch(passed, now, checks, spread(self.node.verifier, checks, WAYS)))
         if self._drain is None:
             self._drain = asyncio.get_running_loop().create_task(self._accept_batches())
 
@@ -200,7 +185,7 @@ class ProofIntake:
         forged: dict[int, bool] = {}
         forgers: set[int] = set()
         positions = list(range(len(batch.checks)))
-        bad = await _answer(batch.parts)
+        bad = await _answer(batch.answer)
         while bad >= 0:
             at = positions[bad]
             forged[at] = True
@@ -212,7 +197,7 @@ class ProofIntake:
             positions = [i for i in rest if i not in forged]
             if not positions:
                 break
-            bad = await _answer(_split(self.node.verifier, [batch.checks[i] for i in positions]))
+            bad = await _answer(spread(self.node.verifier, [batch.checks[i] for i in positions], WAYS))
         return forged
 
     def _accept_checked(self, batch: Batch, forged: dict[int, bool] | None) -> None:
