@@ -18,7 +18,7 @@ from snode.core.registration import parse_command
 from snode.core.transactions import Stake
 from snode.devchain import key_from_label
 from snode.params import COIN, DEVNET, NETWORKS, REGTEST
-from tests.functional.framework import NodeSet, address_of, connect_nodes, fund, send_spend, wait_until
+from tests.functional.framework import NodeSet, address_of, connect_nodes, fund, send_spend, sync_blocks, wait_until
 
 SOLO = REGTEST.staking_requirement
 """A solo node's stake: the whole staking requirement."""
@@ -64,7 +64,12 @@ def move_clocks(nodes: list[Any], timestamp: int, *, proving: list[Any], judges:
     """Set every node's mock clock to `timestamp` (regtest's set_mock_time, as Bitcoin Core's
     setmocktime), then wait until each judge has accepted a proof stamped at that time from each
     node of `proving` (their proof loops keep running on real time and sign with the new one).
-    Time-outs are tested by moving time, not by waiting for it."""
+    Time-outs are tested by moving time, not by waiting for it.
+
+    Every node has the same tip first: a block mined before the move and adopted after it would
+    be judged at the new time, before any proof carries it (a loaded CI machine saw every node
+    decommissioned for missed proofs that way)."""
+    sync_blocks(nodes)
     for node in nodes:
         node.set_mock_time(timestamp=timestamp)
     keys = [n.get_service_node_key()["service_node_pubkey"] for n in proving]
