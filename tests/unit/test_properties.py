@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from snode.core import utxo_set
 from snode.core.encoding import decode, encode
 from snode.core.errors import SnodeError
 from snode.core.service_nodes import Reason, StateChangeKind, min_contribution, open_for_others
@@ -189,3 +190,17 @@ def test_the_operations_reach_every_part_of_the_state(fresh_chain):
     assert nodes[SN_KEYS[1].public].active and nodes[SN_KEYS[2].public].active
     assert nodes[SN_KEYS[0].public].funded and nodes[SN_KEYS[2].public].funded
     assert any(n.last_reward_height > n.registration_height for n in nodes.values())
+
+
+@settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow])
+@given(operations=st.lists(OPERATIONS, min_size=10, max_size=30), fold_at=st.integers(1, 4))
+def test_the_properties_hold_when_the_outputs_fold_every_few_changes(fresh_chain, operations, fold_at):
+    # A 100,000-block chain folds its outputs' overlay into packed buckets every 32,768 keys
+    # (core.utxo_set); here every few keys, so that blocks, undos and state comparisons all
+    # meet packed outputs, tombstones over them and the overlay together.
+    before = utxo_set.COMPACT_AT
+    utxo_set.COMPACT_AT = fold_at
+    try:
+        _run(fresh_chain(), operations)
+    finally:
+        utxo_set.COMPACT_AT = before

@@ -18,6 +18,7 @@ from snode.core.crypto import SigningKey
 from snode.core.errors import InvalidAddress, InvalidGenesis
 from snode.core.quorums import authority_quorum
 from snode.core.state import ChainState, new_utxo
+from snode.core.utxo_set import UtxoSet
 from snode.core.transactions import TX_VERSION, Coinbase, Transaction, TxOut, outpoint_key, txid
 from snode.core.types import PUBKEY_BYTES, Amount, Timestamp
 from snode.params import (
@@ -109,7 +110,7 @@ def genesis_state(doc: GenesisDoc, params: NetworkParams) -> tuple[ChainState, B
     block = genesis_block(doc, params)
     coinbase = block.transactions[0]
     cb_id = txid(coinbase)
-    utxos = immutables.Map(
+    utxos = UtxoSet(
         {outpoint_key(cb_id, i): new_utxo(o.owner, o.amount, 0) for i, o in enumerate(coinbase.outputs)}
     )
     authorities = tuple(bytes.fromhex(k) for k in doc.authorities)

@@ -1,6 +1,7 @@
 """ChainState: the unspent outputs, the service-node registry and the recent quorums at one tip.
 
-Built on persistent HAMT maps (immutables.Map): a block makes a new state that shares all
+Built on persistent maps (HAMTs, immutables.Map; the outputs a packed `core.utxo_set.UtxoSet`
+with a HAMT of recent changes): a block makes a new state that shares all
 untouched entries with its parent, so a new state costs O(changes x log n), and any state a
 caller still holds stays valid.
 
@@ -21,52 +22,13 @@ import immutables
 import msgspec
 
 from snode.core.types import Amount, Hash32, Height, Ppm, PubKey, Timestamp
+from snode.core.utxo_set import UtxoEntry as UtxoEntry  # re-exported: the state's record types
+from snode.core.utxo_set import UtxoSet
+from snode.core.utxo_set import new_utxo as new_utxo
+from snode.core.utxo_set import shared_owner as shared_owner
 
 NO_HEIGHT: Final = -1
 """Height fields use -1 for 'never'."""
-
-
-class UtxoEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """An unspent output. Make them with `new_utxo`, which shares the owner's bytes."""
-
-    owner: PubKey
-    amount: Amount
-    unlock_height: Height
-    """First height at which it may be spent."""
-
-
-MAX_SHARED_OWNERS: Final = 100_000
-_owners: dict[bytes, bytes] = {}
-
-
-def shared_owner(owner: bytes) -> bytes:
-    """One bytes object per owner for all the unspent outputs in this process: an address
-    (a service node operator's, a pool's) often holds thousands, and each would otherwise keep
-    its own 32-byte copy (about 70 bytes of memory; 27 MiB of 390,000 outputs). Only sharing
-    changes: equal keys are interchangeable. The table is bounded: past MAX_SHARED_OWNERS
-    addresses it starts again (outputs keep the objects they have)."""
-    found = _owners.get(owner)
-    if found is not None:
-        return found
-    if len(_owners) >= MAX_SHARED_OWNERS:
-        _owners.clear()
-    _owners[owner] = owner
-    return owner
-
-
-_last_unlock = [0]
-
-
-def new_utxo(owner: bytes, amount: int, unlock_height: int) -> UtxoEntry:
-    """An unspent output whose owner bytes are shared (`shared_owner`), and whose unlock height
-    is the object of the output made before it when they are equal: a block's outputs all
-    unlock at one height, and each int above 256 is an object of 28 bytes (10 MiB of 390,000
-    outputs). Only sharing changes: equal ints are interchangeable."""
-    if unlock_height == _last_unlock[0]:
-        unlock_height = _last_unlock[0]
-    else:
-        _last_unlock[0] = unlock_height
-    return UtxoEntry(shared_owner(owner), amount, unlock_height)
 
 
 class Contribution(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -274,8 +236,8 @@ class ChainState:
     """Timestamp of the tip block."""
     issued: Amount
     """Coins created by genesis and block rewards so far."""
-    utxos: immutables.Map[bytes, UtxoEntry] = field(default_factory=immutables.Map)
-    """Unspent outputs by `transactions.outpoint_key`."""
+    utxos: UtxoSet = field(default_factory=UtxoSet)
+    """Unspent outputs by `transactions.outpoint_key` (mostly packed: `core.utxo_set`)."""
     service_nodes: immutables.Map[bytes, ServiceNode] = field(default_factory=immutables.Map)
     """Registered service nodes by public key."""
     quorums: immutables.Map[int, Quorum] = field(default_factory=immutables.Map)
@@ -341,8 +303,8 @@ class TrackedMap(Generic[K, V]):
 
     __slots__ = ("_mutation", "old")
 
-    def __init__(self, base: immutables.Map[K, V]) -> None:
-        self._mutation = base.mutate()
+    def __init__(self, base: immutables.Map[K, V] | UtxoSet) -> None:
+        self._mutation: Any = base.mutate()
         self.old: dict[K, V | None] = {}
 
     def get(self, key: K) -> V | None:
@@ -361,8 +323,8 @@ class TrackedMap(Generic[K, V]):
             self.old[key] = self._mutation.get(key)
         del self._mutation[key]
 
-    def finish(self) -> immutables.Map[K, V]:
-        """The new persistent map."""
+    def finish(self) -> Any:
+        """The new persistent map (of the base's kind)."""
         return self._mutation.finish()
 
     def changes(self) -> tuple[tuple[K, V | None], ...]:

@@ -18,8 +18,9 @@ import msgspec
 
 from snode.core.encoding import decode_trusted, encode
 from snode.core.state import (
-    MAP_NAMES, ChainState, CheckpointSlot, Quorum, ServiceNode, Undo, UtxoEntry, new_utxo,
+    MAP_NAMES, ChainState, CheckpointSlot, Quorum, ServiceNode, Undo, UtxoEntry,
 )
+from snode.core.utxo_set import UtxoSet
 from snode.core.types import Amount, Hash32, Height, Timestamp
 
 VALUE_TYPES: Final[dict[str, type]] = {
@@ -110,10 +111,12 @@ def read_state(conn: sqlite3.Connection) -> ChainState:
     """The stored state: one query per table, decoded in one pass each."""
     tip = read_tip(conn)
     with _collector_paused():
-        maps = {name: _read_map(conn, name) for name in MAP_NAMES}
+        rows = conn.execute("SELECT key, value FROM utxos")
+        utxos = UtxoSet((key, decode_trusted(value, UtxoEntry)) for key, value in rows)
+        maps = {name: _read_map(conn, name) for name in MAP_NAMES if name != "utxos"}
     return ChainState(
         height=tip.height, tip_hash=tip.tip_hash, timestamp=tip.timestamp, issued=tip.issued,
-        utxos=maps["utxos"], service_nodes=maps["service_nodes"], quorums=maps["quorums"],
+        utxos=utxos, service_nodes=maps["service_nodes"], quorums=maps["quorums"],
         checkpoints=maps["checkpoints"],
     )
 
@@ -121,11 +124,6 @@ def read_state(conn: sqlite3.Connection) -> ChainState:
 def _read_map(conn: sqlite3.Connection, name: str) -> immutables.Map[Any, Any]:
     kind = VALUE_TYPES[name]
     rows = conn.execute(f"SELECT key, value FROM {name}")
-    if kind is UtxoEntry:  # with their owners' bytes shared (`state.new_utxo`)
-        return immutables.Map(
-            (key, new_utxo(entry.owner, entry.amount, entry.unlock_height))
-            for key, value in rows for entry in (decode_trusted(value, UtxoEntry),)
-        )
     return immutables.Map((key, decode_trusted(value, kind)) for key, value in rows)
 
 

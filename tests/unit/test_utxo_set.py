@@ -1,0 +1,131 @@
+"""UtxoSet, the packed persistent map of unspent outputs, behaves as a dict would.
+
+Random operations run against a UtxoSet (folding its overlay into a new base every few keys)
+and a plain dict side by side; every version made along the way must still read as it did
+when it was made (states share bases and overlays). Keys and owners of odd lengths, which cannot
+be packed, are mixed in, as are keys that appear inside other records' bytes.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from snode.core import utxo_set
+from snode.core.utxo_set import RECORD_BYTES, UtxoEntry, UtxoSet, _find
+
+
+@contextmanager
+def folding_every(keys: int):
+    """Mutations fold their overlay once it holds `keys` keys."""
+    before = utxo_set.COMPACT_AT
+    utxo_set.COMPACT_AT = keys
+    try:
+        yield
+    finally:
+        utxo_set.COMPACT_AT = before
+
+
+KEYS = [bytes([i]) * 32 + i.to_bytes(2, "big") for i in range(12)] + [b"short", b"k" * 40]
+OWNERS = [b"\x01" * 32, b"\x02" * 32, b"odd owner"]
+ENTRY = st.builds(
+    UtxoEntry, st.sampled_from(OWNERS), st.one_of(st.integers(1, 2**63 - 1), st.just(2**64 + 5)),
+    st.integers(0, 10**9),
+)
+OPERATION = st.one_of(
+    st.tuples(st.just("set"), st.sampled_from(KEYS), ENTRY),
+    st.tuples(st.just("pop"), st.sampled_from(KEYS)),
+    st.tuples(st.just("finish")),
+)
+
+
+def assert_reads_as(utxos: UtxoSet, model: dict[bytes, UtxoEntry]) -> None:
+    assert len(utxos) == len(model)
+    assert dict(utxos.items()) == model
+    assert sorted(utxos.keys()) == sorted(model)
+    assert sorted(utxos.values(), key=repr) == sorted(model.values(), key=repr)
+    for key in KEYS:
+        assert utxos.get(key) == model.get(key)
+        assert (key in utxos) == (key in model)
+    assert utxos == UtxoSet(model)
+
+
+@settings(max_examples=300)
+@given(
+    start=st.dictionaries(st.sampled_from(KEYS), ENTRY, max_size=6),
+    operations=st.lists(OPERATION, max_size=40),
+    fold_at=st.integers(1, 6),
+)
+def test_a_utxo_set_reads_as_a_dict_through_changes_and_folds(start, operations, fold_at):
+    versions = [(UtxoSet(start), dict(start))]
+    with folding_every(fold_at):
+        mutation, model = versions[0][0].mutate(), dict(start)
+        for op in operations:
+            if op[0] == "set":
+                mutation[op[1]] = op[2]
+                model[op[1]] = op[2]
+            elif op[0] == "pop":
+                assert mutation.pop(op[1], None) == model.pop(op[1], None)
+            else:
+                versions.append((mutation.finish(), dict(model)))
+                mutation = versions[-1][0].mutate()
+            assert all(mutation.get(key) == model.get(key) for key in KEYS)
+        versions.append((mutation.finish(), model))
+    for utxos, expected in versions:
+        assert_reads_as(utxos, expected)
+
+
+def test_missing_keys_raise_key_error_and_pop_default():
+    utxos = UtxoSet({KEYS[0]: UtxoEntry(OWNERS[0], 5, 1)})
+    with pytest.raises(KeyError):
+        utxos[KEYS[1]]
+    mutation = utxos.mutate()
+    with pytest.raises(KeyError):
+        del mutation[KEYS[1]]
+    with pytest.raises(KeyError):
+        mutation.pop(KEYS[1])
+    assert mutation.pop(KEYS[1], "none") == "none"
+    del mutation[KEYS[0]]
+    assert len(mutation.finish()) == 0 and len(utxos) == 1
+    assert 5 not in utxos  # not a key at all
+
+
+def test_a_fold_moves_the_overlay_into_the_base_and_leaves_the_old_set_alone():
+    entries = {bytes([i]) * 34: UtxoEntry(OWNERS[i % 2], 10 + i, i) for i in range(1, 9)}
+    with folding_every(4):
+        first = UtxoSet().update(dict(list(entries.items())[:3]))
+        assert len(first._overlay) == 3  # below the fold: all in the overlay
+        second = first.update(dict(list(entries.items())[3:]))
+        assert len(second._overlay) == 0 and len(second) == 8  # folded
+        mutation = second.mutate()
+        del mutation[bytes([1]) * 34]
+        third = mutation.finish()
+    assert len(third._overlay) == 1  # a tombstone over the base
+    assert bytes([1]) * 34 not in third and bytes([1]) * 34 in second
+    assert dict(first.items()) == dict(list(entries.items())[:3])
+    assert dict(second.items()) == entries
+
+
+def test_a_key_found_inside_another_record_is_not_taken_for_it():
+    # A record's owner and amount bytes that spell a key, at an offset that is not a record's
+    # start: the lookup must go past it.
+    ghost = b"\x07" * 34
+    record = b"\x05" * 34 + ghost[:32] + ghost[32:] + b"\x00" * 14
+    assert len(record) == RECORD_BYTES
+    assert record.find(ghost) == 34
+    assert _find(record, ghost) == -1
+    assert _find(record + ghost + b"\x00" * (RECORD_BYTES - 34), ghost) == RECORD_BYTES
+
+
+def test_an_entry_that_cannot_be_packed_outlives_folds():
+    odd = UtxoEntry(b"not 32 bytes", 1, 1)
+    huge = UtxoEntry(OWNERS[0], 2**64, 1)
+    with folding_every(1):
+        utxos = UtxoSet({KEYS[0]: UtxoEntry(OWNERS[0], 3, 3)})
+        utxos = utxos.update({KEYS[0]: odd, b"short": huge})
+        assert utxos[KEYS[0]] == odd and utxos[b"short"] == huge and len(utxos) == 2
+        utxos = utxos.update({KEYS[1]: UtxoEntry(OWNERS[1], 4, 4)})
+    assert dict(utxos.items()) == {KEYS[0]: odd, b"short": huge, KEYS[1]: UtxoEntry(OWNERS[1], 4, 4)}
