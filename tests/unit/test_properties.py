@@ -195,7 +195,7 @@ def test_the_operations_reach_every_part_of_the_state(fresh_chain):
 @settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow])
 @given(operations=st.lists(OPERATIONS, min_size=10, max_size=30), fold_at=st.integers(1, 4))
 def test_the_properties_hold_when_the_outputs_fold_every_few_changes(fresh_chain, operations, fold_at):
-    # A 100,000-block chain folds its outputs' overlay into packed buckets every 32,768 keys
+    # A 100,000-block chain folds its outputs' overlay into packed buckets every 8,192 keys
     # (core.utxo_set); here every few keys, so that blocks, undos and state comparisons all
     # meet packed outputs, tombstones over them and the overlay together.
     before = utxo_set.COMPACT_AT

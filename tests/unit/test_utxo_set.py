@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from snode.core import utxo_set
-from snode.core.utxo_set import RECORD_BYTES, UtxoEntry, UtxoSet, _find
+from snode.core.utxo_set import BUCKET_BITS, RECORD_BYTES, _RECORD, UtxoEntry, UtxoSet, _find, _owner_number
 
 
 @contextmanager
@@ -33,7 +33,7 @@ KEYS = [bytes([i]) * 32 + i.to_bytes(2, "big") for i in range(12)] + [b"short", 
 OWNERS = [b"\x01" * 32, b"\x02" * 32, b"odd owner"]
 ENTRY = st.builds(
     UtxoEntry, st.sampled_from(OWNERS), st.one_of(st.integers(1, 2**63 - 1), st.just(2**64 + 5)),
-    st.integers(0, 10**9),
+    st.one_of(st.integers(0, 10**9), st.just(2**32)),
 )
 OPERATION = st.one_of(
     st.tuples(st.just("set"), st.sampled_from(KEYS), ENTRY),
@@ -109,23 +109,27 @@ def test_a_fold_moves_the_overlay_into_the_base_and_leaves_the_old_set_alone():
     assert dict(second.items()) == entries
 
 
-def test_a_key_found_inside_another_record_is_not_taken_for_it():
-    # A record's owner and amount bytes that spell a key, at an offset that is not a record's
-    # start: the lookup must go past it.
-    ghost = b"\x07" * 34
-    record = b"\x05" * 34 + ghost[:32] + ghost[32:] + b"\x00" * 14
-    assert len(record) == RECORD_BYTES
-    assert record.find(ghost) == 34
-    assert _find(record, ghost) == -1
-    assert _find(record + ghost + b"\x00" * (RECORD_BYTES - 34), ghost) == RECORD_BYTES
+def test_a_key_found_inside_other_records_is_not_taken_for_it():
+    # One record's fields and the next one's key that spell a third key, at an offset that is
+    # not a record's start: the lookup must go past it.
+    entries = {b"\x05" * 34: UtxoEntry(OWNERS[0], 2**40 + 7, 9), b"\x06" * 34: UtxoEntry(OWNERS[1], 3, 4)}
+    base = UtxoSet(entries)._base
+    packed = b"".join(_RECORD.pack(k, _owner_number(e.owner), e.amount, e.unlock_height) for k, e in entries.items())
+    ghost = packed[34:68]
+    assert len(ghost) == 34 and packed.find(ghost) == 34
+    assert _find(packed, ghost) == -1
+    assert _find(packed + ghost + bytes(RECORD_BYTES - 34), ghost) == 2 * RECORD_BYTES
+    assert len(base) == 1 << BUCKET_BITS and ghost not in UtxoSet(entries)
 
 
 def test_an_entry_that_cannot_be_packed_outlives_folds():
     odd = UtxoEntry(b"not 32 bytes", 1, 1)
     huge = UtxoEntry(OWNERS[0], 2**64, 1)
+    late = UtxoEntry(OWNERS[0], 1, 2**32)
     with folding_every(1):
         utxos = UtxoSet({KEYS[0]: UtxoEntry(OWNERS[0], 3, 3)})
-        utxos = utxos.update({KEYS[0]: odd, b"short": huge})
-        assert utxos[KEYS[0]] == odd and utxos[b"short"] == huge and len(utxos) == 2
+        utxos = utxos.update({KEYS[0]: odd, b"short": huge, KEYS[2]: late})
+        assert utxos[KEYS[0]] == odd and utxos[b"short"] == huge and len(utxos) == 3
         utxos = utxos.update({KEYS[1]: UtxoEntry(OWNERS[1], 4, 4)})
-    assert dict(utxos.items()) == {KEYS[0]: odd, b"short": huge, KEYS[1]: UtxoEntry(OWNERS[1], 4, 4)}
+    assert dict(utxos.items()) == {KEYS[0]: odd, b"short": huge, KEYS[2]: late, KEYS[1]: UtxoEntry(OWNERS[1], 4, 4)}
+    assert set(utxos._overlay.keys()) == {KEYS[0], b"short", KEYS[2]}  # the rest folded

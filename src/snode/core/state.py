@@ -318,10 +318,10 @@ class TrackedMap(Generic[K, V]):
         self._mutation[key] = value
 
     def delete(self, key: K) -> None:
-        """Delete key, remembering its value before this block."""
+        """Delete key, remembering its value before this block. KeyError if it has none."""
+        old = self._mutation.pop(key)
         if key not in self.old:
-            self.old[key] = self._mutation.get(key)
-        del self._mutation[key]
+            self.old[key] = old
 
     def finish(self) -> Any:
         """The new persistent map (of the base's kind)."""

@@ -3,13 +3,14 @@ packed into bytes.
 
 An output held as Python objects costs about 222 bytes (its 34-byte key, the entry, its amount,
 its share of a HAMT's nodes): 83 MiB for the 390,000 outputs of a 100,000-block chain. Packed as
-one 82-byte record (key, owner, amount, unlock height) it costs about 85.
+one 50-byte record (key, owner's number, amount, unlock height) it costs about 58.
 
 A `UtxoSet` is two layers:
-- the *base*: 2**14 immutable buckets of packed records; a key's bucket is picked by the
-  process's salted hash of the key, so nobody can aim many outputs at one bucket. Bases are never
-  changed; states share them, and a new base copies only the bucket pointers and the buckets it
-  changes.
+- the *base*: 2**16 immutable buckets of packed records (about 6 each at 390,000 outputs); a
+  key's bucket is picked by the process's salted hash of the key, so nobody can aim many
+  outputs at one bucket. Bases are never changed; states share them, and a new base copies
+  only the bucket pointers and the buckets it changes (an eighth of them at most, so that the
+  two bases alive around a fold share most of their buckets).
 - the *overlay*: a persistent map (immutables.Map) of what changed since the base was made: a
   key's new entry, or None for a base key that was spent (a tombstone).
 
@@ -25,6 +26,7 @@ matters.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
@@ -36,18 +38,20 @@ from snode.core.types import Amount, Height, PubKey
 
 KEY_BYTES: Final = 34
 """An outpoint key: the transaction id and the output's 2-byte index."""
-_RECORD: Final = struct.Struct(">34s32sQQ")
+_RECORD: Final = struct.Struct(">34sIQI")
+"""key, owner number (`_owner_number`), amount, unlock height: 50 bytes."""
 RECORD_BYTES: Final = _RECORD.size
-BUCKET_BITS: Final = 14
+BUCKET_BITS: Final = 16
 _MASK: Final = (1 << BUCKET_BITS) - 1
 _EMPTY: Final = b""
 _EMPTY_BASE: Final[tuple[bytes, ...]] = (_EMPTY,) * (1 << BUCKET_BITS)
 _NO_BUCKET: Final = bytearray()
 _U64: Final = 1 << 64
+_U32: Final = 1 << 32
 
-COMPACT_AT = 32_768
+COMPACT_AT = 8_192
 """Overlay keys at which a mutation's `finish` folds the overlay into a new base: the overlay
-then costs at most about 7 MiB, and a fold about 70 ms. Tests lower it to make folds happen."""
+then costs at most about 2 MiB, and a fold about 20 ms. Tests lower it to make folds happen."""
 
 
 class UtxoEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -96,6 +100,24 @@ def new_utxo(owner: bytes, amount: int, unlock_height: int) -> UtxoEntry:
 _MISSING: Any = object()
 Base = tuple[bytes, ...]
 
+_owner_numbers: dict[bytes, int] = {}
+_owner_of: dict[int, bytes] = {}
+_next_number = itertools.count()
+
+
+def _owner_number(owner: bytes) -> int:
+    """The number a packed record names its owner by (4 bytes instead of 32): owners hold many
+    outputs each (an operator's rewards, a pool's stakes). Numbers are kept for the process's
+    life, one per owner ever packed (about 150 bytes each). Safe from any thread: a number is
+    published with setdefault after its owner is filed under it, so two threads numbering one
+    owner at once agree on the first (the other number is left unused)."""
+    number = _owner_numbers.get(owner)
+    if number is None:
+        fresh = next(_next_number)
+        _owner_of[fresh] = owner
+        number = _owner_numbers.setdefault(owner, fresh)
+    return number
+
 
 def _find(blob: bytes | bytearray, key: bytes) -> int:
     """Offset of key's record in a bucket, or -1. A record starts every RECORD_BYTES; a match
@@ -114,7 +136,7 @@ def _base_get(base: Base, key: bytes) -> UtxoEntry | None:
     if pos < 0:
         return None
     _, owner, amount, unlock = _RECORD.unpack_from(blob, pos)
-    return new_utxo(owner, amount, unlock)
+    return UtxoEntry(_owner_of[owner], amount, unlock)
 
 
 def _base_has(base: Base, key: bytes) -> bool:
@@ -127,16 +149,16 @@ def _base_has(base: Base, key: bytes) -> bool:
 def _packable(key: bytes, entry: UtxoEntry) -> bool:
     return (
         len(key) == KEY_BYTES and len(entry.owner) == 32
-        and 0 <= entry.amount < _U64 and 0 <= entry.unlock_height < _U64
+        and 0 <= entry.amount < _U64 and 0 <= entry.unlock_height < _U32
     )
 
 
 def _records(base: Base) -> Iterator[tuple[bytes, UtxoEntry]]:
-    unpack = _RECORD.unpack_from
+    unpack, owners = _RECORD.unpack_from, _owner_of
     for blob in base:
         for pos in range(0, len(blob), RECORD_BYTES):
             key, owner, amount, unlock = unpack(blob, pos)
-            yield key, new_utxo(owner, amount, unlock)
+            yield key, UtxoEntry(owners[owner], amount, unlock)
 
 
 def _folded(base: Base, overlay: Iterable[tuple[bytes, UtxoEntry | None]]) -> tuple[Base, dict[bytes, UtxoEntry]]:
@@ -160,7 +182,7 @@ def _folded(base: Base, overlay: Iterable[tuple[bytes, UtxoEntry | None]]) -> tu
             if pos >= 0:
                 del blob[pos:pos + RECORD_BYTES]
             if entry is not None:
-                blob += pack(key, entry.owner, entry.amount, entry.unlock_height)
+                blob += pack(key, _owner_number(entry.owner), entry.amount, entry.unlock_height)
         buckets[index] = bytes(blob) if blob else _EMPTY
     return tuple(buckets), kept
 
@@ -174,7 +196,7 @@ def _packed(pairs: Iterable[tuple[bytes, UtxoEntry]]) -> tuple[Base, dict[bytes,
     for key, entry in pairs:
         count += 1
         if _packable(key, entry):
-            buckets[hash(key) & _MASK] += pack(key, entry.owner, entry.amount, entry.unlock_height)
+            buckets[hash(key) & _MASK] += pack(key, _owner_number(entry.owner), entry.amount, entry.unlock_height)
         else:
             kept[key] = entry
     if count == len(kept):
@@ -272,20 +294,32 @@ class UtxoSet:
 
 
 class UtxoMutation:
-    """Changes to a UtxoSet; `finish` makes the new set (and may fold the overlay)."""
+    """Changes to a UtxoSet; `finish` makes the new set (and may fold the overlay).
 
-    __slots__ = ("_base", "_changes", "_len")
+    The base does not change under a mutation, so the last base lookup is remembered: a block
+    reads an input and then spends it, and reads a new output's key (absent) before it sets it,
+    and each would otherwise search and decode the same record twice."""
+
+    __slots__ = ("_base", "_changes", "_len", "_seen_key", "_seen")
 
     def __init__(self, base: Base, overlay: immutables.Map[bytes, UtxoEntry | None], length: int) -> None:
         self._base = base
         self._changes = overlay.mutate()
         self._len = length
+        self._seen_key: bytes | None = None
+        self._seen: UtxoEntry | None = None
+
+    def _in_base(self, key: bytes) -> UtxoEntry | None:
+        if key is not self._seen_key and key != self._seen_key:
+            self._seen = _base_get(self._base, key)
+            self._seen_key = key
+        return self._seen
 
     def get(self, key: bytes, default: Any = None) -> Any:
         """The entry of key, or default."""
         entry = self._changes.get(key, _MISSING)
         if entry is _MISSING:
-            entry = _base_get(self._base, key)
+            entry = self._in_base(key)
         return default if entry is None else entry
 
     def __contains__(self, key: object) -> bool:
@@ -294,26 +328,25 @@ class UtxoMutation:
     def __setitem__(self, key: bytes, entry: UtxoEntry) -> None:
         changes = self._changes
         old = changes.get(key, _MISSING)
-        if old is None or (old is _MISSING and not _base_has(self._base, key)):
+        if old is None or (old is _MISSING and self._in_base(key) is None):
             self._len += 1
         changes[key] = entry
 
     def __delitem__(self, key: bytes) -> None:
-        if self.pop(key, _MISSING) is _MISSING:
-            raise KeyError(key)
+        self.pop(key)
 
     def pop(self, key: bytes, default: Any = _MISSING) -> Any:
         """Remove key and return its entry; default (or KeyError) if it has none."""
         changes = self._changes
         old = changes.get(key, _MISSING)
-        in_base = _base_has(self._base, key)
+        packed = self._in_base(key)
         if old is _MISSING:
-            old = _base_get(self._base, key) if in_base else None
+            old = packed
         if old is None:
             if default is _MISSING:
                 raise KeyError(key)
             return default
-        if in_base:
+        if packed is not None:
             changes[key] = None
         else:
             del changes[key]
