@@ -18,7 +18,7 @@ from snode.core.errors import BadSignature, InvalidStateChange, InvalidTransacti
 from snode.core.genesis import Consensus
 from snode.core.sigchecks import BatchVerifier, SigCheck, run_checks, verify_serially
 from snode.core.state import (
-    ChainState, CheckpointSlot, Quorum, ServiceNode, TrackedMap, UtxoEntry, current_index, new_utxo,
+    ChainState, CheckpointSlot, Quorum, ServiceNode, TrackedMap, TrackedUtxos, current_index, new_utxo,
     updated_index,
 )
 from snode.core.stake_exit import check_unlock_request, returned_outputs
@@ -37,7 +37,7 @@ class Working:
     __slots__ = ("utxos", "service_nodes", "quorums", "checkpoints", "checks")
 
     def __init__(self, state: ChainState) -> None:
-        self.utxos: TrackedMap[bytes, UtxoEntry] = TrackedMap(state.utxos)
+        self.utxos = TrackedUtxos(state.utxos)
         self.service_nodes: TrackedMap[bytes, ServiceNode] = TrackedMap(state.service_nodes)
         self.quorums: TrackedMap[int, Quorum] = TrackedMap(state.quorums)
         self.checkpoints: TrackedMap[int, CheckpointSlot] = TrackedMap(state.checkpoints)

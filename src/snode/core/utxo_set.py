@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import immutables
@@ -132,7 +132,11 @@ def _base_get(base: Base, key: bytes) -> UtxoEntry | None:
     if len(key) != KEY_BYTES:
         return None
     blob = base[hash(key) & _MASK]
-    pos = _find(blob, key) if blob else -1
+    if not blob:
+        return None
+    pos = blob.find(key)  # `_find`, inlined: every input and new output comes here
+    while pos > 0 and pos % RECORD_BYTES:
+        pos = blob.find(key, pos + 1)
     if pos < 0:
         return None
     _, owner, amount, unlock = _RECORD.unpack_from(blob, pos)
@@ -187,16 +191,29 @@ def _folded(base: Base, overlay: Iterable[tuple[bytes, UtxoEntry | None]]) -> tu
     return tuple(buckets), kept
 
 
-def _packed(pairs: Iterable[tuple[bytes, UtxoEntry]]) -> tuple[Base, dict[bytes, UtxoEntry], int]:
-    """A base of these (distinct) keys' entries, those that cannot be packed, and the count."""
+def _packed(
+    pairs: Iterable[tuple[bytes, Any]], decode: Callable[[Any], UtxoEntry] | None = None,
+) -> tuple[Base, dict[bytes, UtxoEntry], int]:
+    """A base of these (distinct) keys' entries (each made by `decode` from the pair's value if
+    given), those that cannot be packed, and the count. (`_packable` and `_owner_number`
+    inlined: a restart packs every output.)"""
     buckets = [bytearray() for _ in range(1 << BUCKET_BITS)]
     kept: dict[bytes, UtxoEntry] = {}
-    pack = _RECORD.pack
+    pack, numbers, owner_of, fresh = _RECORD.pack, _owner_numbers, _owner_of, _next_number
     count = 0
     for key, entry in pairs:
         count += 1
-        if _packable(key, entry):
-            buckets[hash(key) & _MASK] += pack(key, _owner_number(entry.owner), entry.amount, entry.unlock_height)
+        if decode is not None:
+            entry = decode(entry)
+        owner, amount, unlock = entry.owner, entry.amount, entry.unlock_height
+        if (len(key) == KEY_BYTES and len(owner) == 32 and 0 <= amount < _U64
+                and 0 <= unlock < _U32):
+            number = numbers.get(owner)
+            if number is None:  # `_owner_number`
+                number = next(fresh)
+                owner_of[number] = owner
+                number = numbers.setdefault(owner, number)
+            buckets[hash(key) & _MASK] += pack(key, number, amount, unlock)
         else:
             kept[key] = entry
     if count == len(kept):
@@ -216,10 +233,27 @@ class UtxoSet:
 
     def __init__(self, items: Mapping[bytes, UtxoEntry] | Iterable[tuple[bytes, UtxoEntry]] = ()) -> None:
         """A set of these entries; an iterable must not repeat a key (a Mapping's or a table's
-        rows). They are packed as they come, without a map of them all first."""
-        pairs = items.items() if isinstance(items, Mapping) else items
-        self._base, kept, self._len = _packed(pairs)
-        self._overlay: immutables.Map[bytes, UtxoEntry | None] = immutables.Map(kept)
+        rows). Fewer than COMPACT_AT go into the overlay, as a mutation would leave them; more
+        are packed as they come, without a map of them all first."""
+        pairs = iter(items.items() if isinstance(items, Mapping) else items)
+        first = list(itertools.islice(pairs, COMPACT_AT))
+        if len(first) < COMPACT_AT:
+            self._base, self._len = _EMPTY_BASE, len(first)
+            self._overlay: immutables.Map[bytes, UtxoEntry | None] = immutables.Map(first)
+            return
+        self._base, kept, self._len = _packed(itertools.chain(first, pairs))
+        self._overlay = immutables.Map(kept)
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[tuple[bytes, bytes]], decode: Callable[[bytes], UtxoEntry]) -> UtxoSet:
+        """A set of stored rows (distinct keys, each value decoded by `decode`): a restart's
+        load, packed as the rows come (never a map of them all first)."""
+        rows = iter(rows)
+        first = list(itertools.islice(rows, COMPACT_AT))
+        if len(first) < COMPACT_AT:
+            return cls((key, decode(value)) for key, value in first)
+        base, kept, length = _packed(itertools.chain(first, rows), decode)
+        return cls._made(base, immutables.Map(kept), length)
 
     @classmethod
     def _made(cls, base: Base, overlay: immutables.Map[bytes, UtxoEntry | None], length: int) -> UtxoSet:
@@ -297,20 +331,23 @@ class UtxoMutation:
     """Changes to a UtxoSet; `finish` makes the new set (and may fold the overlay).
 
     The base does not change under a mutation, so the last base lookup is remembered: a block
-    reads an input and then spends it, and reads a new output's key (absent) before it sets it,
-    and each would otherwise search and decode the same record twice."""
+    reads an input and then spends it, and each would otherwise search and decode the same
+    record. A set without a base (every small one) never looks there."""
 
-    __slots__ = ("_base", "_changes", "_len", "_seen_key", "_seen")
+    __slots__ = ("_base", "_packed", "_changes", "_len", "_seen_key", "_seen")
 
     def __init__(self, base: Base, overlay: immutables.Map[bytes, UtxoEntry | None], length: int) -> None:
         self._base = base
+        self._packed = base is not _EMPTY_BASE
         self._changes = overlay.mutate()
         self._len = length
         self._seen_key: bytes | None = None
         self._seen: UtxoEntry | None = None
 
     def _in_base(self, key: bytes) -> UtxoEntry | None:
-        if key is not self._seen_key and key != self._seen_key:
+        if not self._packed:
+            return None
+        if key is not self._seen_key:
             self._seen = _base_get(self._base, key)
             self._seen_key = key
         return self._seen
@@ -360,3 +397,37 @@ class UtxoMutation:
             return UtxoSet._made(self._base, overlay, self._len)
         base, kept = _folded(self._base, overlay.items())
         return UtxoSet._made(base, immutables.Map(kept), self._len)
+
+
+class TrackedUtxos(UtxoMutation):
+    """A mutation that remembers the first old value of each key it changes (for the block's
+    undo record): `core.state.TrackedMap`'s interface, one lookup a change."""
+
+    __slots__ = ("old",)
+
+    def __init__(self, utxos: UtxoSet) -> None:
+        super().__init__(utxos._base, utxos._overlay, utxos._len)
+        self.old: dict[bytes, UtxoEntry | None] = {}
+
+    def set(self, key: bytes, entry: UtxoEntry) -> None:
+        """Set key, remembering its value before this block."""
+        changes = self._changes
+        old = changes.get(key, _MISSING)
+        if old is _MISSING and self._packed:
+            old = _base_get(self._base, key)  # not remembered: a new output is not read next
+        if old is None or old is _MISSING:
+            old = None
+            self._len += 1
+        changes[key] = entry
+        if key not in self.old:
+            self.old[key] = old
+
+    def delete(self, key: bytes) -> None:
+        """Delete key, remembering its value before this block. KeyError if it has none."""
+        old = self.pop(key)
+        if key not in self.old:
+            self.old[key] = old
+
+    def changes(self) -> tuple[tuple[bytes, UtxoEntry | None], ...]:
+        """(key, old value) for every key touched, in key order."""
+        return tuple(sorted(self.old.items()))

@@ -16,7 +16,7 @@ from typing import Any, Final
 import immutables
 import msgspec
 
-from snode.core.encoding import decode_trusted, encode
+from snode.core.encoding import decode_trusted, decoding_trusted, encode
 from snode.core.state import (
     MAP_NAMES, ChainState, CheckpointSlot, Quorum, ServiceNode, Undo, UtxoEntry,
 )
@@ -112,7 +112,8 @@ def read_state(conn: sqlite3.Connection) -> ChainState:
     tip = read_tip(conn)
     with _collector_paused():
         rows = conn.execute("SELECT key, value FROM utxos")
-        utxos = UtxoSet((key, decode_trusted(value, UtxoEntry)) for key, value in rows)
+        with decoding_trusted(UtxoEntry) as decode:
+            utxos = UtxoSet.from_rows(rows, decode)
         maps = {name: _read_map(conn, name) for name in MAP_NAMES if name != "utxos"}
     return ChainState(
         height=tip.height, tip_hash=tip.tip_hash, timestamp=tip.timestamp, issued=tip.issued,
