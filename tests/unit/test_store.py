@@ -17,7 +17,9 @@ from typing import NamedTuple
 import pytest
 
 from snode.core.blocks import Block, block_hash
+from snode.core import utxo_set
 from snode.core.encoding import encode
+from snode.core.errors import DecodeError
 from snode.core.mempool import Mempool
 from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import ChainState, undo_block
@@ -236,6 +238,27 @@ def test_genesis_cannot_be_undone(db: Path, history: History) -> None:
         undo = history.commits[0][2]
         with pytest.raises(ValueError, match="genesis block cannot be undone"):
             store.undo_tip(history.genesis_state, undo)
+
+
+@pytest.mark.parametrize("fold_at", [1, 8_192])
+def test_a_state_packed_on_load_reads_as_it_was_stored_and_a_bad_row_is_named(
+    db: Path, history: History, fold_at: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A restart packs the stored outputs when there are COMPACT_AT of them or more (a large
+    # chain's), else keeps them in the overlay: both must load the same state, and a row that
+    # is not an output is one DecodeError naming the record, not a crash halfway.
+    monkeypatch.setattr(utxo_set, "COMPACT_AT", fold_at)
+    final = history.final_state
+    with committed_store(db, history) as store:
+        loaded = store.load_state()
+    assert loaded == final and dict(loaded.utxos.items()) == dict(final.utxos.items())
+    assert (len(loaded.utxos._overlay) == 0) == (fold_at == 1)
+    other = sqlite3.connect(db)
+    other.execute("UPDATE utxos SET value = ? WHERE key = (SELECT MIN(key) FROM utxos)", (b"\x93\x01",))
+    other.commit()
+    other.close()
+    with open_store(db, history) as store, pytest.raises(DecodeError, match="not a valid UtxoEntry"):
+        store.load_state()
 
 
 def test_an_unknown_schema_version_is_refused_and_the_file_left_untouched(
