@@ -15,6 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from snode.core import utxo_set
+from snode.core.tx_rules import apply_transaction
+from snode.devchain import key_from_label
+from snode.params import COIN
 from snode.core.utxo_set import BUCKET_BITS, RECORD_BYTES, _RECORD, UtxoEntry, UtxoSet, _find, _owner_number
 
 
@@ -38,7 +41,7 @@ ENTRY = st.builds(
 OPERATION = st.one_of(
     st.tuples(st.just("set"), st.sampled_from(KEYS), ENTRY),
     st.tuples(st.just("pop"), st.sampled_from(KEYS)),
-    st.tuples(st.just("finish")),
+    st.tuples(st.just("finish"), st.booleans()),
 )
 
 
@@ -70,10 +73,10 @@ def test_a_utxo_set_reads_as_a_dict_through_changes_and_folds(start, operations,
             elif op[0] == "pop":
                 assert mutation.pop(op[1], None) == model.pop(op[1], None)
             else:
-                versions.append((mutation.finish(), dict(model)))
+                versions.append((mutation.finish(fold=op[1]), dict(model)))
                 mutation = versions[-1][0].mutate()
             assert all(mutation.get(key) == model.get(key) for key in KEYS)
-        versions.append((mutation.finish(), model))
+        versions.append((mutation.finish(fold=True), model))
     for utxos, expected in versions:
         assert_reads_as(utxos, expected)
 
@@ -93,20 +96,51 @@ def test_missing_keys_raise_key_error_and_pop_default():
     assert 5 not in utxos  # not a key at all
 
 
+def folded(utxos: UtxoSet, changes: dict[bytes, UtxoEntry]) -> UtxoSet:
+    """`utxos` with `changes` set, finished as a block's state is (folding if it is time)."""
+    mutation = utxos.mutate()
+    for key, entry in changes.items():
+        mutation[key] = entry
+    return mutation.finish(fold=True)
+
+
 def test_a_fold_moves_the_overlay_into_the_base_and_leaves_the_old_set_alone():
     entries = {bytes([i]) * 34: UtxoEntry(OWNERS[i % 2], 10 + i, i) for i in range(1, 9)}
     with folding_every(4):
-        first = UtxoSet().update(dict(list(entries.items())[:3]))
+        first = folded(UtxoSet(), dict(list(entries.items())[:3]))
         assert len(first._overlay) == 3  # below the fold: all in the overlay
-        second = first.update(dict(list(entries.items())[3:]))
+        unfolded = first.update(dict(list(entries.items())[3:]))
+        assert len(unfolded._overlay) == 8  # only a block's finish folds
+        second = folded(first, dict(list(entries.items())[3:]))
         assert len(second._overlay) == 0 and len(second) == 8  # folded
         mutation = second.mutate()
         del mutation[bytes([1]) * 34]
-        third = mutation.finish()
+        third = mutation.finish(fold=True)
     assert len(third._overlay) == 1  # a tombstone over the base
     assert bytes([1]) * 34 not in third and bytes([1]) * 34 in second
     assert dict(first.items()) == dict(list(entries.items())[:3])
-    assert dict(second.items()) == entries
+    assert dict(second.items()) == dict(unfolded.items()) == entries
+
+
+def test_a_transaction_check_never_folds_however_full_the_overlay(chain):
+    # Admission checks apply a transaction to the tip and throw the result away: a fold there
+    # would let anyone make the node fold (and number owners) with transactions it refuses.
+    with folding_every(1):
+        chain.mine()  # a block's state: folded
+        assert len(chain.state.utxos._overlay) == 0
+        tx = chain.transfer_tx(key_from_label("alice"), key_from_label("bob").public, 5 * COIN)
+        checked, _, _ = apply_transaction(chain.state, tx, chain.consensus, block_time=chain.now)
+        assert len(checked.utxos._overlay) >= 3  # the spend and its outputs, not folded
+        chain.submit(tx)
+        chain.mine()
+        assert len(chain.state.utxos._overlay) == 0
+
+
+def test_a_utxo_set_cannot_be_pickled():
+    import pickle
+
+    with pytest.raises(TypeError, match="bound to its process"):
+        pickle.dumps(UtxoSet({KEYS[0]: UtxoEntry(OWNERS[0], 5, 1)}))
 
 
 def test_a_key_found_inside_other_records_is_not_taken_for_it():
@@ -128,8 +162,8 @@ def test_an_entry_that_cannot_be_packed_outlives_folds():
     late = UtxoEntry(OWNERS[0], 1, 2**32)
     with folding_every(1):
         utxos = UtxoSet({KEYS[0]: UtxoEntry(OWNERS[0], 3, 3)})
-        utxos = utxos.update({KEYS[0]: odd, b"short": huge, KEYS[2]: late})
+        utxos = folded(utxos, {KEYS[0]: odd, b"short": huge, KEYS[2]: late})
         assert utxos[KEYS[0]] == odd and utxos[b"short"] == huge and len(utxos) == 3
-        utxos = utxos.update({KEYS[1]: UtxoEntry(OWNERS[1], 4, 4)})
+        utxos = folded(utxos, {KEYS[1]: UtxoEntry(OWNERS[1], 4, 4)})
     assert dict(utxos.items()) == {KEYS[0]: odd, b"short": huge, KEYS[2]: late, KEYS[1]: UtxoEntry(OWNERS[1], 4, 4)}
     assert set(utxos._overlay.keys()) == {KEYS[0], b"short", KEYS[2]}  # the rest folded

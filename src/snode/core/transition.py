@@ -387,7 +387,7 @@ def _applied(
     )
     new_state = ChainState(
         height=header.height, tip_hash=enc.hash, timestamp=header.timestamp,
-        issued=state.issued + consensus.params.block_reward, utxos=w.utxos.finish(),
+        issued=state.issued + consensus.params.block_reward, utxos=w.utxos.finish(fold=True),
         service_nodes=service_nodes, quorums=w.quorums.finish(), checkpoints=w.checkpoints.finish(),
         index=index,
     )

@@ -15,8 +15,8 @@ A `UtxoSet` is two layers:
   key's new entry, or None for a base key that was spent (a tombstone).
 
 Blocks change only the overlay (O(changes x log n), as before). Once it holds COMPACT_AT keys,
-the mutation that grew it folds it into a new base (about 2 us a key). Outputs made and spent
-between two folds never reach a base. Entries that cannot be packed (a key that is not 34
+the next block applied folds it into a new base (about 2 us a key; `UtxoMutation.finish`).
+Outputs made and spent between two folds never reach a base. Entries that cannot be packed (a key that is not 34
 bytes, an owner that is not 32; the consensus rules make none, tests and tools may) stay in the
 overlay for good.
 
@@ -50,8 +50,8 @@ _U64: Final = 1 << 64
 _U32: Final = 1 << 32
 
 COMPACT_AT = 8_192
-"""Overlay keys at which a mutation's `finish` folds the overlay into a new base: the overlay
-then costs at most about 2 MiB, and a fold about 20 ms. Tests lower it to make folds happen."""
+"""Overlay keys at which a block's `finish(fold=True)` folds the overlay into a new base: the
+overlay then costs about 2 MiB, and a fold about 20 ms. Tests lower it to make folds happen."""
 
 
 class UtxoEntry(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -325,12 +325,17 @@ class UtxoSet:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            "a UtxoSet is bound to its process (salted buckets, owner numbers): send its items"
+        )
+
     def __repr__(self) -> str:
         return f"UtxoSet({len(self)} outputs, {len(self._overlay)} in the overlay)"
 
 
 class UtxoMutation:
-    """Changes to a UtxoSet; `finish` makes the new set (and may fold the overlay).
+    """Changes to a UtxoSet; `finish` makes the new set (and folds the overlay if asked).
 
     The base does not change under a mutation, so the last base lookup is remembered: a block
     reads an input and then spends it, and each would otherwise search and decode the same
@@ -392,10 +397,14 @@ class UtxoMutation:
         self._len -= 1
         return old
 
-    def finish(self) -> UtxoSet:
-        """The changed set. The mutation cannot be used after this."""
+    def finish(self, *, fold: bool = False) -> UtxoSet:
+        """The changed set. The mutation cannot be used after this. With `fold`, an overlay of
+        COMPACT_AT keys or more goes into a new base: only a block's new state asks for it
+        (`transition.apply_block`, after its signatures were handed to the verifier), never a
+        result that may be thrown away (a transaction's admission check, a producer's pick), so
+        that nobody can make a node fold, or number owners, for a transaction it refuses."""
         overlay = self._changes.finish()
-        if len(overlay) < COMPACT_AT:
+        if not fold or len(overlay) < COMPACT_AT:
             return UtxoSet._made(self._base, overlay, self._len)
         base, kept = _folded(self._base, overlay.items())
         return UtxoSet._made(base, immutables.Map(kept), self._len)

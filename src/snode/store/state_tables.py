@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import sqlite3
+import struct
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final
@@ -17,6 +18,7 @@ import immutables
 import msgspec
 
 from snode.core.encoding import decode_trusted, decoding_trusted, encode
+from snode.core.errors import DecodeError
 from snode.core.state import (
     MAP_NAMES, ChainState, CheckpointSlot, Quorum, ServiceNode, Undo, UtxoEntry,
 )
@@ -113,7 +115,10 @@ def read_state(conn: sqlite3.Connection) -> ChainState:
     with _collector_paused():
         rows = conn.execute("SELECT key, value FROM utxos")
         with decoding_trusted(UtxoEntry) as decode:
-            utxos = UtxoSet.from_rows(rows, decode)
+            try:
+                utxos = UtxoSet.from_rows(rows, decode)
+            except (struct.error, TypeError) as err:  # a key that is not bytes (edited by hand)
+                raise DecodeError(f"not a valid UtxoEntry row: {err}") from None
         maps = {name: _read_map(conn, name) for name in MAP_NAMES if name != "utxos"}
     return ChainState(
         height=tip.height, tip_hash=tip.tip_hash, timestamp=tip.timestamp, issued=tip.issued,
