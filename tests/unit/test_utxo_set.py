@@ -18,24 +18,28 @@ from snode.core import utxo_set
 from snode.core.tx_rules import apply_transaction
 from snode.devchain import key_from_label
 from snode.params import COIN
-from snode.core.utxo_set import BUCKET_BITS, RECORD_BYTES, _RECORD, UtxoEntry, UtxoSet, _find, _owner_number
+from snode.core.utxo_set import BUCKET_BITS, RECORD_BYTES, _RECORD, UtxoEntry, UtxoSet, _find
 
 
 @contextmanager
-def folding_every(keys: int):
-    """Mutations fold their overlay once it holds `keys` keys."""
-    before = utxo_set.COMPACT_AT
+def folding_every(keys: int, renumber_slack: int | None = None):
+    """A block's finish folds its overlay once it holds `keys` keys (and numbers owners afresh
+    past `renumber_slack` dead ones, if given)."""
+    before = utxo_set.COMPACT_AT, utxo_set.RENUMBER_SLACK
     utxo_set.COMPACT_AT = keys
+    if renumber_slack is not None:
+        utxo_set.RENUMBER_SLACK = renumber_slack
     try:
         yield
     finally:
-        utxo_set.COMPACT_AT = before
+        utxo_set.COMPACT_AT, utxo_set.RENUMBER_SLACK = before
 
 
 KEYS = [bytes([i]) * 32 + i.to_bytes(2, "big") for i in range(12)] + [b"short", b"k" * 40]
 OWNERS = [b"\x01" * 32, b"\x02" * 32, b"odd owner"]
 ENTRY = st.builds(
-    UtxoEntry, st.sampled_from(OWNERS), st.one_of(st.integers(1, 2**63 - 1), st.just(2**64 + 5)),
+    UtxoEntry, st.one_of(st.sampled_from(OWNERS), st.binary(min_size=32, max_size=32)),
+    st.one_of(st.integers(1, 2**63 - 1), st.just(2**64 + 5)),
     st.one_of(st.integers(0, 10**9), st.just(2**32)),
 )
 OPERATION = st.one_of(
@@ -61,10 +65,11 @@ def assert_reads_as(utxos: UtxoSet, model: dict[bytes, UtxoEntry]) -> None:
     start=st.dictionaries(st.sampled_from(KEYS), ENTRY, max_size=6),
     operations=st.lists(OPERATION, max_size=40),
     fold_at=st.integers(1, 6),
+    renumber_slack=st.integers(-30, 2),  # below 0: the owners are numbered afresh at most folds
 )
-def test_a_utxo_set_reads_as_a_dict_through_changes_and_folds(start, operations, fold_at):
+def test_a_utxo_set_reads_as_a_dict_through_changes_and_folds(start, operations, fold_at, renumber_slack):
     versions = [(UtxoSet(start), dict(start))]
-    with folding_every(fold_at):
+    with folding_every(fold_at, renumber_slack):
         mutation, model = versions[0][0].mutate(), dict(start)
         for op in operations:
             if op[0] == "set":
@@ -147,13 +152,16 @@ def test_a_key_found_inside_other_records_is_not_taken_for_it():
     # One record's fields and the next one's key that spell a third key, at an offset that is
     # not a record's start: the lookup must go past it.
     entries = {b"\x05" * 34: UtxoEntry(OWNERS[0], 2**40 + 7, 9), b"\x06" * 34: UtxoEntry(OWNERS[1], 3, 4)}
-    base = UtxoSet(entries)._base
-    packed = b"".join(_RECORD.pack(k, _owner_number(e.owner), e.amount, e.unlock_height) for k, e in entries.items())
+    with folding_every(1):
+        base = UtxoSet(entries)._base
+    packed = b"".join(
+        _RECORD.pack(k, base.owners.number(e.owner), e.amount, e.unlock_height) for k, e in entries.items()
+    )
     ghost = packed[34:68]
     assert len(ghost) == 34 and packed.find(ghost) == 34
     assert _find(packed, ghost) == -1
     assert _find(packed + ghost + bytes(RECORD_BYTES - 34), ghost) == 2 * RECORD_BYTES
-    assert len(base) == 1 << BUCKET_BITS and ghost not in UtxoSet(entries)
+    assert len(base.buckets) == 1 << BUCKET_BITS and base.records == 2 and ghost not in UtxoSet(entries)
 
 
 def test_an_entry_that_cannot_be_packed_outlives_folds():
@@ -167,3 +175,25 @@ def test_an_entry_that_cannot_be_packed_outlives_folds():
         utxos = folded(utxos, {KEYS[1]: UtxoEntry(OWNERS[1], 4, 4)})
     assert dict(utxos.items()) == {KEYS[0]: odd, b"short": huge, KEYS[2]: late, KEYS[1]: UtxoEntry(OWNERS[1], 4, 4)}
     assert set(utxos._overlay.keys()) == {KEYS[0], b"short", KEYS[2]}  # the rest folded
+
+
+def test_owners_whose_outputs_are_spent_are_dropped_from_the_table_in_time(monkeypatch):
+    # Every output to a new owner, then most of them spent: past twice the records (plus the
+    # slack) a fold numbers the live owners afresh; the older sets keep their own table.
+    monkeypatch.setattr(utxo_set, "RENUMBER_SLACK", 4)
+    entries = {bytes([i]) * 34: UtxoEntry(bytes([i]) * 32, 100 + i, i) for i in range(1, 41)}
+    with folding_every(1):
+        full = folded(UtxoSet(), entries)
+        assert full._base.records == 40 and len(full._base.owners.numbers) == 40
+        mutation = full.mutate()
+        for key in list(entries)[:35]:
+            del mutation[key]
+        kept = dict(list(entries.items())[35:])
+        spent = mutation.finish(fold=True)
+    assert spent._base.records == 5 and len(spent._base.owners.numbers) == 5  # renumbered
+    assert spent._base.owners is not full._base.owners
+    assert dict(spent.items()) == kept and dict(full.items()) == entries
+    with folding_every(1):
+        again = folded(spent, {bytes([99]) * 34: UtxoEntry(bytes([1]) * 32, 7, 7)})
+    assert again._base.owners is spent._base.owners  # shared along the lineage until renumbered
+    assert dict(again.items()) == {**kept, bytes([99]) * 34: UtxoEntry(bytes([1]) * 32, 7, 7)}

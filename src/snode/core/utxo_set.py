@@ -39,12 +39,11 @@ from snode.core.types import Amount, Height, PubKey
 KEY_BYTES: Final = 34
 """An outpoint key: the transaction id and the output's 2-byte index."""
 _RECORD: Final = struct.Struct(">34sIQI")
-"""key, owner number (`_owner_number`), amount, unlock height: 50 bytes."""
+"""key, owner number (`OwnerTable`), amount, unlock height: 50 bytes."""
 RECORD_BYTES: Final = _RECORD.size
 BUCKET_BITS: Final = 16
 _MASK: Final = (1 << BUCKET_BITS) - 1
 _EMPTY: Final = b""
-_EMPTY_BASE: Final[tuple[bytes, ...]] = (_EMPTY,) * (1 << BUCKET_BITS)
 _NO_RECORDS: Final[list[bytes]] = []
 _U64: Final = 1 << 64
 _U32: Final = 1 << 32
@@ -98,25 +97,52 @@ def new_utxo(owner: bytes, amount: int, unlock_height: int) -> UtxoEntry:
 
 
 _MISSING: Any = object()
-Base = tuple[bytes, ...]
 
-_owner_numbers: dict[bytes, int] = {}
-_owner_of: dict[int, bytes] = {}
-_next_number = itertools.count()
+RENUMBER_SLACK = 65_536
+"""Owner numbers a base's table may hold beyond twice its records before a fold numbers the
+owners afresh (dropping those whose outputs are all spent). Tests lower it."""
 
 
-def _owner_number(owner: bytes) -> int:
-    """The number a packed record names its owner by (4 bytes instead of 32): owners hold many
-    outputs each (an operator's rewards, a pool's stakes). Numbers are kept for the process's
-    life, one per owner ever packed (about 150 bytes each). Safe from any thread: a number is
-    published with setdefault after its owner is filed under it, so two threads numbering one
-    owner at once agree on the first (the other number is left unused)."""
-    number = _owner_numbers.get(owner)
-    if number is None:
-        fresh = next(_next_number)
-        _owner_of[fresh] = owner
-        number = _owner_numbers.setdefault(owner, fresh)
-    return number
+class OwnerTable:
+    """The numbers packed records name their owners by (4 bytes instead of 32): owners hold
+    many outputs each (an operator's rewards, a pool's stakes). One table serves a lineage of
+    bases (each fold's base shares its parent's and may add to it; numbers never change), and a
+    fold that finds it over twice its records (plus RENUMBER_SLACK) starts a new one with only
+    the live owners, so spent owners do not pile up for the process's life. Adding is safe from
+    any thread: a number is published with setdefault after its owner is filed under it, so
+    two threads numbering one owner agree on the first (the other number is left unused)."""
+
+    __slots__ = ("numbers", "owners", "_next")
+
+    def __init__(self) -> None:
+        self.numbers: dict[bytes, int] = {}
+        self.owners: dict[int, bytes] = {}
+        self._next = itertools.count()
+
+    def number(self, owner: bytes) -> int:
+        """The owner's number, given one if it has none."""
+        number = self.numbers.get(owner)
+        if number is None:
+            fresh = next(self._next)
+            if fresh >= _U32:
+                raise OverflowError("owner numbers exhausted")  # 4 billion owners: not reachable
+            self.owners[fresh] = owner
+            number = self.numbers.setdefault(owner, fresh)
+        return number
+
+
+class Base:
+    """The packed, immutable layer of a UtxoSet: its buckets, its owner table, its records."""
+
+    __slots__ = ("buckets", "owners", "records")
+
+    def __init__(self, buckets: tuple[bytes, ...], owners: OwnerTable, records: int) -> None:
+        self.buckets = buckets
+        self.owners = owners
+        self.records = records
+
+
+_EMPTY_BASE: Final = Base((_EMPTY,) * (1 << BUCKET_BITS), OwnerTable(), 0)
 
 
 def _find(blob: bytes | bytearray, key: bytes) -> int:
@@ -131,7 +157,7 @@ def _find(blob: bytes | bytearray, key: bytes) -> int:
 def _base_get(base: Base, key: bytes) -> UtxoEntry | None:
     if len(key) != KEY_BYTES:
         return None
-    blob = base[hash(key) & _MASK]
+    blob = base.buckets[hash(key) & _MASK]
     if not blob:
         return None
     pos = blob.find(key)  # `_find`, inlined: every input and new output comes here
@@ -140,13 +166,13 @@ def _base_get(base: Base, key: bytes) -> UtxoEntry | None:
     if pos < 0:
         return None
     _, owner, amount, unlock = _RECORD.unpack_from(blob, pos)
-    return UtxoEntry(_owner_of[owner], amount, unlock)
+    return UtxoEntry(base.owners.owners[owner], amount, unlock)
 
 
 def _base_has(base: Base, key: bytes) -> bool:
     if len(key) != KEY_BYTES:
         return False
-    blob = base[hash(key) & _MASK]
+    blob = base.buckets[hash(key) & _MASK]
     return bool(blob) and _find(blob, key) >= 0
 
 
@@ -158,8 +184,8 @@ def _packable(key: bytes, entry: UtxoEntry) -> bool:
 
 
 def _records(base: Base) -> Iterator[tuple[bytes, UtxoEntry]]:
-    unpack, owners = _RECORD.unpack_from, _owner_of
-    for blob in base:
+    unpack, owners = _RECORD.unpack_from, base.owners.owners
+    for blob in base.buckets:
         for pos in range(0, len(blob), RECORD_BYTES):
             key, owner, amount, unlock = unpack(blob, pos)
             yield key, UtxoEntry(owners[owner], amount, unlock)
@@ -177,31 +203,51 @@ def _folded(base: Base, overlay: Iterable[tuple[bytes, UtxoEntry | None]]) -> tu
                 continue
             entry = None  # a packed record of this key, if any, gives way to the kept one
         groups.setdefault(hash(key) & _MASK, []).append((key, entry))
-    buckets = list(base)
-    pack = _RECORD.pack
+    buckets = list(base.buckets)
+    owners = base.owners if base.records else OwnerTable()
+    pack, number = _RECORD.pack, owners.number
+    records = base.records
     for index, changes in groups.items():
         blob = bytearray(buckets[index])
         for key, entry in changes:
             pos = _find(blob, key)
             if pos >= 0:
                 del blob[pos:pos + RECORD_BYTES]
+                records -= 1
             if entry is not None:
-                blob += pack(key, _owner_number(entry.owner), entry.amount, entry.unlock_height)
+                blob += pack(key, number(entry.owner), entry.amount, entry.unlock_height)
+                records += 1
         buckets[index] = bytes(blob) if blob else _EMPTY
-    return tuple(buckets), kept
+    if len(owners.numbers) > 2 * records + RENUMBER_SLACK:
+        return _renumbered(buckets, owners, records), kept
+    return Base(tuple(buckets), owners, records), kept
+
+
+def _renumbered(buckets: list[bytes], old: OwnerTable, records: int) -> Base:
+    """These buckets with their owners numbered in a new table of only the live ones."""
+    owners = OwnerTable()
+    unpack, pack, number, of = _RECORD.unpack_from, _RECORD.pack, owners.number, old.owners
+    for index, blob in enumerate(buckets):
+        if blob:
+            buckets[index] = b"".join(
+                pack(key, number(of[n]), amount, unlock)
+                for key, n, amount, unlock in (unpack(blob, pos) for pos in range(0, len(blob), RECORD_BYTES))
+            )
+    return Base(tuple(buckets), owners, records)
 
 
 def _packed(
     pairs: Iterable[tuple[bytes, Any]], decode: Callable[[Any], UtxoEntry] | None = None,
 ) -> tuple[Base, dict[bytes, UtxoEntry], int]:
     """A base of these (distinct) keys' entries (each made by `decode` from the pair's value if
-    given), those that cannot be packed, and the count. (`_packable` and `_owner_number`
-    inlined: a restart packs every output.)"""
+    given), those that cannot be packed, and the count. (`_packable` and the owner table's
+    known case inlined: a restart packs every output.)"""
     # Records are listed per bucket and joined at the end: faster than growing 65,536
     # bytearrays in random order, for a transient list of the records.
     buckets: list[list[bytes]] = [[] for _ in range(1 << BUCKET_BITS)]
     kept: dict[bytes, UtxoEntry] = {}
-    pack, numbers, owner_of, fresh = _RECORD.pack, _owner_numbers, _owner_of, _next_number
+    owners = OwnerTable()
+    pack, numbers, number_of = _RECORD.pack, owners.numbers, owners.number
     count = 0
     for key, entry in pairs:
         count += 1
@@ -211,20 +257,18 @@ def _packed(
         if (len(key) == KEY_BYTES and len(owner) == 32 and 0 <= amount < _U64
                 and 0 <= unlock < _U32):
             number = numbers.get(owner)
-            if number is None:  # `_owner_number`
-                number = next(fresh)
-                owner_of[number] = owner
-                number = numbers.setdefault(owner, number)
+            if number is None:
+                number = number_of(owner)
             buckets[hash(key) & _MASK].append(pack(key, number, amount, unlock))
         else:
             kept[key] = entry
     if count == len(kept):
         return _EMPTY_BASE, kept, count
-    base = []
+    joined = []
     for i, records in enumerate(buckets):
-        base.append(b"".join(records) if records else _EMPTY)
+        joined.append(b"".join(records) if records else _EMPTY)
         buckets[i] = _NO_RECORDS  # each bucket's records go as its bytes are made
-    return tuple(base), kept, count
+    return Base(tuple(joined), owners, count - len(kept)), kept, count
 
 
 class UtxoSet:
@@ -345,7 +389,7 @@ class UtxoMutation:
 
     def __init__(self, base: Base, overlay: immutables.Map[bytes, UtxoEntry | None], length: int) -> None:
         self._base = base
-        self._packed = base is not _EMPTY_BASE
+        self._packed = base.records > 0
         self._changes = overlay.mutate()
         self._len = length
         self._seen_key: bytes | None = None
