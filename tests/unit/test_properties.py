@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from snode.core import utxo_set
+from snode.core import utxo_base, utxo_set
 from snode.core.encoding import decode, encode
 from snode.core.errors import SnodeError
 from snode.core.service_nodes import Reason, StateChangeKind, min_contribution, open_for_others
@@ -198,9 +198,9 @@ def test_the_properties_hold_when_the_outputs_fold_every_few_changes(fresh_chain
     # A 100,000-block chain folds its outputs' overlay into packed buckets every 8,192 keys
     # (core.utxo_set); here every few keys, so that blocks, undos and state comparisons all
     # meet packed outputs, tombstones over them and the overlay together.
-    before = utxo_set.COMPACT_AT, utxo_set.RENUMBER_SLACK
-    utxo_set.COMPACT_AT, utxo_set.RENUMBER_SLACK = fold_at, 0  # owners renumbered often too
+    before = utxo_set.COMPACT_AT, utxo_base.RENUMBER_SLACK
+    utxo_set.COMPACT_AT, utxo_base.RENUMBER_SLACK = fold_at, 0  # owners renumbered often too
     try:
         _run(fresh_chain(), operations)
     finally:
-        utxo_set.COMPACT_AT, utxo_set.RENUMBER_SLACK = before
+        utxo_set.COMPACT_AT, utxo_base.RENUMBER_SLACK = before

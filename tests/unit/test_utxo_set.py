@@ -18,21 +18,23 @@ from snode.core import utxo_set
 from snode.core.tx_rules import apply_transaction
 from snode.devchain import key_from_label
 from snode.params import COIN
-from snode.core.utxo_set import BUCKET_BITS, RECORD_BYTES, _RECORD, UtxoEntry, UtxoSet, _find
+from snode.core import utxo_base
+from snode.core.utxo_base import BUCKET_BITS, RECORD, RECORD_BYTES, UtxoEntry, find_record
+from snode.core.utxo_set import UtxoSet
 
 
 @contextmanager
 def folding_every(keys: int, renumber_slack: int | None = None):
     """A block's finish folds its overlay once it holds `keys` keys (and numbers owners afresh
     past `renumber_slack` dead ones, if given)."""
-    before = utxo_set.COMPACT_AT, utxo_set.RENUMBER_SLACK
+    before = utxo_set.COMPACT_AT, utxo_base.RENUMBER_SLACK
     utxo_set.COMPACT_AT = keys
     if renumber_slack is not None:
-        utxo_set.RENUMBER_SLACK = renumber_slack
+        utxo_base.RENUMBER_SLACK = renumber_slack
     try:
         yield
     finally:
-        utxo_set.COMPACT_AT, utxo_set.RENUMBER_SLACK = before
+        utxo_set.COMPACT_AT, utxo_base.RENUMBER_SLACK = before
 
 
 KEYS = [bytes([i]) * 32 + i.to_bytes(2, "big") for i in range(12)] + [b"short", b"k" * 40]
@@ -155,12 +157,12 @@ def test_a_key_found_inside_other_records_is_not_taken_for_it():
     with folding_every(1):
         base = UtxoSet(entries)._base
     packed = b"".join(
-        _RECORD.pack(k, base.owners.number(e.owner), e.amount, e.unlock_height) for k, e in entries.items()
+        RECORD.pack(k, base.owners.number(e.owner), e.amount, e.unlock_height) for k, e in entries.items()
     )
     ghost = packed[34:68]
     assert len(ghost) == 34 and packed.find(ghost) == 34
-    assert _find(packed, ghost) == -1
-    assert _find(packed + ghost + bytes(RECORD_BYTES - 34), ghost) == 2 * RECORD_BYTES
+    assert find_record(packed, ghost) == -1
+    assert find_record(packed + ghost + bytes(RECORD_BYTES - 34), ghost) == 2 * RECORD_BYTES
     assert len(base.buckets) == 1 << BUCKET_BITS and base.records == 2 and ghost not in UtxoSet(entries)
 
 
@@ -180,7 +182,7 @@ def test_an_entry_that_cannot_be_packed_outlives_folds():
 def test_owners_whose_outputs_are_spent_are_dropped_from_the_table_in_time(monkeypatch):
     # Every output to a new owner, then most of them spent: past twice the records (plus the
     # slack) a fold numbers the live owners afresh; the older sets keep their own table.
-    monkeypatch.setattr(utxo_set, "RENUMBER_SLACK", 4)
+    monkeypatch.setattr(utxo_base, "RENUMBER_SLACK", 4)
     entries = {bytes([i]) * 34: UtxoEntry(bytes([i]) * 32, 100 + i, i) for i in range(1, 41)}
     with folding_every(1):
         full = folded(UtxoSet(), entries)

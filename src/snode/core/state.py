@@ -22,11 +22,11 @@ import immutables
 import msgspec
 
 from snode.core.types import Amount, Hash32, Height, Ppm, PubKey, Timestamp
-from snode.core.utxo_set import UtxoEntry as UtxoEntry  # re-exported: the state's record types
+from snode.core.utxo_base import UtxoEntry as UtxoEntry  # re-exported: the state's record types
+from snode.core.utxo_base import new_utxo as new_utxo
+from snode.core.utxo_base import shared_owner as shared_owner
 from snode.core.utxo_set import TrackedUtxos as TrackedUtxos
 from snode.core.utxo_set import UtxoSet
-from snode.core.utxo_set import new_utxo as new_utxo
-from snode.core.utxo_set import shared_owner as shared_owner
 
 NO_HEIGHT: Final = -1
 """Height fields use -1 for 'never'."""
