@@ -8,7 +8,8 @@ one 50-byte record (key, owner's number, amount, unlock height) it costs about 5
 A `UtxoSet` is two layers:
 - the *base*: 2**16 immutable buckets of packed records (about 6 each at 390,000 outputs); a
   key's bucket is picked by the process's salted hash of the key, so nobody can aim many
-  outputs at one bucket. Bases are never changed; states share them, and a new base copies
+  outputs at one bucket (a node run with a fixed PYTHONHASHSEED gives that up, as it does for
+  every dict and HAMT in the process). Bases are never changed; states share them, and a new base copies
   only the bucket pointers and the buckets it changes (an eighth of them at most, so that the
   two bases alive around a fold share most of their buckets).
 - the *overlay*: a persistent map (immutables.Map) of what changed since the base was made: a
