@@ -27,18 +27,28 @@ def encode(obj: Any) -> bytes:
     return _ENCODER.encode(obj)
 
 
-def decode(data: bytes, kind: type[T]) -> T:
-    """Decode canonical bytes into `kind`; DecodeError for anything else (truncated,
-    non-canonical, wrong shape or out-of-range field)."""
+def _decoder(kind: type[T]) -> msgspec.msgpack.Decoder[T]:
     decoder = _DECODERS.get(kind)
     if decoder is None:
         decoder = _DECODERS[kind] = msgspec.msgpack.Decoder(kind)
+    return decoder
+
+
+def _decode_error(kind: Any, err: Exception) -> DecodeError:
+    """The one DecodeError for what msgspec raised: DecodeError, or UnicodeDecodeError for a
+    text field that is not UTF-8 (msgspec raises that one as it is)."""
+    if isinstance(err, UnicodeDecodeError):
+        return DecodeError(f"not a valid {_name(kind)}: a text field is not UTF-8")
+    return DecodeError(f"not a valid {_name(kind)}: {err}")
+
+
+def decode(data: bytes, kind: type[T]) -> T:
+    """Decode canonical bytes into `kind`; DecodeError for anything else (truncated,
+    non-canonical, wrong shape or out-of-range field)."""
     try:
-        value = decoder.decode(data)
-    except msgspec.DecodeError as err:
-        raise DecodeError(f"not a valid {_name(kind)}: {err}") from None
-    except UnicodeDecodeError:  # msgspec raises it, not DecodeError, for a text field that is not UTF-8
-        raise DecodeError(f"not a valid {_name(kind)}: a text field is not UTF-8") from None
+        value = _decoder(kind).decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError) as err:
+        raise _decode_error(kind, err) from None
     if _ENCODER.encode(value) != data:
         raise DecodeError(f"not a valid {_name(kind)}: the encoding is not canonical")
     return value
@@ -48,28 +58,19 @@ def decode(data: bytes, kind: type[T]) -> T:
 def decoding_trusted(kind: type[T]) -> Iterator[Callable[[bytes], T]]:
     """`decode_trusted` for many rows of one kind: the bare decoder, with errors translated
     once around the whole loop (a restart decodes hundreds of thousands of outputs)."""
-    decoder = _DECODERS.get(kind)
-    if decoder is None:
-        decoder = _DECODERS[kind] = msgspec.msgpack.Decoder(kind)
+    decoder = _decoder(kind)
     try:
         yield decoder.decode
-    except msgspec.DecodeError as err:
-        raise DecodeError(f"not a valid {_name(kind)}: {err}") from None
-    except UnicodeDecodeError:
-        raise DecodeError(f"not a valid {_name(kind)}: a text field is not UTF-8") from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as err:
+        raise _decode_error(kind, err) from None
 
 
 def decode_trusted(data: bytes, kind: type[T]) -> T:
     """Decode bytes this node wrote itself (its own database): shape-checked, not re-encoded."""
-    decoder = _DECODERS.get(kind)
-    if decoder is None:
-        decoder = _DECODERS[kind] = msgspec.msgpack.Decoder(kind)
     try:
-        return decoder.decode(data)
-    except msgspec.DecodeError as err:
-        raise DecodeError(f"not a valid {_name(kind)}: {err}") from None
-    except UnicodeDecodeError:
-        raise DecodeError(f"not a valid {_name(kind)}: a text field is not UTF-8") from None
+        return _decoder(kind).decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError) as err:
+        raise _decode_error(kind, err) from None
 
 
 def _name(kind: Any) -> str:

@@ -140,13 +140,6 @@ def base_get(base: Base, key: bytes) -> UtxoEntry | None:
     return UtxoEntry(base.owners.owners[owner], amount, unlock)
 
 
-def base_has(base: Base, key: bytes) -> bool:
-    if len(key) != KEY_BYTES:
-        return False
-    blob = base.buckets[hash(key) & _MASK]
-    return bool(blob) and find_record(blob, key) >= 0
-
-
 def packable(key: bytes, entry: UtxoEntry) -> bool:
     return (
         len(key) == KEY_BYTES and len(entry.owner) == 32

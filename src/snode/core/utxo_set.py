@@ -35,7 +35,7 @@ from typing import Any
 import immutables
 
 from snode.core.utxo_base import (
-    EMPTY_BASE, Base, UtxoEntry, base_get, base_has, base_records, folded, packed,
+    EMPTY_BASE, Base, UtxoEntry, base_get, base_records, folded, packed,
 )
 
 COMPACT_AT = 8_192
@@ -44,6 +44,21 @@ overlay then costs about 2 MiB, and a fold about 20 ms. Tests lower it to make f
 
 
 _MISSING: Any = object()
+
+
+def _built(
+    pairs: Iterable[tuple[bytes, Any]], decode: Callable[[Any], UtxoEntry] | None = None,
+) -> tuple[Base, immutables.Map[bytes, UtxoEntry | None], int]:
+    """(base, overlay, length) of these distinct keys' entries (made by `decode` from each
+    pair's value if given): all in the overlay below COMPACT_AT, else packed."""
+    pairs = iter(pairs)
+    first = list(itertools.islice(pairs, COMPACT_AT))
+    if len(first) < COMPACT_AT:
+        if decode is not None:
+            first = [(key, decode(value)) for key, value in first]
+        return EMPTY_BASE, immutables.Map(first), len(first)
+    base, kept, length = packed(itertools.chain(first, pairs), decode)
+    return base, immutables.Map(kept), length
 
 
 class UtxoSet:
@@ -56,25 +71,13 @@ class UtxoSet:
         """A set of these entries; an iterable must not repeat a key (a Mapping's or a table's
         rows). Fewer than COMPACT_AT go into the overlay, as a mutation would leave them; more
         are packed as they come, without a map of them all first."""
-        pairs = iter(items.items() if isinstance(items, Mapping) else items)
-        first = list(itertools.islice(pairs, COMPACT_AT))
-        if len(first) < COMPACT_AT:
-            self._base, self._len = EMPTY_BASE, len(first)
-            self._overlay: immutables.Map[bytes, UtxoEntry | None] = immutables.Map(first)
-            return
-        self._base, kept, self._len = packed(itertools.chain(first, pairs))
-        self._overlay = immutables.Map(kept)
+        self._base, self._overlay, self._len = _built(items.items() if isinstance(items, Mapping) else items)
 
     @classmethod
     def from_rows(cls, rows: Iterable[tuple[bytes, bytes]], decode: Callable[[bytes], UtxoEntry]) -> UtxoSet:
         """A set of stored rows (distinct keys, each value decoded by `decode`): a restart's
         load, packed as the rows come (never a map of them all first)."""
-        rows = iter(rows)
-        first = list(itertools.islice(rows, COMPACT_AT))
-        if len(first) < COMPACT_AT:
-            return cls((key, decode(value)) for key, value in first)
-        base, kept, length = packed(itertools.chain(first, rows), decode)
-        return cls._made(base, immutables.Map(kept), length)
+        return cls._made(*_built(rows, decode))
 
     @classmethod
     def _made(cls, base: Base, overlay: immutables.Map[bytes, UtxoEntry | None], length: int) -> UtxoSet:
@@ -96,10 +99,7 @@ class UtxoSet:
         return entry
 
     def __contains__(self, key: object) -> bool:
-        if not isinstance(key, bytes):
-            return False
-        entry = self._overlay.get(key, _MISSING)
-        return base_has(self._base, key) if entry is _MISSING else entry is not None
+        return isinstance(key, bytes) and self.get(key) is not None
 
     def __len__(self) -> int:
         return self._len
@@ -189,11 +189,18 @@ class UtxoMutation:
         return isinstance(key, bytes) and self.get(key) is not None
 
     def __setitem__(self, key: bytes, entry: UtxoEntry) -> None:
+        self._swap(key, entry)
+
+    def _swap(self, key: bytes, entry: UtxoEntry) -> UtxoEntry | None:
+        """Set key and return its entry before (None: it had none)."""
         changes = self._changes
         old = changes.get(key, _MISSING)
-        if old is None or (old is _MISSING and self._in_base(key) is None):
+        if old is _MISSING:  # the base, not remembered: a new output is not read next
+            old = base_get(self._base, key) if self._packed else None
+        if old is None:
             self._len += 1
         changes[key] = entry
+        return old
 
     def __delitem__(self, key: bytes) -> None:
         self.pop(key)
@@ -240,13 +247,13 @@ class TrackedUtxos(UtxoMutation):
         self.old: dict[bytes, UtxoEntry | None] = {}
 
     def set(self, key: bytes, entry: UtxoEntry) -> None:
-        """Set key, remembering its value before this block."""
+        """Set key, remembering its value before this block. (`_swap`, inlined: every output
+        of every block comes here, and the call was 6 % of a 500-transfer block's apply.)"""
         changes = self._changes
         old = changes.get(key, _MISSING)
-        if old is _MISSING and self._packed:
-            old = base_get(self._base, key)  # not remembered: a new output is not read next
-        if old is None or old is _MISSING:
-            old = None
+        if old is _MISSING:
+            old = base_get(self._base, key) if self._packed else None
+        if old is None:
             self._len += 1
         changes[key] = entry
         if key not in self.old:

@@ -26,9 +26,10 @@ from snode.core.utxo_set import UtxoSet
 from snode.core.types import Amount, Hash32, Height, Timestamp
 
 VALUE_TYPES: Final[dict[str, type]] = {
-    "utxos": UtxoEntry, "service_nodes": ServiceNode, "quorums": Quorum, "checkpoints": CheckpointSlot,
+    "service_nodes": ServiceNode, "quorums": Quorum, "checkpoints": CheckpointSlot,
 }
-"""The record type of each state map's values (the tables are named after the maps)."""
+"""The record type of each HAMT state map's values (the tables are named after the maps; the
+outputs, a packed UtxoSet, are read by `_read_utxos`)."""
 
 _TIP_KEY: Final = "tip"
 
@@ -113,18 +114,22 @@ def read_state(conn: sqlite3.Connection) -> ChainState:
     """The stored state: one query per table, decoded in one pass each."""
     tip = read_tip(conn)
     with _collector_paused():
-        rows = conn.execute("SELECT key, value FROM utxos")
-        with decoding_trusted(UtxoEntry) as decode:
-            try:
-                utxos = UtxoSet.from_rows(rows, decode)
-            except (struct.error, TypeError) as err:  # a key that is not bytes (edited by hand)
-                raise DecodeError(f"not a valid UtxoEntry row: {err}") from None
-        maps = {name: _read_map(conn, name) for name in MAP_NAMES if name != "utxos"}
+        utxos = _read_utxos(conn)
+        maps = {name: _read_map(conn, name) for name in VALUE_TYPES}
     return ChainState(
         height=tip.height, tip_hash=tip.tip_hash, timestamp=tip.timestamp, issued=tip.issued,
         utxos=utxos, service_nodes=maps["service_nodes"], quorums=maps["quorums"],
         checkpoints=maps["checkpoints"],
     )
+
+
+def _read_utxos(conn: sqlite3.Connection) -> UtxoSet:
+    rows = conn.execute("SELECT key, value FROM utxos")
+    with decoding_trusted(UtxoEntry) as decode:
+        try:
+            return UtxoSet.from_rows(rows, decode)
+        except (struct.error, TypeError) as err:  # a key that is not bytes (edited by hand)
+            raise DecodeError(f"not a valid UtxoEntry row: {err}") from None
 
 
 def _read_map(conn: sqlite3.Connection, name: str) -> immutables.Map[Any, Any]:
