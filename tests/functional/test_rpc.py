@@ -235,9 +235,11 @@ def test_blocks_and_transactions_lookup(sn):
 
 def test_generate_blocks_params(sn):
     log.info("generate_blocks refuses a string, zero and a misspelt field, then mines 5")
-    assert_raises_rpc_error(E.INVALID_PARAMS, "blocks", sn.generate_blocks, blocks="2")
-    assert_raises_rpc_error(E.INVALID_PARAMS, "blocks", sn.generate_blocks, blocks=0)
-    assert_raises_rpc_error(E.INVALID_PARAMS, "unknown field `block`", sn.generate_blocks, block=1)
+    assert_raises_rpc_error(E.INVALID_PARAMS, "blocks: must be an integer, not a string",
+                            sn.generate_blocks, blocks="2")
+    assert_raises_rpc_error(E.INVALID_PARAMS, "blocks: must be at least 1", sn.generate_blocks, blocks=0)
+    assert_raises_rpc_error(E.INVALID_PARAMS, "unknown parameter 'block' (this method takes: blocks)",
+                            sn.generate_blocks, block=1)
     assert_equal(sn.generate_blocks(blocks=5)["height"], 5)
     assert_equal(sn.get_info()["height"], 5)
 
@@ -308,12 +310,17 @@ def test_http_rules(sn):
     log.info("A foreign Host or Origin is 403 (DNS rebinding); loopback hosts are let in")
     status, _, data = post(sn, {"jsonrpc": "2.0", "id": 1, "method": "get_info"}, {"Host": "evil.example:38091"})
     assert_equal(status, 403)
-    assert b"Host" in data
+    assert b"Host 'evil.example:38091'" in data and b"--rpc-allow-host" in data
     status, _, data = post(sn, {"jsonrpc": "2.0", "id": 1, "method": "get_info"}, {"Origin": "http://evil.example"})
     assert_equal(status, 403)
     for host in ("localhost:38091", "127.0.0.1", f"{sn.ip}:{sn.rpc_port}"):
         status, _, _ = post(sn, {"jsonrpc": "2.0", "id": 1, "method": "get_info"}, {"Host": host})
         assert_equal(status, 200, f"Host {host}")
+    log.info("A Host the server accepted before (and remembers) does not let an Origin through")
+    status, _, data = post(sn, {"jsonrpc": "2.0", "id": 1, "method": "get_info"},
+                           {"Host": "localhost:38091", "Origin": "http://evil.example"})
+    assert_equal(status, 403)
+    assert b"Origin" in data
 
 
 def test_curl_as_the_spec_calls_it(sn):

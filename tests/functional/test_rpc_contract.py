@@ -30,7 +30,7 @@ from snode.core.registration import parse_command
 from snode.core.transactions import Transfer, TxOut
 from snode.core.txbuilder import build_spend
 from snode.devchain import key_from_label
-from snode.params import COIN, DEVNET, REGTEST
+from snode.params import COIN, DEVNET, MAX_FUTURE_BLOCK_TIME, REGTEST
 from tests.functional.framework import (
     TestNode, address_of, assert_equal, assert_raises_rpc_error, connect_nodes, faucet_key, narrator,
     spendable_outputs,
@@ -154,6 +154,12 @@ def test_set_mock_time_moves_the_clock_and_zero_restores_it(sn):
     before = int(time.time())
     expiry = _expiry(sn)
     assert before + lead <= expiry <= int(time.time()) + lead, (before, expiry)
+    log.info("The tip is a day ahead of the real clock now: generate_blocks says how to go on")
+    assert_raises_rpc_error(E.MISC_ERROR, f"set_mock_time to {later + 65 - MAX_FUTURE_BLOCK_TIME} or later to go on",
+                            sn.generate_blocks, blocks=1)
+    height = sn.get_height()["height"]
+    sn.set_mock_time(timestamp=later + 65 - MAX_FUTURE_BLOCK_TIME)
+    assert_equal(sn.generate_blocks(blocks=1)["height"], height + 1)
     log.info("A negative or non-integer time, or an unknown parameter: -32602 naming it")
     assert_raises_rpc_error(E.INVALID_PARAMS, "timestamp", sn.set_mock_time, timestamp=-1)
     assert_raises_rpc_error(E.INVALID_PARAMS, "timestamp", sn.set_mock_time, timestamp="tomorrow")
