@@ -144,8 +144,16 @@ def test_lifecycle_solo_and_pool(nodes):
     table = snode_cli(hub, "nodes").stdout
     assert any(solo_pk[:12] in line and "missed_uptime_proofs" in line for line in table.splitlines()), table
 
-    log.info("Restart the solo node with its data dir: proofs resume and it is recommissioned")
+    log.info("Restart the solo node with its data dir: before it has a peer, it shows the proof "
+             "the network accepted before it stopped (not 'never'), as the hub does")
+    last_accepted = record(hub, solo_pk)["last_uptime_proof"]
+    assert last_accepted > 0
     solo.start()
+    own = record(solo, solo_pk)["last_uptime_proof"]
+    assert 0 < own <= last_accepted, (own, last_accepted)  # the last ack it got before it stopped
+    line = solo.get_info()["status_line"]
+    assert ", proof: " in line and "proof: never" not in line, line
+    log.info("Proofs resume and it is recommissioned")
     connect_nodes(solo, hub)
     move_clocks([hub, pool, solo], later + 10, proving=[pool, solo], judges=[hub])
     mine_until(hub, lambda: record(hub, solo_pk)["active"], timeout=30, what="solo recommissioned")

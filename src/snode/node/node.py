@@ -49,7 +49,7 @@ from snode.node.events import (
 from snode.node.owners import OwnerIndex
 from snode.node.participation import LIVE_SECONDS, ParticipationBook
 from snode.node.own_proof import OwnProof
-from snode.node.proofs import ProofBook
+from snode.node.proofs import STORE_KEY as PROOFS_KEY, ProofBook
 from snode.node.verifier import InlineVerifier, Verifier
 from snode.params import NetworkParams
 from snode.store import StoreError
@@ -96,7 +96,9 @@ class Node:
         self.verifier: Verifier = verifier if verifier is not None else InlineVerifier()
         self.pool = mp.Mempool()
         self.proofs = ProofBook()
-        """This node's view of every SN's uptime proofs; only the node writes it."""
+        """This node's view of every SN's uptime proofs; only the node writes it (saved: `close`)."""
+        if (saved := store.get_meta(PROOFS_KEY)) is not None:
+            self.proofs.restore(saved)
         self.own_proof = OwnProof(self)
         """This daemon's own proofs: signing and sending them, and the network's word on them."""
         self.participation = ParticipationBook(params.participation_window)
@@ -436,9 +438,13 @@ class Node:
                         "blocks at the next start", err)
 
     def close(self) -> None:
-        """Write the state the store deferred, release the verifier and the store."""
+        """Write the state the store deferred and the proof book, release the verifier and the store."""
         self.verifier.close()
         try:
             self.flush_state()
+            if self.proofs.version != self.proofs.saved_version:
+                self.store.set_meta(PROOFS_KEY, self.proofs.saved())
+        except (StoreError, ValueError) as err:
+            log.warning("could not save the uptime proofs (%s)", err)
         finally:
             self.store.close()

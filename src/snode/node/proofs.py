@@ -2,9 +2,36 @@
 
 Written only by the node (`Node.accept_proof`, `OwnProof`); read by the
 service-node duties (judging), quorumnet (where members are) and the RPC (`last_uptime_proof`).
+Saved in the store when the node closes and at times while it runs (`saved`), and read back when
+it opens (`restore`): a restarted node knows when the network last accepted each proof, its own
+among them, instead of showing `proof: never` until the next one (the duties still wait a
+decommission age before judging anyone: `sn_duties`).
 """
 
 from __future__ import annotations
+
+import logging
+
+import msgspec
+
+log = logging.getLogger(__name__)
+
+STORE_KEY = "proof book"
+"""The store's `node_meta` key of the saved book (`ProofBook.saved` / `restore`)."""
+
+
+class _Saved(msgspec.Struct, array_like=True, frozen=True):
+    """One node's entry as saved: last and previous accepted proof, where it is reached."""
+
+    pubkey: bytes
+    last: int
+    previous: int
+    ip: str
+    port: int
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(list[_Saved])
 
 
 class ProofBook:
@@ -16,6 +43,8 @@ class ProofBook:
         self._endpoints: dict[bytes, tuple[str, int]] = {}
         self.version = 0
         """Counts accepted proofs, so answers that show proof times know when to refresh."""
+        self.saved_version = 0
+        """`version` when the book was last saved or restored (nothing new to save if equal)."""
         self.own_refusal = ""
         """Why a peer last refused this node's own proof ('' if none has, or a peer accepted a
         later one)."""
@@ -49,3 +78,29 @@ class ProofBook:
         self._last[pubkey] = timestamp
         self._endpoints[pubkey] = endpoint
         self.version += 1
+
+    def saved(self) -> bytes:
+        """The book's proofs as the store keeps them (the node's refusal notes are not kept)."""
+        self.saved_version = self.version
+        return _encoder.encode([
+            _Saved(key, last, self._previous.get(key, 0), *self._endpoints.get(key, ("", 0)))
+            for key, last in self._last.items()
+        ])
+
+    def restore(self, data: bytes) -> int:
+        """Take back what `saved` wrote (before any proof is recorded); how many entries. A
+        damaged record is logged and skipped: proofs come again within an interval."""
+        try:
+            entries = _decoder.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as err:
+            log.warning("the saved uptime proofs are unreadable (%s); starting without them", err)
+            return 0
+        for entry in entries:
+            self._last[entry.pubkey] = entry.last
+            if entry.previous:
+                self._previous[entry.pubkey] = entry.previous
+            if entry.ip:
+                self._endpoints[entry.pubkey] = (entry.ip, entry.port)
+        self.version += 1
+        self.saved_version = self.version
+        return len(entries)

@@ -1,0 +1,76 @@
+"""The ProofBook is saved in the store and read back: a restarted node keeps the network's word."""
+
+from __future__ import annotations
+
+from snode.devchain import key_from_label
+from snode.node.proofs import STORE_KEY, ProofBook
+from snode.node.node import Node
+from snode.node.verifier import InlineVerifier
+from snode.store.memory import MemoryStore
+from tests.unit.conftest import new_chain
+
+A = key_from_label("proof book a").public
+B = key_from_label("proof book b").public
+
+
+def test_a_saved_book_comes_back_with_every_proof_time_and_endpoint() -> None:
+    book = ProofBook()
+    book.record(A, 1_000, ("203.0.113.5", 22025))
+    book.record(A, 1_060, ("203.0.113.5", 22026))
+    book.record(B, 1_030, ("198.51.100.7", 22025))
+    again = ProofBook()
+    assert again.restore(book.saved()) == 2
+    assert (again.last_accepted(A), again.previous_accepted(A)) == (1_060, 1_000)
+    assert again.endpoint(A) == ("203.0.113.5", 22026)
+    assert (again.last_accepted(B), again.previous_accepted(B)) == (1_030, 0)
+    assert again.endpoint(B) == ("198.51.100.7", 22025)
+    assert again.version > 0  # answers that show proof times refresh
+
+
+def test_what_this_node_sent_is_not_restored_so_the_doppelganger_check_still_runs() -> None:
+    book = ProofBook()
+    book.own_sent = (1_060, 1_000)
+    book.record(A, 1_060, ("203.0.113.5", 22025))
+    again = ProofBook()
+    again.restore(book.saved())
+    assert again.own_sent == (0, 0)  # sn_duties' doppelganger check runs only before we send
+    assert again.last_accepted(A) == 1_060
+
+
+def test_an_unreadable_save_is_logged_and_the_node_starts_without_it(caplog) -> None:  # type: ignore[no-untyped-def]
+    book = ProofBook()
+    assert book.restore(b"\x93not a book") == 0
+    assert book.last_accepted(A) == 0
+    assert "the saved uptime proofs are unreadable" in caplog.text
+
+
+def test_a_book_knows_when_it_has_something_new_to_save() -> None:
+    book = ProofBook()
+    assert book.version == book.saved_version
+    book.record(A, 1, ("203.0.113.5", 1))
+    assert book.version != book.saved_version
+    again = ProofBook()
+    again.restore(book.saved())
+    assert book.version == book.saved_version and again.version == again.saved_version
+
+
+def test_an_empty_book_saves_and_restores_to_empty() -> None:
+    again = ProofBook()
+    assert again.restore(ProofBook().saved()) == 0
+
+
+def test_a_node_saves_its_book_when_it_closes_and_reads_it_when_it_opens_again() -> None:
+    chain = new_chain()
+    store = MemoryStore(chain.blocks[0], chain.state)
+
+    def node_on(store: MemoryStore) -> Node:
+        return Node(params=chain.params, consensus=chain.consensus, store=store, state=chain.state,
+                    identity=None, producer_key=None, verifier=InlineVerifier())
+
+    node = node_on(store)
+    node.proofs.record(B, 7, ("198.51.100.7", 1))
+    node.close()
+    assert store.get_meta(STORE_KEY) is not None
+    node.close()  # again: nothing new to save, no write to a closed store
+    again = node_on(store.reopen())
+    assert (again.proofs.last_accepted(B), again.proofs.endpoint(B)) == (7, ("198.51.100.7", 1))
