@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from snode.core.credit import credit_after_recommission, credit_at, credit_runs_out
-from snode.core.errors import BadSignature, InvalidBlock, InvalidStateChange, InvalidTransaction
+from snode.core.errors import BadSignature, InvalidBlock, InvalidStateChange, InvalidTransaction, MempoolRejection
 from snode.core.service_nodes import Reason, StateChangeKind, reward_winner_from_queue
 from snode.core.stake_exit import ReturnReason, stake_return_tx, stake_returns
 from snode.core.state import NO_HEIGHT, Contribution, ServiceNode, registry_index, undo_block
@@ -101,6 +101,17 @@ def test_a_pool_node_with_three_contributors_returns_every_stake_when_one_asks(c
         TxOut(OPERATOR.public, POOL_MINIMUM), TxOut(ALICE.public, 60_000 * COIN), TxOut(BOB.public, 40_000 * COIN),
     )
     assert pubkey not in chain.state.service_nodes
+
+
+def test_a_second_unlock_request_for_a_node_is_refused_while_the_first_waits_in_the_mempool(chain):
+    pubkey = active_node(chain, amount=POOL_MINIMUM, reserved=((ALICE, 60_000 * COIN), (BOB, 40_000 * COIN)))
+    first = chain.request_unlock(BOB, pubkey)
+    with pytest.raises(MempoolRejection, match=(
+            f"an unlock request for this service node is already in the mempool \\(transaction "
+            f"{first.hex()[:16]}\\); once it is mined every stake on the node comes back")):
+        chain.request_unlock(ALICE, pubkey)
+    chain.mine()
+    assert chain.node(pubkey).requested_unlock_height > 0
 
 
 @pytest.mark.parametrize("who", ["stranger", "second", "unregistered", "unfunded"])

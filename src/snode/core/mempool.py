@@ -18,7 +18,7 @@ from snode.core.errors import InvalidTransaction, MempoolRejection
 from snode.core.genesis import Consensus
 from snode.core.state import ChainState
 from snode.core.sigchecks import BatchVerifier, verify_serially
-from snode.core.transactions import StateChange, Transaction, TxKind, payload_kind, txid
+from snode.core.transactions import StateChange, Transaction, TxKind, UnlockRequest, payload_kind, txid
 from snode.core.tx_rules import apply_transaction, check_transaction
 
 MAX_POOL_BYTES: Final = 32_000_000
@@ -76,6 +76,14 @@ def admit(
             p = entry.tx.payload
             if isinstance(p, StateChange) and p.sn_pubkey == tx.payload.sn_pubkey and p.kind == tx.payload.kind:
                 raise MempoolRejection("a state change for this node is already in the mempool")
+    elif isinstance(tx.payload, UnlockRequest):  # a node takes one: a second would vanish unmined
+        for entry in pool.entries.values():
+            p = entry.tx.payload
+            if isinstance(p, UnlockRequest) and p.sn_pubkey == tx.payload.sn_pubkey:
+                raise MempoolRejection(
+                    f"an unlock request for this service node is already in the mempool (transaction "
+                    f"{entry.txid.hex()[:16]}); once it is mined every stake on the node comes back"
+                )
     fee = check_transaction(state, tx, consensus, block_time=now, verifier=verifier)
     size = len(encode(tx))
     # State changes pay no fee and keep the network honest: a full pool never holds them back.
