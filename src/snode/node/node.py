@@ -49,7 +49,8 @@ from snode.node.events import (
 from snode.node.owners import OwnerIndex
 from snode.node.participation import LIVE_SECONDS, ParticipationBook
 from snode.node.own_proof import OwnProof
-from snode.node.proofs import STORE_KEY as PROOFS_KEY, ProofBook
+from snode.node import saved
+from snode.node.proofs import ProofBook
 from snode.node.verifier import InlineVerifier, Verifier
 from snode.params import NetworkParams
 from snode.store import StoreError
@@ -96,15 +97,15 @@ class Node:
         self.verifier: Verifier = verifier if verifier is not None else InlineVerifier()
         self.pool = mp.Mempool()
         self.proofs = ProofBook()
-        """This node's view of every SN's uptime proofs; only the node writes it (saved: `close`)."""
-        if (saved := store.get_meta(PROOFS_KEY)) is not None:
-            self.proofs.restore(saved)
+        """This node's view of every SN's uptime proofs; only the node writes it."""
         self.own_proof = OwnProof(self)
         """This daemon's own proofs: signing and sending them, and the network's word on them."""
         self.participation = ParticipationBook(params.participation_window)
         """This node's view of every SN's block-production duties; only the node writes it."""
         self._target_height = 0
         self._owners = OwnerIndex()
+        self.saved = saved.SavedState()  # the proof book and mempool, kept across restarts
+        saved.restore(self, self.now())
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -438,13 +439,12 @@ class Node:
                         "blocks at the next start", err)
 
     def close(self) -> None:
-        """Write the state the store deferred and the proof book, release the verifier and the store."""
+        """Write the deferred state, the proof book and the mempool; release verifier and store."""
         self.verifier.close()
         try:
             self.flush_state()
-            if self.proofs.version != self.proofs.saved_version:
-                self.store.set_meta(PROOFS_KEY, self.proofs.saved())
+            saved.write(self.store, self.saved.changed(self, mempool=True))
         except (StoreError, ValueError) as err:
-            log.warning("could not save the uptime proofs (%s)", err)
+            log.warning("could not save the uptime proofs and the mempool (%s)", err)
         finally:
             self.store.close()

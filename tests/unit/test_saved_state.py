@@ -1,14 +1,20 @@
-"""The ProofBook is saved in the store and read back: a restarted node keeps the network's word."""
+"""A node's soft state kept across restarts (node/saved.py): the proof book, so that a restarted
+node keeps the network's word on proofs, and the mempool, so that a restart drops no transaction."""
 
 from __future__ import annotations
 
+from snode.common.clock import MockableClock
+from snode.core.encoding import encode
 from snode.devchain import key_from_label
+from snode.node.saved import MEMPOOL_KEY
+from snode.params import COIN
 from snode.node.proofs import STORE_KEY, ProofBook
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.store.memory import MemoryStore
-from tests.unit.conftest import new_chain
+from tests.unit.conftest import LabChain, new_chain
 
+ALICE, BOB = key_from_label("alice"), key_from_label("bob")
 A = key_from_label("proof book a").public
 B = key_from_label("proof book b").public
 
@@ -59,18 +65,48 @@ def test_an_empty_book_saves_and_restores_to_empty() -> None:
     assert again.restore(ProofBook().saved()) == 0
 
 
+def _node_on(chain: LabChain, store: MemoryStore) -> Node:
+    clock = MockableClock()
+    clock.set_mock(chain.now)
+    return Node(params=chain.params, consensus=chain.consensus, store=store, state=chain.state,
+                identity=None, producer_key=None, verifier=InlineVerifier(), clock=clock)
+
+
 def test_a_node_saves_its_book_when_it_closes_and_reads_it_when_it_opens_again() -> None:
     chain = new_chain()
     store = MemoryStore(chain.blocks[0], chain.state)
-
-    def node_on(store: MemoryStore) -> Node:
-        return Node(params=chain.params, consensus=chain.consensus, store=store, state=chain.state,
-                    identity=None, producer_key=None, verifier=InlineVerifier())
-
-    node = node_on(store)
+    node = _node_on(chain, store)
     node.proofs.record(B, 7, ("198.51.100.7", 1))
     node.close()
     assert store.get_meta(STORE_KEY) is not None
     node.close()  # again: nothing new to save, no write to a closed store
-    again = node_on(store.reopen())
+    again = _node_on(chain, store.reopen())
     assert (again.proofs.last_accepted(B), again.proofs.endpoint(B)) == (7, ("198.51.100.7", 1))
+
+
+def test_the_mempool_comes_back_in_arrival_order_and_what_no_longer_applies_is_dropped() -> None:
+    chain = new_chain()
+    store = MemoryStore(chain.blocks[0], chain.state)
+    node = _node_on(chain, store)
+    first = chain.transfer_tx(ALICE, BOB.public, COIN)
+    second = chain.transfer_tx(BOB, ALICE.public, 2 * COIN)
+    ids = [node.submit_transaction(tx, chain.now) for tx in (first, second)]
+    node.close()
+    again = _node_on(chain, store.reopen())
+    assert sorted(again.pool.entries.values(), key=lambda e: e.arrival)[0].txid == ids[0]
+    assert set(again.pool.entries) == set(ids)
+    assert again.saved.changed(again, mempool=True) == {}  # nothing new to save
+    again.close()
+    damaged = store.reopen()
+    damaged.set_meta(MEMPOOL_KEY, encode([first, first, second]))  # a copy no longer applies
+    third = _node_on(chain, damaged)
+    assert set(third.pool.entries) == set(ids)
+
+
+def test_an_unreadable_saved_mempool_is_logged_and_the_node_starts_with_an_empty_one(caplog) -> None:  # type: ignore[no-untyped-def]
+    chain = new_chain()
+    store = MemoryStore(chain.blocks[0], chain.state)
+    store.set_meta(MEMPOOL_KEY, b"\xc1")
+    node = _node_on(chain, store)
+    assert len(node.pool) == 0
+    assert "the saved mempool is unreadable" in caplog.text
