@@ -9,10 +9,12 @@ what it prints and checks the daemons it started by their pids in /proc.
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 
-from tests.functional.devnet_helpers import devnet
+from tests.functional.devnet_helpers import ENV, devnet
 from tests.functional.framework import assert_equal, narrator, process_gone, scaled, wait_until
 
 log = narrator(__name__)
@@ -74,6 +76,38 @@ def test_up_status_stop_start_down(tmp_path):
     missing = devnet(base, "status")
     assert_equal(missing.returncode, 1)
     assert "no devnet in" in missing.stderr
+
+
+def test_printed_stop_command_works_as_printed(tmp_path):
+    base = tmp_path / "my net"
+    log.info("devnet up --nodes 1 in a base dir with a space: it says how to stop it")
+    out = devnet(base, "up", "--nodes", "1")
+    pids = [int(line.split("pid ")[1].split(",")[0]) for line in out.stdout.splitlines() if "pid " in line]
+    stopped = None
+    try:
+        assert_equal(out.returncode, 0, out.stderr)
+        assert f"devnet of 1 service node and the authority running in {base}" in out.stdout, out.stdout
+        hint = next(line for line in out.stdout.splitlines() if line.startswith("stop it with: "))
+        words = shlex.split(hint.removeprefix("stop it with: "))
+        assert_equal(words[0], "snode-devnet")
+        log.info("--base-dir also goes after the subcommand; given twice, the two must agree")
+        after = devnet(base, "status", "--json", "--base-dir", str(base))
+        assert_equal(after.returncode, 0, after.stderr)
+        assert_equal(len(json.loads(after.stdout)), 2)
+        twice = devnet(base, "status", "--base-dir", str(tmp_path / "other"))
+        assert_equal((twice.returncode, twice.stderr.strip()),
+                     (1, f"snode-devnet: --base-dir given twice, as {base} and as {tmp_path / 'other'}; "
+                         "give it once"))
+        log.info("Run the printed command as printed, from another directory: %s", hint)
+        env = {k: v for k, v in ENV.items() if k != "SNODE_DEVNET_DIR"}
+        stopped = subprocess.run([sys.executable, "-m", "snode.tools.devnet", *words[1:]], capture_output=True,
+                                 text=True, timeout=scaled(60), stdin=subprocess.DEVNULL, env=env, cwd=os.sep)
+    finally:
+        if stopped is None or stopped.returncode != 0:
+            devnet(base, "down")
+    assert_equal(stopped.returncode, 0, stopped.stderr)
+    assert f"stopped 2 of 2 daemons in {base}" in stopped.stdout, stopped.stdout
+    wait_until(lambda: all(process_gone(p) for p in pids), timeout=20, what="devnet daemons gone")
 
 
 def test_up_register_reaches_service_node_block_production(tmp_path):

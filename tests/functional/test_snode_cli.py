@@ -42,12 +42,16 @@ def test_status_and_call(nodes):
 
 def test_daemon_not_running():
     url = f"http://{next_loopback_ip()}:38091"
-    for command in (["status"], ["nodes"], ["call", "get_info"]):
+    said = {}
+    for command in (["status"], ["nodes"], ["call", "get_info"], ["watch"]):
         log.info("%s with no daemon at %s: one line saying so, exit 1", " ".join(command), url)
         out = snode_cli(url, *command)
         assert_equal(out.returncode, 1)
         assert out.stderr.startswith(f"snode-cli: Unable to connect to {url}"), out.stderr
         assert "Traceback" not in out.stderr
+        said[command[0]] = out.stderr
+    log.info("watch says it in the same words as status")
+    assert_equal(said["watch"], said["status"])
 
 
 def test_register_cmd_and_nodes_table(nodes):

@@ -71,18 +71,34 @@ def test_wrong_length_is_named(text):
         decode_address("snr", text)
 
 
-@pytest.mark.parametrize("bad", ["b", "i", "o", "1", "A", "!", "é"])
+@pytest.mark.parametrize("bad", ["b", "i", "o", "1", "!", "é", "É"])
 def test_characters_outside_the_alphabet_are_named(bad):
     text = ADDRESS[:10] + bad + ADDRESS[11:]
     with pytest.raises(InvalidAddress, match="characters that are not in an address"):
         decode_address("snr", text)
 
 
-def test_upper_case_address_is_named_as_bad_characters():
-    with pytest.raises(InvalidAddress, match="characters that are not in an address"):
-        decode_address("snr", "snr1" + ADDRESS[4:].upper())
-
-
 def test_no_network_prefix_contains_the_separator():
     # decode_address relies on it to tell the prefix from the data.
     assert all(SEPARATOR not in p.address_prefix for p in NETWORKS.values())
+
+
+@pytest.mark.parametrize("text", [ADDRESS.upper(), "SNR1" + ADDRESS[4:], ADDRESS[:10] + ADDRESS[10:].upper()])
+def test_upper_case_is_named_not_the_prefix(text):
+    # The alphabet is lower case by design (not bech32, whose checksum ignores case): an upper-case
+    # address is refused for its case, with the address in the form it must take when that decodes.
+    rule = (f"address '{text[:12]}...' has upper-case letters: addresses are all lower case "
+            f"(as in '{ADDRESS[:12]}...')")
+    with pytest.raises(InvalidAddress) as refused:
+        decode_address("snr", text)
+    assert str(refused.value) == rule
+
+
+def test_upper_case_address_of_another_network_names_the_prefix():
+    text = encode_address("snt", KEY).upper()
+    rule = (f"address '{text[:12]}...' has upper-case letters: addresses are all lower case; in lower "
+            f"case: address '{text[:12].lower()}...' has the wrong network prefix: addresses on this network "
+            "begin with 'snr1'")
+    with pytest.raises(InvalidAddress) as refused:
+        decode_address("snr", text)
+    assert str(refused.value) == rule

@@ -2,7 +2,9 @@
 
 The prefix is the network's human-readable part (`sn`, `snt`, `snd`, `snr`); the checksum is the
 first 4 bytes of BLAKE2b-256(prefix + public key), so an address of one network never decodes on
-another. The base32 alphabet is bech32's: lower case, no `1`, `b`, `i` or `o`.
+another. The base32 alphabet is bech32's: lower case, no `1`, `b`, `i` or `o`. The encoding is
+not bech32 (its checksum covers the exact text, case included), so addresses are lower case only:
+an upper-case one is refused for its case, never silently taken.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ def decode_address(prefix: str, text: str) -> bytes:
         raise InvalidAddress("address is empty")
     if any(ch.isspace() for ch in text):
         raise InvalidAddress("address contains whitespace: paste it as one word")
+    if any("A" <= ch <= "Z" for ch in text):
+        raise InvalidAddress(_upper_case(prefix, text))
     # No network prefix holds the separator, so the first one ends the prefix: a `1` typed into
     # the data part is then named as a bad character, not as a wrong network.
     hrp, sep, data = text.partition(SEPARATOR)
@@ -70,3 +74,15 @@ def decode_address(prefix: str, text: str) -> bytes:
     if _checksum(prefix, public) != check:
         raise InvalidAddress("address has a bad checksum: check it for typing errors")
     return public
+
+
+def _upper_case(prefix: str, text: str) -> str:
+    """Why an address with upper-case letters is refused: its case, then the lower-case form to
+    use, or what would still be wrong with that one (so the operator fixes both at once)."""
+    reason = f"address '{text[:12]}...' has upper-case letters: addresses are all lower case"
+    lower = text.lower()
+    try:
+        decode_address(prefix, lower)
+    except InvalidAddress as err:
+        return f"{reason}; in lower case: {err.reason}"
+    return f"{reason} (as in '{lower[:12]}...')"

@@ -4,6 +4,7 @@ signed with this service node's key."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from snode.api import errors as E
@@ -13,17 +14,18 @@ from snode.core.address import decode_address
 from snode.core.errors import InvalidAddress, InvalidAmount, InvalidRegistration
 from snode.core.registration import sign_registration
 from snode.core.transactions import Registration, Reservation
-from snode.core.units import parse_percent_ppm
+from snode.core.units import format_coins, parse_percent_ppm
 from snode.node.node import Node
 from snode.params import COIN, MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM
 
 REG_FAILED = "Failed to make registration command"
 REGISTRATION_CLOCK_MARGIN = 600
 """Seconds taken off the expiry, so that a block producer whose clock is behind ours still takes it."""
-MAX_AMOUNT = 2**63 - 1
 
 
 NO_OPERATOR = "No operator contribution given"
+SHOWN_CHARS = 48
+"""At most this much of a bad value is repeated in an error line."""
 
 
 def _fail(reason: str, code: int = E.REGISTRATION_CMD_FAILED) -> RpcError:
@@ -37,7 +39,9 @@ def _no_operator(reason: str) -> RpcError:
 
 
 def _amounts(amounts: Any, net: Any) -> list[Any]:
-    """contributor_amounts, once the operator's amount (the first) is a valid atomic amount."""
+    """contributor_amounts, once every amount is a whole number of atomic units from 1 up to the
+    staking requirement; a bad operator amount (the first) is reported in the specification's
+    words."""
     if amounts is None:
         raise _no_operator("contributor_amounts is missing; give the operator's amount in atomic "
                            "units first")
@@ -45,18 +49,51 @@ def _amounts(amounts: Any, net: Any) -> list[Any]:
         raise _no_operator("contributor_amounts must be a list with the operator's amount in atomic "
                            "units first")
     first = amounts[0]
-    if isinstance(first, str):
-        raise _no_operator(f"the operator amount {first!r} is text; give a number of atomic units "
-                           "without quotes, commas or decimals")
-    if not _is_atomic_int(first):
-        raise _no_operator(f"the operator amount {first!r} is not a whole number of atomic units "
-                           "(no commas, no decimals)")
-    if not 0 < first <= MAX_AMOUNT:
-        raise _no_operator(f"the operator amount {first} must be above 0 atomic units")
+    subject = f"the operator amount {_shown(first)}"
+    malformed = _not_atomic(subject, first)
+    if malformed:
+        raise _no_operator(malformed)
+    if first <= 0:
+        raise _no_operator(f"{subject} must be above 0 atomic units")
     if first < net.pool_operator_min and net.pool_operator_min <= first * COIN <= net.staking_requirement:
         raise _no_operator(f"the operator amount {first} looks like coins; amounts are atomic units "
                            f"({first} coins = {first * COIN})")
+    for i, amount in enumerate(amounts):
+        subject = (f"the operator amount {_shown(amount)}" if i == 0
+                   else f"contributor_amounts[{i}] ({_shown(amount)})")
+        reason = _not_atomic(subject, amount) or _out_of_range(subject, amount, net)
+        if reason:
+            raise _fail(reason)
     return amounts
+
+
+def _shown(value: Any) -> str:
+    """A value as the caller wrote it: JSON's spelling (`true`, `null`, `1.5`), text in quotes;
+    cut short, since the line is read by a person."""
+    text = f"'{value}'" if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."
+
+
+def _not_atomic(subject: str, value: Any) -> str | None:
+    """Why `value` is not a whole number of atomic units (a JSON integer); None when it is one."""
+    if isinstance(value, bool):
+        return f"{subject} is a boolean, not a number; give a whole number of atomic units"
+    if isinstance(value, str):
+        return f"{subject} is text; give a number of atomic units without quotes, commas or decimals"
+    if not isinstance(value, int):
+        return f"{subject} is not a whole number of atomic units (digits only: no commas, decimals or exponent)"
+    return None
+
+
+def _out_of_range(subject: str, value: int, net: Any) -> str | None:
+    """Why a whole amount cannot be staked: not above 0, or over the staking requirement (no
+    one amount may exceed it, which also keeps every amount far below the largest, 2**63 - 1)."""
+    if value <= 0:
+        return f"{subject} must be above 0 atomic units"
+    if value > net.staking_requirement:
+        return (f"{subject} is above the staking requirement of {net.staking_requirement} atomic units "
+                f"({format_coins(net.staking_requirement)} coins)")
+    return None
 
 
 def _is_atomic_int(value: Any) -> bool:
@@ -71,15 +108,13 @@ def build_registration(params: dict[str, Any], node: Node, now: int) -> Registra
     if unknown:
         raise _fail(f"unknown parameter '{unknown[0]}'; the parameters are {', '.join(sorted(allowed))}")
     amounts = _amounts(params.get("contributor_amounts"), net)
-    for i, a in enumerate(amounts[1:], start=1):
-        if not _is_atomic_int(a):
-            raise _fail(f"contributor_amounts[{i}] is not an integer in atomic units")
     addresses = params.get("contributor_addresses")
     if not isinstance(addresses, list) or not addresses or not all(isinstance(a, str) for a in addresses):
         raise _fail("contributor_addresses must list the operator's wallet address first")
     if len(addresses) != len(amounts):
+        entries = "entry" if len(addresses) == 1 else "entries"
         raise _fail(
-            f"contributor_addresses has {len(addresses)} entries but contributor_amounts has "
+            f"contributor_addresses has {len(addresses)} {entries} but contributor_amounts has "
             f"{len(amounts)}; give one amount per address"
         )
     if len(addresses) > MAX_CONTRIBUTORS:
@@ -96,7 +131,7 @@ def build_registration(params: dict[str, Any], node: Node, now: int) -> Registra
     requirement = params.get("staking_requirement", net.staking_requirement)
     if not _is_atomic_int(requirement) or requirement != net.staking_requirement:
         raise _fail(
-            f"staking_requirement {requirement!r} is not this network's staking requirement "
+            f"staking_requirement {_shown(requirement)} is not this network's staking requirement "
             f"({net.staking_requirement} atomic units)"
         )
     reservations = []
@@ -106,8 +141,6 @@ def build_registration(params: dict[str, Any], node: Node, now: int) -> Registra
             reservations.append(Reservation(decode_address(net.address_prefix, address), amount))
         except InvalidAddress as err:
             raise _no_operator(f"{who}: {err.reason}") from None
-        if not 0 < amount <= MAX_AMOUNT:
-            raise _fail(f"contributor_amounts[{i}] must be a positive amount in atomic units")
     assert node.identity is not None
     # A little under the window, so a block producer whose clock is behind ours still takes it.
     expiry = now + net.registration_validity - REGISTRATION_CLOCK_MARGIN

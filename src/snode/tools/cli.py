@@ -59,6 +59,11 @@ def _call(ctx: click.Context, method: str, params: Any, result_type: type[T]) ->
         client.close()
 
 
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    """`1 peer`, `2 peers`: a count with its noun, read right for one and for many."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def _print_json(value: Any) -> None:
     click.echo(json.dumps(msgspec.to_builtins(value), indent=2))
 
@@ -91,7 +96,7 @@ def status(ctx: click.Context) -> None:
     sync = "synced" if info.target_height == 0 else f"syncing to {info.target_height}"
     pool = info.mempool_size
     click.echo(f"network {info.network}, height {info.height}, {sync}, "
-               f"mempool {pool} transaction{'' if pool == 1 else 's'}, {info.peer_count} peers")
+               f"mempool {_count(pool, 'transaction')}, {_count(info.peer_count, 'peer')}")
     if info.last_uptime_proof_rejection:
         click.echo(f"last uptime proof rejection: {info.last_uptime_proof_rejection}")
 
@@ -171,7 +176,8 @@ def _atomic(text: str) -> int:
 def register_cmd(ctx: click.Context, cut: str, addresses: tuple[str, ...], amounts: tuple[str, ...]) -> None:
     """Print the registration command to paste into snode-wallet."""
     if len(addresses) != len(amounts):
-        raise CliError(f"give one --amount per --address ({len(addresses)} addresses, {len(amounts)} amounts)")
+        raise CliError(f"give one --amount per --address ({_count(len(addresses), 'address', 'addresses')}, "
+                       f"{_count(len(amounts), 'amount')})")
     params = RegistrationCmdParams(
         operator_cut=cut, contributor_addresses=list(addresses),
         contributor_amounts=[_atomic(a) for a in amounts],
@@ -184,6 +190,7 @@ def register_cmd(ctx: click.Context, cut: str, addresses: tuple[str, ...], amoun
 
 WATCH_SILENCE = 60.0
 """Seconds without a byte (the daemon sends a keep-alive every 15 s) before `watch` gives up."""
+WATCH_CLOSED = "watch: the daemon closed the event stream (stopped, or this client fell behind)"
 
 
 @cli.command()
@@ -193,6 +200,9 @@ WATCH_SILENCE = 60.0
 def watch(ctx: click.Context, count: int | None) -> None:
     """Print the daemon's events as they happen: blocks, this node's state changes, proofs
     accepted or refused, rewards, syncs, bans. --json: one JSON object per line."""
+    # First the call `status` makes, by the same path: a daemon that is not there (or is not a
+    # snoded) gets the same one line as on every other command, not a socket error.
+    _call(ctx, "get_info", None, InfoResult)
     client = _client(ctx)
     conn = http.client.HTTPConnection(client.host, client.port, timeout=WATCH_SILENCE)
     try:
@@ -211,9 +221,11 @@ def watch(ctx: click.Context, count: int | None) -> None:
             seen += 1
             if count is not None and seen >= count:
                 return
-        raise CliError("watch: the daemon closed the event stream (stopped, or this client fell behind)")
-    except (OSError, http.client.HTTPException) as err:
-        raise CliError(f"watch: no event stream from {client.url}: {err}") from None
+        raise CliError(WATCH_CLOSED)
+    except (ConnectionError, http.client.HTTPException):
+        raise CliError(WATCH_CLOSED) from None
+    except OSError as err:
+        raise CliError(f"watch: no event stream from {client.url}: {err.strerror or err}") from None
     finally:
         conn.close()
 
@@ -223,14 +235,14 @@ def event_line(event: dict[str, Any]) -> str:
     stamp = time.strftime("%H:%M:%S", time.localtime(event.get("time", time.time())))
     kind = event.get("event", "?")
     if kind == "block":
-        count = event["transactions"]
-        text = (f"block {event['height']} round {event['round']} ({count} "
-                f"transaction{'' if count == 1 else 's'}) {event['hash'][:16]}")
+        text = (f"block {event['height']} round {event['round']} "
+                f"({_count(event['transactions'], 'transaction')}) {event['hash'][:16]}")
     elif kind == "state":
         text = f"this node: {event['state']} at height {event['height']}" + (
             f" ({event['reason']})" if event.get("reason") else "")
     elif kind == "reward":
-        text = f"reward: block {event['height']} paid this node {format_coins(event['amount'])} coins"
+        coins = format_coins(event["amount"])
+        text = f"reward: block {event['height']} paid this node {coins} coin{'' if coins == '1' else 's'}"
     elif kind == "proof_accepted":
         text = f"uptime proof {event['timestamp']} accepted by {event['by']}"
     elif kind == "proof_refused":

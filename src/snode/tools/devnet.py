@@ -32,7 +32,7 @@ from snode.api.types import InfoResult, RegistrationCmdResult, ServiceNodeKeyRes
 from snode.common.entry import run_command
 from snode.tools.devnet_procs import (  # named here too: the demo and the tests use them
     AUTHORITY, FAUCET_COINS, FAUCET_OUTPUTS, IP_PREFIX, SERVICE_NODE, STATE_FILE, Devnet, DevnetError,
-    NodeEntry, is_our_process, spawn, wait_rpc, default_base_dir, stop_node,
+    NodeEntry, command_line, is_our_process, spawn, wait_rpc, default_base_dir, stop_node,
 )
 from snode.tools.tables import make_console
 
@@ -76,8 +76,8 @@ def up(base_dir: Path, count: int, ip_prefix: str = IP_PREFIX, *, register: int 
     if (base_dir / STATE_FILE).exists():
         running = [n for n in Devnet.load(base_dir).nodes if is_our_process(n)]
         if running:
-            raise DevnetError(f"a devnet is already running in {base_dir}; stop it with "
-                              f"'snode-devnet --base-dir {base_dir} down'")
+            raise DevnetError(f"a devnet is already running in {base_dir}; stop it with: "
+                              f"{command_line(base_dir, 'down')}")
     base_dir.mkdir(parents=True, exist_ok=True)
     authority = SigningKey(os.urandom(32))
     faucet_seed = os.urandom(32)
@@ -214,9 +214,11 @@ def status_table(devnet: Devnet) -> Any:
     return table
 
 
+BASE_DIR_HELP = "Where the devnet lives [./devnet, or $SNODE_DEVNET_DIR]; before or after the subcommand."
+
+
 @click.group(context_settings={"help_option_names": ["--help", "-h"]})
-@click.option("--base-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Where the devnet lives [./devnet, or $SNODE_DEVNET_DIR].")
+@click.option("--base-dir", type=click.Path(file_okay=False, path_type=Path), help=BASE_DIR_HELP)
 @click.pass_context
 def cli(ctx: click.Context, base_dir: Path | None) -> None:
     """snode-devnet: a local service-node network on loopback (127.0.100.x)."""
@@ -224,7 +226,27 @@ def cli(ctx: click.Context, base_dir: Path | None) -> None:
     ctx.meta["explicit_base_dir"] = base_dir is not None
 
 
+def _late_base_dir(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    """`--base-dir` given after the subcommand (`snode-devnet down --base-dir X`); given on both
+    sides, the two must name the same dir (a `down` must never guess which devnet was meant)."""
+    if value is None:
+        return
+    late = value.resolve()
+    if ctx.meta.get("explicit_base_dir") and late != ctx.obj:
+        raise DevnetError(f"--base-dir given twice, as {ctx.obj} and as {late}; give it once")
+    ctx.obj = late
+    ctx.meta["explicit_base_dir"] = True
+
+
+base_dir_option = click.option(
+    "--base-dir", "late_base_dir", type=click.Path(file_okay=False, path_type=Path), expose_value=False,
+    callback=_late_base_dir, help=BASE_DIR_HELP,
+)
+"""Every subcommand takes --base-dir too, so the option works on either side of it."""
+
+
 @cli.command("up")
+@base_dir_option
 @click.option("--nodes", "count", default=3, show_default=True, help="Service-node daemons to start.")
 @click.option("--register", is_flag=True,
               help="Register every node from an operator wallet funded by the genesis.")
@@ -235,15 +257,15 @@ def up_cmd(base_dir: Path, count: int, register: bool, ip_prefix: str) -> None:
     """Write a genesis, start the authority and the service-node daemons and a funded faucet
     wallet (and register the nodes)."""
     devnet = up(base_dir, count, ip_prefix, register=count if register else 0, say=click.echo)
-    click.echo(f"devnet of {count} service nodes and the authority running in {base_dir}")
+    click.echo(f"devnet of {count} service node{'' if count == 1 else 's'} and the authority running in {base_dir}")
     click.echo(f"faucet wallet: {devnet.faucet_dir / 'faucet.wallet'} (password in faucet.password)")
     for n in devnet.nodes:
         click.echo(f"  {n.name}: pid {n.pid}, admin RPC {n.rpc_url}, data dir {n.data_dir}")
-    where = f" --base-dir {base_dir}" if base_dir != default_base_dir().resolve() else ""
-    click.echo("stop it with: snode-devnet down" + where)
+    click.echo(f"stop it with: {command_line(base_dir, 'down')}")
 
 
 @cli.command()
+@base_dir_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON array of the processes.")
 @click.pass_obj
 def status(base_dir: Path, as_json: bool) -> None:
@@ -256,6 +278,7 @@ def status(base_dir: Path, as_json: bool) -> None:
 
 
 @cli.command("stop")
+@base_dir_option
 @click.argument("name")
 @click.pass_obj
 def stop_cmd(base_dir: Path, name: str) -> None:
@@ -268,6 +291,7 @@ def stop_cmd(base_dir: Path, name: str) -> None:
 
 
 @cli.command("start")
+@base_dir_option
 @click.argument("name")
 @click.pass_obj
 def start_cmd(base_dir: Path, name: str) -> None:
@@ -281,14 +305,17 @@ def start_cmd(base_dir: Path, name: str) -> None:
 
 
 @cli.command("down")
+@base_dir_option
 @click.pass_obj
 def down_cmd(base_dir: Path) -> None:
     """Stop exactly the processes 'up' started."""
     devnet = Devnet.load(base_dir)
-    click.echo(f"stopped {down(devnet)} of {len(devnet.nodes)} daemons in {base_dir}")
+    total = len(devnet.nodes)
+    click.echo(f"stopped {down(devnet)} of {total} daemon{'' if total == 1 else 's'} in {base_dir}")
 
 
 @cli.command()
+@base_dir_option
 @click.option("--keep", is_flag=True, help="Leave the devnet running at the end.")
 @click.pass_context
 def demo(ctx: click.Context, keep: bool) -> None:

@@ -28,6 +28,7 @@ from snode.params import DEVNET
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.types import InfoResult, ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState
 from snode.tools.devnet import Devnet, DevnetError, _wallet, create_wallet, down, restart, status_table, stop_node, up
+from snode.tools.devnet_procs import command_line
 from snode.tools.tables import make_console, service_node_table
 
 NODES = 5
@@ -313,10 +314,13 @@ def run_demo(base_dir: Path | None, *, keep: bool = False) -> int:
         console.print(f"logs are in {base}/*/daemon.out")
         return 1
     finally:
-        if not keep:
+        if keep:
+            console.print(f"the devnet keeps running; stop it with: {command_line(base, 'down')}")
+        else:
             stopped = down(devnet)
+            daemons = f"{stopped} daemon{'' if stopped == 1 else 's'}"
             if passed and base_dir is None:
                 shutil.rmtree(base, ignore_errors=True)
-                console.print(f"stopped {stopped} daemons and removed {base}")
+                console.print(f"stopped {daemons} and removed {base}")
             else:
-                console.print(f"stopped {stopped} daemons; data dirs kept in {base}")
+                console.print(f"stopped {daemons}; data dirs kept in {base}")

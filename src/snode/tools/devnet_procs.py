@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -67,7 +68,8 @@ class Devnet:
             raw = json.loads(path.read_text())
             return cls(base_dir, [NodeEntry(**n) for n in raw["nodes"]])
         except FileNotFoundError:
-            raise DevnetError(f"no devnet in {base_dir} (no {STATE_FILE}); start one with 'snode-devnet up'") from None
+            raise DevnetError(f"no devnet in {base_dir} (no {STATE_FILE}); start one with: "
+                              f"{command_line(base_dir, 'up')}") from None
         except (ValueError, KeyError, TypeError) as err:
             raise DevnetError(f"{path} is damaged or from an older snode-devnet ({err}); stop its "
                               "processes by hand and remove it") from None
@@ -96,6 +98,13 @@ class Devnet:
                 return node
         raise DevnetError(f"no process named '{name}' in this devnet; the names are "
                           + ", ".join(n.name for n in self.nodes))
+
+
+def command_line(base_dir: Path, subcommand: str) -> str:
+    """The snode-devnet command an operator can paste to run `subcommand` on the devnet in
+    base_dir: the dir is always named (the default depends on the directory it is run from) and
+    quoted for a shell."""
+    return f"snode-devnet --base-dir {shlex.quote(str(base_dir))} {subcommand}"
 
 
 def default_base_dir() -> Path:
