@@ -18,12 +18,16 @@ from contextlib import contextmanager
 
 import pytest
 
+from snode.core.transactions import Transfer, TxOut
 from snode.devchain import key_from_label
 from snode.params import COIN
-from tests.functional.framework import assert_equal, narrator, next_loopback_ip, run_snoded, scaled, wait_until
+from tests.functional.framework import (
+    assert_equal, narrator, next_loopback_ip, run_snoded, scaled, send_spend, wait_until,
+)
 from tests.functional.sn_helpers import SOLO, fund_and_unlock, register
 
 log = narrator(__name__)
+PAYEE = key_from_label("mempool payee")
 
 
 def test_version_and_help():
@@ -118,6 +122,22 @@ def test_both_flag_forms_and_key_survives_restart_and_sigkill(nodes):
     assert_equal(node.get_service_node_key()["service_node_pubkey"], key)
     assert_equal(node.get_info()["height"], 10)
     assert (node.data_dir / "genesis.json").is_file() and (node.data_dir / "chain.sqlite3").is_file()
+
+
+def test_a_clean_restart_keeps_the_transactions_waiting_for_a_block(nodes):
+    node = nodes.add()
+    log.info("Fund two keys, then each pays the other: two transactions wait for a block; stop cleanly")
+    other = key_from_label("mempool other")
+    fund_and_unlock(node, {PAYEE.public: 50 * COIN, other.public: 50 * COIN})
+    waiting = sorted([send_spend(node, PAYEE, [TxOut(other.public, 5 * COIN)], Transfer()),
+                      send_spend(node, other, [TxOut(PAYEE.public, 7 * COIN)], Transfer())])
+    assert_equal(sorted(t["txid"] for t in node.get_mempool()["transactions"]), waiting)
+    assert_equal(node.stop(), 0)
+    log.info("Start it again: both wait in the mempool, and the next block takes them")
+    node.start()
+    assert_equal(sorted(t["txid"] for t in node.get_mempool()["transactions"]), waiting)
+    block = node.get_block(hash=node.generate_blocks(blocks=1)["blocks"][0])
+    assert set(waiting) <= set(block["tx_ids"])
 
 
 def test_second_daemon_on_same_data_dir_refused(nodes):
