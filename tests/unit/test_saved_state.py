@@ -3,10 +3,13 @@ node keeps the network's word on proofs, and the mempool, so that a restart drop
 
 from __future__ import annotations
 
+import asyncio
+
 from snode.common.clock import MockableClock
 from snode.core.encoding import encode
 from snode.devchain import key_from_label
-from snode.node.saved import MEMPOOL_KEY
+from snode.node.saved import MEMPOOL_KEY, keep_saving
+from snode.store.errors import StoreError
 from snode.params import COIN
 from snode.node.proofs import STORE_KEY, ProofBook
 from snode.node.node import Node
@@ -110,3 +113,34 @@ def test_an_unreadable_saved_mempool_is_logged_and_the_node_starts_with_an_empty
     node = _node_on(chain, store)
     assert len(node.pool) == 0
     assert "the saved mempool is unreadable" in caplog.text
+
+
+def test_a_running_node_saves_its_book_when_it_changed_and_tries_again_after_a_failure() -> None:
+    chain = new_chain()
+    store = MemoryStore(chain.blocks[0], chain.state)
+    node = _node_on(chain, store)
+    writes: list[str] = []
+    fail = [True]
+
+    class Writer:  # ChainWriter's call without a thread, failing once
+        async def call(self, fn, *args):  # type: ignore[no-untyped-def]
+            if fail[0]:
+                fail[0] = False
+                raise StoreError("disk full")
+            writes.append("write")
+            return fn(*args)
+
+    async def run() -> None:
+        task = asyncio.create_task(keep_saving(node, Writer(), interval=0.01))  # type: ignore[arg-type]
+        node.proofs.record(B, 7, ("198.51.100.7", 1))
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if writes:
+                break
+        task.cancel()
+
+    asyncio.run(run())
+    assert writes == ["write"]  # the failed turn did not mark the book saved
+    again = ProofBook()
+    again.restore(store.get_meta(STORE_KEY) or b"")
+    assert again.last_accepted(B) == 7

@@ -16,6 +16,7 @@ for the same reason). They live in the store's `node_meta` table:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -24,15 +25,20 @@ from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError, SnodeError
 from snode.core.transactions import Transaction
 from snode.node.proofs import STORE_KEY as PROOFS_KEY
+from snode.store.errors import StoreError
 from snode.store.protocol import Store
 
 if TYPE_CHECKING:
     from snode.node.node import Node
+    from snode.node.writer import ChainWriter
 
 log = logging.getLogger(__name__)
 
 MEMPOOL_KEY = "mempool"
 """The store's `node_meta` key of the saved mempool (its transactions in arrival order)."""
+MIN_SAVE_INTERVAL = 10.0
+"""Seconds between the proof book's saves while the daemon runs, at least (the proof interval
+otherwise: 60 s on mainnet; devnet's 2 s would be a write every other second for nothing)."""
 
 
 class SavedState:
@@ -80,3 +86,21 @@ def restore(node: Node, now: int) -> None:
     node.saved.pool = node.pool
     if txs:
         log.info("mempool: %d of %d saved transactions admitted again", len(node.pool), len(txs))
+
+
+async def keep_saving(node: Node, writer: ChainWriter, interval: float | None = None) -> None:
+    """Save the proof book while the daemon runs, when it changed (a task of the daemon's):
+    after a crash a restarted node has the network's word as of at most one interval before
+    (`interval`: the proof interval, at least MIN_SAVE_INTERVAL)."""
+    if interval is None:
+        interval = max(float(node.params.proof_interval), MIN_SAVE_INTERVAL)
+    while True:
+        await asyncio.sleep(interval)
+        changed = node.saved.changed(node, mempool=False)
+        if not changed:
+            continue
+        try:
+            await writer.call(write, node.store, changed)
+        except StoreError as err:
+            node.proofs.saved_version = -1  # not saved after all: the next turn tries again
+            log.warning("could not save the uptime proofs (%s); trying again in %g s", err, interval)
