@@ -17,6 +17,7 @@ node (`sn`); the wallet-file tests need no daemon.
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -25,12 +26,15 @@ from snode.core.registration import format_command, sign_registration
 from snode.core.transactions import Reservation
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST, REGTEST_FAUCET_WORDS
+from snode.wallet.commands import CANCELLED
 from tests.functional.framework import assert_equal, faucet_key, narrator
 from tests.functional.sn_helpers import POOL_MIN, SOLO, record
 from tests.functional.wallet_helpers import Run, Wallet, funded, mine, registration_cmd, run_wallet
 
 PREFIX = REGTEST.address_prefix
 UNLOCK = REGTEST.unlock_confirmations
+YES_HINT = "Add --yes to confirm it without a question (standard input is not a terminal)."
+"""What --command adds after `Transaction cancelled.` when no Yes came from a non-terminal."""
 
 log = narrator(__name__)
 
@@ -175,7 +179,7 @@ def test_registration_refusals_send_nothing(sn, tmp_path):
     assert "(Yes/No)" in answered_no.out and "Operator stake: 200000 coins" in answered_no.out
     assert_equal(sn.get_mempool()["transactions"], [])
     ignored = operator.run(line, stdin="")
-    assert ignored.lines[-1] == "Transaction cancelled."
+    assert ignored.rc == 1 and ignored.lines[-1] == f"{CANCELLED} {YES_HINT}", ignored.out
     assert_equal(sn.get_mempool()["transactions"], [])
 
     log.info("Register for real and mine it: the same line again is refused")
@@ -231,11 +235,16 @@ def test_transfer_refusals_and_usage(sn, tmp_path):
     unknown = payer.run("fly me")
     assert unknown.rc == 1 and "unknown command 'fly'" in unknown.out
     assert "unknown command 'No'" in payer.run("No").out  # echoed as typed
-    log.info("Piped to --command, anything but Yes cancels at once (no second question)")
+    log.info("Piped to --command, anything but Yes cancels at once (no second question), saying to add --yes")
     unclear = payer.run(f"transfer {other.address} 1", stdin="maybe\n")
-    assert unclear.rc == 1 and unclear.lines[-1] == "Transaction cancelled.", unclear.out
+    assert unclear.rc == 1 and unclear.lines[-1] == f"{CANCELLED} {YES_HINT}", unclear.out
     assert "Please answer" not in unclear.out and "Sending 1 coin to" in unclear.out
     assert "Send 1 coin plus a fee of 0." in unclear.out
+    closed = payer.run(f"transfer {other.address} 1")  # standard input closed: no answer at all
+    assert closed.rc == 1 and closed.lines[-1] == f"{CANCELLED} {YES_HINT}", closed.out
+    declined = payer.run(f"transfer {other.address} 1", stdin="No\n")  # a plain No needs no hint
+    assert declined.rc == 1 and declined.lines[-1] == CANCELLED and "--yes" not in declined.out, declined.out
+    assert_equal(sn.get_mempool()["transactions"], [])
     log.info("A transfer of 2.5 coins arrives")
     payer.ok(f"transfer {other.address} 2.5", yes=True)
     mine(sn)
@@ -249,6 +258,50 @@ def test_daemon_down_is_one_line(tmp_path, nodes):
     result = wallet.run("balance")
     assert result.rc == 1
     assert result.lines == [f"Error: Unable to connect to http://{node.ip}:{node.rpc_port}: is snoded running?"]
+
+
+# --- the command line (no daemon needed) -----------------------------------------------------
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["--wallet-file", "."], "snode-wallet: --wallet-file: '.' is a directory: give the path of a wallet "
+                             "file, such as ./wallet"),
+    (["--idle-timeout", "-1"], "snode-wallet: --idle-timeout: '-1' is not a number of seconds from 0 to "
+                               "999999999 (0: never lock)"),
+    (["--idle-timeout", "1" * 5000], "snode-wallet: --idle-timeout: '" + "1" * 5000 + "' is not a number of "
+                                     "seconds from 0 to 999999999 (0: never lock)"),
+    (["--bogus"], "snode-wallet: No such option '--bogus'."),
+    (["--daemon-address", "nothost"], "snode-wallet: --daemon-address: 'nothost' is not of the form "
+                                      "HOST:PORT or http://HOST:PORT"),
+    (["--rpc-bind", "nothost"], "snode-wallet: --rpc-bind: 'nothost' is not of the form HOST:PORT"),
+    (["--rpc-bind", "0.0.0.0:38094"], "snode-wallet: --rpc-bind: refusing to bind the wallet RPC to 0.0.0.0: "
+                                      "it is local only; use a loopback address such as 127.0.0.1"),
+    (["--regtest", "--testnet"], "snode-wallet: choose one network: --testnet or --regtest"),
+])
+def test_bad_command_line_input_is_one_line(tmp_path, args, line):
+    log.info("snode-wallet %s: one line naming the option, exit status 1, no usage block", " ".join(args)[:40])
+    own_file = [] if "--wallet-file" in args else ["--wallet-file", str(tmp_path / "w")]
+    result = run_wallet([*own_file, *args, "--command", "address"])
+    assert (result.rc, result.out, result.err) == (1, "", line + "\n")
+    assert not (tmp_path / "w").exists()
+
+
+def test_help_and_daemon_address_agree(tmp_path):
+    log.info("--help says HOST:PORT; a host name and port is taken as the daemon's address")
+    shown = run_wallet(["--help"])
+    assert shown.rc == 0 and "--daemon-address HOST:PORT" in shown.out and "Usage: snode-wallet" in shown.out
+    password = tmp_path / "pw"
+    password.write_text("x\n")
+    wallet = ["--regtest", "--wallet-file", str(tmp_path / "w"), "--password-file", str(password)]
+    assert run_wallet([*wallet, "--generate", "--command", "address"]).rc == 0
+    port = _closed_port()
+    named = run_wallet([*wallet, "--daemon-address", f"localhost:{port}", "--command", "balance"])
+    assert (named.rc, named.lines) == (1, [f"Error: Unable to connect to http://localhost:{port}: is snoded running?"])
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 # --- wallet files (no daemon needed) --------------------------------------------------------

@@ -50,6 +50,8 @@ def test_parse_coins_accepts(text, atomic):
         ("١٢", "is not a decimal number"),
         ("five", "is not a decimal number"),
         ("9223372036.854775808", "is too large"),
+        ("9" * 31, r"'9{30}\.\.\.' is too large \(31 digits\)"),
+        ("9" * 5000, r"is too large \(5000 digits\)"),  # past int()'s 4,300-digit limit
     ],
 )
 def test_parse_coins_refuses_with_the_rule(text, rule):

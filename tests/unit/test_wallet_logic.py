@@ -435,7 +435,7 @@ def test_loopback_binds_are_accepted(bind):
 
 @pytest.mark.parametrize(("bind", "needle"), [
     ("0.0.0.0:9234", "local only"), ("192.168.1.2:9234", "local only"), ("[::]:9234", "local only"),
-    ("example.com:9234", "local only"), ("127.0.0.1", "form <ip>:<port>"),
+    ("example.com:9234", "local only"), ("127.0.0.1", "form HOST:PORT$"),
     ("127.0.0.1:0", "not a port number"), ("127.0.0.1:99999", "not a port number"),
 ])
 def test_other_binds_are_refused(bind, needle):

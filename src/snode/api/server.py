@@ -97,8 +97,10 @@ class JsonRpcHandler:
     """Parses envelopes, dispatches to the method table, shapes responses."""
 
     def __init__(self, methods: Methods, bind_host: str, allowed_hosts: tuple[str, ...],
-                 allow_flag: str | None = "--rpc-allow-host") -> None:
+                 allow_flag: str | None = "--rpc-allow-host", log_name: str = "the daemon log") -> None:
         self.methods = methods
+        self.log_name = log_name
+        """Where an internal error's details are (named in its -32603 answer)."""
         self.bind_host = bind_host
         self.allowed = frozenset(allowed_hosts)
         self.allow_flag = allow_flag
@@ -170,7 +172,7 @@ class JsonRpcHandler:
             reply = _error(req_id, RpcError(E.MISC_ERROR, err.reason))
         except Exception:  # a bug: log it, answer -32603, keep serving
             log.exception("internal error in %s", method)
-            reply = _error(req_id, RpcError(E.INTERNAL_ERROR, f"Internal error in {method}; see the daemon log"))
+            reply = _error(req_id, RpcError(E.INTERNAL_ERROR, f"Internal error in {method}; see {self.log_name}"))
         else:
             reply = {"jsonrpc": "2.0", "id": req_id, "result": result}
         return None if notification else reply
@@ -184,7 +186,7 @@ async def _method_not_allowed(request: web.Request) -> web.Response:
 
 
 def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...],
-             allow_host_flag: str | None = "--rpc-allow-host",
+             allow_host_flag: str | None = "--rpc-allow-host", log_name: str = "the daemon log",
              metrics: Callable[[], bytes] | None = None,
              unmet: Callable[[], dict[str, Any]] | None = None,
              events: EventSource | None = None,
@@ -192,9 +194,10 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
     """The aiohttp application for the admin RPC, `/metrics`, and the probes: `/healthz` (200
     while the daemon serves) and `/readyz` (200 when `unmet()` lists no unmet condition, else
     503; the JSON body names each). `allow_host_flag`: the server's option that allows another
-    Host name, named in the 403 that refuses one (None: the server has no such option)."""
+    Host name, named in the 403 that refuses one (None: the server has no such option);
+    `log_name`: where an internal error's details are, named in its -32603 answer."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    handler = JsonRpcHandler(methods, bind_host, allowed_hosts, allow_host_flag)
+    handler = JsonRpcHandler(methods, bind_host, allowed_hosts, allow_host_flag, log_name)
     app.router.add_post("/json_rpc", handler.post)
     app.router.add_route("*", "/json_rpc", _method_not_allowed)
     allowed = frozenset(allowed_hosts)

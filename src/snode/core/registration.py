@@ -74,13 +74,13 @@ def parse_command(line: str, params: NetworkParams) -> Registration:
             owner = decode_address(params.address_prefix, addr)
         except InvalidAddress as err:
             raise InvalidRegistration(f"{who} {err}") from None
-        if not amount.isdigit() or not amount.isascii() or int(amount) > 2**63 - 1:
+        if not _whole(amount):
             raise InvalidRegistration(
-                f"{who} amount '{amount}' is not a whole number of atomic units"
+                f"{who} amount '{amount[:40]}' is not a whole number of atomic units"
             )
         reservations.append(Reservation(owner, int(amount)))
-    if not expiry_text.isdigit() or not expiry_text.isascii() or int(expiry_text) > 2**63 - 1:
-        raise InvalidRegistration(f"expiry '{expiry_text}' is not a Unix timestamp")
+    if not _whole(expiry_text):
+        raise InvalidRegistration(f"expiry '{expiry_text[:40]}' is not a Unix timestamp")
     pubkey = _hex(pubkey_hex, PUBKEY_BYTES, "service node public key")
     signature = _hex(sig_hex, SIGNATURE_BYTES, "signature")
     reg = Registration(
@@ -104,3 +104,9 @@ def _hex(text: str, size: int, what: str) -> bytes:
     if len(raw) != size:
         raise InvalidRegistration(f"{what} must be {size * 2} hex characters")
     return raw
+
+
+def _whole(text: str) -> bool:
+    """Digits of a number from 0 to 2**63 - 1 (19 digits at most: int() is never given
+    thousands, which it refuses past 4,300)."""
+    return text.isdigit() and text.isascii() and len(text.lstrip("0")) <= 19 and int(text) <= 2**63 - 1

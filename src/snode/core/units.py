@@ -14,6 +14,10 @@ _DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _EXPONENT = re.compile(r"[0-9.]+[eE][+-]?[0-9]+")
 
 
+MAX_WHOLE_DIGITS = 30
+"""Digits before the point that an amount or a percent may have (the largest amount is 19)."""
+
+
 def _split_decimal(text: str, what: str, max_decimals: int) -> tuple[str, str]:
     if text == "" or text.strip() == "":
         raise InvalidAmount(f"{what} is empty: give a number such as 1.5")
@@ -28,6 +32,9 @@ def _split_decimal(text: str, what: str, max_decimals: int) -> tuple[str, str]:
     if not _DECIMAL.fullmatch(text) or not text.isascii():
         raise InvalidAmount(f"{what} '{text}' is not a decimal number: give digits such as 1.5")
     whole, _, frac = text.partition(".")
+    if len(whole.lstrip("0")) > MAX_WHOLE_DIGITS:  # nothing staked or sent is that large; int() of
+        # thousands of digits would be slow, and over 4,300 a ValueError
+        raise InvalidAmount(f"{what} '{text[:MAX_WHOLE_DIGITS]}...' is too large ({len(whole)} digits)")
     if len(frac) > max_decimals:
         raise InvalidAmount(
             f"{what} '{text}' has more than {max_decimals} decimal places: "

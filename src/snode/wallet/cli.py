@@ -2,18 +2,23 @@
 
 Modes: the interactive REPL (a terminal), `--command "..."` (one command, exit status 1 when it
 was refused or cancelled), a plain line loop for piped input, and `--rpc-server` (the wallet
-JSON-RPC on loopback). Every expected failure prints one `Error: ...` line and exits 1.
+JSON-RPC on loopback). Every expected failure prints one `Error: ...` line and exits 1; bad
+command-line input is one line `snode-wallet: <option>: <reason>`, as snoded prints it.
 
-On a terminal a mistyped password is asked again (PASSWORD_TRIES in all) and a `(Yes/No)`
-answer that is neither asks once more; from --password-file or piped input there is one try and
-anything but Yes cancels. A new wallet never gets an empty password.
+A transaction's `(Yes/No)` question is answered once: Yes (any case) or y sends, anything else
+cancels (DESIGN.md section 8). `--command` without `--yes` and without a terminal says to add
+--yes when neither Yes nor No came. On a terminal a mistyped password is asked again (PASSWORD_TRIES in
+all), and so is an answer to "Create a new wallet?" that is neither Yes nor No; from
+--password-file or piped input there is one try. A new wallet never gets an empty password.
 """
 
 from __future__ import annotations
 
 import asyncio
 import getpass
+import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Final, TextIO
 
@@ -25,12 +30,15 @@ from snode.core.errors import SnodeError
 from snode.params import MAINNET, NETWORKS, NetworkParams
 from snode.wallet import commands, keystore
 from snode.wallet.daemon import DaemonClient
-from snode.wallet.errors import WalletError, WalletFileError, WrongPassword
+from snode.wallet.errors import OptionError, WalletError, WalletFileError, WrongPassword
 from snode.wallet.logic import is_unclear
 from snode.wallet.service import WalletService
 
+PROG: Final = "snode-wallet"
 DEFAULT_IDLE_TIMEOUT: Final = 600
 """Seconds without input after which the REPL locks the wallet."""
+MAX_IDLE_TIMEOUT: Final = 999_999_999
+"""The longest --idle-timeout (about 31 years; every number of 9 digits): a longer one is a typo."""
 PASSWORD_TRIES: Final = 3
 """Passwords typed on a terminal before the wallet gives up (a password file gets one try)."""
 EMPTY_PASSWORD: Final = "an empty password is not allowed for a new wallet"
@@ -143,13 +151,13 @@ def _echo(lines: tuple[str, ...]) -> None:
 def _network(testnet: bool, devnet: bool, regtest: bool) -> NetworkParams:
     chosen = [name for name, on in (("testnet", testnet), ("devnet", devnet), ("regtest", regtest)) if on]
     if len(chosen) > 1:
-        raise WalletError("choose one network: " + " or ".join(f"--{n}" for n in chosen))
+        raise OptionError("choose one network: " + " or ".join(f"--{n}" for n in chosen))
     return NETWORKS[chosen[0]] if chosen else MAINNET
 
 
 def _start(session: Session, generate: bool, restore_seed_file: str | None, interactive: bool) -> WalletService:
     if generate and restore_seed_file:
-        raise WalletError("--generate and --restore-seed-file exclude each other: give one")
+        raise OptionError("--generate and --restore-seed-file exclude each other: give one")
     if restore_seed_file is not None:
         try:
             words = Path(restore_seed_file).read_text()
@@ -185,12 +193,34 @@ def _start(session: Session, generate: bool, restore_seed_file: str | None, inte
     return session.open_at_start()
 
 
+def _wallet_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """--wallet-file, refused in one line when it names a directory."""
+    if value is not None and value.is_dir():
+        raise click.UsageError(
+            f"--wallet-file: '{value}' is a directory: give the path of a wallet file, such as "
+            f"{os.path.join(value, 'wallet')}"
+        )
+    return value
+
+
+def _idle_seconds(ctx: click.Context, param: click.Parameter, value: str) -> int:
+    """--idle-timeout as whole seconds, refused in one line naming the option otherwise."""
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > len(str(MAX_IDLE_TIMEOUT)):
+        raise click.UsageError(
+            f"--idle-timeout: '{value}' is not a number of seconds from 0 to {MAX_IDLE_TIMEOUT} "
+            "(0: never lock)"
+        )
+    return int(text)
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="snode-wallet", message="%(prog)s v%(version)s")
-@click.option("--wallet-file", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--wallet-file", type=click.Path(path_type=Path), callback=_wallet_file,
               help="Wallet file [default: ~/.snode/<network>/wallet].")
 @click.option("--daemon-address", metavar="HOST:PORT",
-              help="Admin RPC of snoded [default: 127.0.0.1:<network's admin RPC port>].")
+              help="Admin RPC of snoded, HOST:PORT or http://HOST:PORT; HOST an IP address or a host "
+                   "name [default: 127.0.0.1:<network's admin RPC port>].")
 @click.option("--testnet", is_flag=True, help="Use the test network.")
 @click.option("--devnet", is_flag=True, help="Use a local development network.")
 @click.option("--regtest", is_flag=True, help="Use the regression-test network.")
@@ -200,8 +230,8 @@ def _start(session: Session, generate: bool, restore_seed_file: str | None, inte
 @click.option("--yes", is_flag=True, help="Answer Yes to the confirmation of --command.")
 @click.option("--generate", is_flag=True, help="Create a new wallet at --wallet-file.")
 @click.option("--restore-seed-file", metavar="FILE", help="Create the wallet from the 24 seed words in FILE.")
-@click.option("--idle-timeout", type=click.IntRange(min=0), default=DEFAULT_IDLE_TIMEOUT, show_default=True,
-              help="Seconds without input before the REPL locks the wallet (0: never).")
+@click.option("--idle-timeout", metavar="SECONDS", default=str(DEFAULT_IDLE_TIMEOUT), callback=_idle_seconds,
+              show_default=True, help="Seconds without input before the REPL locks the wallet (0: never).")
 @click.option("--rpc-server", is_flag=True, help="Serve the wallet JSON-RPC instead of the REPL.")
 @click.option("--rpc-bind", metavar="HOST:PORT",
               help="Wallet RPC bind, loopback only [default: 127.0.0.1:<network's wallet RPC port>]; "
@@ -241,18 +271,18 @@ def _one_shot(service: WalletService, line: str, yes: bool) -> int:
     reply = commands.run(service, line)
     _echo(reply.lines)
     if reply.pending is not None:
+        terminal = sys.stdin.isatty()
         if yes:
             answer: str | None = "Yes"
             click.echo(reply.pending.question + "Yes")
-        elif sys.stdin.isatty():
+        elif terminal:
             answer = input(reply.pending.question)
-            if is_unclear(answer):
-                click.echo(commands.ASK_AGAIN)
-                answer = input(reply.pending.question)
         else:
             click.echo(reply.pending.question)
             answer = sys.stdin.readline() or None
         reply = commands.confirm(service, reply.pending, answer)
+        if not terminal and not yes and (answer is None or is_unclear(answer)):  # not a plain No
+            reply = replace(reply, lines=(f"{commands.CANCELLED} {commands.YES_HINT}",))
         _echo(reply.lines)
     return 0 if reply.ok else 1
 
@@ -275,15 +305,20 @@ def _plain_loop(service: WalletService, stream: TextIO) -> int:
 
 
 def main() -> None:
-    """Console-script entry point: no traceback for anything a user can do."""
+    """Console-script entry point: no traceback for anything a user can do. Bad command-line
+    input is one line `snode-wallet: <reason>` and exit status 1, as snoded's (snode.common.entry,
+    whose printing of every other failure the wallet does not share: those are `Error: ...`)."""
     try:
-        cli.main(standalone_mode=False)
+        cli.main(prog_name=PROG, standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(1)
     except click.ClickException as err:
-        err.show()
-        sys.exit(err.exit_code)
+        click.echo(f"{PROG}: {err.format_message()}", err=True)
+        sys.exit(1)
+    except OptionError as err:
+        click.echo(f"{PROG}: {err}", err=True)
+        sys.exit(1)
     except SnodeError as err:
         click.echo(f"Error: {err}", err=True)
         sys.exit(1)

@@ -17,8 +17,12 @@ from snode.wallet.staking import locked_line, stakes_lines
 from snode.wallet.service import Pending, WalletService, parse_amount
 
 CANCELLED: Final = "Transaction cancelled."
+"""DESIGN.md section 8: what any answer but Yes prints; nothing is sent."""
+YES_HINT: Final = "Add --yes to confirm it without a question (standard input is not a terminal)."
+"""Follows CANCELLED on its line when --command got no Yes or No from piped or closed input."""
 ASK_AGAIN: Final = "Please answer Yes or No."
-"""Said on a terminal before asking once more, after an answer that is neither Yes/y nor No/n."""
+"""Said on a terminal before "Create a new wallet?" is asked once more, after an answer that is
+neither Yes/y nor No/n (a transaction's question is not asked again: anything but Yes cancels)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,10 +208,7 @@ def run(service: WalletService, line: str) -> Reply:
 
 
 def confirm(service: WalletService, pending: Pending, answer: str | None) -> Reply:
-    """Submit on Yes (any case) or y; anything else cancels.
-
-    On a terminal the caller first asks once more (ASK_AGAIN) when `is_unclear(answer)`.
-    """
+    """Submit on Yes (any case) or y; anything else cancels (DESIGN.md section 8)."""
     if not is_yes(answer):
         return Reply((CANCELLED,), ok=False)
     try:

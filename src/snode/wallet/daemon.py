@@ -22,11 +22,13 @@ from snode.core.address import decode_address
 from snode.core.errors import InvalidAddress
 from snode.core.state import NO_HEIGHT, Contribution, ServiceNode
 from snode.core.transactions import outpoint_key
-from snode.wallet.errors import DaemonError, WalletError
+from snode.wallet.errors import DaemonError, option_error
 from snode.wallet.logic import Output
 
 TIMEOUT: Final = 30.0
 """Seconds to wait for one answer."""
+ADDRESS_FORM: Final = "HOST:PORT or http://HOST:PORT"
+"""What --daemon-address takes, as its help and its refusal say it (HOST: an IP or a host name)."""
 
 T = TypeVar("T")
 
@@ -38,7 +40,7 @@ class DaemonClient:
         try:
             self.rpc = RpcClient(parse_http_url("--daemon-address", address), timeout)
         except ConfigError as err:
-            raise WalletError(str(err)) from None
+            raise option_error(err, ADDRESS_FORM) from None
 
     @property
     def url(self) -> str:

@@ -1,8 +1,8 @@
 """The interactive wallet: prompt_toolkit prompt with history and command completion.
 
 After `idle_timeout` seconds without input the wallet forgets its key (a pending confirmation
-is cancelled) and asks for the password again before the next command. A `(Yes/No)` answer that
-is neither is asked once more; the second one decides (anything but Yes cancels).
+is cancelled) and asks for the password again before the next command. A transaction's
+`(Yes/No)` is answered once: Yes (any case) or y sends, anything else cancels (DESIGN.md section 8).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from prompt_toolkit.history import FileHistory
 from snode.core.errors import SnodeError
 from snode.wallet import commands
 from snode.wallet.cli import Session
-from snode.wallet.logic import is_unclear
 
 class CommandCompleter(Completer):
     """Completes the command name, the first word of a line."""
@@ -73,16 +72,12 @@ async def _timed(prompt: PromptSession[str], message: str, idle_timeout: int) ->
 
 
 async def _answer(prompt: PromptSession[str], question: str, idle_timeout: int) -> str | None:
-    """The answer to a `(Yes/No)` question, asked once more after an answer that is neither;
-    None for Ctrl-C or Ctrl-D. IdleTimeout when no answer comes."""
+    """The answer to a `(Yes/No)` question; None for Ctrl-C or Ctrl-D. IdleTimeout when no
+    answer comes."""
     try:
-        answer = await _timed(prompt, question, idle_timeout)
-        if is_unclear(answer):
-            click.echo(commands.ASK_AGAIN)
-            answer = await _timed(prompt, question, idle_timeout)
+        return await _timed(prompt, question, idle_timeout)
     except (KeyboardInterrupt, EOFError):
         return None
-    return answer
 
 
 def _history(session: Session) -> FileHistory:

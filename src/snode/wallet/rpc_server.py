@@ -18,12 +18,16 @@ from typing import Any, Final
 from aiohttp import web
 
 from snode.core.errors import SnodeError
-from snode.core.units import format_coins
 from snode.api import errors as E
+from snode.api.base import Params
 from snode.api.errors import RpcError
 from snode.api.server import make_app as make_rpc_app
 from snode.common.endpoints import ConfigError, Endpoint, parse_endpoint
-from snode.wallet.errors import DaemonError, WalletError
+from snode.wallet.errors import DaemonError, OptionError, WalletError, option_error
+from snode.wallet.rpc_params import (
+    InvalidParams, NoParams, PubkeyParams, RegisterParams, StakeParams, TransferParams, address_param,
+    checked, pubkey_param, stake_text,
+)
 from snode.wallet.service import Pending, WalletService
 
 REFUSED: Final = -1
@@ -32,50 +36,43 @@ DAEMON_UNREACHABLE: Final = -2
 
 
 def check_bind(text: str) -> Endpoint:
-    """Parse `HOST:PORT`; WalletError unless HOST is a loopback address or `localhost`."""
+    """Parse `HOST:PORT`; OptionError unless HOST is a loopback address or `localhost`."""
     try:
         bind = parse_endpoint("--rpc-bind", text, allow_names=True)
     except ConfigError as err:
-        raise WalletError(str(err)) from None
+        raise option_error(err, "HOST:PORT") from None
     if bind.host != "localhost" and not _is_loopback(bind.host):
-        raise WalletError(
-            f"refusing to bind the wallet RPC to {bind.host}: it is local only; use a loopback "
-            "address such as 127.0.0.1"
+        raise OptionError(
+            f"--rpc-bind: refusing to bind the wallet RPC to {bind.host}: it is local only; use a "
+            "loopback address such as 127.0.0.1"
         )
     return bind
 
 
-class InvalidParams(Exception):
-    """A parameter is missing or has the wrong type."""
-
-
-def _param(params: dict[str, Any], name: str, kind: type, rule: str) -> Any:
-    value = params.get(name)
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise InvalidParams(f"parameter '{name}' is required: {rule}")
-    return value
+Method = Callable[[Any], dict[str, Any]]
 
 
 class WalletRpc:
-    """Method table and dispatch; calls run one at a time in a worker thread."""
+    """Method table and dispatch; calls run one at a time in a worker thread, each with its
+    parameters checked first (rpc_params)."""
 
     def __init__(self, service: WalletService) -> None:
         self.service = service
         self._lock = asyncio.Lock()
-        self.methods: dict[str, Callable[[dict[str, Any]], Any]] = {
-            "get_address": self.get_address,
-            "get_balance": self.get_balance,
-            "transfer": self.transfer,
-            "register_service_node": self.register_service_node,
-            "stake": self.stake,
-            "request_stake_unlock": self.request_stake_unlock,
+        self.methods: dict[str, tuple[Method, type[Params]]] = {
+            "get_address": (self.get_address, NoParams),
+            "get_balance": (self.get_balance, NoParams),
+            "transfer": (self.transfer, TransferParams),
+            "register_service_node": (self.register_service_node, RegisterParams),
+            "stake": (self.stake, StakeParams),
+            "request_stake_unlock": (self.request_stake_unlock, PubkeyParams),
         }
 
-    def get_address(self, params: dict[str, Any]) -> dict[str, Any]:
+    def get_address(self, _: NoParams) -> dict[str, Any]:
         """This wallet's address."""
         return {"address": self.service.address}
 
-    def get_balance(self, params: dict[str, Any]) -> dict[str, Any]:
+    def get_balance(self, _: NoParams) -> dict[str, Any]:
         """Balances in atomic units; `pending_staked` is in registrations and stakes not yet mined."""
         balance, nodes = self.service.balance()
         return {
@@ -88,48 +85,43 @@ class WalletRpc:
     def _send(self, pending: Pending) -> dict[str, Any]:
         return {"txid": self.service.submit(pending), "fee": pending.fee}
 
-    def transfer(self, params: dict[str, Any]) -> dict[str, Any]:
+    def transfer(self, params: TransferParams) -> dict[str, Any]:
         """Send `amount` atomic units to `address`."""
-        address = _param(params, "address", str, "the recipient's address")
-        amount = _param(params, "amount", int, "atomic units, an integer above 0")
-        return self._send(self.service.prepare_transfer(address, amount))
+        address_param(self.service.params.address_prefix, params.address)
+        return self._send(self.service.prepare_transfer(params.address, params.amount))
 
-    def register_service_node(self, params: dict[str, Any]) -> dict[str, Any]:
+    def register_service_node(self, params: RegisterParams) -> dict[str, Any]:
         """Register from the daemon's `registration_cmd` line."""
-        line = _param(params, "registration_cmd", str, "the line from get_service_node_registration_cmd")
-        return self._send(self.service.prepare_registration(line))
+        return self._send(self.service.prepare_registration(params.registration_cmd))
 
-    def stake(self, params: dict[str, Any]) -> dict[str, Any]:
+    def stake(self, params: StakeParams) -> dict[str, Any]:
         """Stake `amount` atomic units, or `percent` of what the node still needs."""
-        pubkey = _param(params, "service_node_pubkey", str, "64 hex characters")
-        if "percent" in params:
-            percent = params["percent"]
-            if isinstance(percent, bool) or not isinstance(percent, (str, int, float)):
-                raise InvalidParams("parameter 'percent' must be a number such as 50 or \"12.5\"")
-            text = f"{percent}%"
-        else:
-            text = format_coins(_param(params, "amount", int, "atomic units, or give 'percent'"))
-        pending = self.service.prepare_stake(pubkey, text)
+        pubkey = pubkey_param(params.service_node_pubkey)
+        pending = self.service.prepare_stake(pubkey, stake_text(params))
         result = self._send(pending)
         result["amount"] = getattr(pending.tx.payload, "amount", 0)
         return result
 
-    def request_stake_unlock(self, params: dict[str, Any]) -> dict[str, Any]:
+    def request_stake_unlock(self, params: PubkeyParams) -> dict[str, Any]:
         """Ask for the unlock of a node this wallet staked on; its unlock height."""
-        pubkey = _param(params, "service_node_pubkey", str, "64 hex characters")
-        pending = self.service.prepare_unlock(pubkey)
+        pending = self.service.prepare_unlock(pubkey_param(params.service_node_pubkey))
         result = self._send(pending)
         result["unlock_height"] = self.service.daemon.tip().height + 1 + self.service.params.unlock_duration
         return result
 
     async def call(self, name: str, params: dict[str, Any]) -> Any:
-        """Run one method (the daemon's JSON-RPC envelope calls this); RpcError on failure."""
-        method = self.methods.get(name)
-        if method is None:
+        """Run one method (the daemon's JSON-RPC envelope calls this); RpcError on failure.
+
+        Every parameter is checked before the method runs, so nothing a client sends reaches
+        the envelope's internal-error path."""
+        entry = self.methods.get(name)
+        if entry is None:
             raise RpcError(E.METHOD_NOT_FOUND, f"Method not found: {name}")
+        method, schema = entry
+        args = checked(params, schema)
         try:
             async with self._lock:
-                return await asyncio.to_thread(method, params)
+                return await asyncio.to_thread(method, args)
         except InvalidParams as err:
             raise RpcError(E.INVALID_PARAMS, f"Invalid params: {err}") from None
         except DaemonError as err:
@@ -139,8 +131,10 @@ class WalletRpc:
 
 
 def make_app(rpc: WalletRpc, bind: Endpoint) -> web.Application:
-    """POST /json_rpc with the daemon's envelope and HTTP rules (405, 413, 415, Host, Origin)."""
-    return make_rpc_app(rpc, bind_host=bind.host, allowed_hosts=())
+    """POST /json_rpc with the daemon's envelope and HTTP rules (405, 413, 415, Host, Origin).
+    The wallet has no option that allows another Host name, so its 403 names none."""
+    return make_rpc_app(rpc, bind_host=bind.host, allowed_hosts=(), allow_host_flag=None,
+                        log_name="the wallet's output")
 
 
 def _is_loopback(host: str) -> bool:

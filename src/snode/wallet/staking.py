@@ -126,7 +126,7 @@ def parse_stake_percent(text: str) -> int:
         )
     try:
         ppm = -1 if number.startswith("-") else parse_percent_ppm(number, maximum_ppm=PPM)
-    except InvalidAmount:  # above 100 %
+    except InvalidAmount:  # above 100 %, or too many digits
         ppm = -1
     if ppm <= 0:
         raise InvalidAmount(f"percent '{text}' must be above 0% and at most 100%")
