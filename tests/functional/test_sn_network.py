@@ -25,6 +25,7 @@ from snode.net import protocol as P
 from snode.core.encoding import decode
 from snode.core.address import encode_address
 from snode.devchain import key_from_label
+from snode.node.saved import MIN_SAVE_INTERVAL
 from snode.params import COIN, REGTEST
 from tests.functional.framework import (
     assert_equal, assert_raises_rpc_error, connect_nodes, narrator, next_loopback_ip, scaled, send_spend,
@@ -148,7 +149,7 @@ def test_lifecycle_solo_and_pool(nodes):
              "the network accepted before it stopped (not 'never'), as the hub does")
     last_accepted = record(hub, solo_pk)["last_uptime_proof"]
     assert last_accepted > 0
-    solo.start()
+    solo.start(["--log-level=3"])  # debug: the proof book's saves are logged (below)
     own = record(solo, solo_pk)["last_uptime_proof"]
     assert 0 < own <= last_accepted, (own, last_accepted)  # the last ack it got before it stopped
     line = solo.get_info()["status_line"]
@@ -161,6 +162,18 @@ def test_lifecycle_solo_and_pool(nodes):
     assert_equal((rec["decommission_count"], rec["last_state_change_reason"]), (1, "uptime_proofs_resumed"))
     sync_blocks([hub, solo])
     assert ", SN: active, proof: " in solo.get_info()["status_line"]
+
+    log.info("The daemon saves its proof book while it runs: SIGKILL after a save, and the "
+             "restarted node still has the network's word on its proof")
+    saves = solo.stderr_text().count("saved the proof book")
+    last = record(solo, solo_pk)["last_uptime_proof"]
+    assert last > 0
+    wait_until(lambda: solo.stderr_text().count("saved the proof book") > saves, timeout=3 * MIN_SAVE_INTERVAL,
+               what="a save of the proof book after its last proof")
+    solo.kill()
+    solo.start()
+    restored = record(solo, solo_pk)["last_uptime_proof"]
+    assert restored >= last, (restored, last)  # that save, or a later one (proofs go on every 2 s)
 
 
 def test_wrong_public_ip_is_refused(nodes):

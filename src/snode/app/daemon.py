@@ -23,6 +23,7 @@ from aiohttp import web
 from snode import __version__
 from snode.app.runtime import stdin_is_console, bind_socket, run_loop, setup_logging
 from snode.core.crypto import SigningKey
+from snode.core.errors import DecodeError
 from snode.core.genesis import genesis_state
 from snode.common.clock import MockableClock, SystemClock
 from snode.net.peers import PeerManager
@@ -32,6 +33,7 @@ from snode.app.datadir import DataDir, check_writable
 from snode.node.events import SyncProgress
 from snode.node.batches import replay_stored_blocks
 from snode.node.node import Identity, Node
+from snode.node.saved import keep_saving
 from snode.node.verifier import VerifierPool
 from snode.node.writer import ChainWriter, store_thread
 from snode.rpc.counters import EventCounters
@@ -48,7 +50,7 @@ from snode.common.entry import run_command
 from snode.params import REGTEST_AUTHORITY_SEED
 from snode.rpc.methods import MethodTable
 from snode.api.server import make_app
-from snode.store import ChainStore, StoreError
+from snode.store import ChainStore, StoreError, damaged
 
 if TYPE_CHECKING:  # imported at run time only where used (start-up time)
     from snode.app.progress import SyncProgressBar
@@ -104,9 +106,9 @@ class Daemon:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.stop_event = asyncio.Event()
-        self.fatal: str | None = None
-        """Why the daemon must not go on (`fail`); None on an ordinary stop."""
+        self.fatal: str | None = None  # why the daemon must not go on (`fail`); None: an ordinary stop
         self.node: Node | None = None
+        self.saved_peers: list[str] = []  # the store's peer addresses, read in `_open_node`
         offset = config.clock_offset
         self.clock: MockableClock | SystemClock = (
             MockableClock(offset) if config.params.generate_on_demand else SystemClock(offset)
@@ -197,7 +199,7 @@ class Daemon:
         peers -> relay -> writer -> node -> store; a proof goes peers -> relay -> (hub) SN
         duties -> node -> (hub) relay and quorum votes -> quorumnet."""
         cfg = self.config
-        writer = ChainWriter(node, store_thread())
+        writer = ChainWriter(node, store_thread(), on_damaged=self.fail)
         counters = EventCounters(node.hub)
         feed = EventFeed(node)
         notifier = Notifier(list(cfg.notify)) if cfg.notify else None
@@ -205,7 +207,7 @@ class Daemon:
             feed.listen(notifier.on_event)
         peers = PeerManager(node, bind_ip=cfg.p2p_bind.host, listen_port=cfg.p2p_bind.port,
                             priority=[str(e) for e in cfg.priority_nodes],
-                            saved_peers=node.store.load_peers(),
+                            saved_peers=self.saved_peers,
                             save_peers=lambda addresses: writer.call(node.store.save_peers, addresses))
         relay = Relay(peers, writer)
         syncer = Syncer(peers, relay, writer)
@@ -272,15 +274,16 @@ class Daemon:
             loop.add_signal_handler(signal.SIGUSR1, lambda: self._reload_denied(wiring))
         tasks = wiring.tasks
         tasks += [asyncio.create_task(wiring.producer.run(), name="block production"),
-                  asyncio.create_task(wiring.duties.run_proofs(), name="uptime proofs")]
+                  asyncio.create_task(wiring.duties.run_proofs(), name="uptime proofs"),
+                  asyncio.create_task(keep_saving(node, wiring.writer), name="proof book saves")]
         if not cfg.non_interactive and stdin_is_console():
             tasks.append(asyncio.create_task(self._console(node), name="console"))
         elif not cfg.non_interactive:
             log.info("console off: stdin is neither a pipe nor this process's terminal "
                      "(--non-interactive says so explicitly)")
-        log.info("snoded v%s on %s: height %d, admin RPC on %s, P2P on %s%s", __version__,
-                 cfg.params.name, node.height, cfg.rpc_admin, cfg.p2p_bind,
-                 f", service node {node.identity.key.public.hex()}" if node.identity else "")
+        log.info("snoded v%s on %s: height %d, admin RPC on %s, P2P on %s%s", __version__, cfg.params.name,
+                 node.height, cfg.rpc_admin, cfg.p2p_bind, f", service node {node.identity.key.public.hex()}"
+                 if node.identity else "")
         print(node.status_line(node.now()), flush=True)
         notify(f"READY=1\nSTATUS={node.status_line(node.now())}")
         tasks.append(asyncio.create_task(self._report_status(node), name="sd_notify"))
@@ -321,6 +324,8 @@ class Daemon:
             print(f"WARNING: {message}", file=sys.stderr, flush=True)
 
     def _open_node(self, datadir: DataDir) -> Node:
+        """Open the store, read all it keeps (state, replayed blocks, saved proofs, mempool,
+        peers) and build the node; what a damaged database cannot give is a one-line ConfigError."""
         cfg = self.config
         params = cfg.params
         doc = datadir.genesis(params, cfg.genesis_file)
@@ -329,24 +334,37 @@ class Daemon:
             store = ChainStore.open(datadir.database, genesis_block=block0, genesis_state=state0)
         except StoreError as err:
             raise ConfigError(f"--data-dir: {err.reason}") from None
+        verifier = VerifierPool()
         try:
             state = replay_stored_blocks(store, store.load_state(), consensus)
-        except StoreError as err:
+            self.saved_peers = store.load_peers()
+            identity = None
+            if cfg.service_node:
+                assert cfg.public_ip is not None
+                key = datadir.service_node_key(chain=state)
+                identity = Identity(key, cfg.public_ip, cfg.p2p_bind.port, cfg.quorumnet_port)
+            return Node(params=params, consensus=consensus, store=store, state=state, identity=identity,
+                        producer_key=self._producer_key(datadir, consensus.authorities), clock=self.clock,
+                        verifier=verifier)
+        except BaseException as err:
+            verifier.close()
             store.close()
-            raise ConfigError(f"--data-dir: {err.reason}") from None
-        identity = None
-        if cfg.service_node:
-            assert cfg.public_ip is not None
-            identity = Identity(datadir.service_node_key(), cfg.public_ip, cfg.p2p_bind.port, cfg.quorumnet_port)
+            if isinstance(err, DecodeError):  # a row SQLite reads back, but no record we wrote
+                err = damaged(datadir.database, err.reason)
+            if isinstance(err, StoreError):
+                raise ConfigError(f"--data-dir: {err.reason}") from None
+            raise
+
+    def _producer_key(self, datadir: DataDir, authorities: tuple[bytes, ...]) -> SigningKey | None:
+        """The key this daemon produces blocks with, if it is a genesis authority's."""
         producer = datadir.authority_key()
-        if params.generate_on_demand:
+        if self.config.params.generate_on_demand:
             producer = SigningKey(REGTEST_AUTHORITY_SEED)
-        if producer is not None and producer.public not in consensus.authorities:
+        if producer is not None and producer.public not in authorities:
             log.warning("the authority key in the data dir is not one of this genesis' authorities; "
                         "not producing blocks")
-            producer = None
-        return Node(params=params, consensus=consensus, store=store, state=state,
-                    identity=identity, producer_key=producer, clock=self.clock, verifier=VerifierPool())
+            return None
+        return producer
 
     async def _report_status(self, node: Node) -> None:
         """Keep systemd's STATUS (shown by `systemctl status`) on the status line."""

@@ -3,23 +3,31 @@
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from pathlib import Path
 from typing import IO
 
-from snode.core.crypto import SigningKey
+from snode.core.crypto import PUBKEY_BYTES, SigningKey
 from snode.core.errors import InvalidGenesis
 from snode.core.genesis import GenesisDoc, encode_genesis, parse_genesis, regtest_genesis
+from snode.core.state import ChainState
 from snode.app.builtin import BUILTIN_GENESIS
 from snode.app.config import ConfigError
 from snode.params import NetworkParams
 from snode.store import DATABASE_FILE
 
 KEY_FILE = "key"
+KEY_PUB_FILE = "key.pub"
+"""The public key of the service-node key this data dir made or ran (hex), written beside `key`:
+with it, a start whose key file has gone (a failed restore, a slip of `rm`) is refused instead of
+quietly making a new node while the chain still holds the old one."""
 AUTHORITY_KEY_FILE = "authority_key"
 GENESIS_FILE = "genesis.json"
 LOCK_FILE = "snoded.lock"
 LOG_FILE = "snoded.log"
+
+log = logging.getLogger(__name__)
 
 
 def check_writable(path: Path) -> None:
@@ -37,6 +45,30 @@ def check_writable(path: Path) -> None:
 
 def write_atomically(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Write a file so that a crash leaves either the old or the new content, never half."""
+    os.replace(_written_beside(path, data, mode), path)
+    _sync_dir(path.parent)
+
+
+def _create_file(path: Path, data: bytes, mode: int) -> bool:
+    """Write a new file whole (as `write_atomically`), but never over an existing one: False
+    when `path` exists."""
+    tmp = _written_beside(path, data, mode)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    except OSError:  # a file system without hard links: the check and the rename are two steps
+        if path.exists():
+            return False
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _sync_dir(path.parent)
+    return True
+
+
+def _written_beside(path: Path, data: bytes, mode: int) -> Path:
+    """`data` in a new file beside `path`, synced to disk; its path."""
     tmp = path.with_name(f".{path.name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
@@ -44,8 +76,11 @@ def write_atomically(path: Path, data: bytes, mode: int = 0o600) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    return tmp
+
+
+def _sync_dir(path: Path) -> None:
+    dir_fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
@@ -99,11 +134,79 @@ class DataDir:
     def has_service_node_key(self) -> bool:
         return (self.path / KEY_FILE).exists()
 
-    def service_node_key(self) -> SigningKey:
-        """The SN key: created on first start (mode 0600), the same one on every later start."""
-        key = self._key(KEY_FILE, create=True)
-        assert key is not None, "created when missing"
+    def service_node_key(self, chain: ChainState | None = None) -> SigningKey:
+        """The SN key: created on first start (mode 0600), the same one on every later start,
+        its public key remembered in `key.pub` (written for a data dir that has none yet).
+
+        A key file that is gone while `key.pub` remains is a ConfigError, never a new key: a new
+        key is a new node, and the chain's registered one would be decommissioned and
+        deregistered. `chain`: the state at the tip, so that the refusal says whether the
+        remembered node is registered.
+        """
+        key = self._key(KEY_FILE, create=False)
+        if key is None:
+            self._refuse_if_remembered(chain)
+            key = self._key(KEY_FILE, create=True)
+            assert key is not None, "created when missing"
+        self._remember(key)
         return key
+
+    def remembered_service_node(self) -> bytes | None:
+        """The public key in `key.pub`, or None when there is no such file; ValueError when its
+        content is not a public key."""
+        try:
+            text = (self.path / KEY_PUB_FILE).read_text().strip()
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as err:
+            raise ValueError(str(err)) from None
+        public = bytes.fromhex(text)
+        if len(public) != PUBKEY_BYTES:
+            raise ValueError(f"{len(public)} bytes, not {PUBKEY_BYTES}")
+        return public
+
+    def _refuse_if_remembered(self, chain: ChainState | None) -> None:
+        key_path, pub_path = self.path / KEY_FILE, self.path / KEY_PUB_FILE
+        try:
+            public = self.remembered_service_node()
+        except ValueError:
+            raise ConfigError(
+                f"--data-dir: the service-node key file {key_path} is missing, and {pub_path}, "
+                "which remembers its public key, is unreadable; put the key file back from your "
+                f"backup, or remove {pub_path} to start as a new service node"
+            ) from None
+        if public is None:
+            return
+        registered = ""
+        if chain is not None and public in chain.service_nodes:
+            registered = (f", registered on the chain at height {chain.height} (without its key it "
+                          "sends no uptime proofs and will be decommissioned, then deregistered)")
+        elif chain is not None:
+            registered = f", not registered on this node's chain at height {chain.height}"
+        raise ConfigError(
+            f"--data-dir: the service-node key file {key_path} is missing, but this data dir ran "
+            f"service node {public.hex()} ({pub_path}){registered}; put the key file back from "
+            f"your backup, or remove {pub_path} to start as a new service node"
+        )
+
+    def _remember(self, key: SigningKey) -> None:
+        """Write `key.pub` for `key` unless it already says so; a record of another key (a key
+        file copied in from elsewhere) is replaced: the key file is what the node runs."""
+        try:
+            remembered = self.remembered_service_node()
+        except ValueError:
+            remembered = None
+        if remembered == key.public:
+            return
+        if remembered is not None:
+            log.warning("%s named service node %s; the key file holds %s, remembered from now on",
+                        self.path / KEY_PUB_FILE, remembered.hex(), key.public.hex())
+        try:
+            write_atomically(self.path / KEY_PUB_FILE, key.public.hex().encode() + b"\n", mode=0o644)
+        except OSError as err:
+            raise ConfigError(
+                f"--data-dir: cannot write {self.path / KEY_PUB_FILE}: {err.strerror or err}"
+            ) from None
 
     def authority_key(self) -> SigningKey | None:
         """The genesis authority key if this data dir holds one (devnet producer)."""
@@ -124,7 +227,8 @@ class DataDir:
         if not create:
             return None
         seed = os.urandom(32)
-        write_atomically(path, seed.hex().encode() + b"\n", mode=0o600)
+        if not _create_file(path, seed.hex().encode() + b"\n", mode=0o600):
+            return self._key(name, create=False)  # made meanwhile: never overwrite a key
         return SigningKey(seed)
 
     def genesis(self, params: NetworkParams, genesis_file: Path | None) -> GenesisDoc:

@@ -101,6 +101,7 @@ async def keep_saving(node: Node, writer: ChainWriter, interval: float | None = 
             continue
         try:
             await writer.call(write, node.store, changed)
+            log.debug("saved the proof book (%d bytes)", len(changed[PROOFS_KEY]))
         except StoreError as err:
             node.proofs.saved_version = -1  # not saved after all: the next turn tries again
             log.warning("could not save the uptime proofs (%s); trying again in %g s", err, interval)

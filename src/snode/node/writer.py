@@ -10,6 +10,10 @@ One asyncio lock orders the changes: a relayed block, a sync batch, a reorganisa
 block this daemon produces never interleave. Reads take no lock; they queue on the store
 thread behind whatever it is doing.
 
+A damaged database (`DatabaseDamaged`, from a read or a write) ends the writer's use of the
+store: the caller that met it gets the error, `on_damaged` is told once (a daemon stops), and every
+later call gets the same error without touching the file again.
+
 Without an executor (tests, the simulation) every step runs inline on the caller's thread and
 the coroutines never suspend.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
@@ -25,8 +30,10 @@ from typing import ParamSpec, TypeVar
 from snode.core.blocks import Block
 from snode.node.batches import StagedBatch
 from snode.node.node import Node
+from snode.store import DatabaseDamaged
 
 P = ParamSpec("P")
+log = logging.getLogger(__name__)
 
 
 class NotOnTip(Exception):
@@ -43,16 +50,33 @@ def store_thread() -> ThreadPoolExecutor:
 class ChainWriter:
     """The node's chain, as the event loop uses it."""
 
-    def __init__(self, node: Node, executor: Executor | None = None) -> None:
+    def __init__(
+        self, node: Node, executor: Executor | None = None, *,
+        on_damaged: Callable[[str], None] | None = None,
+    ) -> None:
         self.node = node
         self._executor = executor
         self._lock = asyncio.Lock()
+        self._on_damaged = on_damaged
+        """Told the reason the first time the store finds its database damaged."""
+        self.damaged: DatabaseDamaged | None = None
+        """The damage found, after which the store is not used any more."""
 
     async def _off_loop(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        if self._executor is None:
-            return fn(*args, **kwargs)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        if self.damaged is not None:
+            raise DatabaseDamaged(self.damaged.reason)
+        try:
+            if self._executor is None:
+                return fn(*args, **kwargs)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        except DatabaseDamaged as err:
+            if self.damaged is None:
+                self.damaged = err
+                log.error("the chain database cannot be used any more: %s", err.reason)
+                if self._on_damaged is not None:
+                    self._on_damaged(err.reason)
+            raise
 
     async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a node or store method that reads or writes the store outside a chain change

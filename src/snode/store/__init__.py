@@ -7,8 +7,9 @@ block. See `chain_store.ChainStore`.
 
 from snode.store.chain_store import DATABASE_FILE, ChainStore, Commit, PendingWrite, Undone
 from snode.store.rows import Encoded
-from snode.store.errors import StoreError
+from snode.store.errors import DatabaseDamaged, StoreError, damaged
 
 __all__ = [
-    "DATABASE_FILE", "ChainStore", "Commit", "Encoded", "PendingWrite", "StoreError", "Undone",
+    "DATABASE_FILE", "ChainStore", "Commit", "DatabaseDamaged", "Encoded", "PendingWrite", "StoreError",
+    "Undone", "damaged",
 ]

@@ -14,55 +14,29 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Final
+from typing import Any, Final
 
 from snode.core.blocks import Block, block_hash
 from snode.core.encoding import decode_trusted
+from snode.core.errors import DecodeError
 from snode.core.state import ChainState, Undo
 from snode.core.transactions import Transaction, txid
 from snode.store import rows, schema, state_tables
 from snode.store.protocol import Commit, Undone
-from snode.store.errors import StoreError
+from snode.store.errors import StoreError, damaged, read_error, write_error
 
 DATABASE_FILE: Final = "chain.sqlite3"
 """The database's file name inside a data dir."""
-
-@dataclass
-class _Deferred:
-    """What blocks committed with `defer_state` left unwritten: the state keys they touched,
-    those of them that have no row (made after the stored state), and their transaction index
-    rows."""
-
-    touched: state_tables.Touched
-    absent: state_tables.Touched
-    txs: list[rows.TxRow]
-
-
-@dataclass
-class _Plan:
-    """The rows of one write and what the store knows after it (`ChainStore.write`)."""
-
-    tip: tuple[int, bytes]
-    final_state: ChainState
-    stale_heights: list[tuple[int]]
-    stale_txs: list[tuple[bytes, int]]
-    blocks: list[rows.BlockRow]
-    main_chain: list[rows.MainChainRow]
-    txs: list[rows.TxRow]
-    touched: state_tables.Touched
-    absent: state_tables.Touched | None
-    defer: bool
 
 
 class PendingWrite:
     """A write whose rows are in an open SQL transaction (`ChainStore.write`)."""
 
-    def __init__(self, store: ChainStore, plan: _Plan) -> None:
+    def __init__(self, store: ChainStore, plan: rows.WritePlan) -> None:
         self._store = store
-        self._plan: _Plan | None = plan
+        self._plan: rows.WritePlan | None = plan
 
     def commit(self) -> None:
         """Make the write durable; StoreError if the database refuses (nothing is written)."""
@@ -72,7 +46,7 @@ class PendingWrite:
             store._conn.execute("COMMIT")
         except sqlite3.Error as err:
             rows.rollback(store._conn)
-            raise StoreError(f"cannot write to database {store._path}: {err}") from err
+            raise write_error(store._path, err) from err
         store._finish_write(plan)
 
     def rollback(self) -> None:
@@ -80,7 +54,7 @@ class PendingWrite:
         _, self._plan = self._take()
         rows.rollback(self._store._conn)
 
-    def _take(self) -> tuple[_Plan, None]:
+    def _take(self) -> tuple[rows.WritePlan, None]:
         if self._plan is None:
             raise ValueError("this write was already committed or rolled back")
         return self._plan, None
@@ -106,7 +80,7 @@ class ChainStore:
         self._path = path
         self._tip = tip
         self._state_height = state_height
-        self._deferred: _Deferred | None = None
+        self._deferred: rows.Deferred | None = None
 
     @classmethod
     def open(
@@ -117,6 +91,7 @@ class ChainStore:
 
         StoreError when the file belongs to another genesis, has an unsupported schema version,
         is not an snode database or is in use by another process; such a file is not written.
+        DatabaseDamaged when SQLite finds it damaged, or its tip record is not one of ours.
         """
         genesis_hash = block_hash(genesis_block.header)
         if genesis_state.height != 0 or genesis_state.tip_hash != genesis_hash:
@@ -143,6 +118,12 @@ class ChainStore:
                     f"database {path} is inconsistent: its state is at height {state_tip.height} "
                     f"but its chain ends at {height}; start with a new data dir"
                 )
+        except sqlite3.DatabaseError as err:
+            conn.close()
+            raise read_error(path, err) from err
+        except DecodeError as err:  # a tip record SQLite reads back, but not one we wrote
+            conn.close()
+            raise damaged(path, err.reason) from None
         except BaseException:
             conn.close()
             raise
@@ -173,10 +154,15 @@ class ChainStore:
 
     def load_state(self) -> ChainState:
         """The state stored in the state tables (no block is read): the state at the tip when
-        `state_height() == tip()[0]`. Refused while committed state is deferred in memory."""
+        `state_height() == tip()[0]`. Refused while committed state is deferred in memory.
+        DatabaseDamaged when SQLite finds a state table damaged; DecodeError for a row that
+        SQLite reads but that is no record of ours."""
         if self._deferred is not None:
             raise ValueError("the state of the last blocks is deferred; flush_state first")
-        return state_tables.read_state(self._conn)
+        try:
+            return state_tables.read_state(self._conn)
+        except sqlite3.DatabaseError as err:
+            raise read_error(self._path, err) from err
 
     def flush_state(self, state: ChainState) -> None:
         """Write the state and transaction index rows that commits with `defer_state` left in
@@ -265,13 +251,13 @@ class ChainStore:
                 state_tables.write_state(conn, plan.final_state, plan.touched, plan.absent)
         except sqlite3.Error as err:
             rows.rollback(conn)
-            raise StoreError(f"cannot write to database {self._path}: {err}") from err
+            raise write_error(self._path, err) from err
         except BaseException:
             rows.rollback(conn)
             raise
         return PendingWrite(self, plan)
 
-    def _plan(self, undone: Sequence[Undone], commits: Sequence[Commit], defer_state: bool) -> _Plan:
+    def _plan(self, undone: Sequence[Undone], commits: Sequence[Commit], defer_state: bool) -> rows.WritePlan:
         """The rows of a write, checked against the stored tip (`write`)."""
         if not undone and not commits:
             raise ValueError("nothing to write")
@@ -306,23 +292,23 @@ class ChainStore:
         if deferred is not None and not defer:
             # Everything deferred is written now, with this call's rows.
             if absent is not None:
-                absent = _absent_after(deferred, absent)
+                absent = rows.absent_after(deferred, absent)
             touched = {name: deferred.touched[name] | keys for name, keys in touched.items()}
             undone_heights = {h for (h,) in stale_heights}
             txs = [row for row in deferred.txs if row[1] not in undone_heights] + txs
-        return _Plan((height, tip_hash), final_state, stale_heights, stale_txs, blocks,
+        return rows.WritePlan((height, tip_hash), final_state, stale_heights, stale_txs, blocks,
                      main_chain, txs, touched, absent, defer)
 
-    def _finish_write(self, plan: _Plan) -> None:
+    def _finish_write(self, plan: rows.WritePlan) -> None:
         """After a commit: the new tip, and what is deferred now."""
         self._tip = plan.tip
         deferred = self._deferred
         if plan.defer:
             assert plan.absent is not None
             if deferred is None:
-                self._deferred = _Deferred(plan.touched, plan.absent, plan.txs)
+                self._deferred = rows.Deferred(plan.touched, plan.absent, plan.txs)
             else:  # grown in place: no copy of what is already deferred per batch
-                new_absent = _absent_after(deferred, plan.absent)
+                new_absent = rows.absent_after(deferred, plan.absent)
                 for name, keys in plan.touched.items():
                     deferred.touched[name] |= keys
                 deferred.absent = new_absent
@@ -349,30 +335,37 @@ class ChainStore:
 
     # --- lookups ------------------------------------------------------------------------------
 
+    def _read(self, sql: str, args: tuple[Any, ...] = (), *, every: bool = False) -> Any:
+        """The first row of a query (None if it has none), or `every` row. A read the database
+        refuses is a StoreError: DatabaseDamaged when SQLite finds the file damaged (a lookup
+        may reach pages no start-up read)."""
+        try:
+            cursor = self._conn.execute(sql, args)
+            return cursor.fetchall() if every else cursor.fetchone()
+        except sqlite3.DatabaseError as err:
+            raise read_error(self._path, err) from err
+
     def block_hash_at(self, height: int) -> bytes | None:
         """Hash of the main-chain block at `height`, or None above the tip."""
-        row = self._conn.execute(
-            "SELECT hash FROM main_chain WHERE height = ?", (height,)
-        ).fetchone()
+        row = self._read("SELECT hash FROM main_chain WHERE height = ?", (height,))
         return row[0] if row else None
 
     def main_chain_height(self, hash_: bytes) -> int | None:
         """Height of a block on the main chain, or None (unknown or undone by a reorg)."""
         # Two primary-key lookups: blocks knows every block's height, main_chain says which
         # block is on the main chain at that height.
-        row = self._conn.execute(
+        row = self._read(
             "SELECT b.height FROM blocks b JOIN main_chain m ON m.height = b.height AND m.hash = b.hash"
             " WHERE b.hash = ?", (hash_,),
-        ).fetchone()
+        )
         return row[0] if row else None
 
     def get_block_bytes(self, height: int) -> bytes | None:
         """Canonical bytes of the main-chain block at `height` (to serve peers without
         decoding), or None above the tip."""
-        row = self._conn.execute(
-            "SELECT b.data FROM main_chain m JOIN blocks b ON b.hash = m.hash WHERE m.height = ?",
-            (height,),
-        ).fetchone()
+        row = self._read(
+            "SELECT b.data FROM main_chain m JOIN blocks b ON b.hash = m.hash WHERE m.height = ?", (height,)
+        )
         return row[0] if row else None
 
     def get_block_by_height(self, height: int) -> Block | None:
@@ -382,12 +375,12 @@ class ChainStore:
 
     def get_block(self, hash_: bytes) -> Block | None:
         """Any stored block by hash (on the main chain or undone by a reorg), or None."""
-        row = self._conn.execute("SELECT data FROM blocks WHERE hash = ?", (hash_,)).fetchone()
+        row = self._read("SELECT data FROM blocks WHERE hash = ?", (hash_,))
         return decode_trusted(row[0], Block) if row else None
 
     def get_undo(self, hash_: bytes) -> Undo:
         """The undo record of a stored block; StoreError for genesis or an unknown block."""
-        row = self._conn.execute("SELECT undo FROM blocks WHERE hash = ?", (hash_,)).fetchone()
+        row = self._read("SELECT undo FROM blocks WHERE hash = ?", (hash_,))
         if row is None or row[0] is None:
             raise StoreError(f"no undo record is stored for block {hash_.hex()[:16]}")
         return decode_trusted(row[0], Undo)
@@ -401,12 +394,11 @@ class ChainStore:
             block = self.get_block_by_height(deferred[1])
             assert block is not None
             return deferred[1], block.transactions[deferred[2]]
-        row = self._conn.execute(
+        row = self._read(
             "SELECT t.height, t.position, b.data FROM txs t"
             " JOIN main_chain m ON m.height = t.height JOIN blocks b ON b.hash = m.hash"
-            " WHERE t.txid = ?",
-            (tx_id,),
-        ).fetchone()
+            " WHERE t.txid = ?", (tx_id,),
+        )
         if row is None:
             return None
         height, position, data = row
@@ -424,12 +416,11 @@ class ChainStore:
 
     def load_peers(self) -> list[str]:
         """The saved peer addresses, in the order they were saved."""
-        rows = self._conn.execute("SELECT address FROM peers ORDER BY position").fetchall()
-        return [address for (address,) in rows]
+        return [address for (address,) in self._read("SELECT address FROM peers ORDER BY position", every=True)]
 
     def get_meta(self, key: str) -> bytes | None:
         """The node's value stored under `key`, or None."""
-        row = self._conn.execute("SELECT value FROM node_meta WHERE key = ?", (key,)).fetchone()
+        row = self._read("SELECT value FROM node_meta WHERE key = ?", (key,))
         return row[0] if row else None
 
     def set_meta(self, key: str, value: bytes) -> None:
@@ -438,13 +429,3 @@ class ChainStore:
             self._conn.execute(
                 "INSERT OR REPLACE INTO node_meta (key, value) VALUES (?, ?)", (key, value)
             )
-
-
-def _absent_after(deferred: _Deferred, absent: state_tables.Touched) -> state_tables.Touched:
-    """Keys without a row after the deferred blocks and then blocks whose own `absent_before`
-    is `absent`: those the deferred blocks made, and those these blocks made that the deferred
-    ones did not touch (a key the deferred blocks touched first has a row exactly when it had
-    one at the stored state)."""
-    return {name: deferred.absent[name] | (keys - deferred.touched[name]) for name, keys in absent.items()}
-
-

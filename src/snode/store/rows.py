@@ -1,4 +1,5 @@
-"""The rows of the blocks, main_chain and txs tables, and the SQL transaction helper.
+"""The rows of the blocks, main_chain and txs tables, the plan of a write, and the SQL
+transaction helper.
 
 Kept apart from `ChainStore` so that the store reads as its rules (what a write checks, what is
 deferred), with the row shapes and inserts here.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from snode.core.blocks import Block
@@ -17,7 +19,7 @@ from snode.core.state import ChainState, Undo
 from snode.core.transactions import txid
 from snode.store import schema, state_tables
 from snode.store.protocol import Encoded
-from snode.store.errors import StoreError
+from snode.store.errors import write_error
 
 
 BlockRow = tuple[bytes, int, bytes, bytes | None]
@@ -27,17 +29,52 @@ TxRow = tuple[bytes, int, int]
 """(txid, height, position) of the txs table."""
 
 
+@dataclass
+class Deferred:
+    """What blocks committed with `defer_state` left unwritten: the state keys they touched,
+    those of them that have no row (made after the stored state), and their transaction index
+    rows."""
+
+    touched: state_tables.Touched
+    absent: state_tables.Touched
+    txs: list[TxRow]
+
+
+@dataclass
+class WritePlan:
+    """The rows of one write and what the store knows after it (`ChainStore.write`)."""
+
+    tip: tuple[int, bytes]
+    final_state: ChainState
+    stale_heights: list[tuple[int]]
+    stale_txs: list[tuple[bytes, int]]
+    blocks: list[BlockRow]
+    main_chain: list[MainChainRow]
+    txs: list[TxRow]
+    touched: state_tables.Touched
+    absent: state_tables.Touched | None
+    defer: bool
+
+
+def absent_after(deferred: Deferred, absent: state_tables.Touched) -> state_tables.Touched:
+    """Keys without a row after the deferred blocks and then blocks whose own `absent_before`
+    is `absent`: those the deferred blocks made, and those these blocks made that the deferred
+    ones did not touch (a key the deferred blocks touched first has a row exactly when it had
+    one at the stored state)."""
+    return {name: deferred.absent[name] | (keys - deferred.touched[name]) for name, keys in absent.items()}
+
+
 @contextmanager
 def transaction(conn: sqlite3.Connection, path: Path) -> Iterator[None]:
     """One SQL transaction, committed whole or rolled back whole; a write the database refuses
-    (disk full, I/O error) becomes a StoreError."""
+    (disk full, I/O error) becomes a StoreError (DatabaseDamaged for a damaged file)."""
     try:
         conn.execute("BEGIN IMMEDIATE")
         yield
         conn.execute("COMMIT")
     except sqlite3.Error as err:
         rollback(conn)
-        raise StoreError(f"cannot write to database {path}: {err}") from err
+        raise write_error(path, err) from err
     except BaseException:
         rollback(conn)
         raise

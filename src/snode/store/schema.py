@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
-from snode.store.errors import StoreError
+from snode.store.errors import StoreError, damaged, is_damage
 
 SCHEMA_VERSION: Final = 4
 """Bump with every change to the tables below or to what their rows mean (and refuse the old
@@ -151,4 +151,6 @@ def _open_error(path: Path, err: sqlite3.Error) -> StoreError:
         )
     if "not a database" in text:
         return StoreError(f"{path} is not an snode database: use a new data dir")
+    if is_damage(err):
+        return damaged(path, text)
     return StoreError(f"cannot open database {path}: {text}")
