@@ -31,6 +31,7 @@ from snode.net.peers import PeerManager
 from snode.net.protocol import ProtocolViolation
 from snode.node.events import BlocksAdopted, ProofAccepted, TransactionAdmitted
 from snode.node.writer import ChainWriter, NotOnTip
+from snode.store.errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,9 @@ class Relay:
             return
         except BlockFromFuture as err:
             log.warning("ignored block %d from %s: %s (check both clocks)", h.height, peer.name, err.reason)
+            return
+        except StoreError as err:  # our disk, not the peer's block (a damaged database stops the daemon)
+            log.error("could not store block %d from %s: %s", h.height, peer.name, err.reason)
             return
         except SnodeError as err:
             raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None

@@ -27,6 +27,7 @@ from snode.net.protocol import ProtocolViolation
 from snode.net.relay import Relay
 from snode.node.batches import StagedBatch, StaleBatch
 from snode.node.writer import ChainWriter
+from snode.store.errors import StoreError
 from snode.services import sync_machine as S
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,9 @@ class Syncer:
             self.peers.ban(best, str(err))
         except StaleBatch as err:
             log.debug("sync from %s: %s; asking again from the new tip", best.name, err)
+        except StoreError as err:  # our disk, not the peer (a damaged database stops the daemon)
+            log.error("sync from %s: could not store the blocks: %s", best.name, err.reason)
+            await asyncio.sleep(1)
         except Exception:  # a bug must not end syncing for the life of the process
             log.exception("sync from %s failed", best.name)
             best.height = min(best.height, self.node.height)
@@ -211,7 +215,7 @@ class _Run:
         another batch is staged after it, so the store may defer its state rows."""
         try:
             await self.writer.finish_batch(batch, defer_state=more)
-        except (BlockFromFuture, StaleBatch):
+        except (BlockFromFuture, StaleBatch, StoreError):
             raise
         except SnodeError as err:
             raise ProtocolViolation(f"sent an invalid block during sync: {err.reason}") from None
@@ -219,7 +223,7 @@ class _Run:
     async def _reorganize(self, branch: list[Block]) -> None:
         try:
             await self.writer.reorganize(branch)
-        except BlockFromFuture:
+        except (BlockFromFuture, StoreError):
             raise
         except SnodeError as err:
             raise ProtocolViolation(f"sent an invalid fork: {err.reason}") from None
