@@ -20,7 +20,8 @@ from snode.api.types import NoParams as NoParams
 from snode.core.address import decode_address
 from snode.core.errors import InvalidAddress, InvalidAmount
 from snode.core.units import format_coins
-from snode.wallet.staking import parse_stake_percent
+from snode.wallet.errors import WalletError
+from snode.wallet.staking import parse_pubkey, parse_stake_percent
 
 MAX_AMOUNT: Final = 2**63 - 1
 """The largest amount the chain encodes (snode.core.types.Amount), atomic units."""
@@ -83,11 +84,9 @@ def address_param(prefix: str, text: str) -> bytes:
 def pubkey_param(text: str) -> str:
     """`service_node_pubkey` as given, once it is 64 hex characters (as the daemon's rule)."""
     try:
-        raw = bytes.fromhex(text)
-    except ValueError:
-        raw = b""
-    if len(raw) != 32:
-        raise InvalidParams("service_node_pubkey: must be 64 hex characters")
+        parse_pubkey(text)
+    except WalletError:
+        raise InvalidParams("service_node_pubkey: must be 64 hex characters") from None
     return text
 
 
