@@ -267,7 +267,7 @@ def test_daemon_down_is_one_line(tmp_path, nodes):
                              "file, such as ./wallet"),
     (["--idle-timeout", "-1"], "snode-wallet: --idle-timeout: '-1' is not a number of seconds from 0 to "
                                "999999999 (0: never lock)"),
-    (["--idle-timeout", "1" * 5000], "snode-wallet: --idle-timeout: '" + "1" * 5000 + "' is not a number of "
+    (["--idle-timeout", "1" * 5000], "snode-wallet: --idle-timeout: '" + "1" * 40 + "' is not a number of "
                                      "seconds from 0 to 999999999 (0: never lock)"),
     (["--bogus"], "snode-wallet: No such option '--bogus'."),
     (["--daemon-address", "nothost"], "snode-wallet: --daemon-address: 'nothost' is not of the form "

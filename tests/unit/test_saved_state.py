@@ -10,7 +10,7 @@ from snode.core.encoding import encode
 from snode.devchain import key_from_label
 from snode.node.saved import MEMPOOL_KEY, keep_saving
 from snode.store.errors import StoreError
-from snode.params import COIN
+from snode.params import COIN, PROOF_CLOCK_TOLERANCE
 from snode.node.proofs import STORE_KEY, ProofBook
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
@@ -78,13 +78,26 @@ def _node_on(chain: LabChain, store: MemoryStore) -> Node:
 def test_a_node_saves_its_book_when_it_closes_and_reads_it_when_it_opens_again() -> None:
     chain = new_chain()
     store = MemoryStore(chain.blocks[0], chain.state)
+    registered = chain.new_node()  # the node's state (chain.state) is past the store's: no matter here
     node = _node_on(chain, store)
-    node.proofs.record(B, 7, ("198.51.100.7", 1))
+    node.proofs.record(registered, chain.now - 7, ("198.51.100.7", 1))
+    node.proofs.record(B, chain.now - 5, ("198.51.100.8", 1))  # not (or no longer) registered
     node.close()
     assert store.get_meta(STORE_KEY) is not None
     node.close()  # again: nothing new to save, no write to a closed store
     again = _node_on(chain, store.reopen())
-    assert (again.proofs.last_accepted(B), again.proofs.endpoint(B)) == (7, ("198.51.100.7", 1))
+    assert (again.proofs.last_accepted(registered), again.proofs.endpoint(registered)) == (
+        chain.now - 7, ("198.51.100.7", 1))
+    assert again.proofs.last_accepted(B) == 0
+
+
+def test_proofs_from_the_clocks_future_are_left_out_when_the_book_is_read_back() -> None:
+    book = ProofBook()
+    book.record(A, 1_000 + PROOF_CLOCK_TOLERANCE, ("203.0.113.5", 1))
+    book.record(B, 1_001 + PROOF_CLOCK_TOLERANCE, ("198.51.100.7", 1))  # saved under a clock ahead
+    again = ProofBook()
+    assert again.restore(book.saved(), now=1_000) == 1
+    assert (again.last_accepted(A), again.last_accepted(B)) == (1_000 + PROOF_CLOCK_TOLERANCE, 0)
 
 
 def test_the_mempool_comes_back_in_arrival_order_and_what_no_longer_applies_is_dropped() -> None:
@@ -144,3 +157,13 @@ def test_a_running_node_saves_its_book_when_it_changed_and_tries_again_after_a_f
     again = ProofBook()
     again.restore(store.get_meta(STORE_KEY) or b"")
     assert again.last_accepted(B) == 7
+
+
+def test_a_node_closed_over_a_damaged_database_writes_nothing_more_into_it() -> None:
+    chain = new_chain()
+    store = MemoryStore(chain.blocks[0], chain.state)
+    node = _node_on(chain, store)
+    node.proofs.record(B, 7, ("198.51.100.7", 1))
+    node.submit_transaction(chain.transfer_tx(ALICE, BOB.public, COIN), chain.now)
+    node.close(write=False)  # the daemon's call once its writer found the database damaged
+    assert store.get_meta(STORE_KEY) is None and store.get_meta(MEMPOOL_KEY) is None

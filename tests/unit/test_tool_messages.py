@@ -22,3 +22,19 @@ def test_reward_line_says_coin_for_one_and_coins_otherwise(amount, words):
 def test_block_line_counts_transactions(count, words):
     line = event_line({"event": "block", "height": 7, "round": 0, "transactions": count, "hash": "ab" * 32, "time": 0})
     assert words in line, line
+
+
+@pytest.mark.parametrize("args, line", [
+    (["blocks", "--count", "²"], "snode-cli: --count: '²' is not a number of blocks from 1 to 1,000"),
+    (["blocks", "--count", "9" * 5000], "is not a number of blocks from 1 to 1,000"),
+    (["register-cmd", "--address", "x", "--amount", "²"], "snode-cli: --amount: amount '²' is not a decimal number"),
+    (["register-cmd", "--address", "x", "--amount", "1" * 5000], "is too large (5000 digits)"),
+])
+def test_numbers_int_cannot_take_are_one_line_before_any_call(args, line):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "snode.tools.cli", "--rpc", "127.0.0.1:1", *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert line in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr

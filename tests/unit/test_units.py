@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from snode.core.errors import InvalidAmount
-from snode.core.units import format_coins, format_percent, parse_coins, parse_percent_ppm
+from snode.core.units import format_coins, format_percent, parse_coins, parse_percent_ppm, whole_number
 from snode.params import COIN, MAX_OPERATOR_FEE_PPM
 
 
@@ -103,3 +103,17 @@ def test_parse_percent_refuses_with_the_rule(text, rule):
 @given(st.integers(min_value=0, max_value=MAX_OPERATOR_FEE_PPM))
 def test_format_then_parse_percent_round_trips(ppm):
     assert parse_percent_ppm(format_percent(ppm), maximum_ppm=MAX_OPERATOR_FEE_PPM) == ppm
+
+
+@pytest.mark.parametrize(("text", "max_digits", "value"), [
+    ("0", 19, 0), ("0042", 19, 42), ("0" * 5000 + "7", 19, 7), ("9" * 19, 19, 10**19 - 1),
+    ("9" * 20, 19, None), ("1" * 5000, 19, None), ("²", 19, None), ("١٢", 19, None), ("-1", 19, None),
+    ("", 19, None), ("1000", 3, None), ("999", 3, 999),
+])
+def test_whole_number_never_hands_int_more_than_it_can_take(text: str, max_digits: int, value: int | None) -> None:
+    assert whole_number(text, max_digits) == value
+
+
+def test_leading_zeros_do_not_count_against_the_digit_limits() -> None:
+    assert parse_coins("0" * 5000 + "1") == COIN
+    assert parse_percent_ppm("0" * 5000 + "5", maximum_ppm=MAX_OPERATOR_FEE_PPM) == 50_000

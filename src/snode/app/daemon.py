@@ -309,7 +309,7 @@ class Daemon:
         if wiring.notifier is not None:
             await wiring.notifier.close()
         wiring.writer.close()
-        node.close()
+        node.close(write=wiring.writer.damaged is None)  # nothing more into a damaged file
 
     def _warn_unused_registration(self, datadir: DataDir, node: Node) -> None:
         """A registered SN key started without --service-node will be decommissioned."""

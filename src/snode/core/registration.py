@@ -14,7 +14,7 @@ from snode.core.crypto import SigningKey, verify
 from snode.core.errors import InvalidAddress, InvalidAmount, InvalidRegistration
 from snode.core.transactions import Registration, Reservation, registration_hash
 from snode.core.types import PUBKEY_BYTES, SIGNATURE_BYTES
-from snode.core.units import format_percent, parse_percent_ppm
+from snode.core.units import format_percent, parse_percent_ppm, whole_number
 from snode.params import MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM, NetworkParams
 
 COMMAND: Final = "register_service_node"
@@ -74,17 +74,19 @@ def parse_command(line: str, params: NetworkParams) -> Registration:
             owner = decode_address(params.address_prefix, addr)
         except InvalidAddress as err:
             raise InvalidRegistration(f"{who} {err}") from None
-        if not _whole(amount):
+        value = _whole(amount)
+        if value is None:
             raise InvalidRegistration(
                 f"{who} amount '{amount[:40]}' is not a whole number of atomic units"
             )
-        reservations.append(Reservation(owner, int(amount)))
-    if not _whole(expiry_text):
+        reservations.append(Reservation(owner, value))
+    expiry = _whole(expiry_text)
+    if expiry is None:
         raise InvalidRegistration(f"expiry '{expiry_text[:40]}' is not a Unix timestamp")
     pubkey = _hex(pubkey_hex, PUBKEY_BYTES, "service node public key")
     signature = _hex(sig_hex, SIGNATURE_BYTES, "signature")
     reg = Registration(
-        fee_ppm=fee_ppm, reservations=tuple(reservations), expiry=int(expiry_text),
+        fee_ppm=fee_ppm, reservations=tuple(reservations), expiry=expiry,
         sn_pubkey=pubkey, sn_signature=signature,
     )
     message = registration_hash(params.network_id, fee_ppm, reg.reservations, reg.expiry, pubkey)
@@ -106,7 +108,7 @@ def _hex(text: str, size: int, what: str) -> bytes:
     return raw
 
 
-def _whole(text: str) -> bool:
-    """Digits of a number from 0 to 2**63 - 1 (19 digits at most: int() is never given
-    thousands, which it refuses past 4,300)."""
-    return text.isdigit() and text.isascii() and len(text.lstrip("0")) <= 19 and int(text) <= 2**63 - 1
+def _whole(text: str) -> int | None:
+    """A number from 0 to 2**63 - 1 written in digits, or None."""
+    value = whole_number(text)
+    return value if value is not None and value <= 2**63 - 1 else None

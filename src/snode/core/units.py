@@ -18,6 +18,18 @@ MAX_WHOLE_DIGITS = 30
 """Digits before the point that an amount or a percent may have (the largest amount is 19)."""
 
 
+def whole_number(text: str, max_digits: int = 19) -> int | None:
+    """`text` as a whole number when it is ASCII digits with at most `max_digits` significant ones
+    (leading zeros don't count, and never reach int(), which refuses over 4,300 digits, zeros
+    included); None otherwise."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    significant = text.lstrip("0")
+    if len(significant) > max_digits:
+        return None
+    return int(significant or "0")
+
+
 def _split_decimal(text: str, what: str, max_decimals: int) -> tuple[str, str]:
     if text == "" or text.strip() == "":
         raise InvalidAmount(f"{what} is empty: give a number such as 1.5")
@@ -35,6 +47,7 @@ def _split_decimal(text: str, what: str, max_decimals: int) -> tuple[str, str]:
     if len(whole.lstrip("0")) > MAX_WHOLE_DIGITS:  # nothing staked or sent is that large; int() of
         # thousands of digits would be slow, and over 4,300 a ValueError
         raise InvalidAmount(f"{what} '{text[:MAX_WHOLE_DIGITS]}...' is too large ({len(whole)} digits)")
+    whole = whole.lstrip("0") or "0"  # int() counts leading zeros against its 4,300-digit limit
     if len(frac) > max_decimals:
         raise InvalidAmount(
             f"{what} '{text}' has more than {max_decimals} decimal places: "

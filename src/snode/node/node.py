@@ -1,5 +1,4 @@
-"""The node: the one owner of the current chain state, the mempool and this daemon's view of
-uptime proofs.
+"""The node: the one owner of the current chain state, the mempool and the proofs it has seen.
 
 Every change of tip goes through three steps: apply in memory on a new state object (the old
 one stays valid), make it durable in the store, and only then swap the state in and tell the
@@ -11,9 +10,8 @@ on the caller's thread, for tests and for the simulation.
 
 The node is built from what it is given: a store (`store.protocol.Store`: SQLite, or in
 memory), a signature verifier (`Verifier`: worker processes, or inline), an event hub and a
-clock. It opens nothing itself, so many nodes can share one process.
-
-Only the node writes its fields; other layers read them or call its methods.
+clock. It opens nothing itself, so many nodes can share one process. Only the node writes its
+fields; other layers read them or call its methods.
 """
 
 from __future__ import annotations
@@ -53,7 +51,7 @@ from snode.node import saved
 from snode.node.proofs import ProofBook
 from snode.node.verifier import InlineVerifier, Verifier
 from snode.params import NetworkParams
-from snode.store import StoreError
+from snode.store import DatabaseDamaged, StoreError
 from snode.store.protocol import Store
 
 log = logging.getLogger(__name__)
@@ -429,21 +427,23 @@ class Node:
     # --- closing ------------------------------------------------------------------------------
 
     def flush_state(self) -> None:
-        """Write the state the store deferred during a sync (`store_batch(defer_state=...)`).
-        A failure is logged, not raised: the stored blocks are applied again at the next
-        start-up."""
+        """Write the state the store deferred during a sync (`store_batch(defer_state=...)`); a refused
+        write is logged (the stored blocks are applied again at the next start), damage raised."""
         try:
             self.store.flush_state(self.state)
+        except DatabaseDamaged:
+            raise
         except (StoreError, ValueError) as err:
-            log.warning("could not write the chain state (%s); it is rebuilt from the stored "
-                        "blocks at the next start", err)
+            log.warning("could not write the chain state (%s); the next start rebuilds it from the blocks", err)
 
-    def close(self) -> None:
-        """Write the deferred state, the proof book and the mempool; release verifier and store."""
+    def close(self, *, write: bool = True) -> None:
+        """Write the deferred state, the proof book and the mempool (not if `write` is False: the
+        database is damaged); release verifier and store."""
         self.verifier.close()
         try:
-            self.flush_state()
-            saved.write(self.store, self.saved.changed(self, mempool=True))
+            if write:
+                self.flush_state()
+                saved.write(self.store, self.saved.changed(self, mempool=True))
         except (StoreError, ValueError) as err:
             log.warning("could not save the uptime proofs and the mempool (%s)", err)
         finally:

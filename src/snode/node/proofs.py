@@ -11,8 +11,11 @@ decommission age before judging anyone: `sn_duties`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Container
 
 import msgspec
+
+from snode.params import PROOF_CLOCK_TOLERANCE
 
 log = logging.getLogger(__name__)
 
@@ -87,15 +90,22 @@ class ProofBook:
             for key, last in self._last.items()
         ])
 
-    def restore(self, data: bytes) -> int:
+    def restore(self, data: bytes, *, now: int | None = None, registered: Container[bytes] | None = None) -> int:
         """Take back what `saved` wrote (before any proof is recorded); how many entries. A
-        damaged record is logged and skipped: proofs come again within an interval."""
+        damaged record is logged and skipped: proofs come again within an interval. Left out:
+        proofs stamped more than the clock tolerance after `now` (saved under a clock that was
+        ahead: they would make every real proof look old) and nodes not in `registered`."""
         try:
             entries = _decoder.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as err:
             log.warning("the saved uptime proofs are unreadable (%s); starting without them", err)
             return 0
-        for entry in entries:
+        kept = [e for e in entries if (now is None or e.last <= now + PROOF_CLOCK_TOLERANCE)
+                and (registered is None or e.pubkey in registered)]
+        if len(kept) < len(entries):
+            log.info("saved uptime proofs: %d of %d left out (from the clock's future, or of "
+                     "nodes no longer registered)", len(entries) - len(kept), len(entries))
+        for entry in kept:
             self._last[entry.pubkey] = entry.last
             if entry.previous:
                 self._previous[entry.pubkey] = entry.previous
@@ -103,4 +113,4 @@ class ProofBook:
                 self._endpoints[entry.pubkey] = (entry.ip, entry.port)
         self.version += 1
         self.saved_version = self.version
-        return len(entries)
+        return len(kept)

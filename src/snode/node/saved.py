@@ -70,7 +70,7 @@ def write(store: Store, items: dict[str, bytes]) -> None:
 def restore(node: Node, now: int) -> None:
     """Read back the proof book and the mempool (the node's constructor, before anything runs)."""
     if (proofs := node.store.get_meta(PROOFS_KEY)) is not None:
-        node.proofs.restore(proofs)
+        node.proofs.restore(proofs, now=now, registered=node.state.service_nodes)
     if (saved := node.store.get_meta(MEMPOOL_KEY)) is None:
         return
     try:

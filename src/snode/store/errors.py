@@ -25,9 +25,13 @@ RECOVER: Final = ("restore the data dir from a backup, or start with a new data 
 """What an operator does about a damaged database: the same advice as for a database of an
 older snode (docs/OPERATOR.md, Upgrades), with the service-node key kept."""
 
-_DAMAGE: Final = ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT", "SQLITE_IOERR")
-"""Result codes (and their extended forms, which start alike) that say the file is damaged or
-cannot be read back; SQLite's other errors (a full disk, a lock) leave it as it was."""
+_DAMAGE: Final = ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT")
+"""Result codes (and their extended forms, which start alike) that say the file is damaged;
+SQLite's other errors (a full disk, a lock) leave it as it was."""
+_UNREADABLE: Final = ("SQLITE_IOERR_READ", "SQLITE_IOERR_SHORT_READ")
+"""I/O errors that say the disk cannot give the file back: damage when met on a read. Every other
+I/O error (a failed write: a quota, a file-size limit, a network file system) leaves the file as
+the last commit left it, so it is a refused write, not a damaged database."""
 
 
 def damaged(path: Path, detail: str) -> DatabaseDamaged:
@@ -41,7 +45,7 @@ def is_damage(err: sqlite3.Error) -> bool:
     name = getattr(err, "sqlite_errorname", None)
     if name is None:
         return type(err) is sqlite3.DatabaseError
-    return name.startswith(_DAMAGE)
+    return name.startswith(_DAMAGE) or name in _UNREADABLE
 
 
 def read_error(path: Path, err: sqlite3.Error) -> StoreError:

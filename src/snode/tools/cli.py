@@ -17,7 +17,7 @@ import msgspec
 from snode import __version__
 
 from snode.core.errors import InvalidAmount
-from snode.core.units import format_coins, parse_coins
+from snode.core.units import format_coins, parse_coins, whole_number
 from snode.params import COIN, NETWORKS
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.types import (
@@ -145,10 +145,11 @@ MAX_BLOCKS_SHOWN = 1_000
 @click.pass_context
 def blocks(ctx: click.Context, count: str) -> None:
     """The last blocks: height, age, producer, round, validator signatures, transactions."""
-    if not count.isdigit() or not 1 <= int(count) <= MAX_BLOCKS_SHOWN:
-        raise CliError(f"--count: '{count}' is not a number of blocks from 1 to {MAX_BLOCKS_SHOWN:,}")
+    shown = whole_number(count, 4)
+    if shown is None or not 1 <= shown <= MAX_BLOCKS_SHOWN:
+        raise CliError(f"--count: '{count[:40]}' is not a number of blocks from 1 to {MAX_BLOCKS_SHOWN:,}")
     top = _call(ctx, "get_height", None, HeightResult).height
-    heights = range(top, max(top - int(count), -1), -1)
+    heights = range(top, max(top - shown, -1), -1)
     found = [_call(ctx, "get_block", {"height": h}, BlockResult) for h in heights]
     if ctx.obj["json"]:
         return _print_json([{k: v for k, v in msgspec.to_builtins(b).items() if k != "block_hex"} for b in found])
@@ -160,9 +161,10 @@ def _atomic(text: str) -> int:
         return parse_coins(text)
     except InvalidAmount as err:
         hint = ""
-        if text.isdigit() and int(text) >= COIN:
+        atomic = whole_number(text)
+        if atomic is not None and atomic >= COIN:
             hint = (f"; --amount is in coins: {text} atomic units would be "
-                    f"--amount {format_coins(int(text))}")
+                    f"--amount {format_coins(atomic)}")
         raise CliError(f"--amount: {err}{hint}") from None
 
 

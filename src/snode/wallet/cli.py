@@ -27,6 +27,7 @@ import click
 from snode import __version__
 
 from snode.core.errors import SnodeError
+from snode.core.units import whole_number
 from snode.params import MAINNET, NETWORKS, NetworkParams
 from snode.wallet import commands, keystore
 from snode.wallet.daemon import DaemonClient
@@ -205,13 +206,13 @@ def _wallet_file(ctx: click.Context, param: click.Parameter, value: Path | None)
 
 def _idle_seconds(ctx: click.Context, param: click.Parameter, value: str) -> int:
     """--idle-timeout as whole seconds, refused in one line naming the option otherwise."""
-    text = str(value).strip()
-    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > len(str(MAX_IDLE_TIMEOUT)):
+    seconds = whole_number(str(value).strip(), len(str(MAX_IDLE_TIMEOUT)))
+    if seconds is None:
         raise click.UsageError(
-            f"--idle-timeout: '{value}' is not a number of seconds from 0 to {MAX_IDLE_TIMEOUT} "
+            f"--idle-timeout: '{str(value)[:40]}' is not a number of seconds from 0 to {MAX_IDLE_TIMEOUT} "
             "(0: never lock)"
         )
-    return int(text)
+    return seconds
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
