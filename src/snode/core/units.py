@@ -65,6 +65,16 @@ def parse_coins(text: str) -> int:
     return atomic
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`1 peer`, `2 peers`, `0 peers`: a count with its noun, read right for one and for many."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def coin_word(atomic: int) -> str:
+    """`coin` for exactly one coin, `coins` for any other amount (0, 1.5, 2)."""
+    return "coin" if atomic == COIN else "coins"
+
+
 def format_coins(atomic: int) -> str:
     """Atomic units as coins with no trailing zeros: 16500000000 -> `16.5`."""
     sign = "-" if atomic < 0 else ""

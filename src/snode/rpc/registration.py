@@ -50,11 +50,9 @@ def _amounts(amounts: Any, net: Any) -> list[Any]:
                            "units first")
     first = amounts[0]
     subject = f"the operator amount {_shown(first)}"
-    malformed = _not_atomic(subject, first)
+    malformed = _not_atomic(subject, first) or _not_positive(subject, first)
     if malformed:
         raise _no_operator(malformed)
-    if first <= 0:
-        raise _no_operator(f"{subject} must be above 0 atomic units")
     if first < net.pool_operator_min and net.pool_operator_min <= first * COIN <= net.staking_requirement:
         raise _no_operator(f"the operator amount {first} looks like coins; amounts are atomic units "
                            f"({first} coins = {first * COIN})")
@@ -85,19 +83,18 @@ def _not_atomic(subject: str, value: Any) -> str | None:
     return None
 
 
+def _not_positive(subject: str, value: int) -> str | None:
+    """Why a whole amount cannot be staked for being 0 or below."""
+    return f"{subject} must be above 0 atomic units" if value <= 0 else None
+
+
 def _out_of_range(subject: str, value: int, net: Any) -> str | None:
     """Why a whole amount cannot be staked: not above 0, or over the staking requirement (no
     one amount may exceed it, which also keeps every amount far below the largest, 2**63 - 1)."""
-    if value <= 0:
-        return f"{subject} must be above 0 atomic units"
     if value > net.staking_requirement:
         return (f"{subject} is above the staking requirement of {net.staking_requirement} atomic units "
                 f"({format_coins(net.staking_requirement)} coins)")
-    return None
-
-
-def _is_atomic_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return _not_positive(subject, value)
 
 
 def build_registration(params: dict[str, Any], node: Node, now: int) -> Registration:
@@ -120,7 +117,7 @@ def build_registration(params: dict[str, Any], node: Node, now: int) -> Registra
     if len(addresses) > MAX_CONTRIBUTORS:
         raise _fail(f"{len(addresses)} contributors given; at most the operator and {MAX_CONTRIBUTORS - 1} others")
     cut = params.get("operator_cut", "0")
-    if _is_atomic_int(cut):
+    if _not_atomic("", cut) is None:
         cut = str(cut)
     if not isinstance(cut, str):
         raise _fail("operator_cut must be a decimal percent string from \"0\" to \"10\"")
@@ -129,7 +126,7 @@ def build_registration(params: dict[str, Any], node: Node, now: int) -> Registra
     except InvalidAmount as err:
         raise _fail(f"operator_cut: {err.reason}") from None
     requirement = params.get("staking_requirement", net.staking_requirement)
-    if not _is_atomic_int(requirement) or requirement != net.staking_requirement:
+    if _not_atomic("", requirement) or requirement != net.staking_requirement:
         raise _fail(
             f"staking_requirement {_shown(requirement)} is not this network's staking requirement "
             f"({net.staking_requirement} atomic units)"

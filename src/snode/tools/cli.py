@@ -17,7 +17,7 @@ import msgspec
 from snode import __version__
 
 from snode.core.errors import InvalidAmount
-from snode.core.units import format_coins, parse_coins, whole_number
+from snode.core.units import coin_word, counted, format_coins, parse_coins, whole_number
 from snode.params import COIN, NETWORKS
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.types import (
@@ -59,11 +59,6 @@ def _call(ctx: click.Context, method: str, params: Any, result_type: type[T]) ->
         client.close()
 
 
-def _count(n: int, noun: str, plural: str | None = None) -> str:
-    """`1 peer`, `2 peers`: a count with its noun, read right for one and for many."""
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
-
-
 def _print_json(value: Any) -> None:
     click.echo(json.dumps(msgspec.to_builtins(value), indent=2))
 
@@ -96,7 +91,7 @@ def status(ctx: click.Context) -> None:
     sync = "synced" if info.target_height == 0 else f"syncing to {info.target_height}"
     pool = info.mempool_size
     click.echo(f"network {info.network}, height {info.height}, {sync}, "
-               f"mempool {_count(pool, 'transaction')}, {_count(info.peer_count, 'peer')}")
+               f"mempool {counted(pool, 'transaction')}, {counted(info.peer_count, 'peer')}")
     if info.last_uptime_proof_rejection:
         click.echo(f"last uptime proof rejection: {info.last_uptime_proof_rejection}")
 
@@ -178,8 +173,8 @@ def _atomic(text: str) -> int:
 def register_cmd(ctx: click.Context, cut: str, addresses: tuple[str, ...], amounts: tuple[str, ...]) -> None:
     """Print the registration command to paste into snode-wallet."""
     if len(addresses) != len(amounts):
-        raise CliError(f"give one --amount per --address ({_count(len(addresses), 'address', 'addresses')}, "
-                       f"{_count(len(amounts), 'amount')})")
+        raise CliError(f"give one --amount per --address ({counted(len(addresses), 'address', 'addresses')}, "
+                       f"{counted(len(amounts), 'amount')})")
     params = RegistrationCmdParams(
         operator_cut=cut, contributor_addresses=list(addresses),
         contributor_amounts=[_atomic(a) for a in amounts],
@@ -238,13 +233,13 @@ def event_line(event: dict[str, Any]) -> str:
     kind = event.get("event", "?")
     if kind == "block":
         text = (f"block {event['height']} round {event['round']} "
-                f"({_count(event['transactions'], 'transaction')}) {event['hash'][:16]}")
+                f"({counted(event['transactions'], 'transaction')}) {event['hash'][:16]}")
     elif kind == "state":
         text = f"this node: {event['state']} at height {event['height']}" + (
             f" ({event['reason']})" if event.get("reason") else "")
     elif kind == "reward":
-        coins = format_coins(event["amount"])
-        text = f"reward: block {event['height']} paid this node {coins} coin{'' if coins == '1' else 's'}"
+        amount = event["amount"]
+        text = f"reward: block {event['height']} paid this node {format_coins(amount)} {coin_word(amount)}"
     elif kind == "proof_accepted":
         text = f"uptime proof {event['timestamp']} accepted by {event['by']}"
     elif kind == "proof_refused":

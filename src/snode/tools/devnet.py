@@ -26,6 +26,7 @@ from rich.table import Table
 from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
 from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
+from snode.core.units import counted
 from snode.params import COIN, DEVNET
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.types import InfoResult, RegistrationCmdResult, ServiceNodeKeyResult
@@ -257,7 +258,7 @@ def up_cmd(base_dir: Path, count: int, register: bool, ip_prefix: str) -> None:
     """Write a genesis, start the authority and the service-node daemons and a funded faucet
     wallet (and register the nodes)."""
     devnet = up(base_dir, count, ip_prefix, register=count if register else 0, say=click.echo)
-    click.echo(f"devnet of {count} service node{'' if count == 1 else 's'} and the authority running in {base_dir}")
+    click.echo(f"devnet of {counted(count, 'service node')} and the authority running in {base_dir}")
     click.echo(f"faucet wallet: {devnet.faucet_dir / 'faucet.wallet'} (password in faucet.password)")
     for n in devnet.nodes:
         click.echo(f"  {n.name}: pid {n.pid}, admin RPC {n.rpc_url}, data dir {n.data_dir}")
@@ -310,8 +311,7 @@ def start_cmd(base_dir: Path, name: str) -> None:
 def down_cmd(base_dir: Path) -> None:
     """Stop exactly the processes 'up' started."""
     devnet = Devnet.load(base_dir)
-    total = len(devnet.nodes)
-    click.echo(f"stopped {down(devnet)} of {total} daemon{'' if total == 1 else 's'} in {base_dir}")
+    click.echo(f"stopped {down(devnet)} of {counted(len(devnet.nodes), 'daemon')} in {base_dir}")
 
 
 @cli.command()

@@ -24,6 +24,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from snode.core.units import counted
 from snode.params import DEVNET
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.types import InfoResult, ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState
@@ -318,7 +319,7 @@ def run_demo(base_dir: Path | None, *, keep: bool = False) -> int:
             console.print(f"the devnet keeps running; stop it with: {command_line(base, 'down')}")
         else:
             stopped = down(devnet)
-            daemons = f"{stopped} daemon{'' if stopped == 1 else 's'}"
+            daemons = counted(stopped, "daemon")
             if passed and base_dir is None:
                 shutil.rmtree(base, ignore_errors=True)
                 console.print(f"stopped {daemons} and removed {base}")

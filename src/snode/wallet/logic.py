@@ -17,7 +17,7 @@ from snode.core.transactions import (
     Transaction, Transfer, TxKind, UnlockRequest, outpoint_key, payload_kind, payload_spend, txid,
 )
 from snode.core.txbuilder import Spendable
-from snode.core.units import format_coins
+from snode.core.units import coin_word, counted, format_coins
 from snode.core.stake_exit import ReturnReason
 from snode.params import COIN, NetworkParams
 
@@ -36,11 +36,6 @@ def is_unclear(answer: str | None) -> bool:
 
 
 # --- amounts in words ---------------------------------------------------------------------
-
-def coin_word(atomic: int) -> str:
-    """`coin` for exactly one coin, `coins` for any other amount (0, 1.5, 2)."""
-    return "coin" if atomic == COIN else "coins"
-
 
 def coins(atomic: int) -> str:
     """An amount with its unit: `1 coin`, `2 coins`, `1.5 coins`, `0.000195 coins`."""
@@ -236,7 +231,7 @@ def balance_lines(balance: Balance, nodes: int, confirmations: int) -> list[str]
         first = min(u.unlock_height for u in balance.unlocking)
         count = len(balance.unlocking)
         lines.append(
-            f"Unlocking: {coins(unlocking)} on {count} service node{'' if count == 1 else 's'} "
+            f"Unlocking: {coins(unlocking)} on {counted(count, 'service node')} "
             f"(the first returned at height {first + 1}, spendable from height "
             f"{first + 1 + confirmations})")
     lines += [pending_stake_line(p) for p in balance.pending_stakes]
@@ -245,7 +240,7 @@ def balance_lines(balance: Balance, nodes: int, confirmations: int) -> list[str]
 
 def when(blocks: int, params: NetworkParams, now: float) -> str:
     """`in N blocks, about T, around <date>` (regtest, whose blocks come on demand: `in N blocks`)."""
-    text = f"in {blocks} block{'' if blocks == 1 else 's'}"
+    text = f"in {counted(blocks, 'block')}"
     if params.target_block_time <= 0:
         return text
     seconds = blocks * params.target_block_time
@@ -258,8 +253,8 @@ def duration(seconds: int) -> str:
     for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60)):
         if seconds >= size:
             count = round(seconds / size)
-            return f"{count} {unit}{'' if count == 1 else 's'}"
-    return f"{seconds} second{'' if seconds == 1 else 's'}"
+            return counted(count, unit)
+    return counted(seconds, "second")
 
 
 def not_enough(unlocked: int, amount: int, fee: int, balance: Balance, confirmations: int) -> str:

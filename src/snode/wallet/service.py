@@ -21,7 +21,7 @@ from snode.core.transactions import Payload, Stake, Transaction, Transfer, TxOut
 from snode.core.service_nodes import status
 from snode.core.stake_exit import check_unlock_request
 from snode.core.txbuilder import Spendable, build_spend, build_unlock_request, estimate_fee, payload_spend
-from snode.core.units import format_coins, format_percent, parse_coins
+from snode.core.units import counted, format_coins, format_percent, parse_coins
 from snode.params import NetworkParams
 from snode.wallet.daemon import DaemonClient
 from snode.wallet.errors import DaemonError, WalletError
@@ -185,7 +185,7 @@ class WalletService:
         ]
         if len(reg.reservations) > 1:
             others = len(reg.reservations) - 1
-            lines.append(f"Reserved for {others} contributor{'' if others == 1 else 's'}: "
+            lines.append(f"Reserved for {counted(others, 'contributor')}: "
                          f"{coins(reserved - operator_amount)}")
         if reserved < self.params.staking_requirement:
             lines.append(
