@@ -34,7 +34,10 @@ from snode.common.procs import child_pids
 
 TIMEOUT_FACTOR = float(os.environ.get("SNODE_TIMEOUT_FACTOR", "1"))
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-_WORKER_INDEX = int(_WORKER[2:]) if _WORKER[2:].isdigit() else 0
+# SNODE_TEST_SLOT moves a whole run to its own addresses (127.<slot*8 + worker + 1>.*.*), so that
+# test runs of several checkouts on one machine never share an address.
+_SLOT = int(os.environ.get("SNODE_TEST_SLOT", "0"))
+_WORKER_INDEX = (int(_WORKER[2:]) if _WORKER[2:].isdigit() else 0) + 8 * _SLOT
 _node_counter = itertools.count()
 
 
