@@ -135,7 +135,8 @@ class TestNode:
 
     def args(self, extra: list[str] | None = None) -> list[str]:
         args = [
-            sys.executable, "-m", "snode.app.daemon", f"--{self.network}", "--non-interactive",
+            sys.executable, "-m", "snode.app.daemon",
+            *([f"--{self.network}"] if self.network != "mainnet" else []), "--non-interactive",
             f"--data-dir={self.data_dir}", f"--rpc-admin={self.ip}:{self.rpc_port}",
             f"--p2p-bind-ip={self.ip}", f"--p2p-bind-port={self.p2p_port}", "--log-level=2",
         ]

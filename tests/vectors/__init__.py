@@ -1,0 +1,1 @@
+"""Consensus test vectors (JSON files) and the code that writes and recomputes them."""
