@@ -271,20 +271,27 @@ def test_a_state_packed_on_load_reads_as_it_was_stored_and_a_bad_row_is_named(
         store.load_state()
 
 
+@pytest.mark.parametrize("version", [3, SCHEMA_VERSION + 1])
 def test_an_unknown_schema_version_is_refused_and_the_file_left_untouched(
-    db: Path, history: History
+    db: Path, history: History, version: int
 ) -> None:
+    # An older version that no migration reads, or a newer snode's file: one line naming both
+    # versions; a newer file is never written by the older code (a downgrade).
     open_store(db, history).close()
     other = sqlite3.connect(db)
-    other.execute("PRAGMA user_version = 7")
+    other.execute(f"PRAGMA user_version = {version}")
     other.close()
     before = file_digest(db)
     with pytest.raises(StoreError) as refused:
         open_store(db, history)
-    assert str(refused.value) == (
-        f"database schema version 7 is not supported by this snode (expects {SCHEMA_VERSION}): use a matching "
+    assert str(refused.value) == ((
+        f"database schema version 3 is not supported by this snode (expects {SCHEMA_VERSION}): use a matching "
         "snode release or a new data dir"
-    )
+    ) if version == 3 else (
+        f"database {db} has schema version {version}, written by a newer snode; this snode reads schema "
+        f"version {SCHEMA_VERSION} and older: run the newer release (a downgrade cannot read its data dir) "
+        "or use a new data dir"
+    ))
     assert file_digest(db) == before
 
 

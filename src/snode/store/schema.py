@@ -15,11 +15,16 @@ from typing import Final
 from snode.store.errors import StoreError, damaged, is_damage
 
 SCHEMA_VERSION: Final = 4
-"""Bump with every change to the tables below or to what their rows mean (and refuse the old
-version, or migrate it). 2: the state tables may be behind the stored blocks (a sync's
-deferred state, `ChainStore`), which a version-1 snode would misread. 3: blocks carry a
-validator signer bitset and a checkpoint (service-node block production); older blocks do not
-decode as such, so older files are refused (they belong to a network that no longer exists)."""
+"""Bump with every change to the tables below or to what their rows mean. 2: the state tables
+may be behind the stored blocks (a sync's deferred state, `ChainStore`), which a version-1 snode
+would misread. 3: blocks carry a validator signer bitset and a checkpoint (service-node block
+production); older blocks do not decode as such, so older files are refused (they belong to a
+network that no longer exists). 4: the first released schema (v0.1.0).
+
+From 4 on, data dirs of released versions are upgraded in place, never refused: a bump adds the
+old version to MIGRATES_FROM and its rewrite to `migrate`, and tests/fixtures/datadir-*.tar.gz
+(made by each release; tests/functional/test_upgrade.py) must keep opening. A file of a newer
+version than this one is refused, untouched: a downgrade cannot know what the newer rows mean."""
 MIGRATES_FROM: Final[tuple[int, ...]] = ()
 
 TABLES: Final = (
@@ -93,6 +98,12 @@ def _read_genesis(conn: sqlite3.Connection, path: Path) -> bytes | None:
         if tables == 0:
             return None
         raise StoreError(f"{path} is not an snode database: use a new data dir")
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"database {path} has schema version {version}, written by a newer snode; this snode "
+            f"reads schema version {SCHEMA_VERSION} and older: run the newer release (a downgrade "
+            "cannot read its data dir) or use a new data dir"
+        )
     if version != SCHEMA_VERSION and version not in MIGRATES_FROM:
         raise StoreError(
             f"database schema version {version} is not supported by this snode (expects "
