@@ -9,8 +9,10 @@ as it was.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from snode.store.errors import StoreError, damaged, is_damage
 
@@ -135,6 +137,20 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.close()
         raise _open_error(path, err) from None
     return conn
+
+
+@contextmanager
+def query(conn: sqlite3.Connection, sql: str, args: tuple[Any, ...] = ()) -> Iterator[sqlite3.Cursor]:
+    """A query's cursor, closed however the block ends. A cursor not read to its end holds its
+    SQLite statement and with it a read transaction; one an exception leaves alive (its frame kept
+    by the traceback) outlives the connection's close() on Python 3.12 and later, whose close no
+    longer resets the statements of live cursors: SQLite then defers the close, and with
+    EXCLUSIVE locking the data dir stays locked against the next open."""
+    cursor = conn.execute(sql, args)
+    try:
+        yield cursor
+    finally:
+        cursor.close()
 
 
 def migrate(conn: sqlite3.Connection) -> None:
