@@ -271,20 +271,52 @@ def test_a_state_packed_on_load_reads_as_it_was_stored_and_a_bad_row_is_named(
         store.load_state()
 
 
-def test_an_unknown_schema_version_is_refused_and_the_file_left_untouched(
-    db: Path, history: History
+@pytest.mark.parametrize("table", ["utxos", "service_nodes"])
+def test_a_store_whose_load_failed_frees_its_file_at_close_while_the_error_lives_on(
+    db: Path, history: History, table: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The failed read's cursor is in the traceback's frames: left open, it kept its statement
+    # past close() (Python >= 3.12), and the EXCLUSIVE lock with it ('database is locked').
+    monkeypatch.setattr(utxo_set, "COMPACT_AT", 1)
+    committed_store(db, history).close()
+    other = sqlite3.connect(db)
+    assert other.execute(f"SELECT count(*) FROM {table}").fetchone()[0] >= 1
+    other.execute(f"UPDATE {table} SET value = ? WHERE key = (SELECT MIN(key) FROM {table})", (b"\x93\x01",))
+    other.commit()
+    other.close()
+    with open_store(db, history) as store:
+        with pytest.raises(DecodeError) as failed:
+            store.load_state()
+    assert failed.value.__traceback__ is not None
+    other = sqlite3.connect(db, timeout=0)
+    try:
+        other.execute("BEGIN EXCLUSIVE")
+        other.rollback()
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("version", [3, SCHEMA_VERSION + 1])
+def test_an_unknown_schema_version_is_refused_and_the_file_left_untouched(
+    db: Path, history: History, version: int
+) -> None:
+    # An older version that no migration reads, or a newer snode's file: one line naming both
+    # versions; a newer file is never written by the older code (a downgrade).
     open_store(db, history).close()
     other = sqlite3.connect(db)
-    other.execute("PRAGMA user_version = 7")
+    other.execute(f"PRAGMA user_version = {version}")
     other.close()
     before = file_digest(db)
     with pytest.raises(StoreError) as refused:
         open_store(db, history)
-    assert str(refused.value) == (
-        f"database schema version 7 is not supported by this snode (expects {SCHEMA_VERSION}): use a matching "
+    assert str(refused.value) == ((
+        f"database schema version 3 is not supported by this snode (expects {SCHEMA_VERSION}): use a matching "
         "snode release or a new data dir"
-    )
+    ) if version == 3 else (
+        f"database {db} has schema version {version}, written by a newer snode; this snode reads schema "
+        f"version {SCHEMA_VERSION} and older: run the newer release (a downgrade cannot read its data dir) "
+        "or use a new data dir"
+    ))
     assert file_digest(db) == before
 
 

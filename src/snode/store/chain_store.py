@@ -340,8 +340,8 @@ class ChainStore:
         refuses is a StoreError: DatabaseDamaged when SQLite finds the file damaged (a lookup
         may reach pages no start-up read)."""
         try:
-            cursor = self._conn.execute(sql, args)
-            return cursor.fetchall() if every else cursor.fetchone()
+            with schema.query(self._conn, sql, args) as cursor:
+                return cursor.fetchall() if every else cursor.fetchone()
         except sqlite3.DatabaseError as err:
             raise read_error(self._path, err) from err
 

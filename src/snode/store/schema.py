@@ -9,17 +9,24 @@ as it was.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from snode.store.errors import StoreError, damaged, is_damage
 
 SCHEMA_VERSION: Final = 4
-"""Bump with every change to the tables below or to what their rows mean (and refuse the old
-version, or migrate it). 2: the state tables may be behind the stored blocks (a sync's
-deferred state, `ChainStore`), which a version-1 snode would misread. 3: blocks carry a
-validator signer bitset and a checkpoint (service-node block production); older blocks do not
-decode as such, so older files are refused (they belong to a network that no longer exists)."""
+"""Bump with every change to the tables below or to what their rows mean. 2: the state tables
+may be behind the stored blocks (a sync's deferred state, `ChainStore`), which a version-1 snode
+would misread. 3: blocks carry a validator signer bitset and a checkpoint (service-node block
+production); older blocks do not decode as such, so older files are refused (they belong to a
+network that no longer exists). 4: the first released schema (v0.1.0).
+
+From 4 on, data dirs of released versions are upgraded in place, never refused: a bump adds the
+old version to MIGRATES_FROM and its rewrite to `migrate`, and tests/fixtures/datadir-*.tar.gz
+(made by each release; tests/functional/test_upgrade.py) must keep opening. A file of a newer
+version than this one is refused, untouched: a downgrade cannot know what the newer rows mean."""
 MIGRATES_FROM: Final[tuple[int, ...]] = ()
 
 TABLES: Final = (
@@ -93,6 +100,12 @@ def _read_genesis(conn: sqlite3.Connection, path: Path) -> bytes | None:
         if tables == 0:
             return None
         raise StoreError(f"{path} is not an snode database: use a new data dir")
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"database {path} has schema version {version}, written by a newer snode; this snode "
+            f"reads schema version {SCHEMA_VERSION} and older: run the newer release (a downgrade "
+            "cannot read its data dir) or use a new data dir"
+        )
     if version != SCHEMA_VERSION and version not in MIGRATES_FROM:
         raise StoreError(
             f"database schema version {version} is not supported by this snode (expects "
@@ -124,6 +137,20 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.close()
         raise _open_error(path, err) from None
     return conn
+
+
+@contextmanager
+def query(conn: sqlite3.Connection, sql: str, args: tuple[Any, ...] = ()) -> Iterator[sqlite3.Cursor]:
+    """A query's cursor, closed however the block ends. A cursor not read to its end holds its
+    SQLite statement and with it a read transaction; one an exception leaves alive (its frame kept
+    by the traceback) outlives the connection's close() on Python 3.12 and later, whose close no
+    longer resets the statements of live cursors: SQLite then defers the close, and with
+    EXCLUSIVE locking the data dir stays locked against the next open."""
+    cursor = conn.execute(sql, args)
+    try:
+        yield cursor
+    finally:
+        cursor.close()
 
 
 def migrate(conn: sqlite3.Connection) -> None:

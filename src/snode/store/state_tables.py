@@ -24,6 +24,7 @@ from snode.core.state import (
 )
 from snode.core.utxo_set import UtxoSet
 from snode.core.types import Amount, Hash32, Height, Timestamp
+from snode.store.schema import query
 
 VALUE_TYPES: Final[dict[str, type]] = {
     "service_nodes": ServiceNode, "quorums": Quorum, "checkpoints": CheckpointSlot,
@@ -124,8 +125,7 @@ def read_state(conn: sqlite3.Connection) -> ChainState:
 
 
 def _read_utxos(conn: sqlite3.Connection) -> UtxoSet:
-    rows = conn.execute("SELECT key, value FROM utxos")
-    with decoding_trusted(UtxoEntry) as decode:
+    with query(conn, "SELECT key, value FROM utxos") as rows, decoding_trusted(UtxoEntry) as decode:
         try:
             return UtxoSet.from_rows(rows, decode)
         except (struct.error, TypeError) as err:  # a key that is not bytes (edited by hand)
@@ -134,8 +134,8 @@ def _read_utxos(conn: sqlite3.Connection) -> UtxoSet:
 
 def _read_map(conn: sqlite3.Connection, name: str) -> immutables.Map[Any, Any]:
     kind = VALUE_TYPES[name]
-    rows = conn.execute(f"SELECT key, value FROM {name}")
-    return immutables.Map((key, decode_trusted(value, kind)) for key, value in rows)
+    with query(conn, f"SELECT key, value FROM {name}") as rows:
+        return immutables.Map((key, decode_trusted(value, kind)) for key, value in rows)
 
 
 @contextmanager
