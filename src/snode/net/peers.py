@@ -346,6 +346,10 @@ class PeerManager:
             log.warning("dropping peer %s: its genesis %s is not ours (%s)", peer.name,
                         hello.genesis_hash.hex()[:16], node.consensus.genesis_hash.hex()[:16])
             return False
+        if hello.version < P.MIN_PROTOCOL_VERSION:
+            log.warning("dropping peer %s: it speaks peer protocol %d, this node needs %d or later "
+                        "(an older snoded: upgrade it)", peer.name, hello.version, P.MIN_PROTOCOL_VERSION)
+            return False
         if any(p.hello is not None and p.hello.nonce == hello.nonce for p in self.peers):
             log.debug("dropping duplicate connection to %s", peer.name)
             return False
