@@ -2,8 +2,8 @@
 
 Escaping is the formatter's work (`EscapingFormatter`), so that no call site can forget it: a
 message that quotes a peer (a reason, an address, an agent string) is one line of printable text
-(`common.text.printable`), whatever the peer sent. Tracebacks keep their line breaks, each line
-escaped.
+(`common.text.printable`), whatever the peer sent. A traceback keeps its line breaks, and the
+message of each exception in it is escaped whole (an exception may quote a peer too).
 
 Counting is a filter on the handlers (`RepeatLimiter`): anyone on the internet can make the daemon
 warn (an anonymous CurveZMQ client, a peer that breaks the protocol), and one line per attempt
@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -45,7 +46,11 @@ class EscapingFormatter(logging.Formatter):
         return super().formatMessage(record)
 
     def formatException(self, ei: ExcInfo) -> str:  # noqa: N802
-        return _lines(super().formatException(ei))
+        if ei[1] is None:
+            return _lines(super().formatException(ei))
+        report = traceback.TracebackException.from_exception(ei[1])
+        _escape_messages(report, set())
+        return _lines("".join(report.format()).rstrip("\n"))
 
     def formatStack(self, stack_info: str) -> str:  # noqa: N802
         return _lines(super().formatStack(stack_info))
@@ -53,6 +58,20 @@ class EscapingFormatter(logging.Formatter):
 
 def _lines(text: str) -> str:
     return "\n".join(printable(line, LINE_LIMIT) for line in text.splitlines())
+
+
+def _escape_messages(report: traceback.TracebackException, seen: set[int]) -> None:
+    """Escape the message of every exception in a report, chained ones too, so that a newline in
+    one cannot make a line of its own. (`_str` is where CPython keeps the message, 3.11 to 3.13;
+    without it the lines are still escaped one by one.)"""
+    if id(report) in seen:
+        return
+    seen.add(id(report))
+    if isinstance(getattr(report, "_str", None), str):
+        report._str = printable(report._str, LINE_LIMIT)  # type: ignore[attr-defined]
+    for chained in (report.__cause__, report.__context__):
+        if chained is not None:
+            _escape_messages(chained, seen)
 
 
 Kind = tuple[str, int]
