@@ -190,7 +190,8 @@ def test_wrong_public_ip_is_refused(nodes):
     reason = wait_until(lambda: liar.get_info()["last_uptime_proof_rejection"], timeout=30,
                         what="the proof rejection reaching the liar")
     declared = liar.args()[-1].split("=")[1]
-    words = f"declared IP {declared} is not the address peers see this node connect from (--service-node-public-ip)"
+    words = (f"declared IP {declared} is not the address peers see this node connect from ({liar.ip}): "
+             "check --service-node-public-ip")
     assert words in reason, reason
     assert "uptime proof rejected by" in liar.stderr_text()
     log.info("Mine 3 blocks: it is neither active nor credited with a proof, on the hub and in "

@@ -85,8 +85,9 @@ def test_a_refusal_is_worded_from_its_code_and_an_old_one_says_nothing() -> None
     node = service_node_daemon("verdict sn")
     own = node.own_proof
     first = own.send(node.now())
-    own.refused("127.0.0.9:9230", first.timestamp, ProofRefusal.IP_NOT_THE_CONNECTION)
-    words = refusal_words(ProofRefusal.IP_NOT_THE_CONNECTION, declared_ip="203.0.113.5", params=node.params)
+    own.refused("127.0.0.9:9230", first.timestamp, ProofRefusal.IP_NOT_THE_CONNECTION, bytes([198, 51, 100, 7]))
+    words = ("declared IP 203.0.113.5 is not the address peers see this node connect from (198.51.100.7): "
+             "check --service-node-public-ip")
     assert node.proofs.own_refused_reason == words
     assert node.proofs.own_refusal == f"uptime proof rejected by 127.0.0.9:9230: {words}"
     assert node.status_line(node.now()).endswith(f", refused: {words}")
@@ -96,3 +97,6 @@ def test_a_refusal_is_worded_from_its_code_and_an_old_one_says_nothing() -> None
     assert node.proofs.own_refused_reason == "", "a refusal of a proof older than the accepted one"
     for code in ProofRefusal:
         assert refusal_words(code, declared_ip="203.0.113.5", params=node.params).isprintable()
+    odd = refusal_words(ProofRefusal.IP_NOT_THE_CONNECTION, declared_ip="203.0.113.5", params=node.params,
+                        seen_ip=b"\n" * 7)
+    assert "connect from: check" in odd, "a seen address that is no address is left out"

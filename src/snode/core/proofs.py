@@ -50,8 +50,10 @@ class BadProofSignature(InvalidProof):
         super().__init__(reason, ProofRefusal.SIGNATURE)
 
 
-def refusal_words(code: ProofRefusal, *, declared_ip: str, params: NetworkParams) -> str:
-    """A peer's refusal of this node's own proof, in our words, for the operator."""
+def refusal_words(code: ProofRefusal, *, declared_ip: str, params: NetworkParams, seen_ip: bytes = b"") -> str:
+    """A peer's refusal of this node's own proof, in our words, for the operator; `seen_ip` (a
+    packed address) is where the peer sees this node connect from, if it said."""
+    seen = f" ({ipaddress.ip_address(seen_ip)})" if len(seen_ip) in (4, 16) else ""
     return {
         ProofRefusal.NOT_REGISTERED: "the peer does not see this node's key registered (is it synced?)",
         ProofRefusal.CLOCK: (f"proof timestamp is more than {PROOF_CLOCK_TOLERANCE} s from the peer's "
@@ -61,7 +63,7 @@ def refusal_words(code: ProofRefusal, *, declared_ip: str, params: NetworkParams
         ProofRefusal.IP_NOT_AN_ADDRESS: f"declared IP '{declared_ip}' is not an IP address",
         ProofRefusal.IP_NOT_PUBLIC: f"declared IP {declared_ip} is not a public address",
         ProofRefusal.IP_NOT_THE_CONNECTION: (f"declared IP {declared_ip} is not the address peers see "
-                                             "this node connect from (--service-node-public-ip)"),
+                                             f"this node connect from{seen}: check --service-node-public-ip"),
         ProofRefusal.SIGNATURE: "the proof's signature does not verify",
     }[code]
 

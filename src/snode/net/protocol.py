@@ -111,6 +111,9 @@ class ProofRejected(msgspec.Struct, frozen=True, array_like=True, tag=15):
     pubkey: Hash32
     timestamp: int
     reason: ProofRefusal
+    seen_ip: Annotated[bytes, msgspec.Meta(max_length=16)] = b""
+    """For IP_NOT_THE_CONNECTION: the address the receiver sees the sender connect from, packed
+    (4 or 16 bytes; an address, never text), so that the operator learns what to declare."""
 
 
 class ProofAck(msgspec.Struct, frozen=True, array_like=True, tag=14):

@@ -97,13 +97,14 @@ class OwnProof:
             book.own_refused_reason = ""
         node.hub.publish(OwnProofAccepted(timestamp, by))
 
-    def refused(self, by: str, timestamp: int, code: ProofRefusal) -> None:
-        """Peer `by`, which we sent our proof stamped `timestamp`, refused it for `code`."""
+    def refused(self, by: str, timestamp: int, code: ProofRefusal, seen_ip: bytes = b"") -> None:
+        """Peer `by`, which we sent our proof stamped `timestamp`, refused it for `code`
+        (`seen_ip`: where it sees us connect from, packed, when that is why)."""
         node = self._node
         ident, book = node.identity, node.proofs
         if ident is None or timestamp < book.last_accepted(ident.key.public):
             return  # the network took a later proof already: an old refusal says nothing now
-        words = refusal_words(code, declared_ip=ident.public_ip, params=node.params)
+        words = refusal_words(code, declared_ip=ident.public_ip, params=node.params, seen_ip=seen_ip)
         book.own_refusal = f"uptime proof rejected by {by}: {words}"
         book.own_refused_reason = words
         book.own_refused_sent = timestamp

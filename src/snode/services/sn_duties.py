@@ -12,6 +12,7 @@ While the network is small the genesis authority is the quorum and signs alone.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import weakref
 from collections import deque
@@ -94,6 +95,14 @@ class Asked:
             waiting.timestamps.remove(timestamp)
             return Answer.ASKED
         return Answer.LATE if 0 < timestamp <= waiting.forgotten else Answer.UNASKED
+
+
+def _packed(ip: str) -> bytes:
+    """An address as `ProofRejected.seen_ip` carries it (empty if it is none)."""
+    try:
+        return ipaddress.ip_address(ip).packed
+    except ValueError:
+        return b""
 
 
 class ServiceNodeDuties:
@@ -188,7 +197,8 @@ class ServiceNodeDuties:
         if direct and proof.public_ip != event.peer_ip:
             log.info("refused uptime proof of %s from %s: declared IP %s, we see %s", proof.pubkey.hex()[:16],
                      event.peer_name, proof.public_ip, event.peer_ip)
-            peers.send(event.peer, P.ProofRejected(proof.pubkey, proof.timestamp, ProofRefusal.IP_NOT_THE_CONNECTION))
+            peers.send(event.peer, P.ProofRejected(proof.pubkey, proof.timestamp, ProofRefusal.IP_NOT_THE_CONNECTION,
+                                                   _packed(event.peer_ip)))
             return
         self.intake.add(Arrival(proof, event.peer, event.peer_name, message.relayed))
 
@@ -203,7 +213,7 @@ class ServiceNodeDuties:
         elif isinstance(message, P.ProofAck):
             self.node.own_proof.accepted(message.timestamp, event.peer_name)
         else:
-            self.node.own_proof.refused(event.peer_name, message.timestamp, message.reason)
+            self.node.own_proof.refused(event.peer_name, message.timestamp, message.reason, message.seen_ip)
 
     def _proof_verdict(self, arrival: Arrival, refusal: InvalidProof | None) -> None:
         """A peer's proof was checked (`ProofIntake`): acknowledge it to its signer's peer, or
