@@ -99,8 +99,8 @@ TRIALS * ROUNDS - 1 seconds later (34 s): every timestamp stays within PROOF_CLO
 QUORUMNET_PORT: Final = 38092
 PROFILE_TOP: Final = 25
 
-PROOF_TAG: Final = 11
-REJECTED_TAG: Final = 12
+PROOF_TAG: Final = P.Proof.__struct_config__.tag
+REJECTED_TAG: Final = P.ProofRejected.__struct_config__.tag
 
 
 log: Final = partial(daemons.log, "proof_bench")

@@ -14,7 +14,7 @@ from typing import Any
 
 from snode.net import protocol as P
 from snode.params import NETWORKS
-from tests.functional.framework import scaled
+from tests.functional.framework import next_loopback_ip, scaled
 
 
 class FakePeer:
@@ -79,3 +79,17 @@ class FakePeer:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def cut_off_after(node: Any, data: bytes, what: str) -> str:
+    """From a fresh loopback address: shake hands, send `data` (any bytes), and see the node
+    hang up; the address, for the test to look up its ban."""
+    source = next_loopback_ip()
+    peer = FakePeer(node, source_ip=source)
+    try:
+        peer.handshake()
+        peer.send_raw(data)
+        assert peer.closed_by_node(), f"{what}: not disconnected"
+    finally:
+        peer.close()
+    return source

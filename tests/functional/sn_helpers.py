@@ -6,7 +6,9 @@ replayed with the same addresses.
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -120,3 +122,25 @@ def leader_queue(node: Any) -> list[str]:
     payable = [r for r in node.get_service_nodes()["service_node_states"] if r["payable"]]
     payable.sort(key=lambda r: (r["last_reward_height"], r["registration_height"], r["service_node_pubkey"]))
     return [r["service_node_pubkey"] for r in payable]
+
+
+def notify_script(tmp_path: Path) -> tuple[Path, Path]:
+    """An executable for `--notify` that appends its SNODE_* variables to a file, one JSON object
+    a line; (the script, the file)."""
+    out = tmp_path / "notified.jsonl"
+    script = tmp_path / "notify.py"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os\n"
+        f"with open({str(out)!r}, 'a') as f:\n"
+        "    f.write(json.dumps({k: v for k, v in os.environ.items() if k.startswith('SNODE_')}) + '\\n')\n"
+    )
+    script.chmod(0o755)
+    return script, out
+
+
+def notified(out: Path) -> list[dict[str, str]]:
+    """What the `notify_script` wrote so far."""
+    if not out.exists():
+        return []
+    return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]

@@ -10,40 +10,21 @@ import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 from snode.devchain import key_from_label
 from snode.params import COIN
 from tests.functional.framework import (
     assert_equal, connect_nodes, narrator, run_snoded, scaled, sync_blocks,
 )
-from tests.functional.sn_helpers import SOLO, fund_and_unlock, mine_until, record, register
+from tests.functional.sn_helpers import (
+    SOLO, fund_and_unlock, mine_until, notified, notify_script, record, register,
+)
 
 log = narrator(__name__)
 
 
-def _notify_script(tmp_path: Path) -> tuple[Path, Path]:
-    """An executable that appends its SNODE_* variables to a file, one JSON object a line."""
-    out = tmp_path / "notified.jsonl"
-    script = tmp_path / "notify.py"
-    script.write_text(
-        f"#!{sys.executable}\n"
-        "import json, os\n"
-        f"with open({str(out)!r}, 'a') as f:\n"
-        "    f.write(json.dumps({k: v for k, v in os.environ.items() if k.startswith('SNODE_')}) + '\\n')\n"
-    )
-    script.chmod(0o755)
-    return script, out
-
-
-def _notified(out: Path) -> list[dict[str, str]]:
-    if not out.exists():
-        return []
-    return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
-
-
 def test_watch_streams_events_and_notify_runs_for_the_nodes_own(nodes, tmp_path):
-    script, out = _notify_script(tmp_path)
+    script, out = notify_script(tmp_path)
     log.info("Start a hub and a service node with --notify=%s", script.name)
     hub = nodes.add()
     sn = nodes.add(extra_args=["--service-node", f"--notify={script}"])
@@ -68,7 +49,7 @@ def test_watch_streams_events_and_notify_runs_for_the_nodes_own(nodes, tmp_path)
         hub.generate_blocks(blocks=1)
         pubkey = sn.get_service_node_key()["service_node_pubkey"]
         mine_until(hub, lambda: record(hub, pubkey)["payable"], timeout=60, what="the node payable")
-        mine_until(hub, lambda: any(e.get("SNODE_EVENT") == "reward" for e in _notified(out)),
+        mine_until(hub, lambda: any(e.get("SNODE_EVENT") == "reward" for e in notified(out)),
                    timeout=60, what="a reward notified")
         sync_blocks([hub, sn])
     finally:
@@ -89,12 +70,12 @@ def test_watch_streams_events_and_notify_runs_for_the_nodes_own(nodes, tmp_path)
     assert_equal((active["reason"], active["pubkey"]), ("first_uptime_proof", pubkey))
 
     log.info("The notify command ran for the node's own events, with SNODE_* set")
-    notified = _notified(out)
-    assert [n["SNODE_STATE"] for n in notified if n["SNODE_EVENT"] == "state"][:4] == states[:4], notified
-    first_active = next(n for n in notified if n["SNODE_STATE"] == "active")
+    ran = notified(out)
+    assert [n["SNODE_STATE"] for n in ran if n["SNODE_EVENT"] == "state"][:4] == states[:4], ran
+    first_active = next(n for n in ran if n["SNODE_STATE"] == "active")
     assert_equal((first_active["SNODE_REASON"], first_active["SNODE_PUBKEY"]), ("first_uptime_proof", pubkey))
     assert int(first_active["SNODE_HEIGHT"]) == active["height"]
-    assert not any(n["SNODE_EVENT"] == "block" for n in notified), "blocks are not the node's own events"
+    assert not any(n["SNODE_EVENT"] == "block" for n in ran), "blocks are not the node's own events"
 
 
 def test_a_notify_command_that_cannot_run_stops_the_start_up(tmp_path):

@@ -81,7 +81,7 @@ def test_a_skewed_clock_keeps_its_place_within_the_window_and_loses_it_beyond(no
     offset = PROOF_CLOCK_TOLERANCE + 100
     log.info("Its clock now runs %d s ahead, past the %d s a proof may be off", offset, PROOF_CLOCK_TOLERANCE)
     restart_with_offset(net, skewed, offset)
-    wait_until(lambda: "check the sender's clock" in skewed.get_info()["last_uptime_proof_rejection"],
+    wait_until(lambda: "check this node's clock" in skewed.get_info()["last_uptime_proof_rejection"],
                timeout=60, what="a peer refusing its proof, and saying why")
     assert "refused: proof timestamp" in skewed.get_info()["status_line"]
     log.info("The quorum decommissions it; the chain goes on without it")

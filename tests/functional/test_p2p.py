@@ -21,7 +21,7 @@ from tests.functional.framework import (
     assert_equal, connect_nodes, faucet_key, fund, narrator, next_loopback_ip, process_gone, scaled,
     spendable_outputs, sync_blocks, sync_mempools, wait_until,
 )
-from tests.functional.p2p import FakePeer
+from tests.functional.p2p import FakePeer, cut_off_after
 
 log = narrator(__name__)
 
@@ -126,14 +126,7 @@ def test_hostile_peers_are_banned(nodes):
     victim.generate_blocks(blocks=20)
     for name, data, reason in hostile_inputs(victim):
         log.info("Fake peer sends %s: cut off, its address banned for %r and refused at once", name, reason)
-        source = next_loopback_ip()
-        peer = FakePeer(victim, source_ip=source)
-        try:
-            peer.handshake()
-            peer.send_raw(data)
-            assert peer.closed_by_node(), f"{name}: not disconnected"
-        finally:
-            peer.close()
+        source = cut_off_after(victim, data, name)
         bans = ban_reasons(victim)
         assert source in bans, f"{name}: {source} not banned ({bans})"
         assert reason in bans[source], f"{name}: ban reason {bans[source]!r}"

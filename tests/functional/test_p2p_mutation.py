@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from snode.core.encoding import encode
+from snode.core.proofs import ProofRefusal
 from snode.net import protocol as P
 from tests.functional.figures import write_figures
 from tests.functional.framework import fuzz_settings, TestNode, assert_equal, narrator, next_loopback_ip
@@ -61,7 +62,7 @@ def _samples(node: TestNode) -> list[P.Message]:
     samples: list[P.Message] = [
         hello, P.Ping(7), P.Pong(7), P.Tip(5, top), P.GetBlocks([genesis], 10), P.Blocks([block], 5),
         P.NewBlock(block), P.NewTransaction(tx), P.GetPeers(), P.Peers(["127.0.0.1:38090"]),
-        P.ProofRejected(bytes(32), "no"), P.ProofAck(bytes(32), 5), P.NewCheckpoint(b"\x90"),
+        P.ProofRejected(bytes(32), 5, ProofRefusal.CLOCK), P.ProofAck(bytes(32), 5), P.NewCheckpoint(b"\x90"),
     ]
     kinds = {type(m) for m in samples} | {P.Proof}  # a Proof needs a key: mutated from fields below
     assert kinds >= set(typing.get_args(P.Message)) - {P.Proof}, "a sample of every message kind"

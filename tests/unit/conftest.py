@@ -26,6 +26,9 @@ from snode.core.transactions import (
 from snode.core.transition import make_coinbase
 from snode.core.txbuilder import Spendable, build_spend, payload_spend
 from snode.devchain import DevChain, key_from_label
+from snode.node.node import Identity, Node
+from snode.node.verifier import InlineVerifier
+from snode.store.memory import MemoryStore
 from snode.params import COIN
 
 FUNDS = 1_000_000 * COIN
@@ -178,6 +181,18 @@ class LabChain(DevChain):
 def new_chain() -> LabChain:
     """A chain whose genesis gives each of PEOPLE `FUNDS` in one output."""
     return LabChain.create({key_from_label(p).public: FUNDS for p in PEOPLE})
+
+
+def service_node_daemon(sn_label: str, public_ip: str = "203.0.113.5") -> Node:
+    """An in-memory node run by the service node `sn_label`, registered and active on a new chain
+    (as a daemon started with --service-node sees itself)."""
+    chain = new_chain()
+    pubkey = chain.new_node(operator="operator", sn_label=sn_label)
+    chain.change_state(pubkey, StateChangeKind.ACTIVATE)
+    identity = Identity(key_from_label(sn_label), public_ip, 9230, 9232)
+    return Node(params=chain.params, consensus=chain.consensus,
+                store=MemoryStore(chain.blocks[0], chain.fork(at=0).state), state=chain.state,
+                identity=identity, producer_key=None, verifier=InlineVerifier())
 
 
 @pytest.fixture

@@ -209,7 +209,7 @@ def test_a_text_field_that_is_not_utf8_is_a_decode_error():
     from snode.core.errors import DecodeError
     from snode.net import protocol as P
 
-    good = encode(P.ProofRejected(bytes(32), "no"))
+    good = encode(P.Peers(["no"]))
     bad = good.replace(b"\xa2no", b"\xa2\xff\xfe")
     with pytest.raises(DecodeError, match="a text field is not UTF-8"):
         decode(bad, P.Message)  # type: ignore[arg-type]

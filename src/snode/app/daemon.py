@@ -45,7 +45,7 @@ from snode.services.checkpoints import CheckpointDuties
 from snode.services.producer import BlockProducer
 from snode.services.sn_duties import ServiceNodeDuties
 from snode.services.sync import Syncer
-from snode.app.systemd import notify
+from snode.app.systemd import notify, status_message
 from snode.common.entry import run_command
 from snode.params import REGTEST_AUTHORITY_SEED
 from snode.rpc.methods import MethodTable
@@ -285,7 +285,7 @@ class Daemon:
                  node.height, cfg.rpc_admin, cfg.p2p_bind, f", service node {node.identity.key.public.hex()}"
                  if node.identity else "")
         print(node.status_line(node.now()), flush=True)
-        notify(f"READY=1\nSTATUS={node.status_line(node.now())}")
+        notify(status_message(node.status_line(node.now()), ready=True))
         tasks.append(asyncio.create_task(self._report_status(node), name="sd_notify"))
 
     async def _shut_down(self, node: Node, wiring: Wiring) -> None:
@@ -370,7 +370,7 @@ class Daemon:
         """Keep systemd's STATUS (shown by `systemctl status`) on the status line."""
         while True:
             await asyncio.sleep(10)
-            notify(f"STATUS={node.status_line(node.now())}")
+            notify(status_message(node.status_line(node.now())))
 
     async def _console(self, node: Node) -> None:
         """Console commands on stdin: status, print_sn_key, exit."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
+import logging.handlers
 import os
 import socket
 import stat
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from snode.common.endpoints import ConfigError, Endpoint
+from snode.common.logs import EscapingFormatter, RepeatLimiter
 
 LOG_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG, 4: logging.DEBUG}
 
@@ -62,12 +65,17 @@ class _QuietClientErrors(logging.Filter):
 
 
 def setup_logging(level: int, log_file: Path) -> None:
-    """Log to stderr and to the data dir's log file."""
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    """Log to stderr and to the data dir's log file: every message escaped, repeated warnings
+    counted (`common.logs`). The file is reopened when it is renamed or removed (logrotate's
+    default `create` mode: no signal needed, nothing lost; see docs/OPERATOR.md)."""
+    fmt = EscapingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    limiter = RepeatLimiter()
+    atexit.register(limiter.close)  # before logging's own exit hook (last in, first out)
     root = logging.getLogger()
     root.setLevel(LOG_LEVELS[level])
-    for handler in (logging.StreamHandler(sys.stderr), logging.FileHandler(log_file)):
+    for handler in (logging.StreamHandler(sys.stderr), logging.handlers.WatchedFileHandler(log_file)):
         handler.setFormatter(fmt)
+        handler.addFilter(limiter)
         root.addHandler(handler)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     logging.getLogger("aiohttp.server").addFilter(_QuietClientErrors())

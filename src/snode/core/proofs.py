@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+from enum import IntEnum
 from typing import Annotated
 
 import msgspec
@@ -18,12 +19,53 @@ from snode.params import PROOF_CLOCK_TOLERANCE, NetworkParams
 Port = Annotated[int, msgspec.Meta(ge=1, le=65_535)]
 
 
+class ProofRefusal(IntEnum):
+    """Why a node refuses an uptime proof: the closed set of codes a `ProofRejected` carries
+    back to the proof's signer. The signer words the refusal itself from the code (`refusal_words`):
+    no text from the network reaches its log, status line or operator."""
+
+    NOT_REGISTERED = 1
+    CLOCK = 2
+    NOT_NEWER = 3
+    RATE = 4
+    IP_NOT_AN_ADDRESS = 5
+    IP_NOT_PUBLIC = 6
+    IP_NOT_THE_CONNECTION = 7
+    """The declared IP is not the address the receiver sees the signer connect from."""
+    SIGNATURE = 8
+
+
 class InvalidProof(SnodeError):
-    """An uptime proof this node does not accept; the reason goes back to the sender."""
+    """An uptime proof this node does not accept: `reason` for our log, `code` for the sender."""
+
+    def __init__(self, reason: str, code: ProofRefusal) -> None:
+        super().__init__(reason)
+        self.code = code
 
 
 class BadProofSignature(InvalidProof):
     """A proof whose signature does not verify: forged, never an honest race."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, ProofRefusal.SIGNATURE)
+
+
+def refusal_words(code: ProofRefusal, *, declared_ip: str, params: NetworkParams, seen_ip: bytes = b"") -> str:
+    """A peer's refusal of this node's own proof, in our words, for the operator; `seen_ip` (a
+    packed address) is where the peer sees this node connect from, if it said."""
+    seen = f" ({ipaddress.ip_address(seen_ip)})" if len(seen_ip) in (4, 16) else ""
+    return {
+        ProofRefusal.NOT_REGISTERED: "the peer does not see this node's key registered (is it synced?)",
+        ProofRefusal.CLOCK: (f"proof timestamp is more than {PROOF_CLOCK_TOLERANCE} s from the peer's "
+                             "clock: check this node's clock"),
+        ProofRefusal.NOT_NEWER: "the peer has a proof of this node as new already",
+        ProofRefusal.RATE: f"proofs are rate-limited to two per {params.proof_interval // 2} s",
+        ProofRefusal.IP_NOT_AN_ADDRESS: f"declared IP '{declared_ip}' is not an IP address",
+        ProofRefusal.IP_NOT_PUBLIC: f"declared IP {declared_ip} is not a public address",
+        ProofRefusal.IP_NOT_THE_CONNECTION: (f"declared IP {declared_ip} is not the address peers see "
+                                             f"this node connect from{seen}: check --service-node-public-ip"),
+        ProofRefusal.SIGNATURE: "the proof's signature does not verify",
+    }[code]
 
 
 class UptimeProof(msgspec.Struct, frozen=True, array_like=True):
@@ -80,34 +122,35 @@ def check_proof_rules(
     """Every rule of `check_proof` but the signature (which a node under load checks in a batch,
     `proof_sig_check`)."""
     if not registered:
-        raise InvalidProof(f"key {proof.pubkey.hex()[:16]} is not a registered service node")
+        raise InvalidProof(f"key {proof.pubkey.hex()[:16]} is not a registered service node",
+                           ProofRefusal.NOT_REGISTERED)
     if abs(proof.timestamp - now) > PROOF_CLOCK_TOLERANCE:
         raise InvalidProof(
             f"proof timestamp {proof.timestamp} is more than {PROOF_CLOCK_TOLERANCE} s from "
-            f"this node's clock ({now}): check the sender's clock"
+            f"this node's clock ({now}): check the sender's clock", ProofRefusal.CLOCK
         )
     if proof.timestamp <= last_accepted:
-        raise InvalidProof("proof is not newer than the last accepted one")
+        raise InvalidProof("proof is not newer than the last accepted one", ProofRefusal.NOT_NEWER)
     if previous_accepted and proof.timestamp - previous_accepted < params.proof_interval // 2:
         raise InvalidProof(
-            f"proofs are rate-limited to two per {params.proof_interval // 2} s"
+            f"proofs are rate-limited to two per {params.proof_interval // 2} s", ProofRefusal.RATE
         )
     refusal = _declared_ip_refusal(proof.public_ip, params.private_public_ip_allowed)
-    if refusal:
-        raise InvalidProof(refusal)
+    if refusal is not None:
+        raise InvalidProof(*refusal)
 
 
 @functools.lru_cache(maxsize=8192)
-def _declared_ip_refusal(public_ip: str, private_allowed: bool) -> str:
-    """Why a declared IP is refused, '' if it is not. Remembered: every proof of a node declares
+def _declared_ip_refusal(public_ip: str, private_allowed: bool) -> tuple[str, ProofRefusal] | None:
+    """Why a declared IP is refused, None if it is not. Remembered: every proof of a node declares
     the same IP, and parsing one costs a fifth of the node's work on a proof besides the signature."""
     try:
         ip = ipaddress.ip_address(public_ip)
     except ValueError:
-        return f"declared IP '{public_ip}' is not an IP address"
+        return f"declared IP {public_ip!r} is not an IP address", ProofRefusal.IP_NOT_AN_ADDRESS
     if not private_allowed and not ip.is_global:
-        return f"declared IP {ip} is not a public address"
-    return ""
+        return f"declared IP {ip} is not a public address", ProofRefusal.IP_NOT_PUBLIC
+    return None
 
 
 def proof_sig_check(proof: UptimeProof, params: NetworkParams) -> SigCheck:

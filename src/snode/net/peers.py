@@ -24,6 +24,7 @@ from typing import Any, Final, TypeVar
 
 from snode import __version__
 from snode.common.endpoints import ip_endpoint
+from snode.common.text import printable
 from snode.core.errors import SnodeError
 from snode.net import protocol as P
 from snode.net.events import PeerBanned, PeerConnected
@@ -118,7 +119,7 @@ class PeerManager:
         return [
             {"address": p.name, "listen_address": p.listen_address,
              "direction": "outbound" if p.outbound else "inbound", "height": p.height,
-             "agent": p.hello.agent if p.hello else "", "connected_since": int(p.connected_at)}
+             "agent": printable(p.hello.agent) if p.hello else "", "connected_since": int(p.connected_at)}
             for p in sorted(self.peers, key=lambda p: p.name) if p.hello is not None
         ]
 
@@ -147,6 +148,7 @@ class PeerManager:
         return True
 
     def ban(self, peer: Peer, reason: str) -> None:
+        reason = printable(reason)  # it may quote the peer (a decode error): shown by get_peers and watch
         self.bans[peer.ip] = (time.monotonic() + BAN_SECONDS, reason)
         log.warning("banned peer %s for %d s: %s", peer.name, BAN_SECONDS, reason)
         peer.close()
@@ -345,6 +347,10 @@ class PeerManager:
         if hello.genesis_hash != node.consensus.genesis_hash:
             log.warning("dropping peer %s: its genesis %s is not ours (%s)", peer.name,
                         hello.genesis_hash.hex()[:16], node.consensus.genesis_hash.hex()[:16])
+            return False
+        if hello.version < P.MIN_PROTOCOL_VERSION:
+            log.warning("dropping peer %s: it speaks peer protocol %d, this node needs %d or later "
+                        "(an older snoded: upgrade it)", peer.name, hello.version, P.MIN_PROTOCOL_VERSION)
             return False
         if any(p.hello is not None and p.hello.nonce == hello.nonce for p in self.peers):
             log.debug("dropping duplicate connection to %s", peer.name)

@@ -15,11 +15,15 @@ from snode.core.chain import MAX_LOCATOR
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
 from snode.core.finality import CheckpointVote
-from snode.core.proofs import UptimeProof
+from snode.core.proofs import ProofRefusal, UptimeProof
 from snode.core.rounds import BlockTemplate, ValidatorSignature
 from snode.core.types import Hash32, Height
 
-PROTOCOL_VERSION: Final = 1
+PROTOCOL_VERSION: Final = 2
+"""2: a proof verdict names the proof it answers (its timestamp) and carries a `ProofRefusal` code,
+not text; the version-1 ProofRejected (tag 12, free text) is gone from the wire."""
+MIN_PROTOCOL_VERSION: Final = 2
+"""Peers announcing an older version are dropped at the handshake: their verdicts would not decode."""
 MAX_FRAME: Final = 8 * 1024 * 1024
 """Bytes in one frame: room for a batch of blocks, far below what could exhaust memory."""
 MAX_BLOCKS_PER_BATCH: Final = 500
@@ -99,16 +103,23 @@ class Proof(msgspec.Struct, frozen=True, array_like=True, tag=11):
     """False when the proof comes straight from the node that signed it."""
 
 
-class ProofRejected(msgspec.Struct, frozen=True, array_like=True, tag=12):
-    """Sent back to a proof's own sender: why the receiver refused it."""
+class ProofRejected(msgspec.Struct, frozen=True, array_like=True, tag=15):
+    """Sent back to a proof's own sender, which sent it to us: the receiver refused the proof
+    stamped `timestamp`, for `reason` (a code from a closed set: an unknown one does not decode;
+    the sender words it itself). Tag 12 was version 1's free-text form."""
 
     pubkey: Hash32
-    reason: Annotated[str, msgspec.Meta(max_length=300)]
+    timestamp: int
+    reason: ProofRefusal
+    seen_ip: Annotated[bytes, msgspec.Meta(max_length=16)] = b""
+    """For IP_NOT_THE_CONNECTION: the address the receiver sees the sender connect from, packed
+    (4 or 16 bytes; an address, never text), so that the operator learns what to declare."""
 
 
 class ProofAck(msgspec.Struct, frozen=True, array_like=True, tag=14):
-    """Sent back to a proof's own sender: the receiver accepted the proof stamped `timestamp`
-    (so the sender's status shows what the network accepted, not what it sent)."""
+    """Sent back to a proof's own sender, which sent it to us: the receiver accepted the proof
+    stamped `timestamp` (so the sender's status shows what the network accepted, not what it
+    sent). A verdict on a proof the sender did not send to this peer is misbehaviour."""
 
     pubkey: Hash32
     timestamp: int

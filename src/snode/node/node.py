@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from snode import __version__
 from snode.common.clock import Clock, SystemClock
 from snode.common.events import EventHub
+from snode.common.text import STATUS_LINE_LIMIT, printable
 from snode.core import mempool as mp
 from snode.core.blocks import Block, Checkpoint
 from snode.core.chain import locator_heights
@@ -57,11 +58,10 @@ from snode.store.protocol import Store
 log = logging.getLogger(__name__)
 
 STATE_FLUSH_BLOCKS = 3_000
-"""A syncing node writes the state tables at most this many blocks apart (ChainStore's
-`defer_state`); after a crash it applies up to that many stored blocks again at start-up
-(about 0.3 ms each with their reads, no signatures). 5,000 synced 100,000 blocks about 2 %
-faster, but a start-up after a crash at 99,000 blocks took 2.7 s with 4,000 to apply,
-too close to the 3 s restart target."""
+"""A syncing node writes the state tables at most this many blocks apart (ChainStore's `defer_state`); after
+a crash it applies up to that many stored blocks again at start-up (about 0.3 ms each with their reads, no
+signatures). 5,000 synced 100,000 blocks about 2 % faster, but a start-up after a crash at 99,000 blocks
+took 2.7 s with 4,000 to apply, too close to the 3 s restart target."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +204,7 @@ class Node:
         return word
 
     def status_line(self, now: int) -> str:
-        """`v<version>; Height: <n>, SN: <state>[, proof: <age>]`."""
+        """`v<version>; Height: <n>, SN: <state>[, proof: <age>]`, escaped (`common.text`)."""
         line = f"v{__version__}; Height: {self.height}, SN: {self.sn_state_word()}"
         if self.identity is not None and self.identity.key.public in self.state.service_nodes:
             # The network's view: the last proof a peer accepted, and why peers refuse the
@@ -213,7 +213,7 @@ class Node:
             line += f", proof: {format_age(now - last) if last else 'never'}"
             if self.proofs.own_refused_reason:
                 line += f", refused: {self.proofs.own_refused_reason}"
-        return line
+        return printable(line, STATUS_LINE_LIMIT)
 
     # --- transactions and proofs --------------------------------------------------------------
 

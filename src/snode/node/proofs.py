@@ -52,10 +52,10 @@ class ProofBook:
         """Why a peer last refused this node's own proof ('' if none has, or a peer accepted a
         later one)."""
         self.own_refused_reason = ""
-        """The peer's reason alone, for the status line."""
+        """Why, alone, for the status line (our words, made from the peer's refusal code)."""
         self.own_refused_sent = 0
-        """The newest own proof we had sent when the refusal came: a peer's acceptance of it or
-        of a later one ends the refusal."""
+        """The timestamp of the refused proof: a peer's acceptance of it or of a later one ends
+        the refusal."""
         self.own_sent = (0, 0)
         """(last, previous) timestamps of the proofs this node signed and sent."""
         self.own_accepted_by = ""

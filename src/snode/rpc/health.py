@@ -3,13 +3,15 @@ operator's monitor may count this daemon as serving the network.
 
 Synced (no peer announces a longer chain) and, in service-node mode: registered on the chain,
 active, and with an uptime proof the network accepted (acknowledged by a peer) younger than the
-healthy proof age. Each unmet condition is named, with what the operator sees and can do.
+healthy proof age. Each unmet condition is named, with what the operator sees and can do, in
+printable text (a monitor may show it on a terminal).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from snode.common.text import printable
 from snode.core.service_nodes import status
 from snode.core.units import format_age
 from snode.node.node import Node
@@ -39,4 +41,4 @@ def unmet_conditions(node: Node, now: int) -> dict[str, Any]:
                              f"(healthy under {healthy} s)")
             if node.proofs.own_refused_reason:
                 unmet.append(f"peers refuse this node's uptime proofs: {node.proofs.own_refused_reason}")
-    return {"ready": not unmet, "height": node.height, "unmet": unmet}
+    return {"ready": not unmet, "height": node.height, "unmet": [printable(u) for u in unmet]}

@@ -3,7 +3,8 @@
 
 The command line is split once, like a shell would split it, and run without a shell. The event
 goes in environment variables: SNODE_EVENT (`state`, `proof_refused`, `reward`), SNODE_STATE
-(for `state`: `decommissioned`, `left`, ...), SNODE_REASON, SNODE_HEIGHT and SNODE_PUBKEY. At
+(for `state`: `decommissioned`, `left`, ...), SNODE_REASON, SNODE_HEIGHT and SNODE_PUBKEY, each
+one line of printable text (`common.text.printable`: an operator's script may echo them). At
 most one runs at a time (later events wait, at most MAX_WAITING of them); one that runs longer
 than TIMEOUT seconds is killed by its pid; a failure is logged and never stops the daemon.
 """
@@ -18,6 +19,7 @@ import shutil
 from collections import deque
 from typing import Any, Final
 
+from snode.common.text import printable
 from snode.core.errors import SnodeError
 
 log = logging.getLogger(__name__)
@@ -45,14 +47,11 @@ def parse_command(text: str) -> list[str]:
 
 
 def event_environment(event: dict[str, Any]) -> dict[str, str]:
-    """The SNODE_* variables for one event."""
-    return {
-        "SNODE_EVENT": str(event.get("event", "")),
-        "SNODE_STATE": str(event.get("state", "")),
-        "SNODE_REASON": str(event.get("reason", "")),
-        "SNODE_HEIGHT": str(event.get("height", "")),
-        "SNODE_PUBKEY": str(event.get("pubkey", "")),
-    }
+    """The SNODE_* variables for one event, escaped."""
+    return {variable: printable(str(event.get(field, ""))) for variable, field in (
+        ("SNODE_EVENT", "event"), ("SNODE_STATE", "state"), ("SNODE_REASON", "reason"),
+        ("SNODE_HEIGHT", "height"), ("SNODE_PUBKEY", "pubkey"),
+    )}
 
 
 class Notifier:

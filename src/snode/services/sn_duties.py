@@ -2,30 +2,36 @@
 
 Proofs travel over P2P to every node (each relays a proof once, after accepting it); the node
 that gets a proof straight from its signer checks the declared IP against the connection and
-tells the signer why it refused. Votes travel over quorumnet between quorum members; once a
-state change has the votes it needs, the member that has them submits the transaction, and P2P
-carries it to the block producer. While the network is small the genesis authority is the quorum
-and signs alone.
+tells the signer whether it took it (`ProofAck`) or why not (`ProofRejected`, a code). A verdict
+counts only from a peer we sent that very proof to, once; any other is misbehaviour (`Asked`).
+Votes travel over quorumnet between quorum members; once a state change has the votes it needs,
+the member that has them submits the transaction, and P2P carries it to the block producer.
+While the network is small the genesis authority is the quorum and signs alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Final
 
 from snode.core.crypto import SigningKey, verify
 from snode.core.errors import SnodeError
 from snode.core.obligations import judge
-from snode.core.proofs import BadProofSignature, InvalidProof, UptimeProof, proof_message
+from snode.core.proofs import BadProofSignature, InvalidProof, ProofRefusal, UptimeProof, proof_message
 from snode.core.service_nodes import Reason, StateChangeKind, apply_state_change
 from snode.core.stake_exit import returned_outputs
 from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
 from snode.net import protocol as P
 from snode.net.events import ProofMessage, QuorumMessageReceived
 from snode.net.peers import PeerManager
-from snode.node.events import BlocksAdopted
+from snode.node.events import BlocksAdopted, ProofAccepted
 from snode.node.node import Node
 from snode.params import STATE_CHANGE_WINDOW
 from snode.services.proof_intake import Arrival, ProofIntake
@@ -41,6 +47,62 @@ MAX_PENDING_VERDICTS = 10_000
 
 VoteKey = tuple[bytes, int, int, int]
 """(sn pubkey, kind, reason, quorum height)."""
+
+ASKED_PER_PEER: Final = 8
+"""Own proofs per peer whose verdict we wait for; a verdict on an older one is late, not unasked."""
+UNASKED_VERDICT = "sent a verdict on an uptime proof this node did not send it"
+
+
+class Answer(Enum):
+    ASKED = "asked"
+    """A verdict on a proof we sent this peer, the first on it: it counts."""
+    LATE = "late"
+    """On a proof sent so long ago that we no longer wait for its verdict: ignored."""
+    UNASKED = "unasked"
+    """Never asked, or answered already: misbehaviour."""
+
+
+@dataclass(slots=True)
+class _Waiting:
+    timestamps: deque[int] = field(default_factory=deque)
+    """Our proofs sent to the peer that it has not judged yet, oldest first."""
+    forgotten: int = 0
+    """The newest of our proofs sent to it that we stopped waiting for (more than `per_peer`)."""
+
+
+class Asked:
+    """Which of our proofs each peer was sent and has not judged yet (sans-IO; a peer is any
+    object, forgotten with it)."""
+
+    def __init__(self, per_peer: int = ASKED_PER_PEER) -> None:
+        self.per_peer = per_peer
+        self._waiting: weakref.WeakKeyDictionary[object, _Waiting] = weakref.WeakKeyDictionary()
+
+    def sent(self, peers: Iterable[object], timestamp: int) -> None:
+        """Our proof stamped `timestamp` went to each of `peers`."""
+        for peer in peers:
+            waiting = self._waiting.setdefault(peer, _Waiting())
+            waiting.timestamps.append(timestamp)
+            if len(waiting.timestamps) > self.per_peer:
+                waiting.forgotten = max(waiting.forgotten, waiting.timestamps.popleft())
+
+    def answer(self, peer: object, timestamp: int) -> Answer:
+        """Whether `peer`'s verdict on our proof stamped `timestamp` counts (once)."""
+        waiting = self._waiting.get(peer)
+        if waiting is None:
+            return Answer.UNASKED
+        if timestamp in waiting.timestamps:
+            waiting.timestamps.remove(timestamp)
+            return Answer.ASKED
+        return Answer.LATE if 0 < timestamp <= waiting.forgotten else Answer.UNASKED
+
+
+def _packed(ip: str) -> bytes:
+    """An address as `ProofRejected.seen_ip` carries it (empty if it is none)."""
+    try:
+        return ipaddress.ip_address(ip).packed
+    except ValueError:
+        return b""
 
 
 class ServiceNodeDuties:
@@ -61,6 +123,8 @@ class ServiceNodeDuties:
         self.votes: dict[VoteKey, dict[bytes, bytes]] = {}
         self.submitted: set[VoteKey] = set()
         self.intake = ProofIntake(node, self._proof_verdict)
+        self.asked = Asked()
+        node.hub.subscribe(ProofAccepted, self._on_proof_out)
         node.hub.subscribe(ProofMessage, self.on_peer_proof)
         node.hub.subscribe(BlocksAdopted, self.on_new_blocks)
         node.hub.subscribe(QuorumMessageReceived, self.on_quorum_message)
@@ -103,37 +167,53 @@ class ServiceNodeDuties:
                     log.debug("uptime proof not sent: %s", err)
             await asyncio.sleep(interval)
 
+    def _on_proof_out(self, event: ProofAccepted) -> None:
+        """Our own proof goes to every handshaken peer now (the relay's broadcast, in this same
+        delivery): those peers, and only they, may judge it."""
+        ident = self.node.identity
+        if event.source is None and ident is not None and event.proof.pubkey == ident.key.public:
+            self.asked.sent([p for p in self.peers.peers if p.hello is not None], event.proof.timestamp)
+
     # --- proofs from peers --------------------------------------------------------------------
 
     def on_peer_proof(self, event: ProofMessage) -> None:
-        """A proof from a peer (straight from its signer, or relayed), or a peer's word that
-        it refused ours. The node that gets a proof straight from its signer checks the
-        declared IP against the connection, and tells the signer why it refuses a proof."""
+        """A proof from a peer (straight from its signer, or relayed), or a peer's verdict on
+        ours. The node that gets a proof straight from its signer checks the declared IP
+        against the connection, and tells the signer why it refuses a proof."""
         node, message, peers = self.node, event.message, self.peers
         own = node.identity.key.public if node.identity is not None else None
-        if isinstance(message, P.ProofRejected):
-            if message.pubkey == own:
-                node.own_proof.refused(event.peer_name, message.reason)
-            return
-        if isinstance(message, P.ProofAck):
-            if message.pubkey == own:
-                node.own_proof.accepted(message.timestamp, event.peer_name)
+        if isinstance(message, (P.ProofRejected, P.ProofAck)):
+            self._on_verdict(event, message, own)
             return
         proof = message.proof
         if proof.pubkey == own:
             self._check_doppelganger(proof, event.peer_name)
             if message.relayed:  # a peer accepted it and passed it on: the network has it
-                node.own_proof.accepted(proof.timestamp, event.peer_name)
+                node.own_proof.relayed_back(proof, event.peer_name)
             return
         if node.proofs.last_accepted(proof.pubkey) == proof.timestamp:
             return  # a copy of a proof we have: proofs reach us along several paths
         direct = not message.relayed
         if direct and proof.public_ip != event.peer_ip:
-            reason = f"declared IP {proof.public_ip}, peers see {event.peer_ip}"
-            log.info("refused uptime proof of %s from %s: %s", proof.pubkey.hex()[:16], event.peer_name, reason)
-            peers.send(event.peer, P.ProofRejected(pubkey=proof.pubkey, reason=reason))
+            log.info("refused uptime proof of %s from %s: declared IP %s, we see %s", proof.pubkey.hex()[:16],
+                     event.peer_name, proof.public_ip, event.peer_ip)
+            peers.send(event.peer, P.ProofRejected(proof.pubkey, proof.timestamp, ProofRefusal.IP_NOT_THE_CONNECTION,
+                                                   _packed(event.peer_ip)))
             return
         self.intake.add(Arrival(proof, event.peer, event.peer_name, message.relayed))
+
+    def _on_verdict(self, event: ProofMessage, message: P.ProofRejected | P.ProofAck, own: bytes | None) -> None:
+        """A peer's word on our proof: it counts only if we sent that proof to that peer and
+        it has not judged it yet (`Asked`); an unasked verdict gets the peer banned."""
+        answer = self.asked.answer(event.peer, message.timestamp) if message.pubkey == own else Answer.UNASKED
+        if answer is Answer.UNASKED:
+            self.peers.ban_peer(event.peer, UNASKED_VERDICT)
+        elif answer is Answer.LATE:
+            log.debug("ignored a late verdict from %s on our proof %d", event.peer_name, message.timestamp)
+        elif isinstance(message, P.ProofAck):
+            self.node.own_proof.accepted(message.timestamp, event.peer_name)
+        else:
+            self.node.own_proof.refused(event.peer_name, message.timestamp, message.reason, message.seen_ip)
 
     def _proof_verdict(self, arrival: Arrival, refusal: InvalidProof | None) -> None:
         """A peer's proof was checked (`ProofIntake`): acknowledge it to its signer's peer, or
@@ -146,7 +226,7 @@ class ServiceNodeDuties:
             peers.ban_peer(arrival.peer, f"sent a forged uptime proof: {refusal.reason}")
         else:
             if not arrival.relayed:
-                peers.send(arrival.peer, P.ProofRejected(pubkey=proof.pubkey, reason=refusal.reason))
+                peers.send(arrival.peer, P.ProofRejected(proof.pubkey, proof.timestamp, refusal.code))
             log.debug("uptime proof of %s from %s not accepted: %s", proof.pubkey.hex()[:16], arrival.peer_name,
                       refusal)
 

@@ -2,6 +2,11 @@
 
 `status`, `nodes`, `blocks`, `watch`, `call METHOD [JSON]`, `register-cmd`; `--json` prints the
 raw result on any command. Every failure is one line on stderr and exit code 1.
+
+What the daemon says may hold text from the network (a peer's words, a chain record): every
+string of an answer printed for people goes through `common.text.printable` (`_shown`), so no
+terminal escape or forged line reaches the operator's terminal; `--json` output is JSON, whose
+encoder escapes control characters itself.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from snode.api.types import (
 )
 from snode.common.endpoints import ConfigError, parse_http_url
 from snode.common.entry import run_command
+from snode.common.text import printable
 from snode.tools.tables import block_table, make_console, service_node_table
 
 
@@ -54,9 +60,18 @@ def _call(ctx: click.Context, method: str, params: Any, result_type: type[T]) ->
         raise CliError(str(err)) from None
     except RpcFailure as err:
         message = err.message if err.message.startswith(method) else f"{method}: {err.message}"
-        raise CliError(message) from None
+        raise CliError(printable(message, WIDE)) from None
     finally:
         client.close()
+
+
+WIDE = 2_000
+"""Characters of one printed line at most (a status line, an event, an error)."""
+
+
+def _shown(text: str) -> str:
+    """A daemon's text as it may reach a terminal: `printable`, one line."""
+    return printable(text, WIDE)
 
 
 def _print_json(value: Any) -> None:
@@ -87,13 +102,13 @@ def status(ctx: click.Context) -> None:
     info = _call(ctx, "get_info", None, InfoResult)
     if ctx.obj["json"]:
         return _print_json(info)
-    click.echo(info.status_line)
+    click.echo(_shown(info.status_line))
     sync = "synced" if info.target_height == 0 else f"syncing to {info.target_height}"
     pool = info.mempool_size
-    click.echo(f"network {info.network}, height {info.height}, {sync}, "
-               f"mempool {counted(pool, 'transaction')}, {counted(info.peer_count, 'peer')}")
+    click.echo(_shown(f"network {info.network}, height {info.height}, {sync}, "
+                      f"mempool {counted(pool, 'transaction')}, {counted(info.peer_count, 'peer')}"))
     if info.last_uptime_proof_rejection:
-        click.echo(f"last uptime proof rejection: {info.last_uptime_proof_rejection}")
+        click.echo(_shown(f"last uptime proof rejection: {info.last_uptime_proof_rejection}"))
 
 
 @cli.command()
@@ -206,8 +221,8 @@ def watch(ctx: click.Context, count: int | None) -> None:
         conn.request("GET", "/events", headers={"Accept": "text/event-stream"})
         response = conn.getresponse()
         if response.status != 200:
-            raise CliError(f"watch: the daemon answered {response.status}: "
-                           f"{response.read(300).decode(errors='replace').strip()}")
+            raise CliError(_shown(f"watch: the daemon answered {response.status}: "
+                                  f"{response.read(300).decode(errors='replace').strip()}"))
         seen = 0
         for raw in response:
             line = raw.decode(errors="replace").rstrip("\r\n")
@@ -228,7 +243,7 @@ def watch(ctx: click.Context, count: int | None) -> None:
 
 
 def event_line(event: dict[str, Any]) -> str:
-    """One event as a line for people: `14:02:07 block 812 (3 transactions) 9f3c...`."""
+    """One event as a line for people: `14:02:07 block 812 (3 transactions) 9f3c...`, escaped."""
     stamp = time.strftime("%H:%M:%S", time.localtime(event.get("time", time.time())))
     kind = event.get("event", "?")
     if kind == "block":
@@ -247,7 +262,7 @@ def event_line(event: dict[str, Any]) -> str:
     else:
         text = kind.replace("_", " ") + ": " + ", ".join(
             f"{k} {v}" for k, v in event.items() if k not in ("event", "time"))
-    return f"{stamp} {text}"
+    return _shown(f"{stamp} {text}")
 
 
 def main(argv: list[str] | None = None) -> None:
