@@ -24,6 +24,7 @@ from snode.core.stake_exit import returned_outputs
 from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
 from snode.net import protocol as P
 from snode.net.events import ProofMessage, QuorumMessageReceived
+from snode.net.limits import SCORE_JUNK_PROOF
 from snode.net.peers import PeerManager
 from snode.node.events import BlocksAdopted
 from snode.node.node import Node
@@ -145,6 +146,10 @@ class ServiceNodeDuties:
         elif isinstance(refusal, BadProofSignature):
             peers.ban_peer(arrival.peer, f"sent a forged uptime proof: {refusal.reason}")
         else:
+            if proof.pubkey not in self.node.state.service_nodes and not self.node.target_height:
+                # Junk: a node that is not syncing knows every registration its peers know.
+                peers.misbehaving(arrival.peer, SCORE_JUNK_PROOF,
+                                  "sent uptime proofs of keys that are not registered service nodes")
             if not arrival.relayed:
                 peers.send(arrival.peer, P.ProofRejected(pubkey=proof.pubkey, reason=refusal.reason))
             log.debug("uptime proof of %s from %s not accepted: %s", proof.pubkey.hex()[:16], arrival.peer_name,
