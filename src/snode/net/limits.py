@@ -25,7 +25,10 @@ syncing: a node behind may not know a new registration yet)."""
 SCORE_PROOF_FLOOD: Final = 1
 """An uptime proof over the peer's proof rate: dropped unread."""
 SCORE_UNKNOWN_PRODUCER: Final = 10
-"""A block near our tip whose producer is neither an authority nor a registered service node."""
+"""A block off our tip, up to ORPHAN_AHEAD above it or anywhere below, whose producer is neither
+an authority nor a registered service node (refused on its header alone)..."""
+SCORE_UNKNOWN_AHEAD: Final = 1
+"""...and such a block further ahead (a node far behind may not know a new producer yet)."""
 
 # --- orphan blocks and forks -----------------------------------------------------------------
 

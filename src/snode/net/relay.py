@@ -25,7 +25,11 @@ import time
 from collections import OrderedDict
 from typing import Final
 
-from snode.core.blocks import Block, Checkpoint, block_hash
+import msgspec
+
+from snode.core.blocks import Block, BlockHeader, Checkpoint, block_hash, producer_message
+from snode.core.crypto import verify
+from snode.core.types import Signature
 from snode.core.encoding import decode, encode
 from snode.core.errors import BadSignature, BlockFromFuture, DecodeError, SnodeError
 from snode.core.transactions import Transaction, txid
@@ -72,10 +76,14 @@ class Relay:
 
     async def _on_new_block(self, peer: Peer, message: P.NewBlock) -> None:
         node = self.node
-        block = decode_block(message.block)
-        h = block.header
-        if h.height <= node.height and await self._on_main_chain(block):
+        head = peek_block(message.block)
+        h = head.header
+        if h.height <= node.height and await self._on_main_chain(h):
             return
+        if h.prev_hash != node.state.tip_hash and not self._could_produce(h.producer):
+            self._on_unknown_producer(peer, head)
+            return
+        block = decode_block(message.block)
         if h.prev_hash != node.state.tip_hash:
             self._on_orphan(peer, block, len(message.block))
             return
@@ -84,7 +92,7 @@ class Relay:
         except NotOnTip:
             # Another copy of it, or a rival of it, was adopted while it waited: a duplicate is
             # dropped, a rival waits like any block that does not build on our tip.
-            if not await self._on_main_chain(block):
+            if not await self._on_main_chain(h):
                 self.orphans.add(block, len(message.block), peer.ip)
             return
         except BlockFromFuture as err:
@@ -99,37 +107,46 @@ class Relay:
         peer.last_block_at = time.monotonic()
         await self.apply_orphans()
 
+    def _could_produce(self, producer: bytes) -> bool:
+        node = self.node
+        return producer in node.consensus.authorities or producer in node.state.service_nodes
+
+    def _on_unknown_producer(self, peer: Peer, head: BlockHead) -> None:
+        """A block off our tip signed by a key that is neither an authority nor a registered
+        service node: refused on its header alone (its transactions are never decoded). Near
+        our tip nobody honest relays one; far ahead we may just not know the producer yet."""
+        h, node = head.header, self.node
+        message = producer_message(node.params.network_id, block_hash(h))
+        if not verify(h.producer, message, head.producer_signature):
+            raise ProtocolViolation(f"sent an invalid block {h.height}: it has a bad producer signature")
+        ahead = h.height > node.height + L.ORPHAN_AHEAD
+        self.peers.misbehaving(peer, L.SCORE_UNKNOWN_AHEAD if ahead else L.SCORE_UNKNOWN_PRODUCER,
+                               f"sent block {h.height} signed by a key that is neither an authority "
+                               "nor a registered service node")
+
     def _on_orphan(self, peer: Peer, block: Block, size: int) -> None:
-        """A block that does not build on our tip: refuse a forgery, then keep it (bounded)
-        only if its producer could have made it and it is near our tip. (A block on the tip
-        gets every check, its signature once, when the node accepts it.)"""
+        """A block of a possible producer that does not build on our tip: refuse a forgery,
+        then keep it (bounded) if it is near our tip. (A block on the tip gets every check, its
+        signature once, when the node accepts it.)"""
         node, h = self.node, block.header
         try:
             check_block_stateless(block, node.consensus)
         except SnodeError as err:
             raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
-        near = abs(h.height - node.height) <= L.ORPHAN_AHEAD
-        if h.producer not in node.consensus.authorities and h.producer not in node.state.service_nodes:
-            # Far from our tip we may just not know the producer yet; near it, nobody honest
-            # relays a block that neither an authority nor a service node signed.
-            if near:
-                self.peers.misbehaving(peer, L.SCORE_UNKNOWN_PRODUCER, f"sent block {h.height} signed by "
-                                       "a key that is neither an authority nor a registered service node")
-            return
         if h.height <= node.height - L.ORPHAN_AHEAD:
             return  # a stale fork: sync finds a longer one from its peer's locator
         peer.height = max(peer.height, h.height)
-        if near:
+        if h.height <= node.height + L.ORPHAN_AHEAD:
             self.orphans.add(block, size, peer.ip)
         node.hub.publish(BlocksAhead(peer, h.height))
 
-    async def _on_main_chain(self, block: Block) -> bool:
+    async def _on_main_chain(self, header: BlockHeader) -> bool:
         """Whether we have this block on the main chain already (most copies of a new block are
         of the tip, answered without the store)."""
-        node, this = self.node, block_hash(block.header)
-        if block.header.height == node.height:
+        node, this = self.node, block_hash(header)
+        if header.height == node.height:
             return this == node.state.tip_hash
-        return await self.writer.call(node.main_chain_hash, block.header.height) == this
+        return await self.writer.call(node.main_chain_hash, header.height) == this
 
     async def apply_orphans(self) -> None:
         """Accept the kept blocks that now connect to the tip, one after the other."""
@@ -214,12 +231,36 @@ class Relay:
                              skip=event.source)
 
 
+class BlockHead(msgspec.Struct, frozen=True, array_like=True):
+    """A block's header and producer signature, its transactions skipped unread."""
+
+    header: BlockHeader
+    transactions: msgspec.Raw
+    producer_signature: Signature
+
+
+_peek = msgspec.msgpack.Decoder(BlockHead)
+
+
+def peek_block(raw: bytes) -> BlockHead:
+    """A peer's block, refused on its length, then read as far as its producer signature."""
+    _check_size(raw)
+    try:
+        return _peek.decode(raw)
+    except msgspec.MsgspecError as err:
+        raise ProtocolViolation(f"sent a block that does not decode: {err}") from None
+
+
 def decode_block(raw: bytes) -> Block:
     """A peer's block: refused on its length before any decoding, then decoded
     (ProtocolViolation either way: no honest peer sends either)."""
-    if len(raw) > MAX_BLOCK_BYTES:
-        raise ProtocolViolation(f"sent a block of {len(raw)} bytes; the limit is {MAX_BLOCK_BYTES}")
+    _check_size(raw)
     try:
         return decode(raw, Block)
     except DecodeError as err:
         raise ProtocolViolation(f"sent a block that does not decode: {err.reason}") from None
+
+
+def _check_size(raw: bytes) -> None:
+    if len(raw) > MAX_BLOCK_BYTES:
+        raise ProtocolViolation(f"sent a block of {len(raw)} bytes; the limit is {MAX_BLOCK_BYTES}")
