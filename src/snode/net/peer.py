@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Final
 
+from snode.net import limits as L
 from snode.net import protocol as P
 from snode.net.protocol import FrameDecoder, ProtocolViolation
 
@@ -40,13 +41,24 @@ class TokenBucket:
     tokens: float
     stamp: float
 
-    def take(self, now: float) -> bool:
+    def take(self, now: float, amount: float = 1) -> bool:
         self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
         self.stamp = now
-        if self.tokens < 1:
+        if self.tokens < amount:
             return False
-        self.tokens -= 1
+        self.tokens -= amount
         return True
+
+    def charge(self, amount: float) -> None:
+        """Take `amount` whatever is left (the bucket may go into debt, repaid at `rate`)."""
+        self.tokens -= amount
+
+    def wait(self, now: float, amount: float) -> float:
+        """Seconds until `amount` can be taken (0: now; an amount over the burst waits for a
+        full bucket)."""
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        return max(0.0, min(amount, self.burst) - self.tokens) / self.rate
 
 
 class Peer:
@@ -65,7 +77,15 @@ class Peer:
         self.decoder = FrameDecoder(max_frame=HELLO_MAX_FRAME)
         self.inbox: deque[bytes] = deque()
         """Frames read but not handled yet: at most one read's worth (bounded by MAX_FRAME)."""
-        self.bucket = TokenBucket(FLOOD_RATE, FLOOD_BURST, FLOOD_BURST, time.monotonic())
+        now = time.monotonic()
+        self.bucket = TokenBucket(FLOOD_RATE, FLOOD_BURST, FLOOD_BURST, now)
+        self.proof_bucket = TokenBucket(L.PROOF_RATE, L.PROOF_BURST, L.PROOF_BURST, now)
+        self.upload = TokenBucket(L.UPLOAD_RATE, L.UPLOAD_BURST, L.UPLOAD_BURST, now)
+        """Bytes of blocks this peer may still pull (`relay`'s GetBlocks answers)."""
+        self.score = 0
+        """Misbehaviour points (`PeerManager.misbehaving`); banned at BAN_THRESHOLD."""
+        self.last_block_at = 0.0
+        """When this peer last sent us a block we adopted (eviction protects such peers)."""
         self.pending: asyncio.Future[P.Blocks] | None = None
         self.connected_at = time.time()
         self._out: list[bytes] = []

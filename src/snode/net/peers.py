@@ -18,7 +18,6 @@ import logging
 import os
 import socket
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
@@ -26,7 +25,9 @@ from snode import __version__
 from snode.common.endpoints import ip_endpoint
 from snode.common.text import printable
 from snode.core.errors import SnodeError
+from snode.net import limits as L
 from snode.net import protocol as P
+from snode.net.addrman import AddressBook, Candidate, choose_eviction
 from snode.net.events import PeerBanned, PeerConnected
 from snode.net.peer import FLOOD_RATE, Peer, PeerGone
 from snode.net.protocol import ProtocolViolation
@@ -37,11 +38,6 @@ log = logging.getLogger(__name__)
 HANDSHAKE_TIMEOUT: Final = 10.0
 IDLE_TIMEOUT: Final = 90.0
 PING_INTERVAL: Final = 30.0
-BAN_SECONDS: Final = 600
-MAX_INBOUND: Final = 32
-MAX_OUTBOUND: Final = 8
-MAX_KNOWN_ADDRESSES: Final = 1_000
-MAX_PER_IP: Final = 8
 BACKOFF_MAX: Final = 30.0
 
 M = TypeVar("M")
@@ -63,7 +59,7 @@ class PeerManager:
         self.bans: dict[str, tuple[float, str]] = {}
         self.denied: frozenset[str] = frozenset()
         """Addresses this node is cut off from (`deny`: a fault test's partition)."""
-        self.known: OrderedDict[str, None] = OrderedDict()
+        self.known = AddressBook(global_only=not node.params.private_public_ip_allowed)
         self.priority: list[str] = list(priority)
         self._dialling: set[str] = set()
         self._connections: set[Peer] = set()
@@ -72,7 +68,7 @@ class PeerManager:
         self._server: asyncio.base_events.Server | None = None
         self._handlers: dict[type, Handler] = {}
         for address in saved_peers:
-            self._learn(address)
+            self.known.add(address, source_ip=address.rpartition(":")[0])
 
     def on(self, kind: type[M], handler: Callable[[Peer, M], Awaitable[None]]) -> None:
         """Pass every message of type `kind` to `handler(peer, message)` (one handler per type)."""
@@ -149,10 +145,22 @@ class PeerManager:
 
     def ban(self, peer: Peer, reason: str) -> None:
         reason = printable(reason)  # it may quote the peer (a decode error): shown by get_peers and watch
-        self.bans[peer.ip] = (time.monotonic() + BAN_SECONDS, reason)
-        log.warning("banned peer %s for %d s: %s", peer.name, BAN_SECONDS, reason)
+        self.bans[peer.ip] = (time.monotonic() + L.BAN_SECONDS, reason)
+        log.warning("banned peer %s for %d s: %s", peer.name, L.BAN_SECONDS, reason)
         peer.close()
-        self.node.hub.publish(PeerBanned(peer.ip, reason, BAN_SECONDS))
+        self.node.hub.publish(PeerBanned(peer.ip, reason, L.BAN_SECONDS))
+
+    def misbehaving(self, peer: object, points: int, reason: str) -> None:
+        """Add `points` to the peer's misbehaviour score (Bitcoin Core's Misbehaving); at
+        BAN_THRESHOLD its address is banned with `reason` (`limits` holds each offence's points)."""
+        assert isinstance(peer, Peer)
+        before, peer.score = peer.score, peer.score + points
+        if peer.score >= L.BAN_THRESHOLD:
+            if before < L.BAN_THRESHOLD:  # once: what it sent before the cut is still read
+                self.ban(peer, reason)
+        else:
+            log.debug("peer %s misbehaved (+%d, %d of %d): %s", peer.name, points, peer.score,
+                      L.BAN_THRESHOLD, reason)
 
     # --- connections --------------------------------------------------------------------------
 
@@ -162,14 +170,11 @@ class PeerManager:
             log.debug("refused banned peer %s", peer.name)
             writer.close()
             return
-        # Connections still in their handshake count too: each may hold a buffer.
-        inbound = [p for p in self._connections if not p.outbound]
-        if len(inbound) >= MAX_INBOUND:
-            log.info("refused peer %s: %d inbound connections already", peer.name, MAX_INBOUND)
+        if sum(1 for p in self._connections if p.ip == peer.ip) >= L.MAX_PER_IP:
+            log.info("refused peer %s: %d connections from that address already", peer.name, L.MAX_PER_IP)
             writer.close()
             return
-        if sum(1 for p in self._connections if p.ip == peer.ip) >= MAX_PER_IP:
-            log.info("refused peer %s: %d connections from that address already", peer.name, MAX_PER_IP)
+        if not self._inbound_slot(peer):
             writer.close()
             return
         task = asyncio.current_task()
@@ -184,6 +189,22 @@ class PeerManager:
         finally:
             if task is not None:
                 self._tasks.discard(task)
+
+    def _inbound_slot(self, peer: Peer) -> bool:
+        """Whether `peer` may take an inbound slot: a free one, or one made by evicting an
+        unprotected peer (`addrman.choose_eviction`). Connections still in their handshake count
+        too (each may hold a buffer), but only handshaken ones can be evicted."""
+        inbound = [p for p in self._connections if not p.outbound and not p.writer.is_closing()]
+        if len(inbound) < L.MAX_INBOUND:
+            return True
+        victim = choose_eviction([Candidate(p, p.ip, p.connected_at, p.last_block_at)
+                                  for p in inbound if p.hello is not None])
+        if not isinstance(victim, Peer):
+            log.info("refused peer %s: %d inbound connections already", peer.name, L.MAX_INBOUND)
+            return False
+        log.info("evicted inbound peer %s to make room for %s", victim.name, peer.name)
+        victim.close()
+        return True
 
     async def _dial(self, address: str) -> bool:
         """Connect to address and serve the peer until it goes; whether the handshake worked."""
@@ -238,7 +259,7 @@ class PeerManager:
             connected = {p.dialled for p in self.peers} | {p.listen_address for p in self.peers}
             outbound = sum(1 for p in self.peers if p.outbound) + len(self._dialling)
             for address in list(self.known):
-                if outbound >= MAX_OUTBOUND:
+                if outbound >= L.MAX_OUTBOUND:
                     break
                 if address in connected or address in self._dialling or address in self.priority:
                     continue
@@ -260,17 +281,9 @@ class PeerManager:
         if self.save_peers is None:
             return
         try:
-            await self.save_peers(list(self.known)[-MAX_KNOWN_ADDRESSES:])
+            await self.save_peers(list(self.known))
         except SnodeError as err:
             log.warning("could not save peers: %s", err)
-
-    def _learn(self, address: str) -> None:
-        if ip_endpoint(address) is None:
-            return
-        self.known[address] = None
-        self.known.move_to_end(address)
-        while len(self.known) > MAX_KNOWN_ADDRESSES:
-            self.known.popitem(last=False)
 
     async def _run(self, peer: Peer) -> bool:
         """Handshake, then read messages until the peer goes or breaks the rules."""
@@ -289,14 +302,15 @@ class PeerManager:
             log.info("connected to peer %s (%s, height %d)", peer.name,
                      "outbound" if peer.outbound else "inbound", peer.height)
             if peer.listen_address and peer.outbound:
-                self._learn(peer.listen_address)
+                self.known.good(peer.listen_address)
             peer.send(P.GetPeers())
             self.node.hub.publish(PeerConnected(peer, peer.height))
-            while True:
+            while not peer.writer.is_closing():
                 message = await self._next_message(peer)
-                await self._handle(peer, message)
+                if message is not None:
+                    await self._handle(peer, message)
         except ProtocolViolation as err:
-            self.ban(peer, str(err))
+            self.misbehaving(peer, L.SCORE_PROTOCOL, str(err))
         except asyncio.TimeoutError:
             log.info("dropping peer %s: silent for too long", peer.name)
         except (ConnectionError, asyncio.IncompleteReadError, PeerGone, OSError):
@@ -311,7 +325,8 @@ class PeerManager:
                 log.info("peer %s disconnected", peer.name)
         return handshook
 
-    async def _next_message(self, peer: Peer, timeout: float = IDLE_TIMEOUT) -> P.Message:
+    async def _next_message(self, peer: Peer, timeout: float = IDLE_TIMEOUT) -> P.Message | None:
+        """The peer's next message; None for one dropped unread (a proof over its rate)."""
         if not peer.inbox:
             async with asyncio.timeout(timeout):
                 while not peer.inbox:
@@ -320,10 +335,15 @@ class PeerManager:
                         raise ConnectionError("closed")
                     peer.inbox.extend(peer.decoder.feed(data))
         message = P.parse(peer.inbox.popleft())
-        # Uptime proofs are exempt: a busy network relays more of them than the flood rate
-        # (2,000 SNs proving every 2 s on devnet), a duplicate is rejected by one lookup, and a
-        # forged one gets its sender banned.
-        if not isinstance(message, P.Proof) and not peer.bucket.take(time.monotonic()):
+        # Uptime proofs have a rate of their own: a busy network relays more of them than the
+        # flood rate (2,000 SNs proving every 2 s on devnet); one over it is dropped and scored.
+        if isinstance(message, P.Proof):
+            if peer.proof_bucket.take(time.monotonic()):
+                return message
+            self.misbehaving(peer, L.SCORE_PROOF_FLOOD,
+                             f"proof flooding: more than {L.PROOF_RATE:.0f} uptime proofs per second")
+            return None
+        if not peer.bucket.take(time.monotonic()):
             raise ProtocolViolation(f"flooding: more than {FLOOD_RATE:.0f} messages per second")
         return message
 
@@ -374,7 +394,7 @@ class PeerManager:
                 peer.send(P.Peers(addresses=addresses[:P.MAX_PEER_ADDRESSES]))
             case P.Peers():
                 for address in message.addresses:
-                    self._learn(address)
+                    self.known.add(address, source_ip=peer.ip)
             case _:
                 handler = self._handlers.get(type(message))
                 if handler is not None:

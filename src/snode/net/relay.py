@@ -8,34 +8,46 @@ judge proofs; `GetBlocks` -> the stored blocks. Out: the node's events: `BlocksA
 `NewBlock` (or `Tip` for a batch), `TransactionAdmitted` -> `NewTransaction`, `ProofAccepted` ->
 `Proof`, each to every peer but the one it came from.
 
-A block that does not connect to our tip is checked as far as it can be without its parent (a
-forgery is refused at once), kept (bounded) and announced as `BlocksAhead`, so that the sync
-service fetches what is missing.
+A block over MAX_BLOCK_BYTES is refused on its length, before it is decoded, and its sender
+banned. A block that does not connect to our tip is checked as far as it can be without its
+parent (a forgery is refused at once); it is kept (`orphans`: bounded in bytes overall and per
+peer) only if its producer could have made it (an authority or a registered service node) and
+its height is near our tip, and announced as `BlocksAhead`, so that the sync service fetches
+what is missing. A peer's block requests are answered one at a time, each once the answer
+before it has left our buffer, within the peer's upload budget (`limits.UPLOAD_RATE`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections import OrderedDict
 from typing import Final
 
-from snode.core.blocks import Block, Checkpoint, block_hash
+import msgspec
+
+from snode.core.blocks import Block, BlockHeader, Checkpoint, block_hash, producer_message
+from snode.core.crypto import verify
+from snode.core.types import Signature
 from snode.core.encoding import decode, encode
 from snode.core.errors import BadSignature, BlockFromFuture, DecodeError, SnodeError
 from snode.core.transactions import Transaction, txid
 from snode.core.transition import check_block_stateless
+from snode.net import limits as L
 from snode.net import protocol as P
 from snode.net.events import BlocksAhead, CheckpointMessage, ProofMessage
-from snode.net.peer import Peer
+from snode.net.orphans import OrphanPool
+from snode.net.peer import Peer, PeerGone
 from snode.net.peers import PeerManager
 from snode.net.protocol import ProtocolViolation
 from snode.node.events import BlocksAdopted, ProofAccepted, TransactionAdmitted
 from snode.node.writer import ChainWriter, NotOnTip
+from snode.params import MAX_BLOCK_BYTES
 from snode.store.errors import StoreError
 
 log = logging.getLogger(__name__)
 
-MAX_ORPHANS: Final = 100
 SEEN_TX_CACHE: Final = 50_000
 
 
@@ -46,7 +58,7 @@ class Relay:
         self.peers = peers
         self.writer = writer
         self.node = writer.node
-        self._orphans: OrderedDict[bytes, Block] = OrderedDict()
+        self.orphans = OrphanPool()
         self._seen_txs: OrderedDict[bytes, None] = OrderedDict()
         peers.on(P.NewBlock, self._on_new_block)
         peers.on(P.NewTransaction, self._on_new_transaction)
@@ -64,31 +76,24 @@ class Relay:
 
     async def _on_new_block(self, peer: Peer, message: P.NewBlock) -> None:
         node = self.node
-        try:
-            block = decode(message.block, Block)
-        except DecodeError as err:
-            raise ProtocolViolation(f"sent a block that does not decode: {err.reason}") from None
-        h = block.header
-        if h.height <= node.height and await self._on_main_chain(block):
+        head = peek_block(message.block)
+        h = head.header
+        if h.height <= node.height and await self._on_main_chain(h):
             return
+        if h.prev_hash != node.state.tip_hash and not self._could_produce(h.producer):
+            self._on_unknown_producer(peer, head)
+            return
+        block = decode_block(message.block)
         if h.prev_hash != node.state.tip_hash:
-            # Kept in memory until its parent comes: refuse a forgery before keeping it. (A block
-            # on the tip gets every check, its signature once, when the node accepts it.)
-            try:
-                check_block_stateless(block, node.consensus)
-            except SnodeError as err:
-                raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
-            peer.height = max(peer.height, h.height)
-            self._keep_orphan(block)
-            node.hub.publish(BlocksAhead(peer, h.height))
+            self._on_orphan(peer, block, len(message.block))
             return
         try:
             await self.writer.accept_block(block)
         except NotOnTip:
             # Another copy of it, or a rival of it, was adopted while it waited: a duplicate is
             # dropped, a rival waits like any block that does not build on our tip.
-            if not await self._on_main_chain(block):
-                self._keep_orphan(block)
+            if not await self._on_main_chain(h):
+                self.orphans.add(block, len(message.block), peer.ip)
             return
         except BlockFromFuture as err:
             log.warning("ignored block %d from %s: %s (check both clocks)", h.height, peer.name, err.reason)
@@ -99,26 +104,55 @@ class Relay:
         except SnodeError as err:
             raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
         peer.height = max(peer.height, h.height)
+        peer.last_block_at = time.monotonic()
         await self.apply_orphans()
 
-    async def _on_main_chain(self, block: Block) -> bool:
+    def _could_produce(self, producer: bytes) -> bool:
+        node = self.node
+        return producer in node.consensus.authorities or producer in node.state.service_nodes
+
+    def _on_unknown_producer(self, peer: Peer, head: BlockHead) -> None:
+        """A block off our tip signed by a key that is neither an authority nor a registered
+        service node: refused on its header alone (its transactions are never decoded). Near
+        our tip nobody honest relays one; far ahead we may just not know the producer yet."""
+        h, node = head.header, self.node
+        message = producer_message(node.params.network_id, block_hash(h))
+        if not verify(h.producer, message, head.producer_signature):
+            raise ProtocolViolation(f"sent an invalid block {h.height}: it has a bad producer signature")
+        ahead = h.height > node.height + L.ORPHAN_AHEAD
+        self.peers.misbehaving(peer, L.SCORE_UNKNOWN_AHEAD if ahead else L.SCORE_UNKNOWN_PRODUCER,
+                               f"sent block {h.height} signed by a key that is neither an authority "
+                               "nor a registered service node")
+
+    def _on_orphan(self, peer: Peer, block: Block, size: int) -> None:
+        """A block of a possible producer that does not build on our tip: refuse a forgery,
+        then keep it (bounded) if it is near our tip. (A block on the tip gets every check, its
+        signature once, when the node accepts it.)"""
+        node, h = self.node, block.header
+        try:
+            check_block_stateless(block, node.consensus)
+        except SnodeError as err:
+            raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
+        if h.height <= node.height - L.ORPHAN_AHEAD:
+            return  # a stale fork: sync finds a longer one from its peer's locator
+        peer.height = max(peer.height, h.height)
+        if h.height <= node.height + L.ORPHAN_AHEAD:
+            self.orphans.add(block, size, peer.ip)
+        node.hub.publish(BlocksAhead(peer, h.height))
+
+    async def _on_main_chain(self, header: BlockHeader) -> bool:
         """Whether we have this block on the main chain already (most copies of a new block are
         of the tip, answered without the store)."""
-        node, this = self.node, block_hash(block.header)
-        if block.header.height == node.height:
+        node, this = self.node, block_hash(header)
+        if header.height == node.height:
             return this == node.state.tip_hash
-        return await self.writer.call(node.main_chain_hash, block.header.height) == this
-
-    def _keep_orphan(self, block: Block) -> None:
-        self._orphans[block.header.prev_hash] = block
-        while len(self._orphans) > MAX_ORPHANS:
-            self._orphans.popitem(last=False)
+        return await self.writer.call(node.main_chain_hash, header.height) == this
 
     async def apply_orphans(self) -> None:
         """Accept the kept blocks that now connect to the tip, one after the other."""
         node = self.node
         while True:
-            child = self._orphans.pop(node.state.tip_hash, None)
+            child = self.orphans.pop(node.state.tip_hash)
             if child is None:
                 return
             try:
@@ -163,9 +197,19 @@ class Relay:
         self.node.hub.publish(CheckpointMessage(peer, checkpoint))
 
     async def _on_get_blocks(self, peer: Peer, message: P.GetBlocks) -> None:
+        """One request at a time (the peer's messages wait while this runs): answered once the
+        answer before it has left our buffer, and once the peer's upload budget has paid off
+        what it pulled before."""
+        try:
+            async with asyncio.timeout(L.UPLOAD_DRAIN_TIMEOUT):
+                await peer.writer.drain()
+        except TimeoutError:
+            raise PeerGone(f"{peer.name} did not read the blocks it asked for") from None
+        await asyncio.sleep(peer.upload.wait(time.monotonic(), 1))
         node = self.node
         height = node.height
         blocks = await self.writer.call(node.blocks_after, message.locator, message.max_count, P.MAX_BATCH_BYTES)
+        peer.upload.charge(sum(len(b) for b in blocks))
         peer.send(P.Blocks(blocks=blocks, height=height))
 
     # --- out ----------------------------------------------------------------------------------
@@ -185,3 +229,38 @@ class Relay:
         its signer, others' as relayed."""
         self.peers.broadcast(P.Proof(proof=event.proof, relayed=event.source is not None),
                              skip=event.source)
+
+
+class BlockHead(msgspec.Struct, frozen=True, array_like=True):
+    """A block's header and producer signature, its transactions skipped unread."""
+
+    header: BlockHeader
+    transactions: msgspec.Raw
+    producer_signature: Signature
+
+
+_peek = msgspec.msgpack.Decoder(BlockHead)
+
+
+def peek_block(raw: bytes) -> BlockHead:
+    """A peer's block, refused on its length, then read as far as its producer signature."""
+    _check_size(raw)
+    try:
+        return _peek.decode(raw)
+    except msgspec.MsgspecError as err:
+        raise ProtocolViolation(f"sent a block that does not decode: {err}") from None
+
+
+def decode_block(raw: bytes) -> Block:
+    """A peer's block: refused on its length before any decoding, then decoded
+    (ProtocolViolation either way: no honest peer sends either)."""
+    _check_size(raw)
+    try:
+        return decode(raw, Block)
+    except DecodeError as err:
+        raise ProtocolViolation(f"sent a block that does not decode: {err.reason}") from None
+
+
+def _check_size(raw: bytes) -> None:
+    if len(raw) > MAX_BLOCK_BYTES:
+        raise ProtocolViolation(f"sent a block of {len(raw)} bytes; the limit is {MAX_BLOCK_BYTES}")

@@ -8,8 +8,11 @@ acknowledging, then each proof is accepted in arrival order, its rules checked o
 what was accepted before it. Two batches are out at a time (one per worker) and the next gathers
 meanwhile, so the node's thread and the workers keep both cores busy.
 
-Batches are accepted in the order they went out, and nothing is accepted inline while one is out,
-so a node's later proof never overtakes its earlier one. A forged signature in a batch bans its
+The queue is fair per peer (`FairQueue`): each peer waits in a line of its own, bounded, and a
+batch takes one proof from each line in turn, so a peer that floods fills only its own line and
+an honest peer's proofs are taken at once. Batches are accepted in the order they went out, and
+nothing is accepted inline while one is out, so a node's later proof never overtakes its
+earlier one. A forged signature in a batch bans its
 sender (the caller's verdict); the proofs after it are checked again on the workers, without the
 forger's, so one forger costs honest senders nothing but a second look.
 """
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from snode.core.proofs import BadProofSignature, InvalidProof, UptimeProof, check_proof_rules, proof_sig_check
+from snode.net.limits import MAX_QUEUED_PROOFS, MAX_QUEUED_PROOFS_PER_PEER
 from snode.node.node import Node
 from snode.core.sigchecks import SigCheck
 from snode.node.verifier import INLINE_BELOW, Spread, spread
@@ -34,8 +38,6 @@ IN_FLIGHT: Final = 2
 """Batches out at once, while the event loop gathers the next."""
 WAYS: Final = 2
 """Parts of a batch, one per worker: the daemon's thread and two workers share two cores."""
-MAX_QUEUED: Final = 50_000
-"""Proofs waiting for a check at most; more are dropped (their senders send again next interval)."""
 MAX_BATCH: Final = 4_096
 """Proofs in one batch at most: its halves fit in a worker's request pipe, so handing them over
 never blocks the event loop."""
@@ -49,6 +51,63 @@ class Arrival:
     peer: object
     peer_name: str
     relayed: bool
+    seq: int = 0
+    """Its place in arrival order (`FairQueue` numbers it): a batch is checked in this order."""
+
+
+class FairQueue:
+    """Proofs waiting for their check, one line per peer (MAX_QUEUED_PROOFS_PER_PEER each,
+    MAX_QUEUED_PROOFS together); `take` goes round the lines. When the whole queue is full, the
+    longest line loses its newest proof to a newcomer from a shorter one. A dropped proof's
+    signer sends again next interval."""
+
+    def __init__(self) -> None:
+        self._lines: dict[int, collections.deque[Arrival]] = {}
+        self._count = 0
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def add(self, arrival: Arrival) -> Arrival | None:
+        """Queue `arrival`; the arrival that was dropped for it (perhaps itself), or None."""
+        line = self._lines.get(id(arrival.peer))
+        mine = len(line) if line is not None else 0
+        if mine >= MAX_QUEUED_PROOFS_PER_PEER:
+            return arrival
+        dropped = None
+        if self._count >= MAX_QUEUED_PROOFS:
+            longest = max(self._lines.values(), key=len)
+            if len(longest) <= mine + 1:
+                return arrival
+            dropped = longest.pop()
+            self._count -= 1
+        if line is None:
+            line = self._lines[id(arrival.peer)] = collections.deque()
+        self._seq += 1
+        arrival.seq = self._seq
+        line.append(arrival)
+        self._count += 1
+        return dropped
+
+    def take(self, count: int) -> list[Arrival]:
+        """Up to `count` proofs, one from each peer's line in turn, in arrival order."""
+        taken: list[Arrival] = []
+        while self._lines and len(taken) < count:
+            for source in list(self._lines):
+                line = self._lines[source]
+                taken.append(line.popleft())
+                if not line:
+                    del self._lines[source]
+                if len(taken) >= count:
+                    break
+        self._count -= len(taken)
+        taken.sort(key=lambda a: a.seq)
+        return taken
+
+    def clear(self) -> None:
+        self._lines.clear()
+        self._count = 0
 
 
 async def _answer(answer: Spread) -> int:
@@ -79,7 +138,7 @@ class ProofIntake:
     def __init__(self, node: Node, verdict: Verdict) -> None:
         self.node = node
         self.verdict = verdict
-        self._queue: collections.deque[Arrival] = collections.deque()
+        self._queue = FairQueue()
         self._queued: set[tuple[bytes, int]] = set()
         self._scheduled = False
         self._out: collections.deque[Batch] = collections.deque()
@@ -93,13 +152,14 @@ class ProofIntake:
         key = (arrival.proof.pubkey, arrival.proof.timestamp)
         if key in self._queued:
             return
-        if len(self._queue) >= MAX_QUEUED:
-            log.debug("uptime proof of %s dropped: %d proofs wait for their checks",
-                      arrival.proof.pubkey.hex()[:16], len(self._queue))
-            return
-        self._queued.add(key)
-        self._queue.append(arrival)
-        self._schedule()
+        dropped = self._queue.add(arrival)
+        if dropped is not arrival:
+            self._queued.add(key)
+            self._schedule()
+        if dropped is not None:
+            self._queued.discard((dropped.proof.pubkey, dropped.proof.timestamp))
+            log.debug("uptime proof of %s from %s dropped: %d proofs wait for their checks",
+                      dropped.proof.pubkey.hex()[:16], dropped.peer_name, len(self._queue))
 
     async def close(self) -> None:
         """Stop checking (shutdown): the queued proofs are dropped."""
@@ -124,7 +184,7 @@ class ProofIntake:
             asyncio.get_running_loop().call_soon(self._flush)
 
     def _take(self, count: int) -> list[Arrival]:
-        taken = [self._queue.popleft() for _ in range(min(count, len(self._queue)))]
+        taken = self._queue.take(count)
         for arrival in taken:
             self._queued.discard((arrival.proof.pubkey, arrival.proof.timestamp))
         return taken

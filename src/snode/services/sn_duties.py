@@ -30,6 +30,7 @@ from snode.core.stake_exit import returned_outputs
 from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
 from snode.net import protocol as P
 from snode.net.events import ProofMessage, QuorumMessageReceived
+from snode.net.limits import SCORE_JUNK_PROOF, SCORE_PROTOCOL, SCORE_UNASKED_VERDICT
 from snode.net.peers import PeerManager
 from snode.node.events import BlocksAdopted, ProofAccepted
 from snode.node.node import Node
@@ -207,7 +208,7 @@ class ServiceNodeDuties:
         it has not judged it yet (`Asked`); an unasked verdict gets the peer banned."""
         answer = self.asked.answer(event.peer, message.timestamp) if message.pubkey == own else Answer.UNASKED
         if answer is Answer.UNASKED:
-            self.peers.ban_peer(event.peer, UNASKED_VERDICT)
+            self.peers.misbehaving(event.peer, SCORE_UNASKED_VERDICT, UNASKED_VERDICT)
         elif answer is Answer.LATE:
             log.debug("ignored a late verdict from %s on our proof %d", event.peer_name, message.timestamp)
         elif isinstance(message, P.ProofAck):
@@ -223,8 +224,12 @@ class ServiceNodeDuties:
             if not arrival.relayed:
                 peers.send(arrival.peer, P.ProofAck(pubkey=proof.pubkey, timestamp=proof.timestamp))
         elif isinstance(refusal, BadProofSignature):
-            peers.ban_peer(arrival.peer, f"sent a forged uptime proof: {refusal.reason}")
+            peers.misbehaving(arrival.peer, SCORE_PROTOCOL, f"sent a forged uptime proof: {refusal.reason}")
         else:
+            if proof.pubkey not in self.node.state.service_nodes and not self.node.target_height:
+                # Junk: a node that is not syncing knows every registration its peers know.
+                peers.misbehaving(arrival.peer, SCORE_JUNK_PROOF,
+                                  "sent uptime proofs of keys that are not registered service nodes")
             if not arrival.relayed:
                 peers.send(arrival.peer, P.ProofRejected(proof.pubkey, proof.timestamp, refusal.code))
             log.debug("uptime proof of %s from %s not accepted: %s", proof.pubkey.hex()[:16], arrival.peer_name,

@@ -17,14 +17,13 @@ import time
 from typing import Final
 
 from snode.core.blocks import Block
-from snode.core.encoding import decode
 from snode.core.errors import BlockFromFuture, SnodeError
 from snode.net import protocol as P
 from snode.net.events import BlocksAhead, PeerConnected
 from snode.net.peer import Peer, PeerGone
 from snode.net.peers import PeerManager
 from snode.net.protocol import ProtocolViolation
-from snode.net.relay import Relay
+from snode.net.relay import Relay, decode_block
 from snode.node.batches import StagedBatch, StaleBatch
 from snode.node.writer import ChainWriter
 from snode.store.errors import StoreError
@@ -266,11 +265,6 @@ class _Run:
 
 
 def _decode(raws: list[bytes]) -> list[Block]:
-    """A download's blocks, decoded (ProtocolViolation for bytes that are not a block)."""
-    blocks = []
-    for raw in raws:
-        try:
-            blocks.append(decode(raw, Block))
-        except SnodeError as err:
-            raise ProtocolViolation(f"sent a block that does not decode: {err.reason}") from None
-    return blocks
+    """A download's blocks, decoded (ProtocolViolation for a block over MAX_BLOCK_BYTES or bytes
+    that are not a block)."""
+    return [decode_block(raw) for raw in raws]

@@ -21,13 +21,12 @@ once it is longer than our chain.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final, TypeAlias
+from typing import TypeAlias
 
 from snode.core.blocks import Block, block_hash
+from snode.net.limits import MAX_BRANCH_BLOCKS, MAX_BRANCH_BYTES
 
-MAX_BRANCH_BLOCKS: Final = 20_000
-MAX_BRANCH_BYTES: Final = 64 * 1024 * 1024
-"""A fork offered by a peer is held in memory until it is longer than ours: bounded."""
+# A fork offered by a peer is held in memory until it is longer than ours: bounded (`net.limits`).
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,91 @@
+"""Every bound that keeps a hostile peer from costing this node more than a little: one table, named.
+
+docs/SECURITY.md lists each with its reason; the code that enforces one imports it from here.
+A peer reaches the P2P port from anywhere, so each number bounds what one connection (or one
+network group of them) may make this node keep in memory, compute, or send.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- misbehaviour (Bitcoin Core's Misbehaving) -----------------------------------------------
+
+BAN_THRESHOLD: Final = 100
+"""Points at which `PeerManager.misbehaving` bans a peer's address for BAN_SECONDS."""
+BAN_SECONDS: Final = 600
+SCORE_PROTOCOL: Final = 100
+"""An oversize frame, undecodable bytes, a block over MAX_BLOCK_BYTES, an invalid block, a
+forged signature, a lie about its chain: no honest peer does any of these."""
+SCORE_UNASKED_VERDICT: Final = 100
+"""A ProofAck or ProofRejected for a proof this node never sent that peer."""
+SCORE_JUNK_PROOF: Final = 1
+"""An uptime proof of a key that is not a registered service node (while this node is not
+syncing: a node behind may not know a new registration yet)."""
+SCORE_PROOF_FLOOD: Final = 1
+"""An uptime proof over the peer's proof rate: dropped unread."""
+SCORE_UNKNOWN_PRODUCER: Final = 10
+"""A block off our tip, up to ORPHAN_AHEAD above it or anywhere below, whose producer is neither
+an authority nor a registered service node (refused on its header alone)..."""
+SCORE_UNKNOWN_AHEAD: Final = 1
+"""...and such a block further ahead (a node far behind may not know a new producer yet)."""
+
+# --- orphan blocks and forks -----------------------------------------------------------------
+
+MAX_ORPHANS: Final = 100
+MAX_ORPHAN_BYTES: Final = 16 * 1024 * 1024
+"""Bytes of blocks waiting for their parent, all peers together..."""
+MAX_ORPHAN_BYTES_PER_PEER: Final = 4 * 1024 * 1024
+"""...and from one peer (two blocks of the largest size)."""
+ORPHAN_AHEAD: Final = 16
+"""An orphan is kept only up to this many blocks above our tip (further ahead: sync fetches the
+chain instead) and no lower than this many below it."""
+MAX_BRANCH_BLOCKS: Final = 20_000
+MAX_BRANCH_BYTES: Final = 16 * 1024 * 1024
+"""A fork a peer offers during sync is held in memory until it is longer than ours: bounded
+(one sync runs at a time, so this is both per peer and overall)."""
+
+# --- uptime proofs ---------------------------------------------------------------------------
+
+PROOF_RATE: Final = 1_000.0
+"""Uptime proofs per second one peer may send on average (a devnet of 2,000 service nodes
+proving every 2 s relays 1,000 a second over all peers together)..."""
+PROOF_BURST: Final = 10_000.0
+"""...and in one burst; over it a proof is dropped and scores SCORE_PROOF_FLOOD."""
+MAX_QUEUED_PROOFS: Final = 50_000
+"""Proofs waiting for their check, all peers together; when full, the peer with the most
+queued loses its newest, so a flooder never pushes out an honest peer's proof."""
+MAX_QUEUED_PROOFS_PER_PEER: Final = 10_000
+
+# --- serving blocks --------------------------------------------------------------------------
+
+UPLOAD_RATE: Final = 8 * 1024 * 1024
+"""Bytes of blocks per second one peer may pull from us on average (an honest sync of the
+benchmark chain, 1.3 KB a block at about 2,600 blocks/s, pulls about 3.3 MB/s)..."""
+UPLOAD_BURST: Final = 16 * 1024 * 1024
+"""...and in one burst; past it (the bucket goes into debt by one answer at most) its next
+GetBlocks waits until the debt is paid."""
+UPLOAD_DRAIN_TIMEOUT: Final = 30.0
+"""A peer that has not read our last Blocks answer this long after asking for more is dropped
+(not banned: it may only be slow)."""
+
+# --- addresses and connections ---------------------------------------------------------------
+
+ADDRESS_BUCKETS: Final = 64
+ADDRESS_BUCKET_SIZE: Final = 16
+"""The address book: 64 buckets of 16 (1,024 addresses); an address learned from a peer goes
+to a bucket chosen by a keyed hash of the source's network group and the address's group."""
+BUCKETS_PER_SOURCE_GROUP: Final = 4
+"""The buckets one source network group can reach: at most 64 of the 1,024 entries."""
+MAX_TRIED: Final = 256
+"""Addresses we connected to and shook hands with: kept apart, never pushed out by gossip."""
+MAX_INBOUND: Final = 32
+MAX_OUTBOUND: Final = 8
+MAX_PER_IP: Final = 8
+EVICT_PROTECT_GROUPS: Final = 4
+"""When the inbound slots are full, one peer from each of this many distinct network groups..."""
+EVICT_PROTECT_BLOCKS: Final = 4
+"""...the peers that most recently sent us a new block..."""
+EVICT_PROTECT_LONGEST: Final = 0.5
+"""...and this share of the rest, the longest connected, are never evicted; of the others, the
+youngest connection of the most crowded network group makes room."""

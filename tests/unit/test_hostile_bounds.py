@@ -1,0 +1,101 @@
+"""The sans-IO parts of issue #22's defences, one bound at a time: the fair proof queue, the
+orphan pool, the address book, the inbound eviction rule and the upload budget's bucket.
+(tests/functional/test_hostile_peers.py runs each attack against a real daemon.)"""
+
+from __future__ import annotations
+
+import os
+
+from snode.core.blocks import Block, BlockHeader
+from snode.core.proofs import UptimeProof
+from snode.net import limits as L
+from snode.net.addrman import AddressBook, Candidate, choose_eviction, network_group
+from snode.net.orphans import OrphanPool
+from snode.net.peer import TokenBucket
+from snode.services.proof_intake import Arrival, FairQueue
+
+
+def arrival(peer: object, n: int) -> Arrival:
+    proof = UptimeProof(n.to_bytes(32, "big"), n, "127.0.0.1", 1, 1, "0.1.0", bytes(64))
+    return Arrival(proof, peer, "peer", relayed=True)
+
+
+def test_a_flooder_fills_only_its_own_line_and_an_honest_proof_goes_in_the_next_batch() -> None:
+    queue, flooder, honest = FairQueue(), object(), object()
+    dropped = [queue.add(arrival(flooder, n)) for n in range(L.MAX_QUEUED_PROOFS_PER_PEER + 50)]
+    assert sum(d is not None for d in dropped) == 50  # its own excess, nobody else's
+    assert queue.add(arrival(honest, 10**6)) is None
+    batch = queue.take(8)
+    assert any(a.peer is honest for a in batch), "the honest proof waits behind the flood"
+    assert [a.seq for a in batch] == sorted(a.seq for a in batch)
+
+
+def test_a_full_queue_takes_from_the_longest_line() -> None:
+    queue = FairQueue()
+    peers = [object() for _ in range(L.MAX_QUEUED_PROOFS // L.MAX_QUEUED_PROOFS_PER_PEER)]
+    n = 0
+    for peer in peers:  # full lines until the whole queue is full
+        for _ in range(min(L.MAX_QUEUED_PROOFS_PER_PEER, L.MAX_QUEUED_PROOFS - n)):
+            queue.add(arrival(peer, n))
+            n += 1
+    assert len(queue) == L.MAX_QUEUED_PROOFS
+    newcomer = arrival(object(), n + 1)
+    dropped = queue.add(newcomer)
+    assert dropped is not None and dropped.peer is peers[0], "the newcomer should push out the longest line"
+    assert len(queue) == L.MAX_QUEUED_PROOFS
+    assert queue.add(arrival(peers[0], n + 2)) is not None, "the longest line grows no further when full"
+
+
+def block(height: int, size_tag: int = 0) -> Block:
+    header = BlockHeader(version=1, height=height, prev_hash=os.urandom(32), timestamp=size_tag,
+                         tx_root=bytes(32), producer=bytes(32), round=0)
+    return Block(header=header, transactions=(), producer_signature=bytes(64))
+
+
+def test_the_orphan_pool_is_bounded_per_source_and_overall() -> None:
+    pool = OrphanPool()
+    mib = 1024 * 1024
+    kept = [block(i) for i in range(10)]
+    for b in kept:
+        pool.add(b, mib, "10.0.0.1")
+    assert pool.source_bytes("10.0.0.1") <= L.MAX_ORPHAN_BYTES_PER_PEER
+    assert pool.pop(kept[-1].header.prev_hash) is kept[-1], "the newest is kept"
+    assert pool.pop(kept[0].header.prev_hash) is None, "the oldest of the source made room"
+    for source in range(40):
+        for i in range(3):
+            pool.add(block(i), mib, f"10.0.{source}.1")
+    assert pool.bytes <= L.MAX_ORPHAN_BYTES and len(pool) <= L.MAX_ORPHANS
+
+
+def test_one_source_group_reaches_a_few_buckets_only() -> None:
+    book = AddressBook(global_only=True, key=b"k" * 16)
+    for i in range(5_000):
+        book.add(f"{1 + i % 200}.{i // 200}.3.4:9230", source_ip="8.8.8.8")
+    assert len(book) <= L.BUCKETS_PER_SOURCE_GROUP * L.ADDRESS_BUCKET_SIZE
+    assert not book.add("127.0.0.1:9230", source_ip="8.8.4.4")
+    assert not book.add("10.0.0.1:9230", source_ip="8.8.4.4")
+    assert book.add("9.9.9.9:9230", source_ip="1.1.1.1")
+    book.good("9.9.9.9:9230")
+    for i in range(5_000):
+        book.add(f"{1 + i % 200}.{i // 200}.5.6:9230", source_ip="1.1.1.1")
+    assert "9.9.9.9:9230" in list(book), "gossip pushed out an address we shook hands with"
+    assert network_group("8.8.8.8") == network_group("8.8.200.1") != network_group("8.9.0.1")
+
+
+def test_eviction_protects_old_and_useful_peers_and_picks_the_crowd() -> None:
+    honest = [Candidate(f"h{i}", f"{20 + i}.1.1.1", connected_at=i, last_block_at=0) for i in range(4)]
+    relayer = Candidate("relayer", "30.1.1.1", connected_at=900, last_block_at=1000)
+    crowd = [Candidate(f"c{i}", "40.1.1.1" if i % 2 else "50.1.1.1", connected_at=100 + i, last_block_at=0)
+             for i in range(27)]
+    chosen = choose_eviction(honest + [relayer] + crowd)
+    assert chosen in {c.ident for c in crowd}
+    assert chosen == max((c for c in crowd if c.ip == "40.1.1.1"), key=lambda c: c.connected_at).ident
+    assert choose_eviction(honest) is None, "every peer protected: the newcomer is refused"
+
+
+def test_the_upload_bucket_goes_into_debt_and_says_how_long_to_wait() -> None:
+    bucket = TokenBucket(rate=100.0, burst=1_000.0, tokens=1_000.0, stamp=0.0)
+    assert bucket.wait(0.0, 1) == 0.0
+    bucket.charge(1_500)
+    assert abs(bucket.wait(0.0, 1) - 5.01) < 1e-9
+    assert bucket.wait(6.0, 1) == 0.0
