@@ -9,7 +9,6 @@ Run by `make browser-test` (which installs Debian's chromium when missing) and b
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -22,27 +21,19 @@ from snode.core.registration import sign_registration
 from snode.core.transactions import Reservation
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
+from tests.functional.browser import ARTIFACTS, browser, chromium  # noqa: F401  (fixture)
 from tests.functional.framework import (
-    assert_equal, connect_nodes, narrator, scaled, send_spend, sync_blocks,
+    assert_equal, connect_nodes, narrator, scaled, send_spend, sync_blocks, wait_until,
 )
 from tests.functional.sn_helpers import POOL_MIN, SOLO, fund_and_unlock, mine_until, record, register
 
 pytestmark = pytest.mark.browser
 log = narrator(__name__)
-ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "artifacts"
-
-
-def _chromium() -> str:
-    found = shutil.which("chromium")
-    if found is None:
-        pytest.skip("chromium is not installed: `make browser-test` installs Debian's package")
-    return found
-
 
 def _run_chromium(args: list[str], profile: Path) -> str:
     """Headless Chromium to completion; stopped by its process group if it hangs."""
     proc = subprocess.Popen(
-        [_chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+        [chromium(), "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
          f"--user-data-dir={profile}", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
         start_new_session=True)
@@ -125,3 +116,37 @@ def test_the_web_view_shows_what_get_service_nodes_returns(nodes, tmp_path):
     shot.unlink(missing_ok=True)
     _run_chromium([f"--screenshot={shot}", "--window-size=1280,800", url], tmp_path / "profile")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "a PNG screenshot"
+
+
+LISTEN = """
+window.got = [];
+window.source = new EventSource('/events');
+for (const kind of ['block', 'missed']) {
+  source.addEventListener(kind, e => got.push([kind, e.lastEventId, JSON.parse(e.data)]));
+}
+true
+"""
+
+
+def test_a_browsers_event_source_gets_named_events_and_reconnects_by_itself(nodes, browser):  # noqa: F811
+    node = nodes.add()
+    log.info("Chromium's EventSource on the admin port's origin, listening for 'block' events")
+    browser.goto(f"http://{node.ip}:{node.rpc_port}/healthz")
+    browser.eval(LISTEN)
+    wait_until(lambda: browser.eval("source.readyState") == 1, timeout=30, what="the stream open")
+    node.generate_blocks(blocks=2)
+    wait_until(lambda: len(browser.eval("got")) >= 2, timeout=30, what="two block events in the browser")
+    got = browser.eval("got")
+    assert_equal([(kind, body["height"]) for kind, _, body in got], [("block", 1), ("block", 2)])
+    last_id = got[-1][1]
+    assert last_id.isdigit(), got
+
+    log.info("The daemon restarts: the browser reconnects by itself, sending Last-Event-ID %s", last_id)
+    node.stop()
+    node.start()
+    wait_until(lambda: len(browser.eval("got")) >= 3, timeout=60, what="the browser reconnected")
+    kind, _, body = browser.eval("got")[2]
+    assert_equal((kind, body["after"]), ("missed", int(last_id)), "the daemon got the browser's Last-Event-ID")
+    node.generate_blocks(blocks=1)
+    wait_until(lambda: browser.eval("got.length") >= 4, timeout=30, what="a block after the reconnect")
+    assert_equal([g[2]["height"] for g in browser.eval("got")[3:]], [3])
