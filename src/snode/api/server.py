@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
@@ -97,8 +98,11 @@ class JsonRpcHandler:
     """Parses envelopes, dispatches to the method table, shapes responses."""
 
     def __init__(self, methods: Methods, bind_host: str, allowed_hosts: tuple[str, ...],
-                 allow_flag: str | None = "--rpc-allow-host", log_name: str = "the daemon log") -> None:
+                 allow_flag: str | None = "--rpc-allow-host", log_name: str = "the daemon log",
+                 observe: Callable[[str, float], None] | None = None) -> None:
         self.methods = methods
+        self.observe = observe
+        """Told each call's method and the seconds it took to answer (the latency metrics)."""
         self.log_name = log_name
         """Where an internal error's details are (named in its -32603 answer)."""
         self.bind_host = bind_host
@@ -164,6 +168,7 @@ class JsonRpcHandler:
             params = {}
         if not isinstance(params, dict):
             return _error(req_id, RpcError(E.INVALID_PARAMS, 'Invalid params: "params" must be an object'))
+        started = time.perf_counter()
         try:
             result = await self.methods.call(method, params)
         except RpcError as err:
@@ -175,6 +180,8 @@ class JsonRpcHandler:
             reply = _error(req_id, RpcError(E.INTERNAL_ERROR, f"Internal error in {method}; see {self.log_name}"))
         else:
             reply = {"jsonrpc": "2.0", "id": req_id, "result": result}
+        if self.observe is not None:
+            self.observe(method, time.perf_counter() - started)
         return None if notification else reply
 
 
@@ -187,7 +194,8 @@ async def _method_not_allowed(request: web.Request) -> web.Response:
 
 def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...],
              allow_host_flag: str | None = "--rpc-allow-host", log_name: str = "the daemon log",
-             metrics: Callable[[], bytes] | None = None,
+             metrics: Callable[[str], tuple[bytes, str]] | None = None,
+             observe: Callable[[str, float], None] | None = None,
              unmet: Callable[[], dict[str, Any]] | None = None,
              events: EventSource | None = None,
              page: Callable[[Mapping[str, str]], str] | None = None) -> web.Application:
@@ -195,9 +203,11 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
     while the daemon serves) and `/readyz` (200 when `unmet()` lists no unmet condition, else
     503; the JSON body names each). `allow_host_flag`: the server's option that allows another
     Host name, named in the 403 that refuses one (None: the server has no such option);
-    `log_name`: where an internal error's details are, named in its -32603 answer."""
+    `log_name`: where an internal error's details are, named in its -32603 answer; `metrics`: the
+    /metrics body and content type for a scraper's Accept header; `observe`: told each call's
+    method and seconds."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    handler = JsonRpcHandler(methods, bind_host, allowed_hosts, allow_host_flag, log_name)
+    handler = JsonRpcHandler(methods, bind_host, allowed_hosts, allow_host_flag, log_name, observe)
     app.router.add_post("/json_rpc", handler.post)
     app.router.add_route("*", "/json_rpc", _method_not_allowed)
     allowed = frozenset(allowed_hosts)
@@ -209,8 +219,13 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
         return handle
 
     if metrics is not None:
-        app.router.add_get("/metrics", guarded(
-            lambda: web.Response(body=metrics(), content_type="text/plain", charset="utf-8")))
+        async def serve_metrics(request: web.Request) -> web.Response:
+            refused = refusal(request, bind_host, allowed, allow_host_flag)
+            if refused is not None:
+                return refused
+            body, content_type = metrics(request.headers.get("Accept", ""))
+            return web.Response(body=body, headers={"Content-Type": content_type})
+        app.router.add_get("/metrics", serve_metrics)
     app.router.add_get("/healthz", guarded(lambda: web.json_response({"status": "ok"})))
     if page is not None:
         async def serve_page(request: web.Request) -> web.Response:

@@ -36,7 +36,7 @@ from snode.node.node import Identity, Node
 from snode.node.saved import keep_saving
 from snode.node.verifier import VerifierPool
 from snode.node.writer import ChainWriter, store_thread
-from snode.rpc.counters import EventCounters
+from snode.rpc.counters import EventCounters, metrics_page
 from snode.services.event_feed import EventFeed
 from snode.services.notify import Notifier
 from snode.rpc.health import unmet_conditions
@@ -60,12 +60,6 @@ if TYPE_CHECKING:  # imported at run time only where used (start-up time)
 log = logging.getLogger("snoded")
 
 SHUTDOWN_TIMEOUT = 10.0
-
-
-def _render_metrics(node: Node, counters: EventCounters) -> bytes:
-    from snode.rpc.metrics import render
-
-    return render(node, counters)
 
 
 def _is_ip(text: str) -> bool:
@@ -235,7 +229,7 @@ class Daemon:
         methods = MethodTable(node, request_stop=self.request_stop, peers=peers, duties=duties,
                               writer=writer, clock=self.clock)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
-                       metrics=lambda: _render_metrics(node, counters),
+                       metrics=metrics_page(node, counters, lambda: len(peers.peers)), observe=counters.observe_rpc,
                        unmet=lambda: unmet_conditions(node, node.now()), events=feed,
                        page=lambda query: render_page(node, peer_count=len(peers.peers), now=node.now(),
                                                       query=query))
