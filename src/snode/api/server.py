@@ -22,6 +22,7 @@ from aiohttp import web
 from snode.core.errors import SnodeError
 from snode.api import errors as E
 from snode.api.errors import RpcError
+from snode.api.openrpc import DISCOVER
 from snode.api.sse import EventSource, EventStreams
 
 log = logging.getLogger(__name__)
@@ -99,8 +100,11 @@ class JsonRpcHandler:
 
     def __init__(self, methods: Methods, bind_host: str, allowed_hosts: tuple[str, ...],
                  allow_flag: str | None = "--rpc-allow-host", log_name: str = "the daemon log",
-                 observe: Callable[[str, float], None] | None = None) -> None:
+                 observe: Callable[[str, float], None] | None = None,
+                 discover: Callable[[], dict[str, Any]] | None = None) -> None:
         self.methods = methods
+        self.discover = discover
+        """The server's OpenRPC document, answered to `rpc.discover`."""
         self.observe = observe
         """Told each call's method and the seconds it took to answer (the latency metrics)."""
         self.log_name = log_name
@@ -170,7 +174,12 @@ class JsonRpcHandler:
             return _error(req_id, RpcError(E.INVALID_PARAMS, 'Invalid params: "params" must be an object'))
         started = time.perf_counter()
         try:
-            result = await self.methods.call(method, params)
+            if method == DISCOVER and self.discover is not None:
+                if params:
+                    raise RpcError(E.INVALID_PARAMS, f"Invalid params: {DISCOVER} takes no parameters")
+                result = self.discover()
+            else:
+                result = await self.methods.call(method, params)
         except RpcError as err:
             reply = _error(req_id, err)
         except SnodeError as err:
@@ -196,6 +205,7 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
              allow_host_flag: str | None = "--rpc-allow-host", log_name: str = "the daemon log",
              metrics: Callable[[str], tuple[bytes, str]] | None = None,
              observe: Callable[[str, float], None] | None = None,
+             discover: Callable[[], dict[str, Any]] | None = None,
              unmet: Callable[[], dict[str, Any]] | None = None,
              events: EventSource | None = None,
              page: Callable[[Mapping[str, str]], str] | None = None) -> web.Application:
@@ -205,9 +215,9 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
     Host name, named in the 403 that refuses one (None: the server has no such option);
     `log_name`: where an internal error's details are, named in its -32603 answer; `metrics`: the
     /metrics body and content type for a scraper's Accept header; `observe`: told each call's
-    method and seconds."""
+    method and seconds; `discover`: the OpenRPC document `rpc.discover` answers."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    handler = JsonRpcHandler(methods, bind_host, allowed_hosts, allow_host_flag, log_name, observe)
+    handler = JsonRpcHandler(methods, bind_host, allowed_hosts, allow_host_flag, log_name, observe, discover)
     app.router.add_post("/json_rpc", handler.post)
     app.router.add_route("*", "/json_rpc", _method_not_allowed)
     allowed = frozenset(allowed_hosts)

@@ -49,6 +49,7 @@ from snode.app.systemd import notify
 from snode.common.entry import run_command
 from snode.params import REGTEST_AUTHORITY_SEED
 from snode.rpc.methods import MethodTable
+from snode.rpc.openrpc import served_document
 from snode.api.server import make_app
 from snode.store import ChainStore, StoreError, damaged
 
@@ -230,7 +231,7 @@ class Daemon:
                               writer=writer, clock=self.clock)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
                        metrics=metrics_page(node, counters, lambda: len(peers.peers)), observe=counters.observe_rpc,
-                       unmet=lambda: unmet_conditions(node, node.now()), events=feed,
+                       unmet=lambda: unmet_conditions(node, node.now()), events=feed, discover=served_document,
                        page=lambda query: render_page(node, peer_count=len(peers.peers), now=node.now(),
                                                       query=query))
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
