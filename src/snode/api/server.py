@@ -9,7 +9,9 @@ HTTP 200; nothing a client sends produces an HTTP 500.
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import ipaddress
 import logging
 import time
@@ -36,6 +38,16 @@ PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'",
     "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
 }
+
+
+def page_headers(script: str) -> dict[str, str]:
+    """PAGE_HEADERS for a page whose one inline script is `script`: the policy allows that script
+    (by its hash: nothing injected into the page can run) and connections to this origin only
+    (its /events stream and its own page), and still no frame, form, plugin or other origin."""
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    policy = (f"{PAGE_HEADERS['Content-Security-Policy']}; script-src 'sha256-{digest}'; connect-src 'self'; "
+              "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+    return {**PAGE_HEADERS, "Content-Security-Policy": policy}
 
 
 @functools.lru_cache(maxsize=256)
@@ -208,14 +220,16 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
              discover: Callable[[], dict[str, Any]] | None = None,
              unmet: Callable[[], dict[str, Any]] | None = None,
              events: EventSource | None = None,
-             page: Callable[[Mapping[str, str]], str] | None = None) -> web.Application:
+             page: Callable[[str, Mapping[str, str]], Awaitable[tuple[int, str]]] | None = None,
+             page_script: str = "") -> web.Application:
     """The aiohttp application for the admin RPC, `/metrics`, and the probes: `/healthz` (200
     while the daemon serves) and `/readyz` (200 when `unmet()` lists no unmet condition, else
     503; the JSON body names each). `allow_host_flag`: the server's option that allows another
     Host name, named in the 403 that refuses one (None: the server has no such option);
     `log_name`: where an internal error's details are, named in its -32603 answer; `metrics`: the
     /metrics body and content type for a scraper's Accept header; `observe`: told each call's
-    method and seconds; `discover`: the OpenRPC document `rpc.discover` answers."""
+    method and seconds; `discover`: the OpenRPC document `rpc.discover` answers; `page`: the
+    web view's (status, HTML) for a GET of `/` or `/sn/<key>`, whose one script is `page_script`."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     handler = JsonRpcHandler(methods, bind_host, allowed_hosts, allow_host_flag, log_name, observe, discover)
     app.router.add_post("/json_rpc", handler.post)
@@ -238,14 +252,7 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
         app.router.add_get("/metrics", serve_metrics)
     app.router.add_get("/healthz", guarded(lambda: web.json_response({"status": "ok"})))
     if page is not None:
-        async def serve_page(request: web.Request) -> web.Response:
-            refused = refusal(request, bind_host, allowed, allow_host_flag)
-            if refused is not None:
-                return refused
-            # Read-only, no script, never framed: a page on the admin port must not become a
-            # way to act on it (clickjacking) or to load anything from elsewhere.
-            return web.Response(text=page(request.query), content_type="text/html", headers=PAGE_HEADERS)
-        app.router.add_get("/", serve_page)
+        _add_pages(app, page, page_script, lambda request: refusal(request, bind_host, allowed, allow_host_flag))
     if events is not None:
         streams = EventStreams(events)
 
@@ -259,3 +266,20 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
             return web.json_response(body, status=200 if not body["unmet"] else 503)
         app.router.add_get("/readyz", guarded(ready))
     return app
+
+
+def _add_pages(app: web.Application, page: Callable[[str, Mapping[str, str]], Awaitable[tuple[int, str]]],
+               script: str, refuse: Callable[[web.Request], web.Response | None]) -> None:
+    """The web view's routes: `/` and a page per service node, `/sn/<key>`."""
+    headers = page_headers(script)
+
+    async def serve_page(request: web.Request) -> web.Response:
+        refused = refuse(request)
+        if refused is not None:
+            return refused
+        # Read-only, its one script pinned, never framed: a page on the admin port must not
+        # become a way to act on it (clickjacking) or to load anything from elsewhere.
+        status, html = await page(request.path, request.query)
+        return web.Response(status=status, text=html, content_type="text/html", headers=headers)
+    app.router.add_get("/", serve_page)
+    app.router.add_get("/sn/{pubkey}", serve_page)

@@ -40,7 +40,8 @@ from snode.rpc.counters import EventCounters, metrics_page
 from snode.services.event_feed import EventFeed
 from snode.services.notify import Notifier
 from snode.rpc.health import unmet_conditions
-from snode.rpc.web_view import render_page
+from snode.rpc.web_parts import LIVE_SCRIPT
+from snode.rpc.web_view import WebView
 from snode.services.checkpoints import CheckpointDuties
 from snode.services.producer import BlockProducer
 from snode.services.sn_duties import ServiceNodeDuties
@@ -232,8 +233,7 @@ class Daemon:
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
                        metrics=metrics_page(node, counters, lambda: len(peers.peers)), observe=counters.observe_rpc,
                        unmet=lambda: unmet_conditions(node, node.now()), events=feed, discover=served_document,
-                       page=lambda query: render_page(node, peer_count=len(peers.peers), now=node.now(),
-                                                      query=query))
+                       page=WebView(node, writer, lambda: len(peers.peers)).serve, page_script=LIVE_SCRIPT)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         await web.SockSite(runner, rpc_sock, shutdown_timeout=2.0).start()
