@@ -71,11 +71,12 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 # docs/OPERATOR.md from its template, every command's output captured from real daemons, and
-# docs/openrpc.json from the typed RPC records.
+# docs/openrpc.json and docs/wallet-openrpc.json from the typed RPC records.
 docs: $(STAMP)
 	$(COMPILE)
 	$(PY) -m snode.tools.operator_guide
 	$(PY) -m snode.rpc.openrpc > docs/openrpc.json
+	$(PY) -m snode.wallet.openrpc > docs/wallet-openrpc.json
 
 # Single-file executables: one PyInstaller build of snode.bundle, copied under each program's
 # name (it runs the program it is named after); they need no Python environment.

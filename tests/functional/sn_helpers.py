@@ -54,6 +54,19 @@ def record(node: Any, sn_pubkey: str) -> dict[str, Any]:
     return found[0]
 
 
+def registered_solo(hub: Any, sn: Any, label: str, *, until: str = "active") -> str:
+    """Register daemon `sn` as a solo node of key `label`'s operator through `hub` (connected to
+    it), and mine until its record says `until` ("active" or "payable"); its public key."""
+    operator = key_from_label(label)
+    fund_and_unlock(hub, {operator.public: SOLO + COIN})
+    register(sn, hub, operator, SOLO)
+    hub.generate_blocks(blocks=1)
+    pubkey: str = sn.get_service_node_key()["service_node_pubkey"]
+    mine_until(hub, lambda: record(hub, pubkey)[until], timeout=60, what=f"the node {until}")
+    sync_blocks([hub, sn])
+    return pubkey
+
+
 def mine_until(generator: Any, predicate: Any, *, timeout: float, what: str) -> Any:
     """Generate a block per poll until predicate holds (state changes need blocks)."""
     def step() -> Any:

@@ -3,12 +3,14 @@ and what the read methods answer decodes into the result records it documents.""
 
 from __future__ import annotations
 
+import json
+
 import msgspec
 
 from snode.api import errors as E
 from snode.rpc.openrpc import _result_type, document
 from snode.rpc.signatures import SIGNATURES
-from tests.functional.framework import assert_raises_rpc_error, narrator
+from tests.functional.framework import assert_equal, assert_raises_rpc_error, narrator
 
 log = narrator(__name__)
 EFFECTS = {"stop_daemon", "generate_blocks", "set_mock_time", "add_peer", "send_uptime_proof"}
@@ -33,3 +35,11 @@ def test_every_documented_method_is_served_and_answers_its_documented_record(sn)
         msgspec.convert(sn.rpc.call(name, params), _result_type(SIGNATURES[name][0]))
     log.info("A name the document does not have is not served")
     assert_raises_rpc_error(E.METHOD_NOT_FOUND, "Method not found", sn.rpc.call, "get_everything", None)
+
+
+def test_rpc_discover_answers_the_document(sn):
+    log.info("rpc.discover (OpenRPC's service discovery) answers docs/openrpc.json's document")
+    assert_equal(sn.rpc.call("rpc.discover", None), json.loads(json.dumps(document())))
+    assert_equal(sn.rpc.call("rpc.discover", []), sn.rpc.call("rpc.discover", {}))
+    assert_raises_rpc_error(E.INVALID_PARAMS, "Invalid params: rpc.discover takes no parameters",
+                            sn.rpc.call, "rpc.discover", {"verbose": True})

@@ -16,7 +16,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from snode.params import COIN, REGTEST
+from snode.wallet import openrpc as wallet_openrpc
 from tests.functional.framework import assert_equal, narrator, next_loopback_ip, scaled, wait_until
 from tests.functional.wallet_helpers import Wallet, funded, mine
 
@@ -118,3 +121,28 @@ def test_wallet_rpc_refuses_bad_params_and_foreign_hosts(sn: Any, tmp_path: Path
     assert_equal(server.returncode, 0)
     printed = server_log.read_text()
     assert "Traceback" not in printed and "Error" not in printed, printed
+
+
+def _fields(record: type) -> set[str]:
+    return set(record.__struct_fields__)  # type: ignore[attr-defined]
+
+
+def test_wallet_rpc_discover_answers_its_document_and_the_answers_are_as_documented(sn: Any, tmp_path: Path) -> None:
+    wallets = funded(sn, tmp_path, {"payer": 10 * COIN, "payee": 1 * COIN})
+    ip = next_loopback_ip()
+    url = f"http://{ip}:{REGTEST.wallet_rpc_port}/json_rpc"
+    server = _serve(wallets["payer"], ip, tmp_path / "wallet-rpc.log")
+    try:
+        log.info("rpc.discover answers docs/wallet-openrpc.json's document")
+        assert_equal(_call(url, "rpc.discover", {})["result"], json.loads(json.dumps(wallet_openrpc.document())))
+        log.info("What get_address, get_balance and transfer answer is their documented result record")
+        for method, params, record in [
+            ("get_address", {}, wallet_openrpc.AddressResult), ("get_balance", {}, wallet_openrpc.BalanceResult),
+            ("transfer", {"address": wallets["payee"].address, "amount": COIN}, wallet_openrpc.SendResult),
+        ]:
+            result = _call(url, method, params)["result"]
+            assert_equal(set(result), _fields(record), method)
+            msgspec.convert(result, record)
+    finally:
+        _stop(server)
+    assert_equal(server.returncode, 0)

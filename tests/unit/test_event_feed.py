@@ -15,7 +15,7 @@ from snode.net.events import PeerBanned
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.services import notify as notify_module
-from snode.services.event_feed import MAX_QUEUED, EventFeed
+from snode.services.event_feed import MAX_QUEUED, RECENT, EventFeed
 from snode.services.notify import Notifier, event_environment, parse_command
 from snode.services.notify import NotifyConfigError
 from snode.store.memory import MemoryStore
@@ -40,9 +40,56 @@ def test_a_client_that_stops_reading_is_dropped_at_its_bound_and_others_keep_the
             got.append(await reader.next())
         assert slow.dropped and not reader.dropped
         drained = [await slow.next() for _ in range(MAX_QUEUED)]
-        assert [e["ip"] for e in drained] == [e["ip"] for e in got[:MAX_QUEUED]]
+        assert drained == got[:MAX_QUEUED]
         assert await slow.next() is None  # the stream ends once it has read what was queued
-        assert got[-1]["event"] == "peer_banned" and got[-1]["reason"] == "bad block"
+        assert got[-1][1]["event"] == "peer_banned" and got[-1][1]["reason"] == "bad block"
+        numbers = [n for n, _ in got]
+        assert numbers == sorted(set(numbers)), "every event has its own number, rising"
+    asyncio.run(run())
+
+
+def _ban(node: Node, i: int) -> None:
+    node.hub.publish(PeerBanned(f"127.0.0.{i}", "bad block", 60))
+
+
+def test_a_client_that_reconnects_with_the_last_number_it_saw_gets_what_followed():
+    async def run() -> None:
+        node = _node()
+        feed = EventFeed(node)
+        first = feed.subscribe()
+        for i in range(5):
+            _ban(node, i)
+        seen = [await first.next() for _ in range(5)]
+        feed.unsubscribe(first)
+        assert all(item is not None for item in seen)
+        last_seen = seen[2][0]  # type: ignore[index]  # it had read three when it went away
+        again = feed.subscribe(last_seen)
+        _ban(node, 9)
+        resumed = [await again.next() for _ in range(3)]
+        assert [e[1]["ip"] for e in resumed if e] == ["127.0.0.3", "127.0.0.4", "127.0.0.9"]
+        assert feed.subscribe(resumed[-1][0]).queue.empty(), "one that saw the newest gets nothing twice"  # type: ignore[index]
+    asyncio.run(run())
+
+
+def test_a_client_whose_events_are_gone_is_told_it_missed_some():
+    async def run() -> None:
+        node = _node()
+        feed = EventFeed(node)
+        watcher = feed.subscribe()
+        _ban(node, 1)
+        item = await watcher.next()
+        assert item is not None
+        for i in range(RECENT + 5):
+            _ban(node, i % 250)
+        late = feed.subscribe(item[0])
+        missed = await late.next()
+        assert missed is not None and missed[1]["event"] == "missed" and missed[1]["after"] == item[0]
+        replayed = [late.queue.get_nowait() for _ in range(late.queue.qsize())]
+        assert replayed and replayed[0][0] == missed[0] + 1 and replayed[-1][0] == item[0] + RECENT + 5
+        # An id from an earlier run of the daemon is lower than every number of this one.
+        restarted = EventFeed(node)
+        assert restarted._last > replayed[-1][0]
+        assert (await restarted.subscribe(replayed[-1][0]).next())[1]["event"] == "missed"  # type: ignore[index]
     asyncio.run(run())
 
 

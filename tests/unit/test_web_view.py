@@ -1,12 +1,17 @@
 """The web view's page (`rpc.web_view.render_page`) on an in-memory node: every URL parameter is
 either one of the page's own values or ignored, never echoed unescaped; sorting and filtering
-choose rows; the page has no script."""
+choose rows; every key is shown whole; the page's one script is the live-update script."""
 
 from __future__ import annotations
 
+import asyncio
+
 from snode.core.service_nodes import StateChangeKind
+from snode.devchain import key_from_label
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
+from snode.rpc.web_parts import LIVE_SCRIPT
+from snode.rpc.web_node import node_history, node_page
 from snode.rpc.web_view import render_page
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import POOL_MINIMUM, new_chain
@@ -27,7 +32,8 @@ def test_hostile_parameters_are_never_echoed():
     node, _, _ = _node_with_two_nodes()
     html = render_page(node, peer_count=0, now=0, query={
         "status": "<script>alert(1)</script>", "sort": "\"><img src=x>", "order": "<b>"})
-    assert "<script" not in html and "<img" not in html and "<b>" not in html
+    assert "<script>alert" not in html and "<img" not in html and "<b>" not in html
+    assert html.count("<script") == 1 and f"<script>{LIVE_SCRIPT}</script>" in html
     assert html.count("data-pubkey=") == 2  # an unknown status filters nothing
 
 
@@ -40,3 +46,64 @@ def test_filter_and_sort_choose_the_rows():
     descending = render_page(node, peer_count=0, now=0, query={"sort": "staked", "order": "desc"})
     assert descending.index(f'data-pubkey="{active.hex()}"') < descending.index(f'data-pubkey="{pool.hex()}"')
     assert "service node</dt><dd>no" in descending  # this daemon runs no service node
+
+
+def test_every_key_is_whole_and_links_to_its_page():
+    node, active, pool = _node_with_two_nodes()
+    html = render_page(node, peer_count=0, now=0, query={})
+    for pubkey in (active.hex(), pool.hex()):
+        assert f'<code class="key">{pubkey}</code> <a class="sn-page" href="/sn/{pubkey}">' in html
+    assert "&hellip;" not in html
+
+
+def _replayed(chain) -> Node:  # type: ignore[no-untyped-def]
+    """A node that adopted every block of `chain` (so its store has them and their undo records)."""
+    start = chain.fork(at=0)
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], start.state),
+                state=start.state, identity=None, producer_key=None, verifier=InlineVerifier())
+    node.accept_blocks(chain.blocks[1:], now=chain.blocks[-1].header.timestamp + 1)
+    return node
+
+
+def test_a_nodes_history_has_its_rewards_and_its_decommissions_with_reasons():
+    chain = new_chain()
+    operator = key_from_label("operator")
+    mine = chain.new_node(operator="operator", sn_label="history a")
+    other = chain.new_node(operator="alice", sn_label="history b")
+    activated = chain.change_state(mine, StateChangeKind.ACTIVATE)
+    chain.change_state(other, StateChangeKind.ACTIVATE)
+    chain.mine(12)
+    decommissioned = chain.change_state(mine, StateChangeKind.DECOMMISSION)
+    chain.mine(3)
+    recommissioned = chain.change_state(mine, StateChangeKind.RECOMMISSION)
+    chain.mine(6)
+    node = _replayed(chain)
+    history = node_history(node, mine)
+    assert history.changes == [(recommissioned, "recommission", "uptime_proofs_resumed"),
+                               (decommissioned, "decommission", "missed_uptime_proofs"),
+                               (activated, "activate", "first_uptime_proof")]
+    paid = [b.header.height for b in chain.blocks[1:] if b.transactions[0].outputs[0].owner == operator.public]
+    assert paid and [h for h, _ in history.rewards] == sorted(paid, reverse=True)
+    assert {a for _, a in history.rewards} == {chain.params.block_reward}
+    assert recommissioned not in paid, "a recommission is not a reward"
+    assert node_history(node, mine, depth=2).since == node.height - 1
+
+
+def test_the_page_of_a_node_and_of_an_unknown_key():
+    chain = new_chain()
+    mine = chain.new_node(operator="operator", sn_label="page a", fee_ppm=50_000)
+    chain.change_state(mine, StateChangeKind.ACTIVATE)
+    chain.mine(2)
+    node = _replayed(chain)
+
+    class Inline:  # the store thread's call, made inline
+        async def call(self, fn, *args):  # type: ignore[no-untyped-def]
+            return fn(*args)
+
+    status, html = asyncio.run(node_page(node, Inline(), mine.hex(), now=0))  # type: ignore[arg-type]
+    assert status == 200 and f'<code class="key">{mine.hex()}</code>' in html
+    assert 'data-change="activate" data-reason="first_uptime_proof"' in html and "<dd>5 %</dd>" in html
+    assert html.count('<tr data-amount=') == 1, "one contributor, the operator"
+    for bad in ("00" * 32, "zz" * 32, "<script>" * 8):
+        status, html = asyncio.run(node_page(node, Inline(), bad, now=0))  # type: ignore[arg-type]
+        assert status == 404 and "<script>&lt;" not in html and "No service node" in html

@@ -9,9 +9,12 @@ HTTP 200; nothing a client sends produces an HTTP 500.
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import ipaddress
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
@@ -21,6 +24,7 @@ from aiohttp import web
 from snode.core.errors import SnodeError
 from snode.api import errors as E
 from snode.api.errors import RpcError
+from snode.api.openrpc import DISCOVER
 from snode.api.sse import EventSource, EventStreams
 
 log = logging.getLogger(__name__)
@@ -34,6 +38,16 @@ PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'",
     "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
 }
+
+
+def page_headers(script: str) -> dict[str, str]:
+    """PAGE_HEADERS for a page whose one inline script is `script`: the policy allows that script
+    (by its hash: nothing injected into the page can run) and connections to this origin only
+    (its /events stream and its own page), and still no frame, form, plugin or other origin."""
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    policy = (f"{PAGE_HEADERS['Content-Security-Policy']}; script-src 'sha256-{digest}'; connect-src 'self'; "
+              "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+    return {**PAGE_HEADERS, "Content-Security-Policy": policy}
 
 
 @functools.lru_cache(maxsize=256)
@@ -97,8 +111,14 @@ class JsonRpcHandler:
     """Parses envelopes, dispatches to the method table, shapes responses."""
 
     def __init__(self, methods: Methods, bind_host: str, allowed_hosts: tuple[str, ...],
-                 allow_flag: str | None = "--rpc-allow-host", log_name: str = "the daemon log") -> None:
+                 allow_flag: str | None = "--rpc-allow-host", log_name: str = "the daemon log",
+                 observe: Callable[[str, float], None] | None = None,
+                 discover: Callable[[], dict[str, Any]] | None = None) -> None:
         self.methods = methods
+        self.discover = discover
+        """The server's OpenRPC document, answered to `rpc.discover`."""
+        self.observe = observe
+        """Told each call's method and the seconds it took to answer (the latency metrics)."""
         self.log_name = log_name
         """Where an internal error's details are (named in its -32603 answer)."""
         self.bind_host = bind_host
@@ -164,8 +184,14 @@ class JsonRpcHandler:
             params = {}
         if not isinstance(params, dict):
             return _error(req_id, RpcError(E.INVALID_PARAMS, 'Invalid params: "params" must be an object'))
+        started = time.perf_counter()
         try:
-            result = await self.methods.call(method, params)
+            if method == DISCOVER and self.discover is not None:
+                if params:
+                    raise RpcError(E.INVALID_PARAMS, f"Invalid params: {DISCOVER} takes no parameters")
+                result = self.discover()
+            else:
+                result = await self.methods.call(method, params)
         except RpcError as err:
             reply = _error(req_id, err)
         except SnodeError as err:
@@ -175,6 +201,8 @@ class JsonRpcHandler:
             reply = _error(req_id, RpcError(E.INTERNAL_ERROR, f"Internal error in {method}; see {self.log_name}"))
         else:
             reply = {"jsonrpc": "2.0", "id": req_id, "result": result}
+        if self.observe is not None:
+            self.observe(method, time.perf_counter() - started)
         return None if notification else reply
 
 
@@ -187,17 +215,23 @@ async def _method_not_allowed(request: web.Request) -> web.Response:
 
 def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...],
              allow_host_flag: str | None = "--rpc-allow-host", log_name: str = "the daemon log",
-             metrics: Callable[[], bytes] | None = None,
+             metrics: Callable[[str], tuple[bytes, str]] | None = None,
+             observe: Callable[[str, float], None] | None = None,
+             discover: Callable[[], dict[str, Any]] | None = None,
              unmet: Callable[[], dict[str, Any]] | None = None,
              events: EventSource | None = None,
-             page: Callable[[Mapping[str, str]], str] | None = None) -> web.Application:
+             page: Callable[[str, Mapping[str, str]], Awaitable[tuple[int, str]]] | None = None,
+             page_script: str = "") -> web.Application:
     """The aiohttp application for the admin RPC, `/metrics`, and the probes: `/healthz` (200
     while the daemon serves) and `/readyz` (200 when `unmet()` lists no unmet condition, else
     503; the JSON body names each). `allow_host_flag`: the server's option that allows another
     Host name, named in the 403 that refuses one (None: the server has no such option);
-    `log_name`: where an internal error's details are, named in its -32603 answer."""
+    `log_name`: where an internal error's details are, named in its -32603 answer; `metrics`: the
+    /metrics body and content type for a scraper's Accept header; `observe`: told each call's
+    method and seconds; `discover`: the OpenRPC document `rpc.discover` answers; `page`: the
+    web view's (status, HTML) for a GET of `/` or `/sn/<key>`, whose one script is `page_script`."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    handler = JsonRpcHandler(methods, bind_host, allowed_hosts, allow_host_flag, log_name)
+    handler = JsonRpcHandler(methods, bind_host, allowed_hosts, allow_host_flag, log_name, observe, discover)
     app.router.add_post("/json_rpc", handler.post)
     app.router.add_route("*", "/json_rpc", _method_not_allowed)
     allowed = frozenset(allowed_hosts)
@@ -209,18 +243,16 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
         return handle
 
     if metrics is not None:
-        app.router.add_get("/metrics", guarded(
-            lambda: web.Response(body=metrics(), content_type="text/plain", charset="utf-8")))
-    app.router.add_get("/healthz", guarded(lambda: web.json_response({"status": "ok"})))
-    if page is not None:
-        async def serve_page(request: web.Request) -> web.Response:
+        async def serve_metrics(request: web.Request) -> web.Response:
             refused = refusal(request, bind_host, allowed, allow_host_flag)
             if refused is not None:
                 return refused
-            # Read-only, no script, never framed: a page on the admin port must not become a
-            # way to act on it (clickjacking) or to load anything from elsewhere.
-            return web.Response(text=page(request.query), content_type="text/html", headers=PAGE_HEADERS)
-        app.router.add_get("/", serve_page)
+            body, content_type = metrics(request.headers.get("Accept", ""))
+            return web.Response(body=body, headers={"Content-Type": content_type})
+        app.router.add_get("/metrics", serve_metrics)
+    app.router.add_get("/healthz", guarded(lambda: web.json_response({"status": "ok"})))
+    if page is not None:
+        _add_pages(app, page, page_script, lambda request: refusal(request, bind_host, allowed, allow_host_flag))
     if events is not None:
         streams = EventStreams(events)
 
@@ -234,3 +266,20 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
             return web.json_response(body, status=200 if not body["unmet"] else 503)
         app.router.add_get("/readyz", guarded(ready))
     return app
+
+
+def _add_pages(app: web.Application, page: Callable[[str, Mapping[str, str]], Awaitable[tuple[int, str]]],
+               script: str, refuse: Callable[[web.Request], web.Response | None]) -> None:
+    """The web view's routes: `/` and a page per service node, `/sn/<key>`."""
+    headers = page_headers(script)
+
+    async def serve_page(request: web.Request) -> web.Response:
+        refused = refuse(request)
+        if refused is not None:
+            return refused
+        # Read-only, its one script pinned, never framed: a page on the admin port must not
+        # become a way to act on it (clickjacking) or to load anything from elsewhere.
+        status, html = await page(request.path, request.query)
+        return web.Response(status=status, text=html, content_type="text/html", headers=headers)
+    app.router.add_get("/", serve_page)
+    app.router.add_get("/sn/{pubkey}", serve_page)

@@ -1,4 +1,7 @@
-"""`GET /events` on the admin port: server-sent events, one JSON object per `data:` line.
+"""`GET /events` on the admin port: server-sent events as the HTML standard has them. Each event
+is `id: <n>`, `event: <kind>` (so a browser's `addEventListener('block', ...)` fires) and one JSON
+object on its `data:` line; the stream opens with `retry:` once. A client that reconnects with
+`Last-Event-ID: <n>` (as EventSource does by itself) first gets the events after n again.
 
 The daemon's event feed gives each client a bounded queue and drops a client that falls
 behind; this handler also gives up on a client whose socket stops taking bytes, so a stuck
@@ -16,10 +19,14 @@ from aiohttp import web
 
 KEEPALIVE: Final = 15.0
 WRITE_TIMEOUT: Final = 10.0
+RETRY_MS: Final = 3000
+"""How long a browser waits before it reconnects (SSE's `retry:`)."""
 MAX_CLIENTS: Final = 16
 """Event streams open at once; more are answered 503."""
 
 _encode = msgspec.json.Encoder().encode
+DROPPED: Final = (b'event: dropped\ndata: {"event":"dropped","reason":'
+                  b'"this client fell behind; reconnect with Last-Event-ID to resume"}\n\n')
 
 
 async def _write(response: web.StreamResponse, data: bytes) -> None:
@@ -29,13 +36,13 @@ async def _write(response: web.StreamResponse, data: bytes) -> None:
 
 
 class Subscription(Protocol):
-    async def next(self) -> dict[str, Any] | None: ...
+    async def next(self) -> tuple[int, dict[str, Any]] | None: ...
 
 
 class EventSource(Protocol):
     """What the daemon's event feed offers (`services.event_feed.EventFeed`)."""
 
-    def subscribe(self) -> Any: ...
+    def subscribe(self, last_seen: int | None = None) -> Any: ...
 
     def unsubscribe(self, client: Any) -> None: ...
 
@@ -55,7 +62,7 @@ class EventStreams:
         response = web.StreamResponse(headers={
             "Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
-        client = self.source.subscribe()
+        client = self.source.subscribe(_last_event_id(request.headers.get("Last-Event-ID")))
         self.open += 1
         try:
             await self._stream(response, client)
@@ -67,7 +74,7 @@ class EventStreams:
         return response
 
     async def _stream(self, response: web.StreamResponse, client: Subscription) -> None:
-        await _write(response, b": snode events\n\n")
+        await _write(response, b": snode events\nretry: %d\n\n" % RETRY_MS)
         while True:
             try:
                 async with asyncio.timeout(KEEPALIVE):
@@ -76,7 +83,16 @@ class EventStreams:
                 await _write(response, b": keep-alive\n\n")
                 continue
             if event is None:
-                await _write(response,
-                             b'event: dropped\ndata: {"event":"dropped","reason":"this client fell behind"}\n\n')
+                await _write(response, DROPPED)
                 return
-            await _write(response, b"data: " + _encode(event) + b"\n\n")
+            number, body = event
+            await _write(response, b"id: %d\nevent: %s\ndata: %s\n\n" % (
+                number, str(body["event"]).encode(), _encode(body)))
+
+
+def _last_event_id(text: str | None) -> int | None:
+    """The number a reconnecting client sends; None when there is none or it is not ours."""
+    text = (text or "").strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 20:
+        return None
+    return int(text)

@@ -36,11 +36,12 @@ from snode.node.node import Identity, Node
 from snode.node.saved import keep_saving
 from snode.node.verifier import VerifierPool
 from snode.node.writer import ChainWriter, store_thread
-from snode.rpc.counters import EventCounters
+from snode.rpc.counters import EventCounters, metrics_page
 from snode.services.event_feed import EventFeed
 from snode.services.notify import Notifier
 from snode.rpc.health import unmet_conditions
-from snode.rpc.web_view import render_page
+from snode.rpc.web_parts import LIVE_SCRIPT
+from snode.rpc.web_view import WebView
 from snode.services.checkpoints import CheckpointDuties
 from snode.services.producer import BlockProducer
 from snode.services.sn_duties import ServiceNodeDuties
@@ -49,6 +50,7 @@ from snode.app.systemd import notify, status_message
 from snode.common.entry import run_command
 from snode.params import REGTEST_AUTHORITY_SEED
 from snode.rpc.methods import MethodTable
+from snode.rpc.openrpc import served_document
 from snode.api.server import make_app
 from snode.store import ChainStore, StoreError, damaged
 
@@ -60,12 +62,6 @@ if TYPE_CHECKING:  # imported at run time only where used (start-up time)
 log = logging.getLogger("snoded")
 
 SHUTDOWN_TIMEOUT = 10.0
-
-
-def _render_metrics(node: Node, counters: EventCounters) -> bytes:
-    from snode.rpc.metrics import render
-
-    return render(node, counters)
 
 
 def _is_ip(text: str) -> bool:
@@ -235,10 +231,9 @@ class Daemon:
         methods = MethodTable(node, request_stop=self.request_stop, peers=peers, duties=duties,
                               writer=writer, clock=self.clock)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
-                       metrics=lambda: _render_metrics(node, counters),
-                       unmet=lambda: unmet_conditions(node, node.now()), events=feed,
-                       page=lambda query: render_page(node, peer_count=len(peers.peers), now=node.now(),
-                                                      query=query))
+                       metrics=metrics_page(node, counters, lambda: len(peers.peers)), observe=counters.observe_rpc,
+                       unmet=lambda: unmet_conditions(node, node.now()), events=feed, discover=served_document,
+                       page=WebView(node, writer, lambda: len(peers.peers)).serve, page_script=LIVE_SCRIPT)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         await web.SockSite(runner, rpc_sock, shutdown_timeout=2.0).start()

@@ -286,17 +286,17 @@ class MethodTable:
             if block is None:
                 raise RpcError(E.NOT_FOUND, "no such block")
             if await self.writer.call(node.main_chain_hash, block.header.height) != block_hash(block.header):
-                return _block_result(block, None, node)  # undone by a reorganisation
+                return block_result(block, None, node)  # undone by a reorganisation
             height = block.header.height
         assert height is not None
         if height == 0:
             genesis = await self.writer.call(node.block_at, 0)
             assert genesis is not None
-            return _block_result(genesis, None, node)
+            return block_result(genesis, None, node)
         found = await self.writer.call(node.block_and_undo, height)
         if found is None:
             raise RpcError(E.NOT_FOUND, "no such block on the main chain")
-        return _block_result(found[0], found[1], node)
+        return block_result(found[0], found[1], node)
 
     async def get_transaction(self, p: TxidParams) -> TransactionResult:
         tid = _hex32("txid", p.txid)
@@ -432,7 +432,7 @@ def _producer_name(producer: bytes, height: int, node: Node) -> str:
     return "authority" if producer in node.consensus.authorities else producer.hex()
 
 
-def _block_result(block: Block, undo: Undo | None, node: Node) -> BlockResult:
+def block_result(block: Block, undo: Undo | None, node: Node) -> BlockResult:
     """A block as tools show it: who produced it, in which round, with whose signatures
     (named by its undo record, which keeps the round's validators)."""
     h = block.header

@@ -1,12 +1,34 @@
-"""Prometheus metrics for GET /metrics on the admin port."""
+"""Prometheus metrics for GET /metrics on the admin port.
+
+Read from the node at each scrape (a collector, nothing cached): the chain, the service-node
+list, and this node's own state, the values an operator alerts on (contrib/prometheus/alerts.yml):
+`snode_own_state{state=...}` (one labelled gauge: 1 for the node's state in the node table's words,
+Active, Decomm, Await, or Unregistered while its key is not on the chain), the seconds since the
+network last accepted its uptime proof (+Inf before the first), its downtime credit, whether it is
+payable; peers and the sync lag in blocks; `snode_build_info`; the process metrics of
+prometheus_client's collectors; and the admin RPC's latency per method, in seconds. The text
+format by default, OpenMetrics when the scraper's Accept header asks for it.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+import math
+import platform
+from collections.abc import Callable, Iterator
+from typing import Final
 
-from snode.core.service_nodes import Status, status
+from prometheus_client import (
+    GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR, CollectorRegistry, Metric,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+from snode import __version__
+from snode.core.credit import credit_at
+from snode.core.service_nodes import Status, is_payable, status
 from snode.node.node import Node
-from snode.rpc.counters import EventCounters
+from snode.rpc.counters import BUCKETS, EventCounters
 
 COUNTED = {
     "blocks_adopted": "Blocks made part of the main chain",
@@ -16,24 +38,104 @@ COUNTED = {
     "own_uptime_proofs_refused": "This node's uptime proofs that a peer refused",
     "peers_banned": "Peers banned for breaking the protocol",
 }
+UNREGISTERED: Final = "Unregistered"
+OWN_STATES: Final = (*(s.value for s in Status), UNREGISTERED)
+"""The values of `snode_own_state`'s label: the node table's words, and one for a key not on the chain."""
 
 
-def render(node: Node, counters: EventCounters | None = None) -> bytes:
-    """A fresh registry per scrape: the values are read from the node and the event counters,
-    nothing is cached."""
-    registry = CollectorRegistry()
-    if counters is not None:
+def _gauge(name: str, text: str, value: float, labels: dict[str, str] | None = None) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, text, labels=list(labels or {}))
+    family.add_metric(list((labels or {}).values()), value)
+    return family
+
+
+class NodeCollector(Collector):
+    """The node's values, read when scraped."""
+
+    def __init__(self, node: Node, counters: EventCounters, peer_count: Callable[[], int]) -> None:
+        self.node = node
+        self.counters = counters
+        self.peer_count = peer_count
+
+    def collect(self) -> Iterator[Metric]:
+        node = self.node
         for name, text in COUNTED.items():
-            Counter(f"snode_{name}", text, registry=registry).inc(counters.totals[name])
-    Gauge("snode_height", "Chain height", registry=registry).set(node.height)
-    Gauge("snode_target_height", "Network height while syncing, 0 when synced",
-          registry=registry).set(node.target_height)
-    Gauge("snode_mempool_transactions", "Transactions in the mempool", registry=registry).set(len(node.pool))
-    Gauge("snode_immutable_height", "Highest final height", registry=registry).set(node.immutable_height)
-    sns = Gauge("snode_service_nodes", "Registered service nodes by status", ["status"], registry=registry)
-    counts = {s: 0 for s in Status}
-    for sn in node.state.service_nodes.values():
-        counts[status(sn)] += 1
-    for s, n in counts.items():
-        sns.labels(status=s.value).set(n)
-    return generate_latest(registry)
+            yield CounterMetricFamily(f"snode_{name}", text, value=self.counters.totals[name])
+        yield _gauge("snode_height", "Chain height", node.height)
+        yield _gauge("snode_target_height", "Network height while syncing, 0 when synced", node.target_height)
+        yield _gauge("snode_sync_lag_blocks", "Blocks this node is behind the network (0 when synced)",
+                     max(0, node.target_height - node.height))
+        yield _gauge("snode_peers", "Connected P2P peers", self.peer_count())
+        yield _gauge("snode_mempool_transactions", "Transactions in the mempool", len(node.pool))
+        yield _gauge("snode_immutable_height", "Highest final height", node.immutable_height)
+        sns = GaugeMetricFamily("snode_service_nodes", "Registered service nodes by status", labels=["status"])
+        counts = {s: 0 for s in Status}
+        for sn in node.state.service_nodes.values():
+            counts[status(sn)] += 1
+        for s, n in counts.items():
+            sns.add_metric([s.value], n)
+        yield sns
+        yield from self._own()
+        yield self._latency()
+
+    def _own(self) -> Iterator[Metric]:
+        """This service node's own values; none when the daemon runs without --service-node."""
+        node = self.node
+        if node.identity is None:
+            return
+        pubkey = node.identity.key.public
+        sn = node.state.service_nodes.get(pubkey)
+        current = UNREGISTERED if sn is None else status(sn).value
+        state = GaugeMetricFamily(
+            "snode_own_state", "This service node's state (1 for the current one)", labels=["state"])
+        for word in OWN_STATES:
+            state.add_metric([word], 1 if word == current else 0)
+        yield state
+        if sn is None:
+            return
+        last = node.proofs.last_accepted(pubkey)
+        yield _gauge("snode_own_proof_age_seconds",
+                     "Seconds since the network last accepted this node's uptime proof (+Inf: never)",
+                     node.now() - last if last else math.inf)
+        yield _gauge("snode_own_downtime_credit_blocks", "This node's downtime credit, in blocks",
+                     credit_at(sn, node.height, node.params))
+        yield _gauge("snode_own_payable", "1 when this node earns rewards",
+                     1 if is_payable(sn, node.height, node.params) else 0)
+
+    def _latency(self) -> HistogramMetricFamily:
+        family = HistogramMetricFamily("snode_rpc_request_duration_seconds",
+                                       "Admin JSON-RPC calls by method, seconds to answer", labels=["method"])
+        for method, (counts, total) in sorted(self.counters.latency.items()):
+            cumulative, buckets = 0, []
+            for bound, count in zip((*BUCKETS, math.inf), counts):
+                cumulative += count
+                buckets.append(("+Inf" if bound == math.inf else str(bound), cumulative))
+            family.add_metric([method], buckets, sum_value=total)
+        return family
+
+
+def registry_for(node: Node, counters: EventCounters, peer_count: Callable[[], int]) -> CollectorRegistry:
+    """The registry /metrics exposes, made once (at the first scrape)."""
+    registry = CollectorRegistry()
+    for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(collector)
+    info = InfoMetricFamily("snode_build", "The running snoded")
+    info.add_metric([], {"version": __version__, "network": node.params.name,
+                         "python": platform.python_version()})
+    registry.register(_Fixed([info]))
+    registry.register(NodeCollector(node, counters, peer_count))
+    return registry
+
+
+class _Fixed(Collector):
+    def __init__(self, metrics: list[Metric]) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.metrics)
+
+
+def exposition(registry: CollectorRegistry, accept: str) -> tuple[bytes, str]:
+    """The body and content type for a scraper's Accept header (OpenMetrics when it asks)."""
+    encode, content_type = choose_encoder(accept)
+    return encode(registry), content_type

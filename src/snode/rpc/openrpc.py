@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import types
 import typing
@@ -11,12 +12,9 @@ from typing import Any
 
 import msgspec
 
-from snode import __version__
+from snode.api.openrpc import Documented, openrpc_document
 from snode.rpc.methods import MethodTable
 from snode.rpc.signatures import DOCUMENTED_PARAMS, SIGNATURES
-
-REF = "#/components/schemas/{name}"
-
 
 def _result_type(attr: str) -> Any:
     """A method's result record (the encoded `msgspec.Raw` fast path left out)."""
@@ -30,27 +28,13 @@ def _result_type(attr: str) -> Any:
 def document() -> dict[str, Any]:
     """The OpenRPC 1.2 document of every admin method."""
     names = list(SIGNATURES)
-    params = [SIGNATURES[n][1] or DOCUMENTED_PARAMS[n] for n in names]
-    results = [_result_type(SIGNATURES[n][0]) for n in names]
-    schemas, components = msgspec.json.schema_components([*params, *results], ref_template=REF)
-    methods = []
-    for i, name in enumerate(names):
-        record = components[params[i].__name__]
-        required = set(record.get("required", []))
-        methods.append({
-            "name": name,
-            "paramStructure": "by-name",
-            "params": [{"name": field, "required": field in required, "schema": schema}
-                       for field, schema in record.get("properties", {}).items()],
-            "result": {"name": "result", "schema": schemas[len(names) + i]},
-        })
-    return {
-        "openrpc": "1.2.6",
-        "info": {"title": "snoded admin JSON-RPC", "version": __version__,
-                 "description": "POST /json_rpc on the admin port (docs/RPC.md)."},
-        "methods": methods,
-        "components": {"schemas": components},
-    }
+    return openrpc_document(
+        "snoded admin JSON-RPC", "POST /json_rpc on the admin port (docs/RPC.md).",
+        [Documented(n, SIGNATURES[n][1] or DOCUMENTED_PARAMS[n], _result_type(SIGNATURES[n][0])) for n in names])
+
+
+served_document = functools.cache(document)
+"""What `rpc.discover` answers (made at its first call)."""
 
 
 def main() -> None:

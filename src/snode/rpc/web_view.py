@@ -1,26 +1,31 @@
-"""`GET /` on the admin port: a read-only page of the chain, this node and the service-node list.
+"""`GET /` on the admin port: a read-only page of the chain, this node, the last blocks and the
+service-node list; `GET /sn/<pubkey>`: a page per service node (rpc.web_node).
 
-Rendered on the server and complete without JavaScript: it refreshes itself every REFRESH
-seconds, sorts and filters by links (`?status=Active&sort=fee&order=desc`), and every value in
-it is escaped. It changes nothing: the admin port's other protections (loopback, Host check)
-apply to it as to the RPC.
+Rendered on the server and complete without JavaScript: it sorts and filters by links
+(`?status=Active&sort=fee&order=desc`), shows every key whole, and every value in it is escaped.
+Its one script (rpc.web_parts) keeps it current from `/events` without a reload and adds copy
+buttons. It changes nothing: the admin port's other protections (loopback, Host check) apply
+to it as to the RPC.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from html import escape
 from typing import Any, Final
 from urllib.parse import urlencode
 
-from snode import __version__
 from snode.api.records import service_node_state
-from snode.api.types import ServiceNodeState
+from snode.api.types import BlockResult, ServiceNodeState
 from snode.core.credit import credit_at
 from snode.core.units import format_age, format_coins, format_percent
 from snode.node.node import Node
+from snode.node.writer import ChainWriter
+from snode.rpc.methods import block_result
+from snode.rpc.web_node import node_page
+from snode.rpc.web_parts import card, key, node_link, page, table
 
-REFRESH: Final = 10
+LAST_BLOCKS: Final = 12
 SORTS: Final = {
     "pubkey": lambda r: r.service_node_pubkey,
     "status": lambda r: r.status,
@@ -32,22 +37,39 @@ SORTS: Final = {
     "height": lambda r: r.registration_height,
 }
 STATUSES: Final = ("Active", "Decomm", "Await")
-
-_STYLE = """
-body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#1b1f24;background:#fafbfc}
-h1{font-size:1.3em;margin:0 0 .6em}h2{font-size:1.05em;margin:1.4em 0 .4em}
-.cards{display:flex;gap:1em;flex-wrap:wrap}.card{background:#fff;border:1px solid #d0d7de;
-border-radius:6px;padding:.7em 1em;min-width:16em}.card h2{margin-top:0}
-.card dt{color:#57606a;float:left;width:10.5em}.card dd{margin:0 0 .2em 10.5em}
-table{border-collapse:collapse;background:#fff;width:100%}
-th,td{border-bottom:1px solid #d8dee4;padding:.3em .6em;text-align:left;white-space:nowrap}
-th a{color:inherit}td.num,th.num{text-align:right}.Active{color:#1a7f37}.Decomm{color:#bf8700}
-.Await{color:#57606a}.bad{color:#cf222e}nav a{margin-right:.8em}code{font-size:.95em}
-"""
+"""The node table's words for a node's state (`snode-cli nodes`, the status line)."""
 
 
-def render_page(node: Node, *, peer_count: int, now: int, query: Mapping[str, str]) -> str:
-    """The whole page for one request (`query`: its URL parameters)."""
+class WebView:
+    """The pages, read from the node (and its store, on the store thread, for blocks)."""
+
+    def __init__(self, node: Node, writer: ChainWriter, peer_count: Callable[[], int]) -> None:
+        self.node = node
+        self.writer = writer
+        self.peer_count = peer_count
+
+    async def serve(self, path: str, query: Mapping[str, str]) -> tuple[int, str]:
+        """(HTTP status, page) for a GET of `path`."""
+        node = self.node
+        if path.startswith("/sn/"):
+            return await node_page(node, self.writer, path[len("/sn/"):], now=node.now())
+        blocks = await self.writer.call(last_blocks, node, LAST_BLOCKS)
+        return 200, render_page(node, peer_count=self.peer_count(), now=node.now(), query=query, blocks=blocks)
+
+
+def last_blocks(node: Node, count: int) -> list[BlockResult]:
+    """The newest `count` main-chain blocks above genesis, newest first (on the store thread)."""
+    found = []
+    for height in range(node.height, max(0, node.height - count), -1):
+        block = node.block_and_undo(height)
+        if block is not None:
+            found.append(block_result(block[0], block[1], node))
+    return found
+
+
+def render_page(node: Node, *, peer_count: int, now: int, query: Mapping[str, str],
+                blocks: list[BlockResult] | None = None) -> str:
+    """The main page for one request (`query`: its URL parameters)."""
     height = node.height
     records = [service_node_state(sn, height, node.params, last_uptime_proof=node.proofs.last_accepted(pk),
                                   participation=node.participation.of(pk))
@@ -58,26 +80,18 @@ def render_page(node: Node, *, peer_count: int, now: int, query: Mapping[str, st
     order = query.get("order", "asc")
     if sort in SORTS:
         shown.sort(key=SORTS[sort], reverse=order == "desc")
-    parts = [
-        "<!doctype html><html lang=en><head><meta charset=utf-8>",
-        f'<meta http-equiv="refresh" content="{REFRESH}">',
-        f"<title>snoded {escape(node.params.name)} {height}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>snoded v{escape(__version__)} &middot; {escape(node.params.name)}</h1>",
+    body = "".join([
         '<div class="cards">', _chain_card(node, peer_count), _node_card(node, now), "</div>",
+        _blocks(blocks or [], now),
         _table(shown, len(records), now, status, sort, order),
-        f"<p><small>Read-only; refreshes every {REFRESH} s. Height {height}.</small></p></body></html>",
-    ]
-    return "".join(parts)
-
-
-def _card(title: str, rows: list[tuple[str, str]], ident: str) -> str:
-    items = "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in rows)
-    return f'<section class="card" id="{ident}"><h2>{escape(title)}</h2><dl>{items}</dl></section>'
+        f'<p><small>Height <span id="tip">{height}</span>.</small></p>',
+    ])
+    return page(f"snoded {node.params.name} {height}", node.params.name, body)
 
 
 def _chain_card(node: Node, peer_count: int) -> str:
     target = node.target_height
-    return _card("Chain", [
+    return card("Chain", [
         ("height", f'<span id="height">{node.height}</span>'),
         ("target", str(target) if target else "synced"),
         ("block production", escape(node.production_mode.value)),
@@ -89,12 +103,12 @@ def _chain_card(node: Node, peer_count: int) -> str:
 def _node_card(node: Node, now: int) -> str:
     ident = node.identity
     if ident is None:
-        return _card("This node", [("service node", "no (started without --service-node)")], "this-node")
+        return card("This node", [("service node", "no (started without --service-node)")], "this-node")
     pubkey = ident.key.public
     sn = node.state.service_nodes.get(pubkey)
-    rows = [("key", f"<code>{pubkey.hex()[:16]}&hellip;</code>")]
+    rows = [("key", key(pubkey.hex()))]
     if sn is None:
-        return _card("This node", rows + [("status", "not registered")], "this-node")
+        return card("This node", rows + [("status", "not registered")], "this-node")
     record = service_node_state(sn, node.height, node.params, last_uptime_proof=node.proofs.last_accepted(pubkey))
     last = node.proofs.last_accepted(pubkey)
     proof = f"{format_age(now - last)} ago, accepted by the network" if last else "none accepted yet"
@@ -102,13 +116,30 @@ def _node_card(node: Node, now: int) -> str:
     if refused:
         proof += f' &middot; <span class="bad">refused: {escape(refused)}</span>'
     rows += [
-        ("status", f'<span class="{record.status}">{record.status}</span>'),
+        ("status", f'<span class="{record.status}">{record.status}</span> '
+                   f'<a href="/sn/{pubkey.hex()}">its page</a>'),
         ("uptime proof", proof),
         ("payable", "yes" if record.payable else "no"),
         ("downtime credit", f"{credit_at(sn, node.height, node.params)} blocks"),
         ("unlock", f"at height {sn.requested_unlock_height}" if sn.requested_unlock_height else "none requested"),
     ]
-    return _card("This node", rows, "this-node")
+    return card("This node", rows, "this-node")
+
+
+def _blocks(blocks: list[BlockResult], now: int) -> str:
+    heads = [("height", "num"), ("age", "num"), ("producer", ""), ("round", "num"), ("signatures", "num"),
+             ("checkpointed", ""), ("transactions", "num")]
+    rows = []
+    for b in blocks:
+        producer = node_link(b.producer) if len(b.producer) == 64 else escape(b.producer)
+        signatures = f"{len(b.validators)}/{b.validator_count}" if b.validator_count else "-"
+        cells = [("num", str(b.height)), ("num", format_age(max(0, now - b.timestamp))), ("", producer),
+                 ("num", str(b.round)), ("num", signatures), ("", "yes" if b.checkpointed else "no"),
+                 ("num", str(len(b.tx_ids)))]
+        tds = "".join(f'<td class="{cls}">{value}</td>' for cls, value in cells)
+        rows.append(f'<tr data-height="{b.height}" data-producer="{escape(b.producer)}" data-round="{b.round}" '
+                    f'data-signatures="{signatures}" data-checkpointed="{str(b.checkpointed).lower()}">{tds}</tr>')
+    return "<h2>Last blocks</h2>" + table("blocks", heads, rows, "no blocks yet")
 
 
 def _link(label: str, query: dict[str, str], *, cls: str = "") -> str:
@@ -124,18 +155,17 @@ def _table(rows: list[ServiceNodeState], total: int, now: int, status: str, sort
              ("contributors", "contributors", "num"), ("staked / required", "staked", "num"),
              ("proof age", "proof", "num"), ("last reason", "reason", "")]
     cells = []
-    for label, key, cls in heads:
-        flip = "desc" if sort == key and order == "asc" else "asc"
-        cells.append(f'<th class="{cls}">{_link(label, {**base, "sort": key, "order": flip})}</th>')
-    body = "".join(_row(r, now) for r in rows) or '<tr><td colspan="7">no service nodes</td></tr>'
+    for label, sort_key, cls in heads:
+        flip = "desc" if sort == sort_key and order == "asc" else "asc"
+        cells.append((_link(label, {**base, "sort": sort_key, "order": flip}), cls))
     return (f'<h2>Service nodes</h2><nav id="filters">{nav}</nav>'
-            f'<table id="service-nodes"><thead><tr>{"".join(cells)}</tr></thead><tbody>{body}</tbody></table>')
+            + table("service-nodes", cells, [_row(r, now) for r in rows], "no service nodes"))
 
 
 def _row(r: ServiceNodeState, now: int) -> str:
     proof = format_age(now - r.last_uptime_proof) if r.last_uptime_proof else "never"
     values: list[tuple[str, Any]] = [
-        ("", f"<code>{escape(r.service_node_pubkey[:16])}&hellip;</code>"),
+        ("", node_link(r.service_node_pubkey)),
         (r.status, f'<span class="{r.status}">{r.status}</span>'),
         ("num", format_percent(r.operator_fee)),
         ("num", str(len(r.contributors))),

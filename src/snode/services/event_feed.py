@@ -6,6 +6,11 @@ changed: registered, funded, active, payable, decommissioned, recommissioned, un
 `proof_accepted` / `proof_refused` (the network's word on this node's own proofs), `reward`
 (a block paid this node), `sync_started` / `sync_finished`, `peer_banned`.
 
+Each event gets a number, higher than any before it, also across restarts of the daemon (the
+first is the start's wall-clock time in microseconds): a web client that reconnects with the last
+number it saw (SSE's Last-Event-ID) gets the events after it again from a ring of the last RECENT,
+or a `missed` event when they are no longer there (more than RECENT ago, or from an earlier run).
+
 Each web client gets a bounded queue: a client that does not read is dropped, never waits on
 the daemon. Local listeners (the notify command) get this node's own events synchronously.
 """
@@ -14,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -32,21 +39,26 @@ log = logging.getLogger(__name__)
 MAX_QUEUED: Final = 256
 """Events waiting for one web client; past this the client is dropped."""
 
+RECENT: Final = 512
+"""Events kept for clients that reconnect (Last-Event-ID); about 30 blocks' worth on a busy node."""
+
 OWN_EVENTS: Final = frozenset({"state", "proof_refused", "reward"})
 """The events about this service node that the notify command runs for."""
 
 Event = dict[str, Any]
+Numbered = tuple[int, Event]
+"""An event and its number (SSE's `id:`)."""
 
 
 class Subscription:
     """One web client's queue of events."""
 
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=MAX_QUEUED)
+    def __init__(self, backlog: int = 0) -> None:
+        self.queue: asyncio.Queue[Numbered] = asyncio.Queue(maxsize=MAX_QUEUED + backlog)
         self.dropped = False
         """It fell MAX_QUEUED events behind: the feed stopped filling its queue."""
 
-    async def next(self) -> Event | None:
+    async def next(self) -> Numbered | None:
         """The next event; None once the client was dropped and has read what was queued."""
         if self.dropped and self.queue.empty():
             return None
@@ -62,6 +74,8 @@ class EventFeed:
         self._listeners: list[Callable[[Event], None]] = []
         self._own = self._own_record()
         self._syncing = False
+        self._recent: deque[Numbered] = deque(maxlen=RECENT)
+        self._last = time.time_ns() // 1000  # numbers stay above an earlier run's
         hub = node.hub
         hub.subscribe(BlocksAdopted, self._on_blocks)
         hub.subscribe(ChainReorganized, lambda e: self._emit({
@@ -77,9 +91,19 @@ class EventFeed:
 
     # --- consumers ----------------------------------------------------------------------------
 
-    def subscribe(self) -> Subscription:
-        """A new web client's queue (end it with `unsubscribe`)."""
-        client = Subscription()
+    def subscribe(self, last_seen: int | None = None) -> Subscription:
+        """A new web client's queue (end it with `unsubscribe`); `last_seen`: the number of the
+        last event a reconnecting client had, to be given the ones after it first."""
+        kept = [item for item in self._recent if item[0] > last_seen] if last_seen is not None else []
+        client = Subscription(backlog=len(kept) + 1 if last_seen is not None else 0)
+        if last_seen is not None and last_seen < self._last:
+            oldest = kept[0][0] if kept else self._last + 1
+            if oldest > last_seen + 1:  # some are gone: say so rather than pretend nothing happened
+                client.queue.put_nowait((oldest - 1, {
+                    "event": "missed", "after": last_seen, "time": self.node.now(),
+                    "reason": f"events after {last_seen} are no longer kept (the last {RECENT} are)"}))
+            for item in kept:
+                client.queue.put_nowait(item)
         self._clients.add(client)
         return client
 
@@ -92,9 +116,12 @@ class EventFeed:
 
     def _emit(self, event: Event) -> None:
         event.setdefault("time", self.node.now())
+        self._last += 1
+        numbered = (self._last, event)
+        self._recent.append(numbered)
         for client in list(self._clients):
             try:
-                client.queue.put_nowait(event)
+                client.queue.put_nowait(numbered)
             except asyncio.QueueFull:
                 client.dropped = True  # it reads what it has, then its stream ends
                 self._clients.discard(client)

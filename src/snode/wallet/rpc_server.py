@@ -23,6 +23,7 @@ from snode.api.base import Params
 from snode.api.errors import RpcError
 from snode.api.server import make_app as make_rpc_app
 from snode.common.endpoints import ConfigError, Endpoint, parse_endpoint
+from snode.wallet.openrpc import served_document
 from snode.wallet.errors import DaemonError, OptionError, WalletError, option_error
 from snode.wallet.rpc_params import (
     InvalidParams, NoParams, PubkeyParams, RegisterParams, StakeParams, TransferParams, address_param,
@@ -134,7 +135,7 @@ def make_app(rpc: WalletRpc, bind: Endpoint) -> web.Application:
     """POST /json_rpc with the daemon's envelope and HTTP rules (405, 413, 415, Host, Origin).
     The wallet has no option that allows another Host name, so its 403 names none."""
     return make_rpc_app(rpc, bind_host=bind.host, allowed_hosts=(), allow_host_flag=None,
-                        log_name="the wallet's output")
+                        log_name="the wallet's output", discover=served_document)
 
 
 def _is_loopback(host: str) -> bool:
