@@ -272,6 +272,8 @@ def test_daemon_down_is_one_line(tmp_path, nodes):
     (["--bogus"], "snode-wallet: No such option '--bogus'."),
     (["--daemon-address", "nothost"], "snode-wallet: --daemon-address: 'nothost' is not of the form "
                                       "HOST:PORT or http://HOST:PORT"),
+    (["--rpc", "nothost"], "snode-wallet: --daemon-address: 'nothost' is not of the form "  # snode-cli's spelling
+                           "HOST:PORT or http://HOST:PORT"),
     (["--rpc-bind", "nothost"], "snode-wallet: --rpc-bind: 'nothost' is not of the form HOST:PORT"),
     (["--rpc-bind", "0.0.0.0:38094"], "snode-wallet: --rpc-bind: refusing to bind the wallet RPC to 0.0.0.0: "
                                       "it is local only; use a loopback address such as 127.0.0.1"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import time
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -40,9 +41,25 @@ def _client(ctx: click.Context) -> RpcClient:
     obj = ctx.obj
     url = obj["rpc"] or f"http://127.0.0.1:{NETWORKS[obj['network']].rpc_port}"
     try:
-        return RpcClient(parse_http_url("--rpc", url))
+        return RpcClient(parse_http_url("--daemon-address", url))
     except ConfigError as err:
         raise CliError(str(err)) from None
+
+
+def _daemon_url(rpc: str | None, network: str | None, node: str | None, base_dir: Path | None) -> str | None:
+    """The admin RPC the command talks to: --daemon-address; with --devnet, the devnet process
+    --node names (or the first running one when base_dir holds a devnet); None: the network's
+    default on 127.0.0.1."""
+    if node is not None and rpc is not None:
+        raise CliError("--node and --daemon-address both name the daemon: give one")
+    if node is not None and network not in (None, "devnet"):
+        raise CliError(f"--node names a process of a devnet; it does not go with --{network}")
+    if rpc is not None or (network != "devnet" and node is None):
+        return rpc
+    from snode.tools.devnet_procs import default_base_dir, devnet_node
+
+    entry = devnet_node((base_dir or default_base_dir()).resolve(), node)
+    return entry.rpc_url if entry is not None else None
 
 
 def _call(ctx: click.Context, method: str, params: Any, result_type: type[T]) -> T:
@@ -65,19 +82,26 @@ def _print_json(value: Any) -> None:
 
 @click.group(context_settings={"help_option_names": ["--help", "-h"]})
 @click.version_option(__version__, "--version", prog_name="snode-cli", message="%(prog)s v%(version)s")
-@click.option("--rpc", metavar="URL", help="Admin RPC address [http://127.0.0.1:9231 on mainnet].")
+@click.option("--daemon-address", "--rpc", "rpc", metavar="HOST:PORT",
+              help="Admin RPC of snoded, HOST:PORT or http://HOST:PORT (--rpc is the same option) "
+                   "[127.0.0.1:<network's admin RPC port>; with --devnet, the devnet's first running "
+                   "process].")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
 @click.option("--testnet", "network", flag_value="testnet", help="Default to the testnet RPC port.")
-@click.option("--devnet", "network", flag_value="devnet", help="Default to the devnet RPC port.")
+@click.option("--devnet", "network", flag_value="devnet",
+              help="A snode-devnet network: its processes by --node name (else the devnet RPC port).")
 @click.option("--regtest", "network", flag_value="regtest", help="Default to the regtest RPC port.")
+@click.option("--node", metavar="NAME", help="With --devnet: the devnet process to ask (authority, node1, ...).")
+@click.option("--base-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="With --devnet: where the devnet lives [./devnet, or $SNODE_DEVNET_DIR].")
 @click.option("--omq", metavar="tcp://HOST:PORT", help="`call` a daemon's public OMQ port instead of its admin RPC.")
 @click.option("--server-key", metavar="HEX", help="With --omq: the daemon's service_node_x25519_pubkey.")
 @click.pass_context
-def cli(ctx: click.Context, rpc: str | None, as_json: bool, network: str | None, omq: str | None,
-        server_key: str | None) -> None:
+def cli(ctx: click.Context, rpc: str | None, as_json: bool, network: str | None, node: str | None,
+        base_dir: Path | None, omq: str | None, server_key: str | None) -> None:
     """snode-cli: watch and drive a snoded over its admin RPC (or its public OMQ port)."""
-    ctx.obj = {"rpc": rpc, "json": as_json, "network": network or "mainnet", "omq": omq,
-               "server_key": server_key}
+    ctx.obj = {"rpc": _daemon_url(rpc, network, node, base_dir), "json": as_json,
+               "network": network or "mainnet", "omq": omq, "server_key": server_key}
 
 
 @cli.command()

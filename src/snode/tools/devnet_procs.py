@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -100,6 +102,18 @@ class Devnet:
                           + ", ".join(n.name for n in self.nodes))
 
 
+def devnet_node(base_dir: Path, name: str | None) -> NodeEntry | None:
+    """The devnet process that `snode-cli --devnet` talks to: the one named `name`, or without
+    a name the first that runs (the authority unless it was stopped); None when no name was
+    given and base_dir holds no devnet (the network's default address then)."""
+    if name is None and not (base_dir / STATE_FILE).exists():
+        return None
+    devnet = Devnet.load(base_dir)
+    if name is not None:
+        return devnet.entry(name)
+    return next((n for n in devnet.nodes if is_our_process(n)), devnet.nodes[0] if devnet.nodes else None)
+
+
 def command_line(base_dir: Path, subcommand: str) -> str:
     """The snode-devnet command an operator can paste to run `subcommand` on the devnet in
     base_dir: the dir is always named (the default depends on the directory it is run from) and
@@ -109,6 +123,39 @@ def command_line(base_dir: Path, subcommand: str) -> str:
 
 def default_base_dir() -> Path:
     return Path(os.environ.get("SNODE_DEVNET_DIR", Path.cwd() / "devnet"))
+
+
+_OUR_DIR = re.compile(r"authority|node[0-9]+|wallets")
+"""The directories `up` creates in a base dir; `genesis.json` and the state file are its files."""
+
+
+def clear_stopped(base_dir: Path) -> list[str]:
+    """Remove what `up` wrote into base_dir for an earlier devnet, once none of its processes
+    runs (a `down` keeps the data dirs for their logs): an old node's data dir holds another
+    genesis' chain, so a new devnet cannot start on it. Only the names `up` creates go; the
+    names removed, sorted."""
+    if (base_dir / STATE_FILE).exists():
+        running = [n for n in Devnet.load(base_dir).nodes if is_our_process(n)]
+        if running:
+            raise DevnetError(f"a devnet is already running in {base_dir}; stop it with: "
+                              f"{command_line(base_dir, 'down')}")
+    try:
+        names = sorted(p.name for p in base_dir.iterdir())
+    except FileNotFoundError:
+        return []
+    except OSError as err:
+        raise DevnetError(f"--base-dir: cannot read {base_dir}: {err.strerror or err}") from None
+    removed = []
+    for name in names:
+        path = base_dir / name
+        if _OUR_DIR.fullmatch(name) and path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif name in ("genesis.json", STATE_FILE) and path.is_file():
+            path.unlink()
+        else:
+            continue
+        removed.append(name)
+    return removed
 
 
 def _daemon_args(entry: NodeEntry, genesis: Path, seed: str | None) -> list[str]:
