@@ -188,7 +188,8 @@ def _atomic(text: str) -> int:
 
 
 @cli.command("register-cmd")
-@click.option("--cut", default="0", show_default=True, metavar="PERCENT", help="Operator fee, 0 to 10 percent.")
+@click.option("--cut", default="0", show_default=True, metavar="PERCENT",
+              help="Operator fee, 0 to 10 percent (5 or 5%).")
 @click.option("--address", "addresses", multiple=True, required=True, metavar="ADDR",
               help="Contributor address; the operator's first (repeatable).")
 @click.option("--amount", "amounts", multiple=True, required=True, metavar="COINS",
@@ -200,7 +201,7 @@ def register_cmd(ctx: click.Context, cut: str, addresses: tuple[str, ...], amoun
         raise CliError(f"give one --amount per --address ({counted(len(addresses), 'address', 'addresses')}, "
                        f"{counted(len(amounts), 'amount')})")
     params = RegistrationCmdParams(
-        operator_cut=cut, contributor_addresses=list(addresses),
+        operator_cut=cut.removesuffix("%"), contributor_addresses=list(addresses),
         contributor_amounts=[_atomic(a) for a in amounts],
     )
     result = _call(ctx, "get_service_node_registration_cmd", params, RegistrationCmdResult)
@@ -217,10 +218,14 @@ WATCH_CLOSED = "watch: the daemon closed the event stream (stopped, or this clie
 @cli.command()
 @click.option("--count", default=None, type=click.IntRange(min=1), metavar="N",
               help="Stop after N events (default: until Ctrl-C).")
+@click.option("--proofs", is_flag=True,
+              help="Also a line for each accepted uptime proof (one every few minutes per peer that "
+                   "acknowledges it; refused proofs are always shown).")
 @click.pass_context
-def watch(ctx: click.Context, count: int | None) -> None:
-    """Print the daemon's events as they happen: blocks, this node's state changes, proofs
-    accepted or refused, rewards, syncs, bans. --json: one JSON object per line."""
+def watch(ctx: click.Context, count: int | None, proofs: bool) -> None:
+    """Print the daemon's events as they happen: blocks, this node's state changes, refused
+    proofs, rewards, syncs, bans (accepted proofs with --proofs). --json: every event, one JSON
+    object per line."""
     # First the call `status` makes, by the same path: a daemon that is not there (or is not a
     # snoded) gets the same one line as on every other command, not a socket error.
     _call(ctx, "get_info", None, InfoResult)
@@ -237,8 +242,10 @@ def watch(ctx: click.Context, count: int | None) -> None:
             line = raw.decode(errors="replace").rstrip("\r\n")
             if not line.startswith("data: "):
                 continue
-            event = json.loads(line[len("data: "):])
-            click.echo(json.dumps(event) if ctx.obj["json"] else event_line(event))
+            shown = watch_line(json.loads(line[len("data: "):]), as_json=ctx.obj["json"], proofs=proofs)
+            if shown is None:
+                continue
+            click.echo(shown)
             seen += 1
             if count is not None and seen >= count:
                 return
@@ -249,6 +256,16 @@ def watch(ctx: click.Context, count: int | None) -> None:
         raise CliError(f"watch: no event stream from {client.url}: {err.strerror or err}") from None
     finally:
         conn.close()
+
+
+def watch_line(event: dict[str, Any], *, as_json: bool, proofs: bool) -> str | None:
+    """What `watch` prints for an event: its JSON with --json; else its line, except an accepted
+    uptime proof without --proofs (the status line's proof age says the same, once)."""
+    if as_json:
+        return json.dumps(event)
+    if event.get("event") == "proof_accepted" and not proofs:
+        return None
+    return event_line(event)
 
 
 def event_line(event: dict[str, Any]) -> str:
@@ -265,7 +282,8 @@ def event_line(event: dict[str, Any]) -> str:
         amount = event["amount"]
         text = f"reward: block {event['height']} paid this node {format_coins(amount)} {coin_word(amount)}"
     elif kind == "proof_accepted":
-        text = f"uptime proof {event['timestamp']} accepted by {event['by']}"
+        signed = time.strftime("%H:%M:%S", time.localtime(event["timestamp"]))
+        text = f"uptime proof of {signed} accepted by {event['by']}"
     elif kind == "proof_refused":
         text = f"uptime proof refused by {event['by']}: {event['reason']}"
     else:

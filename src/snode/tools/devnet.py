@@ -267,7 +267,8 @@ def up_cmd(base_dir: Path, count: int, register: bool, ip_prefix: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON array of the processes.")
 @click.pass_obj
 def status(base_dir: Path, as_json: bool) -> None:
-    """The processes: name, role, pid, RPC, SN key, status, height."""
+    """The processes: name, role, address, status, height, proof age, pid (--json adds each
+    service node's key, sn_pubkey)."""
     devnet = Devnet.load(base_dir)
     if as_json:
         click.echo(json.dumps([{k: v for k, v in row.items() if k != "proof"} for row in node_rows(devnet)]))
