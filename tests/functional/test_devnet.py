@@ -163,12 +163,15 @@ def test_up_after_down_and_snode_cli_by_node_name(tmp_path):
     assert "their data dirs stay for reading (the next 'up' there replaces them)" in stopped.stdout
     old_genesis = (base / "genesis.json").read_bytes()
     (base / "notes.txt").write_text("an operator's own file\n")
+    (base / "node7").mkdir()  # a name up uses, but not a data dir up made (no daemon.out)
+    (base / "node7" / "mine").write_text("kept\n")
     again = devnet(base, "up", "--nodes", "2")
     try:
         assert_equal(again.returncode, 0, again.stderr)
         assert f"removed the stopped devnet's data dirs, wallets and genesis from {base}" in again.stdout
         assert (base / "genesis.json").read_bytes() != old_genesis
         assert_equal((base / "notes.txt").read_text(), "an operator's own file\n")
+        assert_equal((base / "node7" / "mine").read_text(), "kept\n")
         rows = json.loads(devnet(base, "status", "--json").stdout)
         log.info("snode-cli --devnet --node node2: that process; no --node: the first, the authority")
         by_name = snode_cli("--devnet", "--base-dir", str(base), "--node", "node2", "call", "get_service_node_key")

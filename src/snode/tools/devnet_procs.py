@@ -125,37 +125,48 @@ def default_base_dir() -> Path:
     return Path(os.environ.get("SNODE_DEVNET_DIR", Path.cwd() / "devnet"))
 
 
-_OUR_DIR = re.compile(r"authority|node[0-9]+|wallets")
-"""The directories `up` creates in a base dir; `genesis.json` and the state file are its files."""
+_OUR_DIR = re.compile(r"authority|node[0-9]+")
+"""The daemons' data dirs `up` creates in a base dir (each with its `daemon.out`), beside
+`wallets/` (with the faucet's wallet), `genesis.json` and the state file."""
+
+
+def _ours(path: Path) -> bool:
+    """True for an entry of a base dir that `up` made: names alone are not enough (a base dir
+    may be a directory of the operator's own, such as a home with a `wallets` folder)."""
+    if path.is_symlink():
+        return False
+    if _OUR_DIR.fullmatch(path.name):
+        return (path / "daemon.out").is_file()
+    if path.name == "wallets":
+        return (path / "faucet.wallet").is_file()
+    return path.name == STATE_FILE and path.is_file()
 
 
 def clear_stopped(base_dir: Path) -> list[str]:
     """Remove what `up` wrote into base_dir for an earlier devnet, once none of its processes
     runs (a `down` keeps the data dirs for their logs): an old node's data dir holds another
-    genesis' chain, so a new devnet cannot start on it. Only the names `up` creates go; the
-    names removed, sorted."""
+    genesis' chain, so a new devnet cannot start on it. Only what `up` made goes (`_ours`, and
+    the genesis beside it); the names removed, sorted."""
     if (base_dir / STATE_FILE).exists():
         running = [n for n in Devnet.load(base_dir).nodes if is_our_process(n)]
         if running:
             raise DevnetError(f"a devnet is already running in {base_dir}; stop it with: "
                               f"{command_line(base_dir, 'down')}")
     try:
-        names = sorted(p.name for p in base_dir.iterdir())
+        ours = sorted(p for p in base_dir.iterdir() if _ours(p))
     except FileNotFoundError:
         return []
     except OSError as err:
         raise DevnetError(f"--base-dir: cannot read {base_dir}: {err.strerror or err}") from None
-    removed = []
-    for name in names:
-        path = base_dir / name
-        if _OUR_DIR.fullmatch(name) and path.is_dir() and not path.is_symlink():
+    genesis = base_dir / "genesis.json"
+    if ours and genesis.is_file() and not genesis.is_symlink():
+        ours.append(genesis)
+    for path in ours:
+        if path.is_dir():
             shutil.rmtree(path)
-        elif name in ("genesis.json", STATE_FILE) and path.is_file():
-            path.unlink()
         else:
-            continue
-        removed.append(name)
-    return removed
+            path.unlink()
+    return sorted(p.name for p in ours)
 
 
 def _daemon_args(entry: NodeEntry, genesis: Path, seed: str | None) -> list[str]:
