@@ -90,10 +90,15 @@ def test_console_in_a_terminal(tmp_path):
                      (50_000, [SOLO // 2, 60_000 * COIN], pubkey))
         child.expect(PROMPT)
 
-        log.info("cancel at a question leaves the wizard and makes nothing")
+        log.info("cancel, or Ctrl-C, at a question leaves the wizard and makes nothing")
         child.sendline("prepare_registration")
         child.expect("Operator wallet address:")
         child.sendline("cancel")
+        child.expect("prepare_registration cancelled; nothing was made")
+        child.expect(PROMPT)
+        child.sendline("prepare_registration")
+        child.expect("Operator wallet address:")
+        child.send("\x03")
         child.expect("prepare_registration cancelled; nothing was made")
         child.expect(PROMPT)
 
@@ -132,8 +137,10 @@ def test_console_in_a_terminal(tmp_path):
         history = node.data_dir / "console_history"
         assert_equal(stat.S_IMODE(history.stat().st_mode), 0o600)
         assert "+print_sn_status" in history.read_text() and "+prepare_registration" in history.read_text()
-        log.info("exit stops the daemon with status 0")
-        child.sendline("exit")
+        log.info("Ctrl-C at the prompt stops the daemon with status 0, as the signal does without a console "
+                 "(exit does too: the pipe test)")
+        child.send("\x03")
+        child.expect("stopped")
         child.expect(pexpect.EOF)
         child.close()
         assert_equal(child.exitstatus, 0)
