@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.functional.devnet_helpers import ENV, devnet
 from tests.functional.framework import assert_equal, narrator, process_gone, scaled, wait_until
@@ -195,3 +197,41 @@ def test_up_after_down_and_snode_cli_by_node_name(tmp_path):
             assert_equal(json.loads(out.stdout)["service_node_pubkey"], rows[2]["sn_pubkey"])
     finally:
         devnet(base, "down")
+
+
+def test_up_that_fails_stops_what_it_started(tmp_path):
+    base = tmp_path / "net"
+    prefix = ENV["SNODE_DEVNET_IP_PREFIX"]
+    log.info("Something else holds node1's RPC port: up fails naming node1 and stops the authority it started")
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind((f"{prefix}2", 38091))
+        taken.listen()
+        out = devnet(base, "up", "--nodes", "1")
+    assert_equal(out.returncode, 1, out.stdout)
+    assert out.stderr.startswith("snode-devnet: node1 exited during start-up"), out.stderr
+    assert out.stderr.rstrip().endswith("; the devnet's other daemons were stopped"), out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (base / "devnet.json").exists()
+    wait_until(lambda: not _running_on(base / "authority"), timeout=20, what="the authority stopped")
+    missing = devnet(base, "status")
+    assert "no devnet in" in missing.stderr
+    log.info("up again, with the port free: it starts afresh")
+    again = devnet(base, "up", "--nodes", "1")
+    try:
+        assert_equal(again.returncode, 0, again.stderr)
+    finally:
+        devnet(base, "down")
+
+
+def _running_on(data_dir) -> list[int]:
+    """Pids of the processes whose command line names data_dir as --data-dir."""
+    flag = f"--data-dir={data_dir}".encode()
+    found = []
+    for proc in os.listdir("/proc"):
+        try:
+            if proc.isdigit() and flag in Path(f"/proc/{proc}/cmdline").read_bytes().split(b"\0"):
+                found.append(int(proc))
+        except OSError:
+            continue
+    return found

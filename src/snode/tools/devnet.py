@@ -91,8 +91,12 @@ def up(base_dir: Path, count: int, ip_prefix: str = IP_PREFIX, *, register: int 
     for entry in devnet.nodes:
         entry.pid = spawn(entry, base_dir / "genesis.json", _seed_of(devnet, entry))
         devnet.save()
-    for entry in devnet.nodes:
-        wait_rpc(entry)
+    try:
+        for entry in devnet.nodes:
+            wait_rpc(entry)
+    except DevnetError as err:  # no half-started devnet stays behind; the data dirs keep the logs
+        down(devnet)
+        raise DevnetError(f"{err.message}; the devnet's other daemons were stopped") from None
     create_wallet(devnet, "faucet", faucet_seed)
     if operators:
         register_nodes(devnet, devnet.service_nodes[count - len(operators):], operators, say)
