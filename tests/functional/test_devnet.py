@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.functional.devnet_helpers import ENV, devnet
 from tests.functional.framework import assert_equal, narrator, process_gone, scaled, wait_until
@@ -144,3 +146,92 @@ def test_demo_runs_the_operator_flow(tmp_path):
                   "carries", "are final", "node1 is Decomm, decommission_count 1, reason missed_",
                   "node1 is Active again", "rewards arrived", "demo complete", "stopped 5 daemons;"):
         assert claim in out.stdout, claim
+
+
+def test_up_after_down_and_snode_cli_by_node_name(tmp_path):
+    base = tmp_path / "net"
+    cli = [sys.executable, "-m", "snode.tools.cli"]
+
+    def snode_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*cli, *args], capture_output=True, text=True, timeout=scaled(30),
+                              stdin=subprocess.DEVNULL, env=ENV, cwd=tmp_path)
+
+    log.info("up, down: down says the data dirs stay; up again in the same base dir starts afresh")
+    first = devnet(base, "up", "--nodes", "1")
+    try:
+        assert_equal(first.returncode, 0, first.stderr)
+    finally:
+        stopped = devnet(base, "down")
+    assert "their data dirs stay for reading (the next 'up' there replaces them)" in stopped.stdout
+    old_genesis = (base / "genesis.json").read_bytes()
+    (base / "notes.txt").write_text("an operator's own file\n")
+    (base / "node7").mkdir()  # a name up uses, but not a data dir up made (no daemon.out)
+    (base / "node7" / "mine").write_text("kept\n")
+    again = devnet(base, "up", "--nodes", "2")
+    try:
+        assert_equal(again.returncode, 0, again.stderr)
+        assert f"removed the stopped devnet's data dirs, wallets and genesis from {base}" in again.stdout
+        assert (base / "genesis.json").read_bytes() != old_genesis
+        assert_equal((base / "notes.txt").read_text(), "an operator's own file\n")
+        assert_equal((base / "node7" / "mine").read_text(), "kept\n")
+        rows = json.loads(devnet(base, "status", "--json").stdout)
+        log.info("snode-cli --devnet --node node2: that process; no --node: the first, the authority")
+        by_name = snode_cli("--devnet", "--base-dir", str(base), "--node", "node2", "call", "get_service_node_key")
+        assert_equal(by_name.returncode, 0, by_name.stderr)
+        assert_equal(json.loads(by_name.stdout)["service_node_pubkey"], rows[2]["sn_pubkey"])
+        default = snode_cli("--devnet", "--base-dir", str(base), "--json", "status")
+        assert_equal(json.loads(default.stdout)["service_node"], False)
+        log.info("the devnet found from the working directory, as snode-devnet finds it")
+        (tmp_path / "devnet").symlink_to(base)
+        here = snode_cli("--devnet", "--node", "node1", "call", "get_service_node_key")
+        assert_equal(json.loads(here.stdout)["service_node_pubkey"], rows[1]["sn_pubkey"])
+        unknown = snode_cli("--devnet", "--base-dir", str(base), "--node", "node9", "status")
+        assert_equal((unknown.returncode, unknown.stderr.strip()),
+                     (1, "snode-cli: no process named 'node9' in this devnet; the names are "
+                         "authority, node1, node2"))
+        both = snode_cli("--devnet", "--node", "node1", "--rpc", rows[1]["rpc"], "status")
+        assert_equal(both.stderr.strip(), "snode-cli: --node and --daemon-address both name the daemon: give one")
+        log.info("--daemon-address and --rpc are one option of snode-cli")
+        for spelling in ("--daemon-address", "--rpc"):
+            out = snode_cli(spelling, rows[2]["rpc"].removeprefix("http://"), "call", "get_service_node_key")
+            assert_equal(json.loads(out.stdout)["service_node_pubkey"], rows[2]["sn_pubkey"])
+    finally:
+        devnet(base, "down")
+
+
+def test_up_that_fails_stops_what_it_started(tmp_path):
+    base = tmp_path / "net"
+    prefix = ENV["SNODE_DEVNET_IP_PREFIX"]
+    log.info("Something else holds node1's RPC port: up fails naming node1 and stops the authority it started")
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind((f"{prefix}2", 38091))
+        taken.listen()
+        out = devnet(base, "up", "--nodes", "1")
+    assert_equal(out.returncode, 1, out.stdout)
+    assert out.stderr.startswith("snode-devnet: node1 exited during start-up"), out.stderr
+    assert out.stderr.rstrip().endswith("; the devnet's other daemons were stopped"), out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (base / "devnet.json").exists()
+    wait_until(lambda: not _running_on(base / "authority"), timeout=20, what="the authority stopped")
+    missing = devnet(base, "status")
+    assert "no devnet in" in missing.stderr
+    log.info("up again, with the port free: it starts afresh")
+    again = devnet(base, "up", "--nodes", "1")
+    try:
+        assert_equal(again.returncode, 0, again.stderr)
+    finally:
+        devnet(base, "down")
+
+
+def _running_on(data_dir) -> list[int]:
+    """Pids of the processes whose command line names data_dir as --data-dir."""
+    flag = f"--data-dir={data_dir}".encode()
+    found = []
+    for proc in os.listdir("/proc"):
+        try:
+            if proc.isdigit() and flag in Path(f"/proc/{proc}/cmdline").read_bytes().split(b"\0"):
+                found.append(int(proc))
+        except OSError:
+            continue
+    return found

@@ -89,6 +89,18 @@ def test_register_cmd_and_nodes_table(nodes):
     assert_equal(json.loads(out.stdout)["service_node_states"][0]["service_node_pubkey"], pubkey)
 
 
+def test_register_cmd_takes_a_percent_sign(nodes):
+    node = nodes.add(extra_args=["--service-node"])
+    op = address_of(node, key_from_label("cli operator"))
+    log.info("--cut 5%% is the same fee (the wallet takes 50%% for a stake, so percent signs are natural)")
+    out = snode_cli(node, "register-cmd", "--cut", "5%", "--address", op, "--amount", "100000")
+    assert_equal(out.returncode, 0, out.stderr)
+    assert out.stdout.startswith("register_service_node 5 "), out.stdout
+    out = snode_cli(node, "register-cmd", "--cut", "5%%", "--address", op, "--amount", "100000")
+    assert_equal(out.returncode, 1)
+    assert "operator_cut: percent '5%' is not a decimal number" in out.stderr, out.stderr
+
+
 def test_blocks_table_and_json(nodes):
     node = nodes.add()
     log.info("Mine 3 regtest blocks: snode-cli blocks lists them newest first, by the authority")

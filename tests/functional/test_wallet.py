@@ -272,6 +272,8 @@ def test_daemon_down_is_one_line(tmp_path, nodes):
     (["--bogus"], "snode-wallet: No such option '--bogus'."),
     (["--daemon-address", "nothost"], "snode-wallet: --daemon-address: 'nothost' is not of the form "
                                       "HOST:PORT or http://HOST:PORT"),
+    (["--rpc", "nothost"], "snode-wallet: --daemon-address: 'nothost' is not of the form "  # snode-cli's spelling
+                           "HOST:PORT or http://HOST:PORT"),
     (["--rpc-bind", "nothost"], "snode-wallet: --rpc-bind: 'nothost' is not of the form HOST:PORT"),
     (["--rpc-bind", "0.0.0.0:38094"], "snode-wallet: --rpc-bind: refusing to bind the wallet RPC to 0.0.0.0: "
                                       "it is local only; use a loopback address such as 127.0.0.1"),
@@ -288,7 +290,7 @@ def test_bad_command_line_input_is_one_line(tmp_path, args, line):
 def test_help_and_daemon_address_agree(tmp_path):
     log.info("--help says HOST:PORT; a host name and port is taken as the daemon's address")
     shown = run_wallet(["--help"])
-    assert shown.rc == 0 and "--daemon-address HOST:PORT" in shown.out and "Usage: snode-wallet" in shown.out
+    assert shown.rc == 0 and "--daemon-address, --rpc HOST:PORT" in shown.out and "Usage: snode-wallet" in shown.out
     password = tmp_path / "pw"
     password.write_text("x\n")
     wallet = ["--regtest", "--wallet-file", str(tmp_path / "w"), "--password-file", str(password)]

@@ -59,13 +59,16 @@ def test_a_solo_operator_unlocks_through_the_wallet_and_spends_the_stake(nodes, 
     assert_equal(record(hub, pubkey)["requested_unlock_height"], unlock)
     operator.refused(f"request_stake_unlock {pubkey}", f"already has an unlock request: it unlocks at height {unlock}")
 
-    log.info("stakes and balance show the unlock; the node stays active until its height")
-    stakes = operator.ok("stakes").out
-    assert f"unlocking at height {unlock} (in {unlock - height - 1} blocks)" in stakes, stakes
+    log.info("stakes and balance show the unlock in the same words and totals; the node stays "
+             "active until its height")
+    stakes = operator.ok("stakes").lines
+    assert stakes[0].endswith(f"unlocking at height {unlock}, returned at height {unlock + 1} "
+                              f"(in {unlock - height} blocks)"), stakes
+    assert_equal(stakes[-1], "Total staked: 0 coins; unlocking: 200000 coins")
     balance = operator.ok("balance").lines
     assert "Staked: 0 coins on 0 service nodes" in balance, balance
-    assert (f"Unlocking: 200000 coins on 1 service node (the first returned at height {unlock + 1}, "
-            f"spendable from height {unlock + 1 + CONFIRMATIONS})") in balance, balance
+    assert (f"Unlocking: 200000 coins on 1 service node (the first unlocking at height {unlock}, returned at "
+            f"height {unlock + 1}, spendable from height {unlock + 1 + CONFIRMATIONS})") in balance, balance
     mine(hub, unlock - hub.get_height()["height"])
     assert record(hub, pubkey)["active"]
     mine(hub)

@@ -80,7 +80,10 @@ def test_minimum_contribution_leaves_out_what_is_reserved_for_others(chain):
     _pool_node(chain, [(BOB, 30_000 * COIN)])
     minimum = 70_000 * COIN // 9
     assert minimum == 7_777_777_777_777
-    with pytest.raises(InvalidStake, match="below the minimum contribution of 7777.777777777 coins"):
+    # Shown as people type an amount: rounded up to the cent (itself enough), and "1 coin".
+    with pytest.raises(InvalidStake, match="^stake of 1 coin is below the minimum contribution of 7777.78 coins$"):
+        _stake(chain, ALICE, COIN)
+    with pytest.raises(InvalidStake, match="below the minimum contribution of 7777.78 coins$"):
         _stake(chain, ALICE, minimum - 1)
     _stake(chain, ALICE, minimum)
     chain.mine()

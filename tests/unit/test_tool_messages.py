@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from snode.params import COIN
-from snode.tools.cli import event_line
+import json
+import time
+
+from snode.tools.cli import event_line, watch_line
+from snode.tools.devnet import status as devnet_status, status_table
+from snode.tools.devnet_procs import AUTHORITY, SERVICE_NODE, Devnet, NodeEntry
 
 
 @pytest.mark.parametrize("amount, words", [
@@ -38,3 +43,22 @@ def test_numbers_int_cannot_take_are_one_line_before_any_call(args, line):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert line in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+
+
+def test_watch_leaves_accepted_proofs_out_unless_asked_and_shows_their_time():
+    proof = {"event": "proof_accepted", "timestamp": 1_790_000_000, "by": "127.0.0.2:38090", "time": 1_790_000_001}
+    assert watch_line(proof, as_json=False, proofs=False) is None
+    signed = time.strftime("%H:%M:%S", time.localtime(1_790_000_000))
+    assert watch_line(proof, as_json=False, proofs=True).endswith(
+        f"uptime proof of {signed} accepted by 127.0.0.2:38090")
+    assert json.loads(watch_line(proof, as_json=True, proofs=False)) == proof  # scripts get every event
+    refused = {"event": "proof_refused", "by": "127.0.0.2:38090", "reason": "declared IP", "time": 0}
+    assert watch_line(refused, as_json=False, proofs=False).endswith("refused by 127.0.0.2:38090: declared IP")
+
+
+def test_devnet_status_help_names_the_columns_its_table_shows(tmp_path):
+    devnet = Devnet(tmp_path, [NodeEntry(AUTHORITY, AUTHORITY, "127.9.9.1", 0, str(tmp_path / "a")),
+                               NodeEntry("node1", SERVICE_NODE, "127.9.9.2", 0, str(tmp_path / "n"))])
+    columns = [str(c.header) for c in status_table(devnet).columns]
+    text = " ".join((devnet_status.help or "").split())
+    assert text.startswith("The processes: " + ", ".join(columns) + " (--json adds"), (columns, text)

@@ -441,3 +441,13 @@ def test_loopback_binds_are_accepted(bind):
 def test_other_binds_are_refused(bind, needle):
     with pytest.raises(WalletError, match=needle):
         check_bind(bind)
+
+
+def test_genesis_funds_are_named_genesis_and_a_block_reward_is_a_reward(chain):
+    chain.mine()
+    mine: dict[bytes, int] = {}
+    genesis = scan_block(chain.blocks[0], OPERATOR.public, mine)
+    assert [(r.height, r.kind) for r in genesis] == [(0, "genesis")]
+    assert transfer_lines(genesis)[1].split()[1:3] == ["genesis", f"+{genesis[0].amount // COIN}"]
+    paid = chain.blocks[1].transactions[0].outputs[0].owner
+    assert [r.kind for r in scan_block(chain.blocks[1], paid, {})] == ["reward"]

@@ -11,7 +11,7 @@ from snode.core.stake_exit import stake_return_tx
 from snode.devchain import key_from_label
 from snode.params import COIN, DEVNET, MAINNET, REGTEST
 from snode.wallet.logic import Balance, Unlocking, balance_lines, duration, scan_block, transfer_lines, when
-from snode.wallet.staking import locked_line, stake_line
+from snode.wallet.staking import locked_line, stake_line, stakes_lines
 from tests.unit.conftest import POOL_MINIMUM, REQUIREMENT
 
 OPERATOR, ALICE = key_from_label("operator"), key_from_label("alice")
@@ -28,7 +28,7 @@ def test_returned_stakes_and_unlock_requests_in_the_transfer_history(chain):
     mine: dict[bytes, int] = {}
     records = [r for block in chain.blocks for r in scan_block(block, ALICE.public, mine)]
     kinds = [r.kind for r in records if r.kind != "reward"]
-    assert kinds == ["stake", "unlock request", "stake returned: unlock"], kinds
+    assert kinds == ["genesis", "stake", "unlock request", "stake returned: unlock"], kinds
     assert records[-1].amount == POOL_MINIMUM
     lines = transfer_lines(records)
     assert any("stake returned: unlock" in line and f"+{POOL_MINIMUM // COIN}" in line for line in lines)
@@ -60,8 +60,8 @@ def test_balance_counts_unlocking_stakes_apart():
     lines = balance_lines(balance, nodes=2, confirmations=10)
     assert lines[:2] == ["Balance: 10", "Unlocked balance: 10"]  # what scripts read, unchanged
     assert "Staked: 200000 coins on 1 service node" in lines
-    assert ("Unlocking: 60000 coins on 1 service node (the first returned at height 121, spendable "
-            "from height 131)") in lines
+    assert ("Unlocking: 60000 coins on 1 service node (the first unlocking at height 120, returned at "
+            "height 121, spendable from height 131)") in lines
 
 
 def test_when_and_duration():
@@ -79,6 +79,10 @@ def test_stake_lines_say_when_a_stake_unlocks(chain):
     chain.mine()
     node = chain.node(pubkey)
     line = stake_line(node, OPERATOR.public, unlock=lambda at: f"in {at - chain.state.height} blocks")
-    assert line.endswith(f"unlocking at height {node.requested_unlock_height} (in {REGTEST.unlock_duration} blocks)")
+    unlock = node.requested_unlock_height
+    assert line.endswith(f"unlocking at height {unlock}, returned at height {unlock + 1} "
+                         f"(in {REGTEST.unlock_duration + 1} blocks)")
+    total = stakes_lines([node], OPERATOR.public, unlock=lambda at: "soon")[-1]
+    assert total == f"Total staked: 0 coins; unlocking: {REQUIREMENT // COIN} coins"  # as `balance` counts it
     assert locked_line("ab" * 32, 5 * COIN, 90, "missed_uptime_proofs").endswith(
         "Deregistered (missed_uptime_proofs)  locked by deregistration until height 90")

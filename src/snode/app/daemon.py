@@ -21,6 +21,7 @@ import click
 from aiohttp import web
 
 from snode import __version__
+from snode.app.console import Console
 from snode.app.runtime import stdin_is_console, bind_socket, run_loop, setup_logging
 from snode.core.crypto import SigningKey
 from snode.core.errors import DecodeError
@@ -241,7 +242,7 @@ class Daemon:
         syncer.start()
         omq = self._start_public_omq(methods, node)
         wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar, notifier, omq)
-        self._start_tasks(node, wiring)
+        self._start_tasks(node, wiring, methods)
         return wiring
 
     def _start_public_omq(self, methods: MethodTable, node: Node) -> PublicOmq | None:
@@ -260,7 +261,7 @@ class Daemon:
         log.info("public OMQ RPC on tcp://%s (CurveZMQ server key %s)", endpoint, omq.server_key.hex())
         return omq
 
-    def _start_tasks(self, node: Node, wiring: Wiring) -> None:
+    def _start_tasks(self, node: Node, wiring: Wiring, methods: MethodTable) -> None:
         cfg = self.config
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -272,7 +273,8 @@ class Daemon:
                   asyncio.create_task(wiring.duties.run_proofs(), name="uptime proofs"),
                   asyncio.create_task(keep_saving(node, wiring.writer), name="proof book saves")]
         if not cfg.non_interactive and stdin_is_console():
-            tasks.append(asyncio.create_task(self._console(node), name="console"))
+            console = Console(node, methods, self.request_stop, cfg.data_dir)
+            tasks.append(asyncio.create_task(console.run(), name="console"))
         elif not cfg.non_interactive:
             log.info("console off: stdin is neither a pipe nor this process's terminal "
                      "(--non-interactive says so explicitly)")
@@ -366,33 +368,6 @@ class Daemon:
         while True:
             await asyncio.sleep(10)
             notify(status_message(node.status_line(node.now())))
-
-    async def _console(self, node: Node) -> None:
-        """Console commands on stdin: status, print_sn_key, exit."""
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader()
-        try:
-            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-        except (OSError, ValueError):
-            return
-        while True:
-            line = await reader.readline()
-            if not line:
-                print("console closed; the daemon keeps running (stop it with Ctrl-C or SIGTERM)", flush=True)
-                return
-            command = line.decode(errors="replace").strip()
-            if command == "status":
-                print(node.status_line(node.now()), flush=True)
-            elif command == "print_sn_key":
-                print(node.identity.key.public.hex() if node.identity else
-                      "this daemon is not a service node (start it with --service-node)", flush=True)
-            elif command in ("exit", "quit", "stop"):
-                self.request_stop()
-                return
-            elif command == "help":
-                print("commands: status, print_sn_key, help, exit", flush=True)
-            elif command:
-                print(f"unknown command '{command}'; commands: status, print_sn_key, help, exit", flush=True)
 
 
 @click.command(context_settings={"help_option_names": ["--help", "-h"], "max_content_width": 100})

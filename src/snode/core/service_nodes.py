@@ -18,7 +18,7 @@ from snode.core.state import (  # reward_order_key lives with the queue it order
     NO_HEIGHT, Contribution, RewardEntry, ServiceNode, reward_order_key,
 )
 from snode.core.transactions import Registration
-from snode.core.units import format_coins, format_percent
+from snode.core.units import coin_word, format_coins, format_percent, round_up_coins
 from snode.params import MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM, PPM, NetworkParams
 
 
@@ -211,9 +211,14 @@ def check_stake(sn: ServiceNode | None, staker: bytes, amount: int, sn_pubkey: b
         )
     minimum = min_contribution(sn, staker)
     if amount < minimum:
+        # The least amount shown as people type one (at most 2 decimals, rounded up); only when
+        # that would be above the remainder (the last slot must fill it) is it shown exactly.
+        least = round_up_coins(minimum)
+        if least > remaining:
+            least = minimum
         raise InvalidStake(
-            f"stake of {format_coins(amount)} coins is below the minimum contribution of "
-            f"{format_coins(minimum)} coins"
+            f"stake of {format_coins(amount)} {coin_word(amount)} is below the minimum contribution of "
+            f"{format_coins(least)} {coin_word(least)}"
         )
 
 

@@ -75,6 +75,13 @@ def coin_word(atomic: int) -> str:
     return "coin" if atomic == COIN else "coins"
 
 
+def round_up_coins(atomic: int, decimals: int = 2) -> int:
+    """Atomic units rounded up to `decimals` places of a coin: a least amount as people type
+    one (11111.055555555 -> 11111.06), itself enough."""
+    step = 10 ** (DECIMALS - decimals)
+    return -(-atomic // step) * step
+
+
 def format_coins(atomic: int) -> str:
     """Atomic units as coins with no trailing zeros: 16500000000 -> `16.5`."""
     sign = "-" if atomic < 0 else ""

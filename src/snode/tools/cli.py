@@ -14,6 +14,7 @@ from __future__ import annotations
 import http.client
 import json
 import time
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -46,9 +47,25 @@ def _client(ctx: click.Context) -> RpcClient:
     obj = ctx.obj
     url = obj["rpc"] or f"http://127.0.0.1:{NETWORKS[obj['network']].rpc_port}"
     try:
-        return RpcClient(parse_http_url("--rpc", url))
+        return RpcClient(parse_http_url("--daemon-address", url))
     except ConfigError as err:
         raise CliError(str(err)) from None
+
+
+def _daemon_url(rpc: str | None, network: str | None, node: str | None, base_dir: Path | None) -> str | None:
+    """The admin RPC the command talks to: --daemon-address; with --devnet, the devnet process
+    --node names (or the first running one when base_dir holds a devnet); None: the network's
+    default on 127.0.0.1."""
+    if node is not None and rpc is not None:
+        raise CliError("--node and --daemon-address both name the daemon: give one")
+    if node is not None and network not in (None, "devnet"):
+        raise CliError(f"--node names a process of a devnet; it does not go with --{network}")
+    if rpc is not None or (network != "devnet" and node is None):
+        return rpc
+    from snode.tools.devnet_procs import default_base_dir, devnet_node
+
+    entry = devnet_node((base_dir or default_base_dir()).resolve(), node)
+    return entry.rpc_url if entry is not None else None
 
 
 def _call(ctx: click.Context, method: str, params: Any, result_type: type[T]) -> T:
@@ -80,19 +97,26 @@ def _print_json(value: Any) -> None:
 
 @click.group(context_settings={"help_option_names": ["--help", "-h"]})
 @click.version_option(__version__, "--version", prog_name="snode-cli", message="%(prog)s v%(version)s")
-@click.option("--rpc", metavar="URL", help="Admin RPC address [http://127.0.0.1:9231 on mainnet].")
+@click.option("--daemon-address", "--rpc", "rpc", metavar="HOST:PORT",
+              help="Admin RPC of snoded, HOST:PORT or http://HOST:PORT (--rpc is the same option) "
+                   "[127.0.0.1:<network's admin RPC port>; with --devnet, the devnet's first running "
+                   "process].")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
 @click.option("--testnet", "network", flag_value="testnet", help="Default to the testnet RPC port.")
-@click.option("--devnet", "network", flag_value="devnet", help="Default to the devnet RPC port.")
+@click.option("--devnet", "network", flag_value="devnet",
+              help="A snode-devnet network: its processes by --node name (else the devnet RPC port).")
 @click.option("--regtest", "network", flag_value="regtest", help="Default to the regtest RPC port.")
+@click.option("--node", metavar="NAME", help="With --devnet: the devnet process to ask (authority, node1, ...).")
+@click.option("--base-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="With --devnet: where the devnet lives [./devnet, or $SNODE_DEVNET_DIR].")
 @click.option("--omq", metavar="tcp://HOST:PORT", help="`call` a daemon's public OMQ port instead of its admin RPC.")
 @click.option("--server-key", metavar="HEX", help="With --omq: the daemon's service_node_x25519_pubkey.")
 @click.pass_context
-def cli(ctx: click.Context, rpc: str | None, as_json: bool, network: str | None, omq: str | None,
-        server_key: str | None) -> None:
+def cli(ctx: click.Context, rpc: str | None, as_json: bool, network: str | None, node: str | None,
+        base_dir: Path | None, omq: str | None, server_key: str | None) -> None:
     """snode-cli: watch and drive a snoded over its admin RPC (or its public OMQ port)."""
-    ctx.obj = {"rpc": rpc, "json": as_json, "network": network or "mainnet", "omq": omq,
-               "server_key": server_key}
+    ctx.obj = {"rpc": _daemon_url(rpc, network, node, base_dir), "json": as_json,
+               "network": network or "mainnet", "omq": omq, "server_key": server_key}
 
 
 @cli.command()
@@ -179,7 +203,8 @@ def _atomic(text: str) -> int:
 
 
 @cli.command("register-cmd")
-@click.option("--cut", default="0", show_default=True, metavar="PERCENT", help="Operator fee, 0 to 10 percent.")
+@click.option("--cut", default="0", show_default=True, metavar="PERCENT",
+              help="Operator fee, 0 to 10 percent (5 or 5%).")
 @click.option("--address", "addresses", multiple=True, required=True, metavar="ADDR",
               help="Contributor address; the operator's first (repeatable).")
 @click.option("--amount", "amounts", multiple=True, required=True, metavar="COINS",
@@ -191,7 +216,7 @@ def register_cmd(ctx: click.Context, cut: str, addresses: tuple[str, ...], amoun
         raise CliError(f"give one --amount per --address ({counted(len(addresses), 'address', 'addresses')}, "
                        f"{counted(len(amounts), 'amount')})")
     params = RegistrationCmdParams(
-        operator_cut=cut, contributor_addresses=list(addresses),
+        operator_cut=cut.removesuffix("%"), contributor_addresses=list(addresses),
         contributor_amounts=[_atomic(a) for a in amounts],
     )
     result = _call(ctx, "get_service_node_registration_cmd", params, RegistrationCmdResult)
@@ -208,10 +233,14 @@ WATCH_CLOSED = "watch: the daemon closed the event stream (stopped, or this clie
 @cli.command()
 @click.option("--count", default=None, type=click.IntRange(min=1), metavar="N",
               help="Stop after N events (default: until Ctrl-C).")
+@click.option("--proofs", is_flag=True,
+              help="Also a line for each accepted uptime proof (one every few minutes per peer that "
+                   "acknowledges it; refused proofs are always shown).")
 @click.pass_context
-def watch(ctx: click.Context, count: int | None) -> None:
-    """Print the daemon's events as they happen: blocks, this node's state changes, proofs
-    accepted or refused, rewards, syncs, bans. --json: one JSON object per line."""
+def watch(ctx: click.Context, count: int | None, proofs: bool) -> None:
+    """Print the daemon's events as they happen: blocks, this node's state changes, refused
+    proofs, rewards, syncs, bans (accepted proofs with --proofs). --json: every event, one JSON
+    object per line."""
     # First the call `status` makes, by the same path: a daemon that is not there (or is not a
     # snoded) gets the same one line as on every other command, not a socket error.
     _call(ctx, "get_info", None, InfoResult)
@@ -228,8 +257,10 @@ def watch(ctx: click.Context, count: int | None) -> None:
             line = raw.decode(errors="replace").rstrip("\r\n")
             if not line.startswith("data: "):
                 continue
-            event = json.loads(line[len("data: "):])
-            click.echo(json.dumps(event) if ctx.obj["json"] else event_line(event))
+            shown = watch_line(json.loads(line[len("data: "):]), as_json=ctx.obj["json"], proofs=proofs)
+            if shown is None:
+                continue
+            click.echo(shown)
             seen += 1
             if count is not None and seen >= count:
                 return
@@ -240,6 +271,16 @@ def watch(ctx: click.Context, count: int | None) -> None:
         raise CliError(f"watch: no event stream from {client.url}: {err.strerror or err}") from None
     finally:
         conn.close()
+
+
+def watch_line(event: dict[str, Any], *, as_json: bool, proofs: bool) -> str | None:
+    """What `watch` prints for an event: its JSON with --json; else its line, except an accepted
+    uptime proof without --proofs (the status line's proof age says the same, once)."""
+    if as_json:
+        return json.dumps(event)
+    if event.get("event") == "proof_accepted" and not proofs:
+        return None
+    return event_line(event)
 
 
 def event_line(event: dict[str, Any]) -> str:
@@ -256,7 +297,8 @@ def event_line(event: dict[str, Any]) -> str:
         amount = event["amount"]
         text = f"reward: block {event['height']} paid this node {format_coins(amount)} {coin_word(amount)}"
     elif kind == "proof_accepted":
-        text = f"uptime proof {event['timestamp']} accepted by {event['by']}"
+        signed = time.strftime("%H:%M:%S", time.localtime(event["timestamp"]))
+        text = f"uptime proof of {signed} accepted by {event['by']}"
     elif kind == "proof_refused":
         text = f"uptime proof refused by {event['by']}: {event['reason']}"
     else:

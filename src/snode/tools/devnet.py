@@ -33,7 +33,7 @@ from snode.api.types import InfoResult, RegistrationCmdResult, ServiceNodeKeyRes
 from snode.common.entry import run_command
 from snode.tools.devnet_procs import (  # named here too: the demo and the tests use them
     AUTHORITY, FAUCET_COINS, FAUCET_OUTPUTS, IP_PREFIX, SERVICE_NODE, STATE_FILE, Devnet, DevnetError,
-    NodeEntry, command_line, is_our_process, spawn, wait_rpc, default_base_dir, stop_node,
+    NodeEntry, clear_stopped, command_line, is_our_process, spawn, wait_rpc, default_base_dir, stop_node,
 )
 from snode.tools.tables import make_console
 
@@ -74,11 +74,8 @@ def up(base_dir: Path, count: int, ip_prefix: str = IP_PREFIX, *, register: int 
         raise DevnetError("--nodes must be between 1 and 200")
     if not ip_prefix.startswith("127.") or ip_prefix.count(".") != 3 or not ip_prefix.endswith("."):
         raise DevnetError(f"IP prefix '{ip_prefix}' must be a loopback prefix such as 127.0.100.")
-    if (base_dir / STATE_FILE).exists():
-        running = [n for n in Devnet.load(base_dir).nodes if is_our_process(n)]
-        if running:
-            raise DevnetError(f"a devnet is already running in {base_dir}; stop it with: "
-                              f"{command_line(base_dir, 'down')}")
+    if clear_stopped(base_dir):
+        say(f"removed the stopped devnet's data dirs, wallets and genesis from {base_dir}")
     base_dir.mkdir(parents=True, exist_ok=True)
     authority = SigningKey(os.urandom(32))
     faucet_seed = os.urandom(32)
@@ -94,8 +91,12 @@ def up(base_dir: Path, count: int, ip_prefix: str = IP_PREFIX, *, register: int 
     for entry in devnet.nodes:
         entry.pid = spawn(entry, base_dir / "genesis.json", _seed_of(devnet, entry))
         devnet.save()
-    for entry in devnet.nodes:
-        wait_rpc(entry)
+    try:
+        for entry in devnet.nodes:
+            wait_rpc(entry)
+    except DevnetError as err:  # no half-started devnet stays behind; the data dirs keep the logs
+        down(devnet)
+        raise DevnetError(f"{err.message}; the devnet's other daemons were stopped") from None
     create_wallet(devnet, "faucet", faucet_seed)
     if operators:
         register_nodes(devnet, devnet.service_nodes[count - len(operators):], operators, say)
@@ -270,7 +271,8 @@ def up_cmd(base_dir: Path, count: int, register: bool, ip_prefix: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON array of the processes.")
 @click.pass_obj
 def status(base_dir: Path, as_json: bool) -> None:
-    """The processes: name, role, pid, RPC, SN key, status, height."""
+    """The processes: name, role, address, status, height, proof age, pid (--json adds each
+    service node's key, sn_pubkey)."""
     devnet = Devnet.load(base_dir)
     if as_json:
         click.echo(json.dumps([{k: v for k, v in row.items() if k != "proof"} for row in node_rows(devnet)]))
@@ -309,9 +311,10 @@ def start_cmd(base_dir: Path, name: str) -> None:
 @base_dir_option
 @click.pass_obj
 def down_cmd(base_dir: Path) -> None:
-    """Stop exactly the processes 'up' started."""
+    """Stop exactly the processes 'up' started; their data dirs and logs stay until the next 'up'."""
     devnet = Devnet.load(base_dir)
-    click.echo(f"stopped {down(devnet)} of {counted(len(devnet.nodes), 'daemon')} in {base_dir}")
+    click.echo(f"stopped {down(devnet)} of {counted(len(devnet.nodes), 'daemon')} in {base_dir}; "
+               "their data dirs stay for reading (the next 'up' there replaces them)")
 
 
 @cli.command()

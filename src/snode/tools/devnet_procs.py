@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -100,6 +102,18 @@ class Devnet:
                           + ", ".join(n.name for n in self.nodes))
 
 
+def devnet_node(base_dir: Path, name: str | None) -> NodeEntry | None:
+    """The devnet process that `snode-cli --devnet` talks to: the one named `name`, or without
+    a name the first that runs (the authority unless it was stopped); None when no name was
+    given and base_dir holds no devnet (the network's default address then)."""
+    if name is None and not (base_dir / STATE_FILE).exists():
+        return None
+    devnet = Devnet.load(base_dir)
+    if name is not None:
+        return devnet.entry(name)
+    return next((n for n in devnet.nodes if is_our_process(n)), devnet.nodes[0] if devnet.nodes else None)
+
+
 def command_line(base_dir: Path, subcommand: str) -> str:
     """The snode-devnet command an operator can paste to run `subcommand` on the devnet in
     base_dir: the dir is always named (the default depends on the directory it is run from) and
@@ -109,6 +123,50 @@ def command_line(base_dir: Path, subcommand: str) -> str:
 
 def default_base_dir() -> Path:
     return Path(os.environ.get("SNODE_DEVNET_DIR", Path.cwd() / "devnet"))
+
+
+_OUR_DIR = re.compile(r"authority|node[0-9]+")
+"""The daemons' data dirs `up` creates in a base dir (each with its `daemon.out`), beside
+`wallets/` (with the faucet's wallet), `genesis.json` and the state file."""
+
+
+def _ours(path: Path) -> bool:
+    """True for an entry of a base dir that `up` made: names alone are not enough (a base dir
+    may be a directory of the operator's own, such as a home with a `wallets` folder)."""
+    if path.is_symlink():
+        return False
+    if _OUR_DIR.fullmatch(path.name):
+        return (path / "daemon.out").is_file()
+    if path.name == "wallets":
+        return (path / "faucet.wallet").is_file()
+    return path.name == STATE_FILE and path.is_file()
+
+
+def clear_stopped(base_dir: Path) -> list[str]:
+    """Remove what `up` wrote into base_dir for an earlier devnet, once none of its processes
+    runs (a `down` keeps the data dirs for their logs): an old node's data dir holds another
+    genesis' chain, so a new devnet cannot start on it. Only what `up` made goes (`_ours`, and
+    the genesis beside it); the names removed, sorted."""
+    if (base_dir / STATE_FILE).exists():
+        running = [n for n in Devnet.load(base_dir).nodes if is_our_process(n)]
+        if running:
+            raise DevnetError(f"a devnet is already running in {base_dir}; stop it with: "
+                              f"{command_line(base_dir, 'down')}")
+    try:
+        ours = sorted(p for p in base_dir.iterdir() if _ours(p))
+    except FileNotFoundError:
+        return []
+    except OSError as err:
+        raise DevnetError(f"--base-dir: cannot read {base_dir}: {err.strerror or err}") from None
+    genesis = base_dir / "genesis.json"
+    if ours and genesis.is_file() and not genesis.is_symlink():
+        ours.append(genesis)
+    for path in ours:
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    return sorted(p.name for p in ours)
 
 
 def _daemon_args(entry: NodeEntry, genesis: Path, seed: str | None) -> list[str]:

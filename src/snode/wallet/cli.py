@@ -219,9 +219,10 @@ def _idle_seconds(ctx: click.Context, param: click.Parameter, value: str) -> int
 @click.version_option(__version__, "--version", prog_name="snode-wallet", message="%(prog)s v%(version)s")
 @click.option("--wallet-file", type=click.Path(path_type=Path), callback=_wallet_file,
               help="Wallet file [default: ~/.snode/<network>/wallet].")
-@click.option("--daemon-address", metavar="HOST:PORT",
+@click.option("--daemon-address", "--rpc", "daemon_address", metavar="HOST:PORT",
               help="Admin RPC of snoded, HOST:PORT or http://HOST:PORT; HOST an IP address or a host "
-                   "name [default: 127.0.0.1:<network's admin RPC port>].")
+                   "name (--rpc is the same option, as in snode-cli) [default: 127.0.0.1:<network's "
+                   "admin RPC port>].")
 @click.option("--testnet", is_flag=True, help="Use the test network.")
 @click.option("--devnet", is_flag=True, help="Use a local development network.")
 @click.option("--regtest", is_flag=True, help="Use the regression-test network.")

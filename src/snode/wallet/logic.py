@@ -5,7 +5,7 @@ transfer history. No I/O: the caller brings what the daemon said and the time.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, assert_never
 
@@ -213,6 +213,14 @@ def pending_stake_line(stake: PendingStake) -> str:
             f"({kind} in the mempool, not yet mined)")
 
 
+def unlocking_text(unlock_height: int, when: Callable[[int], str] | None = None) -> str:
+    """A stake after its unlock request, in the words `stakes` and `balance` share: the node
+    works until its unlock height and the next block returns the stake (`when(height)`: how far
+    off that is)."""
+    text = f"unlocking at height {unlock_height}, returned at height {unlock_height + 1}"
+    return text + (f" ({when(unlock_height + 1)})" if when is not None else "")
+
+
 def balance_lines(balance: Balance, nodes: int, confirmations: int) -> list[str]:
     """The lines `balance` prints: `Balance:` and `Unlocked balance:` first (bare coin amounts,
     as scripts read them), then what is locked and until when, pending coins, stakes, and the
@@ -232,8 +240,7 @@ def balance_lines(balance: Balance, nodes: int, confirmations: int) -> list[str]
         count = len(balance.unlocking)
         lines.append(
             f"Unlocking: {coins(unlocking)} on {counted(count, 'service node')} "
-            f"(the first returned at height {first + 1}, spendable from height "
-            f"{first + 1 + confirmations})")
+            f"(the first {unlocking_text(first)}, spendable from height {first + 1 + confirmations})")
     lines += [pending_stake_line(p) for p in balance.pending_stakes]
     return lines
 
@@ -326,7 +333,8 @@ class TransferRecord:
     height: int
     txid: str
     kind: str
-    """`in`, `out`, `reward`, `registration`, `stake`, `unlock request`, or `stake returned:
+    """`in`, `out`, `reward`, `genesis` (funds of the genesis block), `registration`, `stake`,
+    `unlock request`, or `stake returned:
     <reason>` (unlock, pool expired, deregistration)."""
     amount: int
     """Coins received, or coins that left the wallet (fee included) for the other kinds."""
@@ -370,8 +378,8 @@ def _returned(payload: Payload) -> str | None:
 
 def _record(tx: Transaction, tx_id: str, height: int, spent: int, received: int) -> TransferRecord:
     kind = payload_kind(tx.payload)
-    if kind is TxKind.COINBASE:
-        return TransferRecord(height, tx_id, "reward", received, 0)
+    if kind is TxKind.COINBASE:  # the genesis block's funds are its coinbase: no one earned them
+        return TransferRecord(height, tx_id, "genesis" if height == 0 else "reward", received, 0)
     if not spent:
         return TransferRecord(height, tx_id, _returned(tx.payload) or "in", received, 0)
     fee = spent - sum(o.amount for o in tx.outputs) - payload_spend(tx.payload)
@@ -386,7 +394,7 @@ def transfer_lines(records: Sequence[TransferRecord]) -> list[str]:
     width = max(12, *(len(r.kind) for r in records))
     lines = [f"{'height':>7}  {'kind':<{width}}  {'amount':>20}  {'fee':>12}  txid"]
     for r in records:
-        sign = "+" if r.kind in ("in", "reward") or r.kind.startswith("stake returned") else "-"
+        sign = "+" if r.kind in ("in", "reward", "genesis") or r.kind.startswith("stake returned") else "-"
         amount = sign + format_coins(r.amount) if r.amount else "0"
         lines.append(
             f"{r.height:>7}  {r.kind:<{width}}  {amount:>20}  {format_coins(r.fee):>12}  {r.txid}"

@@ -19,7 +19,7 @@ from snode.core.transactions import (
 from snode.core.units import PERCENT_DECIMALS, format_coins, parse_coins, parse_percent_ppm
 from snode.params import PPM, NetworkParams
 from snode.wallet.errors import WalletError
-from snode.wallet.logic import PendingStake, coin_word, coins
+from snode.wallet.logic import PendingStake, coin_word, coins, unlocking_text
 
 YES_ANSWERS: Final = frozenset({"yes", "y"})
 NO_ANSWERS: Final = frozenset({"no", "n"})
@@ -146,7 +146,7 @@ def stake_line(sn: ServiceNode, staker: bytes, pending: int = 0, unlock: Callabl
         f"{format_coins(sn.staking_requirement)}"
     )
     if sn.requested_unlock_height and unlock is not None:
-        line += f"  unlocking at height {sn.requested_unlock_height} ({unlock(sn.requested_unlock_height)})"
+        line += "  " + unlocking_text(sn.requested_unlock_height, unlock)
     elif sn.leaves_at and not sn.funded:
         line += f"  returned at height {sn.leaves_at} unless filled by then"
     return line
@@ -178,10 +178,13 @@ def stakes_lines(
     lines += locked
     if not lines:
         return ["No stakes."]
-    total = sum(my_contribution(sn, staker) for sn in nodes)
+    # As `balance` counts them: a stake whose unlock was requested is unlocking, not staked.
+    unlocking = sum(my_contribution(sn, staker) for sn in nodes if sn.requested_unlock_height)
+    total = sum(my_contribution(sn, staker) for sn in nodes) - unlocking
     pending_total = sum(waiting.values())
     lines.append(f"Total staked: {coins(total)}"
-                 + (f", plus {coins(pending_total)} (pending)" if pending_total else ""))
+                 + (f", plus {coins(pending_total)} (pending)" if pending_total else "")
+                 + (f"; unlocking: {coins(unlocking)}" if unlocking else ""))
     return lines
 
 
