@@ -2,7 +2,7 @@
 registration's (Yes/No) question (asked once, also for `--command` on a terminal: an answer that
 is neither cancels, as No does, and sends nothing; Yes sends and prints the id), unknown commands echoed as
 typed, command completion, help, the idle lock that asks for the password again, a mistyped
-password at start-up asked again (three tries), no empty password for a new wallet, and the
+password at start-up asked again (three tries), no empty or short password for a new wallet, and the
 wallet JSON-RPC server (loopback only) with its get_address, get_balance, transfer and stake
 methods.
 
@@ -176,19 +176,19 @@ def test_a_mistyped_password_at_start_is_asked_again(nodes, tmp_path):
 def test_a_new_wallet_on_a_terminal_refuses_an_empty_password(nodes, tmp_path):
     node = nodes.add(start=False)
     path = tmp_path / "new.wallet"
-    log.info("--generate: an empty password and two differing ones are asked again, then given up")
+    log.info("--generate: an empty password, a short one and two differing ones are asked again, then given up")
     child = start(node, path, "--generate")
     child.expect("Wallet password: ")
     child.sendline("")
     child.expect("Error: an empty password is not allowed for a new wallet: try again.")
     child.expect("Wallet password: ")
-    child.sendline("one")
-    child.expect("Repeat the password: ")
-    child.sendline("other")
-    child.expect("Error: the two passwords differ: try again.")
+    child.sendline("pw")
+    child.expect("Error: a wallet password needs at least 8 characters, this one has 2: try again.")
     child.expect("Wallet password: ")
-    child.sendline("")
-    child.expect("Error: an empty password is not allowed for a new wallet: run the command again")
+    child.sendline("one password")
+    child.expect("Repeat the password: ")
+    child.sendline("other password")
+    child.expect("Error: the two passwords differ: run the command again")
     child.expect(pexpect.EOF)
     child.close()
     assert_equal(child.exitstatus, 1)
@@ -205,16 +205,16 @@ def test_a_new_wallet_on_a_terminal_refuses_an_empty_password(nodes, tmp_path):
     child.sendline("")
     child.expect("Error: an empty password is not allowed")
     child.expect("Wallet password: ")
-    child.sendline("sesame")
+    child.sendline("open sesame")
     child.expect("Repeat the password: ")
-    child.sendline("sesame")
+    child.sendline("open sesame")
     child.expect(r"Generated new wallet snr1\S+")
     child.expect(PROMPT)
     close(child)
     log.info("Open the new wallet with its password")
     child = start(node, path)
     child.expect("Wallet password: ")
-    child.sendline("sesame")
+    child.sendline("open sesame")
     child.expect(PROMPT)
     close(child)
 

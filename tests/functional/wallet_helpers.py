@@ -41,11 +41,13 @@ class Run:
         return printed.split()[-1]
 
 
-def run_wallet(args: list[str], stdin: str | None = None, timeout: float = 60) -> Run:
-    """Run `snode-wallet args...` to completion with stdin (closed when None); no traceback."""
+def run_wallet(args: list[str], stdin: str | None = None, timeout: float = 60,
+               env: dict[str, str] | None = None) -> Run:
+    """Run `snode-wallet args...` to completion with stdin (closed when None) and `env` (None:
+    this process's environment); no traceback."""
     done = subprocess.run(
         [sys.executable, "-m", "snode.wallet", *args], input=stdin if stdin is not None else "",
-        capture_output=True, text=True, timeout=scaled(timeout),
+        capture_output=True, text=True, timeout=scaled(timeout), env=env,
     )
     assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     return Run(done.returncode, done.stdout, done.stderr)

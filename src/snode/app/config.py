@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snode.common.clock import clock_offset
+from snode.common.files import default_data_dir
 from snode.common.endpoints import (
     ConfigError, Endpoint, looks_like_ip, parse_endpoint, parse_ip, parse_port, valid_hostname,
 )
-from snode.params import MAINNET, NETWORKS, NetworkParams
+from snode.params import NETWORKS, NetworkParams
 from snode.services.notify import NotifyConfigError, parse_command as parse_notify
 
 LOG_LEVELS = range(0, 5)
@@ -43,12 +44,6 @@ class Config:
     """`--omq-public`: where the public read-only OMQ RPC listens (None: off)."""
     clock_offset: float = 0.0
     """Seconds the daemon's clock is moved by (`SNODE_CLOCK_OFFSET`, devnet and regtest only)."""
-
-
-def default_data_dir(params: NetworkParams) -> Path:
-    """~/.snode for mainnet, ~/.snode/<network> for the others."""
-    base = Path(os.environ.get("SNODE_HOME", Path.home() / ".snode"))
-    return base if params is MAINNET else base / params.name
 
 
 def build_config(
@@ -98,7 +93,7 @@ def build_config(
         raise ConfigError(f"--genesis: {genesis} is not a readable file")
     return Config(
         params=params,
-        data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(params),
+        data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(params.name),
         service_node=service_node, p2p_bind=Endpoint(p2p_ip, p2p_port), rpc_admin=rpc,
         quorumnet_port=qnet, public_ip=ip, priority_nodes=nodes, log_level=int(log_level),
         non_interactive=non_interactive, genesis_file=genesis_path,

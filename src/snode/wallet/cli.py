@@ -9,7 +9,8 @@ A transaction's `(Yes/No)` question is answered once: Yes (any case) or y sends,
 cancels (DESIGN.md section 8). `--command` without `--yes` and without a terminal says to add
 --yes when neither Yes nor No came. On a terminal a mistyped password is asked again (PASSWORD_TRIES in
 all), and so is an answer to "Create a new wallet?" that is neither Yes nor No; from
---password-file or piped input there is one try. A new wallet never gets an empty password.
+--password-file or piped input there is one try. A new wallet never gets a password shorter
+than keystore.MIN_PASSWORD_LENGTH (8).
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ MAX_IDLE_TIMEOUT: Final = 999_999_999
 """The longest --idle-timeout (about 31 years; every number of 9 digits): a longer one is a typo."""
 PASSWORD_TRIES: Final = 3
 """Passwords typed on a terminal before the wallet gives up (a password file gets one try)."""
-EMPTY_PASSWORD: Final = "an empty password is not allowed for a new wallet"
 
 
 def default_wallet_file(params: NetworkParams) -> Path:
@@ -79,19 +79,23 @@ class Session:
             except UnicodeDecodeError:
                 raise WalletError(f"password file {self.password_file} is not text") from None
             password = text[:-1] if text.endswith("\n") else text
-            if new and password == "":
+            problem = keystore.new_password_problem(password) if new else None
+            if problem == keystore.EMPTY_PASSWORD:
                 raise WalletError(
-                    f"password file {self.password_file} is empty: {EMPTY_PASSWORD}; write "
+                    f"password file {self.password_file} is empty: {problem}; write "
                     "the password on its first line"
                 )
+            if problem is not None:
+                raise WalletError(f"password file {self.password_file}: {problem}")
             return password
         if not sys.stdin.isatty():
             line = sys.stdin.readline()
             if not line:
                 raise WalletError("no password given: type it, or use --password-file")
             password = line.rstrip("\r\n")
-            if new and password == "":
-                raise WalletError(f"{EMPTY_PASSWORD}: give a password")
+            problem = keystore.new_password_problem(password) if new else None
+            if problem is not None:
+                raise WalletError(f"{problem}: give a {'longer ' if password else ''}password")
             return password
         if not new:
             return getpass.getpass("Wallet password: ")
@@ -108,6 +112,8 @@ class Session:
     def open(self, password: str) -> WalletService:
         """Decrypt the wallet file and start talking to the daemon."""
         opened = keystore.load(self.path, password, self.params)
+        if opened.warning is not None:
+            click.echo(f"Warning: {opened.warning}", err=True)
         self.service = WalletService(opened.key, self.params, self.daemon)
         return self.service
 
@@ -137,8 +143,9 @@ class Session:
 def _typed_new_password() -> tuple[str, str | None]:
     """(a new password typed twice on the terminal, what is wrong with it or None)."""
     first = getpass.getpass("Wallet password: ")
-    if first == "":
-        return first, EMPTY_PASSWORD
+    problem = keystore.new_password_problem(first)
+    if problem is not None:
+        return first, problem
     if getpass.getpass("Repeat the password: ") != first:
         return first, "the two passwords differ"
     return first, None
