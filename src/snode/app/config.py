@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from snode.api.credentials import COMMAND_LINE_LOGIN, Login, operator_login
 from snode.common.clock import clock_offset
 from snode.common.files import default_data_dir
 from snode.common.endpoints import (
@@ -44,6 +45,9 @@ class Config:
     """`--omq-public`: where the public read-only OMQ RPC listens (None: off)."""
     clock_offset: float = 0.0
     """Seconds the daemon's clock is moved by (`SNODE_CLOCK_OFFSET`, devnet and regtest only)."""
+    rpc_login: Login | None = None
+    """The operator's own admin RPC login (`--rpc-login-file`, SNODE_RPC_LOGIN); None: the
+    cookie where the bind is not loopback, nothing on loopback (snode.app.rpc_access)."""
 
 
 def build_config(
@@ -52,9 +56,12 @@ def build_config(
     quorumnet_port: str | None, priority_nodes: tuple[str, ...], log_level: str,
     non_interactive: bool, genesis: str | None, rpc_allow_hosts: tuple[str, ...] = (),
     notify: str | None = None, skip_doppelganger_check: bool = False, omq_public: str | None = None,
+    rpc_login_file: str | None = None, rpc_login: str | None = None,
 ) -> Config:
     """Validate the flags' raw strings into a Config; ConfigError names the first bad option."""
     params = NETWORKS[network]
+    if rpc_login is not None:
+        raise ConfigError(COMMAND_LINE_LOGIN)
     if not log_level.isdigit() or int(log_level) not in LOG_LEVELS:
         raise ConfigError(f"--log-level: '{log_level}' is not a log level (0 to 4)")
     p2p_ip = parse_ip("--p2p-bind-ip", p2p_bind_ip) if p2p_bind_ip is not None else "0.0.0.0"
@@ -101,6 +108,7 @@ def build_config(
         skip_doppelganger_check=skip_doppelganger_check,
         omq_public=_omq_public(omq_public, service_node),
         clock_offset=_clock_offset(params.name),
+        rpc_login=operator_login(rpc_login_file, os.environ),
     )
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import time
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -20,12 +22,14 @@ from snode.core.errors import InvalidAmount
 from snode.core.units import coin_word, counted, format_coins, parse_coins, whole_number
 from snode.params import COIN, NETWORKS
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.api.credentials import Login, client_login
 from snode.api.types import (
     BlockResult, HeightResult, InfoResult, RegistrationCmdParams, RegistrationCmdResult,
     ServiceNodesResult, ServiceNodeState,
 )
 from snode.common.endpoints import ConfigError, parse_http_url
 from snode.common.entry import run_command
+from snode.common.files import default_data_dir
 from snode.tools.tables import block_table, make_console, service_node_table
 
 
@@ -40,9 +44,16 @@ def _client(ctx: click.Context) -> RpcClient:
     obj = ctx.obj
     url = obj["rpc"] or f"http://127.0.0.1:{NETWORKS[obj['network']].rpc_port}"
     try:
-        return RpcClient(parse_http_url("--rpc", url))
+        return RpcClient(parse_http_url("--rpc", url), login=_login(obj))
     except ConfigError as err:
         raise CliError(str(err)) from None
+
+
+def _login(obj: dict[str, Any]) -> Login | None:
+    """The admin RPC login to send: --rpc-login-file, SNODE_RPC_LOGIN, or the cookie a daemon
+    bound off loopback wrote in --data-dir (default: this network's default data dir)."""
+    data_dir = Path(obj["data_dir"]).expanduser() if obj["data_dir"] else default_data_dir(obj["network"])
+    return client_login(obj["login_file"], os.environ, data_dir)
 
 
 def _call(ctx: click.Context, method: str, params: Any, result_type: type[T]) -> T:
@@ -66,6 +77,11 @@ def _print_json(value: Any) -> None:
 @click.group(context_settings={"help_option_names": ["--help", "-h"]})
 @click.version_option(__version__, "--version", prog_name="snode-cli", message="%(prog)s v%(version)s")
 @click.option("--rpc", metavar="URL", help="Admin RPC address [http://127.0.0.1:9231 on mainnet].")
+@click.option("--data-dir", metavar="PATH",
+              help="The daemon's data dir, where it keeps its RPC cookie when its admin RPC is not on "
+                   "loopback [~/.snode, ~/.snode/<network>].")
+@click.option("--rpc-login-file", "login_file", metavar="FILE",
+              help="Send the admin RPC login user:pass in FILE [SNODE_RPC_LOGIN, else the cookie].")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
 @click.option("--testnet", "network", flag_value="testnet", help="Default to the testnet RPC port.")
 @click.option("--devnet", "network", flag_value="devnet", help="Default to the devnet RPC port.")
@@ -73,11 +89,11 @@ def _print_json(value: Any) -> None:
 @click.option("--omq", metavar="tcp://HOST:PORT", help="`call` a daemon's public OMQ port instead of its admin RPC.")
 @click.option("--server-key", metavar="HEX", help="With --omq: the daemon's service_node_x25519_pubkey.")
 @click.pass_context
-def cli(ctx: click.Context, rpc: str | None, as_json: bool, network: str | None, omq: str | None,
-        server_key: str | None) -> None:
+def cli(ctx: click.Context, rpc: str | None, data_dir: str | None, login_file: str | None, as_json: bool,
+        network: str | None, omq: str | None, server_key: str | None) -> None:
     """snode-cli: watch and drive a snoded over its admin RPC (or its public OMQ port)."""
     ctx.obj = {"rpc": rpc, "json": as_json, "network": network or "mainnet", "omq": omq,
-               "server_key": server_key}
+               "server_key": server_key, "data_dir": data_dir, "login_file": login_file}
 
 
 @cli.command()
@@ -203,7 +219,7 @@ def watch(ctx: click.Context, count: int | None) -> None:
     client = _client(ctx)
     conn = http.client.HTTPConnection(client.host, client.port, timeout=WATCH_SILENCE)
     try:
-        conn.request("GET", "/events", headers={"Accept": "text/event-stream"})
+        conn.request("GET", "/events", headers={**client.headers, "Accept": "text/event-stream"})
         response = conn.getresponse()
         if response.status != 200:
             raise CliError(f"watch: the daemon answered {response.status}: "

@@ -27,6 +27,9 @@ import click
 
 from snode import __version__
 
+from snode.api.credentials import COMMAND_LINE_LOGIN, Login, client_login
+from snode.common.endpoints import ConfigError
+from snode.common.files import default_data_dir
 from snode.core.errors import SnodeError
 from snode.core.units import whole_number
 from snode.params import MAINNET, NETWORKS, NetworkParams
@@ -244,26 +247,45 @@ def _idle_seconds(ctx: click.Context, param: click.Parameter, value: str) -> int
 @click.option("--rpc-bind", metavar="HOST:PORT",
               help="Wallet RPC bind, loopback only [default: 127.0.0.1:<network's wallet RPC port>]; "
                    "implies --rpc-server.")
+@click.option("--rpc-login-file", metavar="FILE",
+              help="The wallet RPC's login user:pass in FILE [SNODE_RPC_LOGIN, else a new cookie in "
+                   "<wallet-file>.rpc-cookie].")
+@click.option("--rpc-login", hidden=True, help="Refused: a login on the command line is public.")
+@click.option("--disable-rpc-login", is_flag=True,
+              help="Serve the wallet RPC without a login: any process of any user of this machine may spend.")
+@click.option("--data-dir", metavar="PATH",
+              help="snoded's data dir, where it keeps its RPC cookie when its admin RPC is not on "
+                   "loopback [~/.snode, ~/.snode/<network>].")
+@click.option("--daemon-login-file", metavar="FILE", help="Send snoded the admin RPC login user:pass in FILE.")
 def cli(
     wallet_file: Path | None, daemon_address: str | None, testnet: bool, devnet: bool, regtest: bool,
     password_file: str | None, command_line: str | None, yes: bool, generate: bool,
     restore_seed_file: str | None, idle_timeout: int, rpc_server: bool, rpc_bind: str | None,
+    rpc_login_file: str | None, rpc_login: str | None, disable_rpc_login: bool, data_dir: str | None,
+    daemon_login_file: str | None,
 ) -> None:
     """The snode wallet: balances, transfers, service-node registration and staking."""
     params = _network(testnet, devnet, regtest)
-    daemon = DaemonClient(daemon_address or f"127.0.0.1:{params.rpc_port}")
+    daemon = DaemonClient(daemon_address or f"127.0.0.1:{params.rpc_port}",
+                          login=_daemon_login(params, data_dir, daemon_login_file))
     session = Session(wallet_file or default_wallet_file(params), params, daemon, password_file)
     serve = rpc_server or rpc_bind is not None
+    if rpc_login is not None:
+        raise OptionError(COMMAND_LINE_LOGIN)
+    if not serve and (rpc_login_file is not None or disable_rpc_login):
+        option = "--rpc-login-file" if rpc_login_file is not None else "--disable-rpc-login"
+        raise OptionError(f"{option}: it is about the wallet RPC: add --rpc-server (or --rpc-bind)")
     if serve:
-        from snode.wallet.rpc_server import check_bind
+        from snode.wallet.rpc_server import check_bind, rpc_access
 
         bind = check_bind(rpc_bind or f"127.0.0.1:{params.wallet_rpc_port}")
+        access = rpc_access(session.path, bind, rpc_login_file, disable_rpc_login, os.environ)
     interactive = sys.stdin.isatty() and command_line is None and not serve
     service = _start(session, generate, restore_seed_file, interactive)
     if serve:
         from snode.wallet.rpc_server import serve_forever
 
-        asyncio.run(serve_forever(service, bind))
+        asyncio.run(serve_forever(service, bind, access))
         return
     if command_line is not None:
         sys.exit(_one_shot(service, command_line, yes))
@@ -273,6 +295,17 @@ def cli(
         asyncio.run(run_repl(session, idle_timeout))
         return
     sys.exit(_plain_loop(service, sys.stdin))
+
+
+def _daemon_login(params: NetworkParams, data_dir: str | None, login_file: str | None) -> Login | None:
+    """What the wallet sends snoded: --daemon-login-file, else the cookie of a daemon whose admin
+    RPC is not on loopback, in --data-dir or this network's default data dir (none there: the
+    daemon is on loopback and needs nothing). SNODE_RPC_LOGIN is the wallet RPC's own login."""
+    directory = Path(data_dir).expanduser() if data_dir else default_data_dir(params.name)
+    try:
+        return client_login(login_file, {}, directory, option="--daemon-login-file")
+    except ConfigError as err:
+        raise OptionError(str(err)) from None
 
 
 def _one_shot(service: WalletService, line: str, yes: bool) -> int:
