@@ -140,6 +140,7 @@ class Network:
         auth_ip = loopback_ip(BLOCKS_NET, 1)
         (workdir / "authority").mkdir()
         (workdir / "authority" / "authority_key").write_text(authority.seed.hex() + "\n")
+        (workdir / "authority" / "authority_key").chmod(0o600)
         self.authority = Daemon(auth_ip, workdir / "authority", name="authority", network="devnet",
                                 extra=common, log=log)
         self.sns = [

@@ -3,6 +3,13 @@
 Hypothesis runs a modest number of examples by default so that `make test` stays fast on a
 2-core machine; set HYPOTHESIS_PROFILE=thorough for a longer hunt. Deadlines are off because a
 shared CI core makes single-example timings meaningless.
+
+Wallets made by the suite (by the tests and by every `snode-wallet` process they start, which
+inherit the environment) are written at Argon2id's lowest cost: SNODE_TEST_WALLET_KDF=min, which
+the wallet refuses outside regtest and devnet. Every wallet process derives its file key once,
+and the wallet test modules alone derive about 150 (counted: 149 over the five functional and
+five unit wallet modules): 0.6 s each at the real MODERATE cost, about 90 s of a 2-core machine. The
+tests of the real cost (test_wallet_keystore, test_wallet) unset the variable.
 """
 
 from __future__ import annotations
@@ -10,6 +17,8 @@ from __future__ import annotations
 import os
 
 from hypothesis import settings
+
+os.environ.setdefault("SNODE_TEST_WALLET_KDF", "min")
 
 settings.register_profile("default", max_examples=50, deadline=None)
 settings.register_profile("thorough", max_examples=1_000, deadline=None)

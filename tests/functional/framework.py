@@ -63,6 +63,13 @@ def next_loopback_ip() -> str:
     return f"127.{_WORKER_INDEX + 1}.{(n // 250) % 250}.{n % 250 + 1}"
 
 
+def wildcard_port() -> int:
+    """A port for a daemon of this run bound on 0.0.0.0 (every address, the loopback ones too):
+    below the ephemeral range and apart from the networks' ports, one per worker of each slot,
+    so that it never takes a port another run's daemons bind on their own 127.x address."""
+    return 29100 + _WORKER_INDEX
+
+
 JSONRPCException = RpcFailure
 """A JSON-RPC error answer (Bitcoin Core's name)."""
 

@@ -107,6 +107,7 @@ class SnNet:
         self.authority = nodes.add(network="devnet", extra_args=[f"--genesis={genesis}"], start=False)
         self.authority.data_dir.mkdir(parents=True)
         (self.authority.data_dir / "authority_key").write_text(authority.seed.hex() + "\n")
+        (self.authority.data_dir / "authority_key").chmod(0o600)
         self.authority.start()
         self.sns = [nodes.add(network="devnet", extra_args=[f"--genesis={genesis}", "--service-node"])
                     for _ in range(count)]

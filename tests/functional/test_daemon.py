@@ -223,6 +223,7 @@ def test_devnet_authority_produces_blocks(nodes, tmp_path):
     producer = nodes.add(network="devnet", extra_args=[f"--genesis={genesis}"], start=False)
     producer.data_dir.mkdir(parents=True)
     (producer.data_dir / "authority_key").write_text(authority.seed.hex() + "\n")
+    (producer.data_dir / "authority_key").chmod(0o600)
     producer.start()
     follower = nodes.add(network="devnet", extra_args=[f"--genesis={genesis}"])
     wait_until(lambda: producer.get_info()["height"] >= 2, timeout=15, what="two devnet blocks")

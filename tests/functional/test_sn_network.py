@@ -361,6 +361,7 @@ def test_a_second_daemon_with_the_same_key_refuses_to_go_on(nodes):
     key_file = first.data_dir / "key"
     assert key_file.exists(), sorted(p.name for p in first.data_dir.iterdir())
     (second.data_dir / "key").write_bytes(key_file.read_bytes())
+    (second.data_dir / "key").chmod(0o600)
     second.start()
     connect_nodes(second, hub)
     assert second.process is not None

@@ -7,8 +7,11 @@ command pasted unchanged registers a funded node with the right fee and height; 
 mined, `balance` and `stakes` show it as pending. Pool: operator 100,000 coins and a 5 % cut
 (Await), then `stake <pk> 60000` (pending until mined) and `stake <pk> 100%` fill it. Every
 refusal of the registration and stake commands prints one line naming what to fix, exits 1 and
-sends nothing (the mempool is unchanged). A wrong password, a damaged wallet file and an empty
-password for a new wallet give one line, exit 1, and leave the file as it was (or make none).
+sends nothing (the mempool is unchanged). A wrong password, a damaged wallet file, a wallet file
+other users may read and an empty or short password for a new wallet give one line, exit 1, and
+leave the file as it was (or make none). A wallet file written before the MODERATE key
+derivation (tests/fixtures) opens and is rewritten at MODERATE cost; the test suite's cheap cost
+(SNODE_TEST_WALLET_KDF) is refused on mainnet.
 
 The wallet runs as a child process through `wallet_helpers.Wallet` against a regtest service
 node (`sn`); the wallet-file tests need no daemon.
@@ -17,6 +20,8 @@ node (`sn`); the wallet-file tests need no daemon.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
 from pathlib import Path
 
@@ -35,6 +40,7 @@ PREFIX = REGTEST.address_prefix
 UNLOCK = REGTEST.unlock_confirmations
 YES_HINT = "Add --yes to confirm it without a question (standard input is not a terminal)."
 """What --command adds after `Transaction cancelled.` when no Yes came from a non-terminal."""
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 log = narrator(__name__)
 
@@ -292,7 +298,7 @@ def test_help_and_daemon_address_agree(tmp_path):
     shown = run_wallet(["--help"])
     assert shown.rc == 0 and "--daemon-address, --rpc HOST:PORT" in shown.out and "Usage: snode-wallet" in shown.out
     password = tmp_path / "pw"
-    password.write_text("x\n")
+    password.write_text("password x\n")
     wallet = ["--regtest", "--wallet-file", str(tmp_path / "w"), "--password-file", str(password)]
     assert run_wallet([*wallet, "--generate", "--command", "address"]).rc == 0
     port = _closed_port()
@@ -319,7 +325,7 @@ def wallet_file(tmp_path) -> tuple[Path, Path]:
     """A new wallet file (private, with 24 seed words) and its password file."""
     log.info("Generate a wallet file")
     password = tmp_path / "pw"
-    password.write_text("right\n")
+    password.write_text("right password\n")
     path = tmp_path / "w.wallet"
     made = run_wallet(["--regtest", "--wallet-file", str(path), "--password-file", str(password),
                        "--generate", "--command", "address"])
@@ -334,7 +340,7 @@ def test_wrong_password_is_one_line_and_leaves_the_file(tmp_path, wallet_file):
     path, _ = wallet_file
     before = path.read_bytes()
     wrong = tmp_path / "wrong"
-    wrong.write_text("wrong\n")
+    wrong.write_text("wrong password\n")
     log.info("Open it with a wrong password: one line, the file unchanged")
     result = _open(path, wrong)
     assert (result.rc, result.out) == (1, "")
@@ -381,7 +387,7 @@ def test_missing_file_existing_file_and_wrong_network(tmp_path, wallet_file):
 
 def test_restore_from_bad_seed_file(tmp_path):
     password = tmp_path / "pw"
-    password.write_text("x\n")
+    password.write_text("password x\n")
     seed = tmp_path / "seed"
     seed.write_text(" ".join(REGTEST_FAUCET_WORDS.split()[:23]) + "\n")
     log.info("Restore from a seed file of 23 words: refused, no wallet made")
@@ -391,23 +397,31 @@ def test_restore_from_bad_seed_file(tmp_path):
     assert not (tmp_path / "w").exists()
 
 
-@pytest.mark.parametrize("contents", ["\n", ""])
-def test_a_new_wallet_refuses_an_empty_password_file(tmp_path, contents):
+EMPTY = "an empty password is not allowed for a new wallet"
+SHORT = "a wallet password needs at least 8 characters, this one has 7"
+
+
+@pytest.mark.parametrize(("contents", "from_file", "piped"), [
+    ("\n", f" is empty: {EMPTY}; write the password on its first line", f"{EMPTY}: give a password"),
+    ("", f" is empty: {EMPTY}; write the password on its first line", f"{EMPTY}: give a password"),
+    ("seven c\n", f": {SHORT}", f"{SHORT}: give a longer password"),
+])
+def test_a_new_wallet_refuses_an_empty_or_short_password(tmp_path, contents, from_file, piped):
     password = tmp_path / "pw"
     password.write_text(contents)
     path = tmp_path / "w.wallet"
-    log.info("Generate a wallet with an empty password file: refused, no file made")
-    result = run_wallet(["--regtest", "--wallet-file", str(path), "--password-file", str(password),
-                         "--generate", "--command", "address"])
-    assert (result.rc, result.out) == (1, "")
-    assert result.err.strip() == (f"Error: password file {password} is empty: an empty password is "
-                                  "not allowed for a new wallet; write the password on its first line")
+    log.info("Generate a wallet with the password file %r: refused, no file made", contents)
+    made = ["--regtest", "--wallet-file", str(path), "--generate", "--command", "address"]
+    result = run_wallet([*made, "--password-file", str(password)])
+    assert (result.rc, result.out, result.err.strip()) == (1, "", f"Error: password file {password}{from_file}")
     assert not path.exists()
-    log.info("Generate with an empty password piped to stdin: refused, no file made")
-    piped = run_wallet(["--regtest", "--wallet-file", str(path), "--generate", "--command", "address"],
-                       stdin="\n")
-    assert piped.rc == 1 and "an empty password is not allowed for a new wallet" in piped.err
+    log.info("The same password piped to stdin: refused, no file made")
+    typed = run_wallet(made, stdin=contents or "\n")
+    assert (typed.rc, typed.err.strip()) == (1, f"Error: {piped}")
     assert not path.exists()
+    log.info("Eight characters make the wallet")
+    password.write_text("eight ch\n")
+    assert run_wallet([*made, "--password-file", str(password)]).rc == 0 and path.exists()
 
 
 def test_a_wallet_file_of_another_version_is_one_line_and_left_alone(wallet_file):
@@ -430,7 +444,7 @@ def test_a_wallet_file_of_another_version_is_one_line_and_left_alone(wallet_file
 ])
 def test_bad_seed_files_are_one_line_and_make_nothing(tmp_path, seed, reason):
     password = tmp_path / "pw"
-    password.write_text("x\n")
+    password.write_text("password x\n")
     seed_file = tmp_path / "seed"
     if seed is not None:
         seed_file.write_bytes(seed)
@@ -439,3 +453,51 @@ def test_bad_seed_files_are_one_line_and_make_nothing(tmp_path, seed, reason):
                          str(password), "--restore-seed-file", str(seed_file), "--command", "address"])
     assert result.rc == 1 and reason in result.err and len(result.err.strip().splitlines()) == 1, result.err
     assert not (tmp_path / "w").exists()
+
+
+def test_a_wallet_file_from_before_moderate_cost_opens_and_is_re_encrypted(tmp_path):
+    path = tmp_path / "old.wallet"
+    shutil.copyfile(FIXTURES / "wallet-v1-interactive.json", path)
+    path.chmod(0o600)
+    password = tmp_path / "pw"
+    password.write_text("fixture-password\n")
+    real_cost = {k: v for k, v in os.environ.items() if k != "SNODE_TEST_WALLET_KDF"}
+    log.info("Open the kept version-1 wallet file (INTERACTIVE cost) with today's wallet: its address")
+    opened = run_wallet(["--regtest", "--wallet-file", str(path), "--password-file", str(password),
+                         "--command", "address"], env=real_cost)
+    assert (opened.rc, opened.lines, opened.err) == (
+        0, ["snr157fy32cg88clz6e4xv72twyv6tfy8sss52nj0gppgevr37nwgp0d4hm4n5"], ""), opened
+    log.info("The file is now at MODERATE cost (3 passes, 256 MiB), still private, and opens again")
+    kdf = json.loads(path.read_text())["kdf"]
+    assert_equal((kdf["opslimit"], kdf["memlimit"]), (3, 256 * 1024 * 1024))
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    again = run_wallet(["--regtest", "--wallet-file", str(path), "--password-file", str(password),
+                        "--command", "address"])
+    assert_equal(again.lines, opened.lines)
+
+
+def test_a_wallet_file_other_users_can_read_is_refused_naming_the_chmod(wallet_file):
+    path, password = wallet_file
+    before = path.read_bytes()
+    path.chmod(0o644)
+    log.info("Open a wallet file of mode 0644: one line naming the file and the chmod, the file untouched")
+    result = _open(path, password)
+    assert (result.rc, result.out) == (1, "")
+    assert result.err.strip() == (f"Error: wallet file {path} is open to other users of this machine "
+                                  f"(mode 0644): run chmod 600 {path}")
+    assert path.read_bytes() == before and oct(path.stat().st_mode & 0o777) == "0o644"
+    path.chmod(0o600)
+    assert _open(path, password).rc == 0
+
+
+def test_the_test_suites_cheap_key_derivation_is_refused_on_mainnet(tmp_path):
+    password = tmp_path / "pw"
+    password.write_text("long enough\n")
+    path = tmp_path / "w"
+    log.info("SNODE_TEST_WALLET_KDF=min with a mainnet wallet: refused in one line, no file made")
+    result = run_wallet(["--wallet-file", str(path), "--password-file", str(password), "--generate",
+                         "--command", "address"], env={**os.environ, "SNODE_TEST_WALLET_KDF": "min"})
+    assert (result.rc, result.out) == (1, "")
+    assert result.err.strip() == ("Error: SNODE_TEST_WALLET_KDF is for the test suite, and refused on "
+                                  "mainnet: unset it")
+    assert not path.exists()

@@ -2,9 +2,9 @@
 registration's (Yes/No) question (asked once, also for `--command` on a terminal: an answer that
 is neither cancels, as No does, and sends nothing; Yes sends and prints the id), unknown commands echoed as
 typed, command completion, help, the idle lock that asks for the password again, a mistyped
-password at start-up asked again (three tries), no empty password for a new wallet, and the
-wallet JSON-RPC server (loopback only) with its get_address, get_balance, transfer and stake
-methods.
+password at start-up asked again (three tries), no empty or short password for a new wallet, and the
+wallet JSON-RPC server (loopback only, asking for the login in its cookie file) with its
+get_address, get_balance, transfer and stake methods.
 
 A terminal wallet is a pexpect child reading and writing a pty; each `expect` waits for the text
 an operator would see, with timeouts scaled like every other wait of the suite.
@@ -12,19 +12,18 @@ an operator would see, with timeouts scaled like every other wait of the suite.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
+import re
+import stat
 import sys
-import urllib.request
 
 import pexpect
 
+from snode.api.credentials import Login
 from snode.params import COIN, REGTEST
-from tests.functional.framework import assert_equal, narrator, next_loopback_ip, scaled, wait_until
+from tests.functional.framework import assert_equal, narrator, next_loopback_ip, scaled
 from tests.functional.sn_helpers import POOL_MIN, SOLO, record
-from tests.functional.wallet_helpers import Wallet, funded, mine, registration_cmd, run_wallet
+from tests.functional.wallet_helpers import Wallet, WalletServer, funded, mine, registration_cmd, run_wallet
 
 PROMPT = r"\[wallet snr1"
 
@@ -176,19 +175,19 @@ def test_a_mistyped_password_at_start_is_asked_again(nodes, tmp_path):
 def test_a_new_wallet_on_a_terminal_refuses_an_empty_password(nodes, tmp_path):
     node = nodes.add(start=False)
     path = tmp_path / "new.wallet"
-    log.info("--generate: an empty password and two differing ones are asked again, then given up")
+    log.info("--generate: an empty password, a short one and two differing ones are asked again, then given up")
     child = start(node, path, "--generate")
     child.expect("Wallet password: ")
     child.sendline("")
     child.expect("Error: an empty password is not allowed for a new wallet: try again.")
     child.expect("Wallet password: ")
-    child.sendline("one")
-    child.expect("Repeat the password: ")
-    child.sendline("other")
-    child.expect("Error: the two passwords differ: try again.")
+    child.sendline("pw")
+    child.expect("Error: a wallet password needs at least 8 characters, this one has 2: try again.")
     child.expect("Wallet password: ")
-    child.sendline("")
-    child.expect("Error: an empty password is not allowed for a new wallet: run the command again")
+    child.sendline("one password")
+    child.expect("Repeat the password: ")
+    child.sendline("other password")
+    child.expect("Error: the two passwords differ: run the command again")
     child.expect(pexpect.EOF)
     child.close()
     assert_equal(child.exitstatus, 1)
@@ -205,26 +204,18 @@ def test_a_new_wallet_on_a_terminal_refuses_an_empty_password(nodes, tmp_path):
     child.sendline("")
     child.expect("Error: an empty password is not allowed")
     child.expect("Wallet password: ")
-    child.sendline("sesame")
+    child.sendline("open sesame")
     child.expect("Repeat the password: ")
-    child.sendline("sesame")
+    child.sendline("open sesame")
     child.expect(r"Generated new wallet snr1\S+")
     child.expect(PROMPT)
     close(child)
     log.info("Open the new wallet with its password")
     child = start(node, path)
     child.expect("Wallet password: ")
-    child.sendline("sesame")
+    child.sendline("open sesame")
     child.expect(PROMPT)
     close(child)
-
-
-def _rpc(url: str, method: str, **params) -> dict:
-    """One JSON-RPC call to the wallet's server; its whole reply."""
-    body = json.dumps({"jsonrpc": "2.0", "id": "1", "method": method, "params": params}).encode()
-    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=scaled(30)) as response:
-        return json.loads(response.read())
 
 
 def test_wallet_rpc_server(sn, tmp_path):
@@ -237,56 +228,54 @@ def test_wallet_rpc_server(sn, tmp_path):
 
     ip = next_loopback_ip()
     url = f"http://{ip}:{REGTEST.wallet_rpc_port}/json_rpc"
-    log.info("Start the wallet's RPC server on a loopback address")
+    log.info("Start the wallet's RPC server on a loopback address: its login is in a new cookie file")
     server_log = tmp_path / "wallet-rpc.log"
-    with open(server_log, "wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "snode.wallet", *operator.args(),
-                                   "--rpc-bind", f"{ip}:{REGTEST.wallet_rpc_port}"],
-                                  stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    server = WalletServer(operator, ip, server_log)
     try:
-        def up():
-            try:
-                return _rpc(url, "get_address")
-            except OSError:
-                assert server.poll() is None, server_log.read_text()
-                return None
-        assert_equal(wait_until(up, what="wallet RPC")["result"], {"address": operator.address})
+        assert_equal(stat.S_IMODE(server.cookie.stat().st_mode), 0o600)
+        assert re.fullmatch(r"__cookie__:[0-9a-f]{64}\n", server.cookie.read_text()), server.cookie.read_text()
+        log.info("Without the login, or with a wrong one: 401, a challenge and one line naming the cookie file")
+        body = {"jsonrpc": "2.0", "id": 1, "method": "transfer",
+                "params": {"address": staker.address, "amount": COIN}}
+        wrong = Login("__cookie__", "0" * 64).header()
+        for headers in (None, {"Authorization": wrong}, {"Authorization": "Bearer x"}):
+            status, answer_headers, text = server.post(body, headers, login=headers is not None)
+            assert_equal((status, answer_headers["WWW-Authenticate"], text), (
+                401, 'Basic realm="snode-wallet"',
+                f"Unauthorized: send the login in {server.cookie} (user:password) as HTTP Basic auth\n"))
+        assert_equal(sn.get_mempool()["transactions"], [], "mempool after the refused transfers")
         log.info("get_balance; register_service_node, then again with the coins spent: refused")
-        balance = _rpc(url, "get_balance")["result"]
+        balance = server.call("get_balance")["result"]
         assert_equal((balance["balance"], balance["unlocked_balance"]), (130_010 * COIN, 130_010 * COIN))
         line = registration_cmd(sn, operator.address, POOL_MIN, cut="5")
-        sent = _rpc(url, "register_service_node", registration_cmd=line)["result"]
+        sent = server.call("register_service_node", registration_cmd=line)["result"]
         assert len(sent["txid"]) == 64 and sent["fee"] > 0
-        again = _rpc(url, "register_service_node", registration_cmd=line)
+        again = server.call("register_service_node", registration_cmd=line)
         assert again["error"]["code"] == -1 and "is not enough" in again["error"]["message"]
         assert "more coins in unconfirmed transactions unlock" in again["error"]["message"]
-        waiting = _rpc(url, "get_balance")["result"]
+        waiting = server.call("get_balance")["result"]
         assert_equal((waiting["pending_staked"], waiting["staked"]), (POOL_MIN, 0))
         mine(sn, 11)
         log.info("transfer without an amount and an unknown method: JSON-RPC errors; then a transfer")
-        bad = _rpc(url, "transfer", address=staker.address)
+        bad = server.call("transfer", address=staker.address)
         assert bad["error"]["code"] == -32602 and "'amount'" in bad["error"]["message"]
-        unknown = _rpc(url, "sweep_all")
+        unknown = server.call("sweep_all")
         assert unknown["error"]["code"] == -32601
-        paid = _rpc(url, "transfer", address=staker.address, amount=3 * COIN)["result"]
+        paid = server.call("transfer", address=staker.address, amount=3 * COIN)["result"]
         assert len(paid["txid"]) == 64
         mine(sn, 11)
         log.info("stake 5 %: below the minimum; stake 10 %: 10,000 coins, staked once mined")
-        low = _rpc(url, "stake", service_node_pubkey=pubkey, percent=5)
+        low = server.call("stake", service_node_pubkey=pubkey, percent=5)
         assert "below the minimum contribution of 10000 coins" in low["error"]["message"]
-        staked = _rpc(url, "stake", service_node_pubkey=pubkey, percent=10)["result"]
+        staked = server.call("stake", service_node_pubkey=pubkey, percent=10)["result"]
         assert_equal(staked["amount"], 10_000 * COIN)
         mine(sn)
-        after = _rpc(url, "get_balance")["result"]
+        after = server.call("get_balance")["result"]
         assert_equal((after["staked"], after["pending_staked"]), (POOL_MIN + 10_000 * COIN, 0))
     finally:
-        log.info("SIGTERM stops the server with status 0")
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=scaled(20))
-        except subprocess.TimeoutExpired:
-            server.kill()  # never leave it running; the status check below then fails
-            server.wait()
-    assert_equal(server.returncode, 0)
-    assert f"listening on http://{ip}:{REGTEST.wallet_rpc_port}/json_rpc" in server_log.read_text()
+        log.info("SIGTERM stops the server with status 0 and removes the cookie file")
+        code = server.stop()
+    assert_equal(code, 0)
+    assert not server.cookie.exists()
+    assert f"listening on {url}; login in {server.cookie}" in server_log.read_text()
     assert_equal(record(sn, pubkey)["total_contributed"], POOL_MIN + 10_000 * COIN)

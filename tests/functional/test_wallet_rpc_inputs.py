@@ -8,71 +8,17 @@ prints no traceback and keeps serving: a good transfer afterwards is sent.
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from snode.params import COIN, REGTEST
+from snode.params import COIN
 from snode.wallet import openrpc as wallet_openrpc
-from tests.functional.framework import assert_equal, narrator, next_loopback_ip, scaled, wait_until
-from tests.functional.wallet_helpers import Wallet, funded, mine
+from tests.functional.framework import assert_equal, narrator, next_loopback_ip
+from tests.functional.wallet_helpers import WalletServer, funded, mine
 
 log = narrator(__name__)
-
-
-def _post(url: str, body: dict[str, Any], host: str | None = None) -> tuple[int, str]:
-    """One POST to the wallet's server: (HTTP status, body text)."""
-    headers = {"Content-Type": "application/json", **({"Host": host} if host else {})}
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=scaled(30)) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
-
-
-def _call(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    status, text = _post(url, {"jsonrpc": "2.0", "id": "1", "method": method, "params": params})
-    assert status == 200, text
-    reply: dict[str, Any] = json.loads(text)
-    return reply
-
-
-def _serve(wallet: Wallet, ip: str, log_path: Path) -> subprocess.Popen[bytes]:
-    """The wallet's RPC server on ip, answering get_address."""
-    url = f"http://{ip}:{REGTEST.wallet_rpc_port}/json_rpc"
-    with open(log_path, "wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "snode.wallet", *wallet.args(),
-                                   "--rpc-bind", f"{ip}:{REGTEST.wallet_rpc_port}"],
-                                  stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-
-    def up() -> dict[str, Any] | None:
-        try:
-            return _call(url, "get_address", {})
-        except OSError:
-            assert server.poll() is None, log_path.read_text()
-            return None
-    try:
-        assert_equal(wait_until(up, what="wallet RPC")["result"], {"address": wallet.address})
-    except BaseException:
-        _stop(server)
-        raise
-    return server
-
-
-def _stop(server: subprocess.Popen[bytes]) -> None:
-    server.send_signal(signal.SIGTERM)
-    try:
-        server.wait(timeout=scaled(20))
-    except subprocess.TimeoutExpired:
-        server.kill()  # never leave it running; the caller's status check then fails
-        server.wait()
 
 
 def test_wallet_rpc_refuses_bad_params_and_foreign_hosts(sn: Any, tmp_path: Path) -> None:
@@ -80,22 +26,21 @@ def test_wallet_rpc_refuses_bad_params_and_foreign_hosts(sn: Any, tmp_path: Path
     payer, payee = wallets["payer"], wallets["payee"]
     pubkey = sn.get_service_node_key()["service_node_pubkey"]
     ip = next_loopback_ip()
-    url = f"http://{ip}:{REGTEST.wallet_rpc_port}/json_rpc"
     server_log = tmp_path / "wallet-rpc.log"
     log.info("Start the payer's wallet RPC server")
-    server = _serve(payer, ip, server_log)
+    server = WalletServer(payer, ip, server_log)
     try:
         log.info("transfer of 2**64 atomic units, of true, of \"5\", of 1.5: -32602 naming amount")
         for amount, rule in [(2**64, "must be at most 9223372036854775807"),
                              (True, "must be an integer, not true/false"),
                              ("5", "must be an integer, not a string"), (1.5, "must be an integer, not a number"),
                              (0, "must be at least 1")]:
-            error = _call(url, "transfer", {"address": payee.address, "amount": amount})["error"]
+            error = server.call("transfer", address=payee.address, amount=amount)["error"]
             assert_equal(error, {"code": -32602, "message": f"Invalid params: amount: {rule}"})
         log.info("Unknown parameters: refused naming them, as the daemon's admin RPC refuses them")
-        error = _call(url, "transfer", {"address": payee.address, "amount": COIN, "bogus": True})["error"]
+        error = server.call("transfer", address=payee.address, amount=COIN, bogus=True)["error"]
         assert_equal(error["message"], "Invalid params: unknown parameter 'bogus' (this method takes: address, amount)")
-        error = _call(url, "get_balance", {"bogus": True})["error"]
+        error = server.call("get_balance", bogus=True)["error"]
         assert_equal(error["message"], "Invalid params: unknown parameter 'bogus' (this method takes none)")
         log.info("stake: a huge percent, both amount and percent, a short key: -32602 naming the rule")
         for params, message in [
@@ -104,21 +49,22 @@ def test_wallet_rpc_refuses_bad_params_and_foreign_hosts(sn: Any, tmp_path: Path
              "give exactly one of amount (atomic units) and percent"),
             ({"service_node_pubkey": pubkey[:10], "percent": 5}, "service_node_pubkey: must be 64 hex characters"),
         ]:
-            error = _call(url, "stake", params)["error"]
+            error = server.call("stake", **params)["error"]
             assert_equal(error, {"code": -32602, "message": f"Invalid params: {message}"})
         log.info("A foreign Host header: 403 that names no option (snode-wallet has no --rpc-allow-host)")
-        status, text = _post(url, {"jsonrpc": "2.0", "id": 1, "method": "get_address"}, host="evil.example:9234")
+        status, _, text = server.post({"jsonrpc": "2.0", "id": 1, "method": "get_address"},
+                                      {"Host": "evil.example:9234"})
         assert_equal((status, text), (403, f"Forbidden: Host 'evil.example:9234' is not this server's address; "
                                            f"call it by {ip}\n"))
         assert_equal(sn.get_mempool()["transactions"], [], "mempool after the refusals")
         log.info("The server still serves: a transfer of 2 coins is sent and arrives")
-        sent = _call(url, "transfer", {"address": payee.address, "amount": 2 * COIN})["result"]
+        sent = server.call("transfer", address=payee.address, amount=2 * COIN)["result"]
         assert len(sent["txid"]) == 64
         mine(sn)
         assert_equal(payee.balances()["balance"], 3 * COIN)
     finally:
-        _stop(server)
-    assert_equal(server.returncode, 0)
+        code = server.stop()
+    assert_equal(code, 0)
     printed = server_log.read_text()
     assert "Traceback" not in printed and "Error" not in printed, printed
 
@@ -129,20 +75,18 @@ def _fields(record: type) -> set[str]:
 
 def test_wallet_rpc_discover_answers_its_document_and_the_answers_are_as_documented(sn: Any, tmp_path: Path) -> None:
     wallets = funded(sn, tmp_path, {"payer": 10 * COIN, "payee": 1 * COIN})
-    ip = next_loopback_ip()
-    url = f"http://{ip}:{REGTEST.wallet_rpc_port}/json_rpc"
-    server = _serve(wallets["payer"], ip, tmp_path / "wallet-rpc.log")
+    server = WalletServer(wallets["payer"], next_loopback_ip(), tmp_path / "wallet-rpc.log")
     try:
         log.info("rpc.discover answers docs/wallet-openrpc.json's document")
-        assert_equal(_call(url, "rpc.discover", {})["result"], json.loads(json.dumps(wallet_openrpc.document())))
+        assert_equal(server.call("rpc.discover")["result"], json.loads(json.dumps(wallet_openrpc.document())))
         log.info("What get_address, get_balance and transfer answer is their documented result record")
         for method, params, record in [
             ("get_address", {}, wallet_openrpc.AddressResult), ("get_balance", {}, wallet_openrpc.BalanceResult),
             ("transfer", {"address": wallets["payee"].address, "amount": COIN}, wallet_openrpc.SendResult),
         ]:
-            result = _call(url, method, params)["result"]
+            result = server.call(method, **params)["result"]
             assert_equal(set(result), _fields(record), method)
             msgspec.convert(result, record)
     finally:
-        _stop(server)
-    assert_equal(server.returncode, 0)
+        code = server.stop()
+    assert_equal(code, 0)

@@ -7,16 +7,21 @@ run is checked for a stack trace, since nothing a user types may produce one.
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from snode.api.credentials import Login, read_cookie
 from snode.core.address import decode_address
 from snode.core.units import parse_coins
 from snode.params import REGTEST
-from tests.functional.framework import assert_equal, fund, scaled
+from tests.functional.framework import assert_equal, fund, scaled, wait_until
 from tests.functional.sn_helpers import SOLO
 
 
@@ -41,11 +46,13 @@ class Run:
         return printed.split()[-1]
 
 
-def run_wallet(args: list[str], stdin: str | None = None, timeout: float = 60) -> Run:
-    """Run `snode-wallet args...` to completion with stdin (closed when None); no traceback."""
+def run_wallet(args: list[str], stdin: str | None = None, timeout: float = 60,
+               env: dict[str, str] | None = None) -> Run:
+    """Run `snode-wallet args...` to completion with stdin (closed when None) and `env` (None:
+    this process's environment); no traceback."""
     done = subprocess.run(
         [sys.executable, "-m", "snode.wallet", *args], input=stdin if stdin is not None else "",
-        capture_output=True, text=True, timeout=scaled(timeout),
+        capture_output=True, text=True, timeout=scaled(timeout), env=env,
     )
     assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     return Run(done.returncode, done.stdout, done.stderr)
@@ -121,3 +128,64 @@ def funded(sn: Any, tmp_path: Path, payments: dict[str, int]) -> dict[str, Walle
     fund(sn, {wallets[n].public: amount for n, amount in payments.items()})
     mine(sn, REGTEST.unlock_confirmations + 1)
     return wallets
+
+
+class WalletServer:
+    """A real `snode-wallet --rpc-bind ip:<regtest wallet RPC port>` process serving `wallet`,
+    and calls to it that send the login in its cookie file (`<wallet file>.rpc-cookie`).
+
+    Started when made: it has answered get_address with the wallet's address. `stop()` sends
+    SIGTERM (SIGKILL when it does not stop in time) and returns the exit status."""
+
+    def __init__(self, wallet: Wallet, ip: str, log_path: Path, extra: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None, login: Login | None = None) -> None:
+        self.url = f"http://{ip}:{REGTEST.wallet_rpc_port}/json_rpc"
+        self.cookie = wallet.path.with_name(wallet.path.name + ".rpc-cookie")
+        self.log_path = log_path
+        with open(log_path, "wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "snode.wallet", *wallet.args(), "--rpc-bind",
+                 f"{ip}:{REGTEST.wallet_rpc_port}", *extra],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
+        self.headers = {"Authorization": login.header()} if login is not None else {}
+
+        def up() -> dict[str, Any] | None:
+            assert self.process.poll() is None, log_path.read_text()
+            if "listening on" not in log_path.read_text():
+                return None
+            if login is None and self.cookie.exists():
+                self.headers = {"Authorization": read_cookie(self.cookie).header()}
+            return self.call("get_address")
+        try:
+            assert_equal(wait_until(up, what="wallet RPC")["result"], {"address": wallet.address})
+        except BaseException:
+            self.stop()
+            raise
+
+    def post(self, body: Any, headers: dict[str, str] | None = None, *,
+             login: bool = True) -> tuple[int, dict[str, str], str]:
+        """One POST of `body` (JSON) with the login (unless not `login`) and `headers`: (HTTP
+        status, headers, text)."""
+        sent = {"Content-Type": "application/json", **(self.headers if login else {}), **(headers or {})}
+        request = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=sent)
+        try:
+            with urllib.request.urlopen(request, timeout=scaled(30)) as response:
+                return response.status, dict(response.headers), response.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, dict(err.headers), err.read().decode()
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        """One JSON-RPC call with the login; the whole reply (HTTP 200 asserted)."""
+        status, _, text = self.post({"jsonrpc": "2.0", "id": "1", "method": method, "params": params})
+        assert status == 200, text
+        reply: dict[str, Any] = json.loads(text)
+        return reply
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=scaled(20))
+        except subprocess.TimeoutExpired:
+            self.process.kill()  # never leave it running; the caller's status check then fails
+            self.process.wait()
+        return self.process.returncode

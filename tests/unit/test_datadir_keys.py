@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from snode.app.config import ConfigError
-from snode.app.datadir import KEY_FILE, KEY_PUB_FILE, DataDir, _create_file
+from snode.app.datadir import AUTHORITY_KEY_FILE, KEY_FILE, KEY_PUB_FILE, DataDir, _create_file
 from snode.core.crypto import SigningKey
 from snode.devchain import key_from_label
 from tests.unit.conftest import LabChain
@@ -31,6 +31,7 @@ def datadir(tmp_path: Path) -> DataDir:
 def _write_key(datadir: DataDir, key: SigningKey) -> None:
     """A key file as an older snode (or an operator's restore) left it: no `key.pub` beside it."""
     (datadir.path / KEY_FILE).write_text(key.seed.hex() + "\n")
+    (datadir.path / KEY_FILE).chmod(0o600)
 
 
 def test_the_first_start_makes_a_private_key_and_remembers_its_public_key(datadir: DataDir) -> None:
@@ -140,6 +141,7 @@ def test_with_the_key_file_present_a_wrong_or_damaged_record_is_replaced(
 def test_a_damaged_key_file_is_refused_and_left_as_it_is(datadir: DataDir) -> None:
     key_file = datadir.path / KEY_FILE
     key_file.write_text("12345\n")
+    key_file.chmod(0o600)
     with pytest.raises(ConfigError, match="is damaged .*restore it from your backup"):
         datadir.service_node_key()
     assert key_file.read_text() == "12345\n"
@@ -162,3 +164,21 @@ def test_a_new_file_never_replaces_an_existing_one(tmp_path: Path, monkeypatch: 
     assert _create_file(other, b"made\n", 0o600)
     assert other.read_bytes() == b"made\n" and stat.S_IMODE(other.stat().st_mode) == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == [KEY_FILE, "other"], "no temporary left"
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o602])
+@pytest.mark.parametrize("name,what", [(KEY_FILE, "service-node key file"), (AUTHORITY_KEY_FILE, "authority key file")])
+def test_a_key_file_open_to_other_users_is_refused_naming_the_chmod(
+    datadir: DataDir, mode: int, name: str, what: str,
+) -> None:
+    key_file = datadir.path / name
+    key_file.write_text(key_from_label("kept private").seed.hex() + "\n")
+    key_file.chmod(mode)
+    read = datadir.service_node_key if name == KEY_FILE else datadir.authority_key
+    with pytest.raises(ConfigError) as refused:
+        read()
+    assert str(refused.value) == (f"--data-dir: {what} {key_file} is open to other users of this machine "
+                                  f"(mode {mode:04o}): run chmod 600 {key_file}")
+    assert stat.S_IMODE(key_file.stat().st_mode) == mode, "the refusal changes nothing"
+    key_file.chmod(0o400)
+    assert read() is not None, "a read-only key of the owner's own is fine"

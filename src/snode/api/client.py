@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from snode.api import errors as E
+from snode.api.credentials import Login
 from snode.common.endpoints import http_endpoint
 
 T = TypeVar("T")
@@ -41,13 +42,18 @@ class RpcClient:
 
     `url` is `http://<host>:<port>` or `<host>:<port>`; a ConfigError says what is wrong with it
     (commands parse their option with `parse_http_url` first, so the error names the option).
+    `login`: sent as HTTP Basic auth with every request (snode.api.credentials).
     """
 
-    def __init__(self, url: str, timeout: float = 30) -> None:
+    def __init__(self, url: str, timeout: float = 30, login: Login | None = None) -> None:
         endpoint = http_endpoint("RPC address", url)
         self.host, self.port = endpoint.host, endpoint.port
         self.url = f"http://{endpoint}"
         self.timeout = timeout
+        self.headers = {"Content-Type": "application/json"}
+        """What every request sends (the login's Authorization among them)."""
+        if login is not None:
+            self.headers["Authorization"] = login.header()
         self._conn: http.client.HTTPConnection | None = None
         self._ids = itertools.count(1)
 
@@ -55,8 +61,7 @@ class RpcClient:
             headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
         """One HTTP request: (status, lower-cased headers, body). Retries once on a stale
         keep-alive connection."""
-        hdrs = {"Content-Type": "application/json"}
-        hdrs.update(headers or {})
+        hdrs = {**self.headers, **(headers or {})}
         for attempt in (0, 1):
             if self._conn is None:
                 self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)

@@ -3,8 +3,14 @@
 Bound to loopback by default. Refused before any method runs: methods other than POST (405),
 a Content-Type other than application/json (415), bodies over 1 MiB (413), a Host header that
 is not the bind address, a loopback name or an allowed host (403, DNS rebinding) and any request
-with a browser Origin header (403, cross-site request forgery). JSON-RPC errors go back with
+with a browser Origin header (403, cross-site request forgery), and, where the server asks for
+credentials (snode.api.credentials), a request without them (401). JSON-RPC errors go back with
 HTTP 200; nothing a client sends produces an HTTP 500.
+
+The probes (/healthz, /readyz) ask for no credential: an orchestrator's liveness and readiness
+checks (the container's HEALTHCHECK calls /readyz) hold none, and all they tell is whether the
+daemon serves and is ready, with its height, which any P2P peer learns too; they change nothing.
+Every path that reveals more (/json_rpc, /metrics, /events, the page) or changes anything asks.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from aiohttp import web
 
 from snode.core.errors import SnodeError
 from snode.api import errors as E
+from snode.api.credentials import BasicAuth
 from snode.api.errors import RpcError
 from snode.api.openrpc import DISCOVER
 from snode.api.sse import EventSource, EventStreams
@@ -113,12 +120,15 @@ class JsonRpcHandler:
     def __init__(self, methods: Methods, bind_host: str, allowed_hosts: tuple[str, ...],
                  allow_flag: str | None = "--rpc-allow-host", log_name: str = "the daemon log",
                  observe: Callable[[str, float], None] | None = None,
-                 discover: Callable[[], dict[str, Any]] | None = None) -> None:
+                 discover: Callable[[], dict[str, Any]] | None = None,
+                 auth: BasicAuth | None = None) -> None:
         self.methods = methods
         self.discover = discover
         """The server's OpenRPC document, answered to `rpc.discover`."""
         self.observe = observe
         """Told each call's method and the seconds it took to answer (the latency metrics)."""
+        self.auth = auth
+        """The credentials every call needs (None: none, the admin RPC on loopback)."""
         self.log_name = log_name
         """Where an internal error's details are (named in its -32603 answer)."""
         self.bind_host = bind_host
@@ -135,6 +145,8 @@ class JsonRpcHandler:
                 return refused
             if len(self._accepted) < ACCEPTED_HOSTS:
                 self._accepted.add(host)
+        if self.auth is not None and not self.auth.allows(headers.get("Authorization")):
+            return self.auth.refusal()
         # The usual header is compared as it is: aiohttp's parse of it costs a fifth of a get_info.
         if headers.get("Content-Type") != "application/json" and request.content_type != "application/json":
             return _plain(415, "Unsupported Media Type: send the header 'Content-Type: application/json'")
@@ -221,7 +233,7 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
              unmet: Callable[[], dict[str, Any]] | None = None,
              events: EventSource | None = None,
              page: Callable[[str, Mapping[str, str]], Awaitable[tuple[int, str]]] | None = None,
-             page_script: str = "") -> web.Application:
+             page_script: str = "", auth: BasicAuth | None = None) -> web.Application:
     """The aiohttp application for the admin RPC, `/metrics`, and the probes: `/healthz` (200
     while the daemon serves) and `/readyz` (200 when `unmet()` lists no unmet condition, else
     503; the JSON body names each). `allow_host_flag`: the server's option that allows another
@@ -229,42 +241,51 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
     `log_name`: where an internal error's details are, named in its -32603 answer; `metrics`: the
     /metrics body and content type for a scraper's Accept header; `observe`: told each call's
     method and seconds; `discover`: the OpenRPC document `rpc.discover` answers; `page`: the
-    web view's (status, HTML) for a GET of `/` or `/sn/<key>`, whose one script is `page_script`."""
+    web view's (status, HTML) for a GET of `/` or `/sn/<key>`, whose one script is `page_script`;
+    `auth`: the credentials every path but the probes asks for (None: none)."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
-    handler = JsonRpcHandler(methods, bind_host, allowed_hosts, allow_host_flag, log_name, observe, discover)
+    handler = JsonRpcHandler(methods, bind_host, allowed_hosts, allow_host_flag, log_name, observe, discover, auth)
     app.router.add_post("/json_rpc", handler.post)
     app.router.add_route("*", "/json_rpc", _method_not_allowed)
     allowed = frozenset(allowed_hosts)
 
-    def guarded(serve: Callable[[], web.Response]) -> Callable[[web.Request], Awaitable[web.Response]]:
+    def refused(request: web.Request, *, probe: bool = False) -> web.Response | None:
+        answer = refusal(request, bind_host, allowed, allow_host_flag)
+        if answer is None and not probe and auth is not None and not auth.allows(
+                request.headers.get("Authorization")):
+            return auth.refusal()
+        return answer
+
+    def guarded(serve: Callable[[], web.Response], *,
+                probe: bool = False) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handle(request: web.Request) -> web.Response:
-            refused = refusal(request, bind_host, allowed, allow_host_flag)
-            return refused if refused is not None else serve()
+            answer = refused(request, probe=probe)
+            return answer if answer is not None else serve()
         return handle
 
     if metrics is not None:
         async def serve_metrics(request: web.Request) -> web.Response:
-            refused = refusal(request, bind_host, allowed, allow_host_flag)
-            if refused is not None:
-                return refused
+            answer = refused(request)
+            if answer is not None:
+                return answer
             body, content_type = metrics(request.headers.get("Accept", ""))
             return web.Response(body=body, headers={"Content-Type": content_type})
         app.router.add_get("/metrics", serve_metrics)
-    app.router.add_get("/healthz", guarded(lambda: web.json_response({"status": "ok"})))
+    app.router.add_get("/healthz", guarded(lambda: web.json_response({"status": "ok"}), probe=True))
     if page is not None:
-        _add_pages(app, page, page_script, lambda request: refusal(request, bind_host, allowed, allow_host_flag))
+        _add_pages(app, page, page_script, refused)
     if events is not None:
         streams = EventStreams(events)
 
         async def serve_events(request: web.Request) -> web.StreamResponse:
-            refused = refusal(request, bind_host, allowed, allow_host_flag)
-            return refused if refused is not None else await streams.serve(request)
+            answer = refused(request)
+            return answer if answer is not None else await streams.serve(request)
         app.router.add_get("/events", serve_events)
     if unmet is not None:
         def ready() -> web.Response:
             body = unmet()
             return web.json_response(body, status=200 if not body["unmet"] else 503)
-        app.router.add_get("/readyz", guarded(ready))
+        app.router.add_get("/readyz", guarded(ready, probe=True))
     return app
 
 

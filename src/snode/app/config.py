@@ -8,11 +8,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from snode.api.credentials import COMMAND_LINE_LOGIN, Login, operator_login
 from snode.common.clock import clock_offset
+from snode.common.files import default_data_dir
 from snode.common.endpoints import (
     ConfigError, Endpoint, looks_like_ip, parse_endpoint, parse_ip, parse_port, valid_hostname,
 )
-from snode.params import MAINNET, NETWORKS, NetworkParams
+from snode.params import NETWORKS, NetworkParams
 from snode.services.notify import NotifyConfigError, parse_command as parse_notify
 
 LOG_LEVELS = range(0, 5)
@@ -43,12 +45,9 @@ class Config:
     """`--omq-public`: where the public read-only OMQ RPC listens (None: off)."""
     clock_offset: float = 0.0
     """Seconds the daemon's clock is moved by (`SNODE_CLOCK_OFFSET`, devnet and regtest only)."""
-
-
-def default_data_dir(params: NetworkParams) -> Path:
-    """~/.snode for mainnet, ~/.snode/<network> for the others."""
-    base = Path(os.environ.get("SNODE_HOME", Path.home() / ".snode"))
-    return base if params is MAINNET else base / params.name
+    rpc_login: Login | None = None
+    """The operator's own admin RPC login (`--rpc-login-file`, SNODE_RPC_LOGIN); None: the
+    cookie where the bind is not loopback, nothing on loopback (snode.app.rpc_access)."""
 
 
 def build_config(
@@ -57,9 +56,12 @@ def build_config(
     quorumnet_port: str | None, priority_nodes: tuple[str, ...], log_level: str,
     non_interactive: bool, genesis: str | None, rpc_allow_hosts: tuple[str, ...] = (),
     notify: str | None = None, skip_doppelganger_check: bool = False, omq_public: str | None = None,
+    rpc_login_file: str | None = None, rpc_login: str | None = None,
 ) -> Config:
     """Validate the flags' raw strings into a Config; ConfigError names the first bad option."""
     params = NETWORKS[network]
+    if rpc_login is not None:
+        raise ConfigError(COMMAND_LINE_LOGIN)
     if not log_level.isdigit() or int(log_level) not in LOG_LEVELS:
         raise ConfigError(f"--log-level: '{log_level}' is not a log level (0 to 4)")
     p2p_ip = parse_ip("--p2p-bind-ip", p2p_bind_ip) if p2p_bind_ip is not None else "0.0.0.0"
@@ -98,7 +100,7 @@ def build_config(
         raise ConfigError(f"--genesis: {genesis} is not a readable file")
     return Config(
         params=params,
-        data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(params),
+        data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(params.name),
         service_node=service_node, p2p_bind=Endpoint(p2p_ip, p2p_port), rpc_admin=rpc,
         quorumnet_port=qnet, public_ip=ip, priority_nodes=nodes, log_level=int(log_level),
         non_interactive=non_interactive, genesis_file=genesis_path,
@@ -106,6 +108,7 @@ def build_config(
         skip_doppelganger_check=skip_doppelganger_check,
         omq_public=_omq_public(omq_public, service_node),
         clock_offset=_clock_offset(params.name),
+        rpc_login=operator_login(rpc_login_file, os.environ),
     )
 
 

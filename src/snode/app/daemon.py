@@ -31,6 +31,7 @@ from snode.net.peers import PeerManager
 from snode.net.relay import Relay
 from snode.app.config import Config, ConfigError, Endpoint, build_config
 from snode.app.datadir import DataDir, check_writable
+from snode.app.rpc_access import AdminAccess
 from snode.node.events import SyncProgress
 from snode.node.batches import replay_stored_blocks
 from snode.node.node import Identity, Node
@@ -147,9 +148,11 @@ class Daemon:
         gc.set_threshold(200_000, 20, 100)
         self._warn_unused_registration(datadir, node)
         self._warn_flags()
+        self.admin = AdminAccess.open(cfg)  # who may call the admin RPC; its cookie goes at the stop
         wiring = await self._wire(node, rpc_sock, p2p_sock)
         await self.stop_event.wait()
         await self._shut_down(node, wiring)
+        self.admin.close()
         datadir.unlock()
         log.info("stopped")
         if self.fatal is not None:
@@ -185,11 +188,6 @@ class Daemon:
         if cfg.clock_offset:
             log.warning("SNODE_CLOCK_OFFSET: this daemon's clock runs %+.3f s from the machine's "
                         "(a fault test's skewed clock)", cfg.clock_offset)
-        if not cfg.rpc_admin.host.startswith("127.") and cfg.rpc_admin.host != "::1":
-            log.warning(
-                "admin RPC bound to %s: it must never be reachable from the internet; "
-                "restrict the port mapping to loopback", cfg.rpc_admin,
-            )
 
     async def _wire(self, node: Node, rpc_sock: socket.socket, p2p_sock: socket.socket) -> Wiring:
         """Build the layers on the node, bottom up, and start them. A block from a peer goes
@@ -234,7 +232,8 @@ class Daemon:
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
                        metrics=metrics_page(node, counters, lambda: len(peers.peers)), observe=counters.observe_rpc,
                        unmet=lambda: unmet_conditions(node, node.now()), events=feed, discover=served_document,
-                       page=WebView(node, writer, lambda: len(peers.peers)).serve, page_script=LIVE_SCRIPT)
+                       page=WebView(node, writer, lambda: len(peers.peers)).serve, page_script=LIVE_SCRIPT,
+                       auth=self.admin.auth)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         await web.SockSite(runner, rpc_sock, shutdown_timeout=2.0).start()
@@ -377,6 +376,8 @@ class Daemon:
 @click.option("--p2p-bind-ip", metavar="IP", help="P2P bind address [0.0.0.0].")
 @click.option("--p2p-bind-port", metavar="PORT", help="P2P port [9230].")
 @click.option("--rpc-admin", metavar="IP:PORT", help="Admin RPC bind [127.0.0.1:9231]; keep it on loopback.")
+@click.option("--rpc-login-file", metavar="FILE", help="Admin RPC login user:pass in FILE [off; SNODE_RPC_LOGIN].")
+@click.option("--rpc-login", hidden=True, help="Refused: a login on the command line is public.")
 @click.option("--rpc-allow-host", "rpc_allow_hosts", multiple=True, metavar="HOST",
               help="Extra Host header value the admin RPC accepts (repeatable).")
 @click.option("--service-node-public-ip", "public_ip", metavar="IP", help="The node's real public IP.")

@@ -14,6 +14,7 @@ from snode.core.genesis import GenesisDoc, encode_genesis, parse_genesis, regtes
 from snode.core.state import ChainState
 from snode.app.builtin import BUILTIN_GENESIS
 from snode.app.config import ConfigError
+from snode.common.files import too_open
 from snode.params import NetworkParams
 from snode.store import DATABASE_FILE
 
@@ -215,6 +216,9 @@ class DataDir:
     def _key(self, name: str, *, create: bool) -> SigningKey | None:
         path = self.path / name
         if path.exists():
+            problem = too_open(path, "service-node key file" if name == KEY_FILE else "authority key file")
+            if problem is not None:
+                raise ConfigError(f"--data-dir: {problem}")
             raw = path.read_bytes().strip()
             try:
                 seed = bytes.fromhex(raw.decode())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +27,7 @@ from snode.core.errors import InvalidAmount
 from snode.core.units import coin_word, counted, format_coins, parse_coins, whole_number
 from snode.params import COIN, NETWORKS
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.api.credentials import Login, client_login
 from snode.api.types import (
     BlockResult, HeightResult, InfoResult, RegistrationCmdParams, RegistrationCmdResult,
     ServiceNodesResult, ServiceNodeState,
@@ -33,6 +35,7 @@ from snode.api.types import (
 from snode.common.endpoints import ConfigError, parse_http_url
 from snode.common.entry import run_command
 from snode.common.text import printable
+from snode.common.files import default_data_dir
 from snode.tools.tables import block_table, make_console, service_node_table
 
 
@@ -47,7 +50,7 @@ def _client(ctx: click.Context) -> RpcClient:
     obj = ctx.obj
     url = obj["rpc"] or f"http://127.0.0.1:{NETWORKS[obj['network']].rpc_port}"
     try:
-        return RpcClient(parse_http_url("--daemon-address", url))
+        return RpcClient(parse_http_url("--daemon-address", url), login=_login(obj))
     except ConfigError as err:
         raise CliError(str(err)) from None
 
@@ -66,6 +69,13 @@ def _daemon_url(rpc: str | None, network: str | None, node: str | None, base_dir
 
     entry = devnet_node((base_dir or default_base_dir()).resolve(), node)
     return entry.rpc_url if entry is not None else None
+
+
+def _login(obj: dict[str, Any]) -> Login | None:
+    """The admin RPC login to send: --rpc-login-file, SNODE_RPC_LOGIN, or the cookie a daemon
+    bound off loopback wrote in --data-dir (default: this network's default data dir)."""
+    data_dir = Path(obj["data_dir"]).expanduser() if obj["data_dir"] else default_data_dir(obj["network"])
+    return client_login(obj["login_file"], os.environ, data_dir)
 
 
 def _call(ctx: click.Context, method: str, params: Any, result_type: type[T]) -> T:
@@ -101,6 +111,11 @@ def _print_json(value: Any) -> None:
               help="Admin RPC of snoded, HOST:PORT or http://HOST:PORT (--rpc is the same option) "
                    "[127.0.0.1:<network's admin RPC port>; with --devnet, the devnet's first running "
                    "process].")
+@click.option("--data-dir", metavar="PATH",
+              help="The daemon's data dir, where it keeps its RPC cookie when its admin RPC is not on "
+                   "loopback [~/.snode, ~/.snode/<network>].")
+@click.option("--rpc-login-file", "login_file", metavar="FILE",
+              help="Send the admin RPC login user:pass in FILE [SNODE_RPC_LOGIN, else the cookie].")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
 @click.option("--testnet", "network", flag_value="testnet", help="Default to the testnet RPC port.")
 @click.option("--devnet", "network", flag_value="devnet",
@@ -112,11 +127,13 @@ def _print_json(value: Any) -> None:
 @click.option("--omq", metavar="tcp://HOST:PORT", help="`call` a daemon's public OMQ port instead of its admin RPC.")
 @click.option("--server-key", metavar="HEX", help="With --omq: the daemon's service_node_x25519_pubkey.")
 @click.pass_context
-def cli(ctx: click.Context, rpc: str | None, as_json: bool, network: str | None, node: str | None,
-        base_dir: Path | None, omq: str | None, server_key: str | None) -> None:
+def cli(ctx: click.Context, rpc: str | None, data_dir: str | None, login_file: str | None, as_json: bool,
+        network: str | None, node: str | None, base_dir: Path | None, omq: str | None,
+        server_key: str | None) -> None:
     """snode-cli: watch and drive a snoded over its admin RPC (or its public OMQ port)."""
     ctx.obj = {"rpc": _daemon_url(rpc, network, node, base_dir), "json": as_json,
-               "network": network or "mainnet", "omq": omq, "server_key": server_key}
+               "network": network or "mainnet", "omq": omq, "server_key": server_key,
+               "data_dir": data_dir, "login_file": login_file}
 
 
 @cli.command()
@@ -247,7 +264,7 @@ def watch(ctx: click.Context, count: int | None, proofs: bool) -> None:
     client = _client(ctx)
     conn = http.client.HTTPConnection(client.host, client.port, timeout=WATCH_SILENCE)
     try:
-        conn.request("GET", "/events", headers={"Accept": "text/event-stream"})
+        conn.request("GET", "/events", headers={**client.headers, "Accept": "text/event-stream"})
         response = conn.getresponse()
         if response.status != 200:
             raise CliError(_shown(f"watch: the daemon answered {response.status}: "

@@ -9,7 +9,8 @@ A transaction's `(Yes/No)` question is answered once: Yes (any case) or y sends,
 cancels (DESIGN.md section 8). `--command` without `--yes` and without a terminal says to add
 --yes when neither Yes nor No came. On a terminal a mistyped password is asked again (PASSWORD_TRIES in
 all), and so is an answer to "Create a new wallet?" that is neither Yes nor No; from
---password-file or piped input there is one try. A new wallet never gets an empty password.
+--password-file or piped input there is one try. A new wallet never gets a password shorter
+than keystore.MIN_PASSWORD_LENGTH (8).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ import click
 
 from snode import __version__
 
+from snode.api.credentials import COMMAND_LINE_LOGIN, Login, client_login
+from snode.common.endpoints import ConfigError
+from snode.common.files import default_data_dir
 from snode.core.errors import SnodeError
 from snode.core.units import whole_number
 from snode.params import MAINNET, NETWORKS, NetworkParams
@@ -42,7 +46,6 @@ MAX_IDLE_TIMEOUT: Final = 999_999_999
 """The longest --idle-timeout (about 31 years; every number of 9 digits): a longer one is a typo."""
 PASSWORD_TRIES: Final = 3
 """Passwords typed on a terminal before the wallet gives up (a password file gets one try)."""
-EMPTY_PASSWORD: Final = "an empty password is not allowed for a new wallet"
 
 
 def default_wallet_file(params: NetworkParams) -> Path:
@@ -79,19 +82,23 @@ class Session:
             except UnicodeDecodeError:
                 raise WalletError(f"password file {self.password_file} is not text") from None
             password = text[:-1] if text.endswith("\n") else text
-            if new and password == "":
+            problem = keystore.new_password_problem(password) if new else None
+            if problem == keystore.EMPTY_PASSWORD:
                 raise WalletError(
-                    f"password file {self.password_file} is empty: {EMPTY_PASSWORD}; write "
+                    f"password file {self.password_file} is empty: {problem}; write "
                     "the password on its first line"
                 )
+            if problem is not None:
+                raise WalletError(f"password file {self.password_file}: {problem}")
             return password
         if not sys.stdin.isatty():
             line = sys.stdin.readline()
             if not line:
                 raise WalletError("no password given: type it, or use --password-file")
             password = line.rstrip("\r\n")
-            if new and password == "":
-                raise WalletError(f"{EMPTY_PASSWORD}: give a password")
+            problem = keystore.new_password_problem(password) if new else None
+            if problem is not None:
+                raise WalletError(f"{problem}: give a {'longer ' if password else ''}password")
             return password
         if not new:
             return getpass.getpass("Wallet password: ")
@@ -108,6 +115,8 @@ class Session:
     def open(self, password: str) -> WalletService:
         """Decrypt the wallet file and start talking to the daemon."""
         opened = keystore.load(self.path, password, self.params)
+        if opened.warning is not None:
+            click.echo(f"Warning: {opened.warning}", err=True)
         self.service = WalletService(opened.key, self.params, self.daemon)
         return self.service
 
@@ -137,8 +146,9 @@ class Session:
 def _typed_new_password() -> tuple[str, str | None]:
     """(a new password typed twice on the terminal, what is wrong with it or None)."""
     first = getpass.getpass("Wallet password: ")
-    if first == "":
-        return first, EMPTY_PASSWORD
+    problem = keystore.new_password_problem(first)
+    if problem is not None:
+        return first, problem
     if getpass.getpass("Repeat the password: ") != first:
         return first, "the two passwords differ"
     return first, None
@@ -238,26 +248,45 @@ def _idle_seconds(ctx: click.Context, param: click.Parameter, value: str) -> int
 @click.option("--rpc-bind", metavar="HOST:PORT",
               help="Wallet RPC bind, loopback only [default: 127.0.0.1:<network's wallet RPC port>]; "
                    "implies --rpc-server.")
+@click.option("--rpc-login-file", metavar="FILE",
+              help="The wallet RPC's login user:pass in FILE [SNODE_RPC_LOGIN, else a new cookie in "
+                   "<wallet-file>.rpc-cookie].")
+@click.option("--rpc-login", hidden=True, help="Refused: a login on the command line is public.")
+@click.option("--disable-rpc-login", is_flag=True,
+              help="Serve the wallet RPC without a login: any process of any user of this machine may spend.")
+@click.option("--data-dir", metavar="PATH",
+              help="snoded's data dir, where it keeps its RPC cookie when its admin RPC is not on "
+                   "loopback [~/.snode, ~/.snode/<network>].")
+@click.option("--daemon-login-file", metavar="FILE", help="Send snoded the admin RPC login user:pass in FILE.")
 def cli(
     wallet_file: Path | None, daemon_address: str | None, testnet: bool, devnet: bool, regtest: bool,
     password_file: str | None, command_line: str | None, yes: bool, generate: bool,
     restore_seed_file: str | None, idle_timeout: int, rpc_server: bool, rpc_bind: str | None,
+    rpc_login_file: str | None, rpc_login: str | None, disable_rpc_login: bool, data_dir: str | None,
+    daemon_login_file: str | None,
 ) -> None:
     """The snode wallet: balances, transfers, service-node registration and staking."""
     params = _network(testnet, devnet, regtest)
-    daemon = DaemonClient(daemon_address or f"127.0.0.1:{params.rpc_port}")
+    daemon = DaemonClient(daemon_address or f"127.0.0.1:{params.rpc_port}",
+                          login=_daemon_login(params, data_dir, daemon_login_file))
     session = Session(wallet_file or default_wallet_file(params), params, daemon, password_file)
     serve = rpc_server or rpc_bind is not None
+    if rpc_login is not None:
+        raise OptionError(COMMAND_LINE_LOGIN)
+    if not serve and (rpc_login_file is not None or disable_rpc_login):
+        option = "--rpc-login-file" if rpc_login_file is not None else "--disable-rpc-login"
+        raise OptionError(f"{option}: it is about the wallet RPC: add --rpc-server (or --rpc-bind)")
     if serve:
-        from snode.wallet.rpc_server import check_bind
+        from snode.wallet.rpc_server import check_bind, rpc_access
 
         bind = check_bind(rpc_bind or f"127.0.0.1:{params.wallet_rpc_port}")
+        access = rpc_access(session.path, bind, rpc_login_file, disable_rpc_login, os.environ)
     interactive = sys.stdin.isatty() and command_line is None and not serve
     service = _start(session, generate, restore_seed_file, interactive)
     if serve:
         from snode.wallet.rpc_server import serve_forever
 
-        asyncio.run(serve_forever(service, bind))
+        asyncio.run(serve_forever(service, bind, access))
         return
     if command_line is not None:
         sys.exit(_one_shot(service, command_line, yes))
@@ -267,6 +296,17 @@ def cli(
         asyncio.run(run_repl(session, idle_timeout))
         return
     sys.exit(_plain_loop(service, sys.stdin))
+
+
+def _daemon_login(params: NetworkParams, data_dir: str | None, login_file: str | None) -> Login | None:
+    """What the wallet sends snoded: --daemon-login-file, else the cookie of a daemon whose admin
+    RPC is not on loopback, in --data-dir or this network's default data dir (none there: the
+    daemon is on loopback and needs nothing). SNODE_RPC_LOGIN is the wallet RPC's own login."""
+    directory = Path(data_dir).expanduser() if data_dir else default_data_dir(params.name)
+    try:
+        return client_login(login_file, {}, directory, option="--daemon-login-file")
+    except ConfigError as err:
+        raise OptionError(str(err)) from None
 
 
 def _one_shot(service: WalletService, line: str, yes: bool) -> int:

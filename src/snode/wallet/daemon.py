@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Final, TypeVar
 
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.api.credentials import Login
 from snode.api.types import (
     BlockResult, GetServiceNodesParams, HeightResult, LockedStakesResult, MempoolResult, OutputsResult,
     SendTxResult,
@@ -36,9 +37,9 @@ T = TypeVar("T")
 class DaemonClient:
     """Typed calls to the daemon at `--daemon-address` (`HOST:PORT` or `http://HOST:PORT`)."""
 
-    def __init__(self, address: str, timeout: float = TIMEOUT) -> None:
+    def __init__(self, address: str, timeout: float = TIMEOUT, login: Login | None = None) -> None:
         try:
-            self.rpc = RpcClient(parse_http_url("--daemon-address", address), timeout)
+            self.rpc = RpcClient(parse_http_url("--daemon-address", address), timeout, login)
         except ConfigError as err:
             raise option_error(err, ADDRESS_FORM) from None
 

@@ -3,16 +3,21 @@ request_stake_unlock.
 
 Loopback only: a non-loopback bind is refused at start-up, and so are requests whose Host header
 is not a loopback name (DNS rebinding) or that carry a browser Origin header (cross-site
-requests). Amounts are atomic units, as on the daemon's RPC. Spends are sent without a
-confirmation prompt: whoever can reach a loopback port already controls this user's account.
+requests). Every request needs the login (HTTP Basic auth, 401 otherwise): the cookie the server
+writes to `<wallet-file>.rpc-cookie` (0600) at start and removes at a clean stop, or the
+operator's own (`--rpc-login-file`, SNODE_RPC_LOGIN); a loopback port is open to every user of
+the machine, and a transfer needs no confirmation, so without it any local process could spend.
+`--disable-rpc-login` turns the check off (the bind is loopback: refused on any other).
+Amounts are atomic units, as on the daemon's RPC.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from aiohttp import web
@@ -20,6 +25,10 @@ from aiohttp import web
 from snode.core.errors import SnodeError
 from snode.api import errors as E
 from snode.api.base import Params
+from snode.api.credentials import (
+    LOGIN_ENV, LOGIN_FILE_OPTION, WALLET_COOKIE_SUFFIX, BasicAuth, Login, is_loopback, new_cookie,
+    operator_login, remove_cookie, write_cookie,
+)
 from snode.api.errors import RpcError
 from snode.api.server import make_app as make_rpc_app
 from snode.common.endpoints import ConfigError, Endpoint, parse_endpoint
@@ -42,7 +51,7 @@ def check_bind(text: str) -> Endpoint:
         bind = parse_endpoint("--rpc-bind", text, allow_names=True)
     except ConfigError as err:
         raise option_error(err, "HOST:PORT") from None
-    if bind.host != "localhost" and not _is_loopback(bind.host):
+    if not is_loopback(bind.host):
         raise OptionError(
             f"--rpc-bind: refusing to bind the wallet RPC to {bind.host}: it is local only; use a "
             "loopback address such as 127.0.0.1"
@@ -131,26 +140,59 @@ class WalletRpc:
             raise RpcError(REFUSED, str(err)) from None
 
 
-def make_app(rpc: WalletRpc, bind: Endpoint) -> web.Application:
-    """POST /json_rpc with the daemon's envelope and HTTP rules (405, 413, 415, Host, Origin).
-    The wallet has no option that allows another Host name, so its 403 names none."""
+def make_app(rpc: WalletRpc, bind: Endpoint, auth: BasicAuth | None = None) -> web.Application:
+    """POST /json_rpc with the daemon's envelope and HTTP rules (405, 413, 415, Host, Origin, and
+    401 without `auth`'s login). The wallet has no option that allows another Host name, so its
+    403 names none."""
     return make_rpc_app(rpc, bind_host=bind.host, allowed_hosts=(), allow_host_flag=None,
-                        log_name="the wallet's output", discover=served_document)
+                        log_name="the wallet's output", discover=served_document, auth=auth)
 
 
-def _is_loopback(host: str) -> bool:
+REALM: Final = "snode-wallet"
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """Who may call: the check (None: anyone, --disable-rpc-login), and the cookie file to write
+    at start and remove at the stop (None: the operator's own login, or none)."""
+
+    auth: BasicAuth | None
+    cookie: Path | None = None
+    login: Login | None = None
+
+
+def rpc_access(wallet_file: Path, bind: Endpoint, login_file: str | None, disable: bool,
+               env: Mapping[str, str]) -> Access:
+    """The wallet RPC's access from its options; OptionError for a refused combination."""
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        login = operator_login(login_file, env)
+    except ConfigError as err:
+        raise OptionError(str(err)) from None
+    if disable:
+        if login is not None:
+            raise OptionError(f"--disable-rpc-login: it turns off the login that {LOGIN_FILE_OPTION} or "
+                              f"{LOGIN_ENV} gives: give one or the other")
+        if not is_loopback(bind.host):
+            raise OptionError(f"--disable-rpc-login: refused on {bind.host}: only a loopback bind may "
+                              "go without a login")
+        return Access(None)
+    if login is not None:
+        return Access(BasicAuth(login, f"send the operator's login ({LOGIN_FILE_OPTION} or {LOGIN_ENV}) "
+                                       "as HTTP Basic auth", REALM))
+    cookie = wallet_file.with_name(wallet_file.name + WALLET_COOKIE_SUFFIX)
+    login = new_cookie()
+    hint = f"send the login in {cookie} (user:password) as HTTP Basic auth"
+    return Access(BasicAuth(login, hint, REALM), cookie, login)
 
 
-async def serve_forever(service: WalletService, bind: Endpoint) -> None:
-    """Serve until SIGINT or SIGTERM."""
-    runner = web.AppRunner(make_app(WalletRpc(service), bind), access_log=None)
+async def serve_forever(service: WalletService, bind: Endpoint, access: Access) -> None:
+    """Serve until SIGINT or SIGTERM; the cookie exists while the server listens."""
+    runner = web.AppRunner(make_app(WalletRpc(service), bind, access.auth), access_log=None)
     await runner.setup()
     try:
         await web.TCPSite(runner, bind.host, bind.port).start()
+        if access.cookie is not None and access.login is not None:
+            write_cookie(access.cookie, access.login)
     except OSError as err:
         await runner.cleanup()
         raise WalletError(f"cannot listen on {bind}: {err.strerror}") from None
@@ -158,8 +200,12 @@ async def serve_forever(service: WalletService, bind: Endpoint) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    print(f"Wallet RPC for {service.address} listening on http://{bind}/json_rpc", flush=True)
+    login = (f"login in {access.cookie}" if access.cookie else "the operator's login" if access.auth
+             else "no login (--disable-rpc-login)")
+    print(f"Wallet RPC for {service.address} listening on http://{bind}/json_rpc; {login}", flush=True)
     try:
         await stop.wait()
     finally:
         await runner.cleanup()
+        if access.cookie is not None and access.login is not None:
+            remove_cookie(access.cookie, access.login)

@@ -1,0 +1,87 @@
+"""RPC credentials (snode.api.credentials): which binds are loopback, what a login line may be,
+the cookie file's form and mode, and the server's check of an Authorization header."""
+
+from __future__ import annotations
+
+import base64
+import stat
+from pathlib import Path
+
+import pytest
+
+from snode.api.credentials import (
+    BasicAuth, Login, client_login, is_loopback, new_cookie, parse_login, read_cookie, remove_cookie,
+    write_cookie,
+)
+from snode.common.endpoints import ConfigError
+
+
+@pytest.mark.parametrize(("host", "loopback"), [
+    ("127.0.0.1", True), ("127.9.200.3", True), ("::1", True), ("[::1]", True), ("localhost", True),
+    ("0.0.0.0", False), ("::", False), ("10.0.0.5", False), ("172.17.0.2", False), ("example.org", False),
+])
+def test_loopback_is_127_slash_8_and_ipv6_one_never_a_wildcard(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+@pytest.mark.parametrize("text", ["", "alice", ":secret", "alice:", "\n"])
+def test_a_login_is_user_colon_password_both_non_empty(text: str) -> None:
+    with pytest.raises(ConfigError, match="^SNODE_RPC_LOGIN: a login is one line user:password"):
+        parse_login(text, "SNODE_RPC_LOGIN")
+
+
+def test_a_password_may_hold_colons() -> None:
+    assert parse_login("alice:a:b:c\n", "x") == Login("alice", "a:b:c")
+
+
+def test_the_cookie_file_is_private_one_line_and_removed_only_while_it_is_ours(tmp_path: Path) -> None:
+    path = tmp_path / "rpc.cookie"
+    ours = new_cookie()
+    write_cookie(path, ours)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.read_text() == f"__cookie__:{ours.password}\n" and len(ours.password) == 64
+    assert read_cookie(path) == ours and sorted(p.name for p in tmp_path.iterdir()) == ["rpc.cookie"]
+    theirs = new_cookie()
+    write_cookie(path, theirs)  # another server started since
+    remove_cookie(path, ours)
+    assert read_cookie(path) == theirs
+    remove_cookie(path, theirs)
+    assert not path.exists()
+    remove_cookie(path, theirs)  # gone already: nothing to do
+
+
+def test_a_client_sends_the_login_file_then_the_variable_then_a_cookie(tmp_path: Path) -> None:
+    cookie = new_cookie()
+    write_cookie(tmp_path / "rpc.cookie", cookie)
+    login_file = tmp_path / "login"
+    login_file.write_text("alice:wonderland\n")
+    env = {"SNODE_RPC_LOGIN": "bob:builder"}
+    assert client_login(str(login_file), env, tmp_path) == Login("alice", "wonderland")
+    assert client_login(None, env, tmp_path) == Login("bob", "builder")
+    assert client_login(None, {}, tmp_path) == cookie
+    assert client_login(None, {}, tmp_path / "elsewhere") is None
+    with pytest.raises(ConfigError, match=f"^--daemon-login-file: cannot read {tmp_path / 'none'}: No such file"):
+        client_login(str(tmp_path / "none"), {}, None, option="--daemon-login-file")
+
+
+def _basic(text: bytes) -> str:
+    return "Basic " + base64.b64encode(text).decode()
+
+
+@pytest.mark.parametrize(("header", "allowed"), [
+    (_basic(b"alice:wonderland"), True),
+    ("basic " + base64.b64encode(b"alice:wonderland").decode(), True),
+    ("  Basic   " + base64.b64encode(b"alice:wonderland").decode() + " ", True),
+    (None, False), ("", False), ("Basic", False), ("Basic !!!", False), ("Bearer wonderland", False),
+    (_basic(b"alice:wonderlanD"), False), (_basic(b"alicE:wonderland"), False),
+    (_basic(b"alice:wonderland "), False), (_basic(b"alice"), False), ("Basic \u00e9", False),
+])
+def test_the_server_allows_exactly_the_login(header: str | None, allowed: bool) -> None:
+    auth = BasicAuth(Login("alice", "wonderland"), "read the file", "snoded")
+    assert auth.allows(header) is allowed
+
+
+def test_the_refusal_is_401_with_the_challenge_and_one_line() -> None:
+    refusal = BasicAuth(Login("a", "b"), "send the login in /d/rpc.cookie", "snoded").refusal()
+    assert refusal.status == 401 and refusal.headers["WWW-Authenticate"] == 'Basic realm="snoded"'
+    assert refusal.text == "Unauthorized: send the login in /d/rpc.cookie\n"
