@@ -11,6 +11,8 @@ the chain over the admin RPC.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 import os
 import stat
 import subprocess
@@ -150,25 +152,66 @@ def test_console_in_a_terminal(tmp_path):
             child.terminate(force=True)
 
 
-def test_console_from_a_pipe_without_a_service_node(tmp_path):
-    node = TestNode(0, tmp_path)
+@contextmanager
+def _piped(tmp_path, *extra: str) -> Iterator[subprocess.Popen[str]]:
+    """A regtest daemon whose console reads a pipe, past its first status line; stopped by its
+    pid at the end."""
+    node = TestNode(0, tmp_path, extra_args=list(extra))
     args = [a for a in node.args() if a != "--non-interactive"]
-    log.info("A daemon that is no service node: both new commands say so in one line")
     with subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                           text=True) as proc:
         try:
             proc.stdout.readline()
-            proc.stdin.write("print_sn_status\nprepare_registration\nhelp\nexit\n")
-            proc.stdin.flush()
-            assert_equal(proc.stdout.readline().strip(),
-                         "this daemon is not a service node (start it with --service-node)")
-            assert_equal(proc.stdout.readline().strip(), "Failed to make registration command: this daemon is "
-                         "not a service node; start snoded with --service-node")
-            assert_equal(proc.stdout.readline().strip(), "commands: status, print_sn_key, print_sn_status, "
-                         "prepare_registration, help, exit")
-            assert_equal(proc.wait(scaled(20)), 0)
+            yield proc
         finally:
             node.rpc.close()
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def _type(proc: subprocess.Popen[str], text: str) -> None:
+    proc.stdin.write(text)
+    proc.stdin.flush()
+
+
+def test_console_from_a_pipe_without_a_service_node(tmp_path):
+    log.info("A daemon that is no service node: both new commands say so in one line")
+    with _piped(tmp_path) as proc:
+        log.info("A line longer than the console reads (64 KiB) is ignored with a word; it reads on")
+        _type(proc, "x" * 70_000 + "\nhelp\n")
+        assert_equal(proc.stdout.readline().strip(), "console: a line over 64 KiB was ignored")
+        rest = proc.stdout.readline()
+        if rest.startswith("unknown command"):  # the part of the line after what was dropped
+            assert rest.startswith("unknown command '" + "x" * 40 + "...'"), rest
+            rest = proc.stdout.readline()
+        assert rest.startswith("commands: status"), rest
+        _type(proc, "print_sn_status\nprepare_registration\nhelp\nexit\n")
+        assert_equal(proc.stdout.readline().strip(),
+                     "this daemon is not a service node (start it with --service-node)")
+        assert_equal(proc.stdout.readline().strip(), "Failed to make registration command: this daemon is "
+                     "not a service node; start snoded with --service-node")
+        assert_equal(proc.stdout.readline().strip(), "commands: status, print_sn_key, print_sn_status, "
+                     "prepare_registration, help, exit")
+        assert_equal(proc.wait(scaled(20)), 0)
+
+
+def test_prepare_registration_from_a_pipe(tmp_path):
+    """A script drives the wizard: each question is a line, each answer the next line of input."""
+    operator = _address("piped operator")
+    with _piped(tmp_path, "--service-node") as proc:
+        _type(proc, f"prepare_registration\nsnr1bad\n{operator}\n50%\n2.5\n\n")
+        lines = [proc.stdout.readline().rstrip("\n") for _ in range(10)]
+        assert_equal([lines[0], lines[1], lines[3]], [
+            "The registration of this service node, step by step ('cancel' or Ctrl-C leaves).",
+            "Operator wallet address: ", "Operator wallet address: "])
+        assert lines[2].startswith("  operator address: "), lines
+        assert lines[4].startswith("  its amount, in coins or as a share of 200000 (50%)"), lines
+        assert lines[5].startswith("Operator fee, percent of the rewards"), lines
+        assert lines[6].startswith("Reserved contributor 1 address"), lines
+        assert_equal(lines[7:9], ["Stakes reserved: 100000 of 200000 coins; operator fee 2.5%.",
+                                  "Paste this line into snode-wallet (it is valid for about 14 days):"])
+        reg = parse_command(lines[9], REGTEST)
+        assert_equal((reg.fee_ppm, [r.amount for r in reg.reservations]), (25_000, [SOLO // 2]))
+        _type(proc, "exit\n")
+        assert_equal(proc.wait(scaled(20)), 0)

@@ -78,31 +78,33 @@ class Console:
             return
 
         async def ask(question: str) -> str | None:
-            print(question, end="", flush=True)
-            line = await reader.readline()
-            if line:
-                print(flush=True)
-            return line.decode(errors="replace").strip() if line else None
+            print(question, flush=True)  # a script reads the question as a line of its own
+            return await _read_line(reader)
 
         while True:
-            line = await reader.readline()
-            if not line:
+            line = await _read_line(reader)
+            if line is None:
                 print("console closed; the daemon keeps running (stop it with Ctrl-C or SIGTERM)", flush=True)
                 return
-            if await self.execute(line.decode(errors="replace").strip(), ask):
+            if await self.execute(line, ask):
                 return
 
     async def _run_terminal(self) -> None:
         from prompt_toolkit import PromptSession
         from prompt_toolkit.completion import WordCompleter
-        from prompt_toolkit.history import FileHistory
+        from prompt_toolkit.history import FileHistory, InMemoryHistory
         from prompt_toolkit.patch_stdout import patch_stdout
 
         path = self.data_dir / HISTORY_FILE
-        os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
+        history: FileHistory | InMemoryHistory
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
+            history = FileHistory(str(path))
+        except OSError as err:
+            print(f"console: no history file ({path}: {err.strerror or err}); history lasts until the stop")
+            history = InMemoryHistory()
         commands: PromptSession[str] = PromptSession(
-            history=FileHistory(str(path)), completer=WordCompleter(list(COMMANDS)),
-            complete_while_typing=False)
+            history=history, completer=WordCompleter(list(COMMANDS)), complete_while_typing=False)
         questions: PromptSession[str] = PromptSession()
         prompt = f"[snoded {self.node.params.name}]: "
 
@@ -143,7 +145,8 @@ class Console:
         elif command == "help":
             print(HELP, flush=True)
         elif command:
-            print(f"unknown command '{command}'; {HELP}", flush=True)
+            shown = command if len(command) <= 40 else command[:40] + "..."
+            print(f"unknown command '{shown}'; {HELP}", flush=True)
         return False
 
     async def sn_status(self) -> list[str]:
@@ -271,6 +274,18 @@ async def _checked(ask: Ask, question: str, take: Callable[[str], Awaitable[None
             return
         except RpcError as err:
             print(f"  {err.message}", flush=True)
+
+
+async def _read_line(reader: asyncio.StreamReader) -> str | None:
+    """The next line of a pipe, stripped; None at its end. A line longer than the reader's
+    limit (64 KiB) is dropped with a word, not a traceback."""
+    while True:
+        try:
+            raw = await reader.readline()
+        except ValueError:  # the reader dropped the line's bytes: go on with the next one
+            print("console: a line over 64 KiB was ignored", flush=True)
+            continue
+        return raw.decode(errors="replace").strip() if raw else None
 
 
 async def _prompt(session: PromptSession[str], question: str) -> str | None:
