@@ -68,3 +68,45 @@ def test_the_dashboard_is_an_importable_grafana_dashboard():
         assert all(t["datasource"]["uid"] == "${DS_PROMETHEUS}" for t in panel["targets"]), panel["title"]
     shown = set().union(*(named_metrics(e) for e in dashboard_exprs()))
     assert {"snode_own_state", "snode_own_proof_age_seconds", "snode_rpc_request_duration_seconds_bucket"} <= shown
+
+
+def _expected(alert: str, labels: dict[str, str], value: str = "") -> dict[str, Any]:
+    """The alert as promtool's rule test expects it: its labels, its annotations rendered."""
+    rule = next(r for r in alert_rules() if r["alert"] == alert)
+    annotations = {k: v.replace("{{ $labels.instance }}", "a").replace("{{ $value }}", value)
+                   for k, v in rule["annotations"].items()}
+    return {"exp_labels": {**rule["labels"], "instance": "a", "job": "snode", **labels},
+            "exp_annotations": annotations}
+
+
+def test_the_alerts_fire_on_a_decommissioned_node_losing_credit_and_on_no_peers(tmp_path):
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt-get install prometheus)")
+    # Minute by minute: active with peers, then decommissioned (credit running down) and alone.
+    series = {
+        'snode_own_state{state="Active",instance="a",job="snode"}': "1 1 0 0 0 0 0",
+        'snode_own_state{state="Decomm",instance="a",job="snode"}': "0 0 1 1 1 1 1",
+        'snode_own_downtime_credit_blocks{instance="a",job="snode"}': "80 80 59 58 57 56 55",
+        'snode_own_payable{instance="a",job="snode"}': "1 1 0 0 0 0 0",
+        'snode_peers{instance="a",job="snode"}': "3 0 0 0 0 0 0",
+    }
+    tests = {"rule_files": [str(ALERTS)], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [{"series": s, "values": v} for s, v in series.items()],
+        "alert_rule_test": [
+            {"eval_time": "1m", "alertname": "SnodeDecommissioned", "exp_alerts": []},
+            {"eval_time": "5m", "alertname": "SnodeDecommissioned",
+             "exp_alerts": [_expected("SnodeDecommissioned", {"state": "Decomm"})]},
+            {"eval_time": "1m", "alertname": "SnodeCreditRunningOut", "exp_alerts": []},
+            {"eval_time": "6m", "alertname": "SnodeCreditRunningOut",
+             "exp_alerts": [_expected("SnodeCreditRunningOut", {}, "55")]},
+            {"eval_time": "5m", "alertname": "SnodeNoPeers", "exp_alerts": []},
+            {"eval_time": "6m", "alertname": "SnodeNoPeers", "exp_alerts": [_expected("SnodeNoPeers", {})]},
+            {"eval_time": "6m", "alertname": "SnodeNotPayable", "exp_alerts": []},
+        ],
+    }]}
+    spec = tmp_path / "alerts-test.yml"
+    spec.write_text(yaml.safe_dump(tests))
+    out = subprocess.run([promtool, "test", "rules", str(spec)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
