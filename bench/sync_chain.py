@@ -38,10 +38,10 @@ from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import UtxoEntry
 from snode.core.transactions import (
     TX_VERSION, OutPoint, Payload, Reservation, StateChange, Transaction, Transfer, TxOut, Vote,
-    signing_hash, state_change_hash, txid,
+    state_change_hash, txid,
 )
 from snode.core.transition import SigCheck, apply_block, make_coinbase
-from snode.core.txbuilder import estimate_fee, payload_spend
+from snode.core.txbuilder import estimate_fee, payload_spend, sign_spend
 from snode.params import (
     COIN, REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_SEED,
 )
@@ -165,10 +165,7 @@ class SyncChain:
         if change < 0:
             raise AssertionError(f"a benchmark wallet ran dry ({total} < spend + {fee})")
         all_outputs = tuple(outputs) + ((TxOut(wallet.key.public, change),) if change else ())
-        ops = tuple(op for op, _ in inputs)
-        unsigned = Transaction(TX_VERSION, ops, all_outputs, payload, ())
-        signature = wallet.key.sign(signing_hash(unsigned, PARAMS.network_id))
-        return Transaction(TX_VERSION, ops, all_outputs, payload, (signature,) * len(ops)), fee
+        return sign_spend(wallet.key, inputs, all_outputs, payload, PARAMS), fee
 
     def _fund(self, wallets: Sequence[Wallet], amount: int) -> tuple[Transaction, int]:
         assert self.faucet.change is not None

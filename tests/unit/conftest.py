@@ -95,9 +95,13 @@ class LabChain(DevChain):
         self, inputs: Sequence[OutPoint], outputs: Sequence[TxOut], payload: Payload,
         signers: Sequence[SigningKey],
     ) -> Transaction:
-        """A transaction with exactly these inputs and outputs, input i signed by signers[i]."""
+        """A transaction with exactly these inputs and outputs, input i signed by signers[i]
+        over the owner and amount the tip holds for it (an output it does not hold: 0 coins of
+        the signer, for tests of the rules that refuse such an input first)."""
         unsigned = Transaction(TX_VERSION, tuple(inputs), tuple(outputs), payload, ())
-        message = signing_hash(unsigned, self.params.network_id)
+        held = [self.state.utxos.get(op.key()) for op in inputs]
+        spent = [TxOut(u.owner, u.amount) if u is not None else TxOut(k.public, 0) for u, k in zip(held, signers)]
+        message = signing_hash(unsigned, spent, self.params.network_id)
         return msgspec.structs.replace(
             unsigned, signatures=tuple(key.sign(message) for key in signers)
         )

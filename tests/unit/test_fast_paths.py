@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from snode.core import blocks as blocks_module, state as state_module, transactions as tx_module
 from snode.core.blocks import Block, encode_block_from_parts
 from snode.core.encoding import encode
-from snode.core.transactions import Transaction, Transfer, signing_hash, signing_hash_of_encoded, txid
+from snode.core.transactions import Transaction, Transfer, TxOut, signing_hash, signing_hash_of_encoded, txid
 from snode.core.transition import apply_block, apply_block_encoded
 from snode.devchain import key_from_label
 from snode.params import COIN
@@ -34,14 +34,15 @@ NETWORK_IDS = st.integers(0, 2**32 - 1)
 
 @given(tx=transactions(st.one_of(*PAYLOADS.values())), network_id=NETWORK_IDS)
 def test_signing_hash_of_the_encoding_equals_signing_hash(tx: Transaction, network_id: int) -> None:
-    assert signing_hash_of_encoded(tx, encode(tx), network_id) == signing_hash(tx, network_id)
+    spent = [TxOut(op.txid, op.index + 1) for op in tx.inputs]
+    assert signing_hash_of_encoded(tx, encode(tx), spent, network_id) == signing_hash(tx, spent, network_id)
 
 
 def test_signing_hash_of_encoded_refuses_another_transactions_bytes() -> None:
     tx = Transaction(1, (), (), Transfer(), (b"\x01" * 64,))
     other = msgspec.structs.replace(tx, signatures=(b"\x02" * 64,))
     with pytest.raises(ValueError):
-        signing_hash_of_encoded(tx, encode(other), 7)
+        signing_hash_of_encoded(tx, encode(other), (), 7)
 
 
 @given(block=BLOCKS)

@@ -120,7 +120,7 @@ def test_fee_below_the_minimum_is_refused(chain):
 @pytest.mark.parametrize(
     ("mangle", "match"),
     [
-        (lambda tx: msgspec.structs.replace(tx, version=2), "unknown transaction version 2"),
+        (lambda tx: msgspec.structs.replace(tx, version=3), "unknown transaction version 3"),
         (lambda tx: msgspec.structs.replace(tx, signatures=()), "0 signatures for 1 inputs"),
         (lambda tx: msgspec.structs.replace(tx, inputs=tx.inputs * 2, signatures=tx.signatures * 2),
          "same output twice"),
@@ -136,7 +136,8 @@ def test_malformed_transactions_are_refused(chain, mangle, match):
 
 def test_transaction_signed_for_another_network_is_refused(chain):
     tx = chain.transfer_tx(ALICE, BOB.public, COIN)
-    foreign = msgspec.structs.replace(tx, signatures=(ALICE.sign(signing_hash(tx, DEVNET.network_id)),))
+    spent = [TxOut(u.owner, u.amount) for u in (chain.state.utxos[op.key()] for op in tx.inputs)]
+    foreign = msgspec.structs.replace(tx, signatures=(ALICE.sign(signing_hash(tx, spent, DEVNET.network_id)),))
     with pytest.raises(InvalidTransaction, match="bad signature"):
         chain.submit(foreign)
 

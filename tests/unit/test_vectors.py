@@ -20,7 +20,8 @@ from snode.core.blocks import Block, block_hash
 from snode.core.crypto import verify
 from snode.core.encoding import decode, encode
 from snode.core.proofs import UptimeProof
-from snode.core.transactions import Transaction, txid
+from snode.core.errors import InvalidTransaction
+from snode.core.transactions import REFUSED_TX_VERSION, TX_VERSION, Transaction, check_stateless, txid
 from snode.sim.world import SimConfig, World
 from tests.vectors.compute import COMPUTE, Json, load_keys
 from tests.vectors.make import FILES, HERE, build_file, render
@@ -92,9 +93,31 @@ def test_stored_signatures_verify_against_the_stored_messages() -> None:
 
 
 def test_snode_sim_starts_from_its_vector_genesis() -> None:
-    case = next(c for c in _load("genesis")["cases"] if c["source"] == "snode-sim")
+    case = next(c for c in _load("genesis")["cases"] if c["source"] == "snode-sim" and c["tx_version"] == TX_VERSION)
     sim = case["sim"]
     world = World(SimConfig(service_nodes=sim["service_nodes"], contributors=sim["contributors"], blocks=1,
                             seed=sim["seed"]))
     assert world.node.state.height == 0
     assert world.node.state.tip_hash.hex() == case["expected"]["block_hash"]
+
+
+def test_version_1_vectors_are_refused_by_todays_rules_and_todays_are_not() -> None:
+    """Version 1's transactions and the blocks carrying them keep their stored bytes (checked
+    above) and are refused, with the reason stored beside them; this version's are not."""
+    for name in ("transactions", "blocks"):
+        for case in _load(name)["cases"]:
+            txs = ([case] if name == "transactions" else case["transactions"])
+            refused = case["expected"].get("refused")
+            assert (refused is not None) == any(t["version"] == REFUSED_TX_VERSION for t in txs), case["description"]
+    for case in _load("transactions")["cases"]:
+        tx = decode(bytes.fromhex(case["expected"]["encoding"]), Transaction)
+        if case["version"] == REFUSED_TX_VERSION:
+            with pytest.raises(InvalidTransaction, match="^transaction version 1 is no longer valid: its signatures"):
+                check_stateless(tx)
+            assert case["expected"]["refused"].startswith("transaction version 1 is no longer valid")
+        else:
+            check_stateless(tx)
+    block = decode(bytes.fromhex(_load("blocks")["cases"][-1]["expected"]["block_encoding"]), Block)
+    with pytest.raises(InvalidTransaction, match="version 1 is no longer valid"):
+        for tx in block.transactions:
+            check_stateless(tx)

@@ -11,12 +11,14 @@ from collections.abc import Callable
 from typing import Any
 
 import immutables
+import msgspec
 
 from snode.app.builtin import BUILTIN_GENESIS
 from snode.core import pulse
-from snode.core.blocks import Block, block_hash, make_block, producer_message
+from snode.core.blocks import Block, block_hash, make_block, producer_message, tx_root
 from snode.core.crypto import SigningKey
-from snode.core.encoding import encode
+from snode.core.encoding import domain_hash, encode
+from snode.core.errors import InvalidTransaction
 from snode.core.genesis import GenesisDoc, GenesisOutput, genesis_state, regtest_genesis
 from snode.core.proofs import make_proof, proof_message
 from snode.core.quorums import block_leader, block_validators, obligations_quorum
@@ -24,9 +26,9 @@ from snode.core.registration import format_command, sign_registration
 from snode.core.service_nodes import reward_split
 from snode.core.state import NO_HEIGHT, ChainState, Contribution, ServiceNode
 from snode.core.transactions import (
-    Coinbase, OutPoint, Payload, Registration, Reservation, Stake, StakeReturn, StateChange,
-    Transaction, Transfer, TxOut, UnlockRequest, Vote, registration_hash, signing_hash,
-    state_change_hash, txid,
+    REFUSED_TX_VERSION, Coinbase, OutPoint, Payload, Registration, Reservation, Stake, StakeReturn, StateChange,
+    Transaction, Transfer, TxOut, UnlockRequest, Vote, check_stateless, registration_hash,
+    signing_hash, state_change_hash, txid,
 )
 from snode.params import NETWORKS, NetworkParams
 from snode.sim.population import SIMNET, make_population
@@ -68,9 +70,21 @@ def genesis_doc(case: Json) -> GenesisDoc:
     )
 
 
+def genesis_at(case: Json) -> Block:
+    """Block 0 as the code makes it, with its coinbase at the case's transaction version (an
+    earlier version's block 0 is kept as a vector of what it was)."""
+    _, block, _ = genesis_state(genesis_doc(case), network(case["network"]))
+    coinbase = block.transactions[0]
+    if coinbase.version == case["tx_version"]:
+        return block
+    coinbase = msgspec.structs.replace(coinbase, version=case["tx_version"])
+    header = msgspec.structs.replace(block.header, tx_root=tx_root([txid(coinbase)]))
+    return msgspec.structs.replace(block, header=header, transactions=(coinbase,))
+
+
 def genesis(keys: Keys, case: Json) -> Json:
     """Block 0 of a network: its hash, its coinbase's id and (small ones) its encoding."""
-    _, block, _ = genesis_state(genesis_doc(case), network(case["network"]))
+    block = genesis_at(case)
     out = {"block_hash": block_hash(block.header).hex(), "coinbase_txid": txid(block.transactions[0]).hex()}
     encoded = encode(block)
     if len(encoded) <= 1_000:
@@ -119,10 +133,22 @@ def signers(keys: Keys, case: Json) -> list[SigningKey]:
     return [keys[i["owner"]] for i in case["inputs"]]
 
 
+def v1_signing_hash(tx: Transaction, network_id: int) -> bytes:
+    """Version 1's signing hash, kept to recompute its vectors: the transaction without its
+    signatures, and nothing of the outputs it spends (why version 1 is refused)."""
+    return domain_hash(b"tx", network_id, encode(msgspec.structs.replace(tx, signatures=())))
+
+
 def signed_transaction(keys: Keys, case: Json) -> tuple[Transaction, bytes]:
-    """A case's transaction, signed, and the signing hash its signers signed."""
+    """A case's transaction, signed, and the signing hash its signers signed (by the rule of
+    the case's version)."""
     unsigned = unsigned_transaction(keys, case)
-    message = signing_hash(unsigned, network(case["network"]).network_id)
+    network_id = network(case["network"]).network_id
+    if case["version"] == REFUSED_TX_VERSION:
+        message = v1_signing_hash(unsigned, network_id)
+    else:
+        spent = [TxOut(_pub(keys, i["owner"]), i["amount"]) for i in case["inputs"]]
+        message = signing_hash(unsigned, spent, network_id)
     signatures = tuple(k.sign(message) for k in signers(keys, case))
     return Transaction(unsigned.version, unsigned.inputs, unsigned.outputs, unsigned.payload, signatures), message
 
@@ -137,6 +163,17 @@ def transaction(keys: Keys, case: Json) -> Json:
         out["vote_signatures"] = [v.signature.hex() for v in tx.payload.votes]
     out["encoding"] = encode(tx).hex()
     out["txid"] = txid(tx).hex()
+    return _with_refusal(out, [tx])
+
+
+def _with_refusal(out: Json, txs: list[Transaction]) -> Json:
+    """`out` with `refused`: why today's rules refuse one of `txs` without looking at the
+    chain (a version before this one), when they do."""
+    for tx in txs:
+        try:
+            check_stateless(tx)
+        except InvalidTransaction as err:
+            return {**out, "refused": str(err)}
     return out
 
 
@@ -156,13 +193,13 @@ def block(keys: Keys, case: Json) -> Json:
     signed = {keys[v].public: keys[v].sign(validator_message) for v in case["signers"]}
     bitset, signatures = pulse.signer_set([_pub(keys, v) for v in case["validators"]], signed)
     full = Block(made.header, made.transactions, made.producer_signature, bitset, signatures)
-    return {
+    return _with_refusal({
         "header_encoding": encode(made.header).hex(), "block_hash": h.hex(),
         "producer_message": producer_message(params.network_id, h).hex(),
         "producer_signature": made.producer_signature.hex(),
         "validator_message": validator_message.hex(), "validator_bitset": bitset,
         "validator_signatures": [s.hex() for s in signatures], "block_encoding": encode(full).hex(),
-    }
+    }, list(txs))
 
 
 # --- selection --------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 
 from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
+from snode.core.transactions import REFUSED_TX_VERSION, TX_VERSION
 from snode.params import COIN, DEVNET, REGTEST
 from tests.vectors.compute import COMPUTE, Json, load_keys
 
@@ -40,12 +41,24 @@ def _spend(owner: str, amount: int, label: str, index: int = 0) -> Json:
 
 
 def _tx(description: str, payload: Json, inputs: list[Json] | None = None,
-        outputs: list[tuple[str, int]] | None = None, network: str = "regtest", version: int = 1) -> Json:
-    return {"description": description, "network": network, "version": version, "inputs": inputs or [],
+        outputs: list[tuple[str, int]] | None = None, network: str = "regtest") -> Json:
+    return {"description": description, "network": network, "version": TX_VERSION, "inputs": inputs or [],
             "outputs": [{"owner": o, "amount": a} for o, a in outputs or []], "payload": payload}
 
 
+def _at_version_1(case: Json) -> Json:
+    """A case as it was before version 2 (today's rules refuse it; its bytes stay pinned)."""
+    description = f"version 1, refused: {case['description']}" if case["description"] else ""
+    return {**case, "description": description, "version": REFUSED_TX_VERSION}
+
+
 def transaction_cases() -> list[Json]:
+    """Every kind at this version, then every kind at version 1."""
+    cases = _transactions()
+    return cases + [_at_version_1(c) for c in cases]
+
+
+def _transactions() -> list[Json]:
     """One case per transaction kind (two where a kind has two shapes)."""
     reg_solo = {"kind": "registration", "service_node": "sn1", "fee_ppm": 0,
                 "reservations": [{"owner": "carol", "amount": 200_000 * COIN}], "expiry": 1_767_312_000}
@@ -86,9 +99,16 @@ def transaction_cases() -> list[Json]:
 
 
 def block_cases() -> list[Json]:
+    """Blocks of this version's transactions, then the same blocks of version 1's."""
+    cases = _blocks()
+    return cases + [{**c, "description": f"version 1 transactions, refused: {c['description']}",
+                     "transactions": [_at_version_1(t) for t in c["transactions"]]} for c in cases]
+
+
+def _blocks() -> list[Json]:
     """An authority block, and a service-node block with three of four validators' signatures."""
     coinbase = _tx("", {"kind": "coinbase", "height": 1}, outputs=[("producer", REGTEST.block_reward)])
-    transfer = transaction_cases()[0]
+    transfer = _transactions()[0]
     return [
         {"description": "authority block 1 on regtest: a coinbase and a transfer, no validators",
          "network": "regtest", "producer": "producer", "height": 1, "prev_hash": _hash("parent 0"),
@@ -171,6 +191,14 @@ def proof_cases() -> list[Json]:
 
 
 def genesis_cases() -> list[Json]:
+    """Block 0 of every network and snode-sim's; then, kept as they were, the same blocks with
+    a version 1 coinbase, which no network starts from any more."""
+    cases = [{**c, "tx_version": TX_VERSION} for c in _genesis()]
+    return cases + [{**c, "description": f"before transaction version 2 (no network's any more): {c['description']}",
+                     "tx_version": REFUSED_TX_VERSION} for c in cases]
+
+
+def _genesis() -> list[Json]:
     """Block 0 of every network, and snode-sim's."""
     authority = SigningKey(bytes.fromhex(SEEDS["authority"]))
     faucet = SigningKey(bytes.fromhex(SEEDS["alice"]))

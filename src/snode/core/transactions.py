@@ -3,11 +3,18 @@
 Every transaction has the same frame (inputs, outputs, payload, signatures); the payload says
 which kind it is. Inputs name unspent outputs; signature i is the owner of input i signing the
 transaction's signing hash. Coinbase and state changes have no inputs.
+
+The signing hash commits to the outputs each input spends, their owner and amount, as Bitcoin's
+BIP 143 made segwit signatures do: the chain computes it from its own unspent outputs, so a
+signature made over an amount a daemon lied about is not valid, and a wallet told a smaller
+amount than it holds cannot be made to pay the difference as a fee. Version 1 signed the
+transaction alone; it is refused.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from typing import Annotated, Final, TypeAlias, Union, assert_never
 
 import msgspec
@@ -18,7 +25,10 @@ from snode.core.errors import InvalidTransaction
 from snode.core.types import Amount, Hash32, Height, Ppm, PubKey, Signature, Timestamp
 from snode.params import MAX_TX_BYTES
 
-TX_VERSION: Final = 1
+TX_VERSION: Final = 2
+"""Every transaction is of this version: its signatures commit to the spent outputs."""
+REFUSED_TX_VERSION: Final = 1
+"""The version before, whose signatures did not commit to the spent outputs' amounts."""
 OutputIndex: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=65_535)]
 
 
@@ -189,7 +199,7 @@ class Transaction(msgspec.Struct, frozen=True, array_like=True, gc=False):
     outputs: tuple[TxOut, ...]
     payload: Payload
     signatures: tuple[Signature, ...]
-    """Signature i is by the owner of input i over `signing_hash(tx)`."""
+    """Signature i is by the owner of input i over `signing_hash(tx, spent, network_id)`."""
 
 
 def txid(tx: Transaction) -> bytes:
@@ -197,24 +207,30 @@ def txid(tx: Transaction) -> bytes:
     return hash32(encode(tx))
 
 
-def signing_hash(tx: Transaction, network_id: int) -> bytes:
-    """What the input owners sign: the transaction without its signatures, on one network."""
+def signing_hash(tx: Transaction, spent: Sequence[TxOut], network_id: int) -> bytes:
+    """What the input owners sign, on one network: the transaction without its signatures, then
+    the output each input spends (its owner and amount, in input order)."""
     unsigned = msgspec.structs.replace(tx, signatures=())
-    return domain_hash(b"tx", network_id, encode(unsigned))
+    return _signing_hash(encode(unsigned), tx, spent, network_id)
 
 
 _EMPTY_ARRAY: Final = encode(())
 
 
-def signing_hash_of_encoded(tx: Transaction, encoded: bytes, network_id: int) -> bytes:
-    """`signing_hash(tx, network_id)`, given `encoded == encode(tx)`: signatures are the last
-    field of the record, so the unsigned form is the encoding with its signatures' array
+def signing_hash_of_encoded(tx: Transaction, encoded: bytes, spent: Sequence[TxOut], network_id: int) -> bytes:
+    """`signing_hash(tx, spent, network_id)`, given `encoded == encode(tx)`: signatures are the
+    last field of the record, so the unsigned form is the encoding with its signatures' array
     replaced by an empty one (no second encoding of the whole transaction)."""
     signatures = encode(tx.signatures)
     if not encoded.endswith(signatures):
         raise ValueError("encoded is not the encoding of tx")
-    unsigned = encoded[:len(encoded) - len(signatures)] + _EMPTY_ARRAY
-    return domain_hash(b"tx", network_id, unsigned)
+    return _signing_hash(encoded[:len(encoded) - len(signatures)] + _EMPTY_ARRAY, tx, spent, network_id)
+
+
+def _signing_hash(unsigned: bytes, tx: Transaction, spent: Sequence[TxOut], network_id: int) -> bytes:
+    if len(spent) != len(tx.inputs):
+        raise ValueError(f"{len(spent)} spent outputs given for {len(tx.inputs)} inputs")
+    return domain_hash(b"tx", network_id, unsigned + encode(tuple(spent)))
 
 
 def registration_hash(
@@ -239,7 +255,7 @@ def check_stateless(tx: Transaction, size: int | None = None) -> int:
     if size is None:
         size = len(encode(tx))
     if tx.version != TX_VERSION:
-        raise InvalidTransaction(f"unknown transaction version {tx.version}")
+        raise InvalidTransaction(_version_refusal(tx.version))
     if size > MAX_TX_BYTES:
         raise InvalidTransaction(f"transaction is {size} bytes; the limit is {MAX_TX_BYTES}")
     payload = tx.payload
@@ -268,6 +284,13 @@ def check_stateless(tx: Transaction, size: int | None = None) -> int:
 DEREGISTER_KIND: Final = 4
 """`service_nodes.StateChangeKind.DEREGISTER`, the one state change with outputs (the stakes
 it returns); named here because the kinds live a layer above the frame."""
+
+
+def _version_refusal(version: int) -> str:
+    if version == REFUSED_TX_VERSION:
+        return (f"transaction version {version} is no longer valid: its signatures do not commit to "
+                f"the amounts and owners of the outputs it spends; sign it again as version {TX_VERSION}")
+    return f"unknown transaction version {version}"
 
 
 def _check_no_inputs(tx: Transaction, payload: Payload) -> None:

@@ -23,7 +23,7 @@ from snode.core.state import (
 )
 from snode.core.stake_exit import check_unlock_request, returned_outputs
 from snode.core.transactions import (
-    Coinbase, Registration, Stake, StakeReturn, StateChange, Transaction, Transfer, UnlockRequest,
+    Coinbase, Registration, Stake, StakeReturn, StateChange, Transaction, Transfer, TxOut, UnlockRequest,
     check_stateless, registration_hash, signing_hash_of_encoded, state_change_hash, txid,
 )
 from snode.core.units import format_coins
@@ -81,7 +81,7 @@ def _apply_spend(
     """A transaction that spends outputs: its inputs, what its payload locks up, its outputs,
     its fee."""
     params = consensus.params
-    total_in, owners = _spend_inputs(w, tx, tx_id, height, signing_hash_of_encoded(tx, encoded, params.network_id))
+    total_in, owners = _spend_inputs(w, tx, tx_id, height, encoded, params.network_id)
     payload = tx.payload
     match payload:
         case Registration():
@@ -115,14 +115,16 @@ def _apply_spend(
 
 
 def _spend_inputs(
-    w: Working, tx: Transaction, tx_id: bytes, height: int, message: bytes,
+    w: Working, tx: Transaction, tx_id: bytes, height: int, encoded: bytes, network_id: int,
 ) -> tuple[int, list[bytes]]:
-    """Spend each input (unspent, unlocked), collecting its owner's signature check; the total
-    spent and the owners."""
+    """Spend each input (unspent, unlocked), collecting its owner's signature check over the
+    signing hash of what the chain holds for it (owner and amount); the total spent and the
+    owners."""
     short = tx_id.hex()[:16]
     total_in = 0
     owners = []
-    for i, op in enumerate(tx.inputs):
+    spent = []
+    for op in tx.inputs:
         key = op.txid + op.index.to_bytes(2, "big")  # op.key(), inlined: the hottest loop
         entry = w.utxos.get(key)
         if entry is None:
@@ -135,10 +137,13 @@ def _spend_inputs(
                 f"transaction {short} spends output {op.txid.hex()[:16]}:{op.index}, which is "
                 f"locked until height {entry.unlock_height}"
             )
-        w.checks.append(SigCheck(entry.owner, message, tx.signatures[i], f"transaction {short} input {i}"))
         total_in += entry.amount
         owners.append(entry.owner)
+        spent.append(TxOut(entry.owner, entry.amount))
         w.utxos.delete(key)
+    message = signing_hash_of_encoded(tx, encoded, spent, network_id)
+    for i, owner in enumerate(owners):
+        w.checks.append(SigCheck(owner, message, tx.signatures[i], f"transaction {short} input {i}"))
     return total_in, owners
 
 
@@ -189,7 +194,7 @@ def _apply_unlock_request(
     node = w.service_nodes.get(request.sn_pubkey)
     updated = check_unlock_request(node, request.sn_pubkey, request.contributor, height, params)
     w.checks.append(SigCheck(
-        request.contributor, signing_hash_of_encoded(tx, encoded, params.network_id),
+        request.contributor, signing_hash_of_encoded(tx, encoded, (), params.network_id),
         tx.signatures[0], f"unlock request for service node {request.sn_pubkey.hex()[:16]}",
     ))
     w.service_nodes.set(request.sn_pubkey, updated)

@@ -18,7 +18,7 @@ from snode.core.transactions import (  # payload_spend: named here too, where th
 
 __all__ = [
     "Spendable", "build_spend", "build_transfer", "build_unlock_request", "estimate_fee",
-    "payload_spend",
+    "payload_spend", "sign_spend",
 ]
 from snode.core.types import SIGNATURE_BYTES
 from snode.core.units import format_coins
@@ -67,17 +67,25 @@ def build_spend(
             f"unlocked balance {format_coins(total)} is not enough: {format_coins(target)} "
             f"{'coin' if target == COIN else 'coins'} plus a fee of {format_coins(fee)} are needed"
         )
-    inputs = tuple(op for op, _ in chosen)
     all_outputs = list(outputs)
     # The estimate counts a change output of the widest encoding, so it is never too low.
     change = total - target - fee
     if change > 0:
         all_outputs.append(TxOut(key.public, change))
-    unsigned = Transaction(TX_VERSION, inputs, tuple(all_outputs), payload, ())
-    message = signing_hash(unsigned, params.network_id)
-    return Transaction(
-        TX_VERSION, inputs, tuple(all_outputs), payload, tuple(key.sign(message) for _ in inputs)
-    )
+    return sign_spend(key, chosen, all_outputs, payload, params)
+
+
+def sign_spend(
+    key: SigningKey, inputs: Sequence[Spendable], outputs: Sequence[TxOut], payload: Payload,
+    params: NetworkParams,
+) -> Transaction:
+    """The transaction spending `inputs` (all of them `key`'s), signed by `key` over the owner
+    and amount the caller knows for each: a chain that holds another amount refuses it."""
+    ops = tuple(op for op, _ in inputs)
+    unsigned = Transaction(TX_VERSION, ops, tuple(outputs), payload, ())
+    message = signing_hash(unsigned, [TxOut(entry.owner, entry.amount) for _, entry in inputs],
+                           params.network_id)
+    return Transaction(TX_VERSION, ops, tuple(outputs), payload, tuple(key.sign(message) for _ in ops))
 
 
 def build_transfer(
@@ -91,5 +99,5 @@ def build_unlock_request(key: SigningKey, sn_pubkey: bytes, params: NetworkParam
     """A contributor's signed request to unlock its stake on `sn_pubkey` (no inputs, no fee)."""
     unsigned = Transaction(TX_VERSION, (), (), UnlockRequest(sn_pubkey, key.public), ())
     return Transaction(
-        TX_VERSION, (), (), unsigned.payload, (key.sign(signing_hash(unsigned, params.network_id)),)
+        TX_VERSION, (), (), unsigned.payload, (key.sign(signing_hash(unsigned, (), params.network_id)),)
     )

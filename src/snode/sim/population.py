@@ -18,10 +18,9 @@ from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
 from snode.core.genesis import GenesisDoc, GenesisOutput
 from snode.core.registration import sign_registration
-from snode.core.transactions import (
-    TX_VERSION, OutPoint, Payload, Reservation, Stake, Transaction, TxOut, signing_hash,
-)
-from snode.core.txbuilder import estimate_fee, payload_spend
+from snode.core.state import new_utxo
+from snode.core.transactions import OutPoint, Payload, Reservation, Stake, Transaction, TxOut
+from snode.core.txbuilder import estimate_fee, payload_spend, sign_spend
 from snode.params import BLOCKS_PER_DAY, COIN, MAINNET, MAX_CONTRIBUTORS, NetworkParams
 
 SIMNET: Final = dataclasses.replace(
@@ -126,9 +125,7 @@ def _spend(key: SigningKey, outpoint: OutPoint, amount: int, payload: Payload, p
     if change < 0:
         raise ValueError("a simulated contributor cannot pay its fee")
     outputs = (TxOut(key.public, change),) if change else ()
-    unsigned = Transaction(TX_VERSION, (outpoint,), outputs, payload, ())
-    return Transaction(TX_VERSION, (outpoint,), outputs, payload,
-                       (key.sign(signing_hash(unsigned, params.network_id)),))
+    return sign_spend(key, [(outpoint, new_utxo(key.public, amount, 0))], outputs, payload, params)
 
 
 def registration_tx(node: SimNode, funds: tuple[OutPoint, int], expiry: int, params: NetworkParams) -> Transaction:
