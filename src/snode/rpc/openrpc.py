@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import types
 import typing
@@ -33,6 +34,11 @@ def document() -> dict[str, Any]:
     params = [SIGNATURES[n][1] or DOCUMENTED_PARAMS[n] for n in names]
     results = [_result_type(SIGNATURES[n][0]) for n in names]
     schemas, components = msgspec.json.schema_components([*params, *results], ref_template=REF)
+    for component in components.values():
+        # A record's description is its docstring, which Python 3.13 dedents as it compiles
+        # and older Pythons do not: cleaned, the document is the same on every Python.
+        if "description" in component:
+            component["description"] = inspect.cleandoc(component["description"])
     methods = []
     for i, name in enumerate(names):
         record = components[params[i].__name__]
