@@ -7,7 +7,8 @@ STAMP  := $(VENV)/.installed
 # machines) every daemon a test or the demo starts would compile each module again (0.1 s).
 COMPILE := $(PY) -m compileall -q src
 
-.PHONY: demo walkthrough test lint bench reliability clean unit functional browser-test binary binary-test docs
+.PHONY: demo walkthrough test lint bench reliability clean unit functional browser-test binary binary-test docs \
+	lock wheel-test container-test test-py313
 
 $(VENV):
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +28,7 @@ walkthrough: $(STAMP)
 
 test: $(STAMP)
 	$(COMPILE)
-	$(PY) -m pytest -n 2 --dist worksteal -q -m "not browser and not binary" tests
+	$(PY) -m pytest -n 2 --dist worksteal -q -m "not browser and not binary and not wheel and not container" tests
 
 # The web view in headless Chromium (Debian's package, installed when missing; we run as root on
 # CI machines, otherwise this asks for sudo).
@@ -79,20 +80,66 @@ docs: $(STAMP)
 	$(PY) -m snode.wallet.openrpc > docs/wallet-openrpc.json
 
 # Single-file executables: one PyInstaller build of snode.bundle, copied under each program's
-# name (it runs the program it is named after); they need no Python environment.
-BINARY_STAMP := $(VENV)/.binary-installed
-$(BINARY_STAMP): pyproject.toml | $(STAMP)
-	$(PY) -m pip install -q -e '.[binary]'
+# name (it runs the program it is named after); they need no Python environment. They bundle the
+# exact, hashed dependency versions of requirements.lock, installed into a venv of their own.
+BINARY_VENV  := build/binary-venv
+BINARY_STAMP := $(BINARY_VENV)/.installed
+$(BINARY_STAMP): pyproject.toml requirements.lock
+	rm -rf $(BINARY_VENV)
+	$(PYTHON) -m venv $(BINARY_VENV)
+	$(BINARY_VENV)/bin/pip install -q --require-hashes --no-deps -r requirements.lock
+	$(BINARY_VENV)/bin/pip install -q --no-deps .
+	$(BINARY_VENV)/bin/pip install -q 'pyinstaller>=6.10,<7'
 	touch $(BINARY_STAMP)
 
-binary: $(BINARY_STAMP)
-	$(VENV)/bin/pyinstaller --onefile --noconfirm --log-level WARN --name snode \
+binary: $(BINARY_STAMP) | $(STAMP)
+	$(BINARY_VENV)/bin/pyinstaller --onefile --noconfirm --log-level WARN --name snode \
 		--workpath build/pyinstaller --specpath build --distpath dist src/snode/bundle.py
 	for name in snoded snode-wallet snode-cli; do cp dist/snode dist/$$name; done
 	rm dist/snode
 
 binary-test: binary
 	$(PY) -m pytest -q -m binary tests
+
+# requirements.lock: every runtime dependency at one version, with the hashes of its files
+# (pip-tools), for the container image and the binaries (`pip install --require-hashes`).
+# `make lock` refreshes it to the newest versions pyproject.toml's ranges admit; commit the
+# result after `make test` and `make container-test` pass with it. `make test` itself installs
+# from the ranges, as a library user would.
+RELEASE_STAMP := $(VENV)/.release-installed
+$(RELEASE_STAMP): pyproject.toml | $(STAMP)
+	$(PY) -m pip install -q -e '.[release]'
+	touch $(RELEASE_STAMP)
+
+lock: $(RELEASE_STAMP)
+	$(VENV)/bin/pip-compile -q --upgrade --generate-hashes --strip-extras --allow-unsafe \
+		--no-emit-index-url --no-emit-find-links -o requirements.lock pyproject.toml
+
+# The sdist and the wheel as a release publishes them (the wheel built from the sdist), checked
+# by twine, then installed into a fresh venv outside the repository (tests/functional/test_wheel.py).
+wheel-test: $(RELEASE_STAMP)
+	rm -rf dist/snode-*
+	$(PY) -m build --outdir dist .
+	$(VENV)/bin/twine check --strict dist/snode-*
+	$(COMPILE)
+	$(PY) -m pytest -q -m wheel tests/functional/test_wheel.py
+
+# The Dockerfile linted, built with buildah on a local Debian base (.ci/rootfs) and run
+# (tests/functional/test_container.py); buildah and debootstrap are installed when missing (as
+# root, as CI runs).
+container-test: $(RELEASE_STAMP)
+	$(VENV)/bin/hadolint Dockerfile
+	@command -v buildah >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq buildah >/dev/null || \
+		{ echo "container-test: cannot install buildah (apt-get install -y buildah, as root)"; exit 1; }; }
+	$(COMPILE)
+	SNODE_BASE_ROOTFS="$$(.ci/rootfs bookworm python3 python3-venv)" \
+		$(PY) -m pytest -q -m container tests/functional/test_container.py
+
+# The unit tests and a functional smoke set on Python 3.13: Debian trixie's python3.13 in a root
+# made by .ci/rootfs, our dependencies installed from the index inside it (.ci/in-root).
+test-py313:
+	.ci/in-root "$$(.ci/rootfs trixie python3 python3-venv)" python3.13
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis

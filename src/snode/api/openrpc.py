@@ -6,6 +6,7 @@ with their document (the OpenRPC service-discovery method)."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, NamedTuple
 
 import msgspec
@@ -31,6 +32,11 @@ def openrpc_document(title: str, description: str, methods: list[Documented]) ->
     """The OpenRPC 1.2 document of `methods`, parameters by name."""
     types = [m.params for m in methods] + [m.result for m in methods]
     schemas, components = msgspec.json.schema_components(types, ref_template=REF)
+    for component in components.values():
+        # A record's description is its docstring, which Python 3.13 dedents as it compiles
+        # and older Pythons do not: cleaned, the document is the same on every Python.
+        if "description" in component:
+            component["description"] = inspect.cleandoc(component["description"])
     documented = []
     for i, method in enumerate(methods):
         record = components[method.params.__name__]

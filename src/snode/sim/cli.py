@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from snode import __version__
 from snode.common.entry import run_command
 from snode.sim.rounds import SimError
 from snode.sim.world import SimConfig, World
@@ -34,6 +35,7 @@ def _partition(value: str | None) -> tuple[float, int, int] | None:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="snode-sim", message="%(prog)s v%(version)s")
 @click.option("--service-nodes", "service_nodes", type=click.IntRange(12, 100_000), default=1_000, show_default=True,
               help="Service nodes (at least 12, the active minimum).")
 @click.option("--contributors", type=click.IntRange(12, 1_100_000), default=None,

@@ -23,6 +23,7 @@ from mnemonic import Mnemonic
 from rich import box
 from rich.table import Table
 
+from snode import __version__
 from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
 from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
@@ -220,6 +221,7 @@ BASE_DIR_HELP = "Where the devnet lives [./devnet, or $SNODE_DEVNET_DIR]; before
 
 
 @click.group(context_settings={"help_option_names": ["--help", "-h"]})
+@click.version_option(__version__, "--version", prog_name="snode-devnet", message="%(prog)s v%(version)s")
 @click.option("--base-dir", type=click.Path(file_okay=False, path_type=Path), help=BASE_DIR_HELP)
 @click.pass_context
 def cli(ctx: click.Context, base_dir: Path | None) -> None:
