@@ -11,13 +11,11 @@ import json
 
 import pytest
 
-from snode.core.transactions import TX_VERSION
 from tests.functional.framework import assert_equal, narrator
 from tests.vectors.make import HERE
 
 log = narrator(__name__)
-CASES = {c["network"]: c for c in json.loads((HERE / "genesis.json").read_text())["cases"]
-         if c["tx_version"] == TX_VERSION}
+CASES = {c["network"]: c for c in json.loads((HERE / "genesis.json").read_text())["cases"]}
 """Today's block 0 of each network (the file also keeps those of version 1 transactions)."""
 
 

@@ -19,7 +19,7 @@ from snode.core.errors import InvalidAddress, InvalidGenesis
 from snode.core.quorums import authority_quorum
 from snode.core.state import ChainState, new_utxo
 from snode.core.utxo_set import UtxoSet
-from snode.core.transactions import TX_VERSION, Coinbase, Transaction, TxOut, outpoint_key, txid
+from snode.core.transactions import REFUSED_TX_VERSION, Coinbase, Transaction, TxOut, outpoint_key, txid
 from snode.core.types import PUBKEY_BYTES, Amount, Timestamp
 from snode.params import (
     REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_AMOUNT, REGTEST_FAUCET_SEED,
@@ -93,11 +93,15 @@ def encode_genesis(doc: GenesisDoc) -> bytes:
 
 
 def genesis_block(doc: GenesisDoc, params: NetworkParams) -> Block:
-    """Block 0: one coinbase carrying the initial outputs. It is valid by definition, unsigned."""
+    """Block 0: one coinbase carrying the initial outputs. It is valid by definition, unsigned.
+
+    Its coinbase keeps transaction version 1, as the first release wrote it: a coinbase spends
+    nothing, so version 2's commitment to spent outputs changes nothing in it, and block 0 (with
+    it every data dir of an existing network) stays what it was."""
     outputs = tuple(
         TxOut(decode_address(params.address_prefix, o.address), o.amount) for o in doc.outputs
     )
-    coinbase = Transaction(TX_VERSION, (), outputs, Coinbase(0), ())
+    coinbase = Transaction(REFUSED_TX_VERSION, (), outputs, Coinbase(0), ())
     header = BlockHeader(
         version=1, height=0, prev_hash=ZERO_HASH, timestamp=doc.timestamp,
         tx_root=tx_root([txid(coinbase)]), producer=bytes(PUBKEY_BYTES), round=0,
