@@ -95,6 +95,8 @@ def test_a_refusal_is_worded_from_its_code_and_an_old_one_says_nothing() -> None
     assert node.proofs.own_refused_reason == ""
     own.refused("127.0.0.11:9230", first.timestamp - 1, ProofRefusal.CLOCK)
     assert node.proofs.own_refused_reason == "", "a refusal of a proof older than the accepted one"
+    own.refused("127.0.0.11:9230", first.timestamp, ProofRefusal.CLOCK)
+    assert node.proofs.own_refused_reason == "", "a refusal of the very proof the network accepted"
     for code in ProofRefusal:
         assert refusal_words(code, declared_ip="203.0.113.5", params=node.params).isprintable()
     odd = refusal_words(ProofRefusal.IP_NOT_THE_CONNECTION, declared_ip="203.0.113.5", params=node.params,

@@ -102,8 +102,8 @@ class OwnProof:
         (`seen_ip`: where it sees us connect from, packed, when that is why)."""
         node = self._node
         ident, book = node.identity, node.proofs
-        if ident is None or timestamp < book.last_accepted(ident.key.public):
-            return  # the network took a later proof already: an old refusal says nothing now
+        if ident is None or timestamp <= book.last_accepted(ident.key.public):
+            return  # the network took this proof or a later one: a refusal of it says nothing now
         words = refusal_words(code, declared_ip=ident.public_ip, params=node.params, seen_ip=seen_ip)
         book.own_refusal = f"uptime proof rejected by {by}: {words}"
         book.own_refused_reason = words

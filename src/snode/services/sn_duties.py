@@ -226,8 +226,11 @@ class ServiceNodeDuties:
         elif isinstance(refusal, BadProofSignature):
             peers.misbehaving(arrival.peer, SCORE_PROTOCOL, f"sent a forged uptime proof: {refusal.reason}")
         else:
-            if proof.pubkey not in self.node.state.service_nodes and not self.node.target_height:
-                # Junk: a node that is not syncing knows every registration its peers know.
+            if proof.pubkey not in self.node.state.service_nodes and not self.node.target_height \
+                    and not arrival.relayed:
+                # Junk: a node that is not syncing knows every registration its peers know. A
+                # relayed one is not scored: an honest relayer a block ahead of or behind a
+                # (de)registration passes such proofs on, and scores do not decay.
                 peers.misbehaving(arrival.peer, SCORE_JUNK_PROOF,
                                   "sent uptime proofs of keys that are not registered service nodes")
             if not arrival.relayed:
