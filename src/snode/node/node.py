@@ -98,7 +98,7 @@ class Node:
         """This node's view of every SN's uptime proofs; only the node writes it."""
         self.own_proof = OwnProof(self)
         """This daemon's own proofs: signing and sending them, and the network's word on them."""
-        self.participation = ParticipationBook(params.participation_window)
+        self.participation = ParticipationBook(params)
         """This node's view of every SN's block-production duties; only the node writes it."""
         self._target_height = 0
         self._owners = OwnerIndex()
@@ -372,7 +372,7 @@ class Node:
         applied on the current state; `mined`: their transaction ids, when known)."""
         self._owners.adopted(state, undos)
         if len(blocks) == 1 and abs(now - blocks[0].header.timestamp) <= LIVE_SECONDS:
-            self.participation.record(block_updates(self._state, blocks[0], self.params))
+            self.participation.record(block_updates(self._state, blocks[0], self.params), blocks[0].header.timestamp)
         self.participation.keep_active(state, [k for u in undos for k, _ in u.service_nodes] if undos else None)
         self._state = state
         if not mined:
