@@ -3,7 +3,8 @@
 
 The command line is split once, like a shell would split it, and run without a shell. The event
 goes in environment variables: SNODE_EVENT (`state`, `proof_refused`, `reward`), SNODE_STATE
-(for `state`: `decommissioned`, `left`, ...), SNODE_REASON, SNODE_HEIGHT and SNODE_PUBKEY. At
+(for `state`: `decommissioned`, `left`, ...), SNODE_REASON, SNODE_HEIGHT, SNODE_PUBKEY and
+SNODE_AMOUNT (for `reward`: the atomic units the operator's wallet received). At
 most one runs at a time (later events wait, at most MAX_WAITING of them); one that runs longer
 than TIMEOUT seconds is killed by its pid; a failure is logged and never stops the daemon.
 """
@@ -52,6 +53,7 @@ def event_environment(event: dict[str, Any]) -> dict[str, str]:
         "SNODE_REASON": str(event.get("reason", "")),
         "SNODE_HEIGHT": str(event.get("height", "")),
         "SNODE_PUBKEY": str(event.get("pubkey", "")),
+        "SNODE_AMOUNT": str(event.get("amount", "")),
     }
 
 
