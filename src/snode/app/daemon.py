@@ -236,7 +236,7 @@ class Daemon:
                               writer=writer, clock=self.clock)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
                        metrics=lambda: _render_metrics(node, counters),
-                       unmet=lambda: unmet_conditions(node, node.now()), events=feed,
+                       unmet=lambda: unmet_conditions(node, node.now(), peer_count=len(peers.peers)), events=feed,
                        page=lambda query: render_page(node, peer_count=len(peers.peers), now=node.now(),
                                                       query=query))
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -423,7 +423,7 @@ class Daemon:
 @click.option("--notify", metavar="COMMAND",
               help="Run COMMAND (no shell) for this node's own events: state changes, refused "
                    "proofs, rewards; the event is in SNODE_EVENT, SNODE_STATE, SNODE_REASON, "
-                   "SNODE_HEIGHT, SNODE_PUBKEY.")
+                   "SNODE_HEIGHT, SNODE_PUBKEY, SNODE_AMOUNT.")
 @click.option("--non-interactive", is_flag=True, help="Never read console commands from stdin.")
 @click.option("--testnet", is_flag=True, help="Use the test network.")
 @click.option("--devnet", is_flag=True, help="Use a local development network.")
