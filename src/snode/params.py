@@ -106,6 +106,12 @@ class NetworkParams:
     """Block-production duties (led a round, validated one) a node's record remembers."""
     participation_max_misses: int = 4
     """A node fails its participation with more than this many misses in the window."""
+    participation_grace: int = 1_800
+    """Seconds a node's participation must stay failing before it fails (docs/PARTICIPATION.md):
+    a restart for an upgrade (10 minutes on mainnet) and the duties that bring the record back
+    fit in it whatever the network's size. Mainnet: the decommission proof age, so missed
+    duties never judge a node sooner than missed proofs; devnet and regtest: twice it (a
+    restart as long as the decommission age, and then the recovery)."""
     participation_cooldown: int = 30
     """Blocks a node decommissioned for missed block production stays out before its proofs
     can recommission it (else it would flap back at the next block, its window cleared)."""
@@ -198,7 +204,7 @@ DEVNET: Final = NetworkParams(
     p2p_port=38090, rpc_port=38091, quorumnet_port=38092, omq_port=38093, wallet_rpc_port=38094,
     target_block_time=2, proof_interval=2, healthy_proof_age=10,
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
-    round_time=2, backstop_rounds=10, participation_cooldown=10,
+    round_time=2, backstop_rounds=10, participation_cooldown=10, participation_grace=60,
     unlock_duration=30, deregistration_lock=40, pool_fill_window=50, reachability_interval=10,
 )
 REGTEST: Final = NetworkParams(
@@ -207,8 +213,8 @@ REGTEST: Final = NetworkParams(
     target_block_time=0, proof_interval=2, healthy_proof_age=10,
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
     generate_on_demand=True, sn_blocks=False, round_time=2, backstop_rounds=10,
-    participation_cooldown=10, unlock_duration=30, deregistration_lock=40, pool_fill_window=50,
-    reachability_interval=10,
+    participation_cooldown=10, participation_grace=60, unlock_duration=30, deregistration_lock=40,
+    pool_fill_window=50, reachability_interval=10,
 )
 
 NETWORKS: Final = {p.name: p for p in (MAINNET, TESTNET, DEVNET, REGTEST)}

@@ -179,11 +179,11 @@ def piped_daemon(tmp_path, *extra):
 def test_console_commands(tmp_path):
     with piped_daemon(tmp_path, "--service-node") as proc:
         log.info("Start with a console: it prints the status line")
-        assert_equal(proc.stdout.readline().strip(), "v0.1.0; Height: 0, SN: not registered")
+        assert_equal(proc.stdout.readline().strip(), "v0.1.0; Height: 0, SN: not registered, proof: never")
         log.info("Type status, print_sn_key, a bogus command and exit: each answered, then exit 0")
         proc.stdin.write("status\nprint_sn_key\nbogus\nexit\n")
         proc.stdin.flush()
-        assert_equal(proc.stdout.readline().strip(), "v0.1.0; Height: 0, SN: not registered")
+        assert_equal(proc.stdout.readline().strip(), "v0.1.0; Height: 0, SN: not registered, proof: never")
         key = proc.stdout.readline().strip()
         assert len(key) == 64 and bytes.fromhex(key)
         assert "unknown command 'bogus'" in proc.stdout.readline()

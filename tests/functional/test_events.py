@@ -10,17 +10,53 @@ import os
 import subprocess
 import sys
 import threading
+import time
+from pathlib import Path
+from typing import Any
 
 from snode.devchain import key_from_label
+from snode.core.units import parse_coins
 from snode.params import COIN
 from tests.functional.framework import (
-    assert_equal, connect_nodes, narrator, run_snoded, scaled, sync_blocks,
+    assert_equal, connect_nodes, narrator, run_snoded, scaled, sync_blocks, wait_until,
 )
 from tests.functional.sn_helpers import (
-    SOLO, fund_and_unlock, mine_until, notified, notify_script, record, register,
+    SOLO, fund_and_unlock, mine_until, move_clocks, notified, notify_script, record, register,
 )
+from tests.functional.wallet_helpers import Wallet, registration_cmd
 
 log = narrator(__name__)
+
+
+class Watch:
+    """`snode-cli --json watch` on a daemon, its lines read by a thread until `close`."""
+
+    def __init__(self, node: Any) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "snode.tools.cli", "--rpc", f"http://{node.ip}:{node.rpc_port}", "--json",
+             "watch", "--count", "400"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        self.lines: list[str] = []
+        self.stderr = ""
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout),  # type: ignore[arg-type]
+                                       daemon=True)
+        self.reader.start()
+
+    def close(self) -> list[dict[str, Any]]:
+        """Stop it (by its pid); the events it printed."""
+        self.proc.terminate()
+        self.proc.wait(timeout=scaled(10))
+        self.reader.join(timeout=scaled(10))
+        self.stderr = self.proc.stderr.read() if self.proc.stderr else ""
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        return [json.loads(line) for line in self.lines if line.startswith("{")]
+
+
+def _rewards(out: Path) -> dict[int, int]:
+    """The rewards the notify command was run for: height -> atomic units."""
+    return {int(e["SNODE_HEIGHT"]): int(e["SNODE_AMOUNT"]) for e in notified(out) if e["SNODE_EVENT"] == "reward"}
 
 
 def test_watch_streams_events_and_notify_runs_for_the_nodes_own(nodes, tmp_path):
@@ -30,16 +66,10 @@ def test_watch_streams_events_and_notify_runs_for_the_nodes_own(nodes, tmp_path)
     sn = nodes.add(extra_args=["--service-node", f"--notify={script}"])
     connect_nodes(sn, hub)
     log.info("snode-cli watch --json on the service node, from before its registration")
-    watch = subprocess.Popen(
-        [sys.executable, "-m", "snode.tools.cli", "--rpc", f"http://{sn.ip}:{sn.rpc_port}", "--json",
-         "watch", "--count", "400"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(watch.stdout), daemon=True)  # type: ignore[arg-type]
-    reader.start()
+    watch = Watch(sn)
     try:
         log.info("Mine until watch prints a block: it is connected")
-        mine_until(hub, lambda: any('"block"' in line for line in list(lines)), timeout=30,
+        mine_until(hub, lambda: any('"block"' in line for line in list(watch.lines)), timeout=30,
                    what="watch printing a block")
         operator = key_from_label("events op")
         fund_and_unlock(hub, {operator.public: SOLO + COIN})
@@ -53,17 +83,10 @@ def test_watch_streams_events_and_notify_runs_for_the_nodes_own(nodes, tmp_path)
                    timeout=60, what="a reward notified")
         sync_blocks([hub, sn])
     finally:
-        watch.terminate()  # by its pid
-        watch.wait(timeout=scaled(10))
-        reader.join(timeout=scaled(10))
-        stderr = watch.stderr.read() if watch.stderr else ""
-        for pipe in (watch.stdout, watch.stderr):
-            if pipe is not None:
-                pipe.close()
-    events = [json.loads(line) for line in lines if line.startswith("{")]
+        events = watch.close()
     kinds = {e["event"] for e in events}
     log.info("watch printed %d events of kinds %s", len(events), sorted(kinds))
-    assert {"block", "state", "proof_accepted", "reward"} <= kinds, (kinds, stderr)
+    assert {"block", "state", "proof_accepted", "reward"} <= kinds, (kinds, watch.stderr)
     states = [e["state"] for e in events if e["event"] == "state"]
     assert states[:4] == ["registered", "funded", "active", "payable"], states
     active = next(e for e in events if e.get("state") == "active")
@@ -88,3 +111,62 @@ def test_a_notify_command_that_cannot_run_stops_the_start_up(tmp_path):
     assert_equal(out.returncode, 1)
     assert "--notify: cannot split the command" in out.stderr and "Traceback" not in out.stderr
     assert not os.path.exists(tmp_path / "d"), "nothing is created when the flags are wrong"
+
+
+def test_a_reward_event_only_for_a_block_that_paid_the_node_with_what_the_wallet_received(nodes, tmp_path):
+    """Issue #24 item 1: a recommission puts the node at the back of the reward queue (its
+    `last_reward_height` moves) but pays nothing; /events and --notify announced a reward for it
+    all the same. Every reward announced must be a reward in the operator wallet's
+    show_transfers, at that height, for that amount; the recommission height is none."""
+    script, out = notify_script(tmp_path)
+    hub = nodes.add()
+    sn = nodes.add(extra_args=["--service-node", f"--notify={script}"])
+    connect_nodes(sn, hub)
+    operator = Wallet(hub, tmp_path, "operator")
+    fund_and_unlock(hub, {operator.public: SOLO + COIN})
+    log.info("The operator registers the node from its wallet; mine until a block pays it")
+    operator.ok(registration_cmd(sn, operator.address, SOLO), yes=True)
+    pubkey = sn.get_service_node_key()["service_node_pubkey"]
+    mine_until(hub, lambda: record(hub, pubkey)["payable"], timeout=60, what="the node payable")
+    mine_until(hub, lambda: any(e.get("SNODE_EVENT") == "reward" for e in notified(out)), timeout=60,
+               what="a reward notified")
+    log.info("Stop the node and move the clocks 40 s on: decommissioned")
+    sync_blocks([hub, sn])
+    stopped = hub.get_info()["height"]
+    wait_until(lambda: stopped in _rewards(out), what="the reward of the last block before the stop notified")
+    assert_equal(sn.stop(), 0)
+    later = int(time.time()) + 40
+    move_clocks([hub], later, proving=[], judges=[hub])
+    mine_until(hub, lambda: not record(hub, pubkey)["active"], timeout=30, what="the node decommissioned")
+    log.info("Start it again, watched: its proofs resume and it is recommissioned, then paid again")
+    sn.start()
+    connect_nodes(sn, hub)
+    move_clocks([hub, sn], later + 10, proving=[sn], judges=[hub])
+    watch = Watch(sn)
+    try:
+        mine_until(hub, lambda: any('"block"' in line for line in list(watch.lines)), timeout=30,
+                   what="watch printing a block")
+        mine_until(hub, lambda: record(hub, pubkey)["active"], timeout=30, what="the node recommissioned")
+        recommissioned = record(hub, pubkey)["last_state_change_height"]
+        mine_until(hub, lambda: any(h > recommissioned + 2 for h in _rewards(out)), timeout=60,
+                   what="rewards after the recommission")
+        sync_blocks([hub, sn])
+        last = hub.get_info()["height"]  # the only payable node: every block pays it
+        wait_until(lambda: last in _rewards(out), what="the reward of the last block notified")
+    finally:
+        events = watch.close()
+    wallet = {}
+    for line in operator.ok("show_transfers").lines[1:]:
+        height, kind, amount = line.split()[:3]
+        if kind == "reward":
+            wallet[int(height)] = parse_coins(amount.lstrip("+"))
+    notified = _rewards(out)
+    streamed = {e["height"]: e["amount"] for e in events if e["event"] == "reward"}
+    log.info("rewards: wallet %s, notified %s, streamed %s", wallet, notified, streamed)
+    assert recommissioned not in notified and recommissioned not in streamed
+    assert notified and all(wallet.get(h) == a for h, a in notified.items()), (wallet, notified)
+    assert streamed and all(wallet.get(h) == a for h, a in streamed.items()), (wallet, streamed)
+    # Every payment was announced but those of the blocks that reached it in one batch at its
+    # restart (made while its daemon was down: a batch shows its last reward only).
+    assert_equal({h for h in wallet if h <= stopped or h > recommissioned} - set(notified), set())
+    assert {h for h in streamed if h > recommissioned} and set(streamed) <= set(notified)

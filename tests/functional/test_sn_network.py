@@ -58,7 +58,8 @@ def test_lifecycle_solo_and_pool(nodes):
     sync_blocks([hub, solo, pool])
     solo_pk = solo.get_service_node_key()["service_node_pubkey"]
     pool_pk = pool.get_service_node_key()["service_node_pubkey"]
-    assert_equal(solo.get_info()["status_line"], f"{V}; Height: {solo.get_info()['height']}, SN: not registered")
+    assert_equal(solo.get_info()["status_line"],
+                 f"{V}; Height: {solo.get_info()['height']}, SN: not registered, proof: never")
 
     log.info("Register a solo node and a pool node with a 5 % cut: the pool awaits contributions")
     register(solo, hub, op_solo, SOLO)
@@ -69,7 +70,7 @@ def test_lifecycle_solo_and_pool(nodes):
     assert_equal((rec["funded"], rec["active"], rec["payable"], rec["status"]), (False, False, False, "Await"))
     assert_equal((rec["registration_height"], rec["operator_fee"], rec["total_contributed"]),
                  (reg_height, 50_000, POOL_MIN))
-    assert pool.get_info()["status_line"].startswith(f"{V}; Height: {reg_height}, SN: awaiting contr., proof: ")
+    assert pool.get_info()["status_line"].startswith(f"{V}; Height: {reg_height}, SN: Await, proof: ")
 
     log.info("Two contributors stake 60,000 and 40,000: the pool is funded with 3 contributors")
     stake(hub, c1, pool_pk, 60_000 * COIN)
@@ -107,7 +108,7 @@ def test_lifecycle_solo_and_pool(nodes):
     assert_equal(record(hub, solo_pk)["payable"], True)
     sync_blocks([hub, solo])
     line = solo.get_info()["status_line"]
-    assert line.startswith(f"{V}; Height: {activation + 4}, SN: active, proof: "), line
+    assert line.startswith(f"{V}; Height: {activation + 4}, SN: Active, proof: "), line
 
     log.info("Mine until a block pays the pool node: the split is exact to the atomic unit")
     reward = REGTEST.block_reward
@@ -161,7 +162,7 @@ def test_lifecycle_solo_and_pool(nodes):
     rec = record(hub, solo_pk)
     assert_equal((rec["decommission_count"], rec["last_state_change_reason"]), (1, "uptime_proofs_resumed"))
     sync_blocks([hub, solo])
-    assert ", SN: active, proof: " in solo.get_info()["status_line"]
+    assert ", SN: Active, proof: " in solo.get_info()["status_line"]
 
     log.info("The daemon saves its proof book while it runs: SIGKILL after a save, and the "
              "restarted node still has the network's word on its proof")

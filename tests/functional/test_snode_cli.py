@@ -24,7 +24,7 @@ def test_status_and_call(nodes):
     log.info("status: the daemon's status line and sync state; --json status: the fields")
     out = snode_cli(node, "status")
     assert_equal(out.returncode, 0, out.stderr)
-    assert out.stdout.startswith("v0.1.0; Height: 0, SN: not registered\n")
+    assert out.stdout.startswith("v0.1.0; Height: 0, SN: not registered, proof: never\n")
     assert "synced" in out.stdout
     out = snode_cli(node, "--json", "status")
     assert_equal(json.loads(out.stdout)["height"], 0)

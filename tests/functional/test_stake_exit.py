@@ -76,7 +76,7 @@ def test_an_unlock_request_keeps_the_node_working_until_its_height_then_returns_
                             tx_hex=encode(build_unlock_request(operator, bytes.fromhex(pubkey), REGTEST)).hex())
     log.info("The node's own status line and snode-cli nodes show the unlock height")
     sync_blocks([hub, sn])
-    assert f"SN: active (unlocking at {unlock}), proof: " in sn.get_info()["status_line"]
+    assert f"SN: Active (unlocking at {unlock}), proof: " in sn.get_info()["status_line"]
     table = snode_cli(hub, "nodes").stdout
     assert any(pubkey[:12] in line and str(unlock) in line for line in table.splitlines()), table
     locked = hub.get_locked_stakes(address=_address(operator))["stakes"]

@@ -123,3 +123,40 @@ async def test_without_an_executor_the_writer_runs_inline(chain: LabChain) -> No
     staged = await writer.stage_batch(blocks)
     assert await writer.finish_batch(staged) == 2
     assert await writer.call(node.block_at, 2) == blocks[1]
+
+
+async def test_a_batch_cancelled_while_the_store_commits_it_is_adopted_all_the_same(chain: LabChain) -> None:
+    """Issue #24 item 3: a SIGTERM cancels the sync's task while the store thread commits its
+    batch; the commit goes on, so the node must adopt it, else the state written at the stop is
+    a batch behind the stored blocks ('flush_state got the state at height N, not the tip's')."""
+    genesis_block = chain.blocks[0]
+    genesis_state = chain.fork(at=0).state
+    blocks = chain.mine(3)
+    store = MemoryStore(genesis_block, genesis_state)
+    node = Node(params=chain.params, consensus=chain.consensus, store=store, state=genesis_state,
+                identity=None, producer_key=None, verifier=InlineVerifier())
+    writing, release = threading.Event(), threading.Event()
+    real_write = store.write
+
+    def held_write(*args, **kwargs):  # type: ignore[no-untyped-def]
+        writing.set()
+        if not release.wait(timeout=10):
+            raise AssertionError("the test never released the write")
+        return real_write(*args, **kwargs)
+
+    store.write = held_write  # type: ignore[method-assign]
+    writer = ChainWriter(node, store_thread())
+    try:
+        staged = await writer.stage_batch(blocks)
+        task = asyncio.ensure_future(writer.finish_batch(staged, defer_state=True))
+        await asyncio.get_running_loop().run_in_executor(None, writing.wait, 10)
+        task.cancel()
+        await asyncio.sleep(0)  # the cancellation is delivered while the write is held
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await writer.flush_state()  # as the sync's clean-up does at the stop
+    finally:
+        writer.close()  # waits for the store thread
+    assert (node.height, node.state.tip_hash) == store.tip()[:2] and node.height == 3
+    assert store.state_height() == 3  # the state written at the tip

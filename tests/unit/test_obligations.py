@@ -80,6 +80,14 @@ def test_more_than_four_missed_duties_of_eight_decommission_a_proving_node(misse
     assert verdict(sn(), NOW - 2_000, participation=Participation(misses, 8)) == DECOMMISSION_PROOFS
 
 
+def test_missed_duties_are_judged_only_once_they_have_lasted_the_grace_span():
+    """A restart for an upgrade misses duties for a few minutes: no verdict until the failing
+    stretch is `participation_grace` old (docs/PARTICIPATION.md)."""
+    began = NOW - MAINNET.participation_grace
+    assert verdict(sn(), NOW, participation=Participation(0b1_1111, 8, began + 1)) is None
+    assert verdict(sn(), NOW, participation=Participation(0b1_1111, 8, began)) == DECOMMISSION_BLOCKS
+
+
 def test_a_node_decommissioned_for_missed_blocks_waits_out_the_cooldown():
     node = sn(active=False, reason=Reason.MISSED_BLOCK_PRODUCTION, changed=100)
     assert verdict(node, NOW, height=100 + MAINNET.participation_cooldown - 1) is None

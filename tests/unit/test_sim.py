@@ -153,3 +153,21 @@ def test_a_network_that_cannot_sign_a_block_stops_the_run_with_one_line():
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("snode-sim: no block at height ") and "backstop" in last, last
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("service_nodes", [12, 2_000])
+def test_a_ten_minute_restart_costs_nothing_and_a_node_that_stays_away_is_decommissioned(service_nodes):
+    """Issue #24 item 2 on mainnet's rules: node 0 is stopped for 5 blocks (10 minutes, an
+    upgrade), node 1 for 30 (an hour). At 12 nodes each has a duty in every block, so node 0
+    misses 5 or more in a row; the failing stretch is forgiven because its duties bring the
+    record back within `participation_grace` (before, it was decommissioned for
+    `missed_block_production`, credit 60 -> 40). Node 1 is judged for its silence."""
+    config = SimConfig(service_nodes=service_nodes, contributors=service_nodes, blocks=40, seed=4,
+                       outage_rate=0, unlock_share=0, stops=((0, 5, 10), (1, 5, 35)))
+    world, result = run(config, SIMNET)
+    restarted, away = (world.node.state.service_nodes[world.pop.nodes[i].pubkey] for i in (0, 1))
+    assert restarted.active and restarted.decommission_count == 0
+    assert restarted.credit == SIMNET.credit_initial
+    assert away.decommission_count == 1
+    assert Reason(away.last_decommission_reason) == Reason.MISSED_UPTIME_PROOFS
+    assert result["state_changes"].get("decommission") == 1

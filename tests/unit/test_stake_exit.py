@@ -10,7 +10,7 @@ import pytest
 
 from snode.core.credit import credit_after_recommission, credit_at, credit_runs_out
 from snode.core.errors import BadSignature, InvalidBlock, InvalidStateChange, InvalidTransaction, MempoolRejection
-from snode.core.service_nodes import Reason, StateChangeKind, reward_winner_from_queue
+from snode.core.service_nodes import Reason, StateChangeKind, reward_winner_from_queue, status_words
 from snode.core.stake_exit import ReturnReason, stake_return_tx, stake_returns
 from snode.core.state import NO_HEIGHT, Contribution, ServiceNode, registry_index, undo_block
 from snode.core.transactions import StakeReturn, StateChange, Transaction, TxOut, UnlockRequest, txid
@@ -215,12 +215,12 @@ def test_a_pool_filled_in_time_does_not_expire(chain):
 
 # --- downtime credit ----------------------------------------------------------------------
 
-def _record(*, active: bool, credit: int, since: int, funded: bool = True) -> ServiceNode:
+def _record(*, active: bool, credit: int, since: int, funded: bool = True, activated: bool = True) -> ServiceNode:
     amount = REQUIREMENT if funded else POOL_MINIMUM
     return ServiceNode(
         pubkey=bytes(32), fee_ppm=0, registration_height=1, staking_requirement=REQUIREMENT,
         contributors=(Contribution(bytes(32), amount, amount),), funded_height=1 if funded else NO_HEIGHT,
-        active=active, active_since=1 if active else NO_HEIGHT, decommission_count=0,
+        active=active, active_since=1 if activated else NO_HEIGHT, decommission_count=0,
         last_reward_height=1, last_state_change_height=since, last_state_change_reason=0,
         last_decommission_reason=0, credit=credit, credit_height=since,
     )
@@ -231,7 +231,7 @@ def _record(*, active: bool, credit: int, since: int, funded: bool = True) -> Se
     (True, 60, 100, 100, 60), (True, 60, 100, 129, 60), (True, 60, 100, 130, 61),
     (True, 60, 100, 100 + 720, 84), (True, 60, 100, 100 + 30 * 720, 780),
     (True, 60, 100, 100 + 60 * 720, 1_440), (True, 1_440, 0, 10**6, 1_440),
-    # Decommissioned (or never activated): one block per block, never below 0.
+    # Decommissioned: one block per block, never below 0.
     (False, 84, 1_000, 1_000, 84), (False, 84, 1_000, 1_050, 34), (False, 84, 1_000, 1_084, 0),
     (False, 84, 1_000, 5_000, 0),
 ])
@@ -246,10 +246,30 @@ def test_recommission_charges_twice_the_blocks_decommissioned(credit, since, hei
     assert credit_after_recommission(_record(active=False, credit=credit, since=since), height) == expected
 
 
-def test_credit_runs_out_only_while_funded_and_inactive():
+def test_credit_runs_out_only_while_decommissioned():
     assert credit_runs_out(_record(active=False, credit=84, since=1_000), MAINNET) == 1_084
     assert credit_runs_out(_record(active=True, credit=84, since=1_000), MAINNET) == NO_HEIGHT
     assert credit_runs_out(_record(active=False, credit=60, since=5, funded=False), MAINNET) == NO_HEIGHT
+    assert credit_runs_out(_record(active=False, credit=60, since=5, activated=False), MAINNET) == NO_HEIGHT
+
+
+def test_the_status_line_state_is_the_node_tables_word_with_its_qualifiers():
+    """Issue #24 item 5: one vocabulary (Active, Decomm, Await) on the status line and in the
+    node table; a note in parentheses for a node not activated yet and for an unlock request."""
+    assert status_words(_record(active=True, credit=60, since=1)) == "Active"
+    assert status_words(_record(active=False, credit=60, since=1)) == "Decomm"
+    assert status_words(_record(active=False, credit=60, since=1, activated=False)) == "Decomm (not activated yet)"
+    assert status_words(_record(active=False, credit=60, since=1, funded=False, activated=False)) == "Await"
+    unlocking = msgspec.structs.replace(_record(active=True, credit=60, since=1), requested_unlock_height=500)
+    assert status_words(unlocking) == "Active (unlocking at 500)"
+
+
+def test_a_funded_node_never_activated_spends_no_credit_before_its_activation():
+    """Issue #24 item 5: a funded node waiting for the quorum to see its first proof is not down
+    (its credit fell to 59 the block after funding, and it would have been deregistered)."""
+    waiting = _record(active=False, credit=60, since=5, activated=False)
+    assert credit_at(waiting, 5 + 10_000, MAINNET) == 60
+    assert credit_at(_record(active=False, credit=60, since=5), 5 + 1, MAINNET) == 59  # decommissioned: spends
 
 
 def test_state_changes_keep_the_credit_books(chain):

@@ -246,6 +246,15 @@ class InfoResult(Result, frozen=True):
     """Who produces the next block: `authority` or `service_nodes`."""
 
 
+def sync_state(network: str, target_height: int, peer_count: int) -> str:
+    """What a tool says of a daemon's sync: `syncing to N`, `synced`, or `no peers`. A daemon
+    with no peer cannot know that it has the network's chain, so it never says `synced` (but on
+    regtest, where a network of one daemon is the usual case)."""
+    if target_height:
+        return f"syncing to {target_height}"
+    return "no peers" if peer_count == 0 and network != "regtest" else "synced"
+
+
 class HeightResult(Result, frozen=True):
     """`get_height`."""
 

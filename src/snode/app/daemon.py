@@ -231,9 +231,9 @@ class Daemon:
                               writer=writer, clock=self.clock)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
                        metrics=metrics_page(node, counters, lambda: len(peers.peers)), observe=counters.observe_rpc,
-                       unmet=lambda: unmet_conditions(node, node.now()), events=feed, discover=served_document,
-                       page=WebView(node, writer, lambda: len(peers.peers)).serve, page_script=LIVE_SCRIPT,
-                       auth=self.admin.auth)
+                       unmet=lambda: unmet_conditions(node, node.now(), peer_count=len(peers.peers)), events=feed,
+                       discover=served_document, page=WebView(node, writer, lambda: len(peers.peers)).serve,
+                       page_script=LIVE_SCRIPT, auth=self.admin.auth)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         await web.SockSite(runner, rpc_sock, shutdown_timeout=2.0).start()
@@ -394,7 +394,7 @@ class Daemon:
 @click.option("--notify", metavar="COMMAND",
               help="Run COMMAND (no shell) for this node's own events: state changes, refused "
                    "proofs, rewards; the event is in SNODE_EVENT, SNODE_STATE, SNODE_REASON, "
-                   "SNODE_HEIGHT, SNODE_PUBKEY.")
+                   "SNODE_HEIGHT, SNODE_PUBKEY, SNODE_AMOUNT.")
 @click.option("--non-interactive", is_flag=True, help="Never read console commands from stdin.")
 @click.option("--testnet", is_flag=True, help="Use the test network.")
 @click.option("--devnet", is_flag=True, help="Use a local development network.")

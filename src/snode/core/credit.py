@@ -1,9 +1,10 @@
 """Downtime credit: how long a service node may be down before its quorum deregisters it.
 
 Oxen's rule, in blocks: an active node earns one block of credit for every `credit_earn_blocks`
-blocks it is up, to at most `credit_max`, starting from `credit_initial` at activation; a node
-that is funded but not active (decommissioned, or never activated) spends one block of credit
-per block. A failing active node is decommissioned only while it holds at least `credit_min`
+blocks it is up, to at most `credit_max`, starting from `credit_initial` at activation; a
+decommissioned node spends one block of credit per block. A funded node never activated yet
+spends nothing: it is waiting for the quorum to see its first proof, not down, and activation
+gives it `credit_initial` anyway. A failing active node is decommissioned only while it holds at least `credit_min`
 (otherwise it is deregistered at once), and a decommissioned node whose credit runs out is
 deregistered. On recommission the credit is what it had at its decommission less twice the
 blocks it spent decommissioned, never below 0.
@@ -23,15 +24,20 @@ def credit_at(sn: ServiceNode, height: int, params: NetworkParams) -> int:
     elapsed = max(height - sn.credit_height, 0)
     if sn.active:
         return min(params.credit_max, sn.credit + elapsed // params.credit_earn_blocks)
-    if sn.funded:
+    if _decommissioned(sn):
         return max(0, sn.credit - elapsed)
     return sn.credit
 
 
+def _decommissioned(sn: ServiceNode) -> bool:
+    """Funded, active once, not active now: the only state that spends credit."""
+    return sn.funded and not sn.active and sn.active_since != NO_HEIGHT
+
+
 def credit_runs_out(sn: ServiceNode, params: NetworkParams) -> int:
-    """The height at which a funded, inactive node's credit reaches 0 (NO_HEIGHT for an active
-    or unfunded node, whose credit does not run down)."""
-    if sn.active or not sn.funded:
+    """The height at which a decommissioned node's credit reaches 0 (NO_HEIGHT for any other
+    node, whose credit does not run down)."""
+    if not _decommissioned(sn):
         return NO_HEIGHT
     return sn.credit_height + sn.credit
 

@@ -67,6 +67,6 @@ def _failure(
         return Reason.MISSED_UPTIME_PROOFS
     if unreachable_for > params.decommission_proof_age:
         return Reason.UNREACHABLE
-    if participation is not None and fails_participation(participation, params):
+    if participation is not None and fails_participation(participation, params, now):
         return Reason.MISSED_BLOCK_PRODUCTION
     return None

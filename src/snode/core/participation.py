@@ -9,12 +9,19 @@ when its leader is silent or sends something unsignable, and nothing on the chai
 validators would have signed.
 
 A node's record is its last `participation_window` duties as a small bitmask (bit 0 the most
-recent duty, set for a miss) and a count of duties recorded, so that it fits in a registry entry
-and judging it is a popcount. A node fails its participation with more than
-`participation_max_misses` misses in the window (Oxen: more than 4 of the last 8); the
-obligations quorum then decommissions it with the reason `missed_block_production`. A window
-rather than a lifetime count, as Oxen's ring buffer (#712), so that a node that was down once
-recovers by doing its duties.
+recent duty, set for a miss), a count of duties recorded, and when its current failing stretch
+began. A window rather than a lifetime count, as Oxen's ring buffer (#712), so that a node that
+was down once recovers by doing its duties.
+
+Participation is judged over a count of duties AND a span of time (docs/PARTICIPATION.md). The
+record is failing while more than `participation_max_misses` of the window's duties were missed
+(Oxen: more than 4 of the last 8); a failing stretch begins at the timestamp of the block that
+put it over the limit and ends once the record is back to at most half the limit (2 of 8), so a
+node that keeps hovering at the limit stays in one stretch. A node fails its participation only
+when its stretch has lasted `participation_grace` seconds: in a small network a node has a duty
+in nearly every block, and a restart for an upgrade would otherwise cost a decommission within
+seconds whatever the decommission age promises. A node that stays away is still judged: its
+stretch never ends (and its proofs stop, which the quorum judges first).
 
 The signer bitset is not covered by the block hash (see `core.pulse`), so the records built
 here are each node's own view of the chain, judged through the quorum's votes.
@@ -40,6 +47,8 @@ class Participation(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """Bit i set: the i-th most recent duty was missed (bit 0 the latest)."""
     duties: int = 0
     """Duties recorded, at most the window: fewer while the node is new."""
+    failing_since: int = 0
+    """Timestamp of the block that began the current failing stretch; 0 outside one."""
 
 
 Update = tuple[PubKey, bool]
@@ -60,20 +69,31 @@ def participation_updates(
     return updates
 
 
-def record(history: Participation, missed: bool, window: int) -> Participation:
-    """`history` with one more duty; the oldest leaves once the window is full."""
+def record(history: Participation, missed: bool, params: NetworkParams, at: int) -> Participation:
+    """`history` with one more duty, settled by a block stamped `at`; the oldest duty leaves
+    once the window is full."""
+    window, limit = params.participation_window, params.participation_max_misses
     misses = ((history.misses << 1) | missed) & ((1 << window) - 1)
-    return Participation(misses, min(history.duties + 1, window))
+    count = misses.bit_count()
+    if count > limit:
+        since = history.failing_since or at
+    elif count <= limit // 2:
+        since = 0
+    else:
+        since = history.failing_since
+    return Participation(misses, min(history.duties + 1, window), since)
 
 
 def recorded(
-    histories: Mapping[bytes, Participation], updates: Iterable[Update], window: int
+    histories: Mapping[bytes, Participation], updates: Iterable[Update], params: NetworkParams,
+    at: int,
 ) -> dict[bytes, Participation]:
-    """The new records of the nodes `updates` touch (a node with no record starts empty)."""
+    """The new records of the nodes `updates` touch (a node with no record starts empty), the
+    updates coming from a block stamped `at`."""
     changed: dict[bytes, Participation] = {}
     for key, missed in updates:
         history = changed.get(key) or histories.get(key) or Participation()
-        changed[key] = record(history, missed, window)
+        changed[key] = record(history, missed, params, at)
     return changed
 
 
@@ -82,9 +102,15 @@ def miss_count(history: Participation) -> int:
     return history.misses.bit_count()
 
 
-def fails_participation(history: Participation, params: NetworkParams) -> bool:
-    """True when the node missed more duties in its window than the network allows."""
+def failing(history: Participation, params: NetworkParams) -> bool:
+    """True while the node has missed more duties in its window than the network allows."""
     return miss_count(history) > params.participation_max_misses
+
+
+def fails_participation(history: Participation, params: NetworkParams, now: int) -> bool:
+    """True when the node is failing and its failing stretch has lasted the grace span by `now`
+    (a restart for an upgrade ends its stretch before that)."""
+    return failing(history, params) and now - history.failing_since >= params.participation_grace
 
 
 def block_updates(parent: ChainState, block: Block, params: NetworkParams) -> list[Update]:

@@ -70,6 +70,16 @@ def status(sn: ServiceNode) -> Status:
     return Status.AWAIT
 
 
+def status_words(sn: ServiceNode) -> str:
+    """The status line's `SN:` state: the node table's word (`status`), with what qualifies it
+    in parentheses: a funded node the quorum has not activated yet (Decomm by the flags, but
+    never down), and an unlock request."""
+    notes = ["not activated yet"] if sn.funded and not sn.active and sn.active_since == NO_HEIGHT else []
+    if sn.requested_unlock_height:
+        notes.append(f"unlocking at {sn.requested_unlock_height}")
+    return status(sn).value + (f" ({', '.join(notes)})" if notes else "")
+
+
 def is_payable(sn: ServiceNode, height: int, params: NetworkParams) -> bool:
     """True when the node earns rewards at `height`: active for at least the grace period."""
     return sn.active and height >= sn.active_since + params.payable_grace

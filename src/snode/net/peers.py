@@ -62,6 +62,10 @@ class PeerManager:
         self.known = AddressBook(global_only=not node.params.private_public_ip_allowed)
         self.priority: list[str] = list(priority)
         self._dialling: set[str] = set()
+        self._dial_errors: dict[str, str] = {}
+        """Why the last dial of an address could not connect (read by `_keep_connected`)."""
+        self._unreachable: set[str] = set()
+        """Priority addresses the log has said cannot be reached, until they can again."""
         self._connections: set[Peer] = set()
         """Every open connection, handshake done or not."""
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -218,6 +222,7 @@ class PeerManager:
                 reader, writer = await asyncio.open_connection(parsed[0], parsed[1], local_addr=local, limit=2**16)
         except (OSError, TimeoutError) as err:
             log.debug("cannot connect to %s: %s", address, err)
+            self._dial_errors[address] = str(err) or "timed out"
             self._dialling.discard(address)
             return False
         peer = Peer(reader, writer, outbound=True, dialled=address)
@@ -242,10 +247,17 @@ class PeerManager:
         return (str(infos[0][4][0]), int(port)) if infos else None
 
     async def _keep_connected(self, address: str) -> None:
+        """Dial a priority address again and again, backing off; the default log says once that
+        it cannot be reached (and `_run` once that it can again), not at every try."""
         delay = 1.0
         while True:
             started = time.monotonic()
             handshook = await self._dial(address)
+            error = self._dial_errors.pop(address, None)
+            if not handshook and error is not None and address not in self._unreachable:
+                self._unreachable.add(address)
+                log.warning("priority node %s cannot be reached (%s); trying again, backing off to every %d s",
+                            address, error, BACKOFF_MAX)
             if handshook and time.monotonic() - started > BACKOFF_MAX:
                 delay = 1.0
             await asyncio.sleep(delay)
@@ -301,6 +313,9 @@ class PeerManager:
             self.peers.add(peer)
             log.info("connected to peer %s (%s, height %d)", peer.name,
                      "outbound" if peer.outbound else "inbound", peer.height)
+            if peer.dialled in self._unreachable:
+                self._unreachable.discard(peer.dialled)
+                log.warning("priority node %s can be reached again", peer.dialled)
             if peer.listen_address and peer.outbound:
                 self.known.good(peer.listen_address)
             peer.send(P.GetPeers())

@@ -33,7 +33,7 @@ from snode.core.genesis import Consensus
 from snode.core.participation import block_updates
 from snode.core.production import build_block
 from snode.core.proofs import UptimeProof, check_proof, check_proof_rules
-from snode.core.service_nodes import Status, status
+from snode.core.service_nodes import status_words
 from snode.core.pulse import Mode, production_mode
 from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
 from snode.core.transactions import Transaction, txid
@@ -98,7 +98,7 @@ class Node:
         """This node's view of every SN's uptime proofs; only the node writes it."""
         self.own_proof = OwnProof(self)
         """This daemon's own proofs: signing and sending them, and the network's word on them."""
-        self.participation = ParticipationBook(params.participation_window)
+        self.participation = ParticipationBook(params)
         """This node's view of every SN's block-production duties; only the node writes it."""
         self._target_height = 0
         self._owners = OwnerIndex()
@@ -192,27 +192,24 @@ class Node:
         return out
 
     def sn_state_word(self) -> str:
-        """The status line's `SN:` word."""
+        """The status line's `SN:` state: `no` (not a service node), `not registered`, or the
+        node table's word (`service_nodes.status_words`)."""
         if self.identity is None:
             return "no"
         node = self.state.service_nodes.get(self.identity.key.public)
-        if node is None:
-            return "not registered"
-        word = {Status.ACTIVE: "active", Status.DECOMM: "decomm.", Status.AWAIT: "awaiting contr."}[status(node)]
-        if node.requested_unlock_height:
-            word += f" (unlocking at {node.requested_unlock_height})"
-        return word
+        return "not registered" if node is None else status_words(node)
 
     def status_line(self, now: int) -> str:
-        """`v<version>; Height: <n>, SN: <state>[, proof: <age>]`, escaped (`common.text`)."""
-        line = f"v{__version__}; Height: {self.height}, SN: {self.sn_state_word()}"
-        if self.identity is not None and self.identity.key.public in self.state.service_nodes:
-            # The network's view: the last proof a peer accepted, and why peers refuse the
-            # newer ones if they do (a proof this node signed and sent is not yet a proof).
-            last = self.proofs.last_accepted(self.identity.key.public)
-            line += f", proof: {format_age(now - last) if last else 'never'}"
-            if self.proofs.own_refused_reason:
-                line += f", refused: {self.proofs.own_refused_reason}"
+        """`v<version>; Height: <n>, SN: <state>, proof: <age>` (the specification's fields,
+        always), then `, refused: <why>` while peers refuse this node's proofs; escaped
+        (`common.text`)."""
+        # The network's view: the last proof a peer accepted, and why peers refuse the newer
+        # ones if they do (a proof this node signed and sent is not yet a proof).
+        last = self.proofs.last_accepted(self.identity.key.public) if self.identity is not None else 0
+        line = (f"v{__version__}; Height: {self.height}, SN: {self.sn_state_word()}, "
+                f"proof: {format_age(now - last) if last else 'never'}")
+        if self.identity is not None and self.proofs.own_refused_reason:
+            line += f", refused: {self.proofs.own_refused_reason}"
         return printable(line, STATUS_LINE_LIMIT)
 
     # --- transactions and proofs --------------------------------------------------------------
@@ -372,7 +369,7 @@ class Node:
         applied on the current state; `mined`: their transaction ids, when known)."""
         self._owners.adopted(state, undos)
         if len(blocks) == 1 and abs(now - blocks[0].header.timestamp) <= LIVE_SECONDS:
-            self.participation.record(block_updates(self._state, blocks[0], self.params))
+            self.participation.record(block_updates(self._state, blocks[0], self.params), blocks[0].header.timestamp)
         self.participation.keep_active(state, [k for u in undos for k, _ in u.service_nodes] if undos else None)
         self._state = state
         if not mined:

@@ -14,6 +14,7 @@ from typing import Final
 
 from snode.core.participation import Participation, Update, recorded
 from snode.core.state import ChainState
+from snode.params import NetworkParams
 
 LIVE_SECONDS: Final = 120
 """A block adopted within this long of its timestamp is judged for participation."""
@@ -22,17 +23,17 @@ LIVE_SECONDS: Final = 120
 class ParticipationBook:
     """Participation records by service-node public key."""
 
-    def __init__(self, window: int) -> None:
-        self._window = window
+    def __init__(self, params: NetworkParams) -> None:
+        self._params = params
         self._records: dict[bytes, Participation] = {}
 
     def of(self, pubkey: bytes) -> Participation:
         """The node's record (empty if it has had no duty yet)."""
         return self._records.get(pubkey) or Participation()
 
-    def record(self, updates: Iterable[Update]) -> None:
-        """Note the duties a block settled."""
-        self._records.update(recorded(self._records, updates, self._window))
+    def record(self, updates: Iterable[Update], at: int) -> None:
+        """Note the duties a block stamped `at` settled."""
+        self._records.update(recorded(self._records, updates, self._params, at))
 
     def keep_active(self, state: ChainState, changed: Iterable[bytes] | None = None) -> None:
         """Forget the records of nodes that are no longer active. `changed`: the only nodes

@@ -10,6 +10,10 @@ One asyncio lock orders the changes: a relayed block, a sync batch, a reorganisa
 block this daemon produces never interleave. Reads take no lock; they queue on the store
 thread behind whatever it is doing.
 
+A change that reached the store is adopted in memory even when its caller is cancelled (a
+SIGTERM during a sync cancels the task mid-commit): the store thread finishes the commit either
+way, and memory behind the disk would leave the state unwritable at the stop (`_commit`).
+
 A damaged database (`DatabaseDamaged`, from a read or a write) ends the writer's use of the
 store: the caller that met it gets the error, `on_damaged` is told once (a daemon stops), and every
 later call gets the same error without touching the file again.
@@ -21,6 +25,7 @@ the coroutines never suspend.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Callable
@@ -28,11 +33,13 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 from snode.core.blocks import Block
-from snode.node.batches import StagedBatch
+from snode.core.errors import SnodeError
+from snode.node.batches import Reorganization, StagedBatch
 from snode.node.node import Node
 from snode.store import DatabaseDamaged
 
 P = ParamSpec("P")
+S = TypeVar("S")
 log = logging.getLogger(__name__)
 
 
@@ -78,6 +85,23 @@ class ChainWriter:
                     self._on_damaged(err.reason)
             raise
 
+    async def _commit(self, store: Callable[[], S], adopt: Callable[[S], T]) -> T:
+        """`store` on the store thread, then `adopt` its result on the loop. Cancelled in between,
+        it still waits for the store step and adopts what it wrote before it lets the
+        cancellation through, so that memory never falls behind the disk."""
+        step = asyncio.ensure_future(self._off_loop(store))
+        try:
+            stored = await asyncio.shield(step)
+        except asyncio.CancelledError:
+            while not step.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(step)
+            if not step.cancelled() and step.exception() is None:
+                with contextlib.suppress(SnodeError):  # a rule broken after the stored blocks
+                    adopt(step.result())
+            raise
+        return adopt(stored)
+
     async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a node or store method that reads or writes the store outside a chain change
         (`block_at`, `transaction`, `blocks_after`, `locator`, saving peers) on the store thread."""
@@ -92,9 +116,8 @@ class ChainWriter:
             if block.header.prev_hash != node.state.tip_hash:
                 raise NotOnTip(f"block {block.header.height} no longer builds on the tip ({node.height})")
             now = node.now()
-            stored = await self._off_loop(
-                lambda: node.store_batch(node.stage_batch([block], now)))
-            node.adopt_batch(stored, now)
+            await self._commit(lambda: node.store_batch(node.stage_batch([block], now)),
+                               lambda stored: node.adopt_batch(stored, now))
 
     async def stage_batch(
         self, blocks: list[Block], *, after: StagedBatch | None = None,
@@ -108,19 +131,20 @@ class ChainWriter:
         """Store a staged batch on the store thread, adopt it on the loop (`Node.finish_batch`)."""
         node = self.node
         async with self._lock:
-            stored = await self._off_loop(node.store_batch, batch, defer_state=defer_state)
-            return node.adopt_batch(stored, node.now())
+            return await self._commit(lambda: node.store_batch(batch, defer_state=defer_state),
+                                      lambda stored: node.adopt_batch(stored, node.now()))
 
     async def reorganize(self, branch: list[Block]) -> bool:
         """Switch to `branch` if it ends higher than the tip (`Node.reorganize`)."""
         node = self.node
         async with self._lock:
             now = node.now()
-            reorg = await self._off_loop(node.store_reorganize, branch, now)
-            if reorg is None:
-                return False
-            node.adopt_reorganize(reorg, now)
-            return True
+
+            def adopt(reorg: Reorganization | None) -> bool:
+                if reorg is not None:
+                    node.adopt_reorganize(reorg, now)
+                return reorg is not None
+            return await self._commit(lambda: node.store_reorganize(branch, now), adopt)
 
     async def produce_block(self) -> Block:
         """Build the next block with this daemon's authority key from the mempool, store and
@@ -129,9 +153,8 @@ class ChainWriter:
         async with self._lock:
             now = node.now()
             block = node.build_block(now)
-            stored = await self._off_loop(
-                lambda: node.store_batch(node.stage_batch([block], now)))
-            node.adopt_batch(stored, now)
+            await self._commit(lambda: node.store_batch(node.stage_batch([block], now)),
+                               lambda stored: node.adopt_batch(stored, now))
             return block
 
     async def flush_state(self) -> None:

@@ -1,10 +1,11 @@
 """Readiness (`GET /readyz`): what must hold before a load balancer, a container runtime or an
 operator's monitor may count this daemon as serving the network.
 
-Synced (no peer announces a longer chain) and, in service-node mode: registered on the chain,
-active, and with an uptime proof the network accepted (acknowledged by a peer) younger than the
-healthy proof age. Each unmet condition is named, with what the operator sees and can do, in
-printable text (a monitor may show it on a terminal).
+Synced (a peer at least, outside regtest, and no peer announces a longer chain) and, in
+service-node mode: registered on the chain, active, and with an uptime proof the network
+accepted (acknowledged by a peer) younger than the healthy proof age. Each unmet condition is
+named, with what the operator sees and can do, in printable text (a monitor may show it on a
+terminal).
 """
 
 from __future__ import annotations
@@ -12,14 +13,18 @@ from __future__ import annotations
 from typing import Any
 
 from snode.common.text import printable
+from snode.api.types import sync_state
 from snode.core.service_nodes import status
 from snode.core.units import format_age
 from snode.node.node import Node
 
 
-def unmet_conditions(node: Node, now: int) -> dict[str, Any]:
+def unmet_conditions(node: Node, now: int, *, peer_count: int) -> dict[str, Any]:
     """`{"ready", "height", "unmet": [...]}` for /readyz."""
     unmet = []
+    if sync_state(node.params.name, node.target_height, peer_count) == "no peers":
+        unmet.append("no peers: this daemon cannot know it has the network's chain; check "
+                     "--add-priority-node and that the P2P port reaches other daemons")
     if node.target_height:
         unmet.append(f"syncing: height {node.height} of {node.target_height}")
     ident = node.identity

@@ -16,8 +16,9 @@ from typing import Any, Final
 from urllib.parse import urlencode
 
 from snode.api.records import service_node_state
-from snode.api.types import BlockResult, ServiceNodeState
+from snode.api.types import BlockResult, ServiceNodeState, sync_state
 from snode.core.credit import credit_at
+from snode.core.service_nodes import status_words
 from snode.core.units import format_age, format_coins, format_percent
 from snode.node.node import Node
 from snode.node.writer import ChainWriter
@@ -93,7 +94,7 @@ def _chain_card(node: Node, peer_count: int) -> str:
     target = node.target_height
     return card("Chain", [
         ("height", f'<span id="height">{node.height}</span>'),
-        ("target", str(target) if target else "synced"),
+        ("target", str(target) if target else sync_state(node.params.name, 0, peer_count)),
         ("block production", escape(node.production_mode.value)),
         ("immutable height", str(node.immutable_height)),
         ("peers", str(peer_count)),
@@ -116,7 +117,7 @@ def _node_card(node: Node, now: int) -> str:
     if refused:
         proof += f' &middot; <span class="bad">refused: {escape(refused)}</span>'
     rows += [
-        ("status", f'<span class="{record.status}">{record.status}</span> '
+        ("status", f'<span class="{record.status}">{escape(status_words(sn))}</span> '
                    f'<a href="/sn/{pubkey.hex()}">its page</a>'),
         ("uptime proof", proof),
         ("payable", "yes" if record.payable else "no"),

@@ -4,7 +4,9 @@
 Events: `block` (a new tip), `reorganization`, `state` (this node's own service-node record
 changed: registered, funded, active, payable, decommissioned, recommissioned, unlocking, left),
 `proof_accepted` / `proof_refused` (the network's word on this node's own proofs), `reward`
-(a block paid this node), `sync_started` / `sync_finished`, `peer_banned`.
+(a block's coinbase paid this node; `amount` is what the operator's wallet received from that
+coinbase, its fee and share and the block's fees when the operator made it), `sync_started` /
+`sync_finished`, `peer_banned`.
 
 Each event gets a number, higher than any before it, also across restarts of the daemon (the
 first is the start's wall-clock time in microseconds): a web client that reconnects with the last
@@ -186,10 +188,29 @@ def own_changes(
     payable = sn_rules.is_payable(after, height, node.params)
     if payable and not (before is not None and sn_rules.is_payable(before, height - len(blocks), node.params)):
         events.append(state("payable"))
-    if before is not None and after.last_reward_height != before.last_reward_height:
-        events.append({"event": "reward", "height": after.last_reward_height,
-                       "amount": node.params.block_reward, "pubkey": pubkey})
+    paid = _paying_block(before, after, blocks)
+    if paid is not None:
+        received = sum(out.amount for out in paid.transactions[0].outputs if out.owner == after.operator)
+        events.append({"event": "reward", "height": paid.header.height, "amount": received, "pubkey": pubkey})
     return events
+
+
+def _paying_block(before: ServiceNode | None, after: ServiceNode, blocks: tuple[Block, ...]) -> Block | None:
+    """The block of `blocks` whose coinbase paid this node its reward, or None.
+
+    `last_reward_height` is the node's place in the reward queue, not a payment: a registration
+    and a recommission put it at the back too. The block at that height paid it unless it is the
+    one that registered or recommissioned it. Of a batch of blocks (a sync), only the last
+    reward is seen."""
+    height = after.last_reward_height
+    if before is None or height == before.last_reward_height or height <= after.registration_height:
+        return None
+    block = next((b for b in blocks if b.header.height == height), None)
+    if block is None or any(isinstance(tx.payload, StateChange) and tx.payload.sn_pubkey == after.pubkey
+                            and tx.payload.kind == sn_rules.StateChangeKind.RECOMMISSION
+                            for tx in block.transactions):
+        return None
+    return block
 
 
 def _why_left(before: ServiceNode, blocks: tuple[Block, ...]) -> str:

@@ -3,8 +3,9 @@
 
 The command line is split once, like a shell would split it, and run without a shell. The event
 goes in environment variables: SNODE_EVENT (`state`, `proof_refused`, `reward`), SNODE_STATE
-(for `state`: `decommissioned`, `left`, ...), SNODE_REASON, SNODE_HEIGHT and SNODE_PUBKEY, each
-one line of printable text (`common.text.printable`: an operator's script may echo them). At
+(for `state`: `decommissioned`, `left`, ...), SNODE_REASON, SNODE_HEIGHT, SNODE_PUBKEY and
+SNODE_AMOUNT (for `reward`: the atomic units the operator's wallet received), each one line of
+printable text (`common.text.printable`: an operator's script may echo them). At
 most one runs at a time (later events wait, at most MAX_WAITING of them); one that runs longer
 than TIMEOUT seconds is killed by its pid; a failure is logged and never stops the daemon.
 """
@@ -50,7 +51,7 @@ def event_environment(event: dict[str, Any]) -> dict[str, str]:
     """The SNODE_* variables for one event, escaped."""
     return {variable: printable(str(event.get(field, ""))) for variable, field in (
         ("SNODE_EVENT", "event"), ("SNODE_STATE", "state"), ("SNODE_REASON", "reason"),
-        ("SNODE_HEIGHT", "height"), ("SNODE_PUBKEY", "pubkey"),
+        ("SNODE_HEIGHT", "height"), ("SNODE_PUBKEY", "pubkey"), ("SNODE_AMOUNT", "amount"),
     )}
 
 

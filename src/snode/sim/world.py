@@ -72,6 +72,9 @@ class SimConfig:
     """Share of the nodes whose contributor asks for the stakes back in the first half of the run."""
     partition: tuple[float, int, int] | None = None
     """(share of nodes, from block, to block): cut that share off from the rest in that span."""
+    stops: tuple[tuple[int, int, int], ...] = ()
+    """(node index, from block, to block): that node's daemon is stopped in that span (an
+    operator's restart, or a node that stays away), beside the random outages."""
     proof_sample: int = 16
     """Real signed uptime proofs checked by the observer per block, to measure a proof's cost."""
 
@@ -228,16 +231,28 @@ class World:
         for _ in range(self._draws(len(active) * self.config.outage_rate)):
             pubkey = self.rng.choice(active)
             if pubkey not in self.down_until:
-                self.down_until[pubkey] = height + self.rng.randint(*self.config.outage_blocks)
-                self.down_since[pubkey] = self.net.now
+                self._stop(pubkey, height + self.rng.randint(*self.config.outage_blocks))
                 self.tally.outages += 1
-                self.ever_down.add(pubkey)
-                self.judges.watch(pubkey)
         half = max(self.config.blocks // 2, 1)
         if height - self.tally.bootstrap_height < half:
             for _ in range(self._draws(self.config.service_nodes * self.config.unlock_share / half)):
                 self._request_unlock(self.rng.choice(active))
         self._partition(height - self.tally.bootstrap_height)
+        self._stops(height - self.tally.bootstrap_height)
+
+    def _stops(self, block: int) -> None:
+        """The scripted stops that begin at `block` (each ends like an outage)."""
+        for index, start, end in self.config.stops:
+            pubkey = self.pop.nodes[index].pubkey
+            if block == start and pubkey in self.node.state.service_nodes:
+                self._stop(pubkey, self.node.height + end - start)
+
+    def _stop(self, pubkey: bytes, until: int) -> None:
+        """The node's daemon stops until height `until`."""
+        self.down_until[pubkey] = until
+        self.down_since[pubkey] = self.net.now
+        self.ever_down.add(pubkey)
+        self.judges.watch(pubkey)
 
     def _draws(self, expected: float) -> int:
         """How many events happen this block when `expected` do on average."""

@@ -30,7 +30,7 @@ from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.credentials import Login, client_login
 from snode.api.types import (
     BlockResult, HeightResult, InfoResult, RegistrationCmdParams, RegistrationCmdResult,
-    ServiceNodesResult, ServiceNodeState,
+    ServiceNodesResult, ServiceNodeState, sync_state,
 )
 from snode.common.endpoints import ConfigError, parse_http_url
 from snode.common.entry import run_command
@@ -144,7 +144,7 @@ def status(ctx: click.Context) -> None:
     if ctx.obj["json"]:
         return _print_json(info)
     click.echo(_shown(info.status_line))
-    sync = "synced" if info.target_height == 0 else f"syncing to {info.target_height}"
+    sync = sync_state(info.network, info.target_height, info.peer_count)
     pool = info.mempool_size
     click.echo(_shown(f"network {info.network}, height {info.height}, {sync}, "
                       f"mempool {counted(pool, 'transaction')}, {counted(info.peer_count, 'peer')}"))

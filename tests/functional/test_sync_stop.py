@@ -1,0 +1,56 @@
+"""SIGTERM during a sync (issue #24, item 3): the stop writes the chain state at the tip, and the
+next start says nothing of an unclean stop.
+
+A SIGTERM cancels the sync's task; a batch that was being committed on the store thread is
+committed all the same. Before, the cancelled task never adopted it in memory, so the state the
+stop wrote was a batch behind the stored blocks: "could not write the chain state (flush_state
+got the state at height N, not the tip's)", twice, and the next start re-applied the blocks
+after "the last stop was not clean".
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from tests.functional.framework import assert_equal, connect_nodes, narrator, sync_blocks, wait_until
+
+log = narrator(__name__)
+KILLS = 10
+UNWRITTEN = "could not write the chain state"
+UNCLEAN = "the last stop was not clean"
+
+
+def test_sigterm_at_random_moments_of_a_sync_leaves_the_state_written_at_the_tip(nodes):
+    rng = random.Random(24)
+    source = nodes.add()
+    log.info("Mine 4,000 blocks on a source node")
+    for _ in range(4):
+        source.generate_blocks(blocks=1_000)
+    syncing = nodes.add(start=False)
+    mid_sync = have = 0
+    for kill in range(KILLS):
+        while source.get_info()["height"] - have < 2_500:
+            source.generate_blocks(blocks=1_000)  # enough left that the next kill lands mid-sync
+        logged = len(syncing.stderr_text())
+        syncing.start()
+        started = syncing.get_info()["height"]
+        assert UNCLEAN not in syncing.stderr_text()[logged:], syncing.stderr_text()[logged:]
+        connect_nodes(syncing, source)
+        wait_until(lambda started=started: syncing.get_info()["target_height"] > started, timeout=60,
+                   what="the sync under way")
+        time.sleep(rng.uniform(0, 1.5))  # the random moment of the SIGTERM, not a wait for anything
+        info = syncing.get_info()
+        mid_sync += info["target_height"] > info["height"]
+        have = info["height"]
+        log.info("SIGTERM %d at height %d of %d", kill + 1, info["height"], info["target_height"])
+        assert_equal(syncing.stop(), 0)
+        stopped = syncing.stderr_text()[logged:]
+        assert UNWRITTEN not in stopped, stopped
+    log.info("%d of %d SIGTERMs came mid-sync", mid_sync, KILLS)
+    assert mid_sync >= KILLS // 2
+    logged = len(syncing.stderr_text())
+    syncing.start()
+    assert UNCLEAN not in syncing.stderr_text()[logged:]
+    connect_nodes(syncing, source)
+    sync_blocks([source, syncing], timeout=120)
