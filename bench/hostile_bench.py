@@ -70,8 +70,8 @@ def _sync(workdir: Path, source: Daemon, tip_hash: bytes, blocks: int, hostile: 
         for n in range(hostile):
             first = 20 + n * ADDRESSES_PER_ATTACKER
             addresses = [f"{prefix}.{last}" for last in range(first, first + ADDRESSES_PER_ATTACKER)]
-            process = multiprocessing.Process(target=attack, args=(victim.ip, P2P_PORT, genesis, addresses, counters),
-                                              daemon=True)
+            process = multiprocessing.Process(
+                target=attack, args=(victim.ip, P2P_PORT, genesis, addresses, counters, blocks - 1), daemon=True)
             process.start()
             attackers.append(process)
         done = _wait_synced(victim, blocks, started)
