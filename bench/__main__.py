@@ -2,8 +2,8 @@
 
 Every module has `run(...) -> dict` and `report(results, console)`; each measures its own limit
 in the same run and prints ratios against it with the target and PASS or BELOW. Names select
-modules (core, store, rpc, sync, proof, blocks, scale, devnet); none means all. `--profile` adds the modules' own
-cProfile output where they have one.
+modules (core, store, rpc, sync, proof, blocks, scale, devnet, hostile); none means all.
+`--profile` adds the modules' own cProfile output where they have one.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Final
 
 from snode.tools.tables import make_console
 
-MODULES: Final = ("core", "store", "rpc", "sync", "proof", "blocks", "scale", "devnet")
+MODULES: Final = ("core", "store", "rpc", "sync", "proof", "blocks", "scale", "devnet", "hostile")
 
 
 def main() -> int:

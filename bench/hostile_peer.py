@@ -4,7 +4,9 @@ attacks of issue #22 items 2-4 in turn against one daemon, each from a fresh loo
 
 - a self-signed block of 7 MiB (over MAX_BLOCK_BYTES, under the frame limit);
 - twelve 1.5 MB orphans signed by a key of its own, near the victim's tip;
-- ten 1.5 MB orphans signed by the (published) regtest authority, just below the victim's tip;
+- ten 1.5 MB orphans signed by the (published) regtest authority, just above the victim's tip
+  (kept, within the pool's bounds), below the honest peer's height (so that the victim keeps
+  syncing from the honest peer: a sync from a liar is another benchmark's matter);
 - 20,000 uptime proofs of unregistered keys in one write;
 - GetBlocks for the start of the chain, again and again, for LEECH_S seconds, reading every answer.
 
@@ -98,8 +100,9 @@ class Body:
 class Attacker:
     """One hostile peer's attacks, in turn, each from the next of its addresses."""
 
-    def __init__(self, ip: str, port: int, genesis: bytes, addresses: Sequence[str], counters: Any) -> None:
-        self.ip, self.port, self.genesis = ip, port, genesis
+    def __init__(self, ip: str, port: int, genesis: bytes, addresses: Sequence[str], counters: Any,
+                 top: int) -> None:
+        self.ip, self.port, self.genesis, self.top = ip, port, genesis, top
         self.addresses = list(addresses)
         self.turn = 0
         self.counters = counters
@@ -143,7 +146,7 @@ class Attacker:
 
     def authority_orphans(self, conn: Connection) -> bool:
         for i in range(10):
-            conn.send(P.NewBlock(self.fat.block(self.authority, conn.victim_height - 1 - i)))
+            conn.send(P.NewBlock(self.fat.block(self.authority, min(conn.victim_height + 2 + i, self.top))))
         conn.send(P.Ping(1))
         return conn.drain_until_closed(timeout=2)
 
@@ -169,6 +172,6 @@ class Attacker:
         return False
 
 
-def attack(ip: str, port: int, genesis: bytes, addresses: Sequence[str], counters: Any) -> None:
-    """A hostile peer's process: attack until terminated."""
-    Attacker(ip, port, genesis, addresses, counters).run_forever()
+def attack(ip: str, port: int, genesis: bytes, addresses: Sequence[str], counters: Any, top: int) -> None:
+    """A hostile peer's process: attack until terminated (its blocks no higher than `top`)."""
+    Attacker(ip, port, genesis, addresses, counters, top).run_forever()

@@ -58,6 +58,15 @@ def handshake(peer: Any) -> None:
     assert isinstance(message, P.Hello), message
 
 
+def send_until_cut(peer: Any, messages: Any) -> None:
+    """Send each message until the node cuts the connection (what a test of a ban wants)."""
+    try:
+        for message in messages:
+            peer.send(message)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
 def fat_transactions(size: int) -> tuple[Transaction, ...]:
     """Transactions of about `size` encoded bytes together (a block needs no valid ones to be
     kept as an orphan: only its transaction root and producer signature are checked then)."""

@@ -1,14 +1,18 @@
 """The sans-IO parts of issue #22's defences, one bound at a time: the fair proof queue, the
-orphan pool, the address book, the inbound eviction rule and the upload budget's bucket.
+orphan pool, the address book, the inbound eviction rule, the upload budget's bucket and the
+refusal of a block frame on its length.
 (tests/functional/test_hostile_peers.py runs each attack against a real daemon.)"""
 
 from __future__ import annotations
 
 import os
 
+import pytest
+
 from snode.core.blocks import Block, BlockHeader
 from snode.core.proofs import UptimeProof
 from snode.net import limits as L
+from snode.net import protocol as P
 from snode.net.addrman import AddressBook, Candidate, choose_eviction, network_group
 from snode.net.orphans import OrphanPool
 from snode.net.peer import TokenBucket
@@ -99,3 +103,12 @@ def test_the_upload_bucket_goes_into_debt_and_says_how_long_to_wait() -> None:
     bucket.charge(1_500)
     assert abs(bucket.wait(0.0, 1) - 5.01) < 1e-9
     assert bucket.wait(6.0, 1) == 0.0
+
+
+def test_a_block_frame_over_the_block_limit_is_refused_before_it_is_read() -> None:
+    frame = P.frame(P.NewBlock(b"x" * 3_000_000))
+    decoder = P.FrameDecoder()
+    with pytest.raises(P.ProtocolViolation, match="the limit is 2000000"):
+        decoder.feed(frame[:16])  # its length and its first bytes: nothing more is read
+    small = P.frame(P.NewBlock(b"x" * 1_000_000))
+    assert len(P.FrameDecoder().feed(small)) == 1

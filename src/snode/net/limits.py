@@ -39,7 +39,8 @@ MAX_ORPHAN_BYTES_PER_PEER: Final = 4 * 1024 * 1024
 """...and from one peer (two blocks of the largest size)."""
 ORPHAN_AHEAD: Final = 16
 """An orphan is kept only up to this many blocks above our tip (further ahead: sync fetches the
-chain instead) and no lower than this many below it."""
+chain instead); one at or below our height is a rival that can never connect to our tip and is
+dropped unread."""
 MAX_BRANCH_BLOCKS: Final = 20_000
 MAX_BRANCH_BYTES: Final = 16 * 1024 * 1024
 """A fork a peer offers during sync is held in memory until it is longer than ours: bounded

@@ -18,6 +18,7 @@ from snode.core.finality import CheckpointVote
 from snode.core.proofs import ProofRefusal, UptimeProof
 from snode.core.rounds import BlockTemplate, ValidatorSignature
 from snode.core.types import Hash32, Height
+from snode.params import MAX_BLOCK_BYTES
 
 PROTOCOL_VERSION: Final = 2
 """2: a proof verdict names the proof it answers (its timestamp) and carries a `ProofRefusal` code,
@@ -30,6 +31,11 @@ MAX_BLOCKS_PER_BATCH: Final = 500
 MAX_BATCH_BYTES: Final = 6 * 1024 * 1024
 MAX_PEER_ADDRESSES: Final = 100
 HEADER_BYTES: Final = 4
+BLOCK_PREFIX: Final = b"\x92\x07"
+"""How a NewBlock's payload starts (an array of its tag, 7, and the block's bytes): a frame
+that starts so and is longer than a block may be is refused before the rest is read."""
+BLOCK_OVERHEAD: Final = 7
+"""Bytes of a NewBlock's payload around the block (the array, the tag, a bin32 header)."""
 
 Bytes = Annotated[bytes, msgspec.Meta(max_length=MAX_FRAME)]
 
@@ -188,6 +194,10 @@ class FrameDecoder:
             size = int.from_bytes(self._buffer[:HEADER_BYTES], "big")
             if size > self.max_frame:
                 raise ProtocolViolation(f"frame of {size} bytes exceeds the {self.max_frame}-byte limit")
+            head = self._buffer[HEADER_BYTES:HEADER_BYTES + len(BLOCK_PREFIX)]
+            if size > MAX_BLOCK_BYTES + BLOCK_OVERHEAD and head == BLOCK_PREFIX:
+                raise ProtocolViolation(f"sent a block of {size - BLOCK_OVERHEAD} bytes; the limit is "
+                                        f"{MAX_BLOCK_BYTES}")
             if len(self._buffer) < HEADER_BYTES + size:
                 break
             out.append(bytes(self._buffer[HEADER_BYTES:HEADER_BYTES + size]))

@@ -83,6 +83,10 @@ class Relay:
         if h.prev_hash != node.state.tip_hash and not self._could_produce(h.producer):
             self._on_unknown_producer(peer, head)
             return
+        if h.height <= node.height:
+            # A rival of a block we have: it can never connect to our tip, so it is not kept
+            # (nor decoded); a longer fork reaches us through sync's locator.
+            return
         block = decode_block(message.block)
         if h.prev_hash != node.state.tip_hash:
             self._on_orphan(peer, block, len(message.block))
@@ -133,8 +137,6 @@ class Relay:
             check_block_stateless(block, node.consensus)
         except SnodeError as err:
             raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
-        if h.height <= node.height - L.ORPHAN_AHEAD:
-            return  # a stale fork: sync finds a longer one from its peer's locator
         peer.height = max(peer.height, h.height)
         if h.height <= node.height + L.ORPHAN_AHEAD:
             self.orphans.add(block, size, peer.ip)

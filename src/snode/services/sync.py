@@ -20,6 +20,7 @@ from snode.core.blocks import Block
 from snode.core.errors import BlockFromFuture, SnodeError
 from snode.net import protocol as P
 from snode.net.events import BlocksAhead, PeerConnected
+from snode.net.limits import SCORE_PROTOCOL
 from snode.net.peer import Peer, PeerGone
 from snode.net.peers import PeerManager
 from snode.net.protocol import ProtocolViolation
@@ -101,7 +102,7 @@ class Syncer:
             log.warning("sync from %s paused: %s (check both clocks)", best.name, err.reason)
             best.height = min(best.height, self.node.height)
         except ProtocolViolation as err:
-            self.peers.ban(best, str(err))
+            self.peers.misbehaving(best, SCORE_PROTOCOL, str(err))
         except StaleBatch as err:
             log.debug("sync from %s: %s; asking again from the new tip", best.name, err)
         except StoreError as err:  # our disk, not the peer (a damaged database stops the daemon)
@@ -261,7 +262,7 @@ class _Run:
         except BlockFromFuture as err:
             log.warning("sync from %s paused: %s (check both clocks)", self.peer.name, err.reason)
         except ProtocolViolation as err:
-            self.syncer.peers.ban(self.peer, str(err))
+            self.syncer.peers.misbehaving(self.peer, SCORE_PROTOCOL, str(err))
 
 
 def _decode(raws: list[bytes]) -> list[Block]:
