@@ -256,22 +256,16 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
             return auth.refusal()
         return answer
 
-    def guarded(serve: Callable[[], web.Response], *,
+    def guarded(serve: Callable[[web.Request], web.Response], *,
                 probe: bool = False) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handle(request: web.Request) -> web.Response:
             answer = refused(request, probe=probe)
-            return answer if answer is not None else serve()
+            return answer if answer is not None else serve(request)
         return handle
 
     if metrics is not None:
-        async def serve_metrics(request: web.Request) -> web.Response:
-            answer = refused(request)
-            if answer is not None:
-                return answer
-            body, content_type = metrics(request.headers.get("Accept", ""))
-            return web.Response(body=body, headers={"Content-Type": content_type})
-        app.router.add_get("/metrics", serve_metrics)
-    app.router.add_get("/healthz", guarded(lambda: web.json_response({"status": "ok"}), probe=True))
+        app.router.add_get("/metrics", guarded(lambda request: _metrics(metrics, request)))
+    app.router.add_get("/healthz", guarded(lambda _: web.json_response({"status": "ok"}), probe=True))
     if page is not None:
         _add_pages(app, page, page_script, refused)
     if events is not None:
@@ -282,11 +276,17 @@ def make_app(methods: Methods, *, bind_host: str, allowed_hosts: tuple[str, ...]
             return answer if answer is not None else await streams.serve(request)
         app.router.add_get("/events", serve_events)
     if unmet is not None:
-        def ready() -> web.Response:
+        def ready(_: web.Request) -> web.Response:
             body = unmet()
             return web.json_response(body, status=200 if not body["unmet"] else 503)
         app.router.add_get("/readyz", guarded(ready, probe=True))
     return app
+
+
+def _metrics(metrics: Callable[[str], tuple[bytes, str]], request: web.Request) -> web.Response:
+    """/metrics in the format the scraper's Accept header asks for."""
+    body, content_type = metrics(request.headers.get("Accept", ""))
+    return web.Response(body=body, headers={"Content-Type": content_type})
 
 
 def _add_pages(app: web.Application, page: Callable[[str, Mapping[str, str]], Awaitable[tuple[int, str]]],
