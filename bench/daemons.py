@@ -118,6 +118,7 @@ class Daemon:
         stderr: Path | None = None, stdout: Path | None = None, rpc_timeout: float = 60,
         start_timeout: float = START_TIMEOUT, stop_timeout: float = STOP_TIMEOUT,
         log: Callable[[str], None] | None = None, network: str = "regtest",
+        env: dict[str, str] | None = None,
     ) -> None:
         """extra: more daemon arguments; profile_to: run it under cProfile writing there (stop it
         with SIGINT so the file is written); stderr: its stderr file (default
@@ -138,6 +139,8 @@ class Daemon:
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self.log = log
+        self.env = env or {}
+        """More environment variables for it (SNODE_PROFILE, say)."""
         self.rpc = RpcClient(f"http://{ip}:{rpc_port}", timeout=rpc_timeout)
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -157,7 +160,7 @@ class Daemon:
                 (open(self.stdout, "wb") if self.stdout is not None else open(os.devnull, "wb")) as out:
             started = time.perf_counter()
             self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                         env=child_env())
+                                         env={**child_env(), **self.env})
         return started
 
     def info(self) -> dict[str, Any] | None:

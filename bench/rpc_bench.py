@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import os
 import re
 import shutil
 import socket
@@ -77,10 +78,15 @@ LATENCY_WARMUP: Final = 10
 COLD_CALLS: Final = 20
 SERIALISE_RUNS: Final = 200
 LOAD_CONNECTIONS: Final = 32
-LOAD_SECONDS: Final = 3
+LOAD_SECONDS: Final = 2
 LOAD_WARMUP_SECONDS: Final = 1
-LOAD_PAIRS: Final = 7
-"""Back-to-back runs of the trivial handler and of get_info; the ratio is the median pair's."""
+LOAD_PAIRS: Final = 15
+"""Back-to-back runs of the trivial handler and of get_info (interleaved: which goes first
+alternates); the ratio is the median pair's, its spread the pairs' range, and its 96 %
+interval the 4th and 12th of the 15 pair ratios in order (a median's order-statistic interval:
+the chance that the true median lies outside it is 2 x P(Binomial(15, 1/2) <= 3) = 0.035)."""
+MEDIAN_INTERVAL: Final = (3, 11)
+"""Indexes (from 0) of the sorted pair ratios that bound the median's 96 % interval."""
 TARGET_MEDIAN_MS: Final = 10.0
 TARGET_SERIALISE_RATIO: Final = 3.0
 TARGET_INFO_RATIO: Final = 0.9
@@ -400,6 +406,7 @@ def measure_get_info(rpc: RpcClient, servers: dict[str, Server], workdir: Path) 
         load = loadgen_rate
     for server in servers.values():
         load(server.host, server.port, LOAD_WARMUP_SECONDS)
+    loads = [os.getloadavg()[0]]
     rates: dict[str, list[float]] = {name: [] for name in servers}
     cpu: dict[str, list[float]] = {name: [] for name in servers}
     for n in range(LOAD_PAIRS):
@@ -412,9 +419,14 @@ def measure_get_info(rpc: RpcClient, servers: dict[str, Server], workdir: Path) 
             rates[name].append(rate)
             if before is not None and after is not None and count:
                 cpu[name].append((after - before) / count * 1e6)
+    loads.append(os.getloadavg()[0])
     ratios = [d / t for d, t in zip(rates["get_info"], rates["trivial"])]
+    ordered = sorted(ratios)
     result: dict[str, Any] = {
         "load_generator": tool,
+        "range": (ordered[0], ordered[-1]),
+        "interval": (ordered[MEDIAN_INTERVAL[0]], ordered[MEDIAN_INTERVAL[1]]),
+        "load_average": loads,
         "trivial_per_s": statistics.median(rates["trivial"]),
         "get_info_per_s": statistics.median(rates["get_info"]),
         "ratio": statistics.median(ratios),
@@ -534,9 +546,16 @@ def report(results: dict[str, Any], console: Console) -> None:
     )
     console.print(
         f"get_info: {info['load_generator']}, {LOAD_CONNECTIONS} keep-alive connections, "
-        f"{LOAD_PAIRS} back-to-back pairs of {LOAD_SECONDS} s runs after a warm-up; rates and ratio "
+        f"{LOAD_PAIRS} interleaved pairs of {LOAD_SECONDS} s runs after a warm-up; rates and ratio "
         f"are medians (pair ratios {', '.join(f'{r:.2f}' for r in info['pair_ratios'])}); limit = "
         "a trivial aiohttp JSON-RPC handler (bench/rpc_trivial_server.py) on the same event loop."
+    )
+    low, high = info["interval"]
+    console.print(
+        f"get_info ratio spread: pairs {info['range'][0]:.2f}-{info['range'][1]:.2f}, "
+        f"the median's 96 % interval {low:.2f}-{high:.2f} (any two medians inside it are the same "
+        f"result on this machine); 1-minute load average {info['load_average'][0]:.1f} before, "
+        f"{info['load_average'][1]:.1f} after, on {os.cpu_count()} cores"
     )
     console.print(
         "server CPU per request = the server process's user+system time over a run / requests "

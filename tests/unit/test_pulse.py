@@ -112,6 +112,18 @@ def test_the_validators_drawn_are_as_many_as_validator_count_says():
         assert len(quorum.validators) == DEVNET.validator_count(active)
 
 
+def test_a_round_quorum_is_drawn_once_per_state_and_round():
+    state = state_with(12)
+    first = round_quorum(state, 1, DEVNET)
+    assert round_quorum(state, 1, DEVNET) is first  # kept: drawn once
+    assert round_quorum(state, 2, DEVNET) != first
+    # A state with the same tip hash and other nodes (only a test builds one) is drawn afresh.
+    other = state_with(5)
+    assert other.tip_hash == state.tip_hash
+    assert len(round_quorum(other, 1, DEVNET).validators) == DEVNET.validator_count(5)
+    assert round_quorum(state, 1, DEVNET) == first
+
+
 @pytest.mark.parametrize("params, active, size, needed", [
     (MAINNET, 12, 0, 0), (MAINNET, 19, 0, 0), (MAINNET, 20, 20, 14), (MAINNET, 300, 20, 14),
     (DEVNET, 4, 4, 3), (DEVNET, 5, 5, 4), (DEVNET, 12, 12, 8), (DEVNET, 25, 20, 14),

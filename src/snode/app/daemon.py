@@ -22,6 +22,7 @@ from aiohttp import web
 
 from snode import __version__
 from snode.app.console import Console
+from snode.app.profiling import start_from_env
 from snode.app.runtime import stdin_is_console, bind_socket, run_loop, setup_logging
 from snode.core.crypto import SigningKey
 from snode.core.errors import DecodeError
@@ -408,6 +409,7 @@ def cli(testnet: bool, devnet: bool, regtest: bool, **flags: object) -> None:
         raise ConfigError(f"--{chosen[0]} and --{chosen[1]}: give at most one network flag")
     # click hands the options over as `object`; build_config checks each one's value itself.
     config = build_config(network=chosen[0] if chosen else "mainnet", **flags)  # type: ignore[arg-type]
+    start_from_env()  # SNODE_PROFILE: a developer's CPU profile (app/profiling.py)
     code = run_loop(Daemon(config).run())
     sys.exit(code)
 

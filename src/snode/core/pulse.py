@@ -128,8 +128,28 @@ def backstop_time(parent_timestamp: int, params: NetworkParams) -> int:
     return round_window(parent_timestamp, params.backstop_rounds, params)[0]
 
 
+_QUORUMS_KEPT: Final = 16
+_quorums: dict[tuple[int, int, int], tuple[ChainState, NetworkParams, RoundQuorum]] = {}
+"""The last quorums drawn, by (id of the state, round, id of the params); each entry holds its
+state and params, so neither id can be reused while it is kept. A service node draws the same
+round's quorum three or four times a block (its round timer, the template, the signatures, the
+block itself)."""
+
+
 def round_quorum(state: ChainState, round: int, params: NetworkParams) -> RoundQuorum:
     """Leader, validators and signatures needed for round `round` of the block after `state`."""
+    key = (id(state), round, id(params))
+    kept = _quorums.get(key)
+    if kept is not None and kept[0] is state and kept[1] is params:
+        return kept[2]
+    quorum = _draw_quorum(state, round, params)
+    if len(_quorums) >= _QUORUMS_KEPT:
+        _quorums.clear()  # no iteration: the store thread and the event loop both draw
+    _quorums[key] = (state, params, quorum)
+    return quorum
+
+
+def _draw_quorum(state: ChainState, round: int, params: NetworkParams) -> RoundQuorum:
     height = state.height + 1
     if not 0 <= round < MAX_ROUND:
         raise InvalidBlock(f"block {height} claims round {round}; rounds are 0 to {MAX_ROUND - 1}")
