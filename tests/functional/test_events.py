@@ -160,13 +160,13 @@ def test_a_reward_event_only_for_a_block_that_paid_the_node_with_what_the_wallet
         height, kind, amount = line.split()[:3]
         if kind == "reward":
             wallet[int(height)] = parse_coins(amount.lstrip("+"))
-    notified = _rewards(out)
+    announced = _rewards(out)
     streamed = {e["height"]: e["amount"] for e in events if e["event"] == "reward"}
-    log.info("rewards: wallet %s, notified %s, streamed %s", wallet, notified, streamed)
-    assert recommissioned not in notified and recommissioned not in streamed
-    assert notified and all(wallet.get(h) == a for h, a in notified.items()), (wallet, notified)
+    log.info("rewards: wallet %s, announced %s, streamed %s", wallet, announced, streamed)
+    assert recommissioned not in announced and recommissioned not in streamed
+    assert announced and all(wallet.get(h) == a for h, a in announced.items()), (wallet, announced)
     assert streamed and all(wallet.get(h) == a for h, a in streamed.items()), (wallet, streamed)
     # Every payment was announced but those of the blocks that reached it in one batch at its
     # restart (made while its daemon was down: a batch shows its last reward only).
-    assert_equal({h for h in wallet if h <= stopped or h > recommissioned} - set(notified), set())
-    assert {h for h in streamed if h > recommissioned} and set(streamed) <= set(notified)
+    assert_equal({h for h in wallet if h <= stopped or h > recommissioned} - set(announced), set())
+    assert {h for h in streamed if h > recommissioned} and set(streamed) <= set(announced)
