@@ -130,7 +130,7 @@ def answering(process: subprocess.Popen[bytes], volume: Path, log_file: Path) ->
         assert process.poll() is None, f"the container's daemon exited:\n{log_file.read_text()[-3000:]}"
         try:
             return call(volume, "get_info")
-        except OSError:
+        except (OSError, ValueError, AssertionError):  # not listening yet, or its cookie not written yet
             return None
     return wait_until(up, timeout=120, what="get_info from outside the container")
 
