@@ -39,13 +39,13 @@ ARG PIP_CERT
 WORKDIR /src
 COPY requirements.lock pyproject.toml README.md ./
 COPY src ./src
-COPY contrib/healthcheck.py /opt/snode/healthcheck.py
 RUN python3 -m venv /opt/snode/venv \
     && /opt/snode/venv/bin/pip install --no-cache-dir --disable-pip-version-check --require-hashes \
         --no-deps -r requirements.lock \
     && /opt/snode/venv/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps . \
     && groupadd --system --gid 10001 snode \
     && useradd --system --uid 10001 --gid 10001 --create-home --home-dir /data snode
+COPY contrib/healthcheck.py /opt/snode/healthcheck.py
 ENV PATH=/opt/snode/venv/bin:$PATH
 WORKDIR /data
 USER 10001:10001

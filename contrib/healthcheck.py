@@ -2,6 +2,7 @@
 serves). Not /readyz: a node that syncs or waits for its registration is alive, and an
 orchestrator restarts a container it finds unhealthy. Sends the admin RPC's cookie
 (`/data/rpc.cookie`, `__cookie__:<hex>`) as HTTP Basic auth when the daemon wrote one.
+SNODE_HEALTH_PORT: the admin port, when --rpc-admin moves it off 9231 (`docker run -e`).
 Exit 0 healthy, 1 not."""
 
 import base64
