@@ -85,3 +85,17 @@ def test_the_refusal_is_401_with_the_challenge_and_one_line() -> None:
     refusal = BasicAuth(Login("a", "b"), "send the login in /d/rpc.cookie", "snoded").refusal()
     assert refusal.status == 401 and refusal.headers["WWW-Authenticate"] == 'Basic realm="snoded"'
     assert refusal.text == "Unauthorized: send the login in /d/rpc.cookie\n"
+
+
+def test_the_wallet_rpc_goes_without_a_login_only_on_loopback(tmp_path: Path) -> None:
+    from snode.common.endpoints import Endpoint
+    from snode.wallet.errors import OptionError
+    from snode.wallet.rpc_server import rpc_access
+
+    wallet = tmp_path / "w"
+    assert rpc_access(wallet, Endpoint("127.0.0.1", 38094), None, True, {}).auth is None
+    with pytest.raises(OptionError, match="^--disable-rpc-login: refused on 10.0.0.5: only a loopback bind"):
+        rpc_access(wallet, Endpoint("10.0.0.5", 38094), None, True, {})
+    access = rpc_access(wallet, Endpoint("127.0.0.1", 38094), None, False, {})
+    assert access.cookie == tmp_path / "w.rpc-cookie" and access.login is not None
+    assert access.auth is not None and access.auth.allows(access.login.header())

@@ -47,17 +47,22 @@ def _wallet(devnet: Devnet, name: str, *args: str, daemon: NodeEntry | None = No
     return subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write a secret (a key, a password, seed words) to a file of mode 0600 from its creation."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
 def create_wallet(devnet: Devnet, name: str, seed: bytes | None = None) -> str:
     """Create wallet `name` (from `seed` if given) with a random password; its address."""
     wallets = devnet.faucet_dir
     wallets.mkdir(parents=True, exist_ok=True)
     password = wallets / f"{name}.password"
-    password.write_text(secrets.token_urlsafe(16) + "\n")
-    password.chmod(0o600)
+    _write_private(password, secrets.token_urlsafe(16) + "\n")
     if seed is not None:
         words = wallets / f"{name}.seed"
-        words.write_text(Mnemonic("english").to_mnemonic(seed) + "\n")
-        words.chmod(0o600)
+        _write_private(words, Mnemonic("english").to_mnemonic(seed) + "\n")
         out = _wallet(devnet, name, f"--restore-seed-file={words}", "--command", "address")
     else:
         out = _wallet(devnet, name, "--generate", "--command", "address")
@@ -87,8 +92,7 @@ def up(base_dir: Path, count: int, ip_prefix: str = IP_PREFIX, *, register: int 
                      for i in range(1, count + 1)]
     key_file = Path(devnet.authority.data_dir) / "authority_key"
     key_file.parent.mkdir(parents=True, exist_ok=True)
-    key_file.write_text(authority.seed.hex() + "\n")
-    key_file.chmod(0o600)
+    _write_private(key_file, authority.seed.hex() + "\n")
     for entry in devnet.nodes:
         entry.pid = spawn(entry, base_dir / "genesis.json", _seed_of(devnet, entry))
         devnet.save()
