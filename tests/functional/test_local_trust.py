@@ -171,6 +171,7 @@ def test_an_operator_login_comes_from_a_file_or_the_environment_never_the_comman
     assert not data_dir.exists()
     bad = tmp_path / "bad.login"
     bad.write_text("no colon here\n")
+    bad.chmod(0o600)
     refused = run_snoded(["--regtest", f"--data-dir={data_dir}", f"--rpc-login-file={bad}"])
     assert_equal(refused.stderr.strip(),
                  f"snoded: --rpc-login-file: {bad}: a login is one line user:password (both non-empty)")
@@ -178,6 +179,7 @@ def test_an_operator_login_comes_from_a_file_or_the_environment_never_the_comman
     log.info("--rpc-login-file: the login is asked for (on loopback too), no cookie is written")
     login_file = tmp_path / "operator.login"
     login_file.write_text("alice:wonderland\n")
+    login_file.chmod(0o600)
     login = Login("alice", "wonderland")
     node = nodes.add(extra_args=[f"--rpc-login-file={login_file}"], start=False)
     node.rpc = RpcClient(f"http://{node.ip}:{node.rpc_port}", login=login)
@@ -206,6 +208,7 @@ def test_the_wallet_rpc_login_options(nodes: NodeSet, tmp_path: Path) -> None:
     bind = ["--rpc-bind", f"{next_loopback_ip()}:38094"]
     login_file = tmp_path / "wallet.login"
     login_file.write_text("bob:builder-of-things\n")
+    login_file.chmod(0o600)
     log.info("Refused in one line each: --rpc-login, a login option without the server, both logins")
     for extra, line in [
         ([*bind, "--rpc-login", "bob:x"], "snode-wallet: --rpc-login: a login on the command line is visible to "

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from snode.api.credentials import (
-    BasicAuth, Login, client_login, is_loopback, new_cookie, parse_login, read_cookie, remove_cookie,
-    write_cookie,
+    BasicAuth, Login, client_login, cookie_dir_for, is_loopback, new_cookie, parse_login, read_cookie,
+    remove_cookie, write_cookie,
 )
 from snode.common.endpoints import ConfigError
 
@@ -55,6 +55,11 @@ def test_a_client_sends_the_login_file_then_the_variable_then_a_cookie(tmp_path:
     write_cookie(tmp_path / "rpc.cookie", cookie)
     login_file = tmp_path / "login"
     login_file.write_text("alice:wonderland\n")
+    login_file.chmod(0o644)
+    with pytest.raises(ConfigError, match=f"^--rpc-login-file: the login file {login_file} is open to other users "
+                                          f"of this machine \\(mode 0644\\): run chmod 600 {login_file}$"):
+        client_login(str(login_file), {}, None)
+    login_file.chmod(0o600)
     env = {"SNODE_RPC_LOGIN": "bob:builder"}
     assert client_login(str(login_file), env, tmp_path) == Login("alice", "wonderland")
     assert client_login(None, env, tmp_path) == Login("bob", "builder")
@@ -75,10 +80,21 @@ def _basic(text: bytes) -> str:
     (None, False), ("", False), ("Basic", False), ("Basic !!!", False), ("Bearer wonderland", False),
     (_basic(b"alice:wonderlanD"), False), (_basic(b"alicE:wonderland"), False),
     (_basic(b"alice:wonderland "), False), (_basic(b"alice"), False), ("Basic \u00e9", False),
+    ("Basic \udcff\udcfe", False),  # undecodable bytes, as aiohttp passes them on: no 500
 ])
 def test_the_server_allows_exactly_the_login(header: str | None, allowed: bool) -> None:
     auth = BasicAuth(Login("alice", "wonderland"), "read the file", "snoded")
     assert auth.allows(header) is allowed
+
+
+def test_the_default_data_dirs_cookie_goes_only_to_a_daemon_on_this_machine(tmp_path: Path) -> None:
+    default = tmp_path / "default"
+    assert cookie_dir_for(None, default, "http://127.0.0.1:9231") == default
+    assert cookie_dir_for(None, default, "127.3.4.5:38091") == default
+    assert cookie_dir_for(None, default, "http://[::1]:9231") == default
+    assert cookie_dir_for(None, default, "http://203.0.113.9:9231") is None, "a remote daemon gets no local cookie"
+    assert cookie_dir_for(None, default, "node.example.org:9231") is None
+    assert cookie_dir_for(str(tmp_path / "given"), default, "http://203.0.113.9:9231") == tmp_path / "given"
 
 
 def test_the_refusal_is_401_with_the_challenge_and_one_line() -> None:

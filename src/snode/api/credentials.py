@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from snode.common.endpoints import ConfigError
+from snode.common.files import too_open
 
 if TYPE_CHECKING:  # the servers have aiohttp loaded; the clients (snode-cli, the wallet) need not
     from aiohttp import web
@@ -80,7 +81,11 @@ def parse_login(text: str, where: str) -> Login:
 
 
 def read_login_file(path: str, option: str = LOGIN_FILE_OPTION) -> Login:
-    """The `user:pass` on the first line of the file at path; ConfigError naming `option`."""
+    """The `user:pass` on the first line of the file at path; ConfigError naming `option` (also
+    when other users of this machine may read it: a login is a key)."""
+    problem = too_open(Path(path), f"{option}: the login file")
+    if problem is not None:
+        raise ConfigError(problem)
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as err:
@@ -129,6 +134,17 @@ def read_cookie(path: Path) -> Login:
     return parse_login(text.splitlines()[0] if text else "", f"RPC cookie {path}")
 
 
+def cookie_dir_for(data_dir: str | None, default: Path, daemon_url: str) -> Path | None:
+    """Where a client looks for the admin RPC's cookie: the data dir it was given, else this
+    machine's default data dir only when the daemon it calls is on this machine (loopback). A
+    cookie found on this machine is never sent to a daemon elsewhere unless the user named its
+    data dir: plain HTTP to a remote (or a lying) daemon would hand it the local node's login."""
+    if data_dir:
+        return Path(data_dir).expanduser()
+    host = daemon_url.partition("://")[2].rpartition(":")[0] or daemon_url.rpartition(":")[0]
+    return default if is_loopback(host) else None
+
+
 def client_login(login_file: str | None, env: Mapping[str, str], cookie_dir: Path | None,
                  option: str = LOGIN_FILE_OPTION) -> Login | None:
     """What a client sends: the login in `login_file`, else SNODE_RPC_LOGIN, else the cookie in
@@ -158,7 +174,8 @@ class BasicAuth:
         """Whether an Authorization header carries the login (compared in constant time)."""
         if header is None:
             return False
-        if hmac.compare_digest(header.encode(), self._header.encode()):
+        # aiohttp hands over undecodable header bytes as surrogates: compared, never a 500.
+        if hmac.compare_digest(header.encode("utf-8", "surrogateescape"), self._header.encode()):
             return True  # the usual spelling: no decoding on the hot path
         scheme, _, encoded = header.strip().partition(" ")
         if scheme.lower() != "basic":

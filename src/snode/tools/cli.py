@@ -27,7 +27,7 @@ from snode.core.errors import InvalidAmount
 from snode.core.units import coin_word, counted, format_coins, parse_coins, whole_number
 from snode.params import COIN, NETWORKS
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
-from snode.api.credentials import Login, client_login
+from snode.api.credentials import Login, client_login, cookie_dir_for
 from snode.api.types import (
     BlockResult, HeightResult, InfoResult, RegistrationCmdParams, RegistrationCmdResult,
     ServiceNodesResult, ServiceNodeState, sync_state,
@@ -74,8 +74,9 @@ def _daemon_url(rpc: str | None, network: str | None, node: str | None, base_dir
 def _login(obj: dict[str, Any]) -> Login | None:
     """The admin RPC login to send: --rpc-login-file, SNODE_RPC_LOGIN, or the cookie a daemon
     bound off loopback wrote in --data-dir (default: this network's default data dir)."""
-    data_dir = Path(obj["data_dir"]).expanduser() if obj["data_dir"] else default_data_dir(obj["network"])
-    return client_login(obj["login_file"], os.environ, data_dir)
+    url = obj["rpc"] or f"http://127.0.0.1:{NETWORKS[obj['network']].rpc_port}"
+    cookies = cookie_dir_for(obj["data_dir"], default_data_dir(obj["network"]), url)
+    return client_login(obj["login_file"], os.environ, cookies)
 
 
 def _call(ctx: click.Context, method: str, params: Any, result_type: type[T]) -> T:

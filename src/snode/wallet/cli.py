@@ -27,7 +27,7 @@ import click
 
 from snode import __version__
 
-from snode.api.credentials import COMMAND_LINE_LOGIN, Login, client_login
+from snode.api.credentials import COMMAND_LINE_LOGIN, Login, client_login, cookie_dir_for
 from snode.common.endpoints import ConfigError
 from snode.common.files import default_data_dir
 from snode.core.errors import SnodeError
@@ -267,8 +267,8 @@ def cli(
 ) -> None:
     """The snode wallet: balances, transfers, service-node registration and staking."""
     params = _network(testnet, devnet, regtest)
-    daemon = DaemonClient(daemon_address or f"127.0.0.1:{params.rpc_port}",
-                          login=_daemon_login(params, data_dir, daemon_login_file))
+    address = daemon_address or f"127.0.0.1:{params.rpc_port}"
+    daemon = DaemonClient(address, login=_daemon_login(params, address, data_dir, daemon_login_file))
     session = Session(wallet_file or default_wallet_file(params), params, daemon, password_file)
     serve = rpc_server or rpc_bind is not None
     if rpc_login is not None:
@@ -298,12 +298,13 @@ def cli(
     sys.exit(_plain_loop(service, sys.stdin))
 
 
-def _daemon_login(params: NetworkParams, data_dir: str | None, login_file: str | None) -> Login | None:
+def _daemon_login(params: NetworkParams, address: str, data_dir: str | None,
+                  login_file: str | None) -> Login | None:
     """What the wallet sends snoded: --daemon-login-file, else the cookie of a daemon whose admin
     RPC is not on loopback, in --data-dir or this network's default data dir (none there: the
     daemon is on loopback and needs nothing). SNODE_RPC_LOGIN is the wallet RPC's own login."""
-    directory = Path(data_dir).expanduser() if data_dir else default_data_dir(params.name)
     try:
+        directory = cookie_dir_for(data_dir, default_data_dir(params.name), address)
         return client_login(login_file, {}, directory, option="--daemon-login-file")
     except ConfigError as err:
         raise OptionError(str(err)) from None
