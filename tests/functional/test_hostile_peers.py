@@ -109,16 +109,17 @@ def test_junk_proofs_get_the_flooder_banned_and_honest_proofs_through(nodes):
     wait_until(lambda: record(victim, pk)["last_uptime_proof"] > 0, timeout=30, what="the SN's first proof")
     base = rss_mib(victim)
 
-    count = 20_000
-    log.info("A fake peer sends %d uptime proofs of unregistered keys in one write (the issue's "
-             "flood was 200,000): banned by score, its proofs never crowd out the SN's", count)
+    count = int(L.PROOF_BURST)
+    log.info("A fake peer sends %d uptime proofs of unregistered keys in one write, within its "
+             "proof rate's burst (the issue's flood was 200,000): banned by their score, not the "
+             "rate's, and its proofs never crowd out the SN's", count)
     source = next_loopback_ip()
     flooder = FakePeer(victim, source_ip=source)
     started = int(time.time())
     try:
         handshake(flooder)
         try:
-            flooder.send_raw(b"".join(P.frame(p) for p in junk_proofs(count)))
+            flooder.send_raw(b"".join(P.frame(p) for p in junk_proofs(count, source)))
         except (BrokenPipeError, ConnectionResetError):
             pass  # banned before it finished: what the test wants
         assert flooder.closed_by_node(timeout=30), "the flooder is still connected"
