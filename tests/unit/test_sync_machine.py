@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
 import pytest
 
 from snode.core.blocks import Block, block_hash
+from snode.core.transactions import TX_VERSION, Registration, Transaction
 from snode.net import limits as L
 from snode.services import sync_machine as S
 from tests.unit.conftest import LabChain
@@ -259,3 +261,31 @@ def test_a_fork_signed_by_a_key_that_could_not_have_made_it_is_dropped_and_score
                 "authority nor a registered service node"),
         S.Done(5),  # the peer is believed no further than our chain: no sync from it again at once
     ]
+
+
+def _newcomer_fork(chain: LabChain, *, registered: bool) -> tuple[S.SyncMachine, list[S.Action], list[Block]]:
+    """A download of a fork whose second block is made by a key our chain does not know; the first
+    block registers that key (`registered`) or not."""
+    machine, fork = forked(chain)
+    newcomer = b"\x07" * 32
+    machine.could_produce = lambda producer: producer != newcomer
+    by_newcomer = msgspec.structs.replace(fork[4], header=msgspec.structs.replace(fork[4].header, producer=newcomer))
+    first = fork[3]
+    if registered:
+        registration = Transaction(TX_VERSION, (), (), Registration(0, (), 0, newcomer, bytes(64)), ())
+        first = msgspec.structs.replace(first, transactions=first.transactions + (registration,))
+    download = [first, by_newcomer]
+    return machine, machine.on_blocks(14, download, 200), download
+
+
+def test_a_fork_block_of_a_node_the_fork_registered_before_it_is_kept(chain: LabChain) -> None:
+    machine, actions, download = _newcomer_fork(chain, registered=True)
+    assert not any(isinstance(a, S.Score) for a in actions)
+    assert machine.branch == download, "a producer the fork registered could have made the block"
+
+
+def test_a_fork_block_of_a_node_nobody_registered_is_dropped(chain: LabChain) -> None:
+    machine, actions, _ = _newcomer_fork(chain, registered=False)
+    assert machine.branch == [] and actions[0] == S.Score(
+        L.SCORE_UNKNOWN_PRODUCER, "offered a fork with block 4 signed by a key that is neither an authority nor a "
+        "registered service node")

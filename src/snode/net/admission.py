@@ -16,7 +16,7 @@ from snode.net import limits as L
 from snode.net.addrman import Candidate, choose_eviction
 from snode.net.peer import Peer
 
-log = logging.getLogger("snode.net.peers")
+log = logging.getLogger(__name__)
 
 
 def limited(peer: Peer) -> dict[str, bool] | None:

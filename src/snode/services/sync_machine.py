@@ -17,8 +17,9 @@ The pipeline it drives: while batch N is being stored, the request for N+1 is al
 N+1 is applied in memory with its signatures checked in the verifier's workers; two downloads
 (1,000 blocks) are stored per transaction. A fork is collected whole (bounded) and applied only
 once it is longer than our chain, and only while each of its blocks was made by a key that could
-have made it (an authority or a registered service node: the relay's test for orphans), so that a
-peer cannot fill the buffer with blocks it signed itself; a peer whose fork is dropped scores.
+have made it (an authority, a registered service node: the relay's test for orphans; or a node
+registered by an earlier block of the fork itself), so that a peer cannot fill the buffer with
+blocks it signed itself; a peer whose fork is dropped scores.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from snode.core.blocks import Block, block_hash
+from snode.core.blocks import Block, BlockHeader, block_hash
+from snode.core.transactions import Registration
 from snode.net.limits import MAX_BRANCH_BLOCKS, MAX_BRANCH_BYTES, SCORE_FORK_RESET, SCORE_UNKNOWN_PRODUCER
 
 # A fork offered by a peer is held in memory until it is longer than ours: bounded (`net.limits`).
@@ -124,6 +126,8 @@ class SyncMachine:
     staged: Staged | None = None
     branch: list[Block] = field(default_factory=list)
     branch_bytes: int = 0
+    branch_registered: set[bytes] = field(default_factory=set)
+    """Service nodes registered by the branch's blocks: producers on that chain, unknown to ours."""
     done: bool = False
 
     # --- inputs -------------------------------------------------------------------------------
@@ -156,7 +160,7 @@ class SyncMachine:
         if self.branch and first.prev_hash != block_hash(self.branch[-1].header):
             # The peer's chain moved under us (rare, for an honest peer): start over, scored, so
             # that emptying and refilling the buffer again and again ends in a ban.
-            self.branch, self.branch_bytes = [], 0
+            self._drop_branch()
             return [Score(SCORE_FORK_RESET, "offered a fork, then blocks that do not follow on it")] + self._ask()
         if not self.branch and first.prev_hash == self._tip_hash():
             return self._extend(reply_height, blocks)
@@ -229,9 +233,10 @@ class SyncMachine:
         """Blocks that do not extend our tip: a fork, held until it is longer than our chain."""
         top = self._top_height()
         actions = self._finish_staged(orphans=False)
-        forged = next((b.header for b in blocks if not self.could_produce(b.header.producer)), None)
+        forged = self._unknown_producer(blocks)
         if forged is not None:
-            self.branch, self.branch_bytes, self.done = [], 0, True
+            self._drop_branch()
+            self.done = True
             return actions + [Score(SCORE_UNKNOWN_PRODUCER, f"offered a fork with block {forged.height} signed "
                                     "by a key that is neither an authority nor a registered service node"),
                               Done(top)]
@@ -242,8 +247,23 @@ class SyncMachine:
                                   f"{MAX_BRANCH_BYTES} bytes")]
         if self.branch[-1].header.height > top:
             actions.append(Reorganize(self.branch))
-            self.branch, self.branch_bytes = [], 0
+            self._drop_branch()
         return actions
+
+    def _unknown_producer(self, blocks: list[Block]) -> BlockHeader | None:
+        """The first of `blocks` whose producer could not have made it on the fork, or None;
+        the registrations in them are noted for the blocks after."""
+        registered = self.branch_registered
+        for block in blocks:
+            producer = block.header.producer
+            if not self.could_produce(producer) and producer not in registered:
+                return block.header
+            registered.update(tx.payload.sn_pubkey for tx in block.transactions
+                              if isinstance(tx.payload, Registration))
+        return None
+
+    def _drop_branch(self) -> None:
+        self.branch, self.branch_bytes, self.branch_registered = [], 0, set()
 
     def _finish_staged(self, *, orphans: bool = True) -> list[Action]:
         if self.staged is None:
