@@ -81,13 +81,15 @@ def orphan(key: SigningKey, height: int, transactions: tuple[Transaction, ...]) 
                       transactions=transactions, producer_key=key, network_id=REGTEST.network_id)
 
 
-def junk_proofs(count: int) -> list[P.Proof]:
+def junk_proofs(count: int, source_ip: str) -> list[P.Proof]:
     """Uptime proofs of keys that are not registered (their signatures are never looked at:
-    the registration rule refuses them first), passed off as relayed."""
+    the registration rule refuses them first), passed off as coming straight from their signers
+    at `source_ip` (a relayed one is not scored: an honest relayer may know a registration we
+    do not know yet)."""
     now = int(time.time())
     keys = [os.urandom(32) for _ in range(-(-count // 200))]
-    return [P.Proof(UptimeProof(keys[i // 200], now - 100 + i % 200, "127.0.0.1", 1, 1, "0.1.0", bytes(64)),
-                    relayed=True) for i in range(count)]
+    return [P.Proof(UptimeProof(keys[i // 200], now - 100 + i % 200, source_ip, 1, 1, "0.1.0", bytes(64)),
+                    relayed=False) for i in range(count)]
 
 
 def pong(peer: Any, nonce: int, timeout: float = 30) -> None:

@@ -18,6 +18,7 @@ from snode.net import limits as L
 from snode.net import protocol as P
 from snode.params import COIN, MAX_BLOCK_BYTES, REGTEST_AUTHORITY_SEED
 from snode.store import DATABASE_FILE
+from snode.common.logs import REPEAT_BURST
 from tests.functional.framework import (
     assert_equal, connect_nodes, narrator, next_loopback_ip, wait_until,
 )
@@ -108,16 +109,17 @@ def test_junk_proofs_get_the_flooder_banned_and_honest_proofs_through(nodes):
     wait_until(lambda: record(victim, pk)["last_uptime_proof"] > 0, timeout=30, what="the SN's first proof")
     base = rss_mib(victim)
 
-    count = 20_000
-    log.info("A fake peer sends %d uptime proofs of unregistered keys in one write (the issue's "
-             "flood was 200,000): banned by score, its proofs never crowd out the SN's", count)
+    count = int(L.PROOF_BURST)
+    log.info("A fake peer sends %d uptime proofs of unregistered keys in one write, within its "
+             "proof rate's burst (the issue's flood was 200,000): banned by their score, not the "
+             "rate's, and its proofs never crowd out the SN's", count)
     source = next_loopback_ip()
     flooder = FakePeer(victim, source_ip=source)
     started = int(time.time())
     try:
         handshake(flooder)
         try:
-            flooder.send_raw(b"".join(P.frame(p) for p in junk_proofs(count)))
+            flooder.send_raw(b"".join(P.frame(p) for p in junk_proofs(count, source)))
         except (BrokenPipeError, ConnectionResetError):
             pass  # banned before it finished: what the test wants
         assert flooder.closed_by_node(timeout=30), "the flooder is still connected"
@@ -241,3 +243,58 @@ def test_full_inbound_slots_evict_a_newcomer_not_a_useful_peer(nodes):
     finally:
         for peer in crowd:
             peer.close()
+
+
+def test_a_score_outlives_a_reconnect_and_a_ban_closes_the_whole_address(nodes):
+    victim = nodes.add()
+    ip = next_loopback_ip()
+    forger = SigningKey(os.urandom(32))
+    almost = L.BAN_THRESHOLD // L.SCORE_UNKNOWN_PRODUCER - 1
+    log.info("A peer sends %d blocks of an unknown producer (%d points each), one short of a ban, "
+             "and reconnects", almost, L.SCORE_UNKNOWN_PRODUCER)
+    first = FakePeer(victim, source_ip=ip)
+    second = FakePeer(victim, source_ip=ip)
+    try:
+        handshake(first)
+        for height in range(2, 2 + almost):
+            first.send(P.NewBlock(encode(orphan(forger, height, ()))))
+        pong(first, 1)
+        assert ip not in ban_reasons(victim)
+        log.info("From a second connection of that address, two more such blocks (the score decays "
+                 "a little meanwhile): banned, and the first connection closed with it")
+        handshake(second)
+        send_until_cut(second, (P.NewBlock(encode(orphan(forger, h, ()))) for h in (2 + almost, 3 + almost)))
+        assert second.closed_by_node(), "the score started again from zero on a new connection"
+        assert first.closed_by_node(), "the ban left another connection of the address open"
+    finally:
+        first.close()
+        second.close()
+    assert "neither an authority nor a registered service node" in ban_reasons(victim)[ip]
+    assert_serving(victim)
+
+
+def test_silent_connections_cannot_hold_the_inbound_slots(nodes):
+    victim = nodes.add()
+    log.info("One address opens %d connections and never says Hello: one more is refused at once",
+             L.MAX_PENDING_PER_IP)
+    ips = [next_loopback_ip() for _ in range(L.MAX_INBOUND // L.MAX_PENDING_PER_IP)]
+    silent = [FakePeer(victim, source_ip=ips[0]) for _ in range(L.MAX_PENDING_PER_IP)]
+    try:
+        extra = FakePeer(victim, source_ip=ips[0])
+        silent.append(extra)
+        assert extra.closed_by_node(timeout=3), "a third silent connection of one address was kept"
+        log.info("%d addresses open %d silent connections in all (the inbound slots' number): at "
+                 "most %d are kept", len(ips), L.MAX_INBOUND, L.MAX_PENDING)
+        silent += [FakePeer(victim, source_ip=ip) for ip in ips[1:] for _ in range(L.MAX_PENDING_PER_IP)]
+        newcomer = FakePeer(victim, source_ip=next_loopback_ip())
+        silent.append(newcomer)
+        handshake(newcomer)
+        wait_until(lambda: sum(not p.closed_by_node(timeout=0.05) for p in silent[:-1]) < L.MAX_PENDING,
+                   what="the silent connections beyond the pending cap closed")
+        assert_serving(victim)
+    finally:
+        for peer in silent:
+            peer.close()
+    closed = victim.stderr_text().count("silent since it connected")
+    log.info("The log says %d times that a silent connection was closed", closed)
+    assert 0 < closed <= REPEAT_BURST + 1, "each closed connection wrote its own line"

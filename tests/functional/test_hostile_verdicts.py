@@ -100,7 +100,9 @@ def test_unasked_verdicts_ban_their_sender_and_reach_no_sink(nodes, tmp_path):
     log.info("Nothing of it shows: status line, get_info, /readyz, the log, --notify")
     _nothing_shown(sn, out)
 
-    log.info("An asked refusal counts: a peer the node sends its proof to refuses it with a code")
+    log.info("An asked refusal counts: a peer the node sends its proof to refuses it with a code. "
+             "The hub stops first: its ack of the same proof would make the refusal say nothing")
+    assert_equal(hub.stop(), 0)
     ip = next_loopback_ip()
     fake = FakePeer(sn, source_ip=ip)
     try:

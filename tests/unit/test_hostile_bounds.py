@@ -1,21 +1,23 @@
 """The sans-IO parts of issue #22's defences, one bound at a time: the fair proof queue, the
 orphan pool, the address book, the inbound eviction rule, the upload budget's bucket and the
-refusal of a block frame on its length.
+refusal of a frame on its length and its message's tag.
 (tests/functional/test_hostile_peers.py runs each attack against a real daemon.)"""
 
 from __future__ import annotations
 
 import os
+from typing import get_args
 
 import pytest
 
 from snode.core.blocks import Block, BlockHeader
-from snode.core.proofs import UptimeProof
+from snode.core.proofs import ProofRefusal, UptimeProof
 from snode.net import limits as L
 from snode.net import protocol as P
 from snode.net.addrman import AddressBook, Candidate, choose_eviction, network_group
 from snode.net.orphans import OrphanPool
 from snode.net.peer import TokenBucket
+from snode.params import MAX_BLOCK_BYTES, MAX_TX_BYTES
 from snode.services.proof_intake import Arrival, FairQueue
 
 
@@ -112,3 +114,37 @@ def test_a_block_frame_over_the_block_limit_is_refused_before_it_is_read() -> No
         decoder.feed(frame[:16])  # its length and its first bytes: nothing more is read
     small = P.frame(P.NewBlock(b"x" * 1_000_000))
     assert len(P.FrameDecoder().feed(small)) == 1
+
+
+def test_a_small_message_is_refused_on_its_tag_before_its_body_is_read() -> None:
+    big_ping = (100_000).to_bytes(P.HEADER_BYTES, "big") + b"\x91\x02"  # a Ping's head, 100 KB long
+    with pytest.raises(P.ProtocolViolation, match="sent a Ping frame of 100000 bytes; the limit for it is 65536"):
+        P.FrameDecoder().feed(big_ping)
+    proof = P.frame(P.Proof(UptimeProof(bytes(32), 1, "x" * 45, 1, 1, "0.1.0", bytes(64)), relayed=False))
+    oversize = (L.MAX_CONTROL_FRAME + 1).to_bytes(P.HEADER_BYTES, "big") + proof[P.HEADER_BYTES:]
+    with pytest.raises(P.ProtocolViolation, match="sent a Proof frame"):
+        P.FrameDecoder().feed(oversize[:P.HEADER_BYTES + 2])
+    for junk in (b"\xdc\x00", b"\x92\x7f", b"\xff\xff"):  # no canonical message starts so
+        with pytest.raises(P.ProtocolViolation, match="unknown message"):
+            P.FrameDecoder().feed((L.MAX_CONTROL_FRAME + 1).to_bytes(P.HEADER_BYTES, "big") + junk)
+    decoder = P.FrameDecoder()
+    assert decoder.feed(big_ping[:P.HEADER_BYTES + 1]) == [], "decided before the tag arrived"
+
+
+def test_every_message_at_its_largest_fits_its_frame_limit() -> None:
+    wide, big = "\U0010ffff", 2**63 - 1  # 4 bytes in UTF-8; the widest integer
+    hello = P.Hello(big, bytes(32), big, wide * 64, big, bytes(32), 65_535, big)
+    proof = UptimeProof(bytes(32), big, wide * 45, 65_535, 65_535, wide * 32, bytes(64))
+    messages = [
+        hello, P.Ping(big), P.Pong(big), P.Tip(big, bytes(32)),
+        P.GetBlocks([bytes(32)] * 64, P.MAX_BLOCKS_PER_BATCH), P.GetPeers(),
+        P.Peers([wide * 64] * P.MAX_PEER_ADDRESSES), P.Proof(proof, relayed=True),
+        P.ProofRejected(bytes(32), big, max(ProofRefusal), bytes(16)), P.ProofAck(bytes(32), big),
+        P.NewBlock(bytes(MAX_BLOCK_BYTES)), P.NewTransaction(bytes(MAX_TX_BYTES)),
+        P.NewCheckpoint(bytes(P.MAX_CHECKPOINT)),
+        P.Blocks([bytes(P.MAX_BATCH_BYTES // P.MAX_BLOCKS_PER_BATCH)] * P.MAX_BLOCKS_PER_BATCH, big),
+    ]
+    assert {type(m) for m in messages} == set(get_args(P.Message))
+    for message in messages:
+        frame = P.frame(message)
+        assert len(P.FrameDecoder().feed(frame)) == 1, type(message).__name__

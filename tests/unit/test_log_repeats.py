@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from snode.common.logs import REPEAT_BURST, EscapingFormatter, RepeatLimiter
+from snode.app.runtime import _QuietClientErrors
+from snode.common.logs import LIMITED, REPEAT_BURST, EscapingFormatter, RepeatLimiter
 
 
 class Clock:
@@ -93,6 +94,34 @@ def test_other_kinds_and_lower_levels_are_not_counted(logged) -> None:  # type: 
     lines = out.getvalue().splitlines()
     assert sum(line.startswith("WARNING banned") for line in lines) == REPEAT_BURST
     assert sum(line.startswith("INFO") for line in lines) == 50
+
+
+def test_an_info_line_anyone_can_cause_is_counted_when_marked(logged) -> None:  # type: ignore[no-untyped-def]
+    logger, out, _, clock, _ = logged
+    for i in range(50):
+        logger.info("connected to peer %s (inbound)", i, extra=LIMITED)
+        logger.info("sync: height %s", i)  # unmarked: every line written
+    clock.advance(61)
+    lines = out.getvalue().splitlines()
+    assert sum(line.startswith("INFO connected") for line in lines) == REPEAT_BURST + 1
+    assert lines[-1] == f"INFO connected to peer 49 (inbound) ... and {50 - REPEAT_BURST} more in the last minute"
+    assert sum(line.startswith("INFO sync") for line in lines) == 50
+
+
+def test_a_client_error_from_aiohttp_is_one_counted_info_line(logged) -> None:  # type: ignore[no-untyped-def]
+    logger, out, _, _, _ = logged
+    logger.addFilter(_QuietClientErrors())
+    try:
+        for _ in range(50):
+            try:
+                raise ValueError("Invalid method encountered")
+            except ValueError:
+                logger.exception("Error handling request")  # what aiohttp.server logs for a bad request
+    finally:
+        logger.removeFilter(logger.filters[-1])
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "INFO bad request from a client: ValueError: Invalid method encountered"
+    assert len(lines) == REPEAT_BURST, "any client can send bad requests again and again"
 
 
 def test_close_writes_what_is_counted_so_far(logged) -> None:  # type: ignore[no-untyped-def]

@@ -1,7 +1,8 @@
 """The sync state machine, driven with no sockets: an honest peer (pipelined requests, two
 downloads stored per transaction), a peer whose chain forks from ours (collected, then a
 reorganisation), a peer that lies about its height, one that sends blocks that are not a chain,
-one that offers an endless fork, and one that stalls.
+one that offers an endless fork, one whose fork was signed by keys that could not have made it,
+and one that stalls.
 
 A `Driver` plays the adapter: it executes the machine's actions against a real in-process chain
 (the blocks are the core's), and answers requests from the peer's chain.
@@ -11,9 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
 import pytest
 
 from snode.core.blocks import Block, block_hash
+from snode.core.transactions import TX_VERSION, Registration, Transaction
+from snode.net import limits as L
 from snode.services import sync_machine as S
 from tests.unit.conftest import LabChain
 
@@ -36,6 +40,8 @@ class Driver:
     reorgs: list[int] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     requests: list[S.Request] = field(default_factory=list)
+    strangers: set[bytes] = field(default_factory=set)
+    """Producer keys that could not have made a block (neither an authority nor a registered SN)."""
 
     def tip(self) -> tuple[int, bytes]:
         if not self.ours:
@@ -45,7 +51,8 @@ class Driver:
     def machine(self, peer_height: int) -> S.SyncMachine:
         height, tip = self.tip()
         return S.SyncMachine(peer_height=peer_height, node_height=height, node_tip=tip,
-                             store_blocks=STORE, batch_blocks=DOWNLOAD)
+                             store_blocks=STORE, batch_blocks=DOWNLOAD,
+                             could_produce=lambda producer: producer not in self.strangers)
 
     def run(self, machine: S.SyncMachine, actions: list[S.Action]) -> None:
         queue = list(actions)
@@ -63,7 +70,7 @@ class Driver:
                     fork = action.branch[0].header.height - 1
                     self.ours = self.ours[:fork] + action.branch
                     self.reorgs.append(len(action.branch))
-                case S.ApplyOrphans() | S.Ban() | S.Done():
+                case S.ApplyOrphans() | S.Score() | S.Ban() | S.Done():
                     pass
 
     def _stage(self, machine: S.SyncMachine, action: S.Stage) -> list[S.Action]:
@@ -216,18 +223,69 @@ def test_a_stalling_peer_is_dropped_and_what_was_staged_is_kept(long_chain: LabC
     assert actions[-1] == S.Done(10)  # the peer is believed only as far as it delivered
 
 
-def test_a_peer_whose_chain_moves_under_us_is_asked_again(chain: LabChain) -> None:
+def forked(chain: LabChain, *, strangers: bool = False) -> tuple[S.SyncMachine, list[Block]]:
+    """Our chain of 5 and a peer's fork of it from height 2 up to 14 (its producer a stranger:
+    a key that could not have made a block), the machine's first request sent."""
     genesis = block_hash(chain.blocks[0].header)
     chain.mine(5)
     fork = chain.fork(at=2)
     fork.mine(12)
     driver = Driver(list(chain.blocks[1:]), genesis, fork.blocks[1:])
+    if strangers:
+        driver.strangers.add(fork.blocks[3].header.producer)
     machine = driver.machine(peer_height=14)
     driver.run(machine, machine.start())
     driver.requests.pop(0)
-    driver.run(machine, machine.on_blocks(14, fork.blocks[3:5], 200))  # a fork, not longer yet: kept
-    assert machine.branch
-    assert machine.resume() == [S.Request(block_hash(fork.blocks[4].header), with_locator=True)]
+    return machine, fork.blocks
+
+
+def test_a_peer_whose_chain_moves_under_us_is_asked_again(chain: LabChain) -> None:
+    machine, fork = forked(chain)
+    actions = machine.on_blocks(14, fork[3:5], 200)  # a fork, not longer yet: kept
+    assert machine.branch and not any(isinstance(a, S.Score) for a in actions)
+    assert machine.resume() == [S.Request(block_hash(fork[4].header), with_locator=True)]
     # The next download does not follow what we collected: start over from our locator.
     actions = machine.on_blocks(14, chain.blocks[1:3], 200)
-    assert machine.branch == [] and actions == [S.Request(None, with_locator=True)]
+    assert machine.branch == [] and actions == [
+        S.Score(L.SCORE_FORK_RESET, "offered a fork, then blocks that do not follow on it"),
+        S.Request(None, with_locator=True),
+    ], "emptying the fork buffer costs the peer nothing: it can refill it again and again"
+
+
+def test_a_fork_signed_by_a_key_that_could_not_have_made_it_is_dropped_and_scored(chain: LabChain) -> None:
+    machine, fork = forked(chain, strangers=True)
+    actions = machine.on_blocks(14, fork[3:5], 200)
+    assert machine.branch == [] and machine.done, "the fork buffer kept blocks nobody could have made"
+    assert actions == [
+        S.Score(L.SCORE_UNKNOWN_PRODUCER, "offered a fork with block 3 signed by a key that is neither an "
+                "authority nor a registered service node"),
+        S.Done(5),  # the peer is believed no further than our chain: no sync from it again at once
+    ]
+
+
+def _newcomer_fork(chain: LabChain, *, registered: bool) -> tuple[S.SyncMachine, list[S.Action], list[Block]]:
+    """A download of a fork whose second block is made by a key our chain does not know; the first
+    block registers that key (`registered`) or not."""
+    machine, fork = forked(chain)
+    newcomer = b"\x07" * 32
+    machine.could_produce = lambda producer: producer != newcomer
+    by_newcomer = msgspec.structs.replace(fork[4], header=msgspec.structs.replace(fork[4].header, producer=newcomer))
+    first = fork[3]
+    if registered:
+        registration = Transaction(TX_VERSION, (), (), Registration(0, (), 0, newcomer, bytes(64)), ())
+        first = msgspec.structs.replace(first, transactions=first.transactions + (registration,))
+    download = [first, by_newcomer]
+    return machine, machine.on_blocks(14, download, 200), download
+
+
+def test_a_fork_block_of_a_node_the_fork_registered_before_it_is_kept(chain: LabChain) -> None:
+    machine, actions, download = _newcomer_fork(chain, registered=True)
+    assert not any(isinstance(a, S.Score) for a in actions)
+    assert machine.branch == download, "a producer the fork registered could have made the block"
+
+
+def test_a_fork_block_of_a_node_nobody_registered_is_dropped(chain: LabChain) -> None:
+    machine, actions, _ = _newcomer_fork(chain, registered=False)
+    assert machine.branch == [] and actions[0] == S.Score(
+        L.SCORE_UNKNOWN_PRODUCER, "offered a fork with block 4 signed by a key that is neither an authority nor a "
+        "registered service node")

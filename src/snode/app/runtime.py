@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from snode.common.endpoints import ConfigError, Endpoint
-from snode.common.logs import EscapingFormatter, RepeatLimiter
+from snode.common.logs import LIMITED, EscapingFormatter, RepeatLimiter
 
 LOG_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG, 4: logging.DEBUG}
 
@@ -52,7 +52,8 @@ def stdin_is_console() -> bool:
 
 class _QuietClientErrors(logging.Filter):
     """aiohttp logs a malformed request from a client as an ERROR with a traceback; for an
-    operator that is one line about the client, not an alert about the daemon."""
+    operator that is one line about the client, not an alert about the daemon: an INFO line,
+    counted by the repeat limiter (any client can send one again and again)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and record.exc_info[1] is not None:
@@ -61,6 +62,7 @@ class _QuietClientErrors(logging.Filter):
             record.args = (f"{type(err).__name__}: {err}",)
             record.exc_info = None
             record.levelno, record.levelname = logging.INFO, "INFO"
+            record.__dict__.update(LIMITED)
         return True
 
 

@@ -9,7 +9,9 @@ Counting is a filter on the handlers (`RepeatLimiter`): anyone on the internet c
 warn (an anonymous CurveZMQ client, a peer that breaks the protocol), and one line per attempt
 would fill the disk and bury what matters. Warnings from one place in the code (one kind) are
 written `burst` times in a window; the rest of the window is counted and written once when the
-window ends: `<the last one> ... and 299 more in the last minute`.
+window ends: `<the last one> ... and 299 more in the last minute`. A line below WARNING that anyone
+can cause (a peer connected, a connection refused) is counted the same way when it is logged
+with `extra=LIMITED`; other INFO lines (sync progress) are always written.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ REPEAT_BURST: Final = 5
 """Warnings of one kind written in a window before the rest are counted instead."""
 
 _DECIDED: Final = "_snode_repeat_pass"
+_LIMITED: Final = "_snode_repeat_limited"
+LIMITED: Final = {_LIMITED: True}
+"""`extra` for a log call below WARNING whose lines the limiter counts all the same."""
 _SUMMARY: Final = "_snode_repeat_summary"
 
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None] | tuple[None, None, None]
@@ -114,7 +119,7 @@ class RepeatLimiter(logging.Filter):
         return bool(decided)
 
     def _decide(self, record: logging.LogRecord) -> bool:
-        if record.levelno < self.level or record.__dict__.get(_SUMMARY):
+        if (record.levelno < self.level and not record.__dict__.get(_LIMITED)) or record.__dict__.get(_SUMMARY):
             return True
         kind = (record.pathname, record.lineno)
         now = self.clock()

@@ -22,17 +22,20 @@ from snode.net import limits as L
 
 
 def network_group(ip: str) -> str:
-    """The group one operator plausibly controls all of: an IPv4 /16, an IPv6 /32. An address
-    that is not globally routable (only regtest and devnet meet one: their nodes share loopback
-    or a LAN) is a group of its own."""
+    """The group one operator plausibly controls all of: an IPv4 /16 (an IPv4-mapped IPv6
+    address, as a dual-stack `::` bind sees every IPv4 peer, is its IPv4 address), an IPv6 /32.
+    An address that is not globally routable (only regtest and devnet meet one: their nodes share
+    loopback or a LAN) is a group of its own."""
     try:
         addr = ipaddress.ip_address(ip)
     except ValueError:
         return "unparsable"
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
     if not addr.is_global:
-        return ip
+        return str(addr)
     if isinstance(addr, ipaddress.IPv4Address):
-        return ".".join(ip.split(".")[:2])
+        return ".".join(str(addr).split(".")[:2])
     return addr.exploded[:9]
 
 

@@ -14,6 +14,15 @@ from typing import Final
 BAN_THRESHOLD: Final = 100
 """Points at which `PeerManager.misbehaving` bans a peer's address for BAN_SECONDS."""
 BAN_SECONDS: Final = 600
+SCORE_DECAY: Final = BAN_THRESHOLD / 3_600
+"""Points a score loses per second (a whole ban's worth an hour): an honest peer's rare slip
+never adds up to a ban, and a reconnect does not reset a score (`bans.Scores`, per address)."""
+MAX_SCORED: Final = 10_000
+"""Addresses with a score; when full, the lowest score goes (an attacker's many fresh addresses
+push out each other, not the high score of one about to be banned)."""
+MAX_BANS: Final = 10_000
+"""Addresses banned at once; expired bans are purged at each ban, and when full the oldest goes.
+A ban, a score and MAX_PER_IP hold an IPv4 address, or an IPv6 /64 (`bans.address_key`)."""
 SCORE_PROTOCOL: Final = 100
 """An oversize frame, undecodable bytes, a block over MAX_BLOCK_BYTES, an invalid block, a
 forged signature, a lie about its chain: no honest peer does any of these."""
@@ -41,10 +50,21 @@ ORPHAN_AHEAD: Final = 16
 """An orphan is kept only up to this many blocks above our tip (further ahead: sync fetches the
 chain instead); one at or below our height is a rival that can never connect to our tip and is
 dropped unread."""
+SCORE_FORK_RESET: Final = 10
+"""A fork offered during sync whose next download does not follow on it: the buffer is emptied
+(an honest peer's chain may move under a sync, rarely; a peer that does it to refill the buffer
+is banned after ten)."""
 MAX_BRANCH_BLOCKS: Final = 20_000
 MAX_BRANCH_BYTES: Final = 16 * 1024 * 1024
 """A fork a peer offers during sync is held in memory until it is longer than ours: bounded
 (one sync runs at a time, so this is both per peer and overall)."""
+
+# --- frames ---------------------------------------------------------------------------------
+
+MAX_CONTROL_FRAME: Final = 64 * 1024
+"""Bytes in a frame of any message but a block, a batch of blocks, a transaction or a checkpoint
+(the largest, Peers, is 26 KB at most), refused on its tag before the rest is read; those four
+have limits of their own (`protocol.frame_limit`)."""
 
 # --- uptime proofs ---------------------------------------------------------------------------
 
@@ -83,6 +103,12 @@ MAX_TRIED: Final = 256
 MAX_INBOUND: Final = 32
 MAX_OUTBOUND: Final = 8
 MAX_PER_IP: Final = 8
+MAX_PENDING: Final = 8
+"""Inbound connections that have not finished their handshake, all together: a newcomer over it
+closes the oldest (an honest peer says Hello in milliseconds), so silent connections never
+hold the inbound slots..."""
+MAX_PENDING_PER_IP: Final = 2
+"""...and from one address (over it the newcomer is refused)."""
 EVICT_PROTECT_GROUPS: Final = 4
 """When the inbound slots are full, one peer from each of this many distinct network groups..."""
 EVICT_PROTECT_BLOCKS: Final = 4

@@ -16,6 +16,7 @@ from typing import Final
 
 from snode.net import limits as L
 from snode.net import protocol as P
+from snode.net.bans import address_key
 from snode.net.protocol import FrameDecoder, ProtocolViolation
 
 REQUEST_TIMEOUT: Final = 30.0
@@ -72,6 +73,8 @@ class Peer:
         self.dialled = dialled
         peer = writer.get_extra_info("peername") or ("?", 0)
         self.ip, self.port = str(peer[0]), int(peer[1])
+        self.key = address_key(self.ip)
+        """What its score, its ban and MAX_PER_IP hold (`bans.address_key`)."""
         self.hello: P.Hello | None = None
         self.height = 0
         self.decoder = FrameDecoder(max_frame=HELLO_MAX_FRAME)
@@ -82,8 +85,6 @@ class Peer:
         self.proof_bucket = TokenBucket(L.PROOF_RATE, L.PROOF_BURST, L.PROOF_BURST, now)
         self.upload = TokenBucket(L.UPLOAD_RATE, L.UPLOAD_BURST, L.UPLOAD_BURST, now)
         """Bytes of blocks this peer may still pull (`relay`'s GetBlocks answers)."""
-        self.score = 0
-        """Misbehaviour points (`PeerManager.misbehaving`); banned at BAN_THRESHOLD."""
         self.last_block_at = 0.0
         """When this peer last sent us a block we adopted (eviction protects such peers)."""
         self.pending: asyncio.Future[P.Blocks] | None = None

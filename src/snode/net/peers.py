@@ -27,7 +27,9 @@ from snode.common.text import printable
 from snode.core.errors import SnodeError
 from snode.net import limits as L
 from snode.net import protocol as P
-from snode.net.addrman import AddressBook, Candidate, choose_eviction
+from snode.net.addrman import AddressBook
+from snode.net.admission import admit, limited
+from snode.net.bans import Bans, Scores, address_key
 from snode.net.events import PeerBanned, PeerConnected
 from snode.net.peer import FLOOD_RATE, Peer, PeerGone
 from snode.net.protocol import ProtocolViolation
@@ -56,7 +58,8 @@ class PeerManager:
         self.listen_port = listen_port
         self.nonce = int.from_bytes(os.urandom(8), "big") >> 1
         self.peers: set[Peer] = set()
-        self.bans: dict[str, tuple[float, str]] = {}
+        self.bans = Bans()
+        self.scores = Scores()
         self.denied: frozenset[str] = frozenset()
         """Addresses this node is cut off from (`deny`: a fault test's partition)."""
         self.known = AddressBook(global_only=not node.params.private_public_ip_allowed)
@@ -124,9 +127,8 @@ class PeerManager:
         ]
 
     def ban_list(self) -> list[dict[str, Any]]:
-        now = time.monotonic()
-        return [{"ip": ip, "seconds_left": int(until - now), "reason": reason}
-                for ip, (until, reason) in self.bans.items() if until > now]
+        return [{"ip": key, "seconds_left": int(left), "reason": reason}
+                for key, left, reason in self.bans.items(time.monotonic())]
 
     def deny(self, ips: frozenset[str]) -> None:
         """Cut this node off from `ips`, and only those (empty: from none): close the connections
@@ -137,33 +139,32 @@ class PeerManager:
             peer.close()
 
     def is_banned(self, ip: str) -> bool:
-        if ip in self.denied:
-            return True
-        entry = self.bans.get(ip)
-        if entry is None:
-            return False
-        if entry[0] <= time.monotonic():
-            del self.bans[ip]
-            return False
-        return True
+        return ip in self.denied or self.bans.banned(address_key(ip), time.monotonic())
 
     def ban(self, peer: Peer, reason: str) -> None:
+        """Ban the peer's address (`bans.address_key`: an IPv6 /64) and close every connection
+        from it."""
         reason = printable(reason)  # it may quote the peer (a decode error): shown by get_peers and watch
-        self.bans[peer.ip] = (time.monotonic() + L.BAN_SECONDS, reason)
+        self.bans.ban(peer.key, reason, time.monotonic())
+        self.scores.forget(peer.key)
         log.warning("banned peer %s for %d s: %s", peer.name, L.BAN_SECONDS, reason)
-        peer.close()
-        self.node.hub.publish(PeerBanned(peer.ip, reason, L.BAN_SECONDS))
+        for other in [p for p in self._connections if p.key == peer.key] + [peer]:
+            other.close()
+        self.node.hub.publish(PeerBanned(peer.key, reason, L.BAN_SECONDS))
 
     def misbehaving(self, peer: object, points: int, reason: str) -> None:
-        """Add `points` to the peer's misbehaviour score (Bitcoin Core's Misbehaving); at
-        BAN_THRESHOLD its address is banned with `reason` (`limits` holds each offence's points)."""
+        """Add `points` to the score of the peer's address (Bitcoin Core's Misbehaving; kept
+        across reconnects, decaying: `bans.Scores`); at BAN_THRESHOLD the address is banned
+        with `reason` (`limits` holds each offence's points)."""
         assert isinstance(peer, Peer)
-        before, peer.score = peer.score, peer.score + points
-        if peer.score >= L.BAN_THRESHOLD:
-            if before < L.BAN_THRESHOLD:  # once: what it sent before the cut is still read
-                self.ban(peer, reason)
+        now = time.monotonic()
+        if self.bans.banned(peer.key, now):
+            return  # banned once: what it sent before the cut is still read
+        score = self.scores.add(peer.key, points, now)
+        if score >= L.BAN_THRESHOLD:
+            self.ban(peer, reason)
         else:
-            log.debug("peer %s misbehaved (+%d, %d of %d): %s", peer.name, points, peer.score,
+            log.debug("peer %s misbehaved (+%d, %.0f of %d): %s", peer.name, points, score,
                       L.BAN_THRESHOLD, reason)
 
     # --- connections --------------------------------------------------------------------------
@@ -174,11 +175,7 @@ class PeerManager:
             log.debug("refused banned peer %s", peer.name)
             writer.close()
             return
-        if sum(1 for p in self._connections if p.ip == peer.ip) >= L.MAX_PER_IP:
-            log.info("refused peer %s: %d connections from that address already", peer.name, L.MAX_PER_IP)
-            writer.close()
-            return
-        if not self._inbound_slot(peer):
+        if not admit(peer, self._connections):
             writer.close()
             return
         task = asyncio.current_task()
@@ -193,22 +190,6 @@ class PeerManager:
         finally:
             if task is not None:
                 self._tasks.discard(task)
-
-    def _inbound_slot(self, peer: Peer) -> bool:
-        """Whether `peer` may take an inbound slot: a free one, or one made by evicting an
-        unprotected peer (`addrman.choose_eviction`). Connections still in their handshake count
-        too (each may hold a buffer), but only handshaken ones can be evicted."""
-        inbound = [p for p in self._connections if not p.outbound and not p.writer.is_closing()]
-        if len(inbound) < L.MAX_INBOUND:
-            return True
-        victim = choose_eviction([Candidate(p, p.ip, p.connected_at, p.last_block_at)
-                                  for p in inbound if p.hello is not None])
-        if not isinstance(victim, Peer):
-            log.info("refused peer %s: %d inbound connections already", peer.name, L.MAX_INBOUND)
-            return False
-        log.info("evicted inbound peer %s to make room for %s", victim.name, peer.name)
-        victim.close()
-        return True
 
     async def _dial(self, address: str) -> bool:
         """Connect to address and serve the peer until it goes; whether the handshake worked."""
@@ -312,7 +293,7 @@ class PeerManager:
             peer.decoder.max_frame = P.MAX_FRAME
             self.peers.add(peer)
             log.info("connected to peer %s (%s, height %d)", peer.name,
-                     "outbound" if peer.outbound else "inbound", peer.height)
+                     "outbound" if peer.outbound else "inbound", peer.height, extra=limited(peer))
             if peer.dialled in self._unreachable:
                 self._unreachable.discard(peer.dialled)
                 log.warning("priority node %s can be reached again", peer.dialled)
@@ -327,7 +308,7 @@ class PeerManager:
         except ProtocolViolation as err:
             self.misbehaving(peer, L.SCORE_PROTOCOL, str(err))
         except asyncio.TimeoutError:
-            log.info("dropping peer %s: silent for too long", peer.name)
+            log.info("dropping peer %s: silent for too long", peer.name, extra=limited(peer))
         except (ConnectionError, asyncio.IncompleteReadError, PeerGone, OSError):
             pass
         except Exception:  # a bug must cost one connection, never the node
@@ -337,7 +318,7 @@ class PeerManager:
             peer.close()
             if peer in self.peers:
                 self.peers.discard(peer)
-                log.info("peer %s disconnected", peer.name)
+                log.info("peer %s disconnected", peer.name, extra=limited(peer))
         return handshook
 
     async def _next_message(self, peer: Peer, timeout: float = IDLE_TIMEOUT) -> P.Message | None:
@@ -446,3 +427,4 @@ class PeerManager:
         """Ban a peer named in an event (`ban`)."""
         assert isinstance(peer, Peer)
         self.ban(peer, reason)
+

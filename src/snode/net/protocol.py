@@ -1,13 +1,14 @@
 """The peer protocol without I/O: message shapes and length-prefixed framing.
 
 A frame is a 4-byte big-endian length followed by the canonical msgpack of one `Message`. The
-decoder refuses a frame longer than MAX_FRAME before reading it, and any bytes that are not a
-known message in canonical form; both are grounds to drop and ban the peer.
+decoder refuses a frame longer than MAX_FRAME before reading it, or longer than its message may
+be (`frame_limit`, read from the message's tag in the frame's first bytes), and any bytes that
+are not a known message in canonical form; all are grounds to drop and ban the peer.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Final, TypeAlias, Union
+from typing import Annotated, Final, TypeAlias, Union, get_args
 
 import msgspec
 
@@ -18,7 +19,8 @@ from snode.core.finality import CheckpointVote
 from snode.core.proofs import ProofRefusal, UptimeProof
 from snode.core.rounds import BlockTemplate, ValidatorSignature
 from snode.core.types import Hash32, Height
-from snode.params import MAX_BLOCK_BYTES
+from snode.net.limits import MAX_CONTROL_FRAME
+from snode.params import MAX_BLOCK_BYTES, MAX_TX_BYTES
 
 PROTOCOL_VERSION: Final = 2
 """2: a proof verdict names the proof it answers (its timestamp) and carries a `ProofRefusal` code,
@@ -30,12 +32,11 @@ MAX_FRAME: Final = 8 * 1024 * 1024
 MAX_BLOCKS_PER_BATCH: Final = 500
 MAX_BATCH_BYTES: Final = 6 * 1024 * 1024
 MAX_PEER_ADDRESSES: Final = 100
+MAX_CHECKPOINT: Final = 64 * 1024
 HEADER_BYTES: Final = 4
-BLOCK_PREFIX: Final = b"\x92\x07"
-"""How a NewBlock's payload starts (an array of its tag, 7, and the block's bytes): a frame
-that starts so and is longer than a block may be is refused before the rest is read."""
 BLOCK_OVERHEAD: Final = 7
-"""Bytes of a NewBlock's payload around the block (the array, the tag, a bin32 header)."""
+"""Bytes of a NewBlock's payload around the block (the array, the tag, a bin32 header); the same
+for a NewTransaction and a NewCheckpoint around theirs."""
 
 Bytes = Annotated[bytes, msgspec.Meta(max_length=MAX_FRAME)]
 
@@ -135,7 +136,7 @@ class NewCheckpoint(msgspec.Struct, frozen=True, array_like=True, tag=13):
     """A checkpoint a checkpoint quorum completed, for the leaders of the coming rounds to
     carry (relayed once by every node that finds it valid for its chain)."""
 
-    checkpoint: Annotated[bytes, msgspec.Meta(max_length=64 * 1024)]
+    checkpoint: Annotated[bytes, msgspec.Meta(max_length=MAX_CHECKPOINT)]
     """The canonical encoding of a `blocks.Checkpoint`."""
 
 
@@ -159,6 +160,29 @@ class QuorumVote(msgspec.Struct, frozen=True, array_like=True, tag=1):
 QuorumMessage: TypeAlias = Union[QuorumVote, BlockTemplate, ValidatorSignature, CheckpointVote]
 """What service nodes send each other over quorumnet: obligations votes; a round's template and
 its validators' signatures (`core.rounds`); checkpoint votes (`core.finality`)."""
+
+
+def _tag(kind: type[msgspec.Struct]) -> int:
+    tag = kind.__struct_config__.tag
+    assert isinstance(tag, int)
+    return tag
+
+
+_NAMES: Final = {_tag(kind): kind.__name__ for kind in get_args(Message)}
+_FRAME_LIMITS: Final = {
+    _tag(NewBlock): MAX_BLOCK_BYTES + BLOCK_OVERHEAD, _tag(Blocks): MAX_FRAME,
+    _tag(NewTransaction): MAX_TX_BYTES + BLOCK_OVERHEAD, _tag(NewCheckpoint): MAX_CHECKPOINT + BLOCK_OVERHEAD,
+}
+
+
+def frame_limit(head: bytes) -> tuple[int, str]:
+    """The most bytes a frame whose payload starts with `head` (its first two bytes) may have,
+    and the message's name. A canonical message starts with a fixarray and its tag (no message
+    has more than 15 fields); a block, a batch of blocks, a transaction and a checkpoint may be
+    large, every other message (and bytes that are no message) fits MAX_CONTROL_FRAME."""
+    if len(head) == 2 and head[0] & 0xF0 == 0x90 and head[1] in _NAMES:
+        return _FRAME_LIMITS.get(head[1], MAX_CONTROL_FRAME), _NAMES[head[1]]
+    return MAX_CONTROL_FRAME, "unknown message"
 
 
 class ProtocolViolation(Exception):
@@ -194,10 +218,11 @@ class FrameDecoder:
             size = int.from_bytes(self._buffer[:HEADER_BYTES], "big")
             if size > self.max_frame:
                 raise ProtocolViolation(f"frame of {size} bytes exceeds the {self.max_frame}-byte limit")
-            head = self._buffer[HEADER_BYTES:HEADER_BYTES + len(BLOCK_PREFIX)]
-            if size > MAX_BLOCK_BYTES + BLOCK_OVERHEAD and head == BLOCK_PREFIX:
-                raise ProtocolViolation(f"sent a block of {size - BLOCK_OVERHEAD} bytes; the limit is "
-                                        f"{MAX_BLOCK_BYTES}")
+            if len(self._buffer) < HEADER_BYTES + min(size, 2):
+                break  # the message's tag is not here yet
+            limit, name = frame_limit(bytes(self._buffer[HEADER_BYTES:HEADER_BYTES + 2]))
+            if size > limit:
+                raise _oversize(name, size, limit)
             if len(self._buffer) < HEADER_BYTES + size:
                 break
             out.append(bytes(self._buffer[HEADER_BYTES:HEADER_BYTES + size]))
@@ -209,3 +234,9 @@ class FrameDecoder:
         if len(self._buffer) < HEADER_BYTES:
             return HEADER_BYTES - len(self._buffer)
         return HEADER_BYTES + int.from_bytes(self._buffer[:HEADER_BYTES], "big") - len(self._buffer)
+
+
+def _oversize(name: str, size: int, limit: int) -> ProtocolViolation:
+    if name == "NewBlock":
+        return ProtocolViolation(f"sent a block of {size - BLOCK_OVERHEAD} bytes; the limit is {MAX_BLOCK_BYTES}")
+    return ProtocolViolation(f"sent a {name} frame of {size} bytes; the limit for it is {limit}")

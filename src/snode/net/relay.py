@@ -80,7 +80,7 @@ class Relay:
         h = head.header
         if h.height <= node.height and await self._on_main_chain(h):
             return
-        if h.prev_hash != node.state.tip_hash and not self._could_produce(h.producer):
+        if h.prev_hash != node.state.tip_hash and not self.could_produce(h.producer):
             self._on_unknown_producer(peer, head)
             return
         if h.height <= node.height:
@@ -111,7 +111,9 @@ class Relay:
         peer.last_block_at = time.monotonic()
         await self.apply_orphans()
 
-    def _could_produce(self, producer: bytes) -> bool:
+    def could_produce(self, producer: bytes) -> bool:
+        """Whether `producer` is a key that could have made a block: an authority or a registered
+        service node (orphans here, a sync's fork in `services.sync_machine`)."""
         node = self.node
         return producer in node.consensus.authorities or producer in node.state.service_nodes
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Final
 
+from snode.common.logs import LIMITED
 from snode.core.crypto import SigningKey, verify
 from snode.core.errors import SnodeError
 from snode.core.obligations import judge
@@ -197,7 +198,7 @@ class ServiceNodeDuties:
         direct = not message.relayed
         if direct and proof.public_ip != event.peer_ip:
             log.info("refused uptime proof of %s from %s: declared IP %s, we see %s", proof.pubkey.hex()[:16],
-                     event.peer_name, proof.public_ip, event.peer_ip)
+                     event.peer_name, proof.public_ip, event.peer_ip, extra=LIMITED)  # any peer can, 1,000/s
             peers.send(event.peer, P.ProofRejected(proof.pubkey, proof.timestamp, ProofRefusal.IP_NOT_THE_CONNECTION,
                                                    _packed(event.peer_ip)))
             return

@@ -137,6 +137,7 @@ class _Run:
         self.machine = S.SyncMachine(
             peer_height=peer.height, node_height=node.height, node_tip=node.state.tip_hash,
             store_blocks=SYNC_STORE_BLOCKS, batch_blocks=P.MAX_BLOCKS_PER_BATCH,
+            could_produce=syncer.relay.could_produce,
         )
         self.held: StagedBatch | None = None
         self.requests: list[asyncio.Future[P.Blocks]] = []
@@ -180,6 +181,8 @@ class _Run:
                     await self._reorganize(action.branch)
                 case S.ApplyOrphans():
                     await self.syncer.relay.apply_orphans()
+                case S.Score():
+                    self.syncer.peers.misbehaving(self.peer, action.points, action.reason)
                 case S.Ban():
                     raise ProtocolViolation(action.reason)
                 case S.Done():

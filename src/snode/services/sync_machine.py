@@ -10,21 +10,27 @@ staged a batch: how far it got), `on_node` (where the node's tip is now), `resum
 adapter did what it was told: what next?), `on_timeout`.
 Outputs (returned lists of actions): `Request` (GetBlocks), `Stage` (apply a download in memory,
 joined to the staged batch or after it), `Finish` (store and adopt the staged batch),
-`Reorganize` (switch to a fork the peer showed), `ApplyOrphans`, `Ban`, `Done`.
+`Reorganize` (switch to a fork the peer showed), `ApplyOrphans`, `Score` (misbehaviour points),
+`Ban`, `Done`.
 
 The pipeline it drives: while batch N is being stored, the request for N+1 is already out and
 N+1 is applied in memory with its signatures checked in the verifier's workers; two downloads
 (1,000 blocks) are stored per transaction. A fork is collected whole (bounded) and applied only
-once it is longer than our chain.
+once it is longer than our chain, and only while each of its blocks was made by a key that could
+have made it (an authority, a registered service node: the relay's test for orphans; or a node
+registered by an earlier block of the fork itself), so that a peer cannot fill the buffer with
+blocks it signed itself; a peer whose fork is dropped scores.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from snode.core.blocks import Block, block_hash
-from snode.net.limits import MAX_BRANCH_BLOCKS, MAX_BRANCH_BYTES
+from snode.core.blocks import Block, BlockHeader, block_hash
+from snode.core.transactions import Registration
+from snode.net.limits import MAX_BRANCH_BLOCKS, MAX_BRANCH_BYTES, SCORE_FORK_RESET, SCORE_UNKNOWN_PRODUCER
 
 # A fork offered by a peer is held in memory until it is longer than ours: bounded (`net.limits`).
 
@@ -74,13 +80,21 @@ class Ban:
 
 
 @dataclass(frozen=True, slots=True)
+class Score:
+    """The peer misbehaved, short of a certain ban: add `points` to its score."""
+
+    points: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Done:
     """This sync is over; the peer's height as we now believe it."""
 
     peer_height: int
 
 
-Action: TypeAlias = Request | Stage | Finish | Reorganize | ApplyOrphans | Ban | Done
+Action: TypeAlias = Request | Stage | Finish | Reorganize | ApplyOrphans | Score | Ban | Done
 
 
 @dataclass(slots=True)
@@ -104,11 +118,16 @@ class SyncMachine:
     """Blocks stored per transaction (two downloads)."""
     batch_blocks: int
     """Blocks per download."""
+    could_produce: Callable[[bytes], bool]
+    """Whether a producer key is one that could have made a block (an authority, or a registered
+    service node); a fork is kept only while all of its blocks' producers are."""
     outstanding: int = 0
     """Requests sent and not answered yet."""
     staged: Staged | None = None
     branch: list[Block] = field(default_factory=list)
     branch_bytes: int = 0
+    branch_registered: set[bytes] = field(default_factory=set)
+    """Service nodes registered by the branch's blocks: producers on that chain, unknown to ours."""
     done: bool = False
 
     # --- inputs -------------------------------------------------------------------------------
@@ -139,8 +158,10 @@ class SyncMachine:
             return [Ban(broken)]
         first = blocks[0].header
         if self.branch and first.prev_hash != block_hash(self.branch[-1].header):
-            self.branch, self.branch_bytes = [], 0  # the peer's chain moved under us: start over
-            return self._ask()
+            # The peer's chain moved under us (rare, for an honest peer): start over, scored, so
+            # that emptying and refilling the buffer again and again ends in a ban.
+            self._drop_branch()
+            return [Score(SCORE_FORK_RESET, "offered a fork, then blocks that do not follow on it")] + self._ask()
         if not self.branch and first.prev_hash == self._tip_hash():
             return self._extend(reply_height, blocks)
         return self._fork(blocks, size)
@@ -212,6 +233,13 @@ class SyncMachine:
         """Blocks that do not extend our tip: a fork, held until it is longer than our chain."""
         top = self._top_height()
         actions = self._finish_staged(orphans=False)
+        forged = self._unknown_producer(blocks)
+        if forged is not None:
+            self._drop_branch()
+            self.done = True
+            return actions + [Score(SCORE_UNKNOWN_PRODUCER, f"offered a fork with block {forged.height} signed "
+                                    "by a key that is neither an authority nor a registered service node"),
+                              Done(top)]
         self.branch.extend(blocks)
         self.branch_bytes += size
         if len(self.branch) > MAX_BRANCH_BLOCKS or self.branch_bytes > MAX_BRANCH_BYTES:
@@ -219,8 +247,23 @@ class SyncMachine:
                                   f"{MAX_BRANCH_BYTES} bytes")]
         if self.branch[-1].header.height > top:
             actions.append(Reorganize(self.branch))
-            self.branch, self.branch_bytes = [], 0
+            self._drop_branch()
         return actions
+
+    def _unknown_producer(self, blocks: list[Block]) -> BlockHeader | None:
+        """The first of `blocks` whose producer could not have made it on the fork, or None;
+        the registrations in them are noted for the blocks after."""
+        registered = self.branch_registered
+        for block in blocks:
+            producer = block.header.producer
+            if not self.could_produce(producer) and producer not in registered:
+                return block.header
+            registered.update(tx.payload.sn_pubkey for tx in block.transactions
+                              if isinstance(tx.payload, Registration))
+        return None
+
+    def _drop_branch(self) -> None:
+        self.branch, self.branch_bytes, self.branch_registered = [], 0, set()
 
     def _finish_staged(self, *, orphans: bool = True) -> list[Action]:
         if self.staged is None:
