@@ -132,7 +132,7 @@ def test_up_register_reaches_service_node_block_production(tmp_path):
                                                   text=True, timeout=scaled(30)).stdout,
                    timeout=30, what="a service-node block in snode-cli blocks")
         rows = json.loads(devnet(base, "status", "--json").stdout)
-        assert all(r["status"] == "active" for r in rows[1:]), rows
+        assert all(r["status"] == "Active" for r in rows[1:]), rows
     finally:
         devnet(base, "down")
 
