@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -85,6 +86,20 @@ def wait_until(predicate: Callable[[], Any], *, timeout: float = 30, what: str =
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {scaled(timeout):.0f} s waiting for {what}")
         time.sleep(interval)  # the poll interval: the one sleep of the suite, inside wait_until
+
+
+def strike_at(moment: float) -> None:
+    """Return at wall-clock time `moment` (`time.time()`'s scale): a fault test's chosen instant to
+    strike (a kill inside a round, a start-up, a sync), not a wait for a condition, which is
+    `wait_until`'s."""
+    delay = moment - time.time()
+    if delay > 0:
+        time.sleep(delay)  # the chosen instant of a fault: with wait_until's, the suite's one sleep
+
+
+def strike_at_random(rng: random.Random, low: float, high: float) -> None:
+    """`strike_at` a moment drawn uniformly between `low` and `high` seconds from now."""
+    strike_at(time.time() + rng.uniform(low, high))
 
 
 def fuzz_settings(examples: int) -> settings:

@@ -33,7 +33,9 @@ from snode.api.client import call_once as call
 from tests.functional.crash_helpers import PAYEE, TXID, WALLET_LOCK, Spender, answers, finish, wallet
 from tests.functional.devnet_helpers import ENV, devnet, devnet_command, pid_of, rows
 from tests.functional.figures import write_figures
-from tests.functional.framework import assert_equal, narrator, process_gone, scaled, wait_until
+from tests.functional.framework import (
+    assert_equal, narrator, process_gone, scaled, strike_at_random, wait_until,
+)
 
 log = narrator(__name__)
 KILLS = int(os.environ.get("SNODE_CRASH_KILLS", "6"))
@@ -104,7 +106,7 @@ class Loop:
     # --- the four kinds of kill -----------------------------------------------------------------
 
     def random_kill(self, victim: dict[str, Any]) -> dict[str, Any]:
-        time.sleep(self.rng.uniform(0, 2.0))  # a random moment of the 2 s block cycle (not a wait for a condition)
+        strike_at_random(self.rng, 0, 2.0)  # a random moment of the 2 s block cycle
         return self.restart(victim, self.kill(victim))
 
     def checkpoint_kill(self, victim: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +125,7 @@ class Loop:
         try:
             pid = wait_until(lambda: (p := pid_of(self.base, victim["name"])) != victim["pid"] and p,
                              timeout=30, what="the new process")
-            time.sleep(self.rng.uniform(0.05, 0.6))  # a random moment of its start-up (not a wait for a condition)
+            strike_at_random(self.rng, 0.05, 0.6)  # a random moment of its start-up
             height = (answers(victim["rpc"], "get_height") or {"height": "no RPC yet"})["height"]
             os.kill(pid, signal.SIGKILL)
             wait_until(lambda: process_gone(pid), timeout=10, what="the killed daemon gone")
@@ -136,7 +138,7 @@ class Loop:
     def wallet_kill(self, victim: dict[str, Any]) -> dict[str, Any]:
         with WALLET_LOCK:
             proc = wallet(self.base, victim["rpc"], "--command", f"transfer {PAYEE} 2", "--yes")
-            time.sleep(self.rng.uniform(0.2, 1.0))  # a random moment of the wallet's send (not a wait)
+            strike_at_random(self.rng, 0.2, 1.0)  # a random moment of the wallet's send
             tip = self.kill(victim)
             code, out, err = finish(proc)
         assert "Traceback" not in err, err

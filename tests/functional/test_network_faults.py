@@ -33,7 +33,9 @@ from snode.params import DEVNET
 
 from snode.core.proofs import PROOF_CLOCK_TOLERANCE
 from tests.functional.figures import write_figures
-from tests.functional.framework import assert_equal, connect_nodes, narrator, sync_blocks, wait_until
+from tests.functional.framework import (
+    assert_equal, connect_nodes, narrator, strike_at, sync_blocks, wait_until,
+)
 from tests.functional.sn_helpers import SnNet, leader_queue, record
 
 log = narrator(__name__)
@@ -132,7 +134,7 @@ def kill_the_next_leader(net: SnNet, watcher: Any, rng: random.Random, attempt: 
         return None
     leader = net.sns[net.pubkeys.index(leader_key)]
     moment = round_start0(parent["timestamp"], DEVNET) + rng.uniform(-0.01, 0.05)  # a block takes ~50 ms
-    time.sleep(max(0.0, moment - time.time()))  # the chosen moment of the round (not a wait for a condition)
+    strike_at(moment)
     leader.kill()
     made = wait_until(lambda: watcher.get_info()["height"] > parent["height"]
                       and watcher.get_block(height=parent["height"] + 1), timeout=60, what="the next block")

@@ -11,9 +11,10 @@ after "the last stop was not clean".
 from __future__ import annotations
 
 import random
-import time
 
-from tests.functional.framework import assert_equal, connect_nodes, narrator, sync_blocks, wait_until
+from tests.functional.framework import (
+    assert_equal, connect_nodes, narrator, strike_at_random, sync_blocks, wait_until,
+)
 
 log = narrator(__name__)
 KILLS = 10
@@ -39,10 +40,10 @@ def test_sigterm_at_random_moments_of_a_sync_leaves_the_state_written_at_the_tip
         connect_nodes(syncing, source)
         wait_until(lambda started=started: syncing.get_info()["target_height"] > started, timeout=60,
                    what="the sync under way")
-        # The random moment of the SIGTERM, not a wait for anything: within the first 0.4 s of a
+        # The random moment of the SIGTERM: within the first 0.4 s of a
         # 2,500-block sync, which takes about 1 s on a quiet machine (longer on a busy one), so
         # most moments fall mid-sync wherever the test runs.
-        time.sleep(rng.uniform(0, 0.4))
+        strike_at_random(rng, 0, 0.4)
         info = syncing.get_info()
         mid_sync += info["target_height"] > info["height"]
         have = info["height"]
