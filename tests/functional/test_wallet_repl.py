@@ -116,7 +116,7 @@ def test_registration_asks_yes_or_no(sn, tmp_path):
 
 def test_completion_help_and_idle_lock(sn, tmp_path):
     wallet = Wallet(sn, tmp_path, "idle")
-    child = spawn(wallet, "--idle-timeout", "5")
+    child = spawn(wallet)
     log.info("Tab completes show_tr to show_transfers")
     child.send("show_tr\t")
     child.expect("show_transfers")
@@ -132,6 +132,10 @@ def test_completion_help_and_idle_lock(sn, tmp_path):
     child.expect("100% fills it. Stakes still in the mempool are not counted until they are mined.")
     child.expect("Minimum contribution: the node's open remainder divided by its free contributor slots")
     child.expect(PROMPT)
+    close(child)
+    # The lock in a wallet of its own: with --idle-timeout on the one above, a loaded machine's
+    # pause between two typed lines could lock it mid-test (CI, stop 28).
+    child = spawn(wallet, "--idle-timeout", "5")
     log.info("Type nothing for 5 s: the wallet locks; a wrong password is refused, the right one unlocks")
     child.expect("Wallet locked after 5 seconds without input.", timeout=scaled(30))
     child.expect("Password to unlock the wallet:")
