@@ -25,7 +25,7 @@ from snode.net import protocol as P
 from snode.core.encoding import decode
 from snode.core.address import encode_address
 from snode.devchain import key_from_label
-from snode.node.saved import MIN_SAVE_INTERVAL
+from snode.services.saving import MIN_SAVE_INTERVAL
 from snode.params import COIN, REGTEST
 from tests.functional.framework import (
     assert_equal, assert_raises_rpc_error, connect_nodes, narrator, next_loopback_ip, scaled, send_spend,

@@ -18,7 +18,7 @@ from snode.core.crypto import SigningKey
 from snode.core.registration import sign_registration
 from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.mempool import Mempool
-from snode.core.state import ChainState, ServiceNode, undo_block
+from snode.core.state import ChainState, Contribution, ServiceNode, undo_block
 from snode.core.transactions import (
     TX_VERSION, OutPoint, Payload, Registration, Reservation, Stake, Transaction, Transfer, TxOut,
     signing_hash,
@@ -209,3 +209,20 @@ def chain() -> LabChain:
 def chain_factory():
     """`new_chain` for tests that need many chains (hypothesis examples)."""
     return new_chain
+
+
+SN_KEY = bytes(range(32))
+"""The public key of `sn_record`'s node."""
+
+
+def sn_record(*, active: bool = True, funded: bool = True, active_since: int = 10, reason: int = 0,
+              changed: int = 10, credit: int = 600) -> ServiceNode:
+    """A registry record of one node (key SN_KEY, one contributor), for the rules over a record."""
+    amount = 200_000 * COIN if funded else 100_000 * COIN
+    return ServiceNode(
+        pubkey=SN_KEY, fee_ppm=0, registration_height=1, staking_requirement=200_000 * COIN,
+        contributors=(Contribution(SN_KEY, amount, amount),), funded_height=1 if funded else -1,
+        active=active, active_since=active_since, decommission_count=0 if active else 1,
+        last_reward_height=1, last_state_change_height=changed, last_state_change_reason=reason,
+        last_decommission_reason=reason, credit=credit, credit_height=changed,
+    )

@@ -127,7 +127,7 @@ def test_the_status_line_and_readyz_show_escaped_words() -> None:
     # Since protocol 2 a refusal's words are our own; the sinks escape whatever they are given
     # all the same, so that a future field with a peer's text cannot slip through.
     node = service_node_daemon("text sn")
-    node.proofs.own_refused_reason = HOSTILE
+    node.own_proof.refused_reason = HOSTILE
     line = node.status_line(node.now())
     _plain(line)
     assert line.endswith(f", refused: {printable(HOSTILE)}")

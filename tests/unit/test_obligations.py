@@ -11,25 +11,11 @@ import pytest
 from snode.core.obligations import Verdict, judge
 from snode.core.participation import Participation
 from snode.core.service_nodes import Reason, StateChangeKind
-from snode.core.state import NO_HEIGHT, Contribution, ServiceNode
-from snode.params import COIN, MAINNET
+from snode.core.state import NO_HEIGHT, ServiceNode
+from snode.params import MAINNET
+from tests.unit.conftest import sn_record as sn
 
 NOW = 1_800_000_000
-KEY = bytes(range(32))
-
-
-def sn(*, active: bool = True, funded: bool = True, active_since: int = 10, reason: int = 0,
-       changed: int = 10, credit: int = 600) -> ServiceNode:
-    amount = 200_000 * COIN if funded else 100_000 * COIN
-    return ServiceNode(
-        pubkey=KEY, fee_ppm=0, registration_height=1, staking_requirement=200_000 * COIN,
-        contributors=(Contribution(KEY, amount, amount),), funded_height=1 if funded else -1,
-        active=active, active_since=active_since, decommission_count=0 if active else 1,
-        last_reward_height=1, last_state_change_height=changed, last_state_change_reason=reason,
-        last_decommission_reason=reason, credit=credit, credit_height=changed,
-    )
-
-
 def verdict(node: ServiceNode, last_proof: int, *, warm: bool = True,
             participation: Participation | None = None, height: int = 100) -> Verdict | None:
     return judge(node, last_proof=last_proof, now=NOW, params=MAINNET, may_decommission=warm,

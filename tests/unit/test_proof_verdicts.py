@@ -5,12 +5,15 @@ accepted. The functional side (a fake peer against a daemon) is tests/functional
 
 from __future__ import annotations
 
+import asyncio
 import gc
+from collections.abc import Callable
 
 import msgspec
 import pytest
 
-from snode.core.proofs import ProofRefusal, refusal_words
+from snode.core.proofs import BadProofSignature, InvalidProof, ProofRefusal, refusal_words
+from snode.node.events import OwnProofAccepted, OwnProofRefused
 from snode.net import protocol as P
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
@@ -88,17 +91,52 @@ def test_a_refusal_is_worded_from_its_code_and_an_old_one_says_nothing() -> None
     own.refused("127.0.0.9:9230", first.timestamp, ProofRefusal.IP_NOT_THE_CONNECTION, bytes([198, 51, 100, 7]))
     words = ("declared IP 203.0.113.5 is not the address peers see this node connect from (198.51.100.7): "
              "check --service-node-public-ip")
-    assert node.proofs.own_refused_reason == words
-    assert node.proofs.own_refusal == f"uptime proof rejected by 127.0.0.9:9230: {words}"
+    assert node.own_proof.refused_reason == words
+    assert node.own_proof.refusal == f"uptime proof rejected by 127.0.0.9:9230: {words}"
     assert node.status_line(node.now()).endswith(f", refused: {words}")
     own.accepted(first.timestamp, "127.0.0.10:9230")
-    assert node.proofs.own_refused_reason == ""
+    assert node.own_proof.refused_reason == ""
     own.refused("127.0.0.11:9230", first.timestamp - 1, ProofRefusal.CLOCK)
-    assert node.proofs.own_refused_reason == "", "a refusal of a proof older than the accepted one"
+    assert node.own_proof.refused_reason == "", "a refusal of a proof older than the accepted one"
     own.refused("127.0.0.11:9230", first.timestamp, ProofRefusal.CLOCK)
-    assert node.proofs.own_refused_reason == "", "a refusal of the very proof the network accepted"
+    assert node.own_proof.refused_reason == "", "a refusal of the very proof the network accepted"
     for code in ProofRefusal:
         assert refusal_words(code, declared_ip="203.0.113.5", params=node.params).isprintable()
     odd = refusal_words(ProofRefusal.IP_NOT_THE_CONNECTION, declared_ip="203.0.113.5", params=node.params,
                         seen_ip=b"\n" * 7)
     assert "connect from: check" in odd, "a seen address that is no address is left out"
+
+
+def test_waiting_for_the_networks_word_ends_at_the_verdict_not_at_the_timeout() -> None:
+    node = service_node_daemon("verdict sn")
+    own, hub = node.own_proof, node.hub
+    handlers = {kind: len(hub._handlers[kind]) for kind in (OwnProofAccepted, OwnProofRefused)}
+    times = iter(range(node.now(), node.now() + 10 * node.params.proof_interval, node.params.proof_interval))
+
+    async def waits(verdict: Callable[[int], None], timeout: float) -> tuple[bool, float]:
+        sent = own.send(next(times))
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.05, verdict, sent.timestamp)
+        start = loop.time()
+        answered = await own.wait_answer(sent.timestamp, timeout)
+        return answered, loop.time() - start
+
+    answered, took = asyncio.run(waits(lambda ts: own.accepted(ts, "127.0.0.9:9230"), 30))
+    assert answered and took < 10 and own.accepted_by == "127.0.0.9:9230"
+    answered, took = asyncio.run(waits(lambda ts: own.refused("127.0.0.9:9230", ts, ProofRefusal.CLOCK), 30))
+    assert answered and took < 10 and "clock" in own.refused_reason
+    answered, took = asyncio.run(waits(lambda ts: own.refused("127.0.0.9:9230", ts - 1, ProofRefusal.CLOCK), 0.2))
+    assert not answered and took >= 0.2, "a word on an older proof is no word on this one"
+    assert {kind: len(hub._handlers[kind]) for kind in handlers} == handlers, "its subscriptions end with it"
+
+
+def test_a_peers_proof_is_checked_against_the_book_and_the_tip_in_one_place() -> None:
+    node = service_node_daemon("verdict sn")
+    proof = node.own_proof.make(node.now())
+    forged = msgspec.structs.replace(proof, signature=bytes(64))
+    node.check_proof(forged, node.now(), signature=False)  # its signature was checked in a batch
+    with pytest.raises(BadProofSignature):
+        node.check_proof(forged, node.now())
+    node.accept_proof(proof, node.now())
+    with pytest.raises(InvalidProof, match="not newer"):
+        node.check_proof(proof, node.now(), signature=False)

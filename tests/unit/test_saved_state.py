@@ -7,15 +7,17 @@ import asyncio
 
 from snode.common.clock import MockableClock
 from snode.core.encoding import encode
+from snode.core.mempool import Mempool
 from snode.devchain import key_from_label
-from snode.node.saved import MEMPOOL_KEY, keep_saving
+from snode.node.saved import MEMPOOL_KEY, Restored, SavedState, restore
+from snode.services.saving import keep_saving
 from snode.store.errors import StoreError
 from snode.params import COIN, PROOF_CLOCK_TOLERANCE
 from snode.node.proofs import STORE_KEY, ProofBook
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.store.memory import MemoryStore
-from tests.unit.conftest import LabChain, new_chain
+from tests.unit.conftest import LabChain, new_chain, service_node_daemon
 
 ALICE, BOB = key_from_label("alice"), key_from_label("bob")
 A = key_from_label("proof book a").public
@@ -37,13 +39,15 @@ def test_a_saved_book_comes_back_with_every_proof_time_and_endpoint() -> None:
 
 
 def test_what_this_node_sent_is_not_restored_so_the_doppelganger_check_still_runs() -> None:
-    book = ProofBook()
-    book.own_sent = (1_060, 1_000)
-    book.record(A, 1_060, ("203.0.113.5", 22025))
-    again = ProofBook()
-    again.restore(book.saved())
-    assert again.own_sent == (0, 0)  # sn_duties' doppelganger check runs only before we send
-    assert again.last_accepted(A) == 1_060
+    node = service_node_daemon("saved sn")
+    sent = node.own_proof.send(node.now())
+    node.own_proof.accepted(sent.timestamp, "127.0.0.9:9230")
+    node.close()
+    assert isinstance(node.store, MemoryStore)
+    again = Node(params=node.params, consensus=node.consensus, store=node.store.reopen(), state=node.state,
+                 identity=node.identity, producer_key=None, verifier=InlineVerifier())
+    assert again.own_proof.sent == (0, 0)  # sn_duties' doppelganger check runs only before we send
+    assert again.proofs.last_accepted(sent.pubkey) == sent.timestamp
 
 
 def test_an_unreadable_save_is_logged_and_the_node_starts_without_it(caplog) -> None:  # type: ignore[no-untyped-def]
@@ -53,14 +57,32 @@ def test_an_unreadable_save_is_logged_and_the_node_starts_without_it(caplog) -> 
     assert "the saved uptime proofs are unreadable" in caplog.text
 
 
-def test_a_book_knows_when_it_has_something_new_to_save() -> None:
+def test_a_book_is_saved_again_only_when_it_changed_or_its_save_was_not_written() -> None:
     book = ProofBook()
-    assert book.version == book.saved_version
+    saved = SavedState(Restored(book, Mempool(), pool_saved=True))
+    assert saved.changed(book) == {}
     book.record(A, 1, ("203.0.113.5", 1))
-    assert book.version != book.saved_version
-    again = ProofBook()
-    again.restore(book.saved())
-    assert book.version == book.saved_version and again.version == again.saved_version
+    assert set(saved.changed(book)) == {STORE_KEY}
+    assert saved.changed(book) == {}
+    saved.not_written()
+    assert set(saved.changed(book)) == {STORE_KEY}
+
+
+def test_restore_returns_what_it_read_and_the_node_keeps_it() -> None:
+    chain = new_chain()
+    store = MemoryStore(chain.blocks[0], chain.state)
+    registered = chain.new_node()
+    book = ProofBook()
+    book.record(registered, chain.now - 7, ("198.51.100.7", 1))
+    tx = chain.transfer_tx(ALICE, BOB.public, COIN)
+    store.set_meta(STORE_KEY, book.saved())
+    store.set_meta(MEMPOOL_KEY, encode([tx]))
+    read = restore(store, chain.state, chain.consensus, InlineVerifier(), chain.now)
+    assert read.pool_saved and len(read.pool) == 1
+    assert read.proofs.last_accepted(registered) == chain.now - 7
+    node = _node_on(chain, store)
+    assert node.proofs.last_accepted(registered) == chain.now - 7 and len(node.pool) == 1
+    assert node.saved.changed(node.proofs, node.pool) == {}, "what was read back is saved as it is"
 
 
 def test_an_empty_book_saves_and_restores_to_empty() -> None:
@@ -111,7 +133,7 @@ def test_the_mempool_comes_back_in_arrival_order_and_what_no_longer_applies_is_d
     again = _node_on(chain, store.reopen())
     assert sorted(again.pool.entries.values(), key=lambda e: e.arrival)[0].txid == ids[0]
     assert set(again.pool.entries) == set(ids)
-    assert again.saved.changed(again, mempool=True) == {}  # nothing new to save
+    assert again.saved.changed(again.proofs, again.pool) == {}  # nothing new to save
     again.close()
     damaged = store.reopen()
     damaged.set_meta(MEMPOOL_KEY, encode([first, first, second]))  # a copy no longer applies

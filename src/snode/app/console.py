@@ -165,15 +165,15 @@ class Console:
         return [f"service node {own}", *_record_lines(sn), self._proof_line(sn)]
 
     def _proof_line(self, sn: ServiceNodeState) -> str:
-        book, now = self.node.proofs, self.node.now()
+        own, now = self.node.own_proof, self.node.now()
         if not sn.last_uptime_proof:
             line = "  last uptime proof: none accepted yet"
         else:
             stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(sn.last_uptime_proof))
             line = (f"  last uptime proof: {stamp} ({format_age(now - sn.last_uptime_proof)} ago), "
-                    f"accepted by {book.own_accepted_by or 'a peer'}")
-        if book.own_refusal:
-            line += f"; the newer ones are refused: {book.own_refusal}"
+                    f"accepted by {own.accepted_by or 'a peer'}")
+        if own.refusal:
+            line += f"; the newer ones are refused: {own.refusal}"
         return line
 
     async def prepare_registration(self, ask: Ask) -> str:

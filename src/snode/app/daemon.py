@@ -36,7 +36,6 @@ from snode.app.rpc_access import AdminAccess
 from snode.node.events import SyncProgress
 from snode.node.batches import replay_stored_blocks
 from snode.node.node import Identity, Node
-from snode.node.saved import keep_saving
 from snode.node.verifier import VerifierPool
 from snode.node.writer import ChainWriter, store_thread
 from snode.rpc.counters import EventCounters, metrics_page
@@ -47,6 +46,7 @@ from snode.rpc.web_parts import LIVE_SCRIPT
 from snode.rpc.web_view import WebView
 from snode.services.checkpoints import CheckpointDuties
 from snode.services.producer import BlockProducer
+from snode.services.saving import keep_saving
 from snode.services.sn_duties import ServiceNodeDuties
 from snode.services.sync import Syncer
 from snode.app.systemd import notify, status_message

@@ -1,16 +1,23 @@
 """What an obligations quorum member decides about one service node, from its own view of
 uptime proofs (DESIGN.md section 4): decommission a silent active node (deregister it when its
 downtime credit is too low for a decommission), activate or recommission a funded inactive node
-that proves it is up, deregister a funded inactive node whose credit has run out."""
+that proves it is up, deregister a funded inactive node whose credit has run out.
+
+Also who votes: which of a daemon's keys sit in the tip's quorum (`quorum_signers`), and which
+votes of other members count (`accepts_vote`, the twin of `core.finality.accepts_vote`)."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple, Protocol
 
 from snode.core.credit import credit_at
+from snode.core.crypto import SigningKey, verify
+from snode.core.errors import SnodeError
 from snode.core.participation import Participation, fails_participation
-from snode.core.service_nodes import Reason, StateChangeKind
-from snode.core.state import NO_HEIGHT, ServiceNode
+from snode.core.service_nodes import Reason, StateChangeKind, apply_state_change
+from snode.core.state import NO_HEIGHT, ChainState, Quorum, ServiceNode
+from snode.core.transactions import state_change_hash
 from snode.params import NetworkParams
 
 
@@ -70,3 +77,47 @@ def _failure(
     if participation is not None and fails_participation(participation, params, now):
         return Reason.MISSED_BLOCK_PRODUCTION
     return None
+
+
+def quorum_signers(state: ChainState, keys: Iterable[SigningKey]) -> list[SigningKey]:
+    """Those of `keys` that are members of the obligations quorum of the tip (`state`): the keys
+    a daemon votes with, and whose word on its own proof is the network's when it has no peer."""
+    quorum = state.quorums.get(state.height)
+    if quorum is None:
+        return []
+    return [key for key in keys if key.public in quorum.members]
+
+
+class ObligationVote(Protocol):
+    """One obligations-quorum member's signed vote for a state change (quorumnet's `QuorumVote`)."""
+
+    @property
+    def sn_pubkey(self) -> bytes: ...
+    @property
+    def kind(self) -> int: ...
+    @property
+    def reason(self) -> int: ...
+    @property
+    def quorum_height(self) -> int: ...
+    @property
+    def voter(self) -> bytes: ...
+    @property
+    def signature(self) -> bytes: ...
+
+
+def accepts_vote(
+    vote: ObligationVote, quorum: Quorum, target: ServiceNode, height: int, params: NetworkParams
+) -> bool:
+    """True when `vote` is a good vote of `quorum` (the obligations quorum of its height) for a
+    state change that `target`, the node it is about, can take in the block at `height`: what a
+    member keeps of the votes sent to it (a change that does not fit the node's state could never
+    be mined). The signature is checked last, after the cheap rules."""
+    if (vote.quorum_height != quorum.height or vote.voter not in quorum.members
+            or vote.sn_pubkey != target.pubkey):
+        return False
+    try:
+        apply_state_change(target, vote.kind, vote.reason, height, params)
+    except SnodeError:
+        return False
+    message = state_change_hash(params.network_id, vote.sn_pubkey, vote.kind, vote.reason, vote.quorum_height)
+    return verify(vote.voter, message, vote.signature)

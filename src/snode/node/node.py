@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-from dataclasses import dataclass
 
 from snode import __version__
 from snode.common.clock import Clock, SystemClock
@@ -32,7 +31,7 @@ from snode.core.errors import InvalidBlock, SnodeError
 from snode.core.genesis import Consensus
 from snode.core.participation import block_updates
 from snode.core.production import build_block
-from snode.core.proofs import UptimeProof, check_proof, check_proof_rules
+from snode.core.proofs import UptimeProof
 from snode.core.service_nodes import status_words
 from snode.core.pulse import Mode, production_mode
 from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
@@ -47,9 +46,9 @@ from snode.node.events import (
 )
 from snode.node.owners import OwnerIndex
 from snode.node.participation import LIVE_SECONDS, ParticipationBook
-from snode.node.own_proof import OwnProof
+from snode.node.own_proof import Identity, OwnProof
 from snode.node import saved
-from snode.node.proofs import ProofBook
+from snode.node.proofs import check_against
 from snode.node.verifier import InlineVerifier, Verifier
 from snode.params import NetworkParams
 from snode.store import DatabaseDamaged, StoreError
@@ -62,16 +61,6 @@ STATE_FLUSH_BLOCKS = 3_000
 a crash it applies up to that many stored blocks again at start-up (about 0.3 ms each with their reads, no
 signatures). 5,000 synced 100,000 blocks about 2 % faster, but a start-up after a crash at 99,000 blocks
 took 2.7 s with 4,000 to apply, too close to the 3 s restart target."""
-
-
-@dataclass(frozen=True, slots=True)
-class Identity:
-    """How this daemon presents itself as a service node."""
-
-    key: SigningKey
-    public_ip: str
-    p2p_port: int
-    quorumnet_port: int
 
 
 class Node:
@@ -89,21 +78,25 @@ class Node:
         self._state = state
         self.identity = identity
         self.producer_key = producer_key
+        self.keys = tuple(k for k in (identity.key if identity else None, producer_key) if k is not None)
+        """This daemon's signing keys: its service-node key and its authority key, those it holds."""
         self.hub = hub if hub is not None else EventHub()
         """Where the node publishes what happened (`node.events`)."""
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.verifier: Verifier = verifier if verifier is not None else InlineVerifier()
-        self.pool = mp.Mempool()
-        self.proofs = ProofBook()
+        restored = saved.restore(store, state, consensus, self.verifier, self.now())
+        self.pool = restored.pool
+        self.proofs = restored.proofs
         """This node's view of every SN's uptime proofs; only the node writes it."""
-        self.own_proof = OwnProof(self)
+        self.saved = saved.SavedState(restored)
+        """What of the proof book and the mempool is saved as it is now (kept across restarts)."""
+        self.own_proof = OwnProof(params, identity, self.keys, book=self.proofs, hub=self.hub,
+                                  tip=lambda: self._state)
         """This daemon's own proofs: signing and sending them, and the network's word on them."""
         self.participation = ParticipationBook(params)
         """This node's view of every SN's block-production duties; only the node writes it."""
         self._target_height = 0
         self._owners = OwnerIndex()
-        self.saved = saved.SavedState()  # the proof book and mempool, kept across restarts
-        saved.restore(self, self.now())
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -208,8 +201,8 @@ class Node:
         last = self.proofs.last_accepted(self.identity.key.public) if self.identity is not None else 0
         line = (f"v{__version__}; Height: {self.height}, SN: {self.sn_state_word()}, "
                 f"proof: {format_age(now - last) if last else 'never'}")
-        if self.identity is not None and self.proofs.own_refused_reason:
-            line += f", refused: {self.proofs.own_refused_reason}"
+        if self.identity is not None and self.own_proof.refused_reason:
+            line += f", refused: {self.own_proof.refused_reason}"
         return printable(line, STATUS_LINE_LIMIT)
 
     # --- transactions and proofs --------------------------------------------------------------
@@ -229,14 +222,14 @@ class Node:
         """Record a peer's uptime proof this node accepts (`source`: the peer it came from);
         InvalidProof says why not. `signature_checked`: its signature was verified already (in
         a batch); every other rule is checked here, against the proofs recorded so far."""
-        check = check_proof_rules if signature_checked else check_proof
-        check(
-            proof, self.params, registered=proof.pubkey in self.state.service_nodes, now=now,
-            last_accepted=self.proofs.last_accepted(proof.pubkey),
-            previous_accepted=self.proofs.previous_accepted(proof.pubkey),
-        )
+        self.check_proof(proof, now, signature=not signature_checked)
         self.proofs.record(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port))
         self.hub.publish(ProofAccepted(proof, source, relayed))
+
+    def check_proof(self, proof: UptimeProof, now: int, *, signature: bool = True) -> None:
+        """Whether this node would accept a peer's `proof` now, on the tip and after the proofs
+        recorded so far (`signature` False: all but its signature); InvalidProof says why not."""
+        check_against(proof, self.params, self._state, now, self.proofs.history(proof.pubkey), signature=signature)
 
     def note_sync_target(self, best_peer_height: int) -> None:
         """The best height a peer announces (the sync service's call); the target is 0 once
@@ -440,7 +433,7 @@ class Node:
         try:
             if write:
                 self.flush_state()
-                saved.write(self.store, self.saved.changed(self, mempool=True))
+                saved.write(self.store, self.saved.changed(self.proofs, self.pool))
         except (StoreError, ValueError) as err:
             log.warning("could not save the uptime proofs and the mempool (%s)", err)
         finally:

@@ -8,19 +8,28 @@ accepts that proof or a later one, so the status line shows `refused: <why>` whi
 the last accepted proof keeps growing. The words are ours, made from the refusal's code
 (`core.proofs.refusal_words`): nothing a peer writes reaches the operator. Which peer may give a
 verdict on which proof is the service-node duties' business (`services.sn_duties`).
+
+`OwnProof` owns all of this: the proofs sent, the refusal and who last accepted. It is built from
+what it needs (the identity, our keys, the node's proof book, hub and tip), not from the node.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from snode import __version__
-from snode.core.proofs import ProofRefusal, UptimeProof, check_proof, make_proof, refusal_words
+from snode.common.events import EventHub
+from snode.core.crypto import SigningKey
+from snode.core.obligations import quorum_signers
+from snode.core.proofs import ProofRefusal, UptimeProof, make_proof, refusal_words
+from snode.core.state import ChainState
 from snode.node.events import OwnProofAccepted, OwnProofRefused, ProofAccepted
-
-if TYPE_CHECKING:
-    from snode.node.node import Node
+from snode.node.proofs import ProofBook, check_against
+from snode.params import NetworkParams
 
 log = logging.getLogger(__name__)
 
@@ -29,19 +38,51 @@ KEEP_SENT = 8
 """Own proofs remembered, so that a copy a peer relays back counts only if it is one of them."""
 
 
-class OwnProof:
-    """The node's own proofs; it writes only the node's ProofBook and publishes on its hub."""
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """How this daemon presents itself as a service node."""
 
-    def __init__(self, node: Node) -> None:
-        self._node = node
+    key: SigningKey
+    public_ip: str
+    p2p_port: int
+    quorumnet_port: int
+
+
+class OwnProof:
+    """The node's own proofs. It writes its own fields and the node's ProofBook (a proof of ours
+    the network accepted), and publishes on the node's hub."""
+
+    def __init__(
+        self, params: NetworkParams, identity: Identity | None, keys: tuple[SigningKey, ...], *,
+        book: ProofBook, hub: EventHub, tip: Callable[[], ChainState],
+    ) -> None:
+        self._params = params
+        self._identity = identity
+        self._keys = keys
+        """All of this daemon's keys (the quorum may hold its authority key rather than its SN key)."""
+        self._book = book
+        self._hub = hub
+        self._tip = tip
         self._sent: dict[int, UptimeProof] = {}
+        self.sent = (0, 0)
+        """(last, previous) timestamps of the proofs this node signed and sent."""
+        self.refusal = ""
+        """Why a peer last refused this node's own proof ('' if none has, or a peer accepted a
+        later one)."""
+        self.refused_reason = ""
+        """Why, alone, for the status line (our words, made from the peer's refusal code)."""
+        self.refused_sent = 0
+        """The timestamp of the refused proof: a peer's acceptance of it or of a later one ends
+        the refusal."""
+        self.accepted_by = ""
+        """The peer that acknowledged our last accepted proof."""
 
     def make(self, timestamp: int) -> UptimeProof:
         """A fresh uptime proof signed with this daemon's service-node key."""
-        ident = self._node.identity
+        ident = self._identity
         assert ident is not None
         return make_proof(
-            ident.key, self._node.params, timestamp=timestamp, public_ip=ident.public_ip,
+            ident.key, self._params, timestamp=timestamp, public_ip=ident.public_ip,
             p2p_port=ident.p2p_port, quorumnet_port=ident.quorumnet_port, version=__version__,
         )
 
@@ -49,31 +90,21 @@ class OwnProof:
         """Sign a proof newer than the last one sent and hand it to the network (P2P sends it to
         every peer); InvalidProof says why it cannot be sent. `alone`: this daemon has no peer
         (then, if it is the quorum, its own word is all the network there is)."""
-        node = self._node
-        book = node.proofs
-        last, previous = book.own_sent
+        last, _ = self.sent
         proof = self.make(max(now, last + 1))
-        check_proof(proof, node.params, registered=proof.pubkey in node.state.service_nodes,
-                    now=now, last_accepted=last, previous_accepted=previous)
-        book.own_sent = (proof.timestamp, last)
+        tip = self._tip()
+        check_against(proof, self._params, tip, now, self.sent)
+        self.sent = (proof.timestamp, last)
         self._sent[proof.timestamp] = proof
         for old in sorted(self._sent)[:-KEEP_SENT]:
             del self._sent[old]
-        node.hub.publish(ProofAccepted(proof, None, False))
-        if alone and self._in_quorum():
+        self._hub.publish(ProofAccepted(proof, None, False))
+        if alone and quorum_signers(tip, self._keys):
             # With no peer, a daemon that is itself the quorum (a lone regtest node holds the
             # authority key) has the network's whole word. With peers, only their word counts:
             # a node must not vouch for itself while they refuse its proofs.
             self.accepted(proof.timestamp, QUORUM_MEMBER)
         return proof
-
-    def _in_quorum(self) -> bool:
-        node = self._node
-        quorum = node.state.quorums.get(node.height)
-        if quorum is None:
-            return False
-        keys = {k.public for k in (node.identity.key if node.identity else None, node.producer_key) if k}
-        return not keys.isdisjoint(quorum.members)
 
     def relayed_back(self, proof: UptimeProof, by: str) -> None:
         """Peer `by` relayed a proof of our key: it accepted it, if it is one we signed (a copy
@@ -83,30 +114,57 @@ class OwnProof:
 
     def accepted(self, timestamp: int, by: str) -> None:
         """Peer `by` accepted our proof stamped `timestamp` (it said so, or relayed it back)."""
-        node = self._node
-        ident, book = node.identity, node.proofs
+        ident, book = self._identity, self._book
         if ident is None:
             return
         own = ident.key.public
-        if timestamp > book.own_sent[0] or timestamp <= book.last_accepted(own):
+        if timestamp > self.sent[0] or timestamp <= book.last_accepted(own):
             return  # not a proof we sent, or no newer than what the network already took
         book.record(own, timestamp, (ident.public_ip, ident.quorumnet_port))
-        book.own_accepted_by = by
-        if book.own_refused_reason and timestamp >= book.own_refused_sent:
+        self.accepted_by = by
+        if self.refused_reason and timestamp >= self.refused_sent:
             log.info("uptime proof accepted again, by %s", by)
-            book.own_refused_reason = ""
-        node.hub.publish(OwnProofAccepted(timestamp, by))
+            self.refused_reason = ""
+        self._hub.publish(OwnProofAccepted(timestamp, by))
 
     def refused(self, by: str, timestamp: int, code: ProofRefusal, seen_ip: bytes = b"") -> None:
         """Peer `by`, which we sent our proof stamped `timestamp`, refused it for `code`
         (`seen_ip`: where it sees us connect from, packed, when that is why)."""
-        node = self._node
-        ident, book = node.identity, node.proofs
-        if ident is None or timestamp <= book.last_accepted(ident.key.public):
+        ident = self._identity
+        if ident is None or timestamp <= self._book.last_accepted(ident.key.public):
             return  # the network took this proof or a later one: a refusal of it says nothing now
-        words = refusal_words(code, declared_ip=ident.public_ip, params=node.params, seen_ip=seen_ip)
-        book.own_refusal = f"uptime proof rejected by {by}: {words}"
-        book.own_refused_reason = words
-        book.own_refused_sent = timestamp
-        log.warning("%s", book.own_refusal)
-        node.hub.publish(OwnProofRefused(by, words))
+        words = refusal_words(code, declared_ip=ident.public_ip, params=self._params, seen_ip=seen_ip)
+        self.refusal = f"uptime proof rejected by {by}: {words}"
+        self.refused_reason = words
+        self.refused_sent = timestamp
+        log.warning("%s", self.refusal)
+        self._hub.publish(OwnProofRefused(by, words))
+
+    def answered(self, timestamp: int) -> bool:
+        """Whether the network gave its word on our proof stamped `timestamp`: a peer accepted
+        it or a later one, or refused it or a later one."""
+        if self._identity is None:
+            return False
+        return (self._book.last_accepted(self._identity.key.public) >= timestamp
+                or bool(self.refused_reason and self.refused_sent >= timestamp))
+
+    async def wait_answer(self, timestamp: int, timeout: float) -> bool:
+        """Wait until the network gave its word on our proof stamped `timestamp` (`answered`),
+        at most `timeout` seconds: woken by the hub's OwnProofAccepted / OwnProofRefused.
+        Whether it did."""
+        if self.answered(timestamp):
+            return True
+        answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def check(_: OwnProofAccepted | OwnProofRefused) -> None:
+            if not answer.done() and self.answered(timestamp):
+                answer.set_result(None)
+        self._hub.subscribe(OwnProofAccepted, check)
+        self._hub.subscribe(OwnProofRefused, check)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(answer, timeout)
+        finally:
+            self._hub.unsubscribe(OwnProofAccepted, check)
+            self._hub.unsubscribe(OwnProofRefused, check)
+        return self.answered(timestamp)

@@ -2,10 +2,10 @@
 
 Written only by the node (`Node.accept_proof`, `OwnProof`); read by the
 service-node duties (judging), quorumnet (where members are) and the RPC (`last_uptime_proof`).
-Saved in the store when the node closes and at times while it runs (`saved`), and read back when
-it opens (`restore`): a restarted node knows when the network last accepted each proof, its own
-among them, instead of showing `proof: never` until the next one (the duties still wait a
-decommission age before judging anyone: `sn_duties`).
+Saved in the store when the node closes and at times while it runs (`node.saved`,
+`services.saving`), and read back when it opens (`restore`): a restarted node knows when the
+network last accepted each proof, its own among them, instead of showing `proof: never` until the
+next one (the duties still wait a decommission age before judging anyone: `sn_duties`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from collections.abc import Container
 
 import msgspec
 
-from snode.params import PROOF_CLOCK_TOLERANCE
+from snode.core.proofs import UptimeProof, check_proof, check_proof_rules
+from snode.core.state import ChainState
+from snode.params import PROOF_CLOCK_TOLERANCE, NetworkParams
 
 log = logging.getLogger(__name__)
 
@@ -37,29 +39,29 @@ _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(list[_Saved])
 
 
+def check_against(
+    proof: UptimeProof, params: NetworkParams, state: ChainState, now: int, history: tuple[int, int], *,
+    signature: bool = True,
+) -> None:
+    """`core.proofs.check_proof` of `proof` on the chain at `state` (its key registered there),
+    after `history`: the (last, previous) proofs of its key it must be newer than and rate-limited
+    against. `signature` False: every rule but the signature (verified already, in a batch).
+    InvalidProof names the failed rule."""
+    check = check_proof if signature else check_proof_rules
+    check(proof, params, registered=proof.pubkey in state.service_nodes, now=now,
+          last_accepted=history[0], previous_accepted=history[1])
+
+
 class ProofBook:
-    """Last accepted proof per service node, where each can be reached, and our own refusals."""
+    """Last and previous accepted proof per service node, and where each can be reached."""
 
     def __init__(self) -> None:
         self._last: dict[bytes, int] = {}
         self._previous: dict[bytes, int] = {}
         self._endpoints: dict[bytes, tuple[str, int]] = {}
         self.version = 0
-        """Counts accepted proofs, so answers that show proof times know when to refresh."""
-        self.saved_version = 0
-        """`version` when the book was last saved or restored (nothing new to save if equal)."""
-        self.own_refusal = ""
-        """Why a peer last refused this node's own proof ('' if none has, or a peer accepted a
-        later one)."""
-        self.own_refused_reason = ""
-        """Why, alone, for the status line (our words, made from the peer's refusal code)."""
-        self.own_refused_sent = 0
-        """The timestamp of the refused proof: a peer's acceptance of it or of a later one ends
-        the refusal."""
-        self.own_sent = (0, 0)
-        """(last, previous) timestamps of the proofs this node signed and sent."""
-        self.own_accepted_by = ""
-        """The peer that acknowledged our last accepted proof."""
+        """Counts accepted proofs, so answers that show proof times (and saves) know when to
+        refresh."""
 
     def last_accepted(self, pubkey: bytes) -> int:
         """Timestamp of the last proof accepted from `pubkey`, 0 if none. For this node's own
@@ -69,6 +71,10 @@ class ProofBook:
     def previous_accepted(self, pubkey: bytes) -> int:
         """Timestamp of the proof accepted before the last one (the rate rule), 0 if none."""
         return self._previous.get(pubkey, 0)
+
+    def history(self, pubkey: bytes) -> tuple[int, int]:
+        """(last, previous) accepted proofs of `pubkey`: what its next proof must follow."""
+        return self._last.get(pubkey, 0), self._previous.get(pubkey, 0)
 
     def endpoint(self, pubkey: bytes) -> tuple[str, int] | None:
         """(public IP, quorumnet port) from the node's last accepted proof, if any."""
@@ -83,8 +89,7 @@ class ProofBook:
         self.version += 1
 
     def saved(self) -> bytes:
-        """The book's proofs as the store keeps them (the node's refusal notes are not kept)."""
-        self.saved_version = self.version
+        """The book's proofs as the store keeps them."""
         return _encoder.encode([
             _Saved(key, last, self._previous.get(key, 0), *self._endpoints.get(key, ("", 0)))
             for key, last in self._last.items()
@@ -112,5 +117,4 @@ class ProofBook:
             if entry.ip:
                 self._endpoints[entry.pubkey] = (entry.ip, entry.port)
         self.version += 1
-        self.saved_version = self.version
         return len(kept)

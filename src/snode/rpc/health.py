@@ -44,6 +44,6 @@ def unmet_conditions(node: Node, now: int, *, peer_count: int) -> dict[str, Any]
             elif now - last > healthy:
                 unmet.append(f"last accepted uptime proof is {format_age(now - last)} old "
                              f"(healthy under {healthy} s)")
-            if node.proofs.own_refused_reason:
-                unmet.append(f"peers refuse this node's uptime proofs: {node.proofs.own_refused_reason}")
+            if node.own_proof.refused_reason:
+                unmet.append(f"peers refuse this node's uptime proofs: {node.own_proof.refused_reason}")
     return {"ready": not unmet, "height": node.height, "unmet": [printable(u) for u in unmet]}

@@ -7,7 +7,6 @@ an error naming it rather than a silently ignored option.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -127,7 +126,7 @@ class MethodTable:
         node, proofs = self.node, self.node.proofs
         state = node.state
         key = (node.target_height, len(node.pool), len(self.peers.peers) if self.peers is not None else 0,
-               proofs.version, proofs.own_refusal, proofs.own_refused_reason, self.now())
+               proofs.version, node.own_proof.refusal, node.own_proof.refused_reason, self.now())
         cached = self._info_cache
         if cached is not None and cached[0] is state and cached[1] == key:
             return cached[2]
@@ -149,7 +148,7 @@ class MethodTable:
             service_node=node.identity is not None,
             service_node_count=len(node.state.service_nodes),
             peer_count=len(self.peers.peers) if self.peers is not None else 0,
-            last_uptime_proof_rejection=node.proofs.own_refusal,
+            last_uptime_proof_rejection=node.own_proof.refusal,
             immutable_height=node.immutable_height,
             block_production=node.production_mode.value,
         )
@@ -255,17 +254,13 @@ class MethodTable:
         except InvalidProof as err:
             raise RpcError(E.PROOF_FAILED, f"send_uptime_proof: {err.reason}") from None
         # The recovery step tells whether the network took it: wait briefly for a peer's word.
-        own, proofs = ident.key.public, node.proofs
-        deadline = asyncio.get_running_loop().time() + PROOF_ACK_WAIT
-        while (proofs.last_accepted(own) < proof.timestamp
-               and not (proofs.own_refused_reason and proofs.own_refused_sent >= proof.timestamp)
-               and self.peers is not None and self.peers.peers
-               and asyncio.get_running_loop().time() < deadline):
-            await asyncio.sleep(0.02)
-        accepted = proofs.last_accepted(own) >= proof.timestamp
+        own = node.own_proof
+        if self.peers is not None and self.peers.peers:
+            await own.wait_answer(proof.timestamp, PROOF_ACK_WAIT)
+        accepted = node.proofs.last_accepted(ident.key.public) >= proof.timestamp
         return SendProofResult(status="OK", timestamp=proof.timestamp, accepted=accepted,
-                               accepted_by=proofs.own_accepted_by if accepted else "",
-                               refused="" if accepted else proofs.own_refused_reason)
+                               accepted_by=own.accepted_by if accepted else "",
+                               refused="" if accepted else own.refused_reason)
 
     # --- methods the wallet and the tools need -------------------------------------------------
 

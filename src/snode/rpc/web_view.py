@@ -113,7 +113,7 @@ def _node_card(node: Node, now: int) -> str:
     record = service_node_state(sn, node.height, node.params, last_uptime_proof=node.proofs.last_accepted(pubkey))
     last = node.proofs.last_accepted(pubkey)
     proof = f"{format_age(now - last)} ago, accepted by the network" if last else "none accepted yet"
-    refused = node.proofs.own_refused_reason
+    refused = node.own_proof.refused_reason
     if refused:
         proof += f' &middot; <span class="bad">refused: {escape(refused)}</span>'
     rows += [

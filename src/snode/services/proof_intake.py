@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from snode.core.proofs import BadProofSignature, InvalidProof, UptimeProof, check_proof_rules, proof_sig_check
+from snode.core.proofs import BadProofSignature, InvalidProof, UptimeProof, proof_sig_check
 from snode.net.limits import MAX_QUEUED_PROOFS, MAX_QUEUED_PROOFS_PER_PEER
 from snode.node.node import Node
 from snode.core.sigchecks import SigCheck
@@ -206,7 +206,7 @@ class ProofIntake:
         passed: list[Arrival] = []
         for arrival in arrivals:
             try:
-                self._check_rules(arrival.proof, now)
+                self.node.check_proof(arrival.proof, now, signature=False)
             except InvalidProof as err:
                 self.verdict(arrival, err)
                 continue
@@ -268,12 +268,6 @@ class ProofIntake:
                 self._accept(arrival, batch.now, signature_checked=True)
             elif forged[i]:
                 self.verdict(arrival, BadProofSignature("proof signature is not valid"))
-
-    def _check_rules(self, proof: UptimeProof, now: int) -> None:
-        node = self.node
-        check_proof_rules(proof, node.params, registered=proof.pubkey in node.state.service_nodes, now=now,
-                          last_accepted=node.proofs.last_accepted(proof.pubkey),
-                          previous_accepted=node.proofs.previous_accepted(proof.pubkey))
 
     def _accept(self, arrival: Arrival, now: int, *, signature_checked: bool) -> None:
         proof = arrival.proof

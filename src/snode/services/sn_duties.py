@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Final
 from snode.common.logs import LIMITED
 from snode.core.crypto import SigningKey, verify
 from snode.core.errors import SnodeError
-from snode.core.obligations import judge
+from snode.core.obligations import accepts_vote, judge, quorum_signers
 from snode.core.proofs import BadProofSignature, InvalidProof, ProofRefusal, UptimeProof, proof_message
-from snode.core.service_nodes import Reason, StateChangeKind, apply_state_change
+from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.stake_exit import returned_outputs
 from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
 from snode.net import protocol as P
@@ -243,7 +243,7 @@ class ServiceNodeDuties:
         """A proof of our key, signed after we started, before we sent any: another daemon runs
         this key. The signature must verify (nobody else can make one)."""
         node = self.node
-        if (self.doppelganger is not None or node.proofs.own_sent[0] or proof.timestamp < self.started
+        if (self.doppelganger is not None or node.own_proof.sent[0] or proof.timestamp < self.started
                 or not verify(proof.pubkey, proof_message(node.params.network_id, proof), proof.signature)):
             return
         self.doppelganger = (
@@ -257,12 +257,7 @@ class ServiceNodeDuties:
 
     def signers(self) -> list[SigningKey]:
         """Our keys that belong to the quorum of the tip."""
-        node = self.node
-        quorum = node.state.quorums.get(node.height)
-        if quorum is None:
-            return []
-        keys = [k for k in (node.identity.key if node.identity else None, node.producer_key) if k is not None]
-        return [k for k in keys if k.public in quorum.members]
+        return quorum_signers(self.node.state, self.node.keys)
 
     def on_new_blocks(self, event: BlocksAdopted) -> None:
         self._prune()
@@ -304,21 +299,16 @@ class ServiceNodeDuties:
             self.add_vote(event.message)
 
     def add_vote(self, vote: P.QuorumVote) -> None:
-        """Keep a valid vote; submit the state change once enough votes are in."""
+        """Keep a valid vote (`core.obligations.accepts_vote`); submit the state change once
+        enough votes are in."""
         node = self.node
         quorum = node.state.quorums.get(vote.quorum_height)
-        if quorum is None or vote.voter not in quorum.members:
-            return
         target = node.state.service_nodes.get(vote.sn_pubkey)
-        if target is None or len(self.votes) >= MAX_PENDING_VERDICTS:
+        if quorum is None or target is None or len(self.votes) >= MAX_PENDING_VERDICTS:
             return  # only registered nodes, and a bounded number of open verdicts
-        try:
-            apply_state_change(target, vote.kind, vote.reason, node.height + 1, node.params)
-        except SnodeError:
-            return  # a verdict that does not fit the node's state can never be mined
-        message = state_change_hash(node.params.network_id, vote.sn_pubkey, vote.kind, vote.reason, vote.quorum_height)
-        if not verify(vote.voter, message, vote.signature):
-            log.info("ignored a forged vote claiming to be from %s", vote.voter.hex()[:16])
+        if not accepts_vote(vote, quorum, target, node.height + 1, node.params):
+            log.debug("ignored a vote of %s on %s: not a good vote of its quorum", vote.voter.hex()[:16],
+                      vote.sn_pubkey.hex()[:16])
             return
         key: VoteKey = (vote.sn_pubkey, vote.kind, vote.reason, vote.quorum_height)
         collected = self.votes.setdefault(key, {})
