@@ -113,7 +113,7 @@ class Proof(msgspec.Struct, frozen=True, array_like=True, tag=11):
 class ProofRejected(msgspec.Struct, frozen=True, array_like=True, tag=15):
     """Sent back to a proof's own sender, which sent it to us: the receiver refused the proof
     stamped `timestamp`, for `reason` (a code from a closed set: an unknown one does not decode;
-    the sender words it itself). Tag 12 was version 1's free-text form."""
+    the sender words it itself). Tag 12, protocol version 1's free-text form, is not reused."""
 
     pubkey: Hash32
     timestamp: int
