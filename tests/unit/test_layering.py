@@ -10,6 +10,12 @@ A module may import from its own package and from any lower layer, never from a 
 they talk to a daemon through the one client, never through its internals. Nothing under `src/`
 or `tests/` imports the benchmarks (`bench`).
 
+Inside a package the imports form no circle: a module never imports, directly or through others
+of its package, a module that imports it. A circle is one concern split over two files, or a
+helper that reaches back into its owner; the fix is a third module both use, or the helper
+taking what it needs as arguments. `if TYPE_CHECKING:` imports count: they tie the two modules
+as much for a reader and for mypy.
+
 Every file is read with `ast`, so imports inside functions, `if` blocks and `try` blocks count
 as much as those at the top; `__import__` and `importlib` are refused in the core, where they
 would hide an import from this test.
@@ -18,6 +24,7 @@ would hide an import from this test.
 from __future__ import annotations
 
 import ast
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import pytest
@@ -67,15 +74,20 @@ def imported_modules(source: str, module: str) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                base = f"{parent}.{base}" if base else parent
+            base = _absolute(node, package)
             found.append((node.lineno, base))
             found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "__import__":
             found.append((node.lineno, "__import__"))
     return found
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module name `from ... import` reads from, in a module of `package`."""
+    if not node.level:
+        return node.module or ""
+    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+    return f"{parent}.{node.module}" if node.module else parent
 
 
 def package_of(name: str) -> str | None:
@@ -232,6 +244,138 @@ def test_a_wrong_import_in_a_real_tree_fails(tmp_path: Path):
         name = ".".join(path.relative_to(tmp_path).with_suffix("").parts)
         found += layer_violations(path.read_text(), name)
     assert len(found) == 1 and found[0].startswith("snode.store.chain_store:2 imports snode.node"), found
+
+
+# --- no circle of imports inside a package ----------------------------------------------------
+
+def import_targets(source: str, module: str, modules: Collection[str], *, is_package: bool = False) -> set[str]:
+    """The names in `modules` that `module` imports anywhere in `source` (nested imports and
+    `if TYPE_CHECKING:` ones too). `from pkg import name` is `pkg.name` when that is one of
+    `modules`, else `pkg` (a name its `__init__` defines). `is_package`: `module` is an
+    `__init__`, against which relative imports resolve."""
+    package = module if is_package else module.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node, package)
+            found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names)
+    return found & set(modules)
+
+
+def _circles(graph: Mapping[str, set[str]]) -> list[tuple[list[str], list[str]]]:
+    """Each strongly connected group of `graph` (module -> the modules it imports) of two
+    modules or more, with its shortest circle through its first module: (circle as
+    [a, b, ..., a], group)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(name: str) -> None:  # Tarjan's algorithm
+        index[name] = low[name] = len(index)
+        stack.append(name)
+        for target in sorted(graph[name]):
+            if target not in index:
+                visit(target)
+                low[name] = min(low[name], low[target])
+            elif target in stack:
+                low[name] = min(low[name], index[target])
+        if low[name] == index[name]:
+            group = stack[stack.index(name):]
+            del stack[stack.index(name):]
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return [(_shortest_circle(graph, group), group) for group in sorted(groups)]
+
+
+def _shortest_circle(graph: Mapping[str, set[str]], group: list[str]) -> list[str]:
+    """The shortest way from group[0] back to itself inside `group` (breadth first)."""
+    start, inside = group[0], set(group)
+    paths = {start: [start]}
+    queue = [start]
+    for name in queue:
+        for target in sorted(graph[name] & inside):
+            if target == start:
+                return [*paths[name], start]
+            if target not in paths:
+                paths[target] = [*paths[name], target]
+                queue.append(target)
+    raise AssertionError(f"{group} is not a circle")
+
+
+def circle_violations(sources: Mapping[str, str]) -> list[str]:
+    """Each circle of imports inside one package among `sources` (dotted module name -> text),
+    named by its modules in import order: "snode.a.x -> snode.a.y -> snode.a.x", and the
+    modules its circles join when they are more."""
+    packages = {name.rsplit(".", 1)[0] for name in sources}
+    graph = {
+        name: {t for t in import_targets(text, name, sources, is_package=name in packages)
+               if t != name and package_of(t) == package_of(name)}
+        for name, text in sources.items()
+    }
+    return [" -> ".join(circle) + (f" (its circles join {', '.join(group)})" if len(group) >= len(circle) else "")
+            for circle, group in _circles(graph)]
+
+
+PACKAGES = sorted(p for p in LAYERS if (SRC / p.removeprefix("snode.")).is_dir())
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_circle_inside_a_package(package: str):
+    sources = {_module_name(p): p.read_text() for p in _sources() if package_of(_module_name(p)) == package}
+    found = circle_violations(sources)
+    assert not found, "untie each circle (move what both need to a third module): " + "; ".join(found)
+
+
+@pytest.mark.parametrize(
+    ("sources", "circle"),
+    [
+        ({"snode.core.a": "from snode.core.b import B\n", "snode.core.b": "from snode.core.a import A\n"},
+         "snode.core.a -> snode.core.b -> snode.core.a"),
+        ({"snode.core.a": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from snode.core.b import B\n",
+          "snode.core.b": "from snode.core.a import A\n"},
+         "snode.core.a -> snode.core.b -> snode.core.a"),
+        ({"snode.sim.world": "from snode.sim import judges\n",
+          "snode.sim.judges": "def f():\n    from .report import Tally\n",
+          "snode.sim.report": "import snode.sim.world\n"},
+         "snode.sim.judges -> snode.sim.report -> snode.sim.world -> snode.sim.judges"),
+        ({"snode.store": "from snode.store.rows import Row\n", "snode.store.rows": "from snode.store import Encoded\n"},
+         "snode.store -> snode.store.rows -> snode.store"),
+        ({"snode.wallet.cli": "import snode.wallet.repl as repl\nfrom snode.wallet.keys import K\n",
+          "snode.wallet.repl": "from snode.wallet.cli import Session\n", "snode.wallet.keys": ""},
+         "snode.wallet.cli -> snode.wallet.repl -> snode.wallet.cli"),
+        ({"snode.node.node": "from snode.node import own_proof, saved\n",
+          "snode.node.own_proof": "from snode.node.node import Node\n",
+          "snode.node.saved": "from snode.node.node import Node\n"},
+         "snode.node.node -> snode.node.own_proof -> snode.node.node "
+         "(its circles join snode.node.node, snode.node.own_proof, snode.node.saved)"),
+    ],
+)
+def test_checker_names_a_circle_inside_a_package(sources: dict[str, str], circle: str):
+    assert circle_violations(sources) == [circle]
+
+
+@pytest.mark.parametrize(
+    "sources",
+    [
+        {"snode.core.a": "from snode.core.b import B\n", "snode.core.b": "from snode.core.c import C\n",
+         "snode.core.c": "from snode.params import MAINNET\n"},
+        # `from snode.store import rows` reads the submodule, not what the __init__ defines
+        {"snode.store": "from snode.store.chain_store import ChainStore\n",
+         "snode.store.chain_store": "from snode.store import rows\n", "snode.store.rows": ""},
+        # across packages the layer order rules (test_module_imports_only_lower_layers)
+        {"snode.node.node": "from snode.net.peers import Peer\n",
+         "snode.net.peers": "from snode.node.node import Node\n"},
+    ],
+)
+def test_checker_allows_imports_without_a_circle(sources: dict[str, str]):
+    assert circle_violations(sources) == []
 
 
 # --- a test module never imports another test module's tests ------------------------------------

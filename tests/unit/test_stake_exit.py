@@ -8,7 +8,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from snode.core.credit import credit_after_recommission, credit_at, credit_runs_out
+from snode.core.credit import credit_after_recommission, credit_at
 from snode.core.errors import BadSignature, InvalidBlock, InvalidStateChange, InvalidTransaction, MempoolRejection
 from snode.core.service_nodes import Reason, StateChangeKind, reward_winner_from_queue, status_words
 from snode.core.stake_exit import ReturnReason, stake_return_tx, stake_returns
@@ -247,10 +247,11 @@ def test_recommission_charges_twice_the_blocks_decommissioned(credit, since, hei
 
 
 def test_credit_runs_out_only_while_decommissioned():
-    assert credit_runs_out(_record(active=False, credit=84, since=1_000), MAINNET) == 1_084
-    assert credit_runs_out(_record(active=True, credit=84, since=1_000), MAINNET) == NO_HEIGHT
-    assert credit_runs_out(_record(active=False, credit=60, since=5, funded=False), MAINNET) == NO_HEIGHT
-    assert credit_runs_out(_record(active=False, credit=60, since=5, activated=False), MAINNET) == NO_HEIGHT
+    decommissioned = _record(active=False, credit=84, since=1_000)
+    assert [credit_at(decommissioned, h, MAINNET) for h in (1_083, 1_084, 2_000)] == [1, 0, 0]
+    assert credit_at(_record(active=True, credit=84, since=1_000), 1_300, MAINNET) == 94  # earns instead
+    assert credit_at(_record(active=False, credit=60, since=5, funded=False), 11_000, MAINNET) == 60
+    assert credit_at(_record(active=False, credit=60, since=5, activated=False), 11_000, MAINNET) == 60
 
 
 def test_the_status_line_state_is_the_node_tables_word_with_its_qualifiers():
@@ -291,8 +292,8 @@ def test_a_decommissioned_node_is_deregistered_when_its_credit_runs_out_and_its_
     pubkey = active_node(chain, amount=POOL_MINIMUM, reserved=((ALICE, POOL_MINIMUM),))
     chain.change_state(pubkey, StateChangeKind.DECOMMISSION)
     node = chain.node(pubkey)
-    runs_out = credit_runs_out(node, chain.params)
-    assert runs_out == node.credit_height + 60
+    runs_out = node.credit_height + 60
+    assert credit_at(node, runs_out - 1, chain.params) == 1 and credit_at(node, runs_out, chain.params) == 0
     chain.mine_to(runs_out - 2)
     with pytest.raises(InvalidStateChange, match="still has 1 blocks of downtime credit"):
         chain.state_change(pubkey, StateChangeKind.DEREGISTER, Reason.MISSED_UPTIME_PROOFS)

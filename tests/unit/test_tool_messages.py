@@ -10,7 +10,8 @@ import json
 import time
 
 from snode.tools.cli import event_line, watch_line
-from snode.tools.devnet import status as devnet_status, status_table
+from snode.tools.devnet import status as devnet_status
+from snode.tools.devnet_network import status_table
 from snode.tools.devnet_procs import AUTHORITY, SERVICE_NODE, Devnet, NodeEntry
 
 

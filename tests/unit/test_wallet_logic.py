@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from snode.core.address import encode_address
+from snode.api.records import service_node_state
 from snode.core.errors import InvalidAmount, InvalidRegistration, InvalidStake
 from snode.core.registration import format_command
 from snode.core.state import ServiceNode
@@ -16,12 +16,13 @@ from snode.core.transactions import Reservation
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST, TESTNET
 from snode.wallet.commands import COMMANDS, help_lines
+from snode.wallet.daemon import node_of
 from snode.wallet.logic import (
     Output, PendingStake, balance_lines, balance_of, coins, is_unclear, is_yes, mempool_spends,
     not_enough, parse_outputs, pool_effects, scan_block, spendable, split_command, transfer_lines,
 )
 from snode.wallet.staking import (
-    check_registration_line, choose_stake, node_from_record, parse_stake_percent, stake_line,
+    check_registration_line, choose_stake, parse_stake_percent, stake_line,
     stakes_lines,
 )
 from snode.wallet.rpc_server import check_bind
@@ -36,24 +37,17 @@ NEWCOMER = key_from_label("wallet newcomer")  # no genesis funds
 REQUIREMENT = REGTEST.staking_requirement
 
 
-def record_of(sn: ServiceNode) -> dict:
-    """The daemon's get_service_nodes record fields the wallet reads."""
-    return {
-        "service_node_pubkey": sn.pubkey.hex(), "active": sn.active, "funded": sn.funded,
-        "registration_height": sn.registration_height, "total_contributed": sn.total_contributed,
-        "staking_requirement": sn.staking_requirement, "operator_fee": sn.fee_ppm,
-        "decommission_count": sn.decommission_count,
-        "contributors": [
-            {"address": encode_address(PREFIX, c.owner), "amount": c.amount, "reserved": c.reserved}
-            for c in sn.contributors
-        ],
-    }
+def wallet_view(chain, sn_pubkey: bytes) -> ServiceNode:
+    """The node as the wallet sees it: the daemon's get_service_nodes record of it, read back
+    by the wallet (`wallet.daemon.node_of`)."""
+    record = service_node_state(chain.node(sn_pubkey), chain.state.height, chain.params, last_uptime_proof=0)
+    return node_of(record, PREFIX)
 
 
 def pool_node(chain, operator_amount=100_000 * COIN, reserved=()) -> ServiceNode:
     chain.register(OPERATOR, SN, operator_amount, fee_ppm=50_000, reserved=reserved)
     chain.mine()
-    return node_from_record(record_of(chain.node(SN.public)), PREFIX)
+    return wallet_view(chain, SN.public)
 
 
 def pool_node_needing(chain, needed: int) -> ServiceNode:
@@ -61,7 +55,7 @@ def pool_node_needing(chain, needed: int) -> ServiceNode:
     chain.stake(BOB, SN.public, chain.node(SN.public).staking_requirement
                 - chain.node(SN.public).total_contributed - needed)
     chain.mine()
-    return node_from_record(record_of(chain.node(SN.public)), PREFIX)
+    return wallet_view(chain, SN.public)
 
 
 # --- confirmation and command lines -------------------------------------------------------
@@ -326,7 +320,7 @@ def test_unknown_and_full_nodes_are_refused(chain):
         choose_stake(None, SN.public, ALICE.public, "100")
     chain.register(OPERATOR, SN, REQUIREMENT)
     chain.mine()
-    full = node_from_record(record_of(chain.node(SN.public)), PREFIX)
+    full = wallet_view(chain, SN.public)
     with pytest.raises(InvalidStake, match="already full"):
         choose_stake(full, SN.public, ALICE.public, "100%")
 

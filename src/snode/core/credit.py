@@ -34,14 +34,6 @@ def _decommissioned(sn: ServiceNode) -> bool:
     return sn.funded and not sn.active and sn.active_since != NO_HEIGHT
 
 
-def credit_runs_out(sn: ServiceNode, params: NetworkParams) -> int:
-    """The height at which a decommissioned node's credit reaches 0 (NO_HEIGHT for any other
-    node, whose credit does not run down)."""
-    if not _decommissioned(sn):
-        return NO_HEIGHT
-    return sn.credit_height + sn.credit
-
-
 def credit_after_recommission(sn: ServiceNode, height: int) -> int:
     """The credit of a decommissioned node recommissioned at `height`: its credit at the
     decommission less twice the blocks it spent decommissioned, never below 0."""

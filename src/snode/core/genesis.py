@@ -95,9 +95,9 @@ def encode_genesis(doc: GenesisDoc) -> bytes:
 def genesis_block(doc: GenesisDoc, params: NetworkParams) -> Block:
     """Block 0: one coinbase carrying the initial outputs. It is valid by definition, unsigned.
 
-    Its coinbase keeps transaction version 1, as the first release wrote it: a coinbase spends
-    nothing, so version 2's commitment to spent outputs changes nothing in it, and block 0 (with
-    it every data dir of an existing network) stays what it was."""
+    Its coinbase is transaction version 1: a coinbase spends nothing, so version 2's commitment
+    to spent outputs would change only its bytes, and block 0 keeps the hash that every data dir
+    of an existing network holds."""
     outputs = tuple(
         TxOut(decode_address(params.address_prefix, o.address), o.amount) for o in doc.outputs
     )

@@ -133,7 +133,7 @@ def block_validators_from_active(
 
 class _Without(Sequence[bytes]):
     """`keys` without its element `skip`, without copying the other N - 1 (a block draws
-    validators several times; a copy of 10,000 keys each time made the draw O(N))."""
+    validators several times, and a copy of 10,000 keys each time would make the draw O(N))."""
 
     __slots__ = ("_keys", "_skip")
 

@@ -4,13 +4,11 @@ action, each with what the shell needs to do it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TypeAlias
 
 from snode.core.blocks import Block
+from snode.core.round_messages import BlockTemplate
 from snode.core.types import PubKey
-
-if TYPE_CHECKING:
-    from snode.core.rounds import BlockTemplate
 
 
 @dataclass(frozen=True, slots=True)

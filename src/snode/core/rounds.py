@@ -32,8 +32,8 @@ forward, whatever the clock does):
   machine), every node reports `RoundFailed` and moves to the next round, with its new leader
   and validators.
 
-The messages are msgspec records in the core so that quorumnet carries them as it carries
-`QuorumVote` (tags 2 and 3 of its union; a template needs frames up to `MAX_BLOCK_BYTES`).
+The messages (`core.round_messages`) and the actions (`core.round_actions`) live in modules of
+their own, which this one names too: the machine's inputs and outputs.
 """
 
 from __future__ import annotations
@@ -41,9 +41,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Final, TypeAlias
-
-import msgspec
+from typing import Final
 
 from snode.core.blocks import Block, block_hash, producer_message
 from snode.core.crypto import verify
@@ -53,13 +51,13 @@ from snode.core.round_actions import (  # the actions, named here too: the machi
     Action, Broadcast, BuildTemplate, CheckTemplate, Equivocation, RoundFailed, SendTemplate,
     SignTemplate,
 )
+from snode.core.round_messages import BlockTemplate, ValidatorSignature  # its inputs, named here too
 from snode.core.pulse import (
-    MAX_ROUND, RoundQuorum, round_at, round_quorum, round_start0, round_window, signer_set,
+    RoundQuorum, round_at, round_quorum, round_start0, round_window, signer_set,
     validator_message,
 )
 from snode.core.state import ChainState, with_index
-from snode.core.types import Hash32, Height, PubKey, Signature
-from snode.params import MAX_BLOCK_BYTES, NetworkParams
+from snode.params import NetworkParams
 
 SIGNATURE_GRACE: Final = 0.25
 """Once a leader holds the signatures it needs, it waits this share of a round for the other
@@ -74,36 +72,6 @@ __all__ = [
 
 MAX_EARLY_TEMPLATES: Final = 2
 """Templates held for a round that has not begun yet (`RoundMachine._hold`)."""
-
-RoundNumber: TypeAlias = Annotated[int, msgspec.Meta(ge=0, lt=MAX_ROUND)]
-"""A block-production round."""
-
-
-# --- messages (quorumnet) ---------------------------------------------------------------------
-
-class BlockTemplate(msgspec.Struct, frozen=True, array_like=True, tag=2, gc=False):
-    """Leader to validators: the block it proposes for (height, round)."""
-
-    height: Height
-    """Of the block proposed."""
-    round: RoundNumber
-    """The round the leader leads."""
-    block: Annotated[bytes, msgspec.Meta(max_length=MAX_BLOCK_BYTES)]
-    """Canonical encoding of the block, signed by the leader, without validator signatures."""
-
-
-class ValidatorSignature(msgspec.Struct, frozen=True, array_like=True, tag=3, gc=False):
-    """Validator to leader: its signature of the template's block hash."""
-
-    height: Height
-    round: RoundNumber
-    """The round of the template signed."""
-    block_hash: Hash32
-    """The template's block hash."""
-    validator: PubKey
-    """Who signed: one of the round's validators."""
-    signature: Signature
-    """Over `pulse.validator_message(network_id, block_hash)`."""
 
 
 # --- the machine ------------------------------------------------------------------------------

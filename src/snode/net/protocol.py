@@ -17,7 +17,7 @@ from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
 from snode.core.finality import CheckpointVote
 from snode.core.proofs import ProofRefusal, UptimeProof
-from snode.core.rounds import BlockTemplate, ValidatorSignature
+from snode.core.round_messages import BlockTemplate, ValidatorSignature
 from snode.core.types import Hash32, Height
 from snode.net.limits import MAX_CONTROL_FRAME
 from snode.params import MAX_BLOCK_BYTES, MAX_TX_BYTES
@@ -113,7 +113,7 @@ class Proof(msgspec.Struct, frozen=True, array_like=True, tag=11):
 class ProofRejected(msgspec.Struct, frozen=True, array_like=True, tag=15):
     """Sent back to a proof's own sender, which sent it to us: the receiver refused the proof
     stamped `timestamp`, for `reason` (a code from a closed set: an unknown one does not decode;
-    the sender words it itself). Tag 12 was version 1's free-text form."""
+    the sender words it itself). Tag 12, protocol version 1's free-text form, is not reused."""
 
     pubkey: Hash32
     timestamp: int
@@ -159,7 +159,7 @@ class QuorumVote(msgspec.Struct, frozen=True, array_like=True, tag=1):
 
 QuorumMessage: TypeAlias = Union[QuorumVote, BlockTemplate, ValidatorSignature, CheckpointVote]
 """What service nodes send each other over quorumnet: obligations votes; a round's template and
-its validators' signatures (`core.rounds`); checkpoint votes (`core.finality`)."""
+its validators' signatures (`core.round_messages`); checkpoint votes (`core.finality`)."""
 
 
 def _tag(kind: type[msgspec.Struct]) -> int:

@@ -15,8 +15,9 @@ import click
 
 from snode import __version__
 from snode.common.entry import run_command
+from snode.sim.config import SimConfig
 from snode.sim.rounds import SimError
-from snode.sim.world import SimConfig, World
+from snode.sim.world import World
 
 
 def _partition(value: str | None) -> tuple[float, int, int] | None:

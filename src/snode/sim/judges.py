@@ -23,7 +23,9 @@ checkpoint that has enough.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
 
 from snode.core.blocks import Block, Checkpoint
 from snode.core.finality import (
@@ -37,20 +39,39 @@ from snode.core.stake_exit import returned_outputs
 from snode.core.state import ChainState, Quorum, last_checkpoint, registry_index
 from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
 from snode.params import STATE_CHANGE_WINDOW
-
-if TYPE_CHECKING:
-    from snode.sim.world import World
+from snode.sim.config import SimConfig
+from snode.sim.stage import Stage
 
 ACTIVATIONS_PER_BLOCK: Final = 1_000
 """Verdicts the quorum sends per block while nodes wait for activation (a 2 MB block holds
 about 2,600 state changes of 7 votes)."""
 
 
-class Judges:
-    """The obligations and checkpoint quorums of the simulated network."""
+@dataclass
+class JudgeCounts:
+    """What the quorums' work cost, counted by `Judges` and reported by `sim.report.Tally`."""
 
-    def __init__(self, world: World) -> None:
-        self.world = world
+    vote_messages: int = 0
+    """Obligations votes sent, one per member and receiver."""
+    checkpoint_messages: int = 0
+    """Checkpoint votes sent, one per member and receiver."""
+    verdicts_short: int = 0
+    """Verdicts that got fewer votes than the quorum needs (lost on the way)."""
+    proofs_checked: int = 0
+    """Real signed proofs the observer checked to time them."""
+    proof_check_s: float = 0.0
+    """The CPU time of those checks."""
+
+
+class Judges:
+    """The obligations and checkpoint quorums of the simulated network, acting on `stage`; a
+    state change goes to `submit` (the world's, which counts a refusal)."""
+
+    def __init__(self, stage: Stage, config: SimConfig, submit: Callable[[Transaction], bool]) -> None:
+        self.stage = stage
+        self.config = config
+        self.submit = submit
+        self.counts = JudgeCounts()
         self.watched: set[bytes] = set()
         self.pending: dict[bytes, int] = {}
         """Node -> height of the quorum whose state change is in the mempool."""
@@ -69,62 +90,62 @@ class Judges:
 
     def first_proofs(self, pubkeys: list[bytes]) -> None:
         """Every node's first proof, signed and checked."""
-        world = self.world
-        now = int(world.net.now)
-        interval = world.params.proof_interval
+        stage = self.stage
+        now = int(stage.net.now)
+        interval = stage.params.proof_interval
         for i, pubkey in enumerate(pubkeys):
-            self.phase[pubkey] = now - world.rng.uniform(0, interval)
-            world.node.accept_proof(self._proof(pubkey, i, now), now)
+            self.phase[pubkey] = now - stage.rng.uniform(0, interval)
+            stage.node.accept_proof(self._proof(pubkey, i, now), now)
             self.watched.add(pubkey)
 
     def _proof(self, pubkey: bytes, index: int, now: int) -> UptimeProof:
-        return make_proof(self.world.keys[pubkey], self.world.params, timestamp=now,
+        return make_proof(self.stage.keys[pubkey], self.stage.params, timestamp=now,
                           public_ip=f"44.{index >> 16 & 255}.{index >> 8 & 255}.{index & 255}",
-                          p2p_port=self.world.params.p2p_port, quorumnet_port=self.world.params.quorumnet_port,
+                          p2p_port=self.stage.params.p2p_port, quorumnet_port=self.stage.params.quorumnet_port,
                           version="sim")
 
     def _last_sent(self, pubkey: bytes, now: float) -> int:
         """When the node last proved: the last tick of its phase before now, or before it went
         down or was cut off."""
-        until = self.world.down_since.get(pubkey, now)
-        interval = self.world.params.proof_interval
+        until = self.stage.down_since.get(pubkey, now)
+        interval = self.stage.params.proof_interval
         return int(until - (until - self.phase.get(pubkey, 0.0)) % interval)
 
     def _refresh(self, pubkey: bytes, now: float) -> None:
-        book = self.world.node.proofs
+        book = self.stage.node.proofs
         last = self._last_sent(pubkey, now)
         if last > book.last_accepted(pubkey):
-            book.record(pubkey, last, ("44.0.0.1", self.world.params.quorumnet_port))
+            book.record(pubkey, last, ("44.0.0.1", self.stage.params.quorumnet_port))
 
     def sample_proofs(self) -> None:
         """Real proofs of a few running nodes, checked by the observer (timed)."""
-        world = self.world
-        now = int(world.net.now)
-        active = registry_index(world.node.state).active_keys
-        tally = world.tally
-        for _ in range(min(world.config.proof_sample, len(active))):
-            pubkey = world.rng.choice(active)
-            if not world.is_up(pubkey) or world.node.proofs.last_accepted(pubkey) > now - world.params.proof_interval:
+        stage = self.stage
+        now = int(stage.net.now)
+        active = registry_index(stage.node.state).active_keys
+        counts = self.counts
+        for _ in range(min(self.config.proof_sample, len(active))):
+            pubkey = stage.rng.choice(active)
+            if not stage.is_up(pubkey) or stage.node.proofs.last_accepted(pubkey) > now - stage.params.proof_interval:
                 continue
             proof = self._proof(pubkey, 0, now)
             started = time.process_time()
-            world.node.accept_proof(proof, now)
-            tally.proof_check_s += time.process_time() - started
-            tally.proofs_checked += 1
+            stage.node.accept_proof(proof, now)
+            counts.proof_check_s += time.process_time() - started
+            counts.proofs_checked += 1
 
     # --- obligations --------------------------------------------------------------------------
 
     def judge(self) -> None:
         """The tip's quorum judges the watched nodes and submits what it agrees on."""
-        world = self.world
-        state = world.node.state
+        stage = self.stage
+        state = stage.node.state
         quorum = state.quorums.get(state.height)
         if quorum is None:
             return
-        by_authority = quorum.members == world.node.consensus.authorities
-        voters = [m for m in quorum.members if m in world.keys and (by_authority or world.is_up(m))]
-        budget = world.params.min_active_sns if by_authority else ACTIVATIONS_PER_BLOCK
-        now = world.net.now
+        by_authority = quorum.members == stage.node.consensus.authorities
+        voters = [m for m in quorum.members if m in stage.keys and (by_authority or stage.is_up(m))]
+        budget = stage.params.min_active_sns if by_authority else ACTIVATIONS_PER_BLOCK
+        now = stage.net.now
         for pubkey in sorted(self.watched):  # not the set's order: that differs from one process to the next
             if budget <= 0:
                 break
@@ -135,11 +156,11 @@ class Judges:
             if state.height - self.pending.get(pubkey, -STATE_CHANGE_WINDOW) < STATE_CHANGE_WINDOW:
                 continue
             self._refresh(pubkey, now)
-            verdict = judge(sn, last_proof=world.node.proofs.last_accepted(pubkey), now=int(now),
-                            params=world.params, may_decommission=True,
-                            participation=world.node.participation.of(pubkey), height=state.height + 1)
+            verdict = judge(sn, last_proof=stage.node.proofs.last_accepted(pubkey), now=int(now),
+                            params=stage.params, may_decommission=True,
+                            participation=stage.node.participation.of(pubkey), height=state.height + 1)
             if verdict is None:
-                if sn.active and world.is_up(pubkey):
+                if sn.active and stage.is_up(pubkey):
                     self.watched.discard(pubkey)
                 continue
             budget -= 1
@@ -148,41 +169,41 @@ class Judges:
     def _vote(self, state: ChainState, quorum: Quorum, voters: list[bytes], pubkey: bytes,
               kind: StateChangeKind, reason: int) -> None:
         """Each running member signs; the votes that reach the collector make the change."""
-        world = self.world
-        message = state_change_hash(world.params.network_id, pubkey, kind, reason, state.height)
+        stage = self.stage
+        message = state_change_hash(stage.params.network_id, pubkey, kind, reason, state.height)
         arrived: list[Vote] = []
         for voter in voters:
-            signature = world.keys[voter].sign(message)
-            world.tally.vote_messages += len(quorum.members) - 1
-            if world.config.loss and world.rng.random() < world.config.loss:
+            signature = stage.keys[voter].sign(message)
+            self.counts.vote_messages += len(quorum.members) - 1
+            if self.config.loss and stage.rng.random() < self.config.loss:
                 continue
             arrived.append(Vote(voter, signature))
         if len(arrived) < quorum.needed:
-            world.tally.verdicts_short += 1
+            self.counts.verdicts_short += 1
             return
         votes = tuple(sorted(arrived[:quorum.needed], key=lambda v: v.voter))
         sn = state.service_nodes[pubkey]
         outputs = returned_outputs(sn) if kind == StateChangeKind.DEREGISTER else ()
         tx = Transaction(TX_VERSION, (), outputs, StateChange(pubkey, kind, reason, state.height, votes), ())
-        if world.submit(tx):
+        if self.submit(tx):
             self.pending[pubkey] = state.height
 
     # --- after each block ---------------------------------------------------------------------
 
     def after_block(self, block: Block) -> None:
         """Settle what the block did; sign its checkpoint if it is a checkpoint height."""
-        world = self.world
-        state = world.node.state
+        stage = self.stage
+        state = stage.node.state
         for tx in block.transactions:
             if isinstance(tx.payload, StateChange):
                 self.pending.pop(tx.payload.sn_pubkey, None)
                 self.watched.add(tx.payload.sn_pubkey)  # judged once more: settled or not
-        undo_validators = world.node.block_and_undo(block.header.height)
+        undo_validators = stage.node.block_and_undo(block.header.height)
         if undo_validators is not None:
             validators = undo_validators[1].round_validators
             signed = set(signer_indexes(block.validator_bitset))
             self.watched.update(v for i, v in enumerate(validators) if i not in signed)
-        if is_checkpoint_height(block.header.height, world.params):
+        if is_checkpoint_height(block.header.height, stage.params):
             self._checkpoint_votes(state, block.header.height)
         self.sample_proofs()
 
@@ -190,18 +211,18 @@ class Judges:
         slot = state.checkpoints.get(height)
         if slot is None:
             return
-        world = self.world
+        stage = self.stage
         quorum = Quorum(height=height, members=slot.members, needed=slot.needed)
-        message = checkpoint_message(world.params.network_id, height, slot.block_hash)
+        message = checkpoint_message(stage.params.network_id, height, slot.block_hash)
         votes: dict[bytes, bytes] = {}
         for member in slot.members:
-            if not world.is_up(member):
+            if not stage.is_up(member):
                 continue
-            vote = CheckpointVote(height, slot.block_hash, member, world.keys[member].sign(message))
-            world.tally.checkpoint_messages += len(slot.members) - 1
-            if world.config.loss and world.rng.random() < world.config.loss:
+            vote = CheckpointVote(height, slot.block_hash, member, stage.keys[member].sign(message))
+            self.counts.checkpoint_messages += len(slot.members) - 1
+            if self.config.loss and stage.rng.random() < self.config.loss:
                 continue
-            if accepts_vote(vote, quorum, slot.block_hash, world.params.network_id):
+            if accepts_vote(vote, quorum, slot.block_hash, stage.params.network_id):
                 votes[member] = vote.signature
         self.checkpoint_votes[height] = votes
         for old in [h for h in self.checkpoint_votes if h < last_checkpoint(state)]:
@@ -209,7 +230,7 @@ class Judges:
 
     def checkpoint_to_carry(self) -> Checkpoint | None:
         """The earliest checkpoint the tip waits for that has enough votes."""
-        state = self.world.node.state
+        state = self.stage.node.state
         after = last_checkpoint(state)
         for height in sorted(h for h, s in state.checkpoints.items() if not s.carried and h > after):
             slot = state.checkpoints[height]

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import resource
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from snode.core.blocks import Block
 from snode.core.service_nodes import StateChangeKind, is_payable
-from snode.core.state import registry_index
+from snode.core.state import ChainState, registry_index
 from snode.core.transactions import StakeReturn, StateChange
 from snode.params import NetworkParams
-
-if TYPE_CHECKING:
-    from snode.sim.world import World
+from snode.sim.config import SimConfig
+from snode.sim.judges import JudgeCounts
 
 GRACE_SCAN_LIMIT = 4_096
 """Entries at the back of the reward queue looked at for nodes still in their grace period."""
@@ -27,9 +26,14 @@ GRACE_SCAN_LIMIT = 4_096
 
 @dataclass
 class Tally:
-    """Counts kept during a run."""
+    """Counts kept during a run: `sim.world.World` tells it each block and what else it counts;
+    the quorums' counts (`JudgeCounts`) come in at the end."""
 
     params: NetworkParams
+    config: SimConfig
+    contributors: int
+    baseline_rss_kib: int
+    """The process's peak RSS before the run: what the nodes add is measured above it."""
     bootstrap_s: float = 0.0
     bootstrap_height: int = 0
     blocks: int = 0
@@ -40,11 +44,6 @@ class Tally:
     state_changes: dict[str, int] = field(default_factory=dict)
     stakes_returned: int = 0
     checkpoints_carried: int = 0
-    vote_messages: int = 0
-    checkpoint_messages: int = 0
-    verdicts_short: int = 0
-    proofs_checked: int = 0
-    proof_check_s: float = 0.0
     proof_messages: float = 0.0
     accept_s: float = 0.0
     template_check_s: float = 0.0
@@ -57,22 +56,24 @@ class Tally:
     """cumulative[h]: sum of every block's 1 / payable count for blocks below h."""
     result: dict[str, Any] = field(default_factory=dict)
 
-    def steady_from(self, world: World) -> None:
-        """Bootstrap is over: the per-block figures count from here."""
-        self.bootstrap_height = world.node.height
+    def steady_from(self, height: int, messages: int) -> None:
+        """Bootstrap is over at `height`, with `messages` sent so far: the per-block figures count
+        from here."""
+        self.bootstrap_height = height
         self.accept_s = self.template_check_s = 0.0
-        self.messages_before = world.net.sent + self.vote_messages + self.checkpoint_messages
+        self.messages_before = messages
 
-    def block(self, world: World, block: Block, winner: bytes | None, rounds: int) -> None:
-        """Count an adopted block (`winner`: the node it paid; `rounds`: rounds it took)."""
+    def block(self, state: ChainState, block: Block, winner: bytes | None, rounds: int, down: int) -> None:
+        """Count an adopted block (`state`: the tip after it; `winner`: the node it paid; `rounds`:
+        rounds it took; `down`: nodes down now)."""
         height = block.header.height
-        steady = world.node.height > self.bootstrap_height > 0
+        steady = state.height > self.bootstrap_height > 0
         if steady:
             self.blocks += 1
             self.rounds += rounds
-            up = len(registry_index(world.node.state).active_keys) - len(world.down_until)
+            up = len(registry_index(state).active_keys) - down
             self.proof_messages += max(up, 0) * self.params.target_block_time / self.params.proof_interval
-        payable = self._payable_count(world, height)
+        payable = self._payable_count(state, height)
         self.cumulative.append(self.cumulative[-1] + (1 / payable if payable and winner else 0.0))
         if winner is not None:
             self.paid[winner] = self.paid.get(winner, 0) + 1
@@ -90,12 +91,12 @@ class Tally:
                 self.stakes_returned += 1
                 self._close(payload.sn_pubkey, height)
 
-    def _payable_count(self, world: World, height: int) -> int:
+    def _payable_count(self, state: ChainState, height: int) -> int:
         """Nodes the block at `height` could pay: the parent's reward queue less the nodes at
         its back still in their grace period (newly active nodes queue at the back)."""
-        # Read after the block is adopted: the parent's queue but for the winner, now at the back.
-        queue = registry_index(world.node.state).reward_queue
-        registry = world.node.state.service_nodes
+        # `state` is the tip after the block: the parent's queue but for the winner, now at the back.
+        queue = registry_index(state).reward_queue
+        registry = state.service_nodes
         waiting = 0
         for entry in reversed(queue[-GRACE_SCAN_LIMIT:]):
             if is_payable(registry[entry[2]], height - 1, self.params):
@@ -111,8 +112,10 @@ class Tally:
             share = self.cumulative[upto] - self.cumulative[min(start, upto)]
             self.expected[pubkey] = self.expected.get(pubkey, 0.0) + share
 
-    def finish(self, world: World, *, cpu_s: float, wall_s: float) -> None:
-        """Close the books and compute the figures."""
+    def finish(self, state: ChainState, judged: JudgeCounts, *, messages: int, cpu_s: float,
+               wall_s: float) -> None:
+        """Close the books at the final tip `state`, with the quorums' counts and the `messages`
+        sent in all, and compute the figures."""
         end = len(self.cumulative) - 1
         for pubkey in list(self.payable_from):
             self._close(pubkey, end)
@@ -120,10 +123,10 @@ class Tally:
         deviation = max((abs(self.paid.get(k, 0) - self.expected.get(k, 0.0)) for k in nodes), default=0.0)
         blocks = max(self.blocks, 1)
         peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        config = world.config
+        config = self.config
         self.result = {
             "service_nodes": config.service_nodes,
-            "contributors": world.pop.contributor_count,
+            "contributors": self.contributors,
             "blocks": self.blocks,
             "seed": config.seed,
             "latency_ms": config.latency_ms,
@@ -131,14 +134,13 @@ class Tally:
             "per_block_cpu_ms": round(cpu_s / blocks * 1000, 3),
             "core_check_ms_per_block": round(self.template_check_s / blocks * 1000, 3),
             "node_accept_ms_per_block": round(self.accept_s / blocks * 1000, 3),
-            "proof_check_us": round(self.proof_check_s / max(self.proofs_checked, 1) * 1e6, 1),
+            "proof_check_us": round(judged.proof_check_s / max(judged.proofs_checked, 1) * 1e6, 1),
             "proofs_per_block": round(self.proof_messages / blocks, 1),
-            "proof_cpu_ms_per_block": round(self.proof_messages / blocks * self.proof_check_s
-                                            / max(self.proofs_checked, 1) * 1000, 3),
-            "messages_per_block": round((world.net.sent + self.vote_messages + self.checkpoint_messages
-                                         - self.messages_before) / blocks, 1),
+            "proof_cpu_ms_per_block": round(self.proof_messages / blocks * judged.proof_check_s
+                                            / max(judged.proofs_checked, 1) * 1000, 3),
+            "messages_per_block": round((messages - self.messages_before) / blocks, 1),
             "peak_rss_mib": round(peak_kib / 1024, 1),
-            "rss_per_sn_kib": round(max(peak_kib - world.baseline_rss_kib, 0) / max(config.service_nodes, 1), 2),
+            "rss_per_sn_kib": round(max(peak_kib - self.baseline_rss_kib, 0) / max(config.service_nodes, 1), 2),
             "rounds": self.rounds,
             "failed_rounds": self.rounds_failed,
             "equivocations": self.equivocations,
@@ -146,9 +148,9 @@ class Tally:
             "state_changes": dict(sorted(self.state_changes.items())),
             "stakes_returned": self.stakes_returned,
             "checkpoints_carried": self.checkpoints_carried,
-            "final_height": world.node.height,
-            "final_active": len(registry_index(world.node.state).active_keys),
-            "final_registered": len(world.node.state.service_nodes),
+            "final_height": state.height,
+            "final_active": len(registry_index(state).active_keys),
+            "final_registered": len(state.service_nodes),
             "max_reward_deviation": round(deviation, 3),
             "refused_transactions": len(self.refused),
             "bootstrap_s": round(self.bootstrap_s, 1),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import msgspec
 
@@ -25,11 +25,10 @@ from snode.core.pulse import round_quorum, round_start0, round_window, validator
 from snode.core.round_actions import (
     Action, Broadcast, BuildTemplate, CheckTemplate, Equivocation, SendTemplate, SignTemplate,
 )
-from snode.core.rounds import BlockTemplate, Parent, RoundMachine, ValidatorSignature
+from snode.core.round_messages import BlockTemplate, ValidatorSignature
+from snode.core.rounds import Parent, RoundMachine
 from snode.core.state import ChainState, with_index
-
-if TYPE_CHECKING:
-    from snode.sim.world import World
+from snode.sim.stage import Stage
 
 MAX_ROUNDS: Final = 30
 """Rounds a height may take before the simulation stops with an error (30 silent leaders in a
@@ -41,12 +40,13 @@ class SimError(Exception):
 
 
 class HeightProduction:
-    """Producing the block after `parent` (the observer's tip)."""
+    """Producing the block after `parent` (the observer's tip) on `stage`; World reads the
+    block and what it cost (`equivocations`, `check_s`, `rounds_begun`)."""
 
-    def __init__(self, world: World, parent: ChainState, checkpoint: Callable[[], Checkpoint | None]) -> None:
-        self.world = world
+    def __init__(self, stage: Stage, parent: ChainState, checkpoint: Callable[[], Checkpoint | None]) -> None:
+        self.stage = stage
         self.parent = with_index(parent)
-        self.params = world.params
+        self.params = stage.params
         self.checkpoint = checkpoint
         self.machines: dict[bytes, RoundMachine] = {}
         self.wakes: dict[bytes, float] = {}
@@ -58,7 +58,7 @@ class HeightProduction:
 
     def run(self) -> tuple[Block, int]:
         """The block and the round that made it; SimError after MAX_ROUNDS."""
-        net = self.world.net
+        net = self.stage.net
         start0 = round_start0(self.parent.timestamp, self.params)
         net.at(start0, lambda: self._begin_round(0))
         deadline = round_window(self.parent.timestamp, MAX_ROUNDS, self.params)[0]
@@ -80,16 +80,16 @@ class HeightProduction:
         self.rounds_begun = number + 1
         quorum = round_quorum(self.parent, number, self.params)
         for pubkey in (quorum.leader, *quorum.validators):
-            if pubkey not in self.machines and self.world.is_up(pubkey):
+            if pubkey not in self.machines and self.stage.is_up(pubkey):
                 self.machines[pubkey] = RoundMachine(
                     parent=Parent(self.parent.height, self.parent.tip_hash, self.parent.timestamp),
                     quorum_of=lambda r: round_quorum(self.parent, r, self.params), me=pubkey,
                     params=self.params,
                 )
             if pubkey in self.machines:
-                self._do(pubkey, self.machines[pubkey].tick(self.world.net.now))
+                self._do(pubkey, self.machines[pubkey].tick(self.stage.net.now))
         end = round_window(self.parent.timestamp, number, self.params)[1]
-        self.world.net.at(end, lambda: self._begin_round(number + 1))
+        self.stage.net.at(end, lambda: self._begin_round(number + 1))
 
     def _wake(self, pubkey: bytes) -> None:
         """Keep one timer per machine at its `wake_at`."""
@@ -102,8 +102,8 @@ class HeightProduction:
         def fire() -> None:
             if self.block is None and self.wakes.get(pubkey) == when:
                 self.wakes.pop(pubkey, None)
-                self._do(pubkey, machine.tick(self.world.net.now))
-        self.world.net.at(when, fire)
+                self._do(pubkey, machine.tick(self.stage.net.now))
+        self.stage.net.at(when, fire)
 
     # --- the machines' actions ------------------------------------------------------------------
 
@@ -127,47 +127,47 @@ class HeightProduction:
             self._wake(me)
 
     def _send_template(self, me: bytes, validator: bytes, template: BlockTemplate) -> None:
-        self.world.send(me, validator, lambda: self._deliver(
-            validator, lambda m: m.on_template(template, self.world.net.now)))
+        self.stage.net.send(me, validator, lambda: self._deliver(
+            validator, lambda m: m.on_template(template, self.stage.net.now)))
 
     def _deliver(self, to: bytes, call: Callable[[RoundMachine], list[Action]]) -> None:
         machine = self.machines.get(to)
-        if machine is not None and self.block is None and self.world.is_up(to):
+        if machine is not None and self.block is None and self.stage.is_up(to):
             self._do(to, call(machine))
 
     def _build(self, me: bytes, action: BuildTemplate) -> None:
-        world = self.world
-        key = world.keys[me]
-        block, _ = build_block(self.parent, world.node.pool, world.node.consensus, key,
+        stage = self.stage
+        key = stage.keys[me]
+        block, _ = build_block(self.parent, stage.node.pool, stage.node.consensus, key,
                                timestamp=action.timestamp, round=action.round, checkpoint=self.checkpoint())
-        self._do(me, self.machines[me].on_built(block, world.net.now))
+        self._do(me, self.machines[me].on_built(block, stage.net.now))
 
     def _check(self, me: bytes, action: CheckTemplate) -> None:
         valid = self.checked.get(action.block_hash)
         if valid is None:
             started = time.process_time()
             try:
-                self.world.node.check_template(action.block, int(self.world.net.now))
+                self.stage.node.check_template(action.block, int(self.stage.net.now))
                 valid = True
             except SnodeError:
                 valid = False
             self.check_s += time.process_time() - started
             self.checked[action.block_hash] = valid
-        self._do(me, self.machines[me].on_checked(action.block_hash, valid, self.world.net.now))
+        self._do(me, self.machines[me].on_checked(action.block_hash, valid, self.stage.net.now))
 
     def _sign(self, me: bytes, action: SignTemplate) -> None:
-        key = self.world.keys[me]
+        key = self.stage.keys[me]
         message = ValidatorSignature(
             action.height, action.round, action.block_hash, me,
             key.sign(validator_message(self.params.network_id, action.block_hash)),
         )
-        self.world.send(me, action.leader, lambda: self._deliver(
-            action.leader, lambda m: m.on_signature(message, self.world.net.now)))
+        self.stage.net.send(me, action.leader, lambda: self._deliver(
+            action.leader, lambda m: m.on_signature(message, self.stage.net.now)))
 
     def _broadcast(self, me: bytes, action: Broadcast) -> None:
         block = msgspec.structs.replace(action.block, validator_bitset=action.validator_bitset,
                                         validator_signatures=action.validator_signatures)
-        self.world.net.at(self.world.net.now + self.world.net.delay(), lambda: self._arrive(block))
+        self.stage.net.at(self.stage.net.now + self.stage.net.delay(), lambda: self._arrive(block))
 
     def _arrive(self, block: Block) -> None:
         if self.block is None:

@@ -13,7 +13,8 @@ every simulated node agrees on, its mempool and its view of proofs and duties. A
   make go through the mempool into the blocks;
 - every checkpoint height, the checkpoint quorum signs and the leaders carry the checkpoint.
 
-What is counted is in `sim.report`.
+What is counted is in `sim.report`. World is the one writer of who is down, cut off or asked to
+unlock, and of the tally; its helpers get the `sim.stage.Stage` they act on.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import random
 import resource
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final
 
 from snode.common.events import EventHub
@@ -37,6 +37,7 @@ from snode.core.transactions import StakeReturn, StateChange, Transaction, txid
 from snode.core.txbuilder import build_unlock_request
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
+from snode.sim.config import SimConfig
 from snode.sim.judges import Judges
 from snode.sim.network import LinkModel, SimNetwork
 from snode.sim.population import (
@@ -44,39 +45,13 @@ from snode.sim.population import (
 )
 from snode.sim.report import Tally
 from snode.sim.rounds import HeightProduction, SimError
+from snode.sim.stage import Stage
 from snode.store.memory import MemoryStore
 
-OBSERVER: Final = b"observer"
-"""The observing node's name on the simulated network."""
+__all__ = ["SimConfig", "SimError", "World"]
+
 TXS_PER_BOOTSTRAP_BLOCK: Final = 2_000
 """Registrations or stakes submitted before each bootstrap block."""
-
-
-@dataclass(frozen=True, slots=True)
-class SimConfig:
-    """What to simulate."""
-
-    service_nodes: int
-    contributors: int
-    blocks: int
-    """Service-node blocks to produce after every node is active."""
-    seed: int = 1
-    latency_ms: float = 50.0
-    loss: float = 0.0
-    outage_rate: float = 0.00002
-    """Chance per active node per block of going down (0.00002: one outage a block at 50,000)."""
-    outage_blocks: tuple[int, int] = (2, 40)
-    """An outage lasts this many blocks (uniform): up to 15 blocks (30 minutes) the node keeps
-    its place, longer and it is decommissioned, then recommissioned when it is back."""
-    unlock_share: float = 0.01
-    """Share of the nodes whose contributor asks for the stakes back in the first half of the run."""
-    partition: tuple[float, int, int] | None = None
-    """(share of nodes, from block, to block): cut that share off from the rest in that span."""
-    stops: tuple[tuple[int, int, int], ...] = ()
-    """(node index, from block, to block): that node's daemon is stopped in that span (an
-    operator's restart, or a node that stays away), beside the random outages."""
-    proof_sample: int = 16
-    """Real signed uptime proofs checked by the observer per block, to measure a proof's cost."""
 
 
 class SimClock:
@@ -114,18 +89,11 @@ class World:
         self.unlock_requested: set[bytes] = set()
         self.ever_down: set[bytes] = set()
         """Every node that has had an outage or was cut off (what a test checks verdicts against)."""
-        self.tally = Tally(self.params)
-        self.judges = Judges(self)
+        self.tally = Tally(self.params, config, self.pop.contributor_count, self.baseline_rss_kib)
+        self.stage = Stage(self.params, self.net, self.node, self.keys, self.rng, self.down_until, self.down_since)
+        self.judges = Judges(self.stage, config, self.submit)
 
     # --- what the simulated nodes can do ------------------------------------------------------
-
-    def is_up(self, pubkey: bytes) -> bool:
-        """Running, and on the observer's side of any partition."""
-        return pubkey not in self.down_until and self.net.reachable(pubkey, OBSERVER)
-
-    def send(self, sender: bytes, receiver: bytes, deliver: Callable[[], None]) -> None:
-        """A message between two simulated nodes (counted, delayed, maybe lost)."""
-        self.net.send(sender, receiver, deliver)
 
     def submit(self, tx: Transaction) -> bool:
         """Into the observer's mempool (as gossip brings it to every node); False if refused."""
@@ -143,7 +111,7 @@ class World:
         started = time.perf_counter()
         self._bootstrap()
         self.tally.bootstrap_s = time.perf_counter() - started
-        self.tally.steady_from(self)
+        self.tally.steady_from(self.node.height, self._messages())
         self.progress(f"bootstrap done at height {self.node.height} in {self.tally.bootstrap_s:.1f} s: "
                       f"{len(registry_index(self.node.state).active_keys)} nodes active")
         cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -154,8 +122,14 @@ class World:
             done = self.node.height - first
             if done % 500 == 0:
                 self.progress(f"block {done}/{self.config.blocks}: {time.perf_counter() - wall0:.0f} s")
-        self.tally.finish(self, cpu_s=time.process_time() - cpu0, wall_s=time.perf_counter() - wall0)
+        self.tally.finish(self.node.state, self.judges.counts, messages=self._messages(),
+                          cpu_s=time.process_time() - cpu0, wall_s=time.perf_counter() - wall0)
         return self.tally
+
+    def _messages(self) -> int:
+        """Messages sent so far: over the simulated network, and the quorums' votes."""
+        counts = self.judges.counts
+        return self.net.sent + counts.vote_messages + counts.checkpoint_messages
 
     def _bootstrap(self) -> None:
         """Register and fill every node, prove, and activate until service nodes produce."""
@@ -190,7 +164,7 @@ class World:
         if self.node.production_mode is Mode.AUTHORITY:
             self._authority_block()
             return
-        production = HeightProduction(self, self.node.state, self.judges.checkpoint_to_carry)
+        production = HeightProduction(self.stage, self.node.state, self.judges.checkpoint_to_carry)
         block, round_ = production.run()
         self.tally.rounds_failed += round_
         self.tally.equivocations += production.equivocations
@@ -205,7 +179,7 @@ class World:
         started = time.process_time()
         self.node.accept_block(block, int(self.net.now))
         self.tally.accept_s += time.process_time() - started
-        self.tally.block(self, block, winner.pubkey if winner else None, rounds)
+        self.tally.block(self.node.state, block, winner.pubkey if winner else None, rounds, len(self.down_until))
         for tx in block.transactions:
             if isinstance(tx.payload, (StakeReturn, StateChange)):
                 self._after_change(tx.payload.sn_pubkey)

@@ -28,8 +28,8 @@ from snode.core.units import counted
 from snode.params import DEVNET
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.types import InfoResult, ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState
-from snode.tools.devnet import Devnet, DevnetError, _wallet, create_wallet, down, restart, status_table, stop_node, up
-from snode.tools.devnet_procs import command_line
+from snode.tools.devnet_network import create_wallet, down, restart, run_wallet, status_table, up
+from snode.tools.devnet_procs import Devnet, DevnetError, command_line, stop_node
 from snode.tools.tables import make_console, service_node_table
 
 NODES = 5
@@ -132,7 +132,7 @@ def _cli(devnet: Devnet, node: int, *args: str) -> str:
 
 
 def _wallet_ok(devnet: Devnet, name: str, *args: str) -> str:
-    out = _wallet(devnet, name, *args)
+    out = run_wallet(devnet, name, *args)
     if out.returncode != 0:
         raise DemoFailed(f"snode-wallet ({name}) {' '.join(args)} failed: {(out.stdout + out.stderr).strip()}")
     return out.stdout.strip()

@@ -6,10 +6,10 @@ the secret part, and a BLAKE2b checksum of the ciphertext. The checksum tells a 
 from a wrong password, which SecretBox alone cannot.
 
 The file key is derived at libsodium's MODERATE cost (3 passes over 256 MiB: 0.6 s on the
-project's 2-core machine, against 0.1 s for the INTERACTIVE cost wallets were written with
-before). The cost is stored in each file, so a file written at another cost opens as it is; one
-written at a lower cost than today's is re-encrypted at today's as soon as it is opened, which
-is the next time the wallet holds its password. The test suite writes its wallets at the
+project's 2-core machine, against 0.1 s at the INTERACTIVE cost of the first release's wallet
+files). The cost is stored in each file, so a file written at another cost opens as it is; one
+written at a lower cost than new files get is re-encrypted at theirs as soon as it is opened,
+which is the next time the wallet holds its password. The test suite writes its wallets at the
 lowest cost through TEST_COST_ENV, which is refused on every network but regtest and devnet.
 """
 

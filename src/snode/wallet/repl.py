@@ -19,7 +19,7 @@ from prompt_toolkit.history import FileHistory
 
 from snode.core.errors import SnodeError
 from snode.wallet import commands
-from snode.wallet.cli import Session
+from snode.wallet.session import Session
 
 class CommandCompleter(Completer):
     """Completes the command name, the first word of a line."""

@@ -1,18 +1,19 @@
-"""The wallet's rules for service nodes: reading a node's record, choosing and checking a stake,
-showing stakes, and checking a registration line before anything is sent."""
+"""The wallet's rules for service nodes: choosing and checking a stake, showing stakes, and
+checking a registration line before anything is sent. (A node's get_service_nodes record
+becomes a core ServiceNode in `wallet.daemon.node_of`.)"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from snode.core.address import SEPARATOR, decode_address, encode_address
 from snode.core.errors import InvalidAddress, InvalidAmount, InvalidRegistration, InvalidStake
 from snode.core.registration import parse_command
 from snode.core.service_nodes import check_registration, check_stake, open_for_others, status
-from snode.core.state import NO_HEIGHT, Contribution, ServiceNode
+from snode.core.state import ServiceNode
 from snode.core.transactions import (
     Registration,
 )
@@ -26,26 +27,6 @@ NO_ANSWERS: Final = frozenset({"no", "n"})
 
 
 # --- service nodes ------------------------------------------------------------------------
-
-def node_from_record(record: Mapping[str, Any], prefix: str) -> ServiceNode:
-    """A core ServiceNode view of one get_service_nodes record, enough for the staking rules."""
-    contributors = tuple(
-        Contribution(decode_address(prefix, c["address"]), int(c["amount"]), int(c.get("reserved", 0)))
-        for c in record.get("contributors", [])
-    )
-    active = bool(record.get("active", False))
-    return ServiceNode(
-        pubkey=bytes.fromhex(record["service_node_pubkey"]),
-        fee_ppm=int(record.get("operator_fee") or 0),
-        registration_height=int(record.get("registration_height", 0)),
-        staking_requirement=int(record["staking_requirement"]),
-        contributors=contributors,
-        funded_height=NO_HEIGHT, active=active, active_since=NO_HEIGHT,
-        decommission_count=int(record.get("decommission_count", 0)),
-        last_reward_height=0, last_state_change_height=0,
-        last_state_change_reason=0, last_decommission_reason=0,
-    )
-
 
 def parse_pubkey(text: str) -> bytes:
     """A service node public key typed by a user (64 hex characters)."""
