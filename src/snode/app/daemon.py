@@ -38,10 +38,11 @@ from snode.node.batches import replay_stored_blocks
 from snode.node.node import Identity, Node
 from snode.node.verifier import VerifierPool
 from snode.node.writer import ChainWriter, store_thread
-from snode.rpc.counters import EventCounters, metrics_page
+from snode.rpc.counters import EventCounters
 from snode.services.event_feed import EventFeed
 from snode.services.notify import Notifier
 from snode.rpc.health import unmet_conditions
+from snode.rpc.scrape import metrics_page
 from snode.rpc.web_parts import LIVE_SCRIPT
 from snode.rpc.web_view import WebView
 from snode.services.checkpoints import CheckpointDuties

@@ -1,21 +1,16 @@
 """What the daemon counts for its metrics, by listening to the event hub (no Prometheus import
-here: the client library loads at the first /metrics request, not at start-up)."""
+here: the client library loads at the first /metrics request, not at start-up; rpc/scrape.py)."""
 
 from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from snode.common.events import EventHub
 from snode.net.events import PeerBanned
 from snode.node.events import BlocksAdopted, ChainReorganized, OwnProofRefused, ProofAccepted, TransactionAdmitted
-from snode.node.node import Node
 from snode.rpc.signatures import SIGNATURES
-
-if TYPE_CHECKING:  # loaded at the first scrape
-    from prometheus_client import CollectorRegistry
 
 BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Upper bounds, in seconds, of the RPC latency histogram's buckets (a last one holds the rest)."""
@@ -47,18 +42,3 @@ class EventCounters:
         counts, total = self.latency.get(name) or ([0] * (len(BUCKETS) + 1), 0.0)
         counts[bisect.bisect_left(BUCKETS, seconds)] += 1
         self.latency[name] = (counts, total + seconds)
-
-
-def metrics_page(node: Node, counters: EventCounters,
-                 peer_count: Callable[[], int]) -> Callable[[str], tuple[bytes, str]]:
-    """GET /metrics for a scraper's Accept header: its body and content type. The registry is
-    made at the first scrape, when prometheus_client loads (about 20 ms no start-up needs)."""
-    made: list[CollectorRegistry] = []
-
-    def page(accept: str) -> tuple[bytes, str]:
-        from snode.rpc.metrics import exposition, registry_for
-
-        if not made:
-            made.append(registry_for(node, counters, peer_count))
-        return exposition(made[0], accept)
-    return page
