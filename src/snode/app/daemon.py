@@ -131,8 +131,8 @@ class Daemon:
         # collect young objects less often (consensus records are acyclic; block application
         # makes many of them, and the default thresholds cost about a third of apply time).
         # A sync keeps up to two staged batches alive (blocks, undo records, signature checks:
-        # about 70,000 tracked objects); at 50,000 every young collection walked them all
-        # (2.4 s of a 100,000-block sync), at 200,000 most are freed before one runs (0.17 s).
+        # about 70,000 tracked objects): under a threshold of 50,000 every young collection walks
+        # them all (2.4 s of a 100,000-block sync); at 200,000 most are freed before one runs (0.17 s).
         gc.freeze()
         gc.set_threshold(200_000, 20, 100)
         self._warn_unused_registration(datadir, node)
