@@ -116,11 +116,13 @@ class MethodTable:
     # --- specification methods ------------------------------------------------------------------
 
     async def get_info(self, _: NoParams) -> InfoResult | msgspec.Raw:
+        """Kept encoded while the node's revision, the peer count and the clock's second stand."""
         return self.answers.info(self.now())
 
     async def get_service_nodes(
         self, p: GetServiceNodesParams
     ) -> ServiceNodesResult[ServiceNodeState] | msgspec.Raw:
+        """The whole list is kept encoded while the node's revision stands; a filtered one is built."""
         if p.service_node_pubkeys or p.contributor is not None:
             return self._chosen_service_nodes(p)
         return self.answers.service_nodes()
