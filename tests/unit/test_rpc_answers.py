@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import msgspec
 import pytest
@@ -35,8 +36,8 @@ from tests.unit.conftest import REQUIREMENT, LabChain, new_chain
 OURS, PEER_SN = key_from_label("answers sn"), key_from_label("answers peer sn")
 BOB, CAROL, DAVE = (key_from_label(n) for n in ("bob", "carol", "dave"))
 VERDICT_FROM = "127.0.0.9:9230"
-Listed = T.ServiceNodesResult[T.ServiceNodeState]
-Shows = Callable[[T.InfoResult, Listed], bool]
+Listed: TypeAlias = T.ServiceNodesResult[T.ServiceNodeState]
+Shows: TypeAlias = Callable[[T.InfoResult, Listed], bool]
 """Whether the answers (get_info, the whole get_service_nodes list) show a change."""
 
 
@@ -167,11 +168,11 @@ async def test_a_kept_answer_shows_each_kind_of_change_at_once(
     await lab.mark()
     shows = await change(lab)
     assert lab.before is not None
-    revision, *before = lab.before
+    revision, info, listed = lab.before
     assert lab.node.revision > revision, "the node counts the change"
-    assert not shows(*before), "the change is not visible before it"
-    after = (await lab.info(), await lab.listed())
-    assert shows(*after), f"the kept answers do not show it: {after[0]}"
+    assert not shows(info, listed), "the change is not visible before it"
+    info, listed = await lab.info(), await lab.listed()
+    assert shows(info, listed), f"the kept answers do not show it: {info}"
 
 
 async def test_with_nothing_changed_the_kept_answers_are_served_again(lab: Lab) -> None:
