@@ -467,7 +467,7 @@ def profile_service_nodes(data_dir: Path, runs: int = 5, top: int = 15) -> str:
 
         async def cold_calls() -> None:
             for _ in range(runs):
-                methods._sn_cache = None
+                methods.answers._list = None  # the whole list again; unchanged records' encodings are kept
                 await methods.get_service_nodes(params)
 
         profiler = cProfile.Profile()

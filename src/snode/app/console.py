@@ -116,7 +116,7 @@ class Console:
             while True:
                 try:
                     line = await commands.prompt_async(prompt)
-                except KeyboardInterrupt:  # the terminal's Ctrl-C, as the signal did before
+                except KeyboardInterrupt:  # Ctrl-C at the prompt is a key, not SIGINT: stop as SIGINT does
                     self.request_stop()
                     return
                 except EOFError:

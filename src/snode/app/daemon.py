@@ -1,4 +1,4 @@
-"""snoded: start-up, main loop, graceful shutdown.
+"""snoded: start-up, wiring, main loop, graceful shutdown (its command line: `app.cli`).
 
 Start-up order matters for the promise that a bad flag leaves the data dir as it was: parse and
 check every flag, bind every listening socket, and only then create, lock and open the data dir.
@@ -8,7 +8,6 @@ Signal handlers only set the stop event; the main coroutine does the shutdown.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import gc
 import logging
 import signal
@@ -17,11 +16,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import click
 from aiohttp import web
 
 from snode import __version__
+from snode.app.cli import snoded_command, warn_about_flags
 from snode.app.console import Console
+from snode.app.partition import reload_denied
 from snode.app.profiling import start_from_env
 from snode.app.runtime import stdin_is_console, bind_socket, run_loop, setup_logging
 from snode.core.crypto import SigningKey
@@ -30,7 +30,7 @@ from snode.core.genesis import genesis_state
 from snode.common.clock import MockableClock, SystemClock
 from snode.net.peers import PeerManager
 from snode.net.relay import Relay
-from snode.app.config import Config, ConfigError, Endpoint, build_config
+from snode.app.config import Config, ConfigError, Endpoint
 from snode.app.datadir import DataDir, check_writable
 from snode.app.rpc_access import AdminAccess
 from snode.node.events import SyncProgress
@@ -66,18 +66,6 @@ if TYPE_CHECKING:  # imported at run time only where used (start-up time)
 log = logging.getLogger("snoded")
 
 SHUTDOWN_TIMEOUT = 10.0
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-        return True
-    except ValueError:
-        return False
-
-
-DENY_FILE = "deny_ips"
-"""In the data dir: the addresses a devnet or regtest daemon cuts itself off from on SIGUSR1."""
 
 
 @dataclass
@@ -144,12 +132,12 @@ class Daemon:
         # collect young objects less often (consensus records are acyclic; block application
         # makes many of them, and the default thresholds cost about a third of apply time).
         # A sync keeps up to two staged batches alive (blocks, undo records, signature checks:
-        # about 70,000 tracked objects); at 50,000 every young collection walked them all
-        # (2.4 s of a 100,000-block sync), at 200,000 most are freed before one runs (0.17 s).
+        # about 70,000 tracked objects): under a threshold of 50,000 every young collection walks
+        # them all (2.4 s of a 100,000-block sync); at 200,000 most are freed before one runs (0.17 s).
         gc.freeze()
         gc.set_threshold(200_000, 20, 100)
         self._warn_unused_registration(datadir, node)
-        self._warn_flags()
+        warn_about_flags(cfg)
         self.admin = AdminAccess.open(cfg)  # who may call the admin RPC; its cookie goes at the stop
         wiring = await self._wire(node, rpc_sock, p2p_sock)
         await self.stop_event.wait()
@@ -161,35 +149,6 @@ class Daemon:
             log.error("%s", self.fatal)
             raise ConfigError(self.fatal)
         return 0
-
-    def _reload_denied(self, wiring: Wiring) -> None:
-        """SIGUSR1 on devnet and regtest: read `<data-dir>/deny_ips` (an IP a line; no file: none)
-        and cut this daemon off from those addresses on P2P and quorumnet, a fault test's
-        network partition (tests/functional/test_network_faults.py)."""
-        path = self.config.data_dir / DENY_FILE
-        try:
-            ips = frozenset(line.strip() for line in path.read_text().splitlines() if line.strip())
-        except FileNotFoundError:
-            ips = frozenset()
-        except (OSError, UnicodeDecodeError) as err:
-            log.warning("%s: cannot read it (%s); the partition is unchanged", path, err)
-            return
-        bad = sorted(ip for ip in ips if not _is_ip(ip))
-        if bad:
-            log.warning("%s: %s is not an IP address; the partition is unchanged", path, bad[0])
-            return
-        log.warning("partition: cut off from %s", ", ".join(sorted(ips)) if ips else "no address")
-        wiring.peers.deny(ips)
-        if wiring.quorumnet is not None:
-            wiring.quorumnet.deny(ips)
-
-    def _warn_flags(self) -> None:
-        cfg = self.config
-        if cfg.public_ip is not None and not cfg.service_node:
-            log.warning("--service-node-public-ip is ignored without --service-node")
-        if cfg.clock_offset:
-            log.warning("SNODE_CLOCK_OFFSET: this daemon's clock runs %+.3f s from the machine's "
-                        "(a fault test's skewed clock)", cfg.clock_offset)
 
     async def _wire(self, node: Node, rpc_sock: socket.socket, p2p_sock: socket.socket) -> Wiring:
         """Build the layers on the node, bottom up, and start them. A block from a peer goes
@@ -268,7 +227,7 @@ class Daemon:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
         if cfg.params.name in ("devnet", "regtest"):
-            loop.add_signal_handler(signal.SIGUSR1, lambda: self._reload_denied(wiring))
+            loop.add_signal_handler(signal.SIGUSR1, lambda: reload_denied(cfg.data_dir, wiring.peers, wiring.quorumnet))
         tasks = wiring.tasks
         tasks += [asyncio.create_task(wiring.producer.run(), name="block production"),
                   asyncio.create_task(wiring.duties.run_proofs(), name="uptime proofs"),
@@ -371,53 +330,15 @@ class Daemon:
             notify(status_message(node.status_line(node.now())))
 
 
-@click.command(context_settings={"help_option_names": ["--help", "-h"], "max_content_width": 100})
-@click.option("--service-node", is_flag=True, help="Run as a service node.")
-@click.option("--data-dir", metavar="PATH",
-              help="Data directory: keys, registration, chain [~/.snode, ~/.snode/<network>].")
-@click.option("--p2p-bind-ip", metavar="IP", help="P2P bind address [0.0.0.0].")
-@click.option("--p2p-bind-port", metavar="PORT", help="P2P port [9230].")
-@click.option("--rpc-admin", metavar="IP:PORT", help="Admin RPC bind [127.0.0.1:9231]; keep it on loopback.")
-@click.option("--rpc-login-file", metavar="FILE", help="Admin RPC login user:pass in FILE [off; SNODE_RPC_LOGIN].")
-@click.option("--rpc-login", hidden=True, help="Refused: a login on the command line is public.")
-@click.option("--rpc-allow-host", "rpc_allow_hosts", multiple=True, metavar="HOST",
-              help="Extra Host header value the admin RPC accepts (repeatable).")
-@click.option("--service-node-public-ip", "public_ip", metavar="IP", help="The node's real public IP.")
-@click.option("--quorumnet-port", metavar="PORT", help="SN-to-SN port [9232].")
-@click.option("--add-priority-node", "priority_nodes", multiple=True, metavar="HOST:PORT",
-              help="Peer to stay connected to (repeatable).")
-@click.option("--log-level", default="2", show_default=True, metavar="0-4", help="0 errors .. 4 trace.")
-@click.option("--omq-public", metavar="IP:PORT",
-              help="Serve the public read-only RPC over CurveZMQ there (off by default; port 9233 on "
-                   "mainnet); needs --service-node.")
-@click.option("--skip-doppelganger-check", is_flag=True,
-              help="Send uptime proofs at once, without first listening two proof intervals for "
-                   "another daemon running this service node's key.")
-@click.option("--notify", metavar="COMMAND",
-              help="Run COMMAND (no shell) for this node's own events: state changes, refused "
-                   "proofs, rewards; the event is in SNODE_EVENT, SNODE_STATE, SNODE_REASON, "
-                   "SNODE_HEIGHT, SNODE_PUBKEY, SNODE_AMOUNT.")
-@click.option("--non-interactive", is_flag=True, help="Never read console commands from stdin.")
-@click.option("--testnet", is_flag=True, help="Use the test network.")
-@click.option("--devnet", is_flag=True, help="Use a local development network.")
-@click.option("--regtest", is_flag=True, help="Regression-test network (blocks on demand).")
-@click.option("--genesis", metavar="FILE", help="Genesis document for this network.")
-@click.version_option(__version__, "--version", prog_name="snoded", message="%(prog)s v%(version)s")
-def cli(testnet: bool, devnet: bool, regtest: bool, **flags: object) -> None:
-    """snoded: the snode service-node daemon (mainnet unless a network flag is given)."""
-    chosen = [name for name, on in (("testnet", testnet), ("devnet", devnet), ("regtest", regtest)) if on]
-    if len(chosen) > 1:
-        raise ConfigError(f"--{chosen[0]} and --{chosen[1]}: give at most one network flag")
-    # click hands the options over as `object`; build_config checks each one's value itself.
-    config = build_config(network=chosen[0] if chosen else "mainnet", **flags)  # type: ignore[arg-type]
+def start(config: Config) -> None:
+    """Run a daemon on `config` until it stops; exit with its code."""
     start_from_env()  # SNODE_PROFILE: a developer's CPU profile (app/profiling.py)
-    code = run_loop(Daemon(config).run())
-    sys.exit(code)
+    sys.exit(run_loop(Daemon(config).run()))
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: every start-up error is one line on stderr and exit code 1."""
-    run_command(cli, "snoded", argv, errors=(ConfigError,), interrupt_code=0)
+    run_command(snoded_command(start), "snoded", argv, errors=(ConfigError,), interrupt_code=0)
 
 
 if __name__ == "__main__":

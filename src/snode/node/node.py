@@ -41,9 +41,8 @@ from snode.core.units import format_age
 from snode.node.batches import (
     Reorganization, StagedBatch, StaleBatch, StoredBatch, collector_paused, reorganization, stage,
 )
-from snode.node.events import (
-    BlocksAdopted, ChainReorganized, ProofAccepted, SyncProgress, TransactionAdmitted,
-)
+from snode.node.events import BlocksAdopted, ChainReorganized, OwnProofAccepted, OwnProofRefused, ProofAccepted
+from snode.node.events import SyncProgress, TransactionAdmitted
 from snode.node.owners import OwnerIndex
 from snode.node.participation import LIVE_SECONDS, ParticipationBook
 from snode.node.own_proof import Identity, OwnProof
@@ -96,6 +95,9 @@ class Node:
         self.participation = ParticipationBook(params)
         """This node's view of every SN's block-production duties; only the node writes it."""
         self._target_height = 0
+        self.revision = 0  # counts every change an RPC answer can show (`rpc.answers` keeps each until it moves)
+        for verdict in (OwnProofAccepted, OwnProofRefused):  # `OwnProof`'s changes of the proof book
+            self.hub.subscribe(verdict, self._revise)
         self._owners = OwnerIndex()
 
     # --- reading ------------------------------------------------------------------------------
@@ -111,9 +113,7 @@ class Node:
 
     @property
     def target_height(self) -> int:
-        """Best height announced by peers while syncing; 0 when synced. Read against the tip, so
-        that it is 0 the moment the node reaches the height it was syncing to (the sync service
-        notes a new target only when it looks at its peers again: get_info said 5000 of 5000)."""
+        """Best height peers announce while syncing; 0 when synced, from the moment the tip reaches it."""
         return self._target_height if self._target_height > self._state.height else 0
 
     @property
@@ -210,9 +210,8 @@ class Node:
     def submit_transaction(self, tx: Transaction, now: int, *, source: object = None) -> bytes:
         """Admit a transaction to the mempool (P2P relays it on TransactionAdmitted);
         SnodeError says why not. `source` is the peer it came from, if any."""
-        self.pool, entry = mp.admit(
-            self.pool, tx, self.state, self.consensus, now=now, verifier=self.verifier
-        )
+        self.pool, entry = mp.admit(self.pool, tx, self.state, self.consensus, now=now, verifier=self.verifier)
+        self.revision += 1
         log.info("mempool: accepted %s (%d bytes, fee %d)", entry.txid.hex(), entry.size, entry.fee)
         self.hub.publish(TransactionAdmitted(tx, entry.txid, source))
         return entry.txid
@@ -224,6 +223,7 @@ class Node:
         a batch); every other rule is checked here, against the proofs recorded so far."""
         self.check_proof(proof, now, signature=not signature_checked)
         self.proofs.record(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port))
+        self.revision += 1
         self.hub.publish(ProofAccepted(proof, source, relayed))
 
     def check_proof(self, proof: UptimeProof, now: int, *, signature: bool = True) -> None:
@@ -234,9 +234,12 @@ class Node:
     def note_sync_target(self, best_peer_height: int) -> None:
         """The best height a peer announces (the sync service's call); the target is 0 once
         the node has it."""
-        target = best_peer_height if best_peer_height > self.height else 0
-        self._target_height = target
+        self._target_height = target = best_peer_height if best_peer_height > self.height else 0
+        self.revision += 1
         self.hub.publish(SyncProgress(self.height, target))
+
+    def _revise(self, _event: object = None) -> None:
+        self.revision += 1
 
     # --- blocks: the three steps --------------------------------------------------------------
 
@@ -330,6 +333,7 @@ class Node:
         block, stale = build_block(self.state, self.pool, self.consensus, self.producer_key, timestamp=now)
         if stale:
             self.pool = mp.remove(self.pool, stale)
+            self.revision += 1
         return block
 
     def build_round_block(self, round: int, timestamp: int, checkpoint: Checkpoint | None = None) -> Block:
@@ -341,6 +345,7 @@ class Node:
                                    timestamp=timestamp, round=round, checkpoint=checkpoint)
         if stale:
             self.pool = mp.remove(self.pool, stale)
+            self.revision += 1
         return block
 
     def check_template(self, block: Block, now: int) -> None:
@@ -354,10 +359,8 @@ class Node:
         self.accept_block(block, now)
         return block
 
-    def _adopt(
-        self, state: ChainState, undos: list[Undo], blocks: list[Block], now: int, *,
-        mined: list[bytes] | None = None,
-    ) -> None:
+    def _adopt(self, state: ChainState, undos: list[Undo], blocks: list[Block], now: int, *,
+               mined: list[bytes] | None = None) -> None:
         """Make `state` current after the store committed it (`undos`: the records of `blocks`,
         applied on the current state; `mined`: their transaction ids, when known)."""
         self._owners.adopted(state, undos)
@@ -368,6 +371,7 @@ class Node:
         if not mined:
             mined = [txid(tx) for block in blocks for tx in block.transactions]
         self.pool = mp.revalidate(mp.remove(self.pool, mined), state, self.consensus, now=now)
+        self.revision += 1
         last = blocks[-1]
         log.info("block %d %s: %d transaction%s%s", last.header.height, state.tip_hash.hex()[:16],
                  len(last.transactions), "" if len(last.transactions) == 1 else "s",
@@ -400,10 +404,9 @@ class Node:
     def reorganize(self, branch: list[Block], now: int) -> bool:
         """Switch to `branch` if it ends higher than the tip; whether the tip changed."""
         reorg = self.store_reorganize(branch, now)
-        if reorg is None:
-            return False
-        self.adopt_reorganize(reorg, now)
-        return True
+        if reorg is not None:
+            self.adopt_reorganize(reorg, now)
+        return reorg is not None
 
     def _readmit(self, txs: list[Transaction], old_pool: mp.Mempool, now: int) -> None:
         """Give the mempool back what a reorg undid and what it held, where still valid."""

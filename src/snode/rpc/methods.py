@@ -12,18 +12,15 @@ from typing import Any
 
 import msgspec
 
-from snode import __version__
 from snode.common.clock import Clock, MockableClock
 from snode.core import service_nodes as sn_rules
 from snode.core.address import decode_address
 from snode.core.blocks import Block, block_hash
-from snode.core.credit import credit_at
 from snode.core.crypto import x25519_public
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError, InvalidAddress, SnodeError
 from snode.core.proofs import InvalidProof
 from snode.core.registration import format_command
-from snode.core.participation import Participation
 from snode.core.pulse import signer_indexes
 from snode.core.state import ServiceNode, Undo, last_checkpoint
 from snode.core.transactions import StateChange, Transaction, payload_kind, txid
@@ -36,7 +33,7 @@ from snode.params import MAX_FUTURE_BLOCK_TIME
 from snode.api import errors as E
 from snode.api.errors import RpcError
 from snode.api.invalid_params import invalid_params
-from snode.api.records import service_node_state
+from snode.rpc.answers import Answers
 from snode.rpc.registration import REG_FAILED, build_registration
 from snode.rpc.signatures import SIGNATURES
 from snode.api.types import (
@@ -54,7 +51,6 @@ PROOF_ACK_WAIT = 3.0
 
 _NO_PARAMS = NoParams()
 _OK = StatusResult(status="OK")
-_json = msgspec.json.Encoder()
 
 
 def _hex32(name: str, text: str) -> bytes:
@@ -86,9 +82,8 @@ class MethodTable:
         self.request_stop = request_stop
         self.clock: Clock = clock if clock is not None else node.clock
         """The daemon's clock, the node's too; a MockableClock on regtest (`set_mock_time`)."""
-        self._sn_cache: tuple[tuple[bytes, int], msgspec.Raw] | None = None
-        self._info_cache: tuple[object, tuple[Any, ...], msgspec.Raw] | None = None
-        self._record_cache: dict[bytes, tuple[ServiceNode, tuple[int, bool, Participation, int], msgspec.Raw]] = {}
+        self.answers = Answers(node, lambda: len(peers.peers) if peers is not None else 0)
+        """The answers callers poll, kept encoded between the changes they show."""
         self._table: dict[str, tuple[Callable[[Any], Awaitable[Any]], type[msgspec.Struct] | None]] = {
             name: (getattr(self, attr), params) for name, (attr, params) in SIGNATURES.items()
         }
@@ -120,45 +115,16 @@ class MethodTable:
     # --- specification methods ------------------------------------------------------------------
 
     async def get_info(self, _: NoParams) -> InfoResult | msgspec.Raw:
-        """Encoded once per change of what it shows: the tip, the sync target, the mempool, the
-        peers, proofs (the status line's proof age and refusal) and the clock's second. Callers
-        poll it many times a second (monitoring, tools, wallets)."""
-        node, proofs = self.node, self.node.proofs
-        state = node.state
-        key = (node.target_height, len(node.pool), len(self.peers.peers) if self.peers is not None else 0,
-               proofs.version, node.own_proof.refusal, node.own_proof.refused_reason, self.now())
-        cached = self._info_cache
-        if cached is not None and cached[0] is state and cached[1] == key:
-            return cached[2]
-        raw = msgspec.Raw(_json.encode(self._info(key[-1])))
-        self._info_cache = (state, key, raw)
-        return raw
-
-    def _info(self, now: int) -> InfoResult:
-        node = self.node
-        return InfoResult(
-            height=node.height,
-            target_height=node.target_height,
-            status_line=node.status_line(now),
-            network=node.params.name,
-            version=__version__,
-            top_block_hash=node.state.tip_hash.hex(),
-            genesis_hash=node.consensus.genesis_hash.hex(),
-            mempool_size=len(node.pool),
-            service_node=node.identity is not None,
-            service_node_count=len(node.state.service_nodes),
-            peer_count=len(self.peers.peers) if self.peers is not None else 0,
-            last_uptime_proof_rejection=node.own_proof.refusal,
-            immutable_height=node.immutable_height,
-            block_production=node.production_mode.value,
-        )
+        """Kept encoded while the node's revision, the peer count and the clock's second stand."""
+        return self.answers.info(self.now())
 
     async def get_service_nodes(
         self, p: GetServiceNodesParams
     ) -> ServiceNodesResult[ServiceNodeState] | msgspec.Raw:
+        """The whole list is kept encoded while the node's revision stands; a filtered one is built."""
         if p.service_node_pubkeys or p.contributor is not None:
             return self._chosen_service_nodes(p)
-        return self._all_service_nodes()
+        return self.answers.service_nodes()
 
     def _chosen_service_nodes(self, p: GetServiceNodesParams) -> ServiceNodesResult[ServiceNodeState]:
         """The nodes every given filter lets through."""
@@ -171,38 +137,8 @@ class MethodTable:
         if p.contributor is not None:
             owner = self._address("contributor", p.contributor)
             chosen = [sn for sn in chosen if any(c.owner == owner for c in sn.contributors)]
-        return ServiceNodesResult(service_node_states=[self._state(sn) for sn in chosen],
+        return ServiceNodesResult(service_node_states=[self.answers.service_node(sn) for sn in chosen],
                                   height=state.height)
-
-    def _all_service_nodes(self) -> msgspec.Raw:
-        """The whole list, encoded. It changes only with the tip or a new uptime proof; even then
-        only a few records change, and the state maps share unchanged records, so each record's
-        encoding is kept until its record object, its proof time or its payable flag changes."""
-        node = self.node
-        state = node.state
-        key = (state.tip_hash, node.proofs.version)
-        if self._sn_cache is not None and self._sn_cache[0] == key:
-            return self._sn_cache[1]
-        height, params, proofs = node.height, node.params, node.proofs
-        old, new, parts = self._record_cache, {}, []
-        for pk, sn in state.service_nodes.items():
-            stamp = (proofs.last_accepted(pk), sn_rules.is_payable(sn, height, params),
-                     node.participation.of(pk), credit_at(sn, height, params))
-            hit = old.get(pk)
-            if hit is None or hit[0] is not sn or hit[1] != stamp:
-                hit = (sn, stamp, msgspec.Raw(_json.encode(self._state(sn))))
-            new[pk] = hit
-            parts.append(hit[2])
-        self._record_cache = new
-        answer = ServiceNodesResult[msgspec.Raw](service_node_states=parts, height=state.height)
-        self._sn_cache = (key, msgspec.Raw(_json.encode(answer)))
-        return self._sn_cache[1]
-
-    def _state(self, sn: ServiceNode) -> ServiceNodeState:
-        node = self.node
-        return service_node_state(sn, node.height, node.params,
-                                  last_uptime_proof=node.proofs.last_accepted(sn.pubkey),
-                                  participation=node.participation.of(sn.pubkey))
 
     def _address(self, name: str, text: str) -> bytes:
         """The public key behind a wallet address given as parameter `name`."""

@@ -1,0 +1,100 @@
+"""The admin RPC answers that callers poll many times a second, kept encoded until they can change.
+
+`get_info` (monitoring, tools and wallets poll it) and the whole `get_service_nodes` list (2,000
+records take milliseconds to encode) are encoded once per node revision: `Node.revision` counts
+every change either answer can show (a new tip or a reorganisation, the mempool, an accepted
+uptime proof, the network's verdict on our own, the sync target). `get_info` also shows two
+things that are not the node's: the peer count (the peer manager's) and the clock's second (the
+status line's proof age), so its key holds them beside the revision.
+
+Within the list, each record's encoding is kept until its record object, its proof time, its
+payable flag, its participation or its credit changes: the state maps share unchanged records, so
+after a new block or a proof only the few records that changed are encoded again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+
+from snode import __version__
+from snode.api.records import service_node_state
+from snode.api.types import InfoResult, ServiceNodesResult, ServiceNodeState
+from snode.core import service_nodes as sn_rules
+from snode.core.credit import credit_at
+from snode.core.participation import Participation
+from snode.core.state import ServiceNode
+from snode.node.node import Node
+
+_json = msgspec.json.Encoder()
+
+_Stamp = tuple[int, bool, Participation, int]
+"""What a record's encoding shows besides the record itself: proof time, payable, participation, credit."""
+
+
+class Answers:
+    """The encoded `get_info` and `get_service_nodes` answers of one node, each kept for its key."""
+
+    def __init__(self, node: Node, peer_count: Callable[[], int]) -> None:
+        self.node = node
+        self.peer_count = peer_count
+        """How many peers the daemon has now (0 without a P2P layer)."""
+        self._info: tuple[tuple[int, int, int], msgspec.Raw] | None = None
+        self._list: tuple[int, msgspec.Raw] | None = None
+        self._records: dict[bytes, tuple[ServiceNode, _Stamp, msgspec.Raw]] = {}
+
+    def info(self, now: int) -> msgspec.Raw:
+        """`get_info` at clock second `now`."""
+        key = (self.node.revision, self.peer_count(), now)
+        if self._info is not None and self._info[0] == key:
+            return self._info[1]
+        raw = msgspec.Raw(_json.encode(self._info_result(now, key[1])))
+        self._info = (key, raw)
+        return raw
+
+    def _info_result(self, now: int, peer_count: int) -> InfoResult:
+        node = self.node
+        return InfoResult(
+            height=node.height,
+            target_height=node.target_height,
+            status_line=node.status_line(now),
+            network=node.params.name,
+            version=__version__,
+            top_block_hash=node.state.tip_hash.hex(),
+            genesis_hash=node.consensus.genesis_hash.hex(),
+            mempool_size=len(node.pool),
+            service_node=node.identity is not None,
+            service_node_count=len(node.state.service_nodes),
+            peer_count=peer_count,
+            last_uptime_proof_rejection=node.own_proof.refusal,
+            immutable_height=node.immutable_height,
+            block_production=node.production_mode.value,
+        )
+
+    def service_nodes(self) -> msgspec.Raw:
+        """The whole `get_service_nodes` list, unfiltered."""
+        node = self.node
+        if self._list is not None and self._list[0] == node.revision:
+            return self._list[1]
+        state, height, params, proofs = node.state, node.height, node.params, node.proofs
+        old, new, parts = self._records, {}, []
+        for pk, sn in state.service_nodes.items():
+            stamp = (proofs.last_accepted(pk), sn_rules.is_payable(sn, height, params),
+                     node.participation.of(pk), credit_at(sn, height, params))
+            hit = old.get(pk)
+            if hit is None or hit[0] is not sn or hit[1] != stamp:
+                hit = (sn, stamp, msgspec.Raw(_json.encode(self.service_node(sn))))
+            new[pk] = hit
+            parts.append(hit[2])
+        self._records = new
+        answer = ServiceNodesResult[msgspec.Raw](service_node_states=parts, height=state.height)
+        self._list = (node.revision, msgspec.Raw(_json.encode(answer)))
+        return self._list[1]
+
+    def service_node(self, sn: ServiceNode) -> ServiceNodeState:
+        """One element of the list, as it stands at the tip."""
+        node = self.node
+        return service_node_state(sn, node.height, node.params,
+                                  last_uptime_proof=node.proofs.last_accepted(sn.pubkey),
+                                  participation=node.participation.of(sn.pubkey))
