@@ -11,7 +11,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from snode.core import utxo_set
@@ -62,7 +62,6 @@ def assert_reads_as(utxos: UtxoSet, model: dict[bytes, UtxoEntry]) -> None:
     assert utxos == UtxoSet(model)
 
 
-@settings(max_examples=300)
 @given(
     start=st.dictionaries(st.sampled_from(KEYS), ENTRY, max_size=6),
     operations=st.lists(OPERATION, max_size=40),

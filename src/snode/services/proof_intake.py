@@ -1,6 +1,7 @@
 """Uptime proofs from peers, checked in batches on the verifier's worker processes under load.
 
-A proof that arrives alone is checked on the event loop's next turn, inline, as it always was.
+A proof that arrives alone is checked on the event loop's next turn, inline: one signature costs
+less than a round trip to a worker.
 When many arrive together (thousands of service nodes, each proof reaching a node along several
 paths) the proofs of one turn are checked as one batch: the cheap rules first, then their
 signatures split over the worker processes while the event loop goes on reading, relaying and
