@@ -61,7 +61,7 @@ reliability: $(STAMP)
 	SNODE_FIGURES=$(FIGURES) SNODE_FUZZ_EXAMPLES=10000 $(PY) -m pytest -q tests/functional/test_rpc_fuzz.py
 	SNODE_FIGURES=$(FIGURES) SNODE_FUZZ_EXAMPLES=3000 $(PY) -m pytest -q -n 2 --dist loadfile \
 		tests/functional/test_p2p_mutation.py tests/functional/test_quorumnet_mutation.py tests/functional/test_omq_fuzz.py
-	SNODE_FIGURES=$(FIGURES) SNODE_FAULT_DOWN_S=120 SNODE_FAULT_NODES=12 $(PY) -m pytest -q -n 2 tests/functional/test_network_faults.py \
+	SNODE_FIGURES=$(FIGURES) SNODE_FAULT_DOWN_S=120 SNODE_FAULT_NODES=12 SNODE_FAULT_BLOCKS=30 $(PY) -m pytest -q -n 2 tests/functional/test_network_faults.py \
 		tests/functional/test_sn_blocks.py::test_service_nodes_take_over_and_keep_producing_without_the_authority \
 		tests/functional/test_sn_blocks.py::test_rounds_skip_stopped_nodes_which_the_quorum_decommissions_and_takes_back
 	$(PY) -m bench.figures $(FIGURES)
