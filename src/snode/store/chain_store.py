@@ -196,9 +196,7 @@ class ChainStore:
                for undo, ids in replayed for position, tx_id in enumerate(ids)]
         with rows.transaction(self._conn, self._path):
             rows.insert_txs(self._conn, txs)
-            state_tables.write_state(
-                self._conn, state, state_tables.touched_keys(undos), state_tables.absent_before(undos)
-            )
+            state_tables.write_state(self._conn, state, *state_tables.changed_keys(undos))
         self._state_height = state.height
 
     def commit_block(self, block: Block, new_state: ChainState, undo: Undo) -> None:
@@ -289,11 +287,11 @@ class ChainStore:
             txs.extend(tx_rows)
             height, tip_hash = commit.block.header.height, this_hash
         undos = [u.undo for u in undone] + [c.undo for c in commits]
-        touched = state_tables.touched_keys(undos)
+        touched, absent_keys = state_tables.changed_keys(undos)
         # Keys that did not exist at the stored tip (their first old value is None) and do not
         # exist at the end have no row to delete: outputs made and spent within one batch.
         # Only without undone blocks: an undone block's old values are not the stored ones.
-        absent = state_tables.absent_before(undos) if not undone else None
+        absent = absent_keys if not undone else None
         defer = defer_state and not undone
         deferred = self._deferred
         if deferred is not None and not defer:
