@@ -3,7 +3,8 @@ writes it at most STATE_FLUSH_BLOCKS blocks apart (`ChainStore`'s deferred state
 blocks themselves are committed 1,000 at a time. After a SIGKILL at any moment the node restarts
 consistent: no block it reported lost, its tip one of the source's blocks, and it applies again at
 most one flush's blocks (fewer than STATE_FLUSH_BLOCKS, without their signatures) before it
-serves; the blocks it had staged but not committed (two downloads at most) it downloads again.
+serves; what it had received but not committed (the staged batch of two downloads, the one
+being staged and the one in flight) it downloads again.
 """
 
 from __future__ import annotations
