@@ -22,12 +22,15 @@ from snode.core.pulse import (
     validator_message,
 )
 from snode.core.service_nodes import StateChangeKind
-from snode.core.state import ChainState, Quorum, immutable_height, last_checkpoint
+from snode.core.state import (
+    ChainState, Quorum, final_undo, immutable_height, is_final_undo, last_checkpoint, undo_block,
+)
 from snode.core.transition import apply_block
 from snode.devchain import key_from_label
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.params import COIN, DEVNET
+from snode.store import DATABASE_FILE, ChainStore
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import LabChain
 
@@ -208,6 +211,36 @@ def test_a_node_refuses_to_reorganise_below_the_final_height(sn_chain):
     with pytest.raises(InvalidBlock, match="below the final height"):
         node.reorganize(branch, fork.now)
     assert node.state == sn_chain.state
+
+
+@pytest.mark.parametrize("on_disk", [False, True], ids=["memory", "sqlite"])
+def test_a_final_block_is_stored_without_the_changes_of_its_undo_record(sn_chain, tmp_path, on_disk):
+    genesis_state = sn_chain.fork(at=0).state
+    store = (ChainStore.open(tmp_path / DATABASE_FILE, genesis_block=sn_chain.blocks[0],
+                             genesis_state=genesis_state)
+             if on_disk else MemoryStore(sn_chain.blocks[0], genesis_state))
+    node = Node(params=DEVNET, consensus=sn_chain.consensus, store=store, state=genesis_state,
+                identity=None, producer_key=None, verifier=InlineVerifier())
+    _produce(sn_chain, 14)
+    final = immutable_height(sn_chain.state)
+    assert 0 < final < sn_chain.state.height
+    full = {}
+    state = genesis_state
+    for block in sn_chain.blocks[1:]:
+        state, full[block.header.height] = apply_block(state, block, sn_chain.consensus)
+    node.accept_blocks(sn_chain.blocks[1:], sn_chain.now)  # one write, which makes `final` final
+    for block in sn_chain.blocks[1:]:
+        height = block.header.height
+        stored = store.get_undo(block_hash(block.header))
+        if height <= final:
+            assert is_final_undo(stored) and stored == final_undo(full[height])
+            assert stored.round_validators == full[height].round_validators  # tools show them
+        else:
+            assert stored == full[height]
+    assert any(full[h].round_validators for h in range(1, final + 1))
+    with pytest.raises(ValueError, match="is final"):
+        undo_block(sn_chain.state, final_undo(full[sn_chain.state.height]))
+    node.close()
 
 
 def test_a_node_records_who_missed_its_duties_from_the_blocks_it_adopts(sn_chain):

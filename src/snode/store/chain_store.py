@@ -21,7 +21,7 @@ from typing import Any, Final
 from snode.core.blocks import Block, block_hash
 from snode.core.encoding import decode_trusted
 from snode.core.errors import DecodeError
-from snode.core.state import ChainState, Undo
+from snode.core.state import ChainState, Undo, final_undo, immutable_height
 from snode.core.transactions import Transaction, txid
 from snode.store import rows, schema, state_tables
 from snode.store.protocol import Commit, Undone
@@ -62,6 +62,10 @@ class PendingWrite:
 
 class ChainStore:
     """Blocks, undo records, the transaction index and the state at the tip of one chain.
+
+    A block at or below the immutable height of the state a write ends with (two carried
+    checkpoints above it) is stored with `final_undo` of its record: no reorganisation may
+    undo it, so its changes are never read back.
 
     The state tables normally hold the state at the tip. A syncing node may commit blocks with
     `defer_state` (Bitcoin Core's dbcache, in short): their blocks are durable at once, their
@@ -192,9 +196,7 @@ class ChainStore:
                for undo, ids in replayed for position, tx_id in enumerate(ids)]
         with rows.transaction(self._conn, self._path):
             rows.insert_txs(self._conn, txs)
-            state_tables.write_state(
-                self._conn, state, state_tables.touched_keys(undos), state_tables.absent_before(undos)
-            )
+            state_tables.write_state(self._conn, state, *state_tables.changed_keys(undos))
         self._state_height = state.height
 
     def commit_block(self, block: Block, new_state: ChainState, undo: Undo) -> None:
@@ -269,24 +271,27 @@ class ChainStore:
             stale_heights.append((height,))
             stale_txs.extend((txid(tx), height) for tx in tip_block.transactions)
             height, tip_hash = height - 1, parent_state.tip_hash
+        final_state = commits[-1].state if commits else undone[-1].parent_state
+        if final_state is None:
+            raise ValueError("the last block given has no state after it")
+        final = immutable_height(final_state)
         blocks, main_chain, txs = [], [], []
         for commit in commits:
             this_hash = block_hash(commit.block.header)
             rows.check_extends(height, tip_hash, commit.block, this_hash, commit.state, commit.undo)
-            block_row, main_row, tx_rows = rows.block_rows(commit.block, this_hash, commit.undo, commit.encoded)
+            # A block that this write makes final is never undone: its changes are not kept.
+            undo = commit.undo if commit.undo.height > final else final_undo(commit.undo)
+            block_row, main_row, tx_rows = rows.block_rows(commit.block, this_hash, undo, commit.encoded)
             blocks.append(block_row)
             main_chain.append(main_row)
             txs.extend(tx_rows)
             height, tip_hash = commit.block.header.height, this_hash
-        final_state = commits[-1].state if commits else undone[-1].parent_state
-        if final_state is None:
-            raise ValueError("the last block given has no state after it")
         undos = [u.undo for u in undone] + [c.undo for c in commits]
-        touched = state_tables.touched_keys(undos)
+        touched, absent_keys = state_tables.changed_keys(undos)
         # Keys that did not exist at the stored tip (their first old value is None) and do not
         # exist at the end have no row to delete: outputs made and spent within one batch.
         # Only without undone blocks: an undone block's old values are not the stored ones.
-        absent = state_tables.absent_before(undos) if not undone else None
+        absent = absent_keys if not undone else None
         defer = defer_state and not undone
         deferred = self._deferred
         if deferred is not None and not defer:

@@ -124,7 +124,8 @@ class Store(Protocol):
         ...
 
     def get_undo(self, hash_: bytes) -> Undo:
-        """The undo record of a stored block (StoreError for genesis or an unknown block)."""
+        """The undo record of a stored block (StoreError for genesis or an unknown block); for
+        a block stored final, only `state.final_undo` of it."""
         ...
 
     def get_transaction(self, tx_id: bytes) -> tuple[int, Transaction] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 import sqlite3
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final
 
@@ -48,29 +48,27 @@ Touched = dict[str, set[Any]]
 """Keys touched per state map name."""
 
 
-def touched_keys(undos: Iterable[Undo]) -> Touched:
-    """Every key the blocks of these undo records touched, per state map."""
+def changed_keys(undos: Sequence[Undo]) -> tuple[Touched, Touched]:
+    """Every key the blocks of these undo records touched, per state map, and those of them
+    that did not exist before the first of the blocks (consecutive blocks, lowest first): those
+    whose first recorded old value is None. One pass over the records."""
     touched: Touched = {name: set() for name in MAP_NAMES}
-    for undo in undos:
-        for name in MAP_NAMES:
-            touched[name].update(key for key, _ in getattr(undo, name))
-    return touched
-
-
-def absent_before(undos: Iterable[Undo]) -> Touched:
-    """Keys that did not exist before the first of these blocks (consecutive blocks, lowest
-    first): those whose first recorded old value is None."""
     absent: Touched = {name: set() for name in MAP_NAMES}
     for name in MAP_NAMES:
-        seen: set[Any] = set()
-        keys = absent[name]
+        seen, keys = touched[name], absent[name]
+        add_seen, add_absent = seen.add, keys.add
         for undo in undos:
             for key, old in getattr(undo, name):
                 if key not in seen:
-                    seen.add(key)
+                    add_seen(key)
                     if old is None:
-                        keys.add(key)
-    return absent
+                        add_absent(key)
+    return touched, absent
+
+
+def absent_before(undos: Sequence[Undo]) -> Touched:
+    """The keys of `changed_keys` that did not exist before the first of these blocks."""
+    return changed_keys(undos)[1]
 
 
 def all_keys(state: ChainState) -> Touched:
@@ -87,22 +85,27 @@ def write_state(
     for name in MAP_NAMES:
         values = getattr(state, name)
         no_row = absent[name] if absent is not None else ()
-        # In key order: SQLite inserts into its B-trees fastest that way (genesis, large batches).
-        # Rows are made as SQLite takes them, not listed first (a deferred sync's flush writes
-        # tens of thousands).
-        keys = sorted(touched[name])
-        conn.executemany(
-            f"INSERT OR REPLACE INTO {name} (key, value) VALUES (?, ?)",
-            ((key, encode(value)) for key in keys if (value := values.get(key)) is not None),
-        )
-        conn.executemany(
-            f"DELETE FROM {name} WHERE key = ?",
-            ((key,) for key in keys if key not in no_row and values.get(key) is None),
-        )
+        gone: list[tuple[Any]] = []
+        conn.executemany(f"INSERT OR REPLACE INTO {name} (key, value) VALUES (?, ?)",
+                         _rows(touched[name], values, no_row, gone))
+        conn.executemany(f"DELETE FROM {name} WHERE key = ?", gone)
     tip = TipRecord(state.height, state.tip_hash, state.timestamp, state.issued)
     conn.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_TIP_KEY, encode(tip))
     )
+
+
+def _rows(keys: set[Any], values: Any, no_row: Any, gone: list[tuple[Any]]) -> Iterator[tuple[Any, bytes]]:
+    """(key, encoded value) of each key that `values` holds, in key order (SQLite inserts into
+    its B-trees fastest that way); the others, unless in `no_row`, go to `gone`. Rows are made as
+    SQLite takes them, not listed first (a deferred sync's flush writes tens of thousands), and
+    each key's value is looked up once."""
+    for key in sorted(keys):
+        value = values.get(key)
+        if value is not None:
+            yield key, encode(value)
+        elif key not in no_row:
+            gone.append((key,))
 
 
 def read_tip(conn: sqlite3.Connection) -> TipRecord:
