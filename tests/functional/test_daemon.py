@@ -274,6 +274,7 @@ def test_console_is_off_when_stdin_is_not_a_console(tmp_path, stdin):
             f"--rpc-admin={ip}:38091", f"--p2p-bind-ip={ip}"]
     try:
         with subprocess.Popen(args, stdin=source, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as proc:
+            assert proc.stdin is not None and proc.stdout is not None
             try:
                 if stdin == "closed pipe":
                     proc.stdin.close()
@@ -288,7 +289,7 @@ def test_console_is_off_when_stdin_is_not_a_console(tmp_path, stdin):
                     proc.kill()
                     proc.wait()
     finally:
-        if stdin == "file":
+        if not isinstance(source, int):  # the file, not a subprocess constant
             source.close()
 
 
