@@ -39,6 +39,7 @@ browser-test: $(STAMP)
 	$(COMPILE)
 	$(PY) -m pytest -q -m browser tests
 
+# mypy reads its files from pyproject.toml: src/ strictly, tests/ and bench/ with every body checked.
 lint: $(STAMP)
 	$(PY) -m mypy
 	$(PY) -m ruff check src tests bench

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.console import JustifyMethod
 from rich.table import Table
 
 
@@ -14,7 +15,10 @@ def figures_table(limit_header: str) -> Table:
     """A table of figure, value, the limit it is compared with (`limit_header` names that
     column), ratio, target and verdict."""
     table = Table(show_edge=False, pad_edge=False)
-    for name, justify in (("figure", "left"), ("value", "right"), (limit_header, "right"),
-                          ("ratio", "right"), ("target", "left"), ("verdict", "left")):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("figure", "left"), ("value", "right"), (limit_header, "right"), ("ratio", "right"), ("target", "left"),
+        ("verdict", "left"),
+    )
+    for name, justify in columns:
+        table.add_column(name, justify=justify, no_wrap=True)
     return table

@@ -19,7 +19,8 @@ import asyncio
 import json
 import sys
 import time
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 from snode.app.runtime import run_loop
 
@@ -40,8 +41,8 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, but have the same methods.
-        self.transport = transport  # type: ignore[assignment]
-        transport.write(self.request)  # type: ignore[attr-defined]
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.write(self.request)
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
@@ -86,9 +87,7 @@ async def _raw_phase(host: str, port: int, seconds: float, connections: int, bod
     protocols = []
     for _ in range(connections):
         done: asyncio.Future[None] = loop.create_future()
-        _, proto = await loop.create_connection(
-            lambda d=done: _Connection(request, deadline, d), host, port  # type: ignore[misc]
-        )
+        _, proto = await loop.create_connection(partial(_Connection, request, deadline, done), host, port)
         protocols.append(proto)
     await asyncio.wait_for(asyncio.gather(*(p.done for p in protocols)), seconds + 30)
     elapsed = time.perf_counter() - started

@@ -34,7 +34,7 @@ from snode.core.encoding import encode
 from snode.core.state import ChainState, Contribution, ServiceNode, Undo, UtxoEntry
 from snode.devchain import DevChain, key_from_label
 from snode.params import COIN
-from snode.store import DATABASE_FILE, ChainStore, Commit
+from snode.store import DATABASE_FILE, ChainStore
 from snode.store.schema import PRAGMAS
 
 BLOCKS: Final = 300
@@ -50,6 +50,8 @@ RESTART_SERVICE_NODES: Final = 2_000
 RESTART_TARGET_S: Final = 3.0
 
 Genesis = tuple[Block, ChainState]
+Step = tuple[Block, ChainState, Undo]
+"""A block, the state after it and its undo record."""
 
 
 def log(text: str) -> None:
@@ -59,12 +61,12 @@ def log(text: str) -> None:
 
 # --- the blocks ---------------------------------------------------------------------------
 
-def make_chain() -> tuple[Genesis, list[Commit]]:
+def make_chain() -> tuple[Genesis, list[Step]]:
     """A chain's genesis and BLOCKS commits of five two-output transfers each."""
     wallets = [key_from_label(f"store bench wallet {i}") for i in range(WALLETS)]
     chain = DevChain.create({w.public: 1_000_000 * COIN for w in wallets})
     genesis = (chain.blocks[0], chain.state)
-    commits = []
+    commits: list[Step] = []
     for _ in range(BLOCKS):
         first = PAYERS_PER_BLOCK * (chain.state.height % 12)
         for i in range(first, first + PAYERS_PER_BLOCK):
@@ -106,7 +108,7 @@ def bare_commit(conn: sqlite3.Connection, blob: bytes, rows: list[tuple[bytes, b
     conn.execute("COMMIT")
 
 
-def commit_rates(genesis: Genesis, commits: Sequence[Commit]) -> dict[str, float]:
+def commit_rates(genesis: Genesis, commits: Sequence[Step]) -> dict[str, float]:
     """Store and bare commits per second, from the median time of one commit of each.
 
     The two take turns commit by commit, in the same folder, so a neighbour's load on the disk
@@ -176,7 +178,7 @@ def with_created_keys(undo: Undo, utxos: dict[bytes, Any], nodes: dict[bytes, An
     )
 
 
-def restart_seconds(genesis: Genesis, first: Commit) -> dict[str, float]:
+def restart_seconds(genesis: Genesis, first: Step) -> dict[str, float]:
     """Seconds to open a store holding a 100,000-block-sized state and load that state."""
     block, state, undo = first
     big, big_undo = large_state(state, undo)

@@ -303,11 +303,18 @@ class TimedStore(ChainStore):
             return TimedWrite(super().write(undone, commits, **kwargs), self.commit)
 
 
-class TimedPending:
+class TimedPending(Pending):
     """A verifier answer whose waiting is timed."""
 
+    __slots__ = ("inner", "watch")
+
     def __init__(self, inner: Pending, watch: Stopwatch) -> None:
+        super().__init__(inner.checks, None, None)
         self.inner, self.watch = inner, watch
+
+    @property
+    def done(self) -> bool:
+        return self.inner.done
 
     def result(self) -> int:
         with self.watch:
@@ -328,7 +335,7 @@ class TimedVerifier(VerifierPool):
         self.calls += 1
         self.signatures += len(checks)
         self.pooled_calls += len(checks) >= INLINE_BELOW
-        return TimedPending(super().submit(checks), self.wait)  # type: ignore[return-value]
+        return TimedPending(super().submit(checks), self.wait)
 
     def workers_cpu_s(self) -> float:
         return sum(daemons.process_cpu_seconds(pid) or 0.0 for pid in self.worker_pids())

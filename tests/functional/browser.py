@@ -83,7 +83,7 @@ class Browser:
                 if message.get("id") == ident:
                     if "error" in message:
                         raise AssertionError(f"{method}: {message['error']}")
-                    return message["result"]  # type: ignore[no-any-return]
+                    return message["result"]
 
         return self.loop.run_until_complete(asyncio.wait_for(call(), scaled(30)))
 

@@ -7,9 +7,9 @@ failure (keep data dirs, print log tails) from a pass.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Generator
 
+import pluggy
 import pytest
 
 from tests.functional.framework import NodeSet, TestNode, nodes  # noqa: F401  (fixture)
@@ -22,7 +22,9 @@ def sn(nodes: NodeSet) -> TestNode:  # noqa: F811  (the parameter is the fixture
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None],
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)

@@ -35,7 +35,7 @@ class FakePeer:
 
     def hello(self, **overrides: Any) -> P.Hello:
         info = self.node.get_info()
-        fields = dict(
+        fields: dict[str, Any] = dict(
             network_id=NETWORKS[self.node.network].network_id,
             genesis_hash=bytes.fromhex(info["genesis_hash"]), version=P.PROTOCOL_VERSION,
             agent="fake/1", height=0, top_hash=bytes.fromhex(info["genesis_hash"]),

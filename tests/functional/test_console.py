@@ -161,7 +161,7 @@ def _piped(tmp_path, *extra: str) -> Iterator[subprocess.Popen[str]]:
     with subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                           text=True) as proc:
         try:
-            proc.stdout.readline()
+            _read_line(proc)
             yield proc
         finally:
             node.rpc.close()
@@ -171,8 +171,14 @@ def _piped(tmp_path, *extra: str) -> Iterator[subprocess.Popen[str]]:
 
 
 def _type(proc: subprocess.Popen[str], text: str) -> None:
+    assert proc.stdin is not None
     proc.stdin.write(text)
     proc.stdin.flush()
+
+
+def _read_line(proc: subprocess.Popen[str]) -> str:
+    assert proc.stdout is not None
+    return proc.stdout.readline()
 
 
 def test_console_from_a_pipe_without_a_service_node(tmp_path):
@@ -180,18 +186,18 @@ def test_console_from_a_pipe_without_a_service_node(tmp_path):
     with _piped(tmp_path) as proc:
         log.info("A line longer than the console reads (64 KiB) is ignored with a word; it reads on")
         _type(proc, "x" * 70_000 + "\nhelp\n")
-        assert_equal(proc.stdout.readline().strip(), "console: a line over 64 KiB was ignored")
-        rest = proc.stdout.readline()
+        assert_equal(_read_line(proc).strip(), "console: a line over 64 KiB was ignored")
+        rest = _read_line(proc)
         if rest.startswith("unknown command"):  # the part of the line after what was dropped
             assert rest.startswith("unknown command '" + "x" * 40 + "...'"), rest
-            rest = proc.stdout.readline()
+            rest = _read_line(proc)
         assert rest.startswith("commands: status"), rest
         _type(proc, "print_sn_status\nprepare_registration\nhelp\nexit\n")
-        assert_equal(proc.stdout.readline().strip(),
+        assert_equal(_read_line(proc).strip(),
                      "this daemon is not a service node (start it with --service-node)")
-        assert_equal(proc.stdout.readline().strip(), "Failed to make registration command: this daemon is "
+        assert_equal(_read_line(proc).strip(), "Failed to make registration command: this daemon is "
                      "not a service node; start snoded with --service-node")
-        assert_equal(proc.stdout.readline().strip(), "commands: status, print_sn_key, print_sn_status, "
+        assert_equal(_read_line(proc).strip(), "commands: status, print_sn_key, print_sn_status, "
                      "prepare_registration, help, exit")
         assert_equal(proc.wait(scaled(20)), 0)
 
@@ -201,7 +207,7 @@ def test_prepare_registration_from_a_pipe(tmp_path):
     operator = _address("piped operator")
     with _piped(tmp_path, "--service-node") as proc:
         _type(proc, f"prepare_registration\nsnr1bad\n{operator}\n50%\n2.5\n\n")
-        lines = [proc.stdout.readline().rstrip("\n") for _ in range(10)]
+        lines = [_read_line(proc).rstrip("\n") for _ in range(10)]
         assert_equal([lines[0], lines[1], lines[3]], [
             "The registration of this service node, step by step ('cancel' or Ctrl-C leaves).",
             "Operator wallet address: ", "Operator wallet address: "])

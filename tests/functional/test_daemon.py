@@ -274,8 +274,10 @@ def test_console_is_off_when_stdin_is_not_a_console(tmp_path, stdin):
             f"--rpc-admin={ip}:38091", f"--p2p-bind-ip={ip}"]
     try:
         with subprocess.Popen(args, stdin=source, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as proc:
+            assert proc.stdout is not None
             try:
                 if stdin == "closed pipe":
+                    assert proc.stdin is not None
                     proc.stdin.close()
                 assert proc.stdout.readline().startswith("v0.1.0; Height: 0")
                 log.info("It is still running 1.5 s later; SIGTERM stops it with status 0")
@@ -288,7 +290,7 @@ def test_console_is_off_when_stdin_is_not_a_console(tmp_path, stdin):
                     proc.kill()
                     proc.wait()
     finally:
-        if stdin == "file":
+        if not isinstance(source, int):  # the file, not a subprocess constant
             source.close()
 
 

@@ -38,8 +38,9 @@ class Watch:
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
         self.lines: list[str] = []
         self.stderr = ""
-        self.reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout),  # type: ignore[arg-type]
-                                       daemon=True)
+        stdout = self.proc.stdout
+        assert stdout is not None
+        self.reader = threading.Thread(target=lambda: self.lines.extend(stdout), daemon=True)
         self.reader.start()
 
     def close(self) -> list[dict[str, Any]]:

@@ -225,9 +225,9 @@ def test_the_wallet_rpc_login_options(nodes: NodeSet, tmp_path: Path) -> None:
     cookie = wallet.path.with_name(wallet.path.name + ".rpc-cookie")
     log.info("--rpc-login-file, then SNODE_RPC_LOGIN: that login is asked for, no cookie is written")
     bob = Login("bob", "builder-of-things")
-    for extra, env in [(("--rpc-login-file", str(login_file)), None),
-                       ((), {**os.environ, "SNODE_RPC_LOGIN": "bob:builder-of-things"})]:
-        server = WalletServer(wallet, next_loopback_ip(), tmp_path / "server.log", extra, env=env, login=bob)
+    for options, env in [(("--rpc-login-file", str(login_file)), None),
+                         ((), {**os.environ, "SNODE_RPC_LOGIN": "bob:builder-of-things"})]:
+        server = WalletServer(wallet, next_loopback_ip(), tmp_path / "server.log", options, env=env, login=bob)
         try:
             assert not cookie.exists()
             status, _, text = server.post({"jsonrpc": "2.0", "id": 1, "method": "get_address"}, login=False)

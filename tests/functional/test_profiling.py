@@ -19,7 +19,9 @@ def test_a_clean_stop_writes_every_threads_profile(nodes, tmp_path):
     assert not out.exists()  # written at the stop, not before
     assert_equal(node.stop(), 0)
     log.info("The profile holds the event loop's RPC handler and the store thread's commits")
-    functions = {(path.replace("\\", "/"), name) for path, _, name in pstats.Stats(str(out)).stats}  # type: ignore[attr-defined]
+    # Stats.stats, the raw table keyed by (file, line, function), is missing from typeshed's stubs.
+    table = pstats.Stats(str(out)).stats  # type: ignore[attr-defined]
+    functions = {(path.replace("\\", "/"), name) for path, _, name in table}
     assert any(path.endswith("snode/api/server.py") and name == "post" for path, name in functions)
     assert any(path.endswith("snode/store/chain_store.py") and name == "commit" for path, name in functions)
 

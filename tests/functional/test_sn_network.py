@@ -21,6 +21,7 @@ import pytest
 from snode.core.blocks import Block
 from snode.core.crypto import SigningKey
 from snode.core.proofs import make_proof
+from snode.core.transactions import StateChange
 from snode.net import protocol as P
 from snode.core.encoding import decode
 from snode.core.address import encode_address
@@ -39,7 +40,7 @@ from tests.functional.sn_helpers import (
 log = narrator(__name__)
 
 
-def mine(node, blocks: int) -> None:  # type: ignore[no-untyped-def]
+def mine(node, blocks: int) -> None:
     node.generate_blocks(blocks=blocks)
 
 V = "v0.1.0"
@@ -330,7 +331,7 @@ def test_service_node_quorum_decommissions_over_quorumnet(nodes):
     block = None
     for h in range(hub.get_info()["height"], 0, -1):
         block = decode(bytes.fromhex(hub.get_block(height=h)["block_hex"]), Block)
-        changes = [tx.payload for tx in block.transactions if type(tx.payload).__name__ == "StateChange"]
+        changes = [tx.payload for tx in block.transactions if isinstance(tx.payload, StateChange)]
         if any(c.sn_pubkey.hex() == victim_pk and c.kind == 2 for c in changes):
             voters = {v.voter.hex() for c in changes for v in c.votes}
             assert voters <= set(pks[:-1]) and len(voters) >= 3, voters

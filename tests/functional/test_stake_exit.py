@@ -31,19 +31,19 @@ log = narrator(__name__)
 CONFIRMATIONS = REGTEST.unlock_confirmations
 
 
-def _address(key) -> str:  # type: ignore[no-untyped-def]
+def _address(key) -> str:
     return encode_address(REGTEST.address_prefix, key.public)
 
 
-def _block(node, height: int) -> Block:  # type: ignore[no-untyped-def]
+def _block(node, height: int) -> Block:
     return decode(bytes.fromhex(node.get_block(height=height)["block_hex"]), Block)
 
 
-def _registered(node, pubkey: str) -> bool:  # type: ignore[no-untyped-def]
+def _registered(node, pubkey: str) -> bool:
     return bool(node.get_service_nodes(service_node_pubkeys=[pubkey])["service_node_states"])
 
 
-def _active_solo_node(nodes, label: str):  # type: ignore[no-untyped-def]
+def _active_solo_node(nodes, label: str):
     """A hub, a service node connected to it, registered solo by `label`'s key and active."""
     hub = nodes.add()
     sn = nodes.add(extra_args=["--service-node"])
@@ -120,9 +120,9 @@ def test_a_node_stopped_for_good_is_deregistered_and_its_stake_locked_for_the_pe
     for h in range(height, height - 4, -1):
         for tx in _block(hub, h).transactions:
             if isinstance(tx.payload, StateChange) and tx.payload.kind == 4:
-                change, at = tx, h
+                change, at = tx.payload, h
     assert change is not None, "no block holds the deregistration"
-    assert_equal(change.payload.reason, 2)  # missed_uptime_proofs, on-chain
+    assert_equal(change.reason, 2)  # missed_uptime_proofs, on-chain
     locked_until = at + REGTEST.deregistration_lock
     (stake_row,) = hub.get_locked_stakes(address=_address(operator))["stakes"]
     assert_equal((stake_row["state"], stake_row["amount"], stake_row["unlock_height"], stake_row["reason"]),
@@ -140,7 +140,7 @@ def test_a_node_stopped_for_good_is_deregistered_and_its_stake_locked_for_the_pe
     assert_equal(hub.get_locked_stakes(address=_address(operator))["stakes"], [])
 
 
-def _utxo(key, amount: int, unlock: int):  # type: ignore[no-untyped-def]
+def _utxo(key, amount: int, unlock: int):
     from snode.core.state import UtxoEntry
     return UtxoEntry(key.public, amount, unlock)
 

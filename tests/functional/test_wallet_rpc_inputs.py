@@ -69,8 +69,8 @@ def test_wallet_rpc_refuses_bad_params_and_foreign_hosts(sn: Any, tmp_path: Path
     assert "Traceback" not in printed and "Error" not in printed, printed
 
 
-def _fields(record: type) -> set[str]:
-    return set(record.__struct_fields__)  # type: ignore[attr-defined]
+def _fields(record: type[msgspec.Struct]) -> set[str]:
+    return set(record.__struct_fields__)
 
 
 def test_wallet_rpc_discover_answers_its_document_and_the_answers_are_as_documented(sn: Any, tmp_path: Path) -> None:
@@ -80,10 +80,11 @@ def test_wallet_rpc_discover_answers_its_document_and_the_answers_are_as_documen
         log.info("rpc.discover answers docs/wallet-openrpc.json's document")
         assert_equal(server.call("rpc.discover")["result"], json.loads(json.dumps(wallet_openrpc.document())))
         log.info("What get_address, get_balance and transfer answer is their documented result record")
-        for method, params, record in [
+        answers: list[tuple[str, dict[str, Any], type[msgspec.Struct]]] = [
             ("get_address", {}, wallet_openrpc.AddressResult), ("get_balance", {}, wallet_openrpc.BalanceResult),
             ("transfer", {"address": wallets["payee"].address, "amount": COIN}, wallet_openrpc.SendResult),
-        ]:
+        ]
+        for method, params, record in answers:
             result = server.call(method, **params)["result"]
             assert_equal(set(result), _fields(record), method)
             msgspec.convert(result, record)

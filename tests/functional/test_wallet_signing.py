@@ -71,11 +71,12 @@ def lying_proxy(node: Any, factor: float) -> Iterator[LyingDaemon]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer((next_loopback_ip(), 0), Handler)
+    ip = next_loopback_ip()
+    server = ThreadingHTTPServer((ip, 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield LyingDaemon(*server.server_address[:2])
+        yield LyingDaemon(ip, server.server_port)
     finally:
         server.shutdown()
         server.server_close()

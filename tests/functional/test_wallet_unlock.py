@@ -19,11 +19,11 @@ UNLOCK = REGTEST.unlock_duration
 CONFIRMATIONS = REGTEST.unlock_confirmations
 
 
-def _registered(node, pubkey: str) -> bool:  # type: ignore[no-untyped-def]
+def _registered(node, pubkey: str) -> bool:
     return bool(node.get_service_nodes(service_node_pubkeys=[pubkey])["service_node_states"])
 
 
-def _hub_and_sn(nodes):  # type: ignore[no-untyped-def]
+def _hub_and_sn(nodes):
     hub = nodes.add()
     sn = nodes.add(extra_args=["--service-node"])
     connect_nodes(sn, hub)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import msgspec
 import pytest
@@ -52,6 +53,13 @@ def fee_of(state: ChainState, tx: Transaction) -> int:
 
 class LabChain(DevChain):
     """A DevChain with test conveniences; every block still goes through `apply_block`."""
+
+    @classmethod
+    def create(cls, allocations: dict[bytes, int], **options: Any) -> LabChain:
+        """`DevChain.create`, typed as the LabChain it makes (the base's annotation says DevChain)."""
+        chain = super().create(allocations, **options)
+        assert isinstance(chain, LabChain)
+        return chain
 
     def __repr__(self) -> str:
         # The dataclass repr would print every block: unreadable in a failure report.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import pytest
@@ -89,7 +89,10 @@ SAMPLES: dict[Any, msgspec.Struct] = {
 }
 
 
-def _records(base: type) -> set[type]:
+R = TypeVar("R")
+
+
+def _records(base: type[R]) -> set[type[R]]:
     return {v for v in vars(T).values()
             if inspect.isclass(v) and issubclass(v, base) and v is not base}
 
@@ -111,7 +114,10 @@ def test_result_records_keep_the_specification_fields_first_and_ignore_new_ones(
     assert msgspec.convert(newer, T.HeightResult) == SAMPLES[T.HeightResult]
 
 
-@pytest.mark.parametrize("params_type", sorted(_records(T.Params), key=lambda t: t.__name__))
+PARAMS_RECORDS = sorted(_records(T.Params), key=lambda t: t.__name__)
+
+
+@pytest.mark.parametrize("params_type", PARAMS_RECORDS)
 def test_every_params_record_names_an_unknown_field(params_type: type[T.Params]) -> None:
     with pytest.raises(msgspec.ValidationError, match="no_such_field"):
         msgspec.convert({"no_such_field": 1}, params_type)

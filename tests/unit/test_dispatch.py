@@ -39,7 +39,7 @@ def test_each_kind_dispatches(name: str) -> None:
     assert payload_spend(payload) == {"registration": 100, "stake": 25}.get(name, 0)
 
 
-def test_an_unknown_state_change_kind_is_refused(chain) -> None:  # type: ignore[no-untyped-def]
+def test_an_unknown_state_change_kind_is_refused(chain) -> None:
     node = _funded_node(chain)
     for kind in (0, max(StateChangeKind) + 1, 255):
         with pytest.raises(InvalidStateChange, match="unknown state change kind"):
@@ -47,16 +47,17 @@ def test_an_unknown_state_change_kind_is_refused(chain) -> None:  # type: ignore
                                chain.params)
 
 
-def test_each_state_change_kind_has_its_own_rule(chain) -> None:  # type: ignore[no-untyped-def]
+def test_each_state_change_kind_has_its_own_rule(chain) -> None:
     node = _funded_node(chain)
     h = chain.state.height + 1
     active = apply_state_change(node, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, h, chain.params)
-    assert active.active and active.active_since == h
+    assert active is not None and active.active and active.active_since == h
     with pytest.raises(InvalidStateChange, match="activated before"):
         apply_state_change(active, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, h, chain.params)
     with pytest.raises(InvalidStateChange, match="not decommissioned"):
         apply_state_change(active, StateChangeKind.RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED, h, chain.params)
     down = apply_state_change(active, StateChangeKind.DECOMMISSION, Reason.MISSED_BLOCK_PRODUCTION, h + 1, chain.params)
+    assert down is not None
     assert (down.active, down.decommission_count, down.last_decommission_reason) == (
         False, 1, Reason.MISSED_BLOCK_PRODUCTION)
     # A never-activated node is not "decommissioned": recommission is not its rule.
@@ -71,7 +72,7 @@ def test_the_frame_names_the_deregistration_kind() -> None:
     assert DEREGISTER_KIND == StateChangeKind.DEREGISTER
 
 
-def _funded_node(chain):  # type: ignore[no-untyped-def]
+def _funded_node(chain):
     from snode.devchain import key_from_label
     from tests.unit.conftest import REQUIREMENT
 

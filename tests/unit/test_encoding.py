@@ -10,6 +10,7 @@ array a record is encoded as.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import msgspec
 import pytest
@@ -23,7 +24,7 @@ from snode.core.state import Contribution, Quorum, ServiceNode, Undo, UtxoEntry
 from snode.core.transactions import OutPoint, Transaction, Vote
 from tests.unit.helpers import BLOCKS, HEADERS, PAYLOADS, QUORUMS, SERVICE_NODES, UNDOS, UTXOS, transactions
 
-CASES = {
+CASES: dict[str, tuple[type[msgspec.Struct], st.SearchStrategy[Any]]] = {
     **{f"Transaction[{kind}]": (Transaction, transactions(p)) for kind, p in PAYLOADS.items()},
     "Block": (Block, BLOCKS),
     "BlockHeader": (BlockHeader, HEADERS),
@@ -212,4 +213,4 @@ def test_a_text_field_that_is_not_utf8_is_a_decode_error():
     good = encode(P.Peers(["no"]))
     bad = good.replace(b"\xa2no", b"\xa2\xff\xfe")
     with pytest.raises(DecodeError, match="a text field is not UTF-8"):
-        decode(bad, P.Message)  # type: ignore[arg-type]
+        decode(bad, P.Message)  # type: ignore[arg-type]  # a Union alias, not a type object; msgspec takes it

@@ -15,7 +15,7 @@ from snode.net.events import PeerBanned
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.services import notify as notify_module
-from snode.services.event_feed import MAX_QUEUED, RECENT, EventFeed
+from snode.services.event_feed import MAX_QUEUED, RECENT, EventFeed, Numbered, Subscription
 from snode.services.notify import Notifier, event_environment, parse_command
 from snode.services.notify import NotifyConfigError
 from snode.store.memory import MemoryStore
@@ -37,7 +37,7 @@ def test_a_client_that_stops_reading_is_dropped_at_its_bound_and_others_keep_the
         got = []
         for i in range(MAX_QUEUED + 10):
             node.hub.publish(PeerBanned(f"127.0.0.{i % 250}", "bad block", 60))
-            got.append(await reader.next())
+            got.append(await _next(reader))
         assert slow.dropped and not reader.dropped
         drained = [await slow.next() for _ in range(MAX_QUEUED)]
         assert drained == got[:MAX_QUEUED]
@@ -46,6 +46,19 @@ def test_a_client_that_stops_reading_is_dropped_at_its_bound_and_others_keep_the
         numbers = [n for n, _ in got]
         assert numbers == sorted(set(numbers)), "every event has its own number, rising"
     asyncio.run(run())
+
+
+async def _next(subscription: Subscription) -> Numbered:
+    """The subscriber's next event, which must come (it was not dropped)."""
+    item = await subscription.next()
+    assert item is not None, "the subscriber was dropped"
+    return item
+
+
+async def _finished(notifier: Notifier) -> None:
+    """Wait until the notifier has run every command queued so far."""
+    assert notifier._running is not None, "no command was started"
+    await notifier._running
 
 
 def _ban(node: Node, i: int) -> None:
@@ -59,15 +72,14 @@ def test_a_client_that_reconnects_with_the_last_number_it_saw_gets_what_followed
         first = feed.subscribe()
         for i in range(5):
             _ban(node, i)
-        seen = [await first.next() for _ in range(5)]
+        seen = [await _next(first) for _ in range(5)]
         feed.unsubscribe(first)
-        assert all(item is not None for item in seen)
-        last_seen = seen[2][0]  # type: ignore[index]  # it had read three when it went away
+        last_seen = seen[2][0]  # it had read three when it went away
         again = feed.subscribe(last_seen)
         _ban(node, 9)
-        resumed = [await again.next() for _ in range(3)]
-        assert [e[1]["ip"] for e in resumed if e] == ["127.0.0.3", "127.0.0.4", "127.0.0.9"]
-        assert feed.subscribe(resumed[-1][0]).queue.empty(), "one that saw the newest gets nothing twice"  # type: ignore[index]
+        resumed = [await _next(again) for _ in range(3)]
+        assert [e[1]["ip"] for e in resumed] == ["127.0.0.3", "127.0.0.4", "127.0.0.9"]
+        assert feed.subscribe(resumed[-1][0]).queue.empty(), "one that saw the newest gets nothing twice"
     asyncio.run(run())
 
 
@@ -89,7 +101,7 @@ def test_a_client_whose_events_are_gone_is_told_it_missed_some():
         # An id from an earlier run of the daemon is lower than every number of this one.
         restarted = EventFeed(node)
         assert restarted._last > replayed[-1][0]
-        assert (await restarted.subscribe(replayed[-1][0]).next())[1]["event"] == "missed"  # type: ignore[index]
+        assert (await _next(restarted.subscribe(replayed[-1][0])))[1]["event"] == "missed"
     asyncio.run(run())
 
 
@@ -102,22 +114,22 @@ def test_the_notify_command_gets_the_event_and_runs_one_at_a_time(tmp_path: Path
         for height in (5, 6, 7):
             notifier.on_event({"event": "state", "state": "decommissioned", "height": height})
         await asyncio.sleep(0)
-        await notifier._running  # type: ignore[misc]  # the queue drains in order, one by one
+        await _finished(notifier)  # the queue drains in order, one by one
     asyncio.run(run())
     assert out.read_text().splitlines() == [f"state decommissioned {h}" for h in (5, 6, 7)]
 
 
-def test_a_hung_command_is_killed_and_a_failing_one_logged(monkeypatch, caplog):  # type: ignore[no-untyped-def]
+def test_a_hung_command_is_killed_and_a_failing_one_logged(monkeypatch, caplog):
     monkeypatch.setattr(notify_module, "TIMEOUT", 0.3)
     caplog.set_level(logging.INFO, logger="snode.services.notify")
 
     async def run() -> None:
         hung = Notifier(parse_command("sleep 30"))
         hung.on_event({"event": "reward", "height": 9})
-        await hung._running  # type: ignore[misc]
+        await _finished(hung)
         failing = Notifier(parse_command("sh -c 'echo broken >&2; exit 3'"))
         failing.on_event({"event": "proof_refused", "reason": "clock"})
-        await failing._running  # type: ignore[misc]
+        await _finished(failing)
     asyncio.run(run())
     text = caplog.text
     assert "notify: sleep ran over 0.3 s for a reward event; killed" in text

@@ -135,7 +135,7 @@ def test_every_message_at_its_largest_fits_its_frame_limit() -> None:
     wide, big = "\U0010ffff", 2**63 - 1  # 4 bytes in UTF-8; the widest integer
     hello = P.Hello(big, bytes(32), big, wide * 64, big, bytes(32), 65_535, big)
     proof = UptimeProof(bytes(32), big, wide * 45, 65_535, 65_535, wide * 32, bytes(64))
-    messages = [
+    messages: list[P.Message] = [
         hello, P.Ping(big), P.Pong(big), P.Tip(big, bytes(32)),
         P.GetBlocks([bytes(32)] * 64, P.MAX_BLOCKS_PER_BATCH), P.GetPeers(),
         P.Peers([wide * 64] * P.MAX_PEER_ADDRESSES), P.Proof(proof, relayed=True),

@@ -81,7 +81,7 @@ def test_the_mockable_clock_is_real_until_set_and_refuses_negative_times() -> No
     assert not clock.mocked
 
 
-async def test_store_commits_run_off_the_event_loop(chain: LabChain) -> None:
+async def test_store_commits_run_off_the_event_loop(chain: LabChain, monkeypatch: pytest.MonkeyPatch) -> None:
     genesis_block = chain.blocks[0]
     genesis_state = chain.fork(at=0).state
     blocks = chain.mine(3)
@@ -93,15 +93,18 @@ async def test_store_commits_run_off_the_event_loop(chain: LabChain) -> None:
     threads: dict[str, int] = {}
     real_write = store.write
 
-    def slow_write(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def slow_write(*args, **kwargs):
         threads["write"] = threading.get_ident()
         # Waits for a timer on the event loop: it can fire only if this is not the loop.
         if not ticked.wait(timeout=10):
             raise AssertionError("the event loop was blocked while the store wrote")
         return real_write(*args, **kwargs)
 
-    store.write = slow_write  # type: ignore[method-assign]
-    node.hub.subscribe(BlocksAdopted, lambda e: threads.setdefault("adopt", threading.get_ident()))
+    def adopted(event: BlocksAdopted) -> None:
+        threads.setdefault("adopt", threading.get_ident())
+
+    monkeypatch.setattr(store, "write", slow_write)
+    node.hub.subscribe(BlocksAdopted, adopted)
     writer = ChainWriter(node, store_thread())
     asyncio.get_running_loop().call_later(0.01, ticked.set)
     try:
@@ -125,7 +128,9 @@ async def test_without_an_executor_the_writer_runs_inline(chain: LabChain) -> No
     assert await writer.call(node.block_at, 2) == blocks[1]
 
 
-async def test_a_batch_cancelled_while_the_store_commits_it_is_adopted_all_the_same(chain: LabChain) -> None:
+async def test_a_batch_cancelled_while_the_store_commits_it_is_adopted_all_the_same(
+    chain: LabChain, monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Issue #24 item 3: a SIGTERM cancels the sync's task while the store thread commits its
     batch; the commit goes on, so the node must adopt it, else the state written at the stop is
     a batch behind the stored blocks ('flush_state got the state at height N, not the tip's')."""
@@ -138,13 +143,13 @@ async def test_a_batch_cancelled_while_the_store_commits_it_is_adopted_all_the_s
     writing, release = threading.Event(), threading.Event()
     real_write = store.write
 
-    def held_write(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def held_write(*args, **kwargs):
         writing.set()
         if not release.wait(timeout=10):
             raise AssertionError("the test never released the write")
         return real_write(*args, **kwargs)
 
-    store.write = held_write  # type: ignore[method-assign]
+    monkeypatch.setattr(store, "write", held_write)
     writer = ChainWriter(node, store_thread())
     try:
         staged = await writer.stage_batch(blocks)

@@ -58,7 +58,7 @@ def _refuse(logger: logging.Logger, n: int) -> None:
         logger.warning("quorumnet: refused a client whose key %s is not a registered service node's", f"{i:016x}")
 
 
-def test_a_flood_of_one_warning_is_a_burst_and_one_summary(logged) -> None:  # type: ignore[no-untyped-def]
+def test_a_flood_of_one_warning_is_a_burst_and_one_summary(logged) -> None:
     logger, first, second, clock, _ = logged
     _refuse(logger, 300)
     lines = first.getvalue().splitlines()
@@ -73,7 +73,7 @@ def test_a_flood_of_one_warning_is_a_burst_and_one_summary(logged) -> None:  # t
     assert second.getvalue() == first.getvalue()
 
 
-def test_a_new_window_writes_a_new_burst(logged) -> None:  # type: ignore[no-untyped-def]
+def test_a_new_window_writes_a_new_burst(logged) -> None:
     logger, out, _, clock, _ = logged
     _refuse(logger, 10)
     clock.advance(61)
@@ -85,7 +85,7 @@ def test_a_new_window_writes_a_new_burst(logged) -> None:  # type: ignore[no-unt
     assert out.getvalue().splitlines()[-1].endswith(f"... and {10 - REPEAT_BURST} more in the last minute")
 
 
-def test_other_kinds_and_lower_levels_are_not_counted(logged) -> None:  # type: ignore[no-untyped-def]
+def test_other_kinds_and_lower_levels_are_not_counted(logged) -> None:
     logger, out, _, _, _ = logged
     _refuse(logger, 50)
     for i in range(50):
@@ -96,7 +96,7 @@ def test_other_kinds_and_lower_levels_are_not_counted(logged) -> None:  # type: 
     assert sum(line.startswith("INFO") for line in lines) == 50
 
 
-def test_an_info_line_anyone_can_cause_is_counted_when_marked(logged) -> None:  # type: ignore[no-untyped-def]
+def test_an_info_line_anyone_can_cause_is_counted_when_marked(logged) -> None:
     logger, out, _, clock, _ = logged
     for i in range(50):
         logger.info("connected to peer %s (inbound)", i, extra=LIMITED)
@@ -108,7 +108,7 @@ def test_an_info_line_anyone_can_cause_is_counted_when_marked(logged) -> None:  
     assert sum(line.startswith("INFO sync") for line in lines) == 50
 
 
-def test_a_client_error_from_aiohttp_is_one_counted_info_line(logged) -> None:  # type: ignore[no-untyped-def]
+def test_a_client_error_from_aiohttp_is_one_counted_info_line(logged) -> None:
     logger, out, _, _, _ = logged
     logger.addFilter(_QuietClientErrors())
     try:
@@ -124,7 +124,7 @@ def test_a_client_error_from_aiohttp_is_one_counted_info_line(logged) -> None:  
     assert len(lines) == REPEAT_BURST, "any client can send bad requests again and again"
 
 
-def test_close_writes_what_is_counted_so_far(logged) -> None:  # type: ignore[no-untyped-def]
+def test_close_writes_what_is_counted_so_far(logged) -> None:
     logger, out, _, clock, limiter = logged
     _refuse(logger, 20)
     clock.now += 12

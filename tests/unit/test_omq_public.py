@@ -23,7 +23,7 @@ def test_a_bucket_allows_a_burst_then_its_rate():
     ([b"get_block", b"{"], b"400", "not JSON"),
     ([b"get_block", b"7"], b"400", "must be a JSON object"),
 ])
-def test_bad_requests_say_why(frames, status, text):  # type: ignore[no-untyped-def]
+def test_bad_requests_say_why(frames, status, text):
     with pytest.raises(RequestError) as caught:
         parse_request(frames)
     assert caught.value.status == status and text in caught.value.message

@@ -133,7 +133,7 @@ async def test_a_few_proofs_are_checked_inline_on_the_next_turn(node: Node) -> N
     assert verdicts.said == []  # nothing judged inside the peer's read
     await wait_async(lambda: len(verdicts.said) == len(few), what="the proofs judged")
     assert len(verdicts.accepted()) == len(few) and intake.batches == 0
-    assert node.verifier.worker_pids() == []  # type: ignore[attr-defined]
+    assert isinstance(node.verifier, VerifierPool) and node.verifier.worker_pids() == []
 
 
 async def test_a_later_proof_never_overtakes_a_batch_that_is_out(chain: LabChain) -> None:
@@ -172,23 +172,23 @@ class LostAnswer:
         raise RuntimeError("worker answer lost")
 
 
-class FailingOnce:
+class FailingOnce(InlineVerifier):
     """A verifier whose first batch answer fails: the next work as usual."""
 
     def __init__(self) -> None:
         self.failed = False
 
-    def submit(self, checks):  # type: ignore[no-untyped-def]
+    def submit(self, checks):
         if not self.failed:
             self.failed = True
             return LostAnswer()
-        return InlineVerifier().submit(checks)
+        return super().submit(checks)
 
 
 async def test_a_batch_whose_answer_fails_is_checked_inline_and_the_intake_goes_on(node: Node) -> None:
     verdicts = Verdicts()
     intake = ProofIntake(node, verdicts)
-    node.verifier = FailingOnce()  # type: ignore[assignment]
+    node.verifier = FailingOnce()
     first = arrivals(node, 40)
     after = first[-1].proof.timestamp + 1
     second = [Arrival(proof(node, label, after + i), object(), "peer", relayed=True)

@@ -58,7 +58,7 @@ def test_a_peer_that_goes_is_forgotten() -> None:
 
 def test_the_wire_carries_a_code_from_a_closed_set() -> None:
     verdict = P.ProofRejected(bytes(32), 100, ProofRefusal.CLOCK)
-    assert decode(encode(verdict), P.Message) == verdict  # type: ignore[arg-type]
+    assert decode(encode(verdict), P.Message) == verdict  # type: ignore[arg-type]  # a Union alias; msgspec takes it
     unknown = msgspec.msgpack.encode([15, bytes(32), 100, 99])
     with pytest.raises(DecodeError):
         decode(unknown, P.Message)  # type: ignore[arg-type]

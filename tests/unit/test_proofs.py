@@ -17,12 +17,12 @@ KEY = key_from_label("proof sn")
 HALF = MAINNET.proof_interval // 2
 
 
-def proof(timestamp: int = NOW, ip: str = "93.184.216.34", params=MAINNET):  # type: ignore[no-untyped-def]
+def proof(timestamp: int = NOW, ip: str = "93.184.216.34", params=MAINNET):
     return make_proof(KEY, params, timestamp=timestamp, public_ip=ip, p2p_port=9230,
                       quorumnet_port=9232, version="0.1.0")
 
 
-def check(p, *, registered=True, now=NOW, last=0, previous=0, params=MAINNET):  # type: ignore[no-untyped-def]
+def check(p, *, registered=True, now=NOW, last=0, previous=0, params=MAINNET):
     check_proof(p, params, registered=registered, now=now, last_accepted=last, previous_accepted=previous)
 
 
@@ -39,7 +39,7 @@ def test_an_unregistered_key_is_refused():
     (0, True), (PROOF_CLOCK_TOLERANCE, True), (-PROOF_CLOCK_TOLERANCE, True),
     (PROOF_CLOCK_TOLERANCE + 1, False), (-PROOF_CLOCK_TOLERANCE - 1, False),
 ])
-def test_the_clock_window(skew, ok):  # type: ignore[no-untyped-def]
+def test_the_clock_window(skew, ok):
     if ok:
         check(proof(NOW + skew))
     else:
@@ -48,7 +48,7 @@ def test_the_clock_window(skew, ok):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("last", [NOW, NOW + 1])
-def test_a_proof_must_be_newer_than_the_last_accepted(last):  # type: ignore[no-untyped-def]
+def test_a_proof_must_be_newer_than_the_last_accepted(last):
     with pytest.raises(InvalidProof, match="not newer than the last accepted one"):
         check(proof(), last=last)
 
@@ -63,7 +63,7 @@ def test_one_extra_proof_between_two_regular_ones_is_taken_but_not_a_third():
 
 
 @pytest.mark.parametrize("ip", ["10.0.0.1", "127.0.0.1", "192.168.1.1", "100.64.0.1", "::1"])
-def test_mainnet_refuses_a_non_public_ip_and_devnet_takes_it(ip):  # type: ignore[no-untyped-def]
+def test_mainnet_refuses_a_non_public_ip_and_devnet_takes_it(ip):
     with pytest.raises(InvalidProof, match=f"declared IP {ip} is not a public address"):
         check(proof(ip=ip))
     check(proof(ip=ip, params=DEVNET), params=DEVNET)

@@ -24,7 +24,9 @@ from snode.core.pulse import (
 from snode.core.quorums import block_leader_from_queue, block_validators_from_active
 from snode.core.mempool import Mempool
 from snode.core.production import build_block
-from snode.core.rounds import RoundMachine, ValidatorSignature
+from snode.core.rounds import (
+    Broadcast, BuildTemplate, CheckTemplate, RoundMachine, SendTemplate, SignTemplate, ValidatorSignature,
+)
 from snode.core.service_nodes import StateChangeKind
 from snode.core.state import ChainState, Contribution, ServiceNode, registry_index
 from snode.core.transition import verify_serially
@@ -192,17 +194,22 @@ def test_a_round_played_by_machines_on_a_real_chain_makes_a_block_the_rules_acce
     start = machines[next(iter(keys))].wake_at
     leader = round_quorum(state, 0, DEVNET).leader
     [build] = machines[leader].tick(start)
+    assert isinstance(build, BuildTemplate)
     block, _ = build_block(state, Mempool(), handed_over.consensus, keys[leader], timestamp=build.timestamp)
     [send] = machines[leader].on_built(block, start)
+    assert isinstance(send, SendTemplate)
     broadcasts = []
     for validator in send.validators:
         [check] = machines[validator].on_template(send.template, start)
+        assert isinstance(check, CheckTemplate)
         [sign] = machines[validator].on_checked(check.block_hash, True, start)
+        assert isinstance(sign, SignTemplate)
         message = keys[validator].sign(validator_message(DEVNET.network_id, sign.block_hash))
         broadcasts += machines[leader].on_signature(
             ValidatorSignature(sign.height, sign.round, sign.block_hash, validator, message), start
         )
     [made] = broadcasts
+    assert isinstance(made, Broadcast)
     quorum = check_block_producer(state, made.block.header, handed_over.consensus)
     assert quorum is not None
     checks = validator_checks(DEVNET.network_id, state.height + 1, made.block_hash, quorum,
@@ -271,7 +278,8 @@ def test_a_round_machine_for_a_state_uses_that_states_quorums():
     machine = RoundMachine.for_state(state, leader, DEVNET)
     assert (machine.height, machine.parent.block_hash) == (HEIGHT + 1, state.tip_hash)
     start, _ = round_window(PARENT_TIME, 1, DEVNET)
-    assert [a.round for a in machine.tick(start)] == [1]  # round 1: this node leads, builds
+    [build] = machine.tick(start)
+    assert isinstance(build, BuildTemplate) and build.round == 1  # round 1: this node leads, builds
 
 
 # --- the producer -----------------------------------------------------------------------------

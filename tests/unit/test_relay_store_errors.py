@@ -42,6 +42,8 @@ def test_a_block_the_store_cannot_write_is_not_blamed_on_the_peer(error: StoreEr
     node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
                 state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=clock)
     block = chain.mine()[0]  # the next block on the node's tip
+    # Stand-ins with only what the relay reads here: any blame on the peer (a ban, a score) fails
+    # the test with an AttributeError.
     peers = SimpleNamespace(on=lambda kind, handler: None)
     relay = Relay(peers, RefusingWriter(node, error))  # type: ignore[arg-type]
     peer = SimpleNamespace(name="127.0.0.9:9230", height=0)

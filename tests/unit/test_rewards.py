@@ -9,7 +9,7 @@ import pytest
 from snode.core.service_nodes import (
     StateChangeKind, next_reward_winner, reward_order_key, reward_split,
 )
-from snode.core.state import Contribution
+from snode.core.state import Contribution, ServiceNode
 from snode.core.transactions import OutPoint, txid
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
@@ -124,13 +124,17 @@ def test_round_robin_least_recently_paid_then_registration_height_then_pubkey(ch
             base, pubkey=bytes([key]) * 32, last_reward_height=last_paid, registration_height=registered,
         )
 
-    height = 100
+    def winner(*nodes: ServiceNode) -> bytes:
+        won = next_reward_winner(list(nodes), 100, chain.params)
+        assert won is not None
+        return won.pubkey
+
     # Paid longest ago wins, whatever its registration height and key.
-    assert next_reward_winner([node(1, 9, 1), node(9, 8, 5)], height, chain.params).pubkey == bytes([9]) * 32
+    assert winner(node(1, 9, 1), node(9, 8, 5)) == bytes([9]) * 32
     # Equal last payment: registered earlier wins, even with a larger key.
-    assert next_reward_winner([node(1, 9, 5), node(9, 9, 4)], height, chain.params).pubkey == bytes([9]) * 32
+    assert winner(node(1, 9, 5), node(9, 9, 4)) == bytes([9]) * 32
     # Equal both: the smaller key wins.
-    assert next_reward_winner([node(9, 9, 4), node(1, 9, 4)], height, chain.params).pubkey == bytes([1]) * 32
+    assert winner(node(9, 9, 4), node(1, 9, 4)) == bytes([1]) * 32
     assert reward_order_key(node(1, 9, 4)) < reward_order_key(node(9, 9, 4))
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 from hypothesis import given, settings
@@ -46,6 +47,7 @@ NEEDED = DEVNET.signatures_needed(VALIDATORS_PER_ROUND)
 ROUND0 = 1002
 """Round 0 starts a block time (2 s) after the parent; each round lasts 2 s."""
 OTHER_HASH = hash32(b"some other block")
+A = TypeVar("A")
 
 
 def quorum_of(round: int) -> RoundQuorum:
@@ -92,7 +94,7 @@ def signature(
     return ValidatorSignature(height, round, block_hash, key.public, signed)
 
 
-def of_type(actions: list[Action], kind: type) -> list:
+def of_type(actions: list[Action], kind: type[A]) -> list[A]:
     return [a for a in actions if isinstance(a, kind)]
 
 
@@ -268,6 +270,7 @@ def test_the_leader_counts_each_validator_once():
         assert m.on_signature(signature(key, this_hash), ROUND0 + 0.4) == []
     assert m.wake_at == ROUND0 + 0.4 + GRACE  # the needed signatures are in: the grace ends then
     [broadcast] = m.tick(ROUND0 + 0.4 + GRACE)
+    assert isinstance(broadcast, Broadcast)
     assert_well_signed(broadcast, quorum_of(0))
     assert len(broadcast.validator_signatures) == NEEDED
     # After the broadcast every signature is late.
@@ -351,6 +354,7 @@ def test_a_leader_that_equivocates_is_reported_and_neither_template_signed():
     leader = KEY_OF[quorum_of(0).leader]
     first, second, third = template(leader), template(leader, salt=1), template(leader, salt=2)
     [check] = m.on_template(first, ROUND0 + 0.1)
+    assert isinstance(check, CheckTemplate)
     [report] = m.on_template(second, ROUND0 + 0.2)
     assert report == Equivocation(HEIGHT, 0, leader.public, first, second)
     assert m.on_template(third, ROUND0 + 0.3) == []  # reported once
@@ -362,6 +366,7 @@ def test_a_second_template_after_signing_is_still_reported_and_not_signed():
     leader = KEY_OF[quorum_of(0).leader]
     first, second = template(leader), template(leader, salt=1)
     [check] = m.on_template(first, ROUND0 + 0.1)
+    assert isinstance(check, CheckTemplate)
     assert of_type(m.on_checked(check.block_hash, True, ROUND0 + 0.2), SignTemplate)
     assert of_type(m.on_template(second, ROUND0 + 0.3), Equivocation)
     second_hash = block_hash(template_block(leader, salt=1).header)
@@ -447,12 +452,13 @@ def test_the_messages_decode_beside_quorumnets_other_messages():
     held = template(KEY_OF[quorum_of(0).leader])
     for sent in (vote, checkpoint_vote, message, held):
         kinds = QuorumVote | CheckpointVote | BlockTemplate | ValidatorSignature
-        assert decode(encode(sent), kinds) == sent
+        assert decode(encode(sent), kinds) == sent  # type: ignore[arg-type]  # a Union alias, not a type object; msgspec takes it
 
 
 def test_a_check_answered_after_the_round_ended_signs_nothing():
     m = validating(index=1)
     [check] = m.on_template(template(KEY_OF[quorum_of(0).leader]), ROUND0 + 0.1)
+    assert isinstance(check, CheckTemplate)
     assert m.on_checked(check.block_hash, True, ROUND0 + 2) == [
         RoundFailed(HEIGHT, 0, quorum_of(0).leader)
     ]

@@ -16,6 +16,7 @@ from snode.params import COIN, PROOF_CLOCK_TOLERANCE
 from snode.node.proofs import STORE_KEY, ProofBook
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
+from snode.node.writer import ChainWriter
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import LabChain, new_chain, service_node_daemon
 
@@ -50,7 +51,7 @@ def test_what_this_node_sent_is_not_restored_so_the_doppelganger_check_still_run
     assert again.proofs.last_accepted(sent.pubkey) == sent.timestamp
 
 
-def test_an_unreadable_save_is_logged_and_the_node_starts_without_it(caplog) -> None:  # type: ignore[no-untyped-def]
+def test_an_unreadable_save_is_logged_and_the_node_starts_without_it(caplog) -> None:
     book = ProofBook()
     assert book.restore(b"\x93not a book") == 0
     assert book.last_accepted(A) == 0
@@ -141,7 +142,7 @@ def test_the_mempool_comes_back_in_arrival_order_and_what_no_longer_applies_is_d
     assert set(third.pool.entries) == set(ids)
 
 
-def test_an_unreadable_saved_mempool_is_logged_and_the_node_starts_with_an_empty_one(caplog) -> None:  # type: ignore[no-untyped-def]
+def test_an_unreadable_saved_mempool_is_logged_and_the_node_starts_with_an_empty_one(caplog) -> None:
     chain = new_chain()
     store = MemoryStore(chain.blocks[0], chain.state)
     store.set_meta(MEMPOOL_KEY, b"\xc1")
@@ -157,16 +158,16 @@ def test_a_running_node_saves_its_book_when_it_changed_and_tries_again_after_a_f
     writes: list[str] = []
     fail = [True]
 
-    class Writer:  # ChainWriter's call without a thread, failing once
-        async def call(self, fn, *args):  # type: ignore[no-untyped-def]
+    class Writer(ChainWriter):  # without an executor (its calls run inline), failing once
+        async def call(self, fn, *args, **kwargs):
             if fail[0]:
                 fail[0] = False
                 raise StoreError("disk full")
             writes.append("write")
-            return fn(*args)
+            return await super().call(fn, *args, **kwargs)
 
     async def run() -> None:
-        task = asyncio.create_task(keep_saving(node, Writer(), interval=0.01))  # type: ignore[arg-type]
+        task = asyncio.create_task(keep_saving(node, Writer(node), interval=0.01))
         node.proofs.record(B, 7, ("198.51.100.7", 1))
         for _ in range(200):
             await asyncio.sleep(0.01)

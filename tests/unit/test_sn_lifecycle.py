@@ -143,11 +143,13 @@ def test_recommissioned_node_goes_to_the_back_of_the_reward_queue(chain):
     ]
     assert decommissioned.last_reward_height < 50
     recommissioned = apply_state_change(decommissioned, RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED, 100, chain.params)
+    assert recommissioned is not None
     assert recommissioned.last_reward_height == 100
     nodes = [recommissioned, *others]
     order = []
     for height in range(200, 203):
         winner = next_reward_winner(nodes, height, chain.params)
+        assert winner is not None
         order.append(winner.pubkey)
         nodes = [msgspec.structs.replace(n, last_reward_height=height) if n is winner else n for n in nodes]
     assert order == [bytes([1]) * 32, bytes([2]) * 32, pubkey]

@@ -25,7 +25,7 @@ UNLOCK = REGTEST.unlock_duration
 CONFIRMATIONS = REGTEST.unlock_confirmations
 
 
-def active_node(chain, operator=OPERATOR, label="sn-1", amount=REQUIREMENT, reserved=()):  # type: ignore[no-untyped-def]
+def active_node(chain, operator=OPERATOR, label="sn-1", amount=REQUIREMENT, reserved=()):
     pubkey = chain.new_node(operator=_label(operator), sn_label=label, amount=amount, reserved=reserved)
     for key, share in reserved:
         chain.stake(key, pubkey, share)
@@ -34,11 +34,11 @@ def active_node(chain, operator=OPERATOR, label="sn-1", amount=REQUIREMENT, rese
     return pubkey
 
 
-def _label(key) -> str:  # type: ignore[no-untyped-def]
+def _label(key) -> str:
     return {OPERATOR.public: "operator", ALICE.public: "alice", BOB.public: "bob", CAROL.public: "carol"}[key.public]
 
 
-def outputs_of(chain, owner: bytes, tx: Transaction) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
+def outputs_of(chain, owner: bytes, tx: Transaction) -> list[tuple[int, int]]:
     """(amount, unlock height) of tx's outputs to owner, as the state holds them."""
     tx_id = txid(tx)
     found = []
@@ -85,7 +85,7 @@ def test_rewards_are_never_paid_to_a_node_past_its_unlock_height(chain):
     assert [o.owner for o in coinbase.outputs] == [chain.authority.public]
 
 
-def _winner(chain, height: int) -> bytes | None:  # type: ignore[no-untyped-def]
+def _winner(chain, height: int) -> bytes | None:
     state = chain.state
     sn = reward_winner_from_queue(registry_index(state).reward_queue, state.service_nodes, height, chain.params)
     return sn.pubkey if sn is not None else None
@@ -115,7 +115,7 @@ def test_a_second_unlock_request_for_a_node_is_refused_while_the_first_waits_in_
 
 
 @pytest.mark.parametrize("who", ["stranger", "second", "unregistered", "unfunded"])
-def test_unlock_refusals_say_why(chain, who):  # type: ignore[no-untyped-def]
+def test_unlock_refusals_say_why(chain, who):
     if who == "unfunded":
         pubkey = chain.new_node(amount=POOL_MINIMUM)
     else:
@@ -235,14 +235,14 @@ def _record(*, active: bool, credit: int, since: int, funded: bool = True, activ
     (False, 84, 1_000, 1_000, 84), (False, 84, 1_000, 1_050, 34), (False, 84, 1_000, 1_084, 0),
     (False, 84, 1_000, 5_000, 0),
 ])
-def test_credit_against_a_hand_computed_table(active, credit, since, height, expected):  # type: ignore[no-untyped-def]
+def test_credit_against_a_hand_computed_table(active, credit, since, height, expected):
     assert credit_at(_record(active=active, credit=credit, since=since), height, MAINNET) == expected
 
 
 @pytest.mark.parametrize(("credit", "since", "height", "expected"), [
     (84, 1_000, 1_000, 84), (84, 1_000, 1_010, 64), (84, 1_000, 1_042, 0), (84, 1_000, 1_100, 0),
 ])
-def test_recommission_charges_twice_the_blocks_decommissioned(credit, since, height, expected):  # type: ignore[no-untyped-def]
+def test_recommission_charges_twice_the_blocks_decommissioned(credit, since, height, expected):
     assert credit_after_recommission(_record(active=False, credit=credit, since=since), height) == expected
 
 
@@ -346,11 +346,11 @@ def test_a_deregistration_must_return_exactly_the_stakes(chain):
             entry.tx.payload, kind=StateChangeKind.RECOMMISSION)))
 
 
-def _outpoint(tx: Transaction, index: int):  # type: ignore[no-untyped-def]
+def _outpoint(tx: Transaction, index: int):
     from snode.core.transactions import OutPoint
     return OutPoint(txid(tx), index)
 
 
-def _transfer():  # type: ignore[no-untyped-def]
+def _transfer():
     from snode.core.transactions import Transfer
     return Transfer()

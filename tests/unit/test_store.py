@@ -42,7 +42,17 @@ class History(NamedTuple):
     @property
     def final_state(self) -> ChainState:
         """The state at the tip."""
-        return self.commits[-1][1]
+        return state_of(self.commits[-1])
+
+
+def state_of(commit: Commit) -> ChainState:
+    """The state after a commit's block (every commit this file makes carries its state)."""
+    assert commit.state is not None
+    return commit.state
+
+
+def commit_one(store: ChainStore, commit: Commit) -> None:
+    store.commit_block(commit.block, state_of(commit), commit.undo)
 
 
 def _mine(chain: DevChain, commits: list[Commit], count: int = 1) -> None:
@@ -93,8 +103,8 @@ def open_store(db: Path, history: History) -> ChainStore:
 def committed_store(db: Path, history: History) -> ChainStore:
     """A store holding every block of the history, committed one by one, reopened."""
     with open_store(db, history) as store:
-        for block, state, undo, _ in history.commits:
-            store.commit_block(block, state, undo)
+        for commit in history.commits:
+            commit_one(store, commit)
     return open_store(db, history)
 
 
@@ -173,7 +183,7 @@ def test_undo_tip_restores_the_parent_state_and_keeps_the_block(db: Path, histor
 def fork(history: History, depth: int, length: int) -> list[Commit]:
     """`length` blocks branching off the history `depth` blocks below its tip (their
     timestamps differ by a second from the main chain's, so their hashes differ)."""
-    fork_point = history.commits[-depth - 1][1]
+    fork_point = state_of(history.commits[-depth - 1])
     chain = replace(
         history.chain, state=fork_point, pool=Mempool(), now=fork_point.timestamp + 1,
         blocks=[], undos=[],
@@ -187,7 +197,7 @@ def undo_records(history: History, depth: int) -> list[Undone]:
     """(parent state, undo record) of the top `depth` blocks, tip first."""
     top = len(history.commits) - 1
     return [
-        Undone(history.commits[i - 1].state, history.commits[i].undo) for i in range(top, top - depth, -1)
+        Undone(state_of(history.commits[i - 1]), history.commits[i].undo) for i in range(top, top - depth, -1)
     ]
 
 
@@ -195,7 +205,7 @@ def test_a_reorganization_switches_branches(db: Path, history: History) -> None:
     branch = fork(history, depth=3, length=4)
     with committed_store(db, history) as store:
         store.reorganize(undo_records(history, 3), branch)
-    new_tip = branch[-1][1]
+    new_tip = state_of(branch[-1])
     with open_store(db, history) as store:
         assert store.tip() == (new_tip.height, new_tip.tip_hash)
         assert store.load_state() == new_tip
@@ -224,10 +234,10 @@ def test_a_reorganization_that_breaks_the_chain_writes_nothing(db: Path, history
 def test_a_block_that_does_not_extend_the_tip_is_refused(db: Path, history: History) -> None:
     with open_store(db, history) as store:
         with pytest.raises(ValueError, match="does not extend the stored tip"):
-            store.commit_block(*history.commits[1][:3])
-        store.commit_block(*history.commits[0][:3])
+            commit_one(store, history.commits[1])
+        commit_one(store, history.commits[0])
         with pytest.raises(ValueError, match="does not extend the stored tip"):
-            store.commit_block(*history.commits[0][:3])
+            commit_one(store, history.commits[0])
         assert store.tip()[0] == 1
     with open_store(db, history) as store:
         assert store.load_state() == history.commits[0][1]
@@ -368,7 +378,7 @@ def test_a_write_rolled_back_leaves_nothing_and_a_committed_one_stays(db: Path, 
         store.commit_blocks(history.commits[:5])
         pending = store.write([], history.commits[5:])
         pending.rollback()
-        assert store.tip() == (5, history.commits[4].state.tip_hash)
+        assert store.tip() == (5, state_of(history.commits[4]).tip_hash)
         assert store.load_state() == history.commits[4].state
         with pytest.raises(ValueError, match="already"):
             pending.commit()
@@ -395,7 +405,7 @@ def test_deferred_state_is_written_by_the_next_full_commit(db: Path, history: Hi
     with open_store(db, history) as store:
         store.commit_blocks(commits[:10], defer_state=True)
         store.commit_blocks(commits[10:20], defer_state=True)
-        assert store.tip() == (20, commits[19][1].tip_hash)  # type: ignore[union-attr]
+        assert store.tip() == (20, state_of(commits[19]).tip_hash)
         assert store.state_height() == 0
         with pytest.raises(ValueError, match="deferred"):
             store.load_state()
@@ -417,11 +427,11 @@ def test_flush_state_writes_what_was_deferred(db: Path, history: History) -> Non
     with open_store(db, history) as store:
         store.commit_blocks(commits[:12], defer_state=True)
         with pytest.raises(ValueError, match="not the tip"):
-            store.flush_state(commits[5][1])  # type: ignore[arg-type]
-        store.flush_state(commits[11][1])  # type: ignore[arg-type]
+            store.flush_state(state_of(commits[5]))
+        store.flush_state(state_of(commits[11]))
         assert store.state_height() == 12
         assert store.load_state() == commits[11][1]
-        store.flush_state(commits[11][1])  # nothing deferred: nothing to do
+        store.flush_state(state_of(commits[11]))  # nothing deferred: nothing to do
 
 
 def test_a_crash_with_deferred_state_is_caught_up_by_replaying_the_blocks(db: Path, history: History) -> None:
@@ -454,7 +464,7 @@ def test_a_reorganization_over_deferred_state_writes_it_all(db: Path, history: H
         store.commit_blocks(commits[:10])
         store.commit_blocks(commits[10:], defer_state=True)
         store.reorganize(undo_records(history, 3), branch, defer_state=True)  # undoing: never deferred
-        assert store.state_height() == branch[-1][1].height  # type: ignore[union-attr]
+        assert store.state_height() == state_of(branch[-1]).height
         assert store.load_state() == branch[-1][1]
         for block, _, _, _ in branch:
             for tx in block.transactions:

@@ -63,6 +63,12 @@ def _node(store: Store) -> Node:
                 identity=None, producer_key=None, verifier=InlineVerifier())
 
 
+def kill(node: Node) -> None:
+    """A kill -9 of a node on SQLite: the connection closes and nothing is flushed."""
+    assert isinstance(node.store, ChainStore)
+    node.store._conn.close()
+
+
 class Pair:
     """The same node twice: on SQLite and in memory."""
 
@@ -100,7 +106,7 @@ class Pair:
     def restart(self, crash: bool) -> None:
         if crash:
             # A kill -9: nothing is flushed; what the store deferred is lost.
-            self.sqlite.store._conn.close()  # type: ignore[attr-defined]
+            kill(self.sqlite)
             memory_store = self.memory_store.reopen()
         else:
             self.sqlite.close()
@@ -221,7 +227,7 @@ def test_both_stores_keep_every_exit_across_restarts_and_a_crash() -> None:
                 node.finish_batch(node.stage_batch(blocks[start:start + 20], chain.now), chain.now,
                                   defer_state=start % 40 == 20)
             if start % 40 == 20:  # a crash after a deferred batch, a clean stop after the others
-                sqlite.store._conn.close()  # type: ignore[attr-defined]
+                kill(sqlite)
             else:
                 sqlite.close()
                 memory.close()

@@ -24,7 +24,7 @@ from snode.core.genesis import Consensus
 from snode.core.state import ChainState
 from snode.core.transition import apply_block
 from snode.store import DATABASE_FILE, ChainStore
-from store_crash_child import new_chain
+from tests.unit.store_crash_child import new_chain
 
 KILLS = 20
 TIME_LIMIT = 60.0

@@ -14,7 +14,7 @@ from snode.store.errors import DatabaseDamaged, StoreError, is_damage, read_erro
 def sqlite_error(name: str | None, kind: type[sqlite3.Error] = sqlite3.OperationalError) -> sqlite3.Error:
     err = kind("as SQLite says it")
     if name is not None:
-        err.sqlite_errorname = name  # type: ignore[attr-defined]
+        err.sqlite_errorname = name
     return err
 
 

@@ -8,6 +8,7 @@ import pytest
 from snode.params import COIN
 import json
 import time
+from typing import Any
 
 from snode.tools.cli import event_line, watch_line
 from snode.tools.devnet import status as devnet_status
@@ -46,15 +47,22 @@ def test_numbers_int_cannot_take_are_one_line_before_any_call(args, line):
     assert line in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
 
 
+def shown(event: dict[str, Any], *, as_json: bool, proofs: bool) -> str:
+    """The line `watch` prints for `event`, which must print one."""
+    line = watch_line(event, as_json=as_json, proofs=proofs)
+    assert line is not None, event
+    return line
+
+
 def test_watch_leaves_accepted_proofs_out_unless_asked_and_shows_their_time():
     proof = {"event": "proof_accepted", "timestamp": 1_790_000_000, "by": "127.0.0.2:38090", "time": 1_790_000_001}
     assert watch_line(proof, as_json=False, proofs=False) is None
     signed = time.strftime("%H:%M:%S", time.localtime(1_790_000_000))
-    assert watch_line(proof, as_json=False, proofs=True).endswith(
+    assert shown(proof, as_json=False, proofs=True).endswith(
         f"uptime proof of {signed} accepted by 127.0.0.2:38090")
-    assert json.loads(watch_line(proof, as_json=True, proofs=False)) == proof  # scripts get every event
+    assert json.loads(shown(proof, as_json=True, proofs=False)) == proof  # scripts get every event
     refused = {"event": "proof_refused", "by": "127.0.0.2:38090", "reason": "declared IP", "time": 0}
-    assert watch_line(refused, as_json=False, proofs=False).endswith("refused by 127.0.0.2:38090: declared IP")
+    assert shown(refused, as_json=False, proofs=False).endswith("refused by 127.0.0.2:38090: declared IP")
 
 
 def test_devnet_status_help_names_the_columns_its_table_shows(tmp_path):

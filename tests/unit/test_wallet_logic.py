@@ -270,7 +270,7 @@ def test_amount_above_the_remainder_is_capped_with_a_note(chain):
     sn = pool_node(chain)
     choice = choose_stake(sn, SN.public, ALICE.public, "150000")
     assert choice.amount == 100_000 * COIN
-    assert "needs only 100000 more coins" in choice.note
+    assert choice.note is not None and "needs only 100000 more coins" in choice.note
     sn_one = pool_node_needing(chain, COIN)
     assert choose_stake(sn_one, SN.public, ALICE.public, "2").note == (
         "The node needs only 1 more coin: staking 1 instead of 2.")

@@ -10,6 +10,7 @@ from snode.core.service_nodes import StateChangeKind
 from snode.devchain import key_from_label
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
+from snode.node.writer import ChainWriter
 from snode.rpc.web_parts import LIVE_SCRIPT
 from snode.rpc.web_node import node_history, node_page
 from snode.rpc.web_view import render_page
@@ -56,7 +57,7 @@ def test_every_key_is_whole_and_links_to_its_page():
     assert "&hellip;" not in html
 
 
-def _replayed(chain) -> Node:  # type: ignore[no-untyped-def]
+def _replayed(chain) -> Node:
     """A node that adopted every block of `chain` (so its store has them and their undo records)."""
     start = chain.fork(at=0)
     node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], start.state),
@@ -96,14 +97,11 @@ def test_the_page_of_a_node_and_of_an_unknown_key():
     chain.mine(2)
     node = _replayed(chain)
 
-    class Inline:  # the store thread's call, made inline
-        async def call(self, fn, *args):  # type: ignore[no-untyped-def]
-            return fn(*args)
-
-    status, html = asyncio.run(node_page(node, Inline(), mine.hex(), now=0))  # type: ignore[arg-type]
+    writer = ChainWriter(node)  # no executor: its calls run inline
+    status, html = asyncio.run(node_page(node, writer, mine.hex(), now=0))
     assert status == 200 and f'<code class="key">{mine.hex()}</code>' in html
     assert 'data-change="activate" data-reason="first_uptime_proof"' in html and "<dd>5 %</dd>" in html
     assert html.count('<tr data-amount=') == 1, "one contributor, the operator"
     for bad in ("00" * 32, "zz" * 32, "<script>" * 8):
-        status, html = asyncio.run(node_page(node, Inline(), bad, now=0))  # type: ignore[arg-type]
+        status, html = asyncio.run(node_page(node, writer, bad, now=0))
         assert status == 404 and "<script>&lt;" not in html and "No service node" in html
