@@ -46,7 +46,8 @@ def test_kill_9_mid_sync_loses_no_block_and_reapplies_at_most_one_flush(nodes):
         # A kill after one to three 1,000-block commits (the state 1,000 or 2,000 blocks behind,
         # or just written), at a random moment of the sync after them.
         commits = rng.randint(1, 3)
-        wait_until(lambda until=restarted + 1_000 * commits: syncing.get_info()["height"] >= until,
+        until = restarted + 1_000 * commits
+        wait_until(lambda: syncing.get_info()["height"] >= until,  # noqa: B023 (used at once)
                    timeout=60, what=f"{commits} batches committed")
         strike_at_random(rng, 0, 0.5)
         have = syncing.get_info()["height"]  # adopted, so committed: the restart must have it
@@ -56,7 +57,7 @@ def test_kill_9_mid_sync_loses_no_block_and_reapplies_at_most_one_flush(nodes):
         for pid in workers:  # its workers end with their pipes; any left is stopped by its pid
             if not process_gone(pid):
                 try:
-                    wait_until(lambda pid=pid: process_gone(pid), timeout=10, what="a worker gone")
+                    wait_until(lambda: process_gone(pid), timeout=10, what="a worker gone")  # noqa: B023
                 except AssertionError:
                     os.kill(pid, signal.SIGKILL)
     logged = len(syncing.stderr_text())
