@@ -163,7 +163,8 @@ class OwnProof:
         self._hub.subscribe(OwnProofRefused, check)
         try:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(answer, timeout)
+                async with asyncio.timeout(timeout):
+                    await answer
         finally:
             self._hub.unsubscribe(OwnProofAccepted, check)
             self._hub.unsubscribe(OwnProofRefused, check)
