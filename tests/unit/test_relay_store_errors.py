@@ -44,7 +44,7 @@ def test_a_block_the_store_cannot_write_is_not_blamed_on_the_peer(error: StoreEr
     block = chain.mine()[0]  # the next block on the node's tip
     peers = SimpleNamespace(on=lambda kind, handler: None)
     relay = Relay(peers, RefusingWriter(node, error))  # type: ignore[arg-type]
-    peer = SimpleNamespace(name="127.0.0.9:9230", height=0)
+    peer = SimpleNamespace(name="127.0.0.9:9230", height=0, known_blocks=[])
     asyncio.run(relay._on_new_block(peer, P.NewBlock(block=encode(block))))  # type: ignore[arg-type]
     assert f"could not store block {block.header.height} from 127.0.0.9:9230: {error.reason}" in caplog.text
     assert node.height == 0
