@@ -48,3 +48,40 @@ def test_a_block_the_store_cannot_write_is_not_blamed_on_the_peer(error: StoreEr
     asyncio.run(relay._on_new_block(peer, P.NewBlock(block=encode(block))))  # type: ignore[arg-type]
     assert f"could not store block {block.header.height} from 127.0.0.9:9230: {error.reason}" in caplog.text
     assert node.height == 0
+
+
+class SlowWriter(ChainWriter):
+    """Accepts a block only when told to, counting the blocks it was handed."""
+
+    def __init__(self, node: Node) -> None:
+        super().__init__(node)
+        self.handed: list[Block] = []
+        self.go = asyncio.Event()
+
+    async def accept_block(self, block: Block) -> None:
+        self.handed.append(block)
+        await self.go.wait()
+
+
+def test_copies_of_a_block_being_accepted_are_not_decoded_or_handed_on_again() -> None:
+    chain = new_chain()
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
+                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
+    block = chain.mine()[0]
+    writer = SlowWriter(node)
+    relay = Relay(SimpleNamespace(on=lambda kind, handler: None), writer)  # type: ignore[arg-type]
+    peers = [SimpleNamespace(name=f"127.0.0.{i}:9230", height=0, last_block_at=0.0, known_blocks=[]) for i in (8, 9)]
+
+    async def both() -> None:
+        copies = []
+        for peer in peers:
+            copies.append(asyncio.create_task(relay._on_new_block(peer, P.NewBlock(block=encode(block)))))  # type: ignore[arg-type]
+            await asyncio.sleep(0)  # the first copy is at the writer before the second arrives
+        await asyncio.sleep(0)
+        writer.go.set()
+        await asyncio.wait_for(asyncio.gather(*copies, return_exceptions=True), timeout=10)
+
+    asyncio.run(both())
+    assert writer.handed == [block], "the second copy reached the writer"
+    assert all(p.known_blocks for p in peers), "both senders are known to have it"
+    assert relay._accepting == set()

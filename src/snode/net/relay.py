@@ -63,6 +63,8 @@ class Relay:
         self.node = writer.node
         self.orphans = OrphanPool()
         self._seen_txs: OrderedDict[bytes, None] = OrderedDict()
+        self._accepting: set[bytes] = set()
+        """Hashes of the blocks from peers that the writer is accepting now."""
         self.gossip = ProofGossip(registered=lambda key: key in self.node.state.service_nodes,
                                   accepted_at=self.node.proofs.last_accepted)
         peers.on(P.NewBlock, self._on_new_block)
@@ -93,6 +95,8 @@ class Relay:
         peer.known_blocks.append(this)  # not sent back to it when we adopt it
         if h.height <= node.height and await self._on_main_chain(h, this):
             return
+        if this in self._accepting:
+            return  # another peer's copy of it is being accepted: it is judged once, not decoded again
         if h.prev_hash != node.state.tip_hash and not self.could_produce(h.producer):
             self._on_unknown_producer(peer, head)
             return
@@ -104,6 +108,7 @@ class Relay:
         if h.prev_hash != node.state.tip_hash:
             self._on_orphan(peer, block, len(message.block))
             return
+        self._accepting.add(this)
         try:
             await self.writer.accept_block(block)
         except NotOnTip:
@@ -120,6 +125,8 @@ class Relay:
             return
         except SnodeError as err:
             raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
+        finally:
+            self._accepting.discard(this)
         peer.height = max(peer.height, h.height)
         peer.last_block_at = time.monotonic()
         await self.apply_orphans()
