@@ -52,6 +52,9 @@ from snode.store.errors import StoreError
 log = logging.getLogger(__name__)
 
 SEEN_TX_CACHE: Final = 50_000
+MAX_PARKED: Final = 16
+"""Copies of a block kept while its first copy is at the writer (more peers than this rarely
+send one block at once; a copy beyond is dropped, as a copy after adoption is)."""
 
 
 class Relay:
@@ -63,8 +66,9 @@ class Relay:
         self.node = writer.node
         self.orphans = OrphanPool()
         self._seen_txs: OrderedDict[bytes, None] = OrderedDict()
-        self._accepting: set[bytes] = set()
-        """Hashes of the blocks from peers that the writer is accepting now."""
+        self._accepting: dict[bytes, list[tuple[Peer, P.NewBlock]]] = {}
+        """The blocks from peers that the writer is accepting now, by hash, with the copies that
+        other peers sent meanwhile (MAX_PARKED at most)."""
         self.gossip = ProofGossip(registered=lambda key: key in self.node.state.service_nodes,
                                   accepted_at=self.node.proofs.last_accepted)
         peers.on(P.NewBlock, self._on_new_block)
@@ -95,8 +99,13 @@ class Relay:
         peer.known_blocks.append(this)  # not sent back to it when we adopt it
         if h.height <= node.height and await self._on_main_chain(h, this):
             return
-        if this in self._accepting:
-            return  # another peer's copy of it is being accepted: it is judged once, not decoded again
+        parked = self._accepting.get(this)
+        if parked is not None:
+            # Another peer's copy is at the writer: judged once, not decoded again; this one is
+            # taken up only if that one turns out to be a forgery of it (`_after_forgery`).
+            if len(parked) < MAX_PARKED:
+                parked.append((peer, message))
+            return
         if h.prev_hash != node.state.tip_hash and not self.could_produce(h.producer):
             self._on_unknown_producer(peer, head)
             return
@@ -108,7 +117,7 @@ class Relay:
         if h.prev_hash != node.state.tip_hash:
             self._on_orphan(peer, block, len(message.block))
             return
-        self._accepting.add(this)
+        self._accepting[this] = []
         try:
             await self.writer.accept_block(block)
         except NotOnTip:
@@ -124,12 +133,25 @@ class Relay:
             log.error("could not store block %d from %s: %s", h.height, peer.name, err.reason)
             return
         except SnodeError as err:
+            await self._after_forgery(self._accepting.pop(this, []))
             raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
         finally:
-            self._accepting.discard(this)
+            self._accepting.pop(this, None)
         peer.height = max(peer.height, h.height)
         peer.last_block_at = time.monotonic()
         await self.apply_orphans()
+
+    async def _after_forgery(self, parked: list[tuple[Peer, P.NewBlock]]) -> None:
+        """The copy at the writer was invalid (a body forged under the real header): take up
+        the copies other peers sent meanwhile, until one is adopted; each sender answers for
+        its own copy."""
+        for peer, message in parked:
+            try:
+                await self._on_new_block(peer, message)
+            except ProtocolViolation as err:
+                self.peers.misbehaving(peer, L.SCORE_PROTOCOL, str(err))
+                continue
+            return
 
     def could_produce(self, producer: bytes) -> bool:
         """Whether `producer` is a key that could have made a block: an authority or a registered
