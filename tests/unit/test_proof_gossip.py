@@ -115,3 +115,11 @@ def test_an_announcement_over_the_id_cap_does_not_decode() -> None:
             P.parse(encode(kind(ids)))
     with pytest.raises(P.ProtocolViolation, match="undecodable"):
         P.parse(encode(P.ProofInv([])))
+
+
+def test_what_was_announced_to_a_peer_is_bounded() -> None:
+    g = gossip()
+    state = g.state("a")
+    for _ in range(L.MAX_KNOWN_PROOFS_PER_PEER + 10):
+        state.announce(os.urandom(32), 1)
+    assert len(state.announced) == L.MAX_KNOWN_PROOFS_PER_PEER

@@ -93,7 +93,8 @@ PROOF_REQUEST_TIMEOUT: Final = 10.0
 """A peer that has not answered a GetProofs this long is dropped (not banned: it may only be slow)."""
 MAX_KNOWN_PROOFS_PER_PEER: Final = 20_000
 """Service nodes whose newest proof we remember one peer to have (it sent or announced it, or we
-did to it), so that we do not announce it there; when full the oldest entry goes."""
+did to it), so that we do not announce it there, and whose proof we announced to it and it may
+fetch; when full the oldest entry goes."""
 
 # --- serving blocks --------------------------------------------------------------------------
 

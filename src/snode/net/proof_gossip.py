@@ -63,6 +63,13 @@ class PeerProofs:
         if len(known) > L.MAX_KNOWN_PROOFS_PER_PEER:
             del known[next(iter(known))]
 
+    def announce(self, pubkey: bytes, timestamp: int) -> None:
+        announced = self.announced
+        announced.pop(pubkey, None)
+        announced[pubkey] = timestamp
+        if len(announced) > L.MAX_KNOWN_PROOFS_PER_PEER:
+            del announced[next(iter(announced))]
+
 
 @dataclass(frozen=True, slots=True)
 class Answer:
@@ -122,7 +129,7 @@ class ProofGossip:
             for pubkey, proof in pending.items():
                 if not state.has(pubkey, proof.timestamp):
                     state.learn(pubkey, proof.timestamp)
-                    state.announced[pubkey] = proof.timestamp
+                    state.announce(pubkey, proof.timestamp)
                     ids.append((pubkey, proof.timestamp))
             if ids:
                 out.append((peer, [ProofInv(ids[i:i + MAX_PROOF_IDS]) for i in range(0, len(ids), MAX_PROOF_IDS)]))
