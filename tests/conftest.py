@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import settings
 
 os.environ.setdefault("SNODE_TEST_WALLET_KDF", "min")
@@ -23,3 +24,11 @@ os.environ.setdefault("SNODE_TEST_WALLET_KDF", "min")
 settings.register_profile("default", max_examples=50, deadline=None)
 settings.register_profile("thorough", max_examples=1_000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked slow (a minute or more on a 2-core machine) run first, the rest keep
+    their order: with `make test`'s `--dist load --maxschedchunk 1` each worker takes the next
+    test as it frees, so the long ones overlap from the start and the short ones fill the end,
+    instead of one long test starting last while the other worker idles."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

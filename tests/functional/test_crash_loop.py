@@ -164,6 +164,7 @@ class Loop:
         self.back_in_production(victim, before)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120 + 25 * KILLS)  # about 11 s a kill; the suite's 300 s fits the short loop only
 def test_sigkill_loop_loses_no_committed_block_and_no_transfer(tmp_path):
     base = tmp_path / "net"

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.functional.devnet_helpers import ENV, devnet
 from tests.functional.framework import assert_equal, narrator, process_gone, scaled, wait_until
 
@@ -137,6 +139,7 @@ def test_up_register_reaches_service_node_block_production(tmp_path):
         devnet(base, "down")
 
 
+@pytest.mark.slow
 def test_demo_runs_the_operator_flow(tmp_path):
     log.info("Run the whole demo; its output must state every step of the lifecycle")
     out = devnet(tmp_path / "demo", "demo", timeout=300)

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from snode.devchain import key_from_label
 from snode.core.units import parse_coins
 from snode.params import COIN
@@ -114,6 +116,7 @@ def test_a_notify_command_that_cannot_run_stops_the_start_up(tmp_path):
     assert not os.path.exists(tmp_path / "d"), "nothing is created when the flags are wrong"
 
 
+@pytest.mark.slow
 def test_a_reward_event_only_for_a_block_that_paid_the_node_with_what_the_wallet_received(nodes, tmp_path):
     """Issue #24 item 1: a recommission puts the node at the back of the reward queue (its
     `last_reward_height` moves) but pays nothing; /events and --notify announced a reward for it

@@ -22,6 +22,7 @@ CLIENTS = 300
 REFUSED = "quorumnet: refused a client whose key"
 
 
+@pytest.mark.slow
 def test_a_flood_of_anonymous_quorumnet_clients_is_counted_not_logged(nodes):
     zmq = pytest.importorskip("zmq")
     from zmq.utils import z85

@@ -28,6 +28,8 @@ import signal
 import time
 from typing import Any
 
+import pytest
+
 from snode.core.pulse import round_start0
 from snode.params import DEVNET
 
@@ -58,6 +60,7 @@ def restart_with_offset(net: SnNet, node: Any, offset: float) -> None:
             connect_nodes(node, other)
 
 
+@pytest.mark.slow
 def test_a_skewed_clock_keeps_its_place_within_the_window_and_loses_it_beyond(nodes, tmp_path):
     log.info("An authority and %d service nodes take over block production", NODES)
     net = SnNet(nodes, tmp_path, NODES)
@@ -109,6 +112,7 @@ def test_a_skewed_clock_keeps_its_place_within_the_window_and_loses_it_beyond(no
     write_figures("clock skew", figures)
 
 
+@pytest.mark.slow
 def test_a_leader_killed_during_its_round_costs_at_most_the_round(nodes, tmp_path):
     log.info("An authority and %d service nodes take over block production", NODES)
     net = SnNet(nodes, tmp_path, NODES)
@@ -163,6 +167,7 @@ def partition(nodes_a: list[Any], nodes_b: list[Any]) -> None:
             os.kill(node.process.pid, signal.SIGUSR1)
 
 
+@pytest.mark.slow
 def test_a_partition_of_four_heals_and_the_minoritys_blocks_give_way(nodes, tmp_path):
     log.info("An authority and 12 service nodes take over block production")
     net = SnNet(nodes, tmp_path, 12)

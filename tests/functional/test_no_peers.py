@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
 from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
@@ -24,6 +26,7 @@ def readyz(node: Any) -> tuple[int, dict[str, Any]]:
     return status, json.loads(data)
 
 
+@pytest.mark.slow
 def test_an_unreachable_priority_node_is_logged_once_and_no_peers_is_never_synced(nodes, tmp_path):
     genesis = tmp_path / "genesis.json"
     genesis.write_bytes(encode_genesis(GenesisDoc(

@@ -7,11 +7,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.functional.framework import assert_equal, narrator, scaled
 
 log = narrator(__name__)
 
 
+@pytest.mark.slow
 def test_the_operator_guide_is_generated_from_real_output(tmp_path):
     log.info("Run the guide's generator on its own regtest network (it stops its daemons)")
     out = tmp_path / "OPERATOR.md"

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from snode.params import DEVNET
 from tests.functional.framework import assert_equal, connect_nodes, narrator, wait_until
 from tests.functional.sn_helpers import SnNet, record
@@ -26,6 +28,7 @@ def chain_time(node: Any) -> int:
     return int(node.get_block(height=node.get_info()["height"])["timestamp"])
 
 
+@pytest.mark.slow
 def test_a_restart_shorter_than_the_decommission_age_costs_nothing_and_staying_away_does(nodes, tmp_path):
     log.info("An authority and %d service nodes take over block production", NODES)
     net = SnNet(nodes, tmp_path, NODES)

@@ -70,6 +70,7 @@ def fuzz_node(tmp_path_factory):
         node.kill()
 
 
+@pytest.mark.slow
 def test_no_request_gets_http_500_and_the_daemon_still_answers(fuzz_node):
     """One test, so that the checks after the fuzzing run on the daemon that was fuzzed
     (pytest-xdist may hand two tests of a module to two workers, each with its own daemon)."""

@@ -17,6 +17,8 @@ from typing import Any
 
 import msgspec
 
+import pytest
+
 from snode.core.blocks import Block, block_hash
 from snode.core.encoding import encode
 from snode.core.pulse import round_at
@@ -37,6 +39,7 @@ DOWN_S = int(os.environ.get("SNODE_FAULT_DOWN_S", "0"))
 """Chain seconds a third of the nodes stay down (`make reliability`: 120)."""
 
 
+@pytest.mark.slow
 def test_service_nodes_take_over_and_keep_producing_without_the_authority(nodes, tmp_path):
     log.info("Start an authority daemon and 12 service nodes on a fresh devnet; register them all")
     net = SnNet(nodes, tmp_path, 12)
@@ -75,6 +78,7 @@ def test_service_nodes_take_over_and_keep_producing_without_the_authority(nodes,
     assert_equal(watcher.get_block(height=final)["checkpointed"], True)
 
 
+@pytest.mark.slow
 def test_forged_service_node_blocks_and_a_fork_below_the_final_height_ban_their_peer(nodes, tmp_path):
     log.info("A devnet of 5 service nodes produces until two checkpoints make blocks final")
     net = SnNet(nodes, tmp_path, 5)
@@ -159,6 +163,7 @@ def serve_blocks(peer: FakePeer, branch: list[Block]) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_rounds_skip_stopped_nodes_which_the_quorum_decommissions_and_takes_back(nodes, tmp_path):
     log.info("12 service nodes take over block production")
     net = SnNet(nodes, tmp_path, 12)

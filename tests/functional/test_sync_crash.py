@@ -14,6 +14,8 @@ import random
 import re
 import signal
 
+import pytest
+
 from snode.node.node import STATE_FLUSH_BLOCKS
 from tests.functional.framework import (
     assert_equal, connect_nodes, narrator, process_gone, strike_at_random, sync_blocks, wait_until,
@@ -24,6 +26,7 @@ KILLS = 4
 REPLAYED = re.compile(r"applying the (\d+) blocks after it again")
 
 
+@pytest.mark.slow
 def test_kill_9_mid_sync_loses_no_block_and_reapplies_at_most_one_flush(nodes):
     rng = random.Random(27)
     source = nodes.add()

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from tests.functional.framework import (
     assert_equal, connect_nodes, narrator, strike_at_random, sync_blocks, wait_until,
 )
@@ -22,6 +24,7 @@ UNWRITTEN = "could not write the chain state"
 UNCLEAN = "the last stop was not clean"
 
 
+@pytest.mark.slow
 def test_sigterm_at_random_moments_of_a_sync_leaves_the_state_written_at_the_tip(nodes):
     rng = random.Random(24)
     source = nodes.add()

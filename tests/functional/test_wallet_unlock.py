@@ -9,6 +9,8 @@ it, so the quorum (the authority) activates it; wallets talk to the hub. Regtest
 
 from __future__ import annotations
 
+import pytest
+
 from snode.params import COIN, REGTEST, REGTEST_FAUCET_WORDS
 from tests.functional.framework import assert_equal, connect_nodes, narrator, sync_blocks
 from tests.functional.sn_helpers import POOL_MIN, SOLO, mine_until, record
@@ -30,6 +32,7 @@ def _hub_and_sn(nodes):
     return hub, sn, sn.get_service_node_key()["service_node_pubkey"]
 
 
+@pytest.mark.slow
 def test_a_solo_operator_unlocks_through_the_wallet_and_spends_the_stake(nodes, tmp_path):
     log.info("A hub, a service node, and an operator wallet paid 200,100 coins")
     hub, sn, pubkey = _hub_and_sn(nodes)
@@ -87,6 +90,7 @@ def test_a_solo_operator_unlocks_through_the_wallet_and_spends_the_stake(nodes, 
     assert operator.balances()["balance"] < before["balance"] - SOLO + COIN  # the stake left, with its fee
 
 
+@pytest.mark.slow
 def test_one_contributor_unlocks_a_pool_and_all_three_get_their_stakes_back(nodes, tmp_path):
     log.info("A pool node: operator 100,000 coins, alice 60,000 and bob 40,000 fill it")
     hub, sn, pubkey = _hub_and_sn(nodes)

@@ -230,6 +230,7 @@ def _run(chain: DevChain, operations: list[tuple]) -> Run:
     return run
 
 
+@pytest.mark.slow
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # examples: the profile (tests/conftest.py)
 @given(operations=st.lists(OPERATIONS, min_size=10, max_size=40))
 def test_the_index_and_its_fast_rules_agree_with_the_full_scan(index_chain, operations):
