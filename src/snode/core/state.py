@@ -335,26 +335,10 @@ class TrackedMap(Generic[K, V]):
         return tuple(sorted(self.old.items()))
 
 
-def final_undo(undo: Undo) -> Undo:
-    """What is kept of the undo record of a final block (at or below the immutable height: no
-    reorganisation may undo it): its height, its parent's scalars and its round's validators
-    (which tools show), none of its changes. It undoes nothing: `undo_block` refuses it."""
-    return Undo(undo.height, undo.prev_tip_hash, undo.prev_timestamp, undo.prev_issued,
-                (), (), (), (), undo.round_validators)
-
-
-def is_final_undo(undo: Undo) -> bool:
-    """True for a record made by `final_undo`: every block applied records the obligations
-    quorum of its height, so a full record never has its quorums empty."""
-    return not undo.quorums
-
-
 def undo_block(state: ChainState, undo: Undo) -> ChainState:
     """The parent state of `state`, given the undo record of its tip block."""
     if undo.height != state.height:
         raise ValueError(f"undo record is for height {undo.height}, state is at {state.height}")
-    if is_final_undo(undo):
-        raise ValueError(f"block {undo.height} is final: its undo record was not kept")
     maps = {}
     for name in MAP_NAMES:
         mutation = getattr(state, name).mutate()

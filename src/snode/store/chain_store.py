@@ -21,7 +21,7 @@ from typing import Any, Final
 from snode.core.blocks import Block, block_hash
 from snode.core.encoding import decode_trusted
 from snode.core.errors import DecodeError
-from snode.core.state import ChainState, Undo, final_undo, immutable_height
+from snode.core.state import ChainState, Undo
 from snode.core.transactions import Transaction, txid
 from snode.store import rows, schema, state_tables
 from snode.store.protocol import Commit, Undone
@@ -62,10 +62,6 @@ class PendingWrite:
 
 class ChainStore:
     """Blocks, undo records, the transaction index and the state at the tip of one chain.
-
-    A block at or below the immutable height of the state a write ends with (two carried
-    checkpoints above it) is stored with `final_undo` of its record: no reorganisation may
-    undo it, so its changes are never read back.
 
     The state tables normally hold the state at the tip. A syncing node may commit blocks with
     `defer_state` (Bitcoin Core's dbcache, in short): their blocks are durable at once, their
@@ -274,14 +270,11 @@ class ChainStore:
         final_state = commits[-1].state if commits else undone[-1].parent_state
         if final_state is None:
             raise ValueError("the last block given has no state after it")
-        final = immutable_height(final_state)
         blocks, main_chain, txs = [], [], []
         for commit in commits:
             this_hash = block_hash(commit.block.header)
             rows.check_extends(height, tip_hash, commit.block, this_hash, commit.state, commit.undo)
-            # A block that this write makes final is never undone: its changes are not kept.
-            undo = commit.undo if commit.undo.height > final else final_undo(commit.undo)
-            block_row, main_row, tx_rows = rows.block_rows(commit.block, this_hash, undo, commit.encoded)
+            block_row, main_row, tx_rows = rows.block_rows(commit.block, this_hash, commit.undo, commit.encoded)
             blocks.append(block_row)
             main_chain.append(main_row)
             txs.extend(tx_rows)

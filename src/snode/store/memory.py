@@ -5,8 +5,7 @@ For unit tests and for the simulation that runs thousands of nodes in one proces
 is not the tip's, a batch whose last block has no state), the same two-step writes, the same
 deferred state: blocks committed with `defer_state` leave the stored state behind until a flush,
 and `reopen()` (a restart after a crash) loses what was deferred, so the node applies the stored
-blocks again exactly as it does after a crash with SQLite; a final block keeps only
-`final_undo` of its record. A property test
+blocks again exactly as it does after a crash with SQLite. A property test
 (tests/unit/test_store_agreement.py) checks that the two agree.
 
 Blocks and undo records are kept as the records they are, not as bytes: a simulated node pays
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 
 from snode.core.blocks import Block, block_hash
 from snode.core.encoding import encode
-from snode.core.state import ChainState, Undo, final_undo, immutable_height
+from snode.core.state import ChainState, Undo
 from snode.core.transactions import Transaction, txid
 from snode.store.errors import StoreError
 from snode.store.protocol import Commit, Undone
@@ -188,10 +187,8 @@ class MemoryStore:
                 found = disk.txs.get(txid(tx))
                 if found is not None and found[0] == height:
                     del disk.txs[txid(tx)]
-        final = immutable_height(apply.final_state)
         for this_hash, commit in apply.commits:
-            undo = commit.undo if commit.undo.height > final else final_undo(commit.undo)
-            disk.blocks[this_hash] = (commit.block, undo)
+            disk.blocks[this_hash] = (commit.block, commit.undo)
             disk.main_chain.append(this_hash)
             ids = commit.encoded.txids if commit.encoded is not None else [txid(tx) for tx in commit.block.transactions]
             for position, tx_id in enumerate(ids):

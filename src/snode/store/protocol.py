@@ -124,8 +124,7 @@ class Store(Protocol):
         ...
 
     def get_undo(self, hash_: bytes) -> Undo:
-        """The undo record of a stored block (StoreError for genesis or an unknown block); for
-        a block stored final, only `state.final_undo` of it."""
+        """The undo record of a stored block (StoreError for genesis or an unknown block)."""
         ...
 
     def get_transaction(self, tx_id: bytes) -> tuple[int, Transaction] | None:
