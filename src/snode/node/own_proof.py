@@ -67,8 +67,8 @@ class OwnProof:
         self.sent = (0, 0)
         """(last, previous) timestamps of the proofs this node signed and sent."""
         self.refusal = ""
-        """Why a peer last refused this node's own proof ('' if none has, or a peer accepted a
-        later one)."""
+        """Why a peer last refused this node's own proof ('' if none has): kept after a later
+        proof is accepted, as the last refusal; `refused_reason` says whether it still stands."""
         self.refused_reason = ""
         """Why, alone, for the status line (our words, made from the peer's refusal code)."""
         self.refused_sent = 0
