@@ -68,10 +68,6 @@ class ProofBook:
         key: the last one a peer acknowledged (what the network accepted, not what we sent)."""
         return self._last.get(pubkey, 0)
 
-    def previous_accepted(self, pubkey: bytes) -> int:
-        """Timestamp of the proof accepted before the last one (the rate rule), 0 if none."""
-        return self._previous.get(pubkey, 0)
-
     def history(self, pubkey: bytes) -> tuple[int, int]:
         """(last, previous) accepted proofs of `pubkey`: what its next proof must follow."""
         return self._last.get(pubkey, 0), self._previous.get(pubkey, 0)
