@@ -7,7 +7,9 @@ shortcuts through a service node's life. Every block is made and checked by the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -234,3 +236,13 @@ def sn_record(*, active: bool = True, funded: bool = True, active_since: int = 1
         last_reward_height=1, last_state_change_height=changed, last_state_change_reason=reason,
         last_decommission_reason=reason, credit=credit, credit_height=changed,
     )
+
+
+async def wait_async(predicate: Callable[[], bool], *, what: str, timeout: float = 20.0) -> None:
+    """Let the event loop run (tasks, worker threads) until `predicate` holds; AssertionError
+    naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        await asyncio.sleep(0.01)  # the poll interval of this condition wait

@@ -113,7 +113,6 @@ def test_the_notify_command_gets_the_event_and_runs_one_at_a_time(tmp_path: Path
         notifier = Notifier(argv)
         for height in (5, 6, 7):
             notifier.on_event({"event": "state", "state": "decommissioned", "height": height})
-        await asyncio.sleep(0)
         await _finished(notifier)  # the queue drains in order, one by one
     asyncio.run(run())
     assert out.read_text().splitlines() == [f"state decommissioned {h}" for h in (5, 6, 7)]

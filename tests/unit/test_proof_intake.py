@@ -4,8 +4,7 @@ when many, and accepted in the order they came, each proof judged once."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import msgspec
 import pytest
@@ -18,19 +17,10 @@ from snode.node.verifier import INLINE_BELOW, InlineVerifier, VerifierPool
 from snode.node.writer import ChainWriter, store_thread
 from snode.services.proof_intake import Arrival, ProofIntake
 from snode.store.memory import MemoryStore
-from tests.unit.conftest import LabChain
+from tests.unit.conftest import LabChain, wait_async
 
 OPERATORS = ("alice", "bob", "carol", "dave")
 SN_LABELS = tuple(f"intake sn {i}" for i in range(len(OPERATORS)))
-
-
-async def wait_async(predicate: Callable[[], bool], *, what: str, timeout: float = 20.0) -> None:
-    """Let the event loop run (the intake's turns, the worker threads) until `predicate` holds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        await asyncio.sleep(0.01)  # the poll interval of this condition wait
 
 
 class Verdicts:

@@ -18,7 +18,7 @@ from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.node.writer import ChainWriter
 from snode.store.memory import MemoryStore
-from tests.unit.conftest import LabChain, new_chain, service_node_daemon
+from tests.unit.conftest import LabChain, new_chain, service_node_daemon, wait_async
 
 ALICE, BOB = key_from_label("alice"), key_from_label("bob")
 A = key_from_label("proof book a").public
@@ -169,10 +169,7 @@ def test_a_running_node_saves_its_book_when_it_changed_and_tries_again_after_a_f
     async def run() -> None:
         task = asyncio.create_task(keep_saving(node, Writer(node), interval=0.01))
         node.proofs.record(B, 7, ("198.51.100.7", 1))
-        for _ in range(200):
-            await asyncio.sleep(0.01)
-            if writes:
-                break
+        await wait_async(lambda: bool(writes), what="the turn after the failed one written", timeout=10)
         task.cancel()
 
     asyncio.run(run())
