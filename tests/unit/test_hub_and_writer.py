@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from snode.core.blocks import Block
 from snode.common.clock import MockableClock
 from snode.common.events import EventHub
 from snode.node.events import BlocksAdopted
@@ -81,13 +82,18 @@ def test_the_mockable_clock_is_real_until_set_and_refuses_negative_times() -> No
     assert not clock.mocked
 
 
-async def test_store_commits_run_off_the_event_loop(chain: LabChain, monkeypatch: pytest.MonkeyPatch) -> None:
-    genesis_block = chain.blocks[0]
+def _node_at_genesis(chain: LabChain) -> tuple[MemoryStore, Node, list[Block]]:
+    """A node on an in-memory store at `chain`'s genesis, and 3 blocks mined after it for it."""
     genesis_state = chain.fork(at=0).state
     blocks = chain.mine(3)
-    store = MemoryStore(genesis_block, genesis_state)
+    store = MemoryStore(chain.blocks[0], genesis_state)
     node = Node(params=chain.params, consensus=chain.consensus, store=store, state=genesis_state,
                 identity=None, producer_key=None, verifier=InlineVerifier())
+    return store, node, blocks
+
+
+async def test_store_commits_run_off_the_event_loop(chain: LabChain, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, node, blocks = _node_at_genesis(chain)
     loop_thread = threading.get_ident()
     ticked = threading.Event()
     threads: dict[str, int] = {}
@@ -134,12 +140,7 @@ async def test_a_batch_cancelled_while_the_store_commits_it_is_adopted_all_the_s
     """Issue #24 item 3: a SIGTERM cancels the sync's task while the store thread commits its
     batch; the commit goes on, so the node must adopt it, else the state written at the stop is
     a batch behind the stored blocks ('flush_state got the state at height N, not the tip's')."""
-    genesis_block = chain.blocks[0]
-    genesis_state = chain.fork(at=0).state
-    blocks = chain.mine(3)
-    store = MemoryStore(genesis_block, genesis_state)
-    node = Node(params=chain.params, consensus=chain.consensus, store=store, state=genesis_state,
-                identity=None, producer_key=None, verifier=InlineVerifier())
+    store, node, blocks = _node_at_genesis(chain)
     writing, release = threading.Event(), threading.Event()
     real_write = store.write
 
