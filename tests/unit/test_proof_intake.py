@@ -143,7 +143,8 @@ async def test_a_gathering_under_way_at_close_checks_nothing(node: Node) -> None
 
 async def test_a_later_proof_never_overtakes_a_batch_that_is_out(chain: LabChain) -> None:
     """The batch's answer is there at once (inline verifier) and a later proof of one of its
-    nodes arrives before the batch is taken: it waits for the batch."""
+    nodes arrives before the batch is taken: it waits for the batch, and no more (under load,
+    what came meanwhile is checked as soon as the batch is in, not after a gathering)."""
     genesis_block, genesis_state = chain.blocks[0], chain.fork(at=0).state
     for operator, label in zip(OPERATORS, SN_LABELS):
         chain.new_node(operator=operator, sn_label=label)
@@ -155,6 +156,7 @@ async def test_a_later_proof_never_overtakes_a_batch_that_is_out(chain: LabChain
             await writer.accept_block(block)
         verdicts = Verdicts()
         intake = ProofIntake(node, verdicts)
+        intake.gather = 3_600
         flood = arrivals(node, 20)
         for arrival in flood:
             intake.add(arrival)

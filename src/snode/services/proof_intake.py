@@ -5,7 +5,7 @@ inline, on the event loop's thread (one signature costs less than a round trip t
 accepted together: the relay's frames and the verdicts of one turn leave in one write per peer
 (`net.peer`), and a peer's send costs more than the proof's check (docs/PERFORMANCE.md, 2d).
 When many arrive together (thousands of service nodes, each proof reaching a node along several
-paths) the proofs of one turn are checked as one batch: the cheap rules first, then their
+paths: INLINE_BELOW or more waiting) they are checked at once, as one batch: the cheap rules first, then their
 signatures split over the worker processes while the event loop goes on reading, relaying and
 acknowledging, then each proof is accepted in arrival order, its rules checked once more against
 what was accepted before it. Two batches are out at a time (one per worker) and the next gathers
@@ -45,10 +45,11 @@ MAX_BATCH: Final = 4_096
 """Proofs in one batch at most: its halves fit in a worker's request pipe, so handing them over
 never blocks the event loop."""
 GATHER_S: Final = 0.25
-"""How long a proof that finds the queue empty waits for others before the check (at once when
-INLINE_BELOW wait). Devnet's 12 nodes accept 5-6 proofs a second, so about 2.4 go out together
-instead of one; a proof's relay and its signer's acknowledgement come that much later, against a
-proof interval of 2 s (devnet) or 60 s."""
+"""How long a proof that finds the queue empty waits for others before the check (not under load:
+at once when INLINE_BELOW wait, or when a batch comes back from the workers). A devnet node
+accepts 5-6 proofs a second, so about 2.2 go out together instead of one
+(`python -m bench intake`); a proof's relay and its signer's acknowledgement come that much later,
+against a proof interval of 2 s (devnet) or 60 s."""
 
 
 @dataclass(slots=True)
@@ -194,11 +195,12 @@ class ProofIntake:
 
     # --- checking ----------------------------------------------------------------------------
 
-    def _schedule(self) -> None:
-        """Check on the next turn once a batch's worth waits, else at the end of a gathering."""
+    def _schedule(self, *, at_once: bool = False) -> None:
+        """Check on the next turn when `at_once` or once a batch's worth waits, else at the end
+        of a gathering."""
         if self._soon:
             return
-        if len(self._queue) >= INLINE_BELOW:
+        if at_once or len(self._queue) >= INLINE_BELOW:
             self._stop_gathering()
             self._soon = True
             asyncio.get_running_loop().call_soon(self._flush)
@@ -263,8 +265,8 @@ class ProofIntake:
                 self._out.popleft()
                 self.batches += 1
                 self._accept_checked(batch, forged)
-                if self._queue:
-                    self._schedule()  # a slot is free (after this batch: nothing inline overtakes it)
+                if self._queue:  # a slot is free (after this batch: nothing inline overtakes it); under
+                    self._schedule(at_once=True)  # load, what came meanwhile goes at once
         finally:
             self._drain = None
 
