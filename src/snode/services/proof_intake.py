@@ -5,11 +5,11 @@ inline, on the event loop's thread (one signature costs less than a round trip t
 accepted together: the relay's frames and the verdicts of one turn leave in one write per peer
 (`net.peer`), and a peer's send costs more than the proof's check (docs/PERFORMANCE.md, 2d).
 When many arrive together (thousands of service nodes, each proof reaching a node along several
-paths: INLINE_BELOW or more waiting) they are checked at once, as one batch: the cheap rules first, then their
-signatures split over the worker processes while the event loop goes on reading, relaying and
-acknowledging, then each proof is accepted in arrival order, its rules checked once more against
-what was accepted before it. Two batches are out at a time (one per worker) and the next gathers
-meanwhile, so the node's thread and the workers keep both cores busy.
+paths: INLINE_BELOW or more waiting) they are checked at once, as one batch: the cheap rules
+first, then their signatures split over the worker processes while the event loop goes on
+reading, relaying and acknowledging, then each proof is accepted in arrival order, its rules
+checked once more against what was accepted before it. Two batches are out at a time (one per
+worker) and the next gathers meanwhile, so the node's thread and the workers keep both cores busy.
 
 The queue is fair per peer (`FairQueue`): each peer waits in a line of its own, bounded, and a
 batch takes one proof from each line in turn, so a peer that floods fills only its own line and
