@@ -64,8 +64,8 @@ from snode.net.relay import Relay
 from snode.node.node import Identity, Node
 from snode.node.writer import ChainWriter
 from snode.params import COIN, REGTEST
-from snode.services import proof_intake
 from snode.rpc.counters import EventCounters
+from snode.services import proof_intake
 from snode.services.event_feed import EventFeed
 from snode.services.sn_duties import ServiceNodeDuties
 from snode.store.memory import MemoryStore
