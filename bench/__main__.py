@@ -2,7 +2,7 @@
 
 Every module has `run(...) -> dict` and `report(results, console)`; each measures its own limit
 in the same run and prints ratios against it with the target and PASS or BELOW. Names select
-modules (core, store, rpc, sync, proof, blocks, scale, devnet, hostile); none means all.
+modules (core, store, rpc, sync, proof, intake, blocks, scale, devnet, hostile); none means all.
 `--profile` adds the modules' own cProfile output where they have one.
 """
 
@@ -16,7 +16,7 @@ from typing import Final
 
 from snode.tools.tables import make_console
 
-MODULES: Final = ("core", "store", "rpc", "sync", "proof", "blocks", "scale", "devnet", "hostile")
+MODULES: Final = ("core", "store", "rpc", "sync", "proof", "intake", "blocks", "scale", "devnet", "hostile")
 
 
 def main() -> int:
