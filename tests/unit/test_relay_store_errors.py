@@ -7,11 +7,13 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+import msgspec
 import pytest
 
 from snode.common.clock import MockableClock
 from snode.core.blocks import Block
 from snode.core.encoding import encode
+from snode.core.errors import SnodeError
 from snode.net import protocol as P
 from snode.net.relay import Relay
 from snode.node.node import Node
@@ -46,7 +48,82 @@ def test_a_block_the_store_cannot_write_is_not_blamed_on_the_peer(error: StoreEr
     # the test with an AttributeError.
     peers = SimpleNamespace(on=lambda kind, handler: None)
     relay = Relay(peers, RefusingWriter(node, error))  # type: ignore[arg-type]
-    peer = SimpleNamespace(name="127.0.0.9:9230", height=0)
+    peer = SimpleNamespace(name="127.0.0.9:9230", height=0, known_blocks=[])
     asyncio.run(relay._on_new_block(peer, P.NewBlock(block=encode(block))))  # type: ignore[arg-type]
     assert f"could not store block {block.header.height} from 127.0.0.9:9230: {error.reason}" in caplog.text
     assert node.height == 0
+
+
+class SlowWriter(ChainWriter):
+    """Accepts a block only when told to, counting the blocks it was handed."""
+
+    def __init__(self, node: Node) -> None:
+        super().__init__(node)
+        self.handed: list[Block] = []
+        self.go = asyncio.Event()
+
+    async def accept_block(self, block: Block) -> None:
+        self.handed.append(block)
+        await self.go.wait()
+
+
+def test_copies_of_a_block_being_accepted_are_not_decoded_or_handed_on_again() -> None:
+    chain = new_chain()
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
+                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
+    block = chain.mine()[0]
+    writer = SlowWriter(node)
+    relay = Relay(SimpleNamespace(on=lambda kind, handler: None), writer)  # type: ignore[arg-type]
+    peers = [SimpleNamespace(name=f"127.0.0.{i}:9230", height=0, last_block_at=0.0, known_blocks=[]) for i in (8, 9)]
+
+    async def both() -> None:
+        copies = []
+        for peer in peers:
+            copies.append(asyncio.create_task(relay._on_new_block(peer, P.NewBlock(block=encode(block)))))  # type: ignore[arg-type]
+            await asyncio.sleep(0)  # the first copy is at the writer before the second arrives
+        await asyncio.sleep(0)
+        writer.go.set()
+        await asyncio.wait_for(asyncio.gather(*copies, return_exceptions=True), timeout=10)
+
+    asyncio.run(both())
+    assert writer.handed == [block], "the second copy reached the writer"
+    assert all(p.known_blocks for p in peers), "both senders are known to have it"
+    assert relay._accepting == {}
+
+
+class PickyWriter(SlowWriter):
+    """Refuses any block but `good` as invalid, once told to go on."""
+
+    def __init__(self, node: Node, good: Block) -> None:
+        super().__init__(node)
+        self.good = good
+
+    async def accept_block(self, block: Block) -> None:
+        await super().accept_block(block)
+        if block != self.good:
+            raise SnodeError("its transactions do not match its header's root")
+
+
+def test_a_copy_forged_under_the_real_header_does_not_cost_the_honest_copies() -> None:
+    chain = new_chain()
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
+                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
+    block = chain.mine()[0]
+    forged = msgspec.structs.replace(block, transactions=())
+    writer = PickyWriter(node, block)
+    relay = Relay(SimpleNamespace(on=lambda kind, handler: None), writer)  # type: ignore[arg-type]
+    forger, honest = (SimpleNamespace(name=f"127.0.0.{i}:9230", height=0, last_block_at=0.0, known_blocks=[])
+                      for i in (8, 9))
+
+    async def both() -> BaseException | None:
+        first = asyncio.create_task(relay._on_new_block(forger, P.NewBlock(block=encode(forged))))  # type: ignore[arg-type]
+        await asyncio.sleep(0)  # the forged copy is at the writer when the honest one arrives
+        await relay._on_new_block(honest, P.NewBlock(block=encode(block)))  # type: ignore[arg-type]
+        writer.go.set()
+        results = await asyncio.wait_for(asyncio.gather(first, return_exceptions=True), timeout=10)
+        return results[0]
+
+    raised = asyncio.run(both())
+    assert isinstance(raised, P.ProtocolViolation) and "invalid block" in str(raised), raised
+    assert writer.handed == [forged, block], "the honest copy was dropped with the forged one"
+    assert honest.height == block.header.height

@@ -25,6 +25,7 @@ FLOOD_RATE: Final = 500.0
 """Messages per second a peer may send on average..."""
 FLOOD_BURST: Final = 2_000.0
 """...and in one burst."""
+KNOWN_BLOCKS: Final = 8
 HELLO_MAX_FRAME: Final = 4_096
 """Until the handshake is done a peer may send only small frames."""
 
@@ -85,6 +86,10 @@ class Peer:
         self.proof_bucket = TokenBucket(L.PROOF_RATE, L.PROOF_BURST, L.PROOF_BURST, now)
         self.upload = TokenBucket(L.UPLOAD_RATE, L.UPLOAD_BURST, L.UPLOAD_BURST, now)
         """Bytes of blocks this peer may still pull (`relay`'s GetBlocks answers)."""
+        self.last_heard = now
+        """When this peer last sent us bytes (`PeerManager` drops one silent for IDLE_TIMEOUT)."""
+        self.known_blocks: deque[bytes] = deque(maxlen=KNOWN_BLOCKS)
+        """Hashes of the last blocks it sent us or we sent it (the relay sends a block once)."""
         self.last_block_at = 0.0
         """When this peer last sent us a block we adopted (eviction protects such peers)."""
         self.pending: asyncio.Future[P.Blocks] | None = None
