@@ -53,8 +53,10 @@ log = logging.getLogger(__name__)
 
 SEEN_TX_CACHE: Final = 50_000
 MAX_PARKED: Final = 16
-"""Copies of a block kept while its first copy is at the writer (more peers than this rarely
-send one block at once; a copy beyond is dropped, as a copy after adoption is)."""
+"""Copies of a block kept while its first copy is at the writer, one per address (`Peer.key`)
+and none from the first copy's: one peer's forgeries cannot crowd out the others' copies. More
+peers than this rarely send one block at once; a copy beyond is dropped, as a copy after
+adoption is."""
 
 
 class Relay:
@@ -66,9 +68,10 @@ class Relay:
         self.node = writer.node
         self.orphans = OrphanPool()
         self._seen_txs: OrderedDict[bytes, None] = OrderedDict()
-        self._accepting: dict[bytes, list[tuple[Peer, P.NewBlock]]] = {}
+        self._accepting: dict[bytes, dict[str, tuple[Peer, P.NewBlock]]] = {}
         """The blocks from peers that the writer is accepting now, by hash, with the copies that
-        other peers sent meanwhile (MAX_PARKED at most)."""
+        other peers sent meanwhile, by address (MAX_PARKED at most; the first copy's address
+        under its key too, holding nothing to take up)."""
         self.gossip = ProofGossip(registered=lambda key: key in self.node.state.service_nodes,
                                   accepted_at=self.node.proofs.last_accepted)
         peers.on(P.NewBlock, self._on_new_block)
@@ -103,8 +106,8 @@ class Relay:
         if parked is not None:
             # Another peer's copy is at the writer: judged once, not decoded again; this one is
             # taken up only if that one turns out to be a forgery of it (`_after_forgery`).
-            if len(parked) < MAX_PARKED:
-                parked.append((peer, message))
+            if peer.key not in parked and len(parked) <= MAX_PARKED:
+                parked[peer.key] = (peer, message)
             return
         if h.prev_hash != node.state.tip_hash and not self.could_produce(h.producer):
             self._on_unknown_producer(peer, head)
@@ -117,7 +120,7 @@ class Relay:
         if h.prev_hash != node.state.tip_hash:
             self._on_orphan(peer, block, len(message.block))
             return
-        self._accepting[this] = []
+        self._accepting[this] = {peer.key: (peer, message)}
         try:
             await self.writer.accept_block(block)
         except NotOnTip:
@@ -133,7 +136,9 @@ class Relay:
             log.error("could not store block %d from %s: %s", h.height, peer.name, err.reason)
             return
         except SnodeError as err:
-            await self._after_forgery(self._accepting.pop(this, []))
+            parked = self._accepting.pop(this, {})
+            parked.pop(peer.key, None)
+            await self._after_forgery(list(parked.values()))
             raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
         finally:
             self._accepting.pop(this, None)
