@@ -85,7 +85,7 @@ def test_copies_of_a_block_being_accepted_are_not_decoded_or_handed_on_again() -
     async def both() -> None:
         copies = []
         for peer in peers:
-            copies.append(asyncio.create_task(relay._on_new_block(peer, P.NewBlock(block=encode(block)))))  # type: ignore[arg-type]
+            copies.append(asyncio.create_task(relay._on_new_block(peer, P.NewBlock(block=encode(block)))))
             await asyncio.sleep(0)  # the first copy is at the writer before the second arrives
         await asyncio.sleep(0)
         writer.go.set()
@@ -121,9 +121,9 @@ def test_a_copy_forged_under_the_real_header_does_not_cost_the_honest_copies() -
     forger, honest = sender(8), sender(9)
 
     async def both() -> BaseException | None:
-        first = asyncio.create_task(relay._on_new_block(forger, P.NewBlock(block=encode(forged))))  # type: ignore[arg-type]
+        first = asyncio.create_task(relay._on_new_block(forger, P.NewBlock(block=encode(forged))))
         await asyncio.sleep(0)  # the forged copy is at the writer when the honest one arrives
-        await relay._on_new_block(honest, P.NewBlock(block=encode(block)))  # type: ignore[arg-type]
+        await relay._on_new_block(honest, P.NewBlock(block=encode(block)))
         writer.go.set()
         results = await asyncio.wait_for(asyncio.gather(first, return_exceptions=True), timeout=10)
         return results[0]
@@ -151,12 +151,12 @@ def test_one_peers_forged_copies_do_not_crowd_out_an_honest_copy() -> None:
     accomplice = sender(7)
 
     async def flood() -> None:
-        first = asyncio.create_task(relay._on_new_block(forger, P.NewBlock(block=encode(forged))))  # type: ignore[arg-type]
+        first = asyncio.create_task(relay._on_new_block(forger, P.NewBlock(block=encode(forged))))
         await asyncio.sleep(0)  # the forged copy is at the writer
         for i in range(2 * MAX_PARKED):  # the forger again, on more connections of its address
-            await relay._on_new_block(sender(8, 9300 + i), P.NewBlock(block=encode(forged)))  # type: ignore[arg-type]
-        await relay._on_new_block(accomplice, P.NewBlock(block=encode(forged)))  # type: ignore[arg-type]
-        await relay._on_new_block(honest, P.NewBlock(block=encode(block)))  # type: ignore[arg-type]
+            await relay._on_new_block(sender(8, 9300 + i), P.NewBlock(block=encode(forged)))
+        await relay._on_new_block(accomplice, P.NewBlock(block=encode(forged)))
+        await relay._on_new_block(honest, P.NewBlock(block=encode(block)))
         writer.go.set()
         await asyncio.wait_for(asyncio.gather(first, return_exceptions=True), timeout=10)
 
