@@ -269,7 +269,7 @@ class PeerManager:
         """Ping every peer; drop one silent for IDLE_TIMEOUT (not a timer per message read)."""
         now = time.monotonic()
         for peer in list(self.peers):
-            if now - peer.last_heard > IDLE_TIMEOUT:
+            if peer.silent_since(now - IDLE_TIMEOUT):
                 log.info("dropping peer %s: silent for too long", peer.name, extra=limited(peer))
                 peer.close()
             elif peer.hello is not None:
@@ -332,11 +332,16 @@ class PeerManager:
         """The peer's next message; None for one dropped unread (proofs over their rate). No
         deadline here: `_ping_or_drop` drops a silent peer, the handshake has its own."""
         while not peer.inbox:
-            data = await peer.reader.read(min(max(peer.decoder.needed(), 4096), 2**20))
+            peer.waiting = True  # observable only while the read below blocks: nothing is buffered
+            try:
+                data = await peer.reader.read(min(max(peer.decoder.needed(), 4096), 2**20))
+            finally:
+                peer.waiting = False
             if not data:
                 raise ConnectionError("closed")
-            peer.last_heard = time.monotonic()
             peer.inbox.extend(peer.decoder.feed(data))
+            if peer.inbox:
+                peer.last_heard = time.monotonic()
         message = P.parse(peer.inbox.popleft())
         # Uptime proofs have a rate of their own: a busy network relays more of them than the
         # flood rate (2,000 SNs proving every 2 s on devnet); one over it is dropped and scored.

@@ -290,6 +290,8 @@ class Relay:
                 self.peers.send(peer, message)
         for peer in self.gossip.overdue(time.monotonic()):
             assert isinstance(peer, Peer)
+            if not peer.waiting:
+                continue  # its answer may wait unread behind our own handler: judged once read
             log.info("dropping peer %s: it did not send the uptime proofs it was asked for", peer.name)
             peer.close()
 
