@@ -85,10 +85,21 @@ MAX_PROOFS_ASKED_PER_PEER: Final = 1_000
 asked of it (another announcer, or the signer's next proof, brings it). An announced id costs
 the peer one proof of its PROOF_RATE, as a proof does."""
 MAX_WANTED_PROOFS: Final = 50_000
-"""Announced proofs this node lacks and waits for, all peers together..."""
-MAX_ANNOUNCERS: Final = 4
-"""...each with at most this many peers that announced it: if the one asked does not send it
-(it answers without it, times out or goes), the next is asked."""
+"""Announced proofs this node lacks and waits for, as inbound peers announced them (an id an
+outbound peer announces is wanted beyond: we chose those peers, an attacker cannot fill them by
+connecting to us). Each stays wanted until a copy of it is accepted, or no announcer is left."""
+MAX_ANNOUNCED_PER_PEER: Final = 10_000
+"""Wanted proofs one peer is remembered to have announced (every announcer of an id is kept, to
+fall back on)..."""
+MAX_ANNOUNCEMENTS: Final = 100_000
+"""...and all inbound peers together (outbound peers only by MAX_ANNOUNCED_PER_PEER each)."""
+INBOUND_ASK_DELAY: Final = 2.0
+"""Seconds an announced proof waits before it is asked of an inbound peer, so that an outbound
+announcer (its next round is at most a second away) is asked first: inbound connections are the
+ones an attacker can make, many of them, announcing first."""
+PROOF_JUDGE_TIMEOUT: Final = 5.0
+"""A copy that came in an answer and was not accepted this long after (judged invalid, or a
+forgery not yet banned): the next announcer is asked."""
 PROOF_REQUEST_TIMEOUT: Final = 10.0
 """A peer that has not answered a GetProofs this long is dropped (not banned: it may only be slow)."""
 MAX_KNOWN_PROOFS_PER_PEER: Final = 20_000

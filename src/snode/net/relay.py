@@ -73,7 +73,9 @@ class Relay:
         other peers sent meanwhile, by address (MAX_PARKED at most; the first copy's address
         under its key too, holding nothing to take up)."""
         self.gossip = ProofGossip(registered=lambda key: key in self.node.state.service_nodes,
-                                  accepted_at=self.node.proofs.last_accepted)
+                                  accepted_at=self.node.proofs.last_accepted,
+                                  connected=lambda peer: peer in self.peers.peers,
+                                  outbound=lambda peer: isinstance(peer, Peer) and peer.outbound)
         peers.on(P.NewBlock, self._on_new_block)
         peers.on(P.NewTransaction, self._on_new_transaction)
         peers.on(P.Proof, self._on_proof)
@@ -238,7 +240,9 @@ class Relay:
     async def _on_proof(self, peer: Peer, message: P.Proof | P.ProofRejected | P.ProofAck) -> None:
         """Uptime proofs are judged by the service-node duties (`services.sn_duties`)."""
         if isinstance(message, P.Proof) and self.gossip.registered(message.proof.pubkey):
-            self.gossip.state(peer).learn(message.proof.pubkey, message.proof.timestamp)
+            state = self.gossip.state(peer)
+            if state is not None:
+                state.learn(message.proof.pubkey, message.proof.timestamp)
         self.node.hub.publish(ProofMessage(peer, peer.ip, peer.name, message))
 
     # --- proofs by announcement (`net.proof_gossip`) -------------------------------------------
@@ -282,13 +286,16 @@ class Relay:
             self.peers.send(peer, request)
 
     def _announce_proofs(self) -> None:
-        """Every INV_INTERVAL: announce what was accepted since, and drop the peers that left a
-        GetProofs of ours unanswered too long (not banned: they may only be slow)."""
+        """Every INV_INTERVAL: announce what was accepted since, ask for the wanted proofs whose
+        time has come, and drop the peers that left a GetProofs of ours unanswered too long (not
+        banned: they may only be slow)."""
         peers = [p for p in self.peers.peers if p.hello is not None and p.hello.version >= P.PROOF_INV_VERSION]
         for peer, messages in self.gossip.announcements(peers):
             for message in messages:
                 self.peers.send(peer, message)
-        for peer in self.gossip.overdue(time.monotonic()):
+        now = time.monotonic()
+        self._ask(self.gossip.due(now))
+        for peer in self.gossip.overdue(now):
             assert isinstance(peer, Peer)
             if not peer.waiting:
                 continue  # its answer may wait unread behind our own handler: judged once read
@@ -352,9 +359,10 @@ class Relay:
             if relayed and peer.hello.version >= P.PROOF_INV_VERSION:
                 continue
             state = gossip.state(peer)
-            if relayed and state.has(proof.pubkey, proof.timestamp):
-                continue
-            state.learn(proof.pubkey, proof.timestamp)
+            if state is not None:
+                if relayed and state.has(proof.pubkey, proof.timestamp):
+                    continue
+                state.learn(proof.pubkey, proof.timestamp)
             self.peers.send_frame(peer, data)
 
 
