@@ -7,17 +7,23 @@ unanswered request, announcements over the proof rate)."""
 from __future__ import annotations
 
 import os
+import select
 import time
+
+import msgspec
 
 from snode.core.proofs import UptimeProof
 from snode.devchain import key_from_label
 from snode.net import limits as L
 from snode.net import protocol as P
 from snode.params import COIN
-from tests.functional.framework import assert_equal, connect_nodes, narrator, next_loopback_ip, wait_until
+from tests.functional.framework import (
+    assert_equal, connect_nodes, narrator, next_loopback_ip, scaled, wait_until,
+)
 from tests.functional.hostile import assert_serving, ban_reasons, pong
 from tests.functional.p2p import FakePeer, cut_off_after
 from tests.functional.sn_helpers import SOLO, fund_and_unlock, record, register
+from tests.functional.test_network_faults import partition
 
 log = narrator(__name__)
 
@@ -151,3 +157,95 @@ def test_the_bounds_of_proof_announcements_hold(nodes):
         flooder.close()
     assert any("proof flooding" in r for r in ban_reasons(victim).values()), ban_reasons(victim)
     assert_serving(victim)
+
+
+def test_announcers_that_answer_empty_or_forged_cannot_censor_a_proof(nodes):
+    """An attacker's connections announce each of a service node's proofs first (it hears them
+    from the signer itself, the honest daemon one announcement later), hold our request a second
+    and answer without the proof (four of them), or with a forged copy (a fifth). The victim
+    remembers every announcer, asks one after another, keeps the id wanted until a copy is
+    accepted, asks the announcers that failed it last, and gets the proofs from the honest one
+    within a bound."""
+    victim, honest, middle = nodes.add(), nodes.add(), nodes.add()
+    sn = nodes.add(extra_args=["--service-node", "--skip-doppelganger-check"])
+    partition([victim], [sn, middle])  # the victim hears the signer's proofs only by announcement
+    connect_nodes(honest, victim)  # inbound at the victim, as the attacker's connections are
+    connect_nodes(honest, middle)
+    connect_nodes(middle, sn)
+    operator = key_from_label("proof censorship operator")
+    fund_and_unlock(victim, {operator.public: SOLO + COIN})
+    register(sn, victim, operator, SOLO)
+    victim.generate_blocks(blocks=1)
+    pk = bytes.fromhex(sn.get_service_node_key()["service_node_pubkey"])
+    wait_until(lambda: record(victim, pk.hex())["last_uptime_proof"] > 0, timeout=30, what="a first proof")
+
+    log.info("The attacker listens to the signer and announces each of its proofs first, on 5 connections")
+    spy = FakePeer(sn, source_ip=next_loopback_ip())
+    spy.handshake()
+    attackers = [fake(victim) for _ in range(5)]
+    forger_ip = attackers[-1].sock.getsockname()[0]
+    try:
+        first, asked = attack(victim, pk, spy, attackers)
+        log.info("%d requests to the attacker's connections", asked)
+        assert record(victim, pk.hex())["last_uptime_proof"] >= first, "the proofs were censored"
+        assert asked >= 5, "the attacker's announcers were not each asked"
+    finally:
+        spy.close()
+        for attacker in attackers:
+            attacker.close()
+    assert "forged uptime proof" in ban_reasons(victim).get(forger_ip, ""), ban_reasons(victim)
+    assert_serving(victim)
+
+
+def attack(victim, pk, spy, attackers, hold=1.0, bound=60):
+    """Announce each proof of `pk` the spy hears on every attacker connection; answer each
+    request after `hold` seconds, empty, or forged by the last connection; until the victim
+    accepts a proof at least as new as the first announced, or `bound` (scaled) seconds. The
+    first timestamp announced, and the requests the attackers got."""
+    first, asked, held, forged = 0, 0, [], None
+    deadline, checked = time.monotonic() + scaled(bound), 0.0
+    peers = [spy, *attackers]
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([p.sock for p in peers if p.sock.fileno() >= 0], [], [], 0.05)
+        for i, peer in enumerate(peers):
+            for message in drain(peer) if peer.sock in ready or peer.inbox else []:
+                if i == 0 and isinstance(message, P.Proof) and message.proof.pubkey == pk:
+                    first = first or message.proof.timestamp
+                    for attacker in attackers:
+                        send_quietly(attacker, P.ProofInv([(pk, message.proof.timestamp)]))
+                    forged = msgspec.structs.replace(message.proof, signature=bytes(64))
+                elif i > 0 and isinstance(message, P.GetProofs):
+                    asked += 1
+                    held.append((time.monotonic() + hold, i, message.ids))
+        for answer in [h for h in held if h[0] <= time.monotonic()]:
+            held.remove(answer)
+            _, i, ids = answer
+            forger = i == len(attackers) and forged is not None
+            copies = [msgspec.structs.replace(forged, timestamp=ts) for _, ts in ids] if forger else []
+            send_quietly(peers[i], P.Proofs(copies))
+        if first and time.monotonic() > checked + 0.5:
+            checked = time.monotonic()
+            if record(victim, pk.hex())["last_uptime_proof"] >= first:
+                break
+    assert first, "the signer sent no proof to the attacker's listener"
+    return first, asked
+
+
+def send_quietly(peer, message):
+    """Send, unless the node has closed the connection (the forger, once banned)."""
+    try:
+        peer.send(message)
+    except OSError:
+        pass
+
+
+def drain(peer):
+    """The messages a fake peer has received (what its socket holds now)."""
+    out = []
+    try:
+        out.append(peer.receive(timeout=0.01))
+        while peer.inbox:
+            out.append(peer.inbox.pop(0))
+    except (TimeoutError, OSError):
+        pass
+    return out

@@ -65,6 +65,10 @@ class PeerProofs:
     offered: set[ProofId] = field(default_factory=set)
     """Wanted ids it announced and was not yet asked for in vain (MAX_ANNOUNCED_PER_PEER)."""
     outbound: bool = False
+    failures: int = 0
+    """Ids it announced, was asked for, and did not bring a copy of that was accepted (it is
+    asked after the announcers that failed less: one round of an attacker's empty or forged
+    answers, and the honest announcers are asked first from then on)."""
 
     def has(self, pubkey: bytes, timestamp: int) -> bool:
         return self.known.get(pubkey, -1) >= timestamp
@@ -342,7 +346,7 @@ class ProofGossip:
             if want is None or (failed is not None and want.asked is not failed):
                 continue  # accepted, or already asked of another
             if want.asked is not None:
-                self._unoffer(want.asked, key)
+                self._failed(want.asked, key)
                 want.asked = None
             if self._have(key) or not want.announcers:
                 self._drop_want(key)
@@ -363,16 +367,28 @@ class ProofGossip:
                     out.append((peer, request))
         return out
 
+    def _failed(self, peer: Peer, key: ProofId) -> None:
+        """`peer` was asked for `key` and brought no copy that was accepted: not asked for it
+        again, and one failure more, unless it has a newer proof of that signer by now (it
+        serves only the newest)."""
+        state = self.peers.get(peer)
+        if state is not None and key in state.offered:
+            self._unoffer(peer, key)
+            state.failures += state.known.get(key[0], -1) <= key[1]
+
     def _choose(self, announcers: list[Peer], asks: dict[Peer, list[ProofId]]) -> Peer | None:
-        """The announcer to ask: the first outbound one that may be asked more, else the first
-        inbound one."""
-        fallback = None
+        """The announcer to ask, of those that may be asked more: the one that failed least,
+        outbound before inbound, then the first to announce."""
+        best, best_rank = None, (0, False)
         for peer in announcers:
             state = self.peers[peer]
             if state.asked + len(asks.get(peer, ())) >= L.MAX_PROOFS_ASKED_PER_PEER:
                 continue
-            if state.outbound:
-                return peer
-            if fallback is None:
-                fallback = peer
-        return fallback
+            rank = (state.failures, not state.outbound)
+            if best is None or rank < best_rank:
+                best, best_rank = peer, rank
+        return best
+
+    def next_due(self) -> float | None:
+        """When `due` may next have something to ask (a wake-up time; None: nothing wanted)."""
+        return self._due[0][0] if self._due else None

@@ -93,6 +93,8 @@ class Relay:
         hub.subscribe(PeerDisconnected, self._on_peer_gone)
         hub.subscribe(PeerConnected, self._on_peer_connected)
         self._announcing = False
+        self._wake: tuple[float, asyncio.TimerHandle] | None = None
+        """When `_ask_due` runs next, and its timer."""
 
     # --- in -----------------------------------------------------------------------------------
 
@@ -251,6 +253,7 @@ class Relay:
         request = self.gossip.announced(peer, message.ids, time.monotonic())
         if request is not None:
             self.peers.send(peer, request)
+        self._wake_at_next_due()
 
     async def _on_get_proofs(self, peer: Peer, message: P.GetProofs) -> None:
         self.peers.send(peer, P.Proofs(self.gossip.serve(peer, message.ids)))
@@ -278,23 +281,37 @@ class Relay:
             except Exception:  # a bug here must not end the announcements
                 log.exception("announcing uptime proofs failed")
 
+    def _wake_at_next_due(self) -> None:
+        """Ask for what is wanted at its time (an inbound announcer's delay is shorter than
+        the announcements' round), not only at the next round."""
+        when = self.gossip.next_due()
+        if when is None or (self._wake is not None and self._wake[0] <= when):
+            return
+        if self._wake is not None:
+            self._wake[1].cancel()
+        handle = asyncio.get_running_loop().call_later(max(0.0, when - time.monotonic()), self._ask_due)
+        self._wake = (when, handle)
+
+    def _ask_due(self) -> None:
+        self._wake = None
+        self._ask(self.gossip.due(time.monotonic()))
+
     def _on_peer_gone(self, event: PeerDisconnected) -> None:
         self._ask(self.gossip.gone(event.peer, time.monotonic()))
 
     def _ask(self, requests: list[tuple[object, P.GetProofs]]) -> None:
         for peer, request in requests:
             self.peers.send(peer, request)
+        self._wake_at_next_due()
 
     def _announce_proofs(self) -> None:
-        """Every INV_INTERVAL: announce what was accepted since, ask for the wanted proofs whose
-        time has come, and drop the peers that left a GetProofs of ours unanswered too long (not
-        banned: they may only be slow)."""
+        """Every INV_INTERVAL: announce what was accepted since, and drop the peers that left a
+        GetProofs of ours unanswered too long (not banned: they may only be slow)."""
         peers = [p for p in self.peers.peers if p.hello is not None and p.hello.version >= P.PROOF_INV_VERSION]
         for peer, messages in self.gossip.announcements(peers):
             for message in messages:
                 self.peers.send(peer, message)
         now = time.monotonic()
-        self._ask(self.gossip.due(now))
         for peer in self.gossip.overdue(now):
             assert isinstance(peer, Peer)
             if not peer.waiting:
