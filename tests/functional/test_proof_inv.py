@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import time
 
 import msgspec
@@ -23,7 +24,6 @@ from tests.functional.framework import (
 from tests.functional.hostile import assert_serving, ban_reasons, pong
 from tests.functional.p2p import FakePeer, cut_off_after
 from tests.functional.sn_helpers import SOLO, fund_and_unlock, record, register
-from tests.functional.test_network_faults import partition
 
 log = narrator(__name__)
 
@@ -33,13 +33,24 @@ def proven_victim(nodes):
     victim = nodes.add()
     sn = nodes.add(extra_args=["--service-node", "--skip-doppelganger-check"])
     connect_nodes(sn, victim)
+    return victim, proving(victim, sn)
+
+
+def proving(victim, sn):
+    """Register `sn` through `victim` and wait until the victim has a proof of it: its key."""
     operator = key_from_label("proof inv operator")
     fund_and_unlock(victim, {operator.public: SOLO + COIN})
     register(sn, victim, operator, SOLO)
     victim.generate_blocks(blocks=1)
     pk = bytes.fromhex(sn.get_service_node_key()["service_node_pubkey"])
     wait_until(lambda: record(victim, pk.hex())["last_uptime_proof"] > 0, timeout=30, what="the SN's first proof")
-    return victim, pk
+    return pk
+
+
+def cut_off(node, others):
+    """Make `node` refuse every connection with `others` (its deny_ips, read on SIGUSR1)."""
+    (node.data_dir / "deny_ips").write_text("".join(f"{n.ip}\n" for n in others))
+    os.kill(node.process.pid, signal.SIGUSR1)
 
 
 def fake(node, version=P.PROTOCOL_VERSION):
@@ -168,16 +179,11 @@ def test_announcers_that_answer_empty_or_forged_cannot_censor_a_proof(nodes):
     within a bound."""
     victim, honest, middle = nodes.add(), nodes.add(), nodes.add()
     sn = nodes.add(extra_args=["--service-node", "--skip-doppelganger-check"])
-    partition([victim], [sn, middle])  # the victim hears the signer's proofs only by announcement
+    cut_off(victim, [sn, middle])  # the victim hears the signer's proofs only by announcement
     connect_nodes(honest, victim)  # inbound at the victim, as the attacker's connections are
     connect_nodes(honest, middle)
     connect_nodes(middle, sn)
-    operator = key_from_label("proof censorship operator")
-    fund_and_unlock(victim, {operator.public: SOLO + COIN})
-    register(sn, victim, operator, SOLO)
-    victim.generate_blocks(blocks=1)
-    pk = bytes.fromhex(sn.get_service_node_key()["service_node_pubkey"])
-    wait_until(lambda: record(victim, pk.hex())["last_uptime_proof"] > 0, timeout=30, what="a first proof")
+    pk = proving(victim, sn)
 
     log.info("The attacker listens to the signer and announces each of its proofs first, on 5 connections")
     spy = FakePeer(sn, source_ip=next_loopback_ip())
@@ -202,7 +208,8 @@ def attack(victim, pk, spy, attackers, hold=1.0, bound=60):
     request after `hold` seconds, empty, or forged by the last connection; until the victim
     accepts a proof at least as new as the first announced, or `bound` (scaled) seconds. The
     first timestamp announced, and the requests the attackers got."""
-    first, asked, held, forged = 0, 0, [], None
+    first, asked, held = 0, 0, []
+    forged: list[UptimeProof] = []  # the signer's proof, its signature replaced
     deadline, checked = time.monotonic() + scaled(bound), 0.0
     peers = [spy, *attackers]
     while time.monotonic() < deadline:
@@ -213,15 +220,15 @@ def attack(victim, pk, spy, attackers, hold=1.0, bound=60):
                     first = first or message.proof.timestamp
                     for attacker in attackers:
                         send_quietly(attacker, P.ProofInv([(pk, message.proof.timestamp)]))
-                    forged = msgspec.structs.replace(message.proof, signature=bytes(64))
+                    forged[:] = [msgspec.structs.replace(message.proof, signature=bytes(64))]
                 elif i > 0 and isinstance(message, P.GetProofs):
                     asked += 1
                     held.append((time.monotonic() + hold, i, message.ids))
         for answer in [h for h in held if h[0] <= time.monotonic()]:
             held.remove(answer)
             _, i, ids = answer
-            forger = i == len(attackers) and forged is not None
-            copies = [msgspec.structs.replace(forged, timestamp=ts) for _, ts in ids] if forger else []
+            forger = forged if i == len(attackers) else []
+            copies = [msgspec.structs.replace(copy, timestamp=ts) for copy in forger for _, ts in ids]
             send_quietly(peers[i], P.Proofs(copies))
         if first and time.monotonic() > checked + 0.5:
             checked = time.monotonic()

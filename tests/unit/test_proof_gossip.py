@@ -138,6 +138,10 @@ def test_inbound_announcers_first_cannot_censor_a_proof() -> None:
     assert g.due(10 + L.PROOF_REQUEST_TIMEOUT) == [("h", GetProofs([wanted]))], "x4 never answered"
     g.accepted(proof(KEYS[1], 10), source="h")
     assert g.wanted == {}
+    later = (KEYS[1], 12)
+    for x in ("x1", "x2", "x4", "h"):
+        g.announced(x, [later], now=30)
+    assert g.due(30 + L.INBOUND_ASK_DELAY) == [("h", GetProofs([later]))], "those that failed are asked last"
 
 
 def test_an_answer_without_a_question_or_with_a_proof_not_asked_is_misbehaviour() -> None:

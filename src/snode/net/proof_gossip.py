@@ -66,9 +66,10 @@ class PeerProofs:
     """Wanted ids it announced and was not yet asked for in vain (MAX_ANNOUNCED_PER_PEER)."""
     outbound: bool = False
     failures: int = 0
-    """Ids it announced, was asked for, and did not bring a copy of that was accepted (it is
-    asked after the announcers that failed less: one round of an attacker's empty or forged
-    answers, and the honest announcers are asked first from then on)."""
+    """Ids it announced, was asked for, and did not bring a copy of that was accepted, since
+    the last copy it brought that was: it is asked after the announcers that failed less. An
+    honest peer fails now and then (it serves only a signer's newest proof) and is cleared at
+    its next good copy; an attacker's connection that answers empty or forged only fails."""
 
     def has(self, pubkey: bytes, timestamp: int) -> bool:
         return self.known.get(pubkey, -1) >= timestamp
@@ -162,6 +163,7 @@ class ProofGossip:
         state = self.state(source) if source is not None else None
         if state is not None:
             state.learn(proof.pubkey, proof.timestamp)
+            state.failures = 0
 
     def announcements(self, peers: Iterable[Peer]) -> list[tuple[Peer, list[ProofInv]]]:
         """Each peer's ProofInv messages for the proofs accepted since the last call that it is
@@ -345,10 +347,13 @@ class ProofGossip:
             want = self.wanted.get(key)
             if want is None or (failed is not None and want.asked is not failed):
                 continue  # accepted, or already asked of another
+            if self._have(key):
+                self._drop_want(key)
+                continue
             if want.asked is not None:
                 self._failed(want.asked, key)
                 want.asked = None
-            if self._have(key) or not want.announcers:
+            if not want.announcers:
                 self._drop_want(key)
                 continue
             chosen = self._choose(want.announcers, asks)
@@ -369,12 +374,11 @@ class ProofGossip:
 
     def _failed(self, peer: Peer, key: ProofId) -> None:
         """`peer` was asked for `key` and brought no copy that was accepted: not asked for it
-        again, and one failure more, unless it has a newer proof of that signer by now (it
-        serves only the newest)."""
+        again, and one failure more."""
         state = self.peers.get(peer)
         if state is not None and key in state.offered:
             self._unoffer(peer, key)
-            state.failures += state.known.get(key[0], -1) <= key[1]
+            state.failures += 1
 
     def _choose(self, announcers: list[Peer], asks: dict[Peer, list[ProofId]]) -> Peer | None:
         """The announcer to ask, of those that may be asked more: the one that failed least,
