@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from types import SimpleNamespace
 from typing import Any
 
 from snode.common.clock import MockableClock
@@ -14,8 +15,10 @@ from snode.net import peers as peers_module
 from snode.net import protocol as P
 from snode.net.peer import Peer
 from snode.net.peers import IDLE_TIMEOUT, PeerManager
+from snode.net.relay import Relay
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
+from snode.node.writer import ChainWriter
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import new_chain, wait_async
 
@@ -93,3 +96,32 @@ def test_a_peer_whose_frames_wait_behind_our_slow_handler_is_not_silent(monkeypa
             await manager.stop()
 
     asyncio.run(scenario())
+
+
+class Asked(Peer):
+    """A peer the relay asked for proofs: what `_announce_proofs` reads of it (no socket)."""
+
+    def __init__(self, waiting: bool) -> None:  # not Peer's: it needs a socket
+        self.waiting, self.outbound, self.hello, self.closed = waiting, True, None, False
+        self.ip, self.port = "127.0.0.9", 9230
+
+    def close(self) -> None:
+        self.closed = True
+
+
+
+def test_an_unanswered_proof_request_drops_its_peer_only_if_nothing_of_it_waits_unread() -> None:
+    chain = new_chain()
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
+                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
+    busy, idle = Asked(waiting=False), Asked(waiting=True)
+    manager = SimpleNamespace(on=lambda kind, handler: None, peers={busy, idle}, send=lambda peer, message: None)
+    relay = Relay(manager, ChainWriter(node))  # type: ignore[arg-type]
+    for peer in (busy, idle):
+        relay.gossip.announced(peer, [(bytes(32), 1)], now=0)  # not registered: nothing asked
+        state = relay.gossip.state(peer)
+        assert state is not None
+        state.requests.append((time.monotonic() - 1, [(bytes(32), 1)]))  # a request past its deadline
+    relay._announce_proofs()
+    assert idle.closed, "a peer we wait for that never answered is dropped"
+    assert not busy.closed, "a peer whose answer may wait behind our own handler was dropped"
