@@ -62,6 +62,18 @@ class FakePeer:
             self.inbox.extend(P.parse(p) for p in self.decoder.feed(data))
         return self.inbox.pop(0)
 
+    def receive_until(self, wanted: Any, timeout: float = 10) -> P.Message:
+        """The first message for which `wanted(message)` is true, skipping the others; waits at
+        most timeout (scaled) seconds in all."""
+        deadline = time.monotonic() + scaled(timeout)
+        while True:
+            left = (deadline - time.monotonic()) / scaled(1)
+            if left <= 0:
+                raise TimeoutError("the node did not send the message waited for")
+            message = self.receive(timeout=left)
+            if wanted(message):
+                return message
+
     def closed_by_node(self, timeout: float = 10) -> bool:
         """True once the node has closed the connection (reads and drops anything else);
         False if it is still open after timeout (scaled) seconds."""

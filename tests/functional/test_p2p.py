@@ -288,3 +288,29 @@ def test_limits_before_the_handshake(nodes):
         for s in crowd:
             s.close()
     assert_equal(node.get_info()["height"], 0)
+
+
+def test_a_block_is_not_sent_back_to_the_peer_that_sent_it(nodes):
+    log.info("A node at genesis; another makes block 1; a fake peer hands it to the first")
+    node, maker = nodes.add(), nodes.add()
+    maker.generate_blocks(blocks=1)
+    block = bytes.fromhex(maker.get_block(height=1)["block_hex"])
+    sender = FakePeer(node, source_ip=next_loopback_ip())
+    listener = FakePeer(node, source_ip=next_loopback_ip())
+    try:
+        sender.handshake()
+        listener.handshake()
+        sender.send(P.NewBlock(block))
+        log.info("The node adopts it and relays it to the other peer, not back to the sender")
+        relayed = listener.receive_until(lambda m: isinstance(m, P.NewBlock), timeout=10)
+        assert isinstance(relayed, P.NewBlock)
+        assert_equal(relayed.block, block)
+        sender.send(P.Ping(9))  # answered after the block was handled: what was sent before it is read
+        seen = [sender.receive()]
+        while not isinstance(seen[-1], P.Pong):
+            seen.append(sender.receive())
+        assert not [m for m in seen if isinstance(m, P.NewBlock)], seen
+    finally:
+        sender.close()
+        listener.close()
+    assert_equal(node.get_info()["height"], 1)

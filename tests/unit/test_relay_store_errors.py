@@ -7,13 +7,15 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+import msgspec
 import pytest
 
 from snode.common.clock import MockableClock
 from snode.core.blocks import Block
 from snode.core.encoding import encode
+from snode.core.errors import SnodeError
 from snode.net import protocol as P
-from snode.net.relay import Relay
+from snode.net.relay import MAX_PARKED, Relay
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.node.writer import ChainWriter
@@ -46,7 +48,120 @@ def test_a_block_the_store_cannot_write_is_not_blamed_on_the_peer(error: StoreEr
     # the test with an AttributeError.
     peers = SimpleNamespace(on=lambda kind, handler: None)
     relay = Relay(peers, RefusingWriter(node, error))  # type: ignore[arg-type]
-    peer = SimpleNamespace(name="127.0.0.9:9230", height=0)
+    peer = SimpleNamespace(name="127.0.0.9:9230", key="127.0.0.9", height=0, known_blocks=[])
     asyncio.run(relay._on_new_block(peer, P.NewBlock(block=encode(block))))  # type: ignore[arg-type]
     assert f"could not store block {block.header.height} from 127.0.0.9:9230: {error.reason}" in caplog.text
     assert node.height == 0
+
+
+def sender(i: int, port: int = 9230) -> Any:
+    """What the relay reads of a peer that sends it a block."""
+    return SimpleNamespace(name=f"127.0.0.{i}:{port}", key=f"127.0.0.{i}", height=0, last_block_at=0.0,
+                           known_blocks=[])
+
+
+class SlowWriter(ChainWriter):
+    """Accepts a block only when told to, counting the blocks it was handed."""
+
+    def __init__(self, node: Node) -> None:
+        super().__init__(node)
+        self.handed: list[Block] = []
+        self.go = asyncio.Event()
+
+    async def accept_block(self, block: Block) -> None:
+        self.handed.append(block)
+        await self.go.wait()
+
+
+def test_copies_of_a_block_being_accepted_are_not_decoded_or_handed_on_again() -> None:
+    chain = new_chain()
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
+                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
+    block = chain.mine()[0]
+    writer = SlowWriter(node)
+    relay = Relay(SimpleNamespace(on=lambda kind, handler: None), writer)  # type: ignore[arg-type]
+    peers = [sender(i) for i in (8, 9)]
+
+    async def both() -> None:
+        copies = []
+        for peer in peers:
+            copies.append(asyncio.create_task(relay._on_new_block(peer, P.NewBlock(block=encode(block)))))
+            await asyncio.sleep(0)  # the first copy is at the writer before the second arrives
+        await asyncio.sleep(0)
+        writer.go.set()
+        await asyncio.wait_for(asyncio.gather(*copies, return_exceptions=True), timeout=10)
+
+    asyncio.run(both())
+    assert writer.handed == [block], "the second copy reached the writer"
+    assert all(p.known_blocks for p in peers), "both senders are known to have it"
+    assert relay._accepting == {}
+
+
+class PickyWriter(SlowWriter):
+    """Refuses any block but `good` as invalid, once told to go on."""
+
+    def __init__(self, node: Node, good: Block) -> None:
+        super().__init__(node)
+        self.good = good
+
+    async def accept_block(self, block: Block) -> None:
+        await super().accept_block(block)
+        if block != self.good:
+            raise SnodeError("its transactions do not match its header's root")
+
+
+def test_a_copy_forged_under_the_real_header_does_not_cost_the_honest_copies() -> None:
+    chain = new_chain()
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
+                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
+    block = chain.mine()[0]
+    forged = msgspec.structs.replace(block, transactions=())
+    writer = PickyWriter(node, block)
+    relay = Relay(SimpleNamespace(on=lambda kind, handler: None), writer)  # type: ignore[arg-type]
+    forger, honest = sender(8), sender(9)
+
+    async def both() -> BaseException | None:
+        first = asyncio.create_task(relay._on_new_block(forger, P.NewBlock(block=encode(forged))))
+        await asyncio.sleep(0)  # the forged copy is at the writer when the honest one arrives
+        await relay._on_new_block(honest, P.NewBlock(block=encode(block)))
+        writer.go.set()
+        results = await asyncio.wait_for(asyncio.gather(first, return_exceptions=True), timeout=10)
+        return results[0]
+
+    raised = asyncio.run(both())
+    assert isinstance(raised, P.ProtocolViolation) and "invalid block" in str(raised), raised
+    assert writer.handed == [forged, block], "the honest copy was dropped with the forged one"
+    assert honest.height == block.header.height
+
+
+def test_one_peers_forged_copies_do_not_crowd_out_an_honest_copy() -> None:
+    """Copies parked behind a forged first copy: one per address, none from the forger's, so
+    its many forged copies (over several connections) leave room for the honest one."""
+    chain = new_chain()
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
+                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
+    block = chain.mine()[0]
+    forged = msgspec.structs.replace(block, transactions=())
+    writer = PickyWriter(node, block)
+    scored: list[str] = []
+    peers = SimpleNamespace(on=lambda kind, handler: None,
+                            misbehaving=lambda peer, points, reason: scored.append(peer.name))
+    relay = Relay(peers, writer)  # type: ignore[arg-type]
+    forger, honest = sender(8), sender(9)
+    accomplice = sender(7)
+
+    async def flood() -> None:
+        first = asyncio.create_task(relay._on_new_block(forger, P.NewBlock(block=encode(forged))))
+        await asyncio.sleep(0)  # the forged copy is at the writer
+        for i in range(2 * MAX_PARKED):  # the forger again, on more connections of its address
+            await relay._on_new_block(sender(8, 9300 + i), P.NewBlock(block=encode(forged)))
+        await relay._on_new_block(accomplice, P.NewBlock(block=encode(forged)))
+        await relay._on_new_block(honest, P.NewBlock(block=encode(block)))
+        writer.go.set()
+        await asyncio.wait_for(asyncio.gather(first, return_exceptions=True), timeout=10)
+
+    asyncio.run(flood())
+    assert writer.handed == [forged, forged, block], "one copy per address is taken up, the honest one too"
+    assert scored == [accomplice.name], "the other address's forged copy is scored to it"
+    assert honest.height == block.header.height
+    assert relay._accepting == {}

@@ -16,7 +16,7 @@ Event types are frozen records defined beside their publisher (`node.events`, `n
 from __future__ import annotations
 
 import logging
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -30,19 +30,22 @@ class EventHub:
     """Subscriptions by event type, and in-order delivery."""
 
     def __init__(self) -> None:
-        self._handlers: dict[type, list[Handler]] = defaultdict(list)
+        self._handlers: dict[type, tuple[Handler, ...]] = {}
+        """A tuple per type, replaced (never changed) by (un)subscribe: a delivery under way
+        goes on with the handlers it started with, with no copy per event."""
         self._queue: deque[Any] = deque()
         self._delivering = False
 
     def subscribe(self, kind: type[E], handler: Callable[[E], None]) -> None:
         """Call `handler(event)` for every event of exactly type `kind`, in subscription order."""
-        self._handlers[kind].append(handler)
+        self._handlers[kind] = (*self._handlers.get(kind, ()), handler)
 
     def unsubscribe(self, kind: type[E], handler: Callable[[E], None]) -> None:
         """Stop calling `handler` for `kind` (nothing if it was not subscribed)."""
-        handlers = self._handlers.get(kind, [])
+        handlers = list(self._handlers.get(kind, ()))
         if handler in handlers:
             handlers.remove(handler)
+            self._handlers[kind] = tuple(handlers)
 
     def publish(self, event: object) -> None:
         """Deliver `event` to its subscribers (after any delivery under way has finished)."""
@@ -53,7 +56,7 @@ class EventHub:
         try:
             while self._queue:
                 current = self._queue.popleft()
-                for handler in tuple(self._handlers.get(type(current), ())):
+                for handler in self._handlers.get(type(current), ()):
                     try:
                         handler(current)
                     except Exception:

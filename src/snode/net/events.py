@@ -44,6 +44,13 @@ class PeerConnected:
 
 
 @dataclass(frozen=True, slots=True)
+class PeerDisconnected:
+    """A handshaken peer is gone (the relay asks others for what it owed us)."""
+
+    peer: object
+
+
+@dataclass(frozen=True, slots=True)
 class BlocksAhead:
     """A peer showed a block we cannot connect yet (the sync service fetches what is missing)."""
 

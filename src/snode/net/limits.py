@@ -77,6 +77,36 @@ MAX_QUEUED_PROOFS: Final = 50_000
 """Proofs waiting for their check, all peers together; when full, the peer with the most
 queued loses its newest, so a flooder never pushes out an honest peer's proof."""
 MAX_QUEUED_PROOFS_PER_PEER: Final = 10_000
+SCORE_UNASKED_PROOFS: Final = 100
+"""A Proofs answer with no GetProofs of ours open on that peer, or holding a proof its GetProofs
+did not ask for: no honest peer sends either (peer protocol 3)."""
+MAX_PROOFS_ASKED_PER_PEER: Final = 1_000
+"""Announced proofs asked of one peer and not answered yet; what it announces beyond is not
+asked of it (another announcer, or the signer's next proof, brings it). An announced id costs
+the peer one proof of its PROOF_RATE, as a proof does."""
+MAX_WANTED_PROOFS: Final = 50_000
+"""Announced proofs this node lacks and waits for, as inbound peers announced them (an id an
+outbound peer announces is wanted beyond: we chose those peers, an attacker cannot fill them by
+connecting to us). Each stays wanted until a copy of it is accepted, or no announcer is left."""
+MAX_ANNOUNCED_PER_PEER: Final = 10_000
+"""Wanted proofs one peer is remembered to have announced (every announcer of an id is kept, to
+fall back on)..."""
+MAX_ANNOUNCEMENTS: Final = 100_000
+"""...and all inbound peers together (outbound peers only by MAX_ANNOUNCED_PER_PEER each)."""
+INBOUND_ASK_DELAY: Final = 0.5
+"""Seconds an announced proof waits before it is asked of an inbound peer, so that an outbound
+announcer is asked first: inbound connections are the ones an attacker can make, many of them,
+announcing first. Short: an announcer serves only the newest proof of a signer, and devnet's
+signers prove every 2 s."""
+PROOF_JUDGE_TIMEOUT: Final = 5.0
+"""A copy that came in an answer and was not accepted this long after (judged invalid, or a
+forgery not yet banned): the next announcer is asked."""
+PROOF_REQUEST_TIMEOUT: Final = 10.0
+"""A peer that has not answered a GetProofs this long is dropped (not banned: it may only be slow)."""
+MAX_KNOWN_PROOFS_PER_PEER: Final = 20_000
+"""Service nodes whose newest proof we remember one peer to have (it sent or announced it, or we
+did to it), so that we do not announce it there, and whose proof we announced to it and it may
+fetch; when full the oldest entry goes."""
 
 # --- serving blocks --------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ FLOOD_RATE: Final = 500.0
 """Messages per second a peer may send on average..."""
 FLOOD_BURST: Final = 2_000.0
 """...and in one burst."""
+KNOWN_BLOCKS: Final = 8
 HELLO_MAX_FRAME: Final = 4_096
 """Until the handshake is done a peer may send only small frames."""
 
@@ -85,6 +86,14 @@ class Peer:
         self.proof_bucket = TokenBucket(L.PROOF_RATE, L.PROOF_BURST, L.PROOF_BURST, now)
         self.upload = TokenBucket(L.UPLOAD_RATE, L.UPLOAD_BURST, L.UPLOAD_BURST, now)
         """Bytes of blocks this peer may still pull (`relay`'s GetBlocks answers)."""
+        self.last_heard = now
+        """When we last read a complete frame of this peer's from the socket."""
+        self.waiting = False
+        """True while its connection waits for its bytes, every frame read before handled: only
+        then can it be silent (`PeerManager` drops it after IDLE_TIMEOUT, the relay after an
+        unanswered request). A peer whose frames wait unread behind our own slow handler is not."""
+        self.known_blocks: deque[bytes] = deque(maxlen=KNOWN_BLOCKS)
+        """Hashes of the last blocks it sent us or we sent it (the relay sends a block once)."""
         self.last_block_at = 0.0
         """When this peer last sent us a block we adopted (eviction protects such peers)."""
         self.pending: asyncio.Future[P.Blocks] | None = None
@@ -102,6 +111,11 @@ class Peer:
         if self.hello is None or not self.hello.listen_port:
             return None
         return f"{self.ip}:{self.hello.listen_port}"
+
+    def silent_since(self, since: float) -> bool:
+        """Whether it has sent no complete frame since `since` while we waited for one (one whose
+        frames wait behind our own slow handler is not silent: they are counted once read)."""
+        return self.waiting and self.last_heard < since
 
     def send(self, message: P.Message) -> None:
         self.send_frame(P.frame(message))

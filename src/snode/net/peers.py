@@ -30,7 +30,7 @@ from snode.net import protocol as P
 from snode.net.addrman import AddressBook
 from snode.net.admission import admit, limited
 from snode.net.bans import Bans, Scores, address_key
-from snode.net.events import PeerBanned, PeerConnected
+from snode.net.events import PeerBanned, PeerConnected, PeerDisconnected
 from snode.net.peer import FLOOD_RATE, Peer, PeerGone
 from snode.net.protocol import ProtocolViolation
 from snode.node.node import Node
@@ -260,15 +260,20 @@ class PeerManager:
                     continue
                 self._spawn(self._dial(address), f"dial {address}")
                 outbound += 1
-            for peer in list(self.peers):
-                if peer.hello is not None:
-                    try:
-                        peer.send(P.Ping(self.nonce))
-                    except ProtocolViolation as err:
-                        self.ban(peer, str(err))
+            self._ping_or_drop()
             if time.monotonic() - last_save > 60:
                 await self._save_peers()
                 last_save = time.monotonic()
+
+    def _ping_or_drop(self) -> None:
+        """Ping every peer; drop one silent for IDLE_TIMEOUT (not a timer per message read)."""
+        now = time.monotonic()
+        for peer in list(self.peers):
+            if peer.silent_since(now - IDLE_TIMEOUT):
+                log.info("dropping peer %s: silent for too long", peer.name, extra=limited(peer))
+                peer.close()
+            elif peer.hello is not None:
+                self.send(peer, P.Ping(self.nonce))
 
     async def _save_peers(self) -> None:
         if self.save_peers is None:
@@ -284,7 +289,8 @@ class PeerManager:
         self._connections.add(peer)
         try:
             peer.send(self._hello())
-            first = await self._next_message(peer, HANDSHAKE_TIMEOUT)
+            async with asyncio.timeout(HANDSHAKE_TIMEOUT):
+                first = await self._next_message(peer)
             if not isinstance(first, P.Hello):
                 raise ProtocolViolation(f"first message was {type(first).__name__}, not Hello")
             if not self._accept_hello(peer, first):
@@ -319,22 +325,30 @@ class PeerManager:
             if peer in self.peers:
                 self.peers.discard(peer)
                 log.info("peer %s disconnected", peer.name, extra=limited(peer))
+                self.node.hub.publish(PeerDisconnected(peer))
         return handshook
 
-    async def _next_message(self, peer: Peer, timeout: float = IDLE_TIMEOUT) -> P.Message | None:
-        """The peer's next message; None for one dropped unread (a proof over its rate)."""
-        if not peer.inbox:
-            async with asyncio.timeout(timeout):
-                while not peer.inbox:
-                    data = await peer.reader.read(min(max(peer.decoder.needed(), 4096), 2**20))
-                    if not data:
-                        raise ConnectionError("closed")
-                    peer.inbox.extend(peer.decoder.feed(data))
+    async def _next_message(self, peer: Peer) -> P.Message | None:
+        """The peer's next message; None for one dropped unread (proofs over their rate). No
+        deadline here: `_ping_or_drop` drops a silent peer, the handshake has its own."""
+        while not peer.inbox:
+            peer.waiting = True  # observable only while the read below blocks: nothing is buffered
+            try:
+                data = await peer.reader.read(min(max(peer.decoder.needed(), 4096), 2**20))
+            finally:
+                peer.waiting = False
+            if not data:
+                raise ConnectionError("closed")
+            peer.inbox.extend(peer.decoder.feed(data))
+            if peer.inbox:
+                peer.last_heard = time.monotonic()
         message = P.parse(peer.inbox.popleft())
         # Uptime proofs have a rate of their own: a busy network relays more of them than the
         # flood rate (2,000 SNs proving every 2 s on devnet); one over it is dropped and scored.
-        if isinstance(message, P.Proof):
-            if peer.proof_bucket.take(time.monotonic()):
+        # An announced proof id costs what a proof does.
+        proofs = 1 if isinstance(message, P.Proof) else len(message.ids) if isinstance(message, P.ProofInv) else 0
+        if proofs:
+            if peer.proof_bucket.take(time.monotonic(), proofs):
                 return message
             self.misbehaving(peer, L.SCORE_PROOF_FLOOD,
                              f"proof flooding: more than {L.PROOF_RATE:.0f} uptime proofs per second")
@@ -417,9 +431,13 @@ class PeerManager:
 
     def send(self, peer: object, message: P.Message) -> None:
         """Send one message to a peer named in an event; a peer that no longer reads is banned."""
+        self.send_frame(peer, P.frame(message))
+
+    def send_frame(self, peer: object, data: bytes) -> None:
+        """`send` for a message already framed (one frame for many peers)."""
         assert isinstance(peer, Peer)
         try:
-            peer.send(message)
+            peer.send_frame(data)
         except ProtocolViolation as err:
             self.ban(peer, str(err))
 

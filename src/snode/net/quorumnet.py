@@ -19,11 +19,11 @@ from zmq.auth.asyncio import AsyncioAuthenticator
 from zmq.utils import z85
 
 from snode.core.crypto import SigningKey, x25519_public
-from snode.core.encoding import decode, encode
+from snode.core.encoding import encode
 from snode.core.errors import DecodeError
 from snode.net.events import QuorumMessageReceived
 from snode.params import MAX_BLOCK_BYTES
-from snode.net.protocol import QuorumMessage
+from snode.net.protocol import QuorumMessage, strict_decoder
 from snode.node.node import Node
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,8 @@ class QuorumNet:
         self.port = port
         self._public = x25519_public(key.public)
         self._secret = key.x25519_secret()
+        self._keys_z85 = (z85.encode(self._secret), z85.encode(self._public))
+        """Our (secret, public) CURVE keys as ZeroMQ takes them, encoded once, not per socket."""
         self._allowed: set[bytes] = set()
         self._allowed_from: object = None
         self._ctx = zmq.asyncio.Context()
@@ -101,8 +103,7 @@ class QuorumNet:
         self._auth.configure_curve_callback("*", credentials_provider=self)
         router = self._ctx.socket(zmq.ROUTER)
         router.curve_server = True
-        router.curve_secretkey = z85.encode(self._secret)
-        router.curve_publickey = z85.encode(self._public)
+        router.curve_secretkey, router.curve_publickey = self._keys_z85
         router.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
         router.setsockopt(zmq.LINGER, 0)
         host = f"[{self.bind_ip}]" if ":" in self.bind_ip else self.bind_ip
@@ -132,7 +133,7 @@ class QuorumNet:
             if len(frames) != 2:
                 continue
             try:
-                message: QuorumMessage = decode(frames[1], QuorumMessage)  # type: ignore[arg-type]  # a Union alias
+                message: QuorumMessage = _parse_quorum_message(frames[1])
             except DecodeError as err:
                 log.info("quorumnet: ignored an undecodable message: %s", err.reason)
                 continue
@@ -155,8 +156,7 @@ class QuorumNet:
             if cached is not None:
                 cached[1].close(linger=0)
             sock = self._ctx.socket(zmq.DEALER)
-            sock.curve_secretkey = z85.encode(self._secret)
-            sock.curve_publickey = z85.encode(self._public)
+            sock.curve_secretkey, sock.curve_publickey = self._keys_z85
             sock.curve_serverkey = z85.encode(x25519_public(member))
             sock.setsockopt(zmq.SNDHWM, SEND_HWM)
             sock.setsockopt(zmq.LINGER, 0)
@@ -186,8 +186,7 @@ class QuorumNet:
         if ip in self.denied:
             return False
         sock = self._ctx.socket(zmq.DEALER)
-        sock.curve_secretkey = z85.encode(self._secret)
-        sock.curve_publickey = z85.encode(self._public)
+        sock.curve_secretkey, sock.curve_publickey = self._keys_z85
         sock.curve_serverkey = z85.encode(x25519_public(member))
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)
@@ -201,6 +200,9 @@ class QuorumNet:
         finally:
             self._probes.discard(sock)
             sock.close(linger=0)
+
+
+_parse_quorum_message: Final = strict_decoder(QuorumMessage)
 
 
 def _address_ip(address: str) -> str:

@@ -5,8 +5,10 @@ blocks we serve to peers that sync from us.
 In: `NewBlock` -> the node (through the ChainWriter, off the event loop); `NewTransaction` -> the
 mempool; `Proof` / `ProofRejected` -> a `ProofMessage` event for the service-node duties, which
 judge proofs; `GetBlocks` -> the stored blocks. Out: the node's events: `BlocksAdopted` ->
-`NewBlock` (or `Tip` for a batch), `TransactionAdmitted` -> `NewTransaction`, `ProofAccepted` ->
-`Proof`, each to every peer but the one it came from.
+`NewBlock` (or `Tip` for a batch), `TransactionAdmitted` -> `NewTransaction`, each to every peer
+but the one it came from; `ProofAccepted` -> our own `Proof` to every peer, another's announced
+(`ProofInv`, then `GetProofs` / `Proofs`: `net.proof_gossip`) to peers of protocol 3, pushed to
+older ones.
 
 A block over MAX_BLOCK_BYTES is refused on its length, before it is decoded, and its sender
 banned. A block that does not connect to our tip is checked as far as it can be without its
@@ -36,8 +38,9 @@ from snode.core.transactions import Transaction, txid
 from snode.core.transition import check_block_stateless
 from snode.net import limits as L
 from snode.net import protocol as P
-from snode.net.events import BlocksAhead, CheckpointMessage, ProofMessage
+from snode.net.events import BlocksAhead, CheckpointMessage, PeerConnected, PeerDisconnected, ProofMessage
 from snode.net.orphans import OrphanPool
+from snode.net.proof_gossip import INV_INTERVAL, ProofGossip
 from snode.net.peer import Peer, PeerGone
 from snode.net.peers import PeerManager
 from snode.net.protocol import ProtocolViolation
@@ -49,6 +52,11 @@ from snode.store.errors import StoreError
 log = logging.getLogger(__name__)
 
 SEEN_TX_CACHE: Final = 50_000
+MAX_PARKED: Final = 16
+"""Copies of a block kept while its first copy is at the writer, one per address (`Peer.key`)
+and none from the first copy's: one peer's forgeries cannot crowd out the others' copies. More
+peers than this rarely send one block at once; a copy beyond is dropped, as a copy after
+adoption is."""
 
 
 class Relay:
@@ -60,17 +68,33 @@ class Relay:
         self.node = writer.node
         self.orphans = OrphanPool()
         self._seen_txs: OrderedDict[bytes, None] = OrderedDict()
+        self._accepting: dict[bytes, dict[str, tuple[Peer, P.NewBlock]]] = {}
+        """The blocks from peers that the writer is accepting now, by hash, with the copies that
+        other peers sent meanwhile, by address (MAX_PARKED at most; the first copy's address
+        under its key too, holding nothing to take up)."""
+        self.gossip = ProofGossip(registered=lambda key: key in self.node.state.service_nodes,
+                                  accepted_at=self.node.proofs.last_accepted,
+                                  connected=lambda peer: peer in self.peers.peers,
+                                  outbound=lambda peer: isinstance(peer, Peer) and peer.outbound)
         peers.on(P.NewBlock, self._on_new_block)
         peers.on(P.NewTransaction, self._on_new_transaction)
         peers.on(P.Proof, self._on_proof)
         peers.on(P.ProofRejected, self._on_proof)
         peers.on(P.ProofAck, self._on_proof)
+        peers.on(P.ProofInv, self._on_proof_inv)
+        peers.on(P.GetProofs, self._on_get_proofs)
+        peers.on(P.Proofs, self._on_proofs)
         peers.on(P.GetBlocks, self._on_get_blocks)
         peers.on(P.NewCheckpoint, self._on_checkpoint)
         hub = self.node.hub
         hub.subscribe(BlocksAdopted, self._relay_blocks)
         hub.subscribe(TransactionAdmitted, self._relay_transaction)
         hub.subscribe(ProofAccepted, self._relay_proof)
+        hub.subscribe(PeerDisconnected, self._on_peer_gone)
+        hub.subscribe(PeerConnected, self._on_peer_connected)
+        self._announcing = False
+        self._wake: tuple[float, asyncio.TimerHandle] | None = None
+        """When `_ask_due` runs next, and its timer."""
 
     # --- in -----------------------------------------------------------------------------------
 
@@ -78,7 +102,16 @@ class Relay:
         node = self.node
         head = peek_block(message.block)
         h = head.header
-        if h.height <= node.height and await self._on_main_chain(h):
+        this = block_hash(h)
+        peer.known_blocks.append(this)  # not sent back to it when we adopt it
+        if h.height <= node.height and await self._on_main_chain(h, this):
+            return
+        parked = self._accepting.get(this)
+        if parked is not None:
+            # Another peer's copy is at the writer: judged once, not decoded again; this one is
+            # taken up only if that one turns out to be a forgery of it (`_after_forgery`).
+            if peer.key not in parked and len(parked) <= MAX_PARKED:
+                parked[peer.key] = (peer, message)
             return
         if h.prev_hash != node.state.tip_hash and not self.could_produce(h.producer):
             self._on_unknown_producer(peer, head)
@@ -91,12 +124,13 @@ class Relay:
         if h.prev_hash != node.state.tip_hash:
             self._on_orphan(peer, block, len(message.block))
             return
+        self._accepting[this] = {peer.key: (peer, message)}
         try:
             await self.writer.accept_block(block)
         except NotOnTip:
             # Another copy of it, or a rival of it, was adopted while it waited: a duplicate is
             # dropped, a rival waits like any block that does not build on our tip.
-            if not await self._on_main_chain(h):
+            if not await self._on_main_chain(h, this):
                 self.orphans.add(block, len(message.block), peer.ip)
             return
         except BlockFromFuture as err:
@@ -106,10 +140,27 @@ class Relay:
             log.error("could not store block %d from %s: %s", h.height, peer.name, err.reason)
             return
         except SnodeError as err:
+            parked = self._accepting.pop(this, {})
+            parked.pop(peer.key, None)
+            await self._after_forgery(list(parked.values()))
             raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
+        finally:
+            self._accepting.pop(this, None)
         peer.height = max(peer.height, h.height)
         peer.last_block_at = time.monotonic()
         await self.apply_orphans()
+
+    async def _after_forgery(self, parked: list[tuple[Peer, P.NewBlock]]) -> None:
+        """The copy at the writer was invalid (a body forged under the real header): take up
+        the copies other peers sent meanwhile, until one is adopted; each sender answers for
+        its own copy."""
+        for peer, message in parked:
+            try:
+                await self._on_new_block(peer, message)
+            except ProtocolViolation as err:
+                self.peers.misbehaving(peer, L.SCORE_PROTOCOL, str(err))
+                continue
+            return
 
     def could_produce(self, producer: bytes) -> bool:
         """Whether `producer` is a key that could have made a block: an authority or a registered
@@ -144,10 +195,10 @@ class Relay:
             self.orphans.add(block, size, peer.ip)
         node.hub.publish(BlocksAhead(peer, h.height))
 
-    async def _on_main_chain(self, header: BlockHeader) -> bool:
-        """Whether we have this block on the main chain already (most copies of a new block are
-        of the tip, answered without the store)."""
-        node, this = self.node, block_hash(header)
+    async def _on_main_chain(self, header: BlockHeader, this: bytes) -> bool:
+        """Whether we have this block (hash `this`) on the main chain already (most copies of a
+        new block are of the tip, answered without the store)."""
+        node = self.node
         if header.height == node.height:
             return this == node.state.tip_hash
         return await self.writer.call(node.main_chain_hash, header.height) == this
@@ -190,7 +241,83 @@ class Relay:
 
     async def _on_proof(self, peer: Peer, message: P.Proof | P.ProofRejected | P.ProofAck) -> None:
         """Uptime proofs are judged by the service-node duties (`services.sn_duties`)."""
+        if isinstance(message, P.Proof) and self.gossip.registered(message.proof.pubkey):
+            state = self.gossip.state(peer)
+            if state is not None:
+                state.learn(message.proof.pubkey, message.proof.timestamp)
         self.node.hub.publish(ProofMessage(peer, peer.ip, peer.name, message))
+
+    # --- proofs by announcement (`net.proof_gossip`) -------------------------------------------
+
+    async def _on_proof_inv(self, peer: Peer, message: P.ProofInv) -> None:
+        request = self.gossip.announced(peer, message.ids, time.monotonic())
+        if request is not None:
+            self.peers.send(peer, request)
+        self._wake_at_next_due()
+
+    async def _on_get_proofs(self, peer: Peer, message: P.GetProofs) -> None:
+        self.peers.send(peer, P.Proofs(self.gossip.serve(peer, message.ids)))
+
+    async def _on_proofs(self, peer: Peer, message: P.Proofs) -> None:
+        answer = self.gossip.answered(peer, message.proofs, time.monotonic())
+        self._ask(answer.requests)
+        if answer.problem:
+            self.peers.misbehaving(peer, L.SCORE_UNASKED_PROOFS, answer.problem)
+            return
+        hub = self.node.hub
+        for proof in answer.proofs:
+            hub.publish(ProofMessage(peer, peer.ip, peer.name, P.Proof(proof, relayed=True)))
+
+    def _on_peer_connected(self, event: PeerConnected) -> None:
+        if not self._announcing:  # the first peer: the peer manager runs (`stop` ends the task)
+            self._announcing = True
+            self.peers.spawn(self._announce_every(), "proof announcements")
+
+    async def _announce_every(self) -> None:
+        while True:
+            await asyncio.sleep(INV_INTERVAL)
+            try:
+                self._announce_proofs()
+            except Exception:  # a bug here must not end the announcements
+                log.exception("announcing uptime proofs failed")
+
+    def _wake_at_next_due(self) -> None:
+        """Ask for what is wanted at its time (an inbound announcer's delay is shorter than
+        the announcements' round), not only at the next round."""
+        when = self.gossip.next_due()
+        if when is None or (self._wake is not None and self._wake[0] <= when):
+            return
+        if self._wake is not None:
+            self._wake[1].cancel()
+        handle = asyncio.get_running_loop().call_later(max(0.0, when - time.monotonic()), self._ask_due)
+        self._wake = (when, handle)
+
+    def _ask_due(self) -> None:
+        self._wake = None
+        self._ask(self.gossip.due(time.monotonic()))
+
+    def _on_peer_gone(self, event: PeerDisconnected) -> None:
+        self._ask(self.gossip.gone(event.peer, time.monotonic()))
+
+    def _ask(self, requests: list[tuple[object, P.GetProofs]]) -> None:
+        for peer, request in requests:
+            self.peers.send(peer, request)
+        self._wake_at_next_due()
+
+    def _announce_proofs(self) -> None:
+        """Every INV_INTERVAL: announce what was accepted since, and drop the peers that left a
+        GetProofs of ours unanswered too long (not banned: they may only be slow)."""
+        peers = [p for p in self.peers.peers if p.hello is not None and p.hello.version >= P.PROOF_INV_VERSION]
+        for peer, messages in self.gossip.announcements(peers):
+            for message in messages:
+                self.peers.send(peer, message)
+        now = time.monotonic()
+        for peer in self.gossip.overdue(now):
+            assert isinstance(peer, Peer)
+            if not peer.waiting:
+                continue  # its answer may wait unread behind our own handler: judged once read
+            log.info("dropping peer %s: it did not send the uptime proofs it was asked for", peer.name)
+            peer.close()
 
     async def _on_checkpoint(self, peer: Peer, message: P.NewCheckpoint) -> None:
         """Checkpoints are judged by the checkpoint duties (`services.checkpoints`)."""
@@ -220,7 +347,13 @@ class Relay:
 
     def _relay_blocks(self, event: BlocksAdopted) -> None:
         if len(event.blocks) == 1:
-            self.peers.broadcast(P.NewBlock(encode(event.blocks[-1])))
+            # Not to a peer that sent it to us: about half the copies in a dense mesh.
+            this = event.tip_hash
+            data = P.frame(P.NewBlock(encode(event.blocks[-1])))
+            for peer in list(self.peers.peers):
+                if peer.hello is not None and this not in peer.known_blocks:
+                    peer.known_blocks.append(this)
+                    self.peers.send_frame(peer, data)
         else:
             self.peers.broadcast(P.Tip(event.height, event.tip_hash))
 
@@ -229,10 +362,25 @@ class Relay:
         self.peers.broadcast(P.NewTransaction(encode(event.tx)), skip=event.source)
 
     def _relay_proof(self, event: ProofAccepted) -> None:
-        """Every accepted proof goes to every other peer once: our own as sent straight from
-        its signer, others' as relayed."""
-        self.peers.broadcast(P.Proof(proof=event.proof, relayed=event.source is not None),
-                             skip=event.source)
+        """Our own proof goes in full to every peer at once, straight from its signer; another's
+        is announced to version-3 peers at the next `_announce_proofs` and pushed in full to
+        older peers now, to each peer not known to have it."""
+        proof, source = event.proof, event.source
+        self.gossip.accepted(proof, source)
+        relayed = source is not None
+        data = P.frame(P.Proof(proof=proof, relayed=relayed))
+        gossip = self.gossip
+        for peer in list(self.peers.peers):
+            if peer is source or peer.hello is None:
+                continue
+            if relayed and peer.hello.version >= P.PROOF_INV_VERSION:
+                continue
+            state = gossip.state(peer)
+            if state is not None:
+                if relayed and state.has(proof.pubkey, proof.timestamp):
+                    continue
+                state.learn(proof.pubkey, proof.timestamp)
+            self.peers.send_frame(peer, data)
 
 
 class BlockHead(msgspec.Struct, frozen=True, array_like=True):

@@ -1,0 +1,398 @@
+"""Uptime proofs relayed by announcement (peer protocol 3), as Bitcoin Core relays transactions
+with inv and getdata. Sans-IO: the relay (`net.relay`) moves the messages this decides.
+
+A proof goes in full from its signer to each of its peers (so the receiver can check the declared
+IP against the connection, and acknowledge it). A node that accepts another's proof announces it,
+by id (signer key, timestamp), to each version-3 peer not known to have it, in one `ProofInv` per
+peer every INV_INTERVAL; the receiver asks (`GetProofs`) for the ones it lacks, and the announcer
+answers with one `Proofs`. In a dense mesh nearly every node has each proof from its signer
+already, so a proof's copies shrink to a few bytes of announcement, batched.
+
+Bounds, for a hostile peer (`limits`): at most MAX_PROOF_IDS ids a message (a longer one does
+not decode); announced ids cost the peer's proof rate as proofs do (`peers`); only ids of
+registered service nodes are remembered or asked for; at most MAX_PROOFS_ASKED_PER_PEER asked
+of one peer at a time; a peer that leaves a GetProofs unanswered for PROOF_REQUEST_TIMEOUT is
+dropped; an answer without a question, or with a proof not asked for, is misbehaviour
+(SCORE_UNASKED_PROOFS); a peer is sent only the proofs we announced to it, each once. What the
+answer holds is judged like any relayed proof (a forged one bans its sender).
+
+Censorship, by peers that announce first and then answer without the proof, with a forgery, or
+not at all: every announcer of a wanted id is remembered (MAX_ANNOUNCED_PER_PEER a peer,
+MAX_ANNOUNCEMENTS for all inbound peers, MAX_WANTED_PROOFS ids as inbound peers announced them);
+an outbound peer is asked first (an inbound one only after INBOUND_ASK_DELAY, and only if no
+outbound peer has announced it meanwhile): we chose those, an attacker cannot fill them by
+connecting to us. The id stays wanted until a copy is accepted (`accepted`: the intake's
+verdict, not its arrival); the next announcer is asked when an answer lacks it, when a copy came
+but was not accepted within PROOF_JUDGE_TIMEOUT, and when the peer asked goes.
+
+A peer's state lives from its handshake to its disconnect (`gone`) and is never made again for
+a peer that is gone (`connected`): a proof judged after its sender left leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+from snode.core.proofs import UptimeProof
+from snode.net import limits as L
+from snode.net.protocol import MAX_PROOF_IDS, GetProofs, ProofId, ProofInv
+
+INV_INTERVAL: Final = 1.0
+"""Seconds between a node's announcements (each peer gets at most one ProofInv a round, holding
+every proof accepted since, newest per signer): the batching that makes announcing cheap, at the
+cost of up to a second a hop."""
+
+Peer = Hashable
+
+
+@dataclass(slots=True)
+class PeerProofs:
+    """What one peer is known to have, what we announced to it, what we asked of it."""
+
+    known: dict[bytes, int] = field(default_factory=dict)
+    """Signer key -> the newest proof timestamp the peer has (it sent or announced it to us, or
+    we to it); bounded, oldest out."""
+    announced: dict[bytes, int] = field(default_factory=dict)
+    """Signer key -> the proof we announced to it and it has not fetched (what it may ask for)."""
+    requests: deque[tuple[float, list[ProofId]]] = field(default_factory=deque)
+    """Our GetProofs not answered yet, oldest first: (deadline, ids)."""
+    asked: int = 0
+    """Ids in `requests`."""
+    offered: set[ProofId] = field(default_factory=set)
+    """Wanted ids it announced and was not yet asked for in vain (MAX_ANNOUNCED_PER_PEER)."""
+    outbound: bool = False
+    failures: int = 0
+    """Ids it announced, was asked for, and did not bring a copy of that was accepted, since
+    the last copy it brought that was: it is asked after the announcers that failed less. An
+    honest peer fails now and then (it serves only a signer's newest proof) and is cleared at
+    its next good copy; an attacker's connection that answers empty or forged only fails."""
+
+    def has(self, pubkey: bytes, timestamp: int) -> bool:
+        return self.known.get(pubkey, -1) >= timestamp
+
+    def learn(self, pubkey: bytes, timestamp: int) -> None:
+        known = self.known
+        if known.get(pubkey, -1) >= timestamp:
+            return
+        known.pop(pubkey, None)
+        known[pubkey] = timestamp
+        if len(known) > L.MAX_KNOWN_PROOFS_PER_PEER:
+            del known[next(iter(known))]
+
+    def announce(self, pubkey: bytes, timestamp: int) -> None:
+        announced = self.announced
+        announced.pop(pubkey, None)
+        announced[pubkey] = timestamp
+        if len(announced) > L.MAX_KNOWN_PROOFS_PER_PEER:
+            del announced[next(iter(announced))]
+
+
+@dataclass(slots=True)
+class Want:
+    """An announced proof we lack: who else announced it, who was asked, what happens when."""
+
+    announcers: list[Peer] = field(default_factory=list)
+    """Peers that announced it and were not asked for it yet, in announcement order."""
+    asked: Peer | None = None
+    due: float = 0.0
+    """When it is asked (not asked yet), or asked of the next announcer (no copy accepted)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What one Proofs answer brought: the proofs to judge, a misbehaviour (or ''), and the
+    GetProofs to send other announcers for what it lacked."""
+
+    proofs: list[UptimeProof]
+    problem: str
+    requests: list[tuple[Peer, GetProofs]]
+
+
+
+Requests = list[tuple[Peer, GetProofs]]
+
+
+class ProofGossip:
+    """One node's proof announcements: pending, served, wanted, per peer."""
+
+    def __init__(self, *, registered: Callable[[bytes], bool], accepted_at: Callable[[bytes], int],
+                 connected: Callable[[Peer], bool], outbound: Callable[[Peer], bool]) -> None:
+        self.registered = registered
+        """Whether a key is a registered service node's (only those are remembered or asked)."""
+        self.accepted_at = accepted_at
+        """The timestamp of the node's last accepted proof of a key (0: none)."""
+        self.connected = connected
+        """Whether a peer is connected and handshaken (state is made only for such a peer)."""
+        self.outbound = outbound
+        """Whether we dialled a peer (asked first)."""
+        self.pending: dict[bytes, UptimeProof] = {}
+        """Proofs accepted since the last announcement, the newest per signer."""
+        self.served: dict[bytes, UptimeProof] = {}
+        """The newest accepted proof per signer, to answer GetProofs with."""
+        self.wanted: dict[ProofId, Want] = {}
+        """Announced proofs we lack, until a copy is accepted or no announcer is left."""
+        self.inbound_offers = 0
+        """Entries of inbound peers in `PeerProofs.offered` (MAX_ANNOUNCEMENTS)."""
+        self._due: list[tuple[float, int, ProofId]] = []
+        """A heap of (due, order, id): the wants to look at in `due`, stale entries skipped."""
+        self._order = 0
+        self.peers: dict[Peer, PeerProofs] = {}
+
+    def state(self, peer: Peer) -> PeerProofs | None:
+        """What we know of `peer`; None for a peer that is gone (its state is never made again)."""
+        state = self.peers.get(peer)
+        if state is None and self.connected(peer):
+            state = self.peers[peer] = PeerProofs(outbound=self.outbound(peer))
+        return state
+
+    # --- out ----------------------------------------------------------------------------------
+
+    def accepted(self, proof: UptimeProof, source: Peer | None) -> None:
+        """The node accepted `proof` (from `source`, None for our own): to be announced, and no
+        longer wanted."""
+        self.served.pop(proof.pubkey, None)
+        self.served[proof.pubkey] = proof
+        if len(self.served) > L.MAX_WANTED_PROOFS:  # keys that left the registry long ago
+            del self.served[next(iter(self.served))]
+        self.pending[proof.pubkey] = proof
+        self._drop_want((proof.pubkey, proof.timestamp))
+        state = self.state(source) if source is not None else None
+        if state is not None:
+            state.learn(proof.pubkey, proof.timestamp)
+            state.failures = 0
+
+    def announcements(self, peers: Iterable[Peer]) -> list[tuple[Peer, list[ProofInv]]]:
+        """Each peer's ProofInv messages for the proofs accepted since the last call that it is
+        not known to have (`peers`: the version-3 ones)."""
+        pending, self.pending = self.pending, {}
+        if not pending:
+            return []
+        out = []
+        for peer in peers:
+            state = self.state(peer)
+            if state is None:
+                continue
+            ids = []
+            for pubkey, proof in pending.items():
+                if not state.has(pubkey, proof.timestamp):
+                    state.learn(pubkey, proof.timestamp)
+                    state.announce(pubkey, proof.timestamp)
+                    ids.append((pubkey, proof.timestamp))
+            if ids:
+                out.append((peer, [ProofInv(ids[i:i + MAX_PROOF_IDS]) for i in range(0, len(ids), MAX_PROOF_IDS)]))
+        return out
+
+    def serve(self, peer: Peer, ids: list[ProofId]) -> list[UptimeProof]:
+        """The proofs to answer `peer`'s GetProofs with: those asked that we announced to it
+        and still have, each once."""
+        state = self.state(peer)
+        if state is None:
+            return []
+        announced, out = state.announced, []
+        for pubkey, timestamp in ids:
+            proof = self.served.get(pubkey)
+            if proof is not None and proof.timestamp == timestamp and announced.get(pubkey) == timestamp:
+                del announced[pubkey]
+                out.append(proof)
+        return out
+
+    # --- in -----------------------------------------------------------------------------------
+
+    def announced(self, peer: Peer, ids: list[ProofId], now: float) -> GetProofs | None:
+        """`peer` announced `ids`: remember it as an announcer of those we lack; the GetProofs
+        to send it now, if any (an outbound peer is asked at once, an inbound one later: `due`)."""
+        state = self.state(peer)
+        if state is None:
+            return None
+        ask = list[ProofId]()
+        for pubkey, timestamp in ids:
+            if not self.registered(pubkey):
+                continue
+            state.learn(pubkey, timestamp)
+            key = (pubkey, timestamp)
+            if key in state.offered or self._have(key) or not self._room(state, key):
+                continue
+            want = self.wanted.get(key)
+            if want is None:
+                want = self.wanted[key] = Want()
+                self._schedule(key, want, now if state.outbound else now + L.INBOUND_ASK_DELAY)
+            if state.outbound and want.asked is None and state.asked + len(ask) < L.MAX_PROOFS_ASKED_PER_PEER:
+                want.asked = peer
+                self._schedule(key, want, now + L.PROOF_REQUEST_TIMEOUT)
+                ask.append(key)
+            else:
+                want.announcers.append(peer)
+            self._offer(state, key)
+        return self._ask(state, ask, now)
+
+    def answered(self, peer: Peer, proofs: list[UptimeProof], now: float) -> Answer:
+        """`peer` sent Proofs: the answer to our oldest open GetProofs to it. What it brought
+        stays wanted until accepted; what it lacked is asked of the next announcer now."""
+        state = self.state(peer)
+        if state is None:
+            return Answer([], "", [])
+        if not state.requests:
+            return Answer([], "sent uptime proofs it was not asked for", [])
+        _, ids = state.requests.popleft()
+        state.asked -= len(ids)
+        open_ids = set(ids)
+        taken = []
+        for proof in proofs:
+            key = (proof.pubkey, proof.timestamp)
+            if key not in open_ids:
+                return Answer([], "sent uptime proofs it was not asked for", self._next(peer, ids, now))
+            open_ids.discard(key)
+            state.learn(proof.pubkey, proof.timestamp)
+            want = self.wanted.get(key)
+            if want is not None and want.asked is peer:
+                self._schedule(key, want, min(want.due, now + L.PROOF_JUDGE_TIMEOUT))
+            taken.append(proof)
+        return Answer(taken, "", self._next(peer, [k for k in ids if k in open_ids], now))
+
+    def due(self, now: float) -> Requests:
+        """The GetProofs for the wants whose time has come: first asks after INBOUND_ASK_DELAY,
+        and the next announcer of each asked id no copy of which was accepted in time."""
+        heap, late = self._due, list[ProofId]()
+        while heap and heap[0][0] <= now:
+            when, _, key = heapq.heappop(heap)
+            want = self.wanted.get(key)
+            if want is not None and want.due == when:
+                late.append(key)
+        return self._next(None, late, now)
+
+    def overdue(self, now: float) -> list[Peer]:
+        """Peers with a GetProofs open past its deadline (to be dropped)."""
+        return [peer for peer, state in self.peers.items() if state.requests and state.requests[0][0] < now]
+
+    def gone(self, peer: Peer, now: float) -> Requests:
+        """`peer` disconnected: forget it, and ask the next announcers for what it owed us."""
+        state = self.peers.pop(peer, None)
+        if state is None:
+            return []
+        owed, alone = [], []
+        for key in state.offered:
+            want = self.wanted.get(key)
+            if want is None:
+                continue
+            if peer in want.announcers:
+                want.announcers.remove(peer)
+            if want.asked is peer:
+                owed.append(key)
+            elif want.asked is None and not want.announcers:
+                alone.append(key)
+        if not state.outbound:
+            self.inbound_offers -= len(state.offered)
+        state.offered.clear()
+        for key in alone:
+            self._drop_want(key)
+        return self._next(peer, owed, now)
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _have(self, key: ProofId) -> bool:
+        pubkey, timestamp = key
+        proof = self.served.get(pubkey)
+        return self.accepted_at(pubkey) >= timestamp or (proof is not None and proof.timestamp >= timestamp)
+
+    def _room(self, state: PeerProofs, key: ProofId) -> bool:
+        """Whether `state`'s peer may be remembered as an announcer of `key` (the bounds)."""
+        if len(state.offered) >= L.MAX_ANNOUNCED_PER_PEER:
+            return False
+        if state.outbound:
+            return True
+        wanted = self.wanted
+        return self.inbound_offers < L.MAX_ANNOUNCEMENTS and (key in wanted or len(wanted) < L.MAX_WANTED_PROOFS)
+
+    def _offer(self, state: PeerProofs, key: ProofId) -> None:
+        state.offered.add(key)
+        self.inbound_offers += not state.outbound
+
+    def _unoffer(self, peer: Peer, key: ProofId) -> None:
+        state = self.peers.get(peer)
+        if state is not None and key in state.offered:
+            state.offered.discard(key)
+            self.inbound_offers -= not state.outbound
+
+    def _schedule(self, key: ProofId, want: Want, when: float) -> None:
+        want.due = when
+        self._order += 1
+        heapq.heappush(self._due, (when, self._order, key))
+
+    def _drop_want(self, key: ProofId) -> None:
+        want = self.wanted.pop(key, None)
+        if want is None:
+            return
+        for peer in want.announcers:
+            self._unoffer(peer, key)
+        if want.asked is not None:
+            self._unoffer(want.asked, key)
+
+    def _ask(self, state: PeerProofs, ids: list[ProofId], now: float) -> GetProofs | None:
+        if not ids:
+            return None
+        state.requests.append((now + L.PROOF_REQUEST_TIMEOUT, ids))
+        state.asked += len(ids)
+        return GetProofs(ids)
+
+    def _next(self, failed: Peer | None, keys: Iterable[ProofId], now: float) -> Requests:
+        """Ask the next announcer of each of `keys`, outbound first, grouped per peer: `failed`
+        (None: whoever was asked, if anyone) did not bring a copy that was accepted. A want
+        with no announcer left is let go."""
+        asks: dict[Peer, list[ProofId]] = {}
+        for key in keys:
+            want = self.wanted.get(key)
+            if want is None or (failed is not None and want.asked is not failed):
+                continue  # accepted, or already asked of another
+            if self._have(key):
+                self._drop_want(key)
+                continue
+            if want.asked is not None:
+                self._failed(want.asked, key)
+                want.asked = None
+            if not want.announcers:
+                self._drop_want(key)
+                continue
+            chosen = self._choose(want.announcers, asks)
+            if chosen is None:  # every announcer has its fill of our requests: the next round
+                self._schedule(key, want, now + INV_INTERVAL)
+                continue
+            want.announcers.remove(chosen)
+            want.asked = chosen
+            self._schedule(key, want, now + L.PROOF_REQUEST_TIMEOUT)
+            asks.setdefault(chosen, []).append(key)
+        out = []
+        for peer, ids in asks.items():
+            for i in range(0, len(ids), MAX_PROOF_IDS):
+                request = self._ask(self.peers[peer], ids[i:i + MAX_PROOF_IDS], now)
+                if request is not None:
+                    out.append((peer, request))
+        return out
+
+    def _failed(self, peer: Peer, key: ProofId) -> None:
+        """`peer` was asked for `key` and brought no copy that was accepted: not asked for it
+        again, and one failure more."""
+        state = self.peers.get(peer)
+        if state is not None and key in state.offered:
+            self._unoffer(peer, key)
+            state.failures += 1
+
+    def _choose(self, announcers: list[Peer], asks: dict[Peer, list[ProofId]]) -> Peer | None:
+        """The announcer to ask, of those that may be asked more: the one that failed least,
+        outbound before inbound, then the first to announce."""
+        best, best_rank = None, (0, False)
+        for peer in announcers:
+            state = self.peers[peer]
+            if state.asked + len(asks.get(peer, ())) >= L.MAX_PROOFS_ASKED_PER_PEER:
+                continue
+            rank = (state.failures, not state.outbound)
+            if best is None or rank < best_rank:
+                best, best_rank = peer, rank
+        return best
+
+    def next_due(self) -> float | None:
+        """When `due` may next have something to ask (a wake-up time; None: nothing wanted)."""
+        return self._due[0][0] if self._due else None

@@ -1,0 +1,127 @@
+"""A silent peer is dropped by the peer manager's ping round (every 2 s), not by a timer around
+each read: one connection's reads cost no timer, and silence still ends it after IDLE_TIMEOUT."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from snode.common.clock import MockableClock
+from snode.common.events import EventHub
+from snode.net import peers as peers_module
+from snode.net import protocol as P
+from snode.net.peer import Peer
+from snode.net.peers import IDLE_TIMEOUT, PeerManager
+from snode.net.relay import Relay
+from snode.node.node import Node
+from snode.node.verifier import InlineVerifier
+from snode.node.writer import ChainWriter
+from snode.store.memory import MemoryStore
+from tests.unit.conftest import new_chain, wait_async
+
+
+class Quiet:
+    """What the ping round reads of a peer, and whether it was closed."""
+
+    def __init__(self, silent_for: float) -> None:
+        self.last_heard = time.monotonic() - silent_for
+        self.name, self.outbound, self.hello, self.closed = "127.0.0.9:9230", True, None, False
+        self.waiting = True
+
+    def silent_since(self, since: float) -> bool:
+        return Peer.silent_since(self, since)  # type: ignore[arg-type]  # what it reads is here
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def manager() -> Any:
+    node: Any = type("Node", (), {"hub": EventHub(), "params": type("P", (), {"private_public_ip_allowed": True})})
+    return PeerManager(node, bind_ip="127.0.0.1", listen_port=0, priority=[])
+
+
+def test_a_peer_silent_for_the_idle_timeout_is_dropped_and_a_talking_one_kept() -> None:
+    peers = manager()
+    silent, talking = Quiet(IDLE_TIMEOUT + 1), Quiet(IDLE_TIMEOUT - 5)
+    peers.peers.update({silent, talking})
+    peers._ping_or_drop()
+    assert silent.closed and not talking.closed
+
+
+def test_a_peer_whose_frames_wait_behind_our_slow_handler_is_not_silent(monkeypatch: Any) -> None:
+    """Over a real socket: while our handler of its message runs long, the peer's next frames
+    wait unread; it is not dropped as silent then, and once they are read and it sends nothing
+    more while we wait for it, it is."""
+    monkeypatch.setattr(peers_module, "IDLE_TIMEOUT", 0.2)
+    chain = new_chain()
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
+                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
+    manager = PeerManager(node, bind_ip="127.0.0.1", listen_port=0, priority=[])
+    release, handling = asyncio.Event(), asyncio.Event()
+
+    async def slow(peer: Peer, message: P.NewCheckpoint) -> None:
+        handling.set()
+        await release.wait()
+
+    manager.on(P.NewCheckpoint, slow)
+    hello = P.Hello(network_id=chain.params.network_id, genesis_hash=chain.consensus.genesis_hash,
+                    version=P.PROTOCOL_VERSION, agent="test/1", height=0, top_hash=chain.consensus.genesis_hash,
+                    listen_port=0, nonce=7)
+
+    async def scenario() -> None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        await manager.start(sock)
+        reader, writer = await asyncio.open_connection(*sock.getsockname())
+        try:
+            writer.write(P.frame(hello) + P.frame(P.NewCheckpoint(b"x")))
+            await asyncio.wait_for(handling.wait(), timeout=10)
+            writer.write(P.frame(P.Ping(1)) * 3)  # its next frames, unread behind our handler
+            await wait_async(lambda: bool(manager.peers), what="the handshake")
+            [peer] = manager.peers
+            await asyncio.sleep(0.4)  # longer than the idle timeout
+            manager._ping_or_drop()
+            assert not peer.writer.is_closing(), "dropped as silent while its frames waited on us"
+            release.set()
+            await wait_async(lambda: peer.waiting, what="its frames read and handled")
+            assert time.monotonic() - peer.last_heard < 0.3, "its frames were counted when read"
+            await asyncio.sleep(0.4)
+            manager._ping_or_drop()
+            assert peer.writer.is_closing(), "silent while we waited for it, and kept"
+        finally:
+            writer.close()
+            await manager.stop()
+
+    asyncio.run(scenario())
+
+
+class Asked(Peer):
+    """A peer the relay asked for proofs: what `_announce_proofs` reads of it (no socket)."""
+
+    def __init__(self, waiting: bool) -> None:  # not Peer's: it needs a socket
+        self.waiting, self.outbound, self.hello, self.closed = waiting, True, None, False
+        self.ip, self.port = "127.0.0.9", 9230
+
+    def close(self) -> None:
+        self.closed = True
+
+
+
+def test_an_unanswered_proof_request_drops_its_peer_only_if_nothing_of_it_waits_unread() -> None:
+    chain = new_chain()
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
+                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
+    busy, idle = Asked(waiting=False), Asked(waiting=True)
+    manager = SimpleNamespace(on=lambda kind, handler: None, peers={busy, idle}, send=lambda peer, message: None)
+    relay = Relay(manager, ChainWriter(node))  # type: ignore[arg-type]
+    for peer in (busy, idle):
+        relay.gossip.announced(peer, [(bytes(32), 1)], now=0)  # not registered: nothing asked
+        state = relay.gossip.state(peer)
+        assert state is not None
+        state.requests.append((time.monotonic() - 1, [(bytes(32), 1)]))  # a request past its deadline
+    relay._announce_proofs()
+    assert idle.closed, "a peer we wait for that never answered is dropped"
+    assert not busy.closed, "a peer whose answer may wait behind our own handler was dropped"

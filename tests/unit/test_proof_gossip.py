@@ -1,0 +1,203 @@
+"""Uptime proofs by announcement (`net.proof_gossip`, sans-IO): what is announced to whom, what is
+asked of whom, what is served, and the bounds a hostile peer meets."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from snode.core.encoding import encode
+from snode.core.proofs import UptimeProof
+from snode.net import limits as L
+from snode.net import protocol as P
+from snode.net.proof_gossip import PeerProofs, ProofGossip
+from snode.net.protocol import MAX_PROOF_IDS, GetProofs
+
+KEYS = [os.urandom(32) for _ in range(4)]
+
+
+def proof(key: bytes, timestamp: int) -> UptimeProof:
+    return UptimeProof(key, timestamp, "1.2.3.4", 1, 2, "0.1.0", bytes(64))
+
+
+def gossip(accepted: dict[bytes, int] | None = None, left: set[str] | None = None) -> ProofGossip:
+    """Peers are names: those that start with "out" we dialled; those in `left` are gone."""
+    book = accepted if accepted is not None else {}
+    gone = left if left is not None else set()
+    return ProofGossip(registered=lambda key: key in KEYS, accepted_at=lambda key: book.get(key, 0),
+                       connected=lambda peer: peer not in gone, outbound=lambda peer: str(peer).startswith("out"))
+
+
+def state(g: ProofGossip, peer: str) -> PeerProofs:
+    known = g.state(peer)
+    assert known is not None
+    return known
+
+
+def test_a_proof_is_announced_once_to_each_peer_not_known_to_have_it() -> None:
+    g = gossip()
+    a, b, c = "a", "b", "c"
+    state(g, c).learn(KEYS[1], 10)  # c announced it to us
+    g.accepted(proof(KEYS[1], 10), source=a)
+    g.accepted(proof(KEYS[2], 10), source=None)
+    sent = dict(g.announcements([a, b, c]))
+    assert [m.ids for m in sent[a]] == [[(KEYS[2], 10)]], "the source is not told of its own proof"
+    assert [m.ids for m in sent[b]] == [[(KEYS[1], 10), (KEYS[2], 10)]]
+    assert [m.ids for m in sent[c]] == [[(KEYS[2], 10)]]
+    assert g.announcements([a, b, c]) == [], "announced once"
+
+
+def test_announcements_keep_the_newest_proof_per_signer_and_are_split_by_the_id_cap() -> None:
+    g = gossip()
+    many = [os.urandom(32) for _ in range(MAX_PROOF_IDS + 1)]
+    for key in many:
+        g.accepted(proof(key, 5), source=None)
+    g.accepted(proof(many[0], 6), source=None)
+    [(_, messages)] = g.announcements(["b"])
+    assert [len(m.ids) for m in messages] == [MAX_PROOF_IDS, 1]
+    assert messages[0].ids[0] == (many[0], 6)
+
+
+def test_only_what_was_announced_is_served_and_only_once() -> None:
+    g = gossip()
+    g.accepted(proof(KEYS[0], 10), source=None)
+    g.announcements(["b"])
+    assert g.serve("c", [(KEYS[0], 10)]) == [], "never announced to c"
+    assert g.serve("b", [(KEYS[0], 9)]) == [], "not the proof announced"
+    assert g.serve("b", [(KEYS[0], 10)]) == [proof(KEYS[0], 10)]
+    assert g.serve("b", [(KEYS[0], 10)]) == [], "served once"
+
+
+def test_what_we_lack_is_asked_of_one_announcer_and_the_next_one_when_it_fails() -> None:
+    g = gossip({KEYS[0]: 10})
+    ids = [(KEYS[0], 10), (KEYS[1], 10), (os.urandom(32), 10)]  # had, lacked, not registered
+    assert g.announced("out-a", ids, now=0) == GetProofs([(KEYS[1], 10)])
+    assert g.announced("out-b", ids, now=0) is None, "already asked of out-a: out-b is its fallback"
+    answer = g.answered("out-a", [], now=1)
+    assert answer.problem == "" and answer.proofs == []
+    assert answer.requests == [("out-b", GetProofs([(KEYS[1], 10)]))]
+    answer = g.answered("out-b", [proof(KEYS[1], 10)], now=2)
+    assert answer.proofs == [proof(KEYS[1], 10)] and answer.requests == []
+    assert list(g.wanted) == [(KEYS[1], 10)], "wanted until a copy is accepted, not on arrival"
+    g.accepted(proof(KEYS[1], 10), source="out-b")
+    assert g.wanted == {} and g.inbound_offers == 0
+    assert all(not s.offered for s in g.peers.values())
+
+
+def test_a_peer_that_goes_hands_its_requests_to_the_next_announcer() -> None:
+    g = gossip()
+    g.announced("out-a", [(KEYS[1], 10)], now=0)
+    g.announced("out-b", [(KEYS[1], 10)], now=0)
+    assert g.gone("out-a", now=1) == [("out-b", GetProofs([(KEYS[1], 10)]))]
+    assert "out-a" not in g.peers
+
+
+def test_a_peer_that_left_is_never_given_state_again() -> None:
+    """Its state goes at its disconnect; a proof judged after it left, its late messages or an
+    announcement round do not make it again, nor keep what it announced wanted."""
+    left: set[str] = set()
+    g = gossip(left=left)
+    g.announced("out-a", [(KEYS[1], 10)], now=0)
+    g.announced("b", [(KEYS[2], 10)], now=0)
+    left.update({"out-a", "b"})
+    g.gone("out-a", now=1)
+    g.gone("b", now=1)
+    g.accepted(proof(KEYS[3], 10), source="out-a")  # its proof, judged after it left
+    assert g.announced("out-a", [(KEYS[0], 10)], now=2) is None
+    assert g.answered("out-a", [proof(KEYS[1], 10)], now=2).proofs == []
+    assert g.serve("out-a", [(KEYS[3], 10)]) == []
+    assert g.announcements(["out-a", "b"]) == []
+    assert g.peers == {} and g.wanted == {} and g.inbound_offers == 0
+    assert g.due(100) == [], "nothing is asked of a peer that is gone"
+
+
+def test_inbound_announcers_first_cannot_censor_a_proof() -> None:
+    """Four inbound connections of one attacker announce first; an outbound peer announces
+    later and is asked at once; with no outbound announcer, each inbound one is asked in turn
+    (an empty answer, a copy never accepted, a disconnect) until the honest one."""
+    wanted = (KEYS[1], 10)
+    g = gossip()
+    for x in ("x1", "x2", "x3", "x4"):
+        assert g.announced(x, [wanted], now=0) is None, "an inbound announcer is not asked at once"
+    assert g.announced("out-h", [wanted], now=0.5) == GetProofs([wanted])
+    assert g.due(L.INBOUND_ASK_DELAY + 1) == [], "asked of the outbound peer, nobody else"
+
+    g = gossip()
+    for x in ("x1", "x2", "x3", "x4", "h"):
+        g.announced(x, [wanted], now=0)
+    assert g.due(L.INBOUND_ASK_DELAY - 0.1) == []
+    assert g.due(L.INBOUND_ASK_DELAY) == [("x1", GetProofs([wanted]))]
+    assert g.answered("x1", [], now=3).requests == [("x2", GetProofs([wanted]))]
+    forged = proof(KEYS[1], 10)  # judged, never accepted (forged, or invalid)
+    answer = g.answered("x2", [forged], now=4)
+    assert answer.proofs == [forged] and answer.requests == [] and wanted in g.wanted
+    assert g.due(4 + L.PROOF_JUDGE_TIMEOUT - 0.1) == []
+    assert g.due(4 + L.PROOF_JUDGE_TIMEOUT) == [("x3", GetProofs([wanted]))]
+    assert g.gone("x3", now=10) == [("x4", GetProofs([wanted]))]
+    assert g.due(10 + L.PROOF_REQUEST_TIMEOUT) == [("h", GetProofs([wanted]))], "x4 never answered"
+    g.accepted(proof(KEYS[1], 10), source="h")
+    assert g.wanted == {}
+    later = (KEYS[1], 12)
+    for x in ("x1", "x2", "x4", "h"):
+        g.announced(x, [later], now=30)
+    assert g.due(30 + L.INBOUND_ASK_DELAY) == [("h", GetProofs([later]))], "those that failed are asked last"
+
+
+def test_an_answer_without_a_question_or_with_a_proof_not_asked_is_misbehaviour() -> None:
+    g = gossip()
+    assert g.answered("out-a", [proof(KEYS[1], 10)], now=0).problem
+    g.announced("out-a", [(KEYS[1], 10)], now=0)
+    answer = g.answered("out-a", [proof(KEYS[1], 11)], now=0)
+    assert answer.problem and answer.proofs == []
+
+
+def test_requests_per_peer_are_capped_and_an_unanswered_one_is_overdue() -> None:
+    g = gossip()
+    asked = 0
+    for start in range(0, L.MAX_PROOFS_ASKED_PER_PEER + 2 * MAX_PROOF_IDS, MAX_PROOF_IDS):
+        request = g.announced("out-a", [(KEYS[1], t) for t in range(start + 1, start + MAX_PROOF_IDS + 1)], now=0)
+        asked += len(request.ids) if request is not None else 0
+    assert asked == L.MAX_PROOFS_ASKED_PER_PEER
+    assert g.overdue(L.PROOF_REQUEST_TIMEOUT - 1) == []
+    assert g.overdue(L.PROOF_REQUEST_TIMEOUT + 1) == ["out-a"]
+
+
+def test_announcers_are_bounded_per_peer_and_inbound_ones_in_all() -> None:
+    """Every announcer is remembered, within MAX_ANNOUNCED_PER_PEER a peer and MAX_ANNOUNCEMENTS
+    for inbound peers together; an outbound peer's announcements are remembered when inbound
+    peers have filled theirs."""
+    g = gossip()
+    ids = [(KEYS[t % 4], t) for t in range(1, L.MAX_ANNOUNCED_PER_PEER + 50)]
+    for i in range(0, len(ids), MAX_PROOF_IDS):
+        g.announced("a", ids[i:i + MAX_PROOF_IDS], now=0)
+    assert len(state(g, "a").offered) == L.MAX_ANNOUNCED_PER_PEER
+    g.inbound_offers = L.MAX_ANNOUNCEMENTS  # as if many inbound peers had announced their fill
+    late = (KEYS[0], 10**9)
+    assert g.announced("b", [late], now=0) is None and late not in g.wanted
+    assert g.announced("out-c", [late], now=0) == GetProofs([late])
+
+
+def test_what_a_peer_is_known_to_have_is_bounded() -> None:
+    g = gossip()
+    known = state(g, "a")
+    for _ in range(L.MAX_KNOWN_PROOFS_PER_PEER + 10):
+        known.learn(os.urandom(32), 1)
+    assert len(known.known) == L.MAX_KNOWN_PROOFS_PER_PEER
+
+
+def test_an_announcement_over_the_id_cap_does_not_decode() -> None:
+    ids = [(bytes(32), 1)] * (MAX_PROOF_IDS + 1)
+    for kind in (P.ProofInv, P.GetProofs):
+        with pytest.raises(P.ProtocolViolation, match="undecodable"):
+            P.parse(encode(kind(ids)))
+    with pytest.raises(P.ProtocolViolation, match="undecodable"):
+        P.parse(encode(P.ProofInv([])))
+
+
+def test_what_was_announced_to_a_peer_is_bounded() -> None:
+    g = gossip()
+    known = state(g, "a")
+    for _ in range(L.MAX_KNOWN_PROOFS_PER_PEER + 10):
+        known.announce(os.urandom(32), 1)
+    assert len(known.announced) == L.MAX_KNOWN_PROOFS_PER_PEER
