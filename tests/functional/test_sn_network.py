@@ -95,7 +95,8 @@ def test_lifecycle_solo_and_pool(nodes):
         stamp = sent["timestamp"]
         wait_until(lambda: record(hub, solo_pk)["last_uptime_proof"] >= stamp,  # noqa: B023 (used at once)
                    timeout=10, what="the hub holding the proof")
-    log.info("GET /readyz on the active node: 200, nothing unmet")
+    log.info("GET /readyz on the active node, once it has the block that activated it: 200, nothing unmet")
+    sync_blocks([hub, solo])
     status, _, data = solo.rpc.raw("", method="GET", path="/readyz")
     assert_equal((status, json.loads(data)["unmet"]), (200, []))
     assert_equal((rec["payable"], rec["decommission_count"]), (False, 0))
