@@ -8,27 +8,23 @@ loopback TCP connections (the far ends read and discard in threads of their own)
 `ServiceNodeDuties`. Every other service node's proof arrives straight from its signer's peer:
 the `ProofMessage` event P2P publishes (`relay._on_proof`), the duties' IP check, the intake's
 queue and its check (`Node.accept_proof`: the rules and the signature), the accept and its
-`ProofAccepted` subscribers (the relay's broadcast to every other peer, the metrics, the duties),
+`ProofAccepted` subscribers (the relay's announcement to the other peers, the metrics, the duties),
 the verdict (`ProofAck`) and the peers' writes.
 
 The proofs come as on the benchmark's 12-node devnet, where each node sends one every 2 s at its
 own moment: at random (exponential gaps, seeded), RATE a second on average, each round of one
 proof per node in a random order. To take seconds rather than minutes, they come SPEED times
-faster and the intake's gathering (`ProofIntake.gather`) is SPEED times shorter, so the same
-proofs are checked together. Then COPIES peers relay each proof of the last round back to us,
+faster. Then COPIES peers relay each proof of the last round back to us,
 ROUNDS times over (each proof reaches a devnet node along 8-9 paths): each copy is dropped as known.
 
-Each trial runs one of two ways, interleaved (each first in turn): the intake checking each proof
-at once (a gathering of 0: the loop's next turn, as before GATHER_S) or gathering them. Figures,
-the median of TRIALS trials each way of ROUNDS rounds, on CPU clocks (`time.thread_time`: the
+Figures, the median of TRIALS trials of ROUNDS rounds, on CPU clocks (`time.thread_time`: the
 machine's other work does not count, the sleeps between proofs neither; each proof's wake-up does):
 - this node's CPU per accepted proof (the loop thread), and per copy dropped;
 - the peers' reads per proof and their threads' CPU reading (a floor for a daemon's reads: no
   frames decoded, no event loop);
 - the limit, in the same trial: one first-sight verification of each proof's signature
   (`verify_uncached` of its signed message); this node's CPU per proof in verifications.
-No target: figures to compare, in the same minutes. This file also runs against code from before
-`ProofIntake.gather` (both ways then check each proof at once).
+No target: figures to compare, in the same minutes (docs/PERFORMANCE.md, 2d).
 
 `--profile` adds a cProfile of one more trial (its top functions, inclusive).
 """
@@ -65,7 +61,6 @@ from snode.node.node import Identity, Node
 from snode.node.writer import ChainWriter
 from snode.params import COIN, REGTEST
 from snode.rpc.counters import EventCounters
-from snode.services import proof_intake
 from snode.services.event_feed import EventFeed
 from snode.services.sn_duties import ServiceNodeDuties
 from snode.store.memory import MemoryStore
@@ -78,10 +73,9 @@ COPIES: Final = 8
 RATE: Final = PEERS / REGTEST.proof_interval
 """Proofs a second the node accepts: each other node's one a proof interval (2 s, as devnet's)."""
 SPEED: Final = 20
-"""The proofs come SPEED times faster than RATE, and the intake gathers for 1/SPEED of its time:
-the same proofs checked together, in 1/SPEED of the wall-clock time."""
-GATHER_S: Final[float] = getattr(proof_intake, "GATHER_S", 0.25)
-"""The intake's gathering (this file also runs against code from before it, to compare)."""
+"""The proofs come SPEED times faster than RATE."""
+POLL_S: Final = 0.0125
+"""How often the end of a trial looks whether the last round's proofs are accepted."""
 ROUNDS: Final = 50
 TRIALS: Final = 5
 IP: Final = "127.0.0.1"
@@ -89,16 +83,12 @@ IP: Final = "127.0.0.1"
 
 @dataclass(frozen=True)
 class Trial:
-    gathered: bool
-    """The intake gathered proofs (GATHER_S / SPEED) or checked each at once (a gathering of 0)."""
     intake_us: float
     """This node's CPU per accepted proof, from its ProofMessage to its verdict and relay written."""
     peers_us: float
     """The far ends' CPU per accepted proof, reading what we wrote (all PEERS together)."""
     reads: float
     """Reads at the far ends per accepted proof (all PEERS together)."""
-    together: float
-    """Proofs the intake took up at once, on average (0 on code without its `flushes` counter)."""
     copy_us: float
     """CPU per relayed copy of a proof the node has."""
     verify_us: float
@@ -188,14 +178,12 @@ class Bench:
                                       quorumnet_port=9232, version="bench") for k in self.keys])
         return rounds
 
-    async def trial(self, gathered: bool) -> Trial:
+    async def trial(self) -> Trial:
         rounds = self.proofs()
         accepted = ROUNDS * PEERS
         peers = sorted(self.peers.peers, key=lambda p: p.port)
-        hub, book, intake = self.node.hub, self.node.proofs, self.duties.intake
-        intake.gather = GATHER_S / SPEED if gathered else 0  # on code without it: set, never read
+        hub, book = self.node.hub, self.node.proofs
         gaps = iter([self.random.expovariate(RATE * SPEED) for _ in range(accepted)])
-        flushes = getattr(intake, "flushes", 0)
         reads, far_cpu = sum(e.reads for e in self.ends), sum(e.cpu_s for e in self.ends)
         t0 = time.thread_time()
         for proofs in rounds:
@@ -204,7 +192,7 @@ class Bench:
                 await asyncio.sleep(next(gaps))
                 hub.publish(ProofMessage(peers[i], IP, peers[i].name, P.Proof(proofs[i], relayed=False)))
         for _ in range(100):
-            await asyncio.sleep(GATHER_S / SPEED)
+            await asyncio.sleep(POLL_S)
             if all(book.last_accepted(p.pubkey) == p.timestamp for p in rounds[-1]):
                 break
         else:
@@ -212,11 +200,10 @@ class Bench:
         await asyncio.sleep(0)  # the writes queued by the last accept
         intake_s = time.thread_time() - t0
         await asyncio.sleep(0.05)  # the far ends read the last writes
-        flushed = getattr(intake, "flushes", 0) - flushes
         return Trial(
-            gathered, 1e6 * intake_s / accepted,
+            1e6 * intake_s / accepted,
             1e6 * (sum(e.cpu_s for e in self.ends) - far_cpu) / accepted,
-            (sum(e.reads for e in self.ends) - reads) / accepted, accepted / flushed if flushed else 0,
+            (sum(e.reads for e in self.ends) - reads) / accepted,
             self._copies(rounds[-1], peers), self._verifications(rounds))
 
     def _copies(self, proofs: list[UptimeProof], peers: list[Peer]) -> float:
@@ -243,16 +230,13 @@ class Bench:
 async def _run(profile: bool) -> dict[str, Any]:
     bench = Bench(*_chain())
     await bench.start()
-    await bench.trial(True)  # warm-up: caches, the first writes
-    trials = []
-    for i in range(TRIALS):  # the two ways interleaved, each first in turn
-        for gathered in (i % 2 == 0, i % 2 != 0):
-            trials.append(await bench.trial(gathered))
+    await bench.trial()  # warm-up: caches, the first writes
+    trials = [await bench.trial() for _ in range(TRIALS)]
     results: dict[str, Any] = {"trials": trials}
     if profile:
         profiler = cProfile.Profile(time.thread_time)
         profiler.enable()
-        await bench.trial(True)
+        await bench.trial()
         profiler.disable()
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(40)
@@ -269,21 +253,19 @@ def run(profile: bool = False) -> dict[str, Any]:
 def report(results: dict[str, Any], console: Console) -> None:
     trials: list[Trial] = results["trials"]
     console.print(f"uptime-proof intake, in process ({SERVICE_NODES} service nodes, {PEERS} peers, {RATE:g} proofs/s "
-                  f"x {SPEED}, {ROUNDS} rounds a trial, median of {TRIALS} trials each way, interleaved; CPU clocks):")
+                  f"x {SPEED}, {ROUNDS} rounds a trial, median of {TRIALS} trials; CPU clocks):")
     table = Table()
-    for column in ("per accepted proof", "checked one by one", f"gathered {GATHER_S:g} s", "after / before"):
+    for column in ("per accepted proof", "median", "min", "max"):
         table.add_column(column, justify="left" if column.startswith("per") else "right")
     rows = (("this node's CPU (us)", "intake_us", ".1f"), ("the peers' reads", "reads", ".2f"),
-            ("the peers' CPU, reading (us)", "peers_us", ".1f"), ("proofs checked together", "together", ".2f"))
+            ("the peers' CPU, reading (us)", "peers_us", ".1f"))
     for name, field, form in rows:
-        before = statistics.median(getattr(t, field) for t in trials if not t.gathered)
-        after = statistics.median(getattr(t, field) for t in trials if t.gathered)
-        table.add_row(name, format(before, form), format(after, form), f"{after / before:.2f}" if before else "-")
+        values = [getattr(t, field) for t in trials]
+        table.add_row(name, *(format(f(values), form) for f in (statistics.median, min, max)))
     console.print(table)
     verifying = statistics.median(t.verify_us for t in trials)
-    one, gathered = (statistics.median(t.intake_us for t in trials if t.gathered is g) for g in (False, True))
     console.print(f"  one verification {verifying:.1f} us; a copy dropped as known "
                   f"{statistics.median(t.copy_us for t in trials):.1f} us; this node's CPU per proof, in "
-                  f"verifications: {one / verifying:.2f}x one by one, {gathered / verifying:.2f}x gathered")
+                  f"verifications: {statistics.median(t.intake_us for t in trials) / verifying:.2f}x")
     if "profile" in results:
         console.print(results["profile"], markup=False, highlight=False)

@@ -74,7 +74,6 @@ def arrivals(node: Node, per_node: int) -> list[Arrival]:
 async def test_a_flood_is_checked_on_the_workers_and_accepted_in_arrival_order(node: Node) -> None:
     verdicts = Verdicts()
     intake = ProofIntake(node, verdicts)
-    intake.gather = 3_600  # a batch's worth does not wait for a gathering to end
     flood = arrivals(node, 50)  # 200 proofs in one loop turn
     for arrival in flood:
         intake.add(arrival)
@@ -114,37 +113,22 @@ async def test_copies_and_broken_rules_are_judged_once_each(node: Node) -> None:
     assert "is not a registered service node" in unknown and "check the sender's clock" in late
 
 
-async def test_proofs_that_come_apart_are_gathered_and_checked_together_inline(node: Node) -> None:
+async def test_a_few_proofs_are_checked_inline_on_the_next_turn(node: Node) -> None:
     verdicts = Verdicts()
     intake = ProofIntake(node, verdicts)
-    first, *others = arrivals(node, 2)
-    assert 1 + len(others) < INLINE_BELOW
-    intake.add(first)
-    for _ in range(3):
-        await asyncio.sleep(0)  # turns of the loop: the first proof waits for others
-    assert verdicts.said == []
-    for arrival in others:
+    few = arrivals(node, 2)
+    assert len(few) < INLINE_BELOW
+    for arrival in few:
         intake.add(arrival)
-    await wait_async(lambda: len(verdicts.said) == 1 + len(others), what="the proofs judged")
-    assert len(verdicts.accepted()) == 1 + len(others)
-    assert intake.flushes == 1 and intake.batches == 0, "checked together, inline"
+    assert verdicts.said == []  # nothing judged inside the peer's read
+    await wait_async(lambda: len(verdicts.said) == len(few), what="the proofs judged")
+    assert len(verdicts.accepted()) == len(few) and intake.batches == 0
     assert isinstance(node.verifier, VerifierPool) and node.verifier.worker_pids() == []
-
-
-async def test_a_gathering_under_way_at_close_checks_nothing(node: Node) -> None:
-    verdicts = Verdicts()
-    intake = ProofIntake(node, verdicts)
-    intake.gather = 0.05
-    intake.add(arrivals(node, 1)[0])
-    await intake.close()
-    await asyncio.sleep(0.1)  # past the gathering's end: nothing may wake
-    assert verdicts.said == [] and intake.flushes == 0
 
 
 async def test_a_later_proof_never_overtakes_a_batch_that_is_out(chain: LabChain) -> None:
     """The batch's answer is there at once (inline verifier) and a later proof of one of its
-    nodes arrives before the batch is taken: it waits for the batch, and no more (under load,
-    what came meanwhile is checked as soon as the batch is in, not after a gathering)."""
+    nodes arrives before the batch is taken: it waits for the batch."""
     genesis_block, genesis_state = chain.blocks[0], chain.fork(at=0).state
     for operator, label in zip(OPERATORS, SN_LABELS):
         chain.new_node(operator=operator, sn_label=label)
@@ -156,7 +140,6 @@ async def test_a_later_proof_never_overtakes_a_batch_that_is_out(chain: LabChain
             await writer.accept_block(block)
         verdicts = Verdicts()
         intake = ProofIntake(node, verdicts)
-        intake.gather = 3_600
         flood = arrivals(node, 20)
         for arrival in flood:
             intake.add(arrival)

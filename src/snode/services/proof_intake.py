@@ -1,15 +1,13 @@
 """Uptime proofs from peers, checked in batches on the verifier's worker processes under load.
 
-A proof that arrives alone waits up to GATHER_S for others, then those gathered are checked
-inline, on the event loop's thread (one signature costs less than a round trip to a worker), and
-accepted together: the relay's frames and the verdicts of one turn leave in one write per peer
-(`net.peer`), and a peer's send costs more than the proof's check (docs/PERFORMANCE.md, 2d).
+A proof that arrives alone is checked on the event loop's next turn, inline: one signature costs
+less than a round trip to a worker.
 When many arrive together (thousands of service nodes, each proof reaching a node along several
-paths: INLINE_BELOW or more waiting) they are checked at once, as one batch: the cheap rules
-first, then their signatures split over the worker processes while the event loop goes on
-reading, relaying and acknowledging, then each proof is accepted in arrival order, its rules
-checked once more against what was accepted before it. Two batches are out at a time (one per
-worker) and the next gathers meanwhile, so the node's thread and the workers keep both cores busy.
+paths) the proofs of one turn are checked as one batch: the cheap rules first, then their
+signatures split over the worker processes while the event loop goes on reading, relaying and
+acknowledging, then each proof is accepted in arrival order, its rules checked once more against
+what was accepted before it. Two batches are out at a time (one per worker) and the next gathers
+meanwhile, so the node's thread and the workers keep both cores busy.
 
 The queue is fair per peer (`FairQueue`): each peer waits in a line of its own, bounded, and a
 batch takes one proof from each line in turn, so a peer that floods fills only its own line and
@@ -44,12 +42,6 @@ WAYS: Final = 2
 MAX_BATCH: Final = 4_096
 """Proofs in one batch at most: its halves fit in a worker's request pipe, so handing them over
 never blocks the event loop."""
-GATHER_S: Final = 0.25
-"""How long a proof that finds the queue empty waits for others before the check (not under load:
-at once when INLINE_BELOW wait, or when a batch comes back from the workers). A devnet node
-accepts 5-6 proofs a second, so about 2.2 go out together instead of one
-(`python -m bench intake`); a proof's relay and its signer's acknowledgement come that much later,
-against a proof interval of 2 s (devnet) or 60 s."""
 
 
 @dataclass(slots=True)
@@ -149,19 +141,12 @@ class ProofIntake:
         self.verdict = verdict
         self._queue = FairQueue()
         self._queued: set[tuple[bytes, int]] = set()
-        self.gather = GATHER_S
-        """GATHER_S (a benchmark scales it with the rate it sends proofs at)."""
-        self._soon = False
-        """A check is due on the next turn."""
-        self._timer: asyncio.TimerHandle | None = None
-        """The end of the current gathering, if one is under way."""
+        self._scheduled = False
         self._out: collections.deque[Batch] = collections.deque()
         """Batches handed to the verifier, oldest first: accepted in this order."""
         self._drain: asyncio.Task[None] | None = None
         self.batches = 0
         """Batches handed to the verifier (for tests)."""
-        self.flushes = 0
-        """Times the queue was taken up for checks (for tests)."""
 
     def add(self, arrival: Arrival) -> None:
         """Queue a proof for the next check; copies of a queued proof are dropped."""
@@ -182,7 +167,6 @@ class ProofIntake:
         self._queue.clear()
         self._queued.clear()
         self._out.clear()
-        self._stop_gathering()
         drain = self._drain
         if drain is not None:
             drain.cancel()
@@ -195,22 +179,10 @@ class ProofIntake:
 
     # --- checking ----------------------------------------------------------------------------
 
-    def _schedule(self, *, at_once: bool = False) -> None:
-        """Check on the next turn when `at_once` or once a batch's worth waits, else at the end
-        of a gathering."""
-        if self._soon:
-            return
-        if at_once or len(self._queue) >= INLINE_BELOW:
-            self._stop_gathering()
-            self._soon = True
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
-        elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self.gather, self._flush)
-
-    def _stop_gathering(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
 
     def _take(self, count: int) -> list[Arrival]:
         taken = self._queue.take(count)
@@ -221,9 +193,7 @@ class ProofIntake:
     def _flush(self) -> None:
         """Check what has gathered: inline when it is little and no batch is out, else as a
         batch for the workers (at most IN_FLIGHT out; the rest waits for a slot)."""
-        self._soon = False
-        self._stop_gathering()
-        self.flushes += 1
+        self._scheduled = False
         while self._queue and len(self._out) < IN_FLIGHT:
             now = self.node.now()
             if len(self._queue) < INLINE_BELOW and not self._out:
@@ -265,8 +235,8 @@ class ProofIntake:
                 self._out.popleft()
                 self.batches += 1
                 self._accept_checked(batch, forged)
-                if self._queue:  # a slot is free (after this batch: nothing inline overtakes it); under
-                    self._schedule(at_once=True)  # load, what came meanwhile goes at once
+                if self._queue:
+                    self._schedule()  # a slot is free (after this batch: nothing inline overtakes it)
         finally:
             self._drain = None
 
