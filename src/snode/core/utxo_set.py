@@ -270,19 +270,8 @@ class TrackedUtxos(UtxoMutation):
         """Delete key and return its entry, remembering it; None (and nothing changed) if it
         has none. `delete` after a `get`, in one lookup of the overlay: every input of every
         block comes here, and a rule that refuses the entry discards the whole mutation."""
-        changes = self._changes
-        entry = changes.get(key, _MISSING)
-        packed = self._in_base(key)
-        if entry is _MISSING:
-            entry = packed
-        if entry is None:
-            return None
-        if packed is not None:
-            changes[key] = None
-        else:
-            del changes[key]
-        self._len -= 1
-        if key not in self.old:
+        entry: UtxoEntry | None = self.pop(key, None)
+        if entry is not None and key not in self.old:
             self.old[key] = entry
         return entry
 
