@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice
 from typing import Any, Final, TypeVar, overload
 
 from snode.core.types import Height, PubKey
@@ -56,7 +55,9 @@ class RewardQueue(Sequence[RewardEntry]):
         return self._end - self._start
 
     def __iter__(self) -> Iterator[RewardEntry]:
-        return islice(self._items, self._start, self._end)
+        # By index: islice would step through every entry before `start` first, and a block
+        # reads only the front of the queue (its winner, its round's leader).
+        return map(self._items.__getitem__, range(self._start, self._end))
 
     @overload
     def __getitem__(self, i: int) -> RewardEntry: ...
