@@ -50,6 +50,14 @@ def test_a_long_run_of_usual_edits_keeps_the_list_within_about_twice_the_queue()
     assert list(queue) == sorted(queue)
 
 
+def test_taking_entries_off_the_front_shares_the_list_even_behind_a_later_version():
+    parent = RewardQueue(entry(0, k) for k in range(10))
+    usual_edit(parent, 1)  # appends: the parent's window no longer ends where the list does
+    shorter = parent.edited([parent[0], parent[1]], [])
+    assert shorter._items is parent._items
+    assert tuple(shorter) == tuple(entry(0, k) for k in range(2, 10))
+
+
 def test_an_entry_that_is_not_there_cannot_be_removed():
     queue = RewardQueue(entry(0, k) for k in range(5))
     with pytest.raises(ValueError, match="registry index does not match the registry"):

@@ -2,14 +2,14 @@
 `reward_order_key`, sorted, as a persistent sequence whose usual edit costs O(1).
 
 Every block pays the node at the front of the queue, which then goes to the back (its
-last_reward_height is the new height, above every other entry's). As a tuple, that edit copied
-the whole queue twice a block (a list to edit and a tuple again): about 13 us at 2,000 nodes,
-O(n) with more. Here a queue is a window [start, end) of a list that only ever grows at its end
-and is shared by the versions made from one another: taking entries off the front moves
-`start`, and entries that sort after the last one are appended to the list when this version's
-window ends where the list does (else another version appended there first, and a new list is
-made). Every other edit (an activation in the middle, an undone block putting the winner back
-in front) makes a new list, as the tuple did; so does the usual edit once the entries before
+last_reward_height is the new height, above every other entry's). A sorted tuple would copy the
+whole queue twice for that edit (a list to edit and a tuple again): O(n) a block, about 13 us at
+2,000 nodes. So a queue is a window [start, end) of a list that only ever grows at its end and
+is shared by the versions made from one another: taking entries off the front moves `start`,
+and entries that sort after the last one are appended to the list when this version's window
+ends where the list does (else another version appended there first, and a new list is made).
+Every other edit (an activation in the middle, an undone block putting the winner back in
+front) makes a new list, as a tuple would; so does the usual edit once the entries before
 `start` are over half of the list, so that a long sync keeps at most about twice the queue.
 Entries before `end` never change, so a version reads the same entries whatever other versions
 do, from any thread; a version keeps what it appended only if its own entries (the very
@@ -98,7 +98,7 @@ class RewardQueue(Sequence[RewardEntry]):
             and (not new or after == end or new[0] > items[end - 1])
             and after <= MIN_COMPACT + (end + len(new)) // 2
         )
-        if fits and end == len(items):
+        if fits and (not new or end == len(items)):
             items.extend(new)  # one call: another thread's extend lands wholly before or after
             if all(ours is theirs for ours, theirs in zip(new, items[end:end + len(new)])):
                 return RewardQueue._window(items, after, end + len(new))
