@@ -22,7 +22,9 @@ verification alone allows):
 - where the time goes: the last 2,000 blocks replayed in-process through `Node.stage_batch` and
   `finish_batch`, pipelined as the daemon's sync loop does
   on a copy of the store at height 18,000, timed by phase (decode, apply_block's rules,
-  signature checks, store commit, adopt); `--profile` adds a cProfile of a second such replay.
+  signature checks, store commit, adopt); `--profile` adds a cProfile of a second such replay,
+  on the thread's CPU clock (its cost per call inflates small builtins several times over: read
+  it for call counts and call paths; docs/PERFORMANCE.md section 5 step 4 has the shares).
 
 `--blocks N` and `--runs N` change the chain's length (BLOCKS by default; the replay still takes
 its last REPLAY_BLOCKS) and the number of sync runs (SYNC_RUNS by default).
@@ -373,7 +375,7 @@ def replay(snapshot_dir: Path, tail: Sequence[bytes], profile: bool) -> dict[str
     each phase; with `profile`, a second pass on another copy runs under cProfile."""
     results = _replay_once(snapshot_dir, tail, None)
     if profile:
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile(time.thread_time)  # the node thread's CPU, as the phases
         _replay_once(snapshot_dir, tail, profiler)
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("tottime").print_stats(20)

@@ -87,6 +87,47 @@ def test_a_utxo_set_reads_as_a_dict_through_changes_and_folds(start, operations,
         assert_reads_as(utxos, expected)
 
 
+TRACKED_OPERATION = st.one_of(
+    st.tuples(st.just("set"), st.sampled_from(KEYS), ENTRY),
+    st.tuples(st.just("delete"), st.sampled_from(KEYS)),
+    st.tuples(st.just("spend"), st.sampled_from(KEYS)),
+)
+
+
+@given(
+    base=st.dictionaries(st.sampled_from(KEYS), ENTRY, max_size=6),
+    overlay=st.dictionaries(st.sampled_from(KEYS), ENTRY, max_size=4),
+    operations=st.lists(TRACKED_OPERATION, max_size=30),
+)
+def test_a_block_s_tracked_changes_read_as_a_dict_and_remember_each_first_old_value(base, overlay, operations):
+    """What a block does to the outputs (`TrackedUtxos`): `spend` is `get` then `delete` in one
+    lookup, None and no change for a key it does not hold; the undo record's old values are
+    those before the block, whichever keys are packed in the base or changed in the overlay."""
+    with folding_every(1):
+        utxos = UtxoSet(base).mutate().finish(fold=True).update(overlay)
+    before = {**base, **overlay}
+    tracked, model = utxo_set.TrackedUtxos(utxos), dict(before)
+    for op in operations:
+        key = op[1]
+        if op[0] == "set":
+            tracked.set(key, op[2])
+            model[key] = op[2]
+        elif op[0] == "delete":
+            if key in model:
+                tracked.delete(key)
+                del model[key]
+            else:
+                with pytest.raises(KeyError):
+                    tracked.delete(key)
+        else:
+            assert tracked.spend(key) == model.pop(key, None)
+        assert all(tracked.get(k) == model.get(k) for k in KEYS)
+    assert tracked.changes() == tuple(sorted((key, before.get(key)) for key in tracked.old))
+    assert {k for k in KEYS if before.get(k) != model.get(k)} <= set(tracked.old)
+    assert_reads_as(tracked.finish(fold=True), model)
+    assert_reads_as(utxos, before)
+
+
 def test_missing_keys_raise_key_error_and_pop_default():
     utxos = UtxoSet({KEYS[0]: UtxoEntry(OWNERS[0], 5, 1)})
     with pytest.raises(KeyError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
-from typing import overload
+from typing import Final, overload
 
 from snode.core.service_nodes import is_payable, reward_order_key
 from snode.core.state import Quorum, RewardEntry, ServiceNode
@@ -30,15 +30,21 @@ def _shuffled(sorted_keys: Sequence[bytes], seed: bytes, count: int) -> tuple[by
     moved: dict[int, bytes] = {}
     drawn = []
     # Draw i is the hash of seed + i: the seed is absorbed once and the state copied per draw
-    # (the same digests as hash32(seed + i.to_bytes(4, "big"))).
-    seeded = hashlib.blake2b(seed, digest_size=32)
+    # (the same digests as hash32(seed + i.to_bytes(4, "big"))). Every block draws its
+    # obligations quorum: the loop's names are bound locally and the suffixes made once.
+    fresh = hashlib.blake2b(seed, digest_size=32).copy
+    number, get = int.from_bytes, moved.get
     for i in range(min(count, n)):
-        hasher = seeded.copy()
-        hasher.update(i.to_bytes(4, "big"))
-        j = i + int.from_bytes(hasher.digest()[:8], "big") % (n - i)
-        drawn.append(moved.get(j, sorted_keys[j]))
-        moved[j] = moved.get(i, sorted_keys[i])
+        hasher = fresh()
+        hasher.update(_SUFFIXES[i] if i < len(_SUFFIXES) else i.to_bytes(4, "big"))
+        j = i + number(hasher.digest()[:8], "big") % (n - i)
+        drawn.append(get(j, sorted_keys[j]))
+        moved[j] = get(i, sorted_keys[i])
     return tuple(drawn)
+
+
+_SUFFIXES: Final = tuple(i.to_bytes(4, "big") for i in range(64))
+"""The draw numbers of `_shuffled`'s first draws, encoded (quorums draw 10 to 20 keys)."""
 
 
 def active_keys(nodes: Iterable[ServiceNode]) -> list[bytes]:

@@ -13,7 +13,6 @@ hand has none, and the first block applied on it builds one.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Generic, TypeVar
@@ -21,6 +20,8 @@ from typing import Any, Final, Generic, TypeVar
 import immutables
 import msgspec
 
+from snode.core.reward_queue import RewardEntry as RewardEntry  # re-exported with the index
+from snode.core.reward_queue import RewardQueue, sorted_edited
 from snode.core.types import Amount, Hash32, Height, Ppm, PubKey, Timestamp
 from snode.core.utxo_base import UtxoEntry as UtxoEntry  # re-exported: the state's record types
 from snode.core.utxo_base import new_utxo as new_utxo
@@ -118,13 +119,10 @@ class CheckpointSlot(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A later block on this chain carries the checkpoint: the block is checkpointed."""
 
 
-RewardEntry = tuple[Height, Height, PubKey]
-"""A node's place in the reward queue: (last_reward_height, registration_height, pubkey)."""
-
 LeaveEntry = tuple[Height, PubKey]
 """A node's place in the exit schedule: (leaves_at, pubkey)."""
 
-_Sorted = TypeVar("_Sorted", PubKey, RewardEntry, LeaveEntry)
+_Sorted = TypeVar("_Sorted", PubKey, LeaveEntry)
 
 
 def reward_order_key(sn: ServiceNode) -> RewardEntry:
@@ -142,9 +140,10 @@ class RegistryIndex:
     active_keys: tuple[PubKey, ...]
     """Public keys of the active nodes, sorted: the pool from which quorums and validators are
     drawn."""
-    reward_queue: tuple[RewardEntry, ...]
+    reward_queue: RewardQueue
     """`reward_order_key` of every active node, sorted: the next winner is the first entry
-    whose node is past its payable grace period."""
+    whose node is past its payable grace period. Persistent: a block's usual edit (its winner
+    from the front to the back) costs O(1) (`core.reward_queue`)."""
     leaving: tuple[LeaveEntry, ...] = ()
     """(leaves_at, pubkey) of every node with an exit scheduled, sorted: a block finds the
     nodes it removes at the front."""
@@ -156,7 +155,7 @@ def build_index(registry: immutables.Map[bytes, ServiceNode]) -> RegistryIndex:
     return RegistryIndex(
         registry=registry,
         active_keys=tuple(sorted(sn.pubkey for sn in active)),
-        reward_queue=tuple(sorted(reward_order_key(sn) for sn in active)),
+        reward_queue=RewardQueue(reward_order_key(sn) for sn in active),
         leaving=tuple(sorted((sn.leaves_at, sn.pubkey) for sn in registry.values() if sn.leaves_at)),
     )
 
@@ -201,7 +200,7 @@ def updated_index(
     return RegistryIndex(
         registry=registry,
         active_keys=_edited(index.active_keys, keys_out, keys_in),
-        reward_queue=_edited(index.reward_queue, entries_out, entries_in),
+        reward_queue=index.reward_queue.edited(entries_out, entries_in),
         leaving=_edited(index.leaving, leave_out, leave_in),
     )
 
@@ -212,15 +211,7 @@ def _edited(
     """Sorted `items` without `remove` (each must be there) and with `add`."""
     if not remove and not add:
         return items
-    edited = list(items)
-    for item in remove:
-        i = bisect_left(edited, item)
-        if i == len(edited) or edited[i] != item:
-            raise ValueError("registry index does not match the registry")
-        del edited[i]
-    for item in add:
-        insort(edited, item)
-    return tuple(edited)
+    return tuple(sorted_edited(items, remove, add))
 
 
 K = TypeVar("K")

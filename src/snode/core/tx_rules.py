@@ -126,7 +126,7 @@ def _spend_inputs(
     spent = []
     for op in tx.inputs:
         key = op.txid + op.index.to_bytes(2, "big")  # op.key(), inlined: the hottest loop
-        entry = w.utxos.get(key)
+        entry = w.utxos.spend(key)  # spent at once: a refusal below discards the whole of w
         if entry is None:
             raise InvalidTransaction(
                 f"transaction {short} spends output {op.txid.hex()[:16]}:{op.index}, which does "
@@ -140,7 +140,6 @@ def _spend_inputs(
         total_in += entry.amount
         owners.append(entry.owner)
         spent.append(TxOut(entry.owner, entry.amount))
-        w.utxos.delete(key)
     message = signing_hash_of_encoded(tx, encoded, spent, network_id)
     for i, owner in enumerate(owners):
         w.checks.append(SigCheck(owner, message, tx.signatures[i], f"transaction {short} input {i}"))
