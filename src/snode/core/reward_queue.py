@@ -66,7 +66,7 @@ class RewardQueue(Sequence[RewardEntry]):
 
     def __getitem__(self, i: int | slice) -> RewardEntry | tuple[RewardEntry, ...]:
         if isinstance(i, slice):
-            return tuple(self)[i]
+            return tuple(self._items[self._start:self._end][i])
         n = self._end - self._start
         if not -n <= i < n:
             raise IndexError("reward queue index out of range")

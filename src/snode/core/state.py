@@ -167,8 +167,9 @@ def updated_index(
     """The index of `registry`, given `index` of a registry that differs from it only in the
     keys of `before` (their old records; None where a key did not exist).
 
-    Copies a sorted tuple only when it changes (a C-speed copy, microseconds for thousands of
-    nodes) and finds places by bisection.
+    The reward queue's usual edit of a block (its winner from the front to the back) appends to
+    the queue's shared list (`core.reward_queue`); any other edit rebuilds the sorted queue, and
+    places are found by bisection.
     """
     keys_out: list[PubKey] = []
     keys_in: list[PubKey] = []
