@@ -7,9 +7,10 @@ Measures in one run:
 - the latency: for each of BLOCKS service-node blocks, from the start of the round that made it
   (its parent's timestamp + the block time + round x round time) to the moment the last of the
   12 daemons applied it (each daemon logs the block with a millisecond timestamp): p50 and p99;
-- the floor, measured in this process just before on the CPU clock (so the machine's other
-  load does not inflate it): what any block must cost at least, one after the other on one
-  core: the leader's signature, `needed` validator signatures verified
+- the floor, measured in this process on the CPU clock once the daemons are stopped (so
+  neither they nor the machine's other load inflate it: on 2 cores a floor measured beside 13
+  busy daemons moved by 2x between runs): what any block must cost at least, one after the other
+  on one core: the leader's signature, `needed` validator signatures verified
   (7 of 11), one `apply_block` of a real service-node block of this chain on its parent, and
   two loopback round trips on CurveZMQ (template out and signature back);
 - ratio = p50 latency / floor, target <= 3 (issue #12; issue #16 aims at 2);
@@ -99,13 +100,17 @@ def zmq_round_trip_s(trips: int = 400) -> float:
     return statistics.median(times[trips // 10:])
 
 
-def floor_s(daemon: Daemon, genesis: Path, needed: int) -> dict[str, float]:
+def chain_blocks(daemon: Daemon) -> list[Block]:
+    """Every block of `daemon`'s chain, genesis excluded."""
+    height = daemon.call("get_info")["height"]
+    return [decode(bytes.fromhex(daemon.call("get_block", {"height": h})["block_hex"]), Block)
+            for h in range(1, height + 1)]
+
+
+def floor_s(blocks: list[Block], genesis: Path, needed: int) -> dict[str, float]:
     """The floor's parts, on this chain: sign, verify `needed`, apply its last SN block, 2 RTTs."""
     signature_cache(False)  # each signature and apply as a node meets them: the first time
     state, _, consensus = genesis_state(parse_genesis(genesis.read_bytes(), DEVNET), DEVNET)
-    height = daemon.call("get_info")["height"]
-    blocks = [decode(bytes.fromhex(daemon.call("get_block", {"height": h})["block_hex"]), Block)
-              for h in range(1, height + 1)]
     for block in blocks[:-1]:
         state, _ = apply_block(state, block, consensus)
     last = blocks[-1]
@@ -243,10 +248,11 @@ def run(blocks: int = BLOCKS, keep: Path | None = None, profile: bool = False) -
                 samples = blocks_profile.split(net.profile_file, height)
             records = [watcher.call("get_block", {"height": h}) for h in range(first - 1, first + blocks)]
             needed = DEVNET.signatures_needed(records[-1]["validator_count"])
-            floor = floor_s(watcher, net.genesis, needed)
+            chain = chain_blocks(watcher)
             times = [applied_times(d) for d in net.sns]
         finally:
             net.stop()
+        floor = floor_s(chain, net.genesis, needed)
     latencies, rounds, signatures = [], [], []
     for parent, block in zip(records, records[1:]):
         start = parent["timestamp"] + DEVNET.target_block_time + block["round"] * DEVNET.round_time
