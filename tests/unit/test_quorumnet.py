@@ -1,0 +1,164 @@
+"""Quorumnet's sockets in one process, on real CurveZMQ connections over loopback: the ZAP handler
+answered on the event loop, the ROUTER drained however its FD signals, reachability probes that
+end by handshake, timeout or stop. Two in-memory nodes of one chain, both registered service
+nodes, each with its own QuorumNet; the daemon's event loop (uvloop) runs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from snode.core.crypto import x25519_public
+from snode.core.service_nodes import StateChangeKind
+from snode.devchain import key_from_label
+from snode.net import protocol as P
+from snode.net.events import QuorumMessageReceived
+from snode.node.node import Identity, Node
+from snode.node.verifier import InlineVerifier
+from snode.store.memory import MemoryStore
+from tests.functional.framework import next_loopback_ip, scaled
+from tests.unit.conftest import new_chain, wait_async
+
+zmq = pytest.importorskip("zmq")
+uvloop = pytest.importorskip("uvloop")
+from snode.net.quorumnet import MESSAGES_A_TURN, QuorumNet  # noqa: E402  (needs pyzmq)
+
+MEMBERS = ("quorumnet a", "quorumnet b")
+
+
+def free_port(ip: str) -> int:
+    """A TCP port free on `ip` now (this run's own loopback address: nobody else binds there)."""
+    with socket.socket() as probe:
+        probe.bind((ip, 0))
+        return int(probe.getsockname()[1])
+
+
+def members() -> list[tuple[Node, QuorumNet]]:
+    """Two registered, active service nodes of one chain, each a node with its QuorumNet (not
+    started) on its own loopback address, each knowing the other's endpoint."""
+    chain = new_chain()
+    keys = [key_from_label(label) for label in MEMBERS]
+    for operator, label in zip(("alice", "bob"), MEMBERS):
+        pubkey = chain.new_node(operator=operator, sn_label=label)
+        chain.change_state(pubkey, StateChangeKind.ACTIVATE)
+    out = []
+    for key in keys:
+        ip = next_loopback_ip()
+        port = free_port(ip)
+        node = Node(params=chain.params, consensus=chain.consensus,
+                    store=MemoryStore(chain.blocks[0], chain.fork(at=0).state), state=chain.state,
+                    identity=Identity(key, ip, port + 1, port), producer_key=None, verifier=InlineVerifier())
+        out.append((node, QuorumNet(node, key, bind_ip=ip, port=port)))
+    for node, _ in out:
+        for _, net in out:
+            node.proofs.record(net.key.public, int(time.time()), (net.bind_ip, net.port))
+    return out
+
+
+def run(test: Callable[[list[tuple[Node, QuorumNet]]], Awaitable[None]]) -> None:
+    """Run `test` on the daemon's event loop with both members' quorumnets started, stopping
+    them (every socket closed, the contexts ended) whatever it does."""
+    async def main() -> None:
+        pair = members()
+        for _, net in pair:
+            net.start()
+        try:
+            async with asyncio.timeout(scaled(60)):
+                await test(pair)
+        finally:
+            for _, net in pair:
+                await net.stop()
+    uvloop.run(main())
+
+
+def test_a_burst_larger_than_a_turn_arrives_whole_and_in_order():
+    """Many messages queued at once: the ROUTER's FD signals once for all of them, so the
+    receiver must take them all (over several turns of the loop), not wait for another signal."""
+    count = 5 * MESSAGES_A_TURN + 7
+
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (node_a, net_a), (_, net_b) = pair
+        received: list[int] = []
+        node_a.hub.subscribe(QuorumMessageReceived, lambda e: received.append(e.message.quorum_height))
+        votes = [P.QuorumVote(net_b.key.public, 2, 2, height, net_b.key.public, bytes(64))
+                 for height in range(count)]
+        for vote in votes:  # all queued before the loop runs again
+            assert net_b.send(net_a.key.public, vote)
+        await wait_async(lambda: len(received) >= count, what=f"{count} votes at a", timeout=scaled(30))
+        assert received == list(range(count))
+
+    run(test)
+
+
+def test_undecodable_messages_are_logged_and_the_next_one_still_arrives(caplog):
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (node_a, net_a), (_, net_b) = pair
+        received: list[Any] = []
+        node_a.hub.subscribe(QuorumMessageReceived, lambda e: received.append(e.message))
+        assert net_b.send(net_a.key.public, b"not a quorum message")
+        vote = P.QuorumVote(net_b.key.public, 2, 2, 9, net_b.key.public, bytes(64))
+        assert net_b.send(net_a.key.public, vote)
+        await wait_async(lambda: received == [vote], what="the vote after the junk")
+
+    with caplog.at_level(logging.INFO, logger="snode.net.quorumnet"):
+        run(test)
+    assert "quorumnet: ignored an undecodable message" in caplog.text
+
+
+def test_a_probe_passes_for_a_member_and_fails_for_a_key_that_is_no_service_nodes(caplog):
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (_, net_a), (node_b, net_b) = pair
+        assert await net_b.probe(net_a.key.public, scaled(10)) is True
+        assert net_a.refused == 0
+        stranger = QuorumNet(node_b, key_from_label("no service node"), bind_ip=net_b.bind_ip,
+                             port=free_port(net_b.bind_ip))
+        stranger.start()
+        try:
+            assert await stranger.probe(net_a.key.public, 1.0) is False
+        finally:
+            await stranger.stop()
+        assert net_a.refused >= 1  # ZeroMQ retries a refused handshake: each is refused
+
+    with caplog.at_level(logging.WARNING, logger="snode.net.quorumnet"):
+        run(test)
+    stranger_key = x25519_public(key_from_label("no service node").public).hex()[:16]
+    assert f"refused a client whose key {stranger_key} is not a registered service node's" in caplog.text
+
+
+def test_a_probe_of_a_silent_port_fails_at_its_timeout_and_one_under_way_ends_at_stop():
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (_, net_a), (node_b, net_b) = pair
+        node_b.proofs.record(net_a.key.public, int(time.time()) + 1, (net_a.bind_ip, free_port(net_a.bind_ip)))
+        started = time.monotonic()
+        assert await net_b.probe(net_a.key.public, 0.5) is False
+        assert 0.5 <= time.monotonic() - started < scaled(5)
+        long = asyncio.create_task(net_b.probe(net_a.key.public, 600))
+        await wait_async(lambda: len(net_b._probes) == 1, what="the probe under way")
+        await net_b.stop()  # closes the probe's socket: otherwise the context would never end
+        assert await long is None
+        assert net_b._probes == {}
+
+    run(test)
+
+
+def test_zap_requests_of_another_shape_or_mechanism_are_answered_400():
+    """ZeroMQ's own requests are well formed; a REP socket must still answer whatever it reads."""
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (_, net_a), (_, net_b) = pair
+        good = [b"1.0", b"7", b"", b"127.0.0.1", b"", b"CURVE", x25519_public(net_b.key.public)]
+        assert net_a.zap_reply(good)[1:4] == [b"7", b"200", b"OK"]
+        assert net_a.zap_reply([*good[:5], b"NULL"])[1:3] == [b"7", b"400"]
+        assert net_a.zap_reply([b"2.0", *good[1:]])[1:3] == [b"7", b"400"]
+        assert net_a.zap_reply([*good, b"extra"])[1:3] == [b"7", b"400"]
+        assert net_a.zap_reply([b"1.0"])[2] == b"400"
+        assert net_a.zap_reply([*good[:6], bytes(32)])[1:3] == [b"7", b"400"]
+        assert net_a.refused == 1
+
+    run(test)
