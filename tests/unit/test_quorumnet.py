@@ -138,7 +138,7 @@ def test_a_probe_of_a_silent_port_fails_at_its_timeout_and_one_under_way_ends_at
         node_b.proofs.record(net_a.key.public, int(time.time()) + 1, (net_a.bind_ip, free_port(net_a.bind_ip)))
         started = time.monotonic()
         assert await net_b.probe(net_a.key.public, 0.5) is False
-        assert 0.5 <= time.monotonic() - started < scaled(5)
+        assert 0.45 <= time.monotonic() - started < scaled(5)  # the loop's timers have 1 ms steps
         long = asyncio.create_task(net_b.probe(net_a.key.public, 600))
         await wait_async(lambda: len(net_b._probes) == 1, what="the probe under way")
         await net_b.stop()  # closes the probe's socket: otherwise the context would never end
