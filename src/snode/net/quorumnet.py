@@ -49,8 +49,8 @@ _FD: Final = int(zmq.FD)
 _POLLIN: Final = int(zmq.POLLIN)
 _POLLOUT: Final = int(zmq.POLLOUT)
 _NOBLOCK: Final = int(zmq.NOBLOCK)
-_int_option: Final = cast(Callable[["zmq.Socket[bytes]", int], int], zmq.Socket.getsockopt)
-"""`getsockopt` for the options read here, EVENTS and FD, which are ints (the stub says int | bytes)."""
+int_option: Final = cast(Callable[["zmq.Socket[bytes]", int], int], zmq.Socket.getsockopt)
+"""`getsockopt` for EVENTS and FD, which are ints (the stub says int | bytes); the public OMQ port uses it too."""
 
 
 class QuorumNet:
@@ -129,7 +129,7 @@ class QuorumNet:
         zap.setsockopt(zmq.LINGER, 0)
         zap.bind(ZAP_ENDPOINT)
         self._zap = zap
-        loop.add_reader(_int_option(zap, _FD), self._answer_zap)
+        loop.add_reader(int_option(zap, _FD), self._answer_zap)
         router = self._ctx.socket(zmq.ROUTER)
         router.setsockopt(zmq.CURVE_SERVER, 1)
         router.setsockopt(zmq.CURVE_SECRETKEY, self._secret)
@@ -139,7 +139,7 @@ class QuorumNet:
         host = f"[{self.bind_ip}]" if ":" in self.bind_ip else self.bind_ip
         router.bind(f"tcp://{host}:{self.port}")
         self._router = router
-        loop.add_reader(_int_option(router, _FD), self._receive)
+        loop.add_reader(int_option(router, _FD), self._receive)
 
     async def stop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -161,14 +161,14 @@ class QuorumNet:
     def _answer_zap(self) -> None:
         """Answer every ZAP request waiting (the event loop calls this when the FD signals)."""
         zap = self._zap
-        while zap is not None and _int_option(zap, _EVENTS) & _POLLIN:
+        while zap is not None and int_option(zap, _EVENTS) & _POLLIN:
             zap.send_multipart(self.zap_reply(zap.recv_multipart(_NOBLOCK)), _NOBLOCK)
 
     def _receive(self) -> None:
         """Take the messages waiting at the ROUTER, MESSAGES_A_TURN at most, then come back."""
         router = self._router
         for _ in range(MESSAGES_A_TURN):
-            if router is None or not _int_option(router, _EVENTS) & _POLLIN:
+            if router is None or not int_option(router, _EVENTS) & _POLLIN:
                 return
             frames = router.recv_multipart(_NOBLOCK)
             if len(frames) != 2:
@@ -240,10 +240,10 @@ class QuorumNet:
         self._probes[sock] = outcome
 
         def look() -> None:
-            if not outcome.done() and _int_option(sock, _EVENTS) & _POLLOUT:
+            if not outcome.done() and int_option(sock, _EVENTS) & _POLLOUT:
                 outcome.set_result(True)
 
-        loop.add_reader(_int_option(sock, _FD), look)
+        loop.add_reader(int_option(sock, _FD), look)
         timer = loop.call_later(timeout, _settle, outcome, False)
         try:
             sock.connect(f"tcp://[{ip}]:{port}" if ":" in ip else f"tcp://{ip}:{port}")
@@ -263,7 +263,7 @@ _parse_quorum_message: Final = strict_decoder(QuorumMessage)
 def _close_watched(loop: asyncio.AbstractEventLoop, sock: zmq.Socket[bytes]) -> None:
     """Stop watching a socket's FD, then close it (in that order: a closed FD's number may be
     given to the next socket opened)."""
-    loop.remove_reader(_int_option(sock, _FD))
+    loop.remove_reader(int_option(sock, _FD))
     sock.close(linger=0)
 
 
