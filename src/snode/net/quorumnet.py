@@ -6,12 +6,13 @@ else fails the CURVE handshake and is logged. Messages are canonical msgpack `Qu
 member that sends garbage is ignored and logged (it is a registered SN: the quorum, not the
 transport, judges it).
 
-The sockets are plain `zmq` sockets whose notification FD the event loop watches (pyzmq's asyncio
-wrapper made a Future, a poller registration and a callback per message, per handshake and per
-probe: about 5 ms of a service node's CPU a block). ZeroMQ's FD only says that the socket's
-state may have changed, and a read of `EVENTS`, a recv or a send consumes that signal: so each
-wake reads `EVENTS` until the socket has nothing more, and nothing is left waiting on a signal
-that was already taken.
+The sockets are plain `zmq` sockets whose notification FD the event loop watches, and ZAP is
+answered right there, rather than through pyzmq's asyncio wrapper and its authenticator, which
+make Futures, poller registrations and callbacks for each message, handshake and probe (most of
+quorumnet's 5 ms of CPU a block, docs/PERFORMANCE.md "2c"). ZeroMQ's FD only says that the
+socket's state may have changed, and a read of `EVENTS`, a recv or a send takes that signal: so
+each wake reads `EVENTS` until the socket has nothing more, and nothing is left waiting for a
+signal that was already taken.
 """
 
 from __future__ import annotations
