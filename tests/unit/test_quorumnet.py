@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -24,20 +23,13 @@ from snode.node.node import Identity, Node
 from snode.node.verifier import InlineVerifier
 from snode.store.memory import MemoryStore
 from tests.functional.framework import next_loopback_ip, scaled
-from tests.unit.conftest import new_chain, wait_async
+from tests.unit.conftest import free_port, new_chain, wait_async
 
 zmq = pytest.importorskip("zmq")
 uvloop = pytest.importorskip("uvloop")
 from snode.net.quorumnet import MESSAGES_A_TURN, QuorumNet  # noqa: E402  (needs pyzmq)
 
 MEMBERS = ("quorumnet a", "quorumnet b")
-
-
-def free_port(ip: str) -> int:
-    """A TCP port free on `ip` now (this run's own loopback address: nobody else binds there)."""
-    with socket.socket() as probe:
-        probe.bind((ip, 0))
-        return int(probe.getsockname()[1])
 
 
 def members() -> list[tuple[Node, QuorumNet]]:

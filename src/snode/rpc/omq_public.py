@@ -47,6 +47,10 @@ RATE: Final = 20.0
 BURST: Final = 40.0
 MAX_CLIENTS_TRACKED: Final = 10_000
 QUEUE: Final = 1_000
+REQUESTS_A_TURN: Final = 64
+"""Requests answered before the server lets the event loop run (a queued request, a 429 or a
+method that does not wait is answered without a suspension): one client's flood cannot hold the
+loop that produces blocks and casts votes."""
 """ZeroMQ's receive high-water mark: requests waiting beyond it are dropped by ZeroMQ."""
 
 _decode = msgspec.json.Decoder()
@@ -150,11 +154,18 @@ class PublicOmq:
     async def _serve(self) -> None:
         assert self._router is not None
         router = self._router
+        answered = 0  # since the loop last had a turn
         while True:
             if not int_option(router, zmq.EVENTS) & zmq.POLLIN:
+                answered = 0
                 self._readable.clear()
                 await self._readable.wait()
                 continue
+            if answered == REQUESTS_A_TURN:
+                answered = 0
+                await asyncio.sleep(0)
+                continue  # EVENTS is read again: a wait may have taken the FD's signal
+            answered += 1
             frames = router.recv_multipart(zmq.NOBLOCK, copy=False)
             ident = frames[0].bytes
             peer = str(frames[0].get("Peer-Address") or "?")
