@@ -154,3 +154,26 @@ def test_zap_requests_of_another_shape_or_mechanism_are_answered_400():
         assert net_a.refused == 1
 
     run(test)
+
+
+def test_a_zap_request_whose_answer_fails_is_answered_500_and_the_next_handshake_still_passes(caplog):
+    """A REP socket that read a request and sent nothing answers nothing again: every later
+    handshake would wait for ZAP, and quorumnet would refuse everyone until restart."""
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (_, net_a), (_, net_b) = pair
+        admits, calls = net_a.admits, []
+
+        def broken_once(key: bytes) -> bool:
+            calls.append(key)
+            if len(calls) == 1:
+                raise TypeError("a malformed registry key")
+            return admits(key)
+
+        net_a.admits = broken_once  # type: ignore[method-assign,assignment]
+        await net_b.probe(net_a.key.public, 1.0)  # ZeroMQ may retry the failed handshake in time
+        assert calls
+        assert await net_b.probe(net_a.key.public, scaled(10)) is True
+
+    with caplog.at_level(logging.ERROR, logger="snode.net.quorumnet"):
+        run(test)
+    assert "quorumnet: answering a ZAP request failed" in caplog.text

@@ -91,12 +91,11 @@ class QuorumNet:
     def zap_reply(self, request: list[bytes]) -> list[bytes]:
         """ZeroMQ's question about one CURVE handshake (a ZAP request) and this node's answer.
         A REP socket must answer every request it reads, so anything malformed gets a 400."""
-        request_id = request[1] if len(request) > 1 else b""
         if len(request) != 7 or request[0] != b"1.0" or request[5] != b"CURVE":
-            return [b"1.0", request_id, b"400", b"a CURVE request of ZAP 1.0 expected", b"", b""]
+            return _zap_answer(request, b"400", b"a CURVE request of ZAP 1.0 expected")
         if not self.admits(request[6]):
-            return [b"1.0", request_id, b"400", b"not a registered service node", b"", b""]
-        return [b"1.0", request_id, b"200", b"OK", b"", b""]
+            return _zap_answer(request, b"400", b"not a registered service node")
+        return _zap_answer(request, b"200", b"OK")
 
     def deny(self, ips: frozenset[str]) -> None:
         """Cut this node off from `ips` (`PeerManager.deny`'s twin): nothing is sent to a member
@@ -163,7 +162,16 @@ class QuorumNet:
         """Answer every ZAP request waiting (the event loop calls this when the FD signals)."""
         zap = self._zap
         while zap is not None and int_option(zap, _EVENTS) & _POLLIN:
-            zap.send_multipart(self.zap_reply(zap.recv_multipart(_NOBLOCK)), _NOBLOCK)
+            request = zap.recv_multipart(_NOBLOCK)
+            # The REP socket now owes this request an answer: without one it reads no other, and
+            # every later handshake waits for ZAP. A bug (say a malformed registry key) costs one
+            # refused handshake, which ZeroMQ retries.
+            try:
+                reply = self.zap_reply(request)
+            except Exception:
+                log.exception("quorumnet: answering a ZAP request failed; the handshake is refused")
+                reply = _zap_answer(request, b"500", b"internal error")
+            zap.send_multipart(reply, _NOBLOCK)
 
     def _receive(self) -> None:
         """Take the messages waiting at the ROUTER, MESSAGES_A_TURN at most, then come back."""
@@ -259,6 +267,11 @@ class QuorumNet:
 
 
 _parse_quorum_message: Final = strict_decoder(QuorumMessage)
+
+
+def _zap_answer(request: list[bytes], status: bytes, text: bytes) -> list[bytes]:
+    """A ZAP 1.0 reply to `request` (its id echoed, if it has one), with no user id or metadata."""
+    return [b"1.0", request[1] if len(request) > 1 else b"", status, text, b"", b""]
 
 
 def _close_watched(loop: asyncio.AbstractEventLoop, sock: zmq.Socket[bytes]) -> None:
