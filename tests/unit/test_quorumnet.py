@@ -177,3 +177,31 @@ def test_a_zap_request_whose_answer_fails_is_answered_500_and_the_next_handshake
     with caplog.at_level(logging.ERROR, logger="snode.net.quorumnet"):
         run(test)
     assert "quorumnet: answering a ZAP request failed" in caplog.text
+
+
+def test_a_message_whose_handling_raises_is_logged_and_those_queued_behind_it_still_arrive(caplog):
+    """Messages queued behind the one that raised: the FD's signal for them was already taken,
+    so unless the receiver comes back for them they wait for a signal that never comes."""
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (node_a, net_a), (_, net_b) = pair
+        received: list[Any] = []
+        node_a.hub.subscribe(QuorumMessageReceived, lambda e: received.append(e.message))
+        publish, calls = node_a.hub.publish, []
+
+        def broken_once(event: object) -> None:
+            calls.append(event)
+            if len(calls) == 1:
+                raise RuntimeError("a bug in delivery")
+            publish(event)
+
+        node_a.hub.publish = broken_once  # type: ignore[method-assign]
+        votes = [P.QuorumVote(net_b.key.public, 2, 2, height, net_b.key.public, bytes(64)) for height in range(6)]
+        for vote in votes[:5]:  # all queued before the loop runs again
+            assert net_b.send(net_a.key.public, vote)
+        await wait_async(lambda: received == votes[1:5], what="the votes behind the one that raised")
+        assert net_b.send(net_a.key.public, votes[5])
+        await wait_async(lambda: received == votes[1:], what="a vote sent after")
+
+    with caplog.at_level(logging.ERROR, logger="snode.net.quorumnet"):
+        run(test)
+    assert "quorumnet: handling a message failed" in caplog.text

@@ -180,17 +180,26 @@ class QuorumNet:
             if router is None or not int_option(router, _EVENTS) & _POLLIN:
                 return
             frames = router.recv_multipart(_NOBLOCK)
-            if len(frames) != 2:
-                continue
+            # Caught here, not left to the loop: the messages behind this one would wait for a
+            # signal that was already taken.
             try:
-                message: QuorumMessage = _parse_quorum_message(frames[1])
-            except DecodeError as err:
-                log.info("quorumnet: ignored an undecodable message: %s", err.reason)
-                continue
-            self.node.hub.publish(QuorumMessageReceived(message))
+                self._deliver(frames)
+            except Exception:
+                log.exception("quorumnet: handling a message failed")
             router = self._router  # a subscriber may have stopped quorumnet
         # More may be waiting, and its signal is already taken: look again on the next turn.
         asyncio.get_running_loop().call_soon(self._receive)
+
+    def _deliver(self, frames: list[bytes]) -> None:
+        """Publish the quorum message of a ROUTER's `[member, message]`; junk is logged."""
+        if len(frames) != 2:
+            return
+        try:
+            message: QuorumMessage = _parse_quorum_message(frames[1])
+        except DecodeError as err:
+            log.info("quorumnet: ignored an undecodable message: %s", err.reason)
+            return
+        self.node.hub.publish(QuorumMessageReceived(message))
 
     # --- sending ------------------------------------------------------------------------------
 
