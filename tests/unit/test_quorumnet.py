@@ -205,3 +205,49 @@ def test_a_message_whose_handling_raises_is_logged_and_those_queued_behind_it_st
     with caplog.at_level(logging.ERROR, logger="snode.net.quorumnet"):
         run(test)
     assert "quorumnet: handling a message failed" in caplog.text
+
+
+def test_a_dealer_drops_a_connection_whose_server_sends_it_a_message():
+    """Our DEALERs only send: whoever holds a member's key at the address we connect to could
+    otherwise fill their receive queues (1,000 messages of up to any size). A message to one drops
+    the connection instead (a protocol error to ZeroMQ, which does not reconnect after one: an
+    honest member's ROUTER never sends)."""
+    from zmq.utils.monitor import recv_monitor_message
+
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (_, net_a), (node_b, net_b) = pair
+        ctx = zmq.Context()  # no ZAP handler: admits any client
+        hostile = ctx.socket(zmq.ROUTER)
+        hostile.curve_server = True
+        hostile.curve_secretkey, hostile.curve_publickey = net_a.key.x25519_secret(), x25519_public(net_a.key.public)
+        hostile.setsockopt(zmq.LINGER, 0)
+        port = free_port(net_a.bind_ip)
+        hostile.bind(f"tcp://{net_a.bind_ip}:{port}")
+        monitor = hostile.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        disconnected: list[Any] = []
+        got: list[list[bytes]] = []
+
+        def read(condition: Callable[[], bool]) -> Callable[[], bool]:
+            """`condition`, after taking what the hostile ROUTER and its monitor have."""
+            def check() -> bool:
+                while hostile.poll(0):
+                    got.append(hostile.recv_multipart())
+                while monitor.poll(0):
+                    disconnected.append(recv_monitor_message(monitor))
+                return condition()
+            return check
+
+        try:
+            node_b.proofs.record(net_a.key.public, int(time.time()) + 1, (net_a.bind_ip, port))
+            vote = P.QuorumVote(net_b.key.public, 2, 2, 1, net_b.key.public, bytes(64))
+            assert net_b.send(net_a.key.public, vote)
+            await wait_async(read(lambda: len(got) == 1), what="the vote at the hostile ROUTER")
+            for _ in range(4):
+                hostile.send_multipart([got[0][0], bytes(2 << 20)], zmq.NOBLOCK)
+            await wait_async(read(lambda: bool(disconnected)), what="our DEALER dropping the connection")
+        finally:
+            monitor.close(linger=0)
+            hostile.close(linger=0)
+            ctx.term()
+
+    run(test)

@@ -41,6 +41,10 @@ MAX_MESSAGE: Final = MAX_BLOCK_BYTES + 64 * 1024
 MESSAGES_A_TURN: Final = 64
 """Messages taken from the ROUTER in one turn of the event loop; the rest wait for the next turn,
 so that a member's burst cannot hold the loop."""
+DEALER_MAX_MESSAGE: Final = 1024
+"""What a DEALER of ours takes from the other end: the handshake's commands (a few hundred bytes)
+and nothing else. DEALERs only send, so a message to one (from whoever holds a member's key at
+the address we connect to) drops that connection, rather than filling a receive queue."""
 ZAP_ENDPOINT: Final = "inproc://zeromq.zap.01"
 """Where ZeroMQ asks this context's handshakes whom to admit (RFC 27, ZAP 1.0)."""
 
@@ -210,6 +214,8 @@ class QuorumNet:
         sock.setsockopt(zmq.CURVE_SECRETKEY, self._secret)
         sock.setsockopt(zmq.CURVE_PUBLICKEY, self._public)
         sock.setsockopt(zmq.CURVE_SERVERKEY, x25519_public(member))
+        sock.setsockopt(zmq.MAXMSGSIZE, DEALER_MAX_MESSAGE)
+        sock.setsockopt(zmq.RCVHWM, 1)
         if immediate:
             sock.setsockopt(zmq.IMMEDIATE, 1)
         return sock

@@ -46,12 +46,14 @@ RATE: Final = 20.0
 """Requests a second one client IP may make, on average."""
 BURST: Final = 40.0
 MAX_CLIENTS_TRACKED: Final = 10_000
-QUEUE: Final = 1_000
+QUEUE: Final = 64
+"""ZeroMQ's high-water marks, per connection: a client's requests beyond it wait in TCP (ZeroMQ
+stops reading that connection), answers beyond it to a client that does not read are dropped. So
+one connection holds at most 64 requests of MAX_MESSAGE and 64 answers in the daemon's memory."""
 REQUESTS_A_TURN: Final = 64
 """Requests answered before the server lets the event loop run (a queued request, a 429 or a
 method that does not wait is answered without a suspension): one client's flood cannot hold the
 loop that produces blocks and casts votes."""
-"""ZeroMQ's receive high-water mark: requests waiting beyond it are dropped by ZeroMQ."""
 
 _decode = msgspec.json.Decoder()
 _encode = msgspec.json.Encoder().encode
