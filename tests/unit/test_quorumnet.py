@@ -147,6 +147,9 @@ def test_zap_requests_of_another_shape_or_mechanism_are_answered_400():
         good = [b"1.0", b"7", b"", b"127.0.0.1", b"", b"CURVE", x25519_public(net_b.key.public)]
         assert net_a.zap_reply(good)[1:4] == [b"7", b"200", b"OK"]
         assert net_a.zap_reply([*good[:5], b"NULL"])[1:3] == [b"7", b"400"]
+        # Seven frames and a registered key, but another mechanism: refused by the mechanism alone.
+        plain = net_a.zap_reply([*good[:5], b"PLAIN", good[6]])
+        assert plain[1:4] == [b"7", b"400", b"a CURVE request of ZAP 1.0 expected"]
         assert net_a.zap_reply([b"2.0", *good[1:]])[1:3] == [b"7", b"400"]
         assert net_a.zap_reply([*good, b"extra"])[1:3] == [b"7", b"400"]
         assert net_a.zap_reply([b"1.0"])[2] == b"400"
