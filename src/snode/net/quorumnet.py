@@ -88,6 +88,8 @@ class QuorumNet:
         if x25519_key in self._allowed:
             return True
         self.refused += 1
+        # Anyone can cause this line: the daemon's RepeatLimiter writes 5 a minute of it and counts
+        # the rest, as of every WARNING (tests/functional/test_log_flood.py).
         log.warning("quorumnet: refused a client whose key %s is not a registered service node's",
                     x25519_key.hex()[:16])
         return False
