@@ -32,7 +32,8 @@ PARTS: Final = (
                      ("snode/services/checkpoints.py", "_on_blocks"),
                      ("snode/services/checkpoints.py", "_on_vote"))),
     ("reachability tests", (("snode/services/reachability.py", "_test"),)),
-    ("quorumnet CurveZMQ handshakes (ZAP)", (("zmq/auth/asyncio.py", "__handle_zap"),)),
+    ("quorumnet CurveZMQ handshakes (ZAP)", (("zmq/auth/asyncio.py", "__handle_zap"),  # code before PERFORMANCE.md 2c
+                                            ("snode/net/quorumnet.py", "_answer_zap"))),
     ("logging", (("logging/__init__.py", "_log"),)),
     ("event hub (publish, with subscribers)", (("snode/common/events.py", "publish"),)),
     ("admin RPC", (("aiohttp/web_protocol.py", "_handle_request"),)),

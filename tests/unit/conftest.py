@@ -8,6 +8,7 @@ shortcuts through a service node's life. Every block is made and checked by the 
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -246,3 +247,10 @@ async def wait_async(predicate: Callable[[], bool], *, what: str, timeout: float
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         await asyncio.sleep(0.01)  # the poll interval of this condition wait
+
+
+def free_port(ip: str) -> int:
+    """A TCP port free on `ip` now (this run's own loopback address: nobody else binds there)."""
+    with socket.socket() as probe:
+        probe.bind((ip, 0))
+        return int(probe.getsockname()[1])

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import types
+
 import pytest
 
 from snode.rpc.omq_public import BURST, RATE, RequestError, TokenBuckets, parse_request
@@ -32,3 +36,63 @@ def test_bad_requests_say_why(frames, status, text):
 def test_good_requests():
     assert parse_request([b"get_height"]) == ("get_height", {})
     assert parse_request([b"get_block", b' {"height": 3} ']) == ("get_block", {"height": 3})
+
+
+def test_a_flood_from_one_client_lets_the_event_loop_run_between_requests():
+    """Requests already queued are answered without a suspension of their own (the 429 path and a
+    method that does not wait): the server must still give the loop a turn every
+    REQUESTS_A_TURN requests, or one client's flood stops block production and votes."""
+    zmq = pytest.importorskip("zmq")
+    uvloop = pytest.importorskip("uvloop")
+    from snode.devchain import key_from_label
+    from snode.rpc.omq_public import REQUESTS_A_TURN, PublicOmq
+    from tests.functional.framework import next_loopback_ip, scaled
+    from tests.unit.conftest import free_port, wait_async
+
+    count = 3_000
+    turns = 0
+    seen_at: list[int] = []  # the ticker's count when each request was taken
+
+    async def height(method: str, params: dict[str, object]) -> int:
+        return 7
+
+    async def ticker() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    async def main() -> None:
+        ip = next_loopback_ip()
+        server = PublicOmq(types.SimpleNamespace(call=height), key_from_label("public omq"),  # type: ignore[arg-type]
+                           host=ip, port=free_port(ip))
+        take = server.buckets.take
+
+        def counted(client: str, now: float) -> bool:
+            seen_at.append(turns)
+            return take(client, now)
+
+        server.buckets.take = counted  # type: ignore[method-assign]
+        server.start()
+        ctx = zmq.Context()
+        client = ctx.socket(zmq.DEALER)
+        client.curve_publickey, client.curve_secretkey = zmq.curve_keypair()
+        client.curve_serverkey = server.server_key
+        client.setsockopt(zmq.SNDHWM, 0)
+        client.setsockopt(zmq.LINGER, 0)
+        client.connect(f"tcp://{ip}:{server.port}")
+        ticking = asyncio.create_task(ticker())
+        try:
+            for _ in range(count):
+                client.send_multipart([b"get_height", b""], zmq.NOBLOCK)
+            await wait_async(lambda: len(seen_at) >= count, what=f"{count} requests taken", timeout=scaled(60))
+        finally:
+            ticking.cancel()
+            client.close(linger=0)
+            await server.stop()
+            ctx.term()
+
+    uvloop.run(main())
+    in_one_turn = collections.Counter(seen_at).most_common(1)[0][1]
+    assert in_one_turn <= REQUESTS_A_TURN, f"{in_one_turn} requests answered in one turn of the loop"
+    assert seen_at[-1] - seen_at[0] >= count // REQUESTS_A_TURN - 1

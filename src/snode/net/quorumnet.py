@@ -5,18 +5,24 @@ it is known by here. The ZAP handler lets in only clients whose key is a registe
 else fails the CURVE handshake and is logged. Messages are canonical msgpack `QuorumMessage`s; a
 member that sends garbage is ignored and logged (it is a registered SN: the quorum, not the
 transport, judges it).
+
+The sockets are plain `zmq` sockets whose notification FD the event loop watches, and ZAP is
+answered right there, rather than through pyzmq's asyncio wrapper and its authenticator, which
+make Futures, poller registrations and callbacks for each message, handshake and probe (most of
+quorumnet's 5 ms of CPU a block, docs/PERFORMANCE.md "2c"). ZeroMQ's FD only says that the
+socket's state may have changed, and a read of `EVENTS`, a recv or a send takes that signal: so
+each wake reads `EVENTS` until the socket has nothing more, and nothing is left waiting for a
+signal that was already taken.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, cast
 
 import zmq
-import zmq.asyncio
-from zmq.auth.asyncio import AsyncioAuthenticator
-from zmq.utils import z85
 
 from snode.core.crypto import SigningKey, x25519_public
 from snode.core.encoding import encode
@@ -32,6 +38,24 @@ SEND_HWM: Final = 1_000
 """Messages queued per destination before new ones are dropped (votes are re-cast each block)."""
 MAX_MESSAGE: Final = MAX_BLOCK_BYTES + 64 * 1024
 """A round's block template is the largest message: up to a whole block."""
+MESSAGES_A_TURN: Final = 64
+"""Messages taken from the ROUTER in one turn of the event loop; the rest wait for the next turn,
+so that a member's burst cannot hold the loop."""
+DEALER_MAX_MESSAGE: Final = 1024
+"""What a DEALER of ours takes from the other end: the handshake's commands (a few hundred bytes)
+and nothing else. DEALERs only send, so a message to one (from whoever holds a member's key at
+the address we connect to) drops that connection, rather than filling a receive queue."""
+ZAP_ENDPOINT: Final = "inproc://zeromq.zap.01"
+"""Where ZeroMQ asks this context's handshakes whom to admit (RFC 27, ZAP 1.0)."""
+
+# Plain ints: pyzmq's constants are enum members, and their `&` goes through Python code.
+_EVENTS: Final = int(zmq.EVENTS)
+_FD: Final = int(zmq.FD)
+_POLLIN: Final = int(zmq.POLLIN)
+_POLLOUT: Final = int(zmq.POLLOUT)
+_NOBLOCK: Final = int(zmq.NOBLOCK)
+int_option: Final = cast(Callable[["zmq.Socket[bytes]", int], int], zmq.Socket.getsockopt)
+"""`getsockopt` for EVENTS and FD, which are ints (the stub says int | bytes); the public OMQ port uses it too."""
 
 
 class QuorumNet:
@@ -44,33 +68,40 @@ class QuorumNet:
         self.port = port
         self._public = x25519_public(key.public)
         self._secret = key.x25519_secret()
-        self._keys_z85 = (z85.encode(self._secret), z85.encode(self._public))
-        """Our (secret, public) CURVE keys as ZeroMQ takes them, encoded once, not per socket."""
         self._allowed: set[bytes] = set()
         self._allowed_from: object = None
-        self._ctx = zmq.asyncio.Context()
-        self._auth: AsyncioAuthenticator | None = None
-        self._router: zmq.asyncio.Socket | None = None
-        self._dealers: dict[bytes, tuple[str, zmq.asyncio.Socket]] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._probes: set[zmq.asyncio.Socket] = set()
-        """Sockets of reachability tests under way: closed at stop, or the context never ends."""
+        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self._zap: zmq.Socket[bytes] | None = None
+        self._router: zmq.Socket[bytes] | None = None
+        self._dealers: dict[bytes, tuple[str, zmq.Socket[bytes]]] = {}
+        self._probes: dict[zmq.Socket[bytes], asyncio.Future[bool | None]] = {}
+        """Reachability tests under way and their outcome: closed at stop, or the context never ends."""
         self.refused = 0
         self.denied: frozenset[str] = frozenset()
         """Addresses this node is cut off from (`deny`)."""
 
     # --- ZAP: who may connect -----------------------------------------------------------------
 
-    def callback(self, domain: str, z85_key: bytes) -> bool:
-        """ZAP credentials provider: True for the X25519 key of a registered SN."""
+    def admits(self, x25519_key: bytes) -> bool:
+        """Whether a client with this X25519 key may connect: the key of a registered SN."""
         self._refresh_allowed()
-        key = z85.decode(z85_key)
-        if key in self._allowed:
+        if x25519_key in self._allowed:
             return True
         self.refused += 1
+        # Anyone can cause this line: the daemon's RepeatLimiter writes 5 a minute of it and counts
+        # the rest, as of every WARNING (tests/functional/test_log_flood.py).
         log.warning("quorumnet: refused a client whose key %s is not a registered service node's",
-                    key.hex()[:16])
+                    x25519_key.hex()[:16])
         return False
+
+    def zap_reply(self, request: list[bytes]) -> list[bytes]:
+        """ZeroMQ's question about one CURVE handshake (a ZAP request) and this node's answer.
+        A REP socket must answer every request it reads, so anything malformed gets a 400."""
+        if len(request) != 7 or request[0] != b"1.0" or request[5] != b"CURVE":
+            return _zap_answer(request, b"400", b"a CURVE request of ZAP 1.0 expected")
+        if not self.admits(request[6]):
+            return _zap_answer(request, b"400", b"not a registered service node")
+        return _zap_answer(request, b"200", b"OK")
 
     def deny(self, ips: frozenset[str]) -> None:
         """Cut this node off from `ips` (`PeerManager.deny`'s twin): nothing is sent to a member
@@ -97,49 +128,99 @@ class QuorumNet:
     # --- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Bind the ROUTER (raises zmq.ZMQError if the port is taken)."""
-        self._auth = AsyncioAuthenticator(self._ctx)
-        self._auth.start()
-        self._auth.configure_curve_callback("*", credentials_provider=self)
+        """Answer ZAP, then bind the ROUTER (raises zmq.ZMQError if the port is taken). The ZAP
+        socket comes first: a CURVE server with no ZAP handler bound admits every client."""
+        loop = asyncio.get_running_loop()
+        zap = self._ctx.socket(zmq.REP)
+        zap.setsockopt(zmq.LINGER, 0)
+        zap.bind(ZAP_ENDPOINT)
+        self._zap = zap
+        loop.add_reader(int_option(zap, _FD), self._answer_zap)
         router = self._ctx.socket(zmq.ROUTER)
-        router.curve_server = True
-        router.curve_secretkey, router.curve_publickey = self._keys_z85
+        router.setsockopt(zmq.CURVE_SERVER, 1)
+        router.setsockopt(zmq.CURVE_SECRETKEY, self._secret)
+        router.setsockopt(zmq.CURVE_PUBLICKEY, self._public)
         router.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
         router.setsockopt(zmq.LINGER, 0)
         host = f"[{self.bind_ip}]" if ":" in self.bind_ip else self.bind_ip
         router.bind(f"tcp://{host}:{self.port}")
         self._router = router
-        self._task = asyncio.create_task(self._receive(), name="quorumnet")
+        loop.add_reader(int_option(router, _FD), self._receive)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        for sock in list(self._probes):
-            sock.close(linger=0)
+        loop = asyncio.get_running_loop()
+        for sock, outcome in list(self._probes.items()):
+            _close_watched(loop, sock)
+            if not outcome.done():
+                outcome.set_result(None)
         self._probes.clear()
         for _, sock in self._dealers.values():
             sock.close(linger=0)
-        if self._router is not None:
-            self._router.close(linger=0)
-        if self._auth is not None:
-            self._auth.stop()
+        self._dealers.clear()
+        # The ROUTER before the ZAP socket: no handshake may find it without its handler.
+        for watched in (self._router, self._zap):
+            if watched is not None:
+                _close_watched(loop, watched)
+        self._router = self._zap = None
         self._ctx.term()
 
-    async def _receive(self) -> None:
-        assert self._router is not None
-        while True:
-            frames = await self._router.recv_multipart()
-            if len(frames) != 2:
-                continue
+    def _answer_zap(self) -> None:
+        """Answer every ZAP request waiting (the event loop calls this when the FD signals)."""
+        zap = self._zap
+        while zap is not None and int_option(zap, _EVENTS) & _POLLIN:
+            request = zap.recv_multipart(_NOBLOCK)
+            # The REP socket now owes this request an answer: without one it reads no other, and
+            # every later handshake waits for ZAP. A bug (say a malformed registry key) costs one
+            # refused handshake, which ZeroMQ retries.
             try:
-                message: QuorumMessage = _parse_quorum_message(frames[1])
-            except DecodeError as err:
-                log.info("quorumnet: ignored an undecodable message: %s", err.reason)
-                continue
-            self.node.hub.publish(QuorumMessageReceived(message))
+                reply = self.zap_reply(request)
+            except Exception:
+                log.exception("quorumnet: answering a ZAP request failed; the handshake is refused")
+                reply = _zap_answer(request, b"500", b"internal error")
+            zap.send_multipart(reply, _NOBLOCK)
+
+    def _receive(self) -> None:
+        """Take the messages waiting at the ROUTER, MESSAGES_A_TURN at most, then come back."""
+        router = self._router
+        for _ in range(MESSAGES_A_TURN):
+            if router is None or not int_option(router, _EVENTS) & _POLLIN:
+                return
+            frames = router.recv_multipart(_NOBLOCK)
+            # Caught here, not left to the loop: the messages behind this one would wait for a
+            # signal that was already taken.
+            try:
+                self._deliver(frames)
+            except Exception:
+                log.exception("quorumnet: handling a message failed")
+            router = self._router  # a subscriber may have stopped quorumnet
+        # More may be waiting, and its signal is already taken: look again on the next turn.
+        asyncio.get_running_loop().call_soon(self._receive)
+
+    def _deliver(self, frames: list[bytes]) -> None:
+        """Publish the quorum message of a ROUTER's `[member, message]`; junk is logged."""
+        if len(frames) != 2:
+            return
+        try:
+            message: QuorumMessage = _parse_quorum_message(frames[1])
+        except DecodeError as err:
+            log.info("quorumnet: ignored an undecodable message: %s", err.reason)
+            return
+        self.node.hub.publish(QuorumMessageReceived(message))
 
     # --- sending ------------------------------------------------------------------------------
+
+    def _dealer(self, member: bytes, *, immediate: bool = False) -> zmq.Socket[bytes]:
+        """A DEALER with our CURVE keys that expects `member`'s (raw 32-byte keys: ZeroMQ takes
+        them as they are, no Z85). `immediate`: writable only once a handshake is complete."""
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, self._secret)
+        sock.setsockopt(zmq.CURVE_PUBLICKEY, self._public)
+        sock.setsockopt(zmq.CURVE_SERVERKEY, x25519_public(member))
+        sock.setsockopt(zmq.MAXMSGSIZE, DEALER_MAX_MESSAGE)
+        sock.setsockopt(zmq.RCVHWM, 1)
+        if immediate:
+            sock.setsockopt(zmq.IMMEDIATE, 1)
+        return sock
 
     def send(self, member: bytes, message: Any) -> bool:
         """Queue a message for SN `member` at the address of its last uptime proof; False when
@@ -155,21 +236,16 @@ class QuorumNet:
         if cached is None or cached[0] != address:
             if cached is not None:
                 cached[1].close(linger=0)
-            sock = self._ctx.socket(zmq.DEALER)
-            sock.curve_secretkey, sock.curve_publickey = self._keys_z85
-            sock.curve_serverkey = z85.encode(x25519_public(member))
+            sock = self._dealer(member)
             sock.setsockopt(zmq.SNDHWM, SEND_HWM)
             sock.setsockopt(zmq.LINGER, 0)
             sock.connect(address)
             cached = self._dealers[member] = (address, sock)
         try:
-            sent = cached[1].send(encode(message), flags=zmq.NOBLOCK)
+            cached[1].send(encode(message), _NOBLOCK)
         except zmq.Again:
             return False
-        if isinstance(sent, asyncio.Future):
-            sent.add_done_callback(_consume)
         return True
-
 
     async def probe(self, member: bytes, timeout: float) -> bool | None:
         """Whether a CurveZMQ handshake with SN `member`, at the address and port its last
@@ -177,41 +253,57 @@ class QuorumNet:
         A proof says where a node is; only this says it can be reached there.
 
         With ZMQ_IMMEDIATE a DEALER attaches a connection only once its handshake is complete,
-        so the socket turns writable exactly then: no socket monitor (whose event sends hold a
-        lock that `disable_monitor` also takes) is needed."""
+        so the socket turns writable exactly then: no socket monitor is needed."""
         endpoint = self.node.proofs.endpoint(member)
         if endpoint is None or member == self.key.public:
             return None
         ip, port = endpoint
         if ip in self.denied:
             return False
-        sock = self._ctx.socket(zmq.DEALER)
-        sock.curve_secretkey, sock.curve_publickey = self._keys_z85
-        sock.curve_serverkey = z85.encode(x25519_public(member))
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.IMMEDIATE, 1)
-        self._probes.add(sock)
+        loop = asyncio.get_running_loop()
+        sock = self._dealer(member, immediate=True)
+        outcome: asyncio.Future[bool | None] = loop.create_future()
+        self._probes[sock] = outcome
+
+        def look() -> None:
+            if not outcome.done() and int_option(sock, _EVENTS) & _POLLOUT:
+                outcome.set_result(True)
+
+        loop.add_reader(int_option(sock, _FD), look)
+        timer = loop.call_later(timeout, _settle, outcome, False)
         try:
             sock.connect(f"tcp://[{ip}]:{port}" if ":" in ip else f"tcp://{ip}:{port}")
-            events = await sock.poll(timeout * 1000, zmq.POLLOUT)  # type: ignore[call-arg]  # pyzmq stub lacks flags
-            return bool(events)
+            look()
+            return await outcome
         except zmq.ZMQError:
-            return None  # closed under us: quorumnet is stopping
+            return None  # an address ZeroMQ will not take: no test
         finally:
-            self._probes.discard(sock)
-            sock.close(linger=0)
+            timer.cancel()
+            if self._probes.pop(sock, None) is not None:  # else stop() closed it
+                _close_watched(loop, sock)
 
 
 _parse_quorum_message: Final = strict_decoder(QuorumMessage)
+
+
+def _zap_answer(request: list[bytes], status: bytes, text: bytes) -> list[bytes]:
+    """A ZAP 1.0 reply to `request` (its id echoed, if it has one), with no user id or metadata."""
+    return [b"1.0", request[1] if len(request) > 1 else b"", status, text, b"", b""]
+
+
+def _close_watched(loop: asyncio.AbstractEventLoop, sock: zmq.Socket[bytes]) -> None:
+    """Stop watching a socket's FD, then close it (in that order: a closed FD's number may be
+    given to the next socket opened)."""
+    loop.remove_reader(int_option(sock, _FD))
+    sock.close(linger=0)
+
+
+def _settle(outcome: asyncio.Future[bool | None], value: bool | None) -> None:
+    if not outcome.done():
+        outcome.set_result(value)
 
 
 def _address_ip(address: str) -> str:
     """The IP of a `tcp://ip:port` or `tcp://[ip]:port` endpoint."""
     host = address.removeprefix("tcp://").rpartition(":")[0]
     return host.strip("[]")
-
-
-def _consume(future: asyncio.Future[Any]) -> None:
-    """Read a send future's outcome so that a dropped message is not reported as unhandled."""
-    if not future.cancelled():
-        future.exception()

@@ -9,6 +9,10 @@ or an error status with `{"error": "<one line>"}`: 400 bad request, 404 unknown 
 method, 413 too large, 429 rate-limited, 500 internal error. Each client IP has a token bucket;
 requests are answered one at a time, so a flood waits in ZeroMQ's bounded queues, not in memory
 of ours.
+
+The ROUTER is a plain `zmq` socket whose FD the event loop watches (as quorumnet's): the FD only
+says that the socket's state may have changed, and any recv, send or read of `EVENTS` takes that
+signal, so the server looks at `EVENTS` before each request and waits only when none is there.
 """
 
 from __future__ import annotations
@@ -20,11 +24,10 @@ from typing import Any, Final
 
 import msgspec
 import zmq
-import zmq.asyncio
-from zmq.utils import z85
 
 from snode.api.errors import RpcError
 from snode.core.crypto import SigningKey, x25519_public
+from snode.net.quorumnet import int_option
 from snode.rpc.methods import MethodTable
 
 log = logging.getLogger(__name__)
@@ -43,8 +46,14 @@ RATE: Final = 20.0
 """Requests a second one client IP may make, on average."""
 BURST: Final = 40.0
 MAX_CLIENTS_TRACKED: Final = 10_000
-QUEUE: Final = 1_000
-"""ZeroMQ's receive high-water mark: requests waiting beyond it are dropped by ZeroMQ."""
+QUEUE: Final = 64
+"""ZeroMQ's high-water marks, per connection: a client's requests beyond it wait in TCP (ZeroMQ
+stops reading that connection), answers beyond it to a client that does not read are dropped. So
+one connection holds at most 64 requests of MAX_MESSAGE and 64 answers in the daemon's memory."""
+REQUESTS_A_TURN: Final = 64
+"""Requests answered before the server lets the event loop run (a queued request, a 429 or a
+method that does not wait is answered without a suspension): one client's flood cannot hold the
+loop that produces blocks and casts votes."""
 
 _decode = msgspec.json.Decoder()
 _encode = msgspec.json.Encoder().encode
@@ -104,17 +113,18 @@ class PublicOmq:
         self.host, self.port = host, port
         self.server_key = x25519_public(key.public)
         self._secret = key.x25519_secret()
-        self._ctx = zmq.asyncio.Context()
-        self._router: zmq.asyncio.Socket | None = None
+        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self._router: zmq.Socket[bytes] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._readable = asyncio.Event()
         self.buckets = TokenBuckets()
 
     def start(self) -> None:
         """Bind (raises zmq.ZMQError when the port is taken) and serve."""
         router = self._ctx.socket(zmq.ROUTER)
-        router.curve_server = True
-        router.curve_secretkey = z85.encode(self._secret)
-        router.curve_publickey = z85.encode(self.server_key)
+        router.setsockopt(zmq.CURVE_SERVER, 1)
+        router.setsockopt(zmq.CURVE_SECRETKEY, self._secret)
+        router.setsockopt(zmq.CURVE_PUBLICKEY, self.server_key)
         router.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
         router.setsockopt(zmq.RCVHWM, QUEUE)
         router.setsockopt(zmq.SNDHWM, QUEUE)
@@ -123,26 +133,47 @@ class PublicOmq:
         host = f"[{self.host}]" if ":" in self.host else self.host
         router.bind(f"tcp://{host}:{self.port}")
         self._router = router
-        self._task = asyncio.get_running_loop().create_task(self._serve(), name="public omq")
+        loop = asyncio.get_running_loop()
+        loop.add_reader(int_option(router, zmq.FD), self._on_signal)
+        self._task = loop.create_task(self._serve(), name="public omq")
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         if self._router is not None:
+            # Unwatched before it is closed: a closed FD's number goes to the next one opened.
+            asyncio.get_running_loop().remove_reader(int_option(self._router, zmq.FD))
             self._router.close(linger=0)
         self._ctx.term()
+
+    def _on_signal(self) -> None:
+        """The ROUTER's FD signalled: reading EVENTS takes the signal (or the loop would call
+        this again at once while the server awaits a method), and says whether a request waits."""
+        if self._router is not None and int_option(self._router, zmq.EVENTS) & zmq.POLLIN:
+            self._readable.set()
 
     async def _serve(self) -> None:
         assert self._router is not None
         router = self._router
+        answered = 0  # since the loop last had a turn
         while True:
-            frames = await router.recv_multipart(copy=False)
+            if not int_option(router, zmq.EVENTS) & zmq.POLLIN:
+                answered = 0
+                self._readable.clear()
+                await self._readable.wait()
+                continue
+            if answered == REQUESTS_A_TURN:
+                answered = 0
+                await asyncio.sleep(0)
+                continue  # EVENTS is read again: a wait may have taken the FD's signal
+            answered += 1
+            frames = router.recv_multipart(zmq.NOBLOCK, copy=False)
             ident = frames[0].bytes
             peer = str(frames[0].get("Peer-Address") or "?")
             status, body = await self._answer([f.bytes for f in frames[1:]], peer)
             try:
-                await router.send_multipart([ident, status, body], flags=zmq.NOBLOCK)
+                router.send_multipart([ident, status, body], flags=zmq.NOBLOCK)
             except zmq.ZMQError:
                 continue  # the client is gone or not reading: its answer is dropped
 

@@ -1,0 +1,256 @@
+"""Quorumnet's sockets in one process, on real CurveZMQ connections over loopback: the ZAP handler
+answered on the event loop, the ROUTER drained however its FD signals, reachability probes that
+end by handshake, timeout or stop. Two in-memory nodes of one chain, both registered service
+nodes, each with its own QuorumNet; the daemon's event loop (uvloop) runs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from snode.core.crypto import x25519_public
+from snode.core.service_nodes import StateChangeKind
+from snode.devchain import key_from_label
+from snode.net import protocol as P
+from snode.net.events import QuorumMessageReceived
+from snode.node.node import Identity, Node
+from snode.node.verifier import InlineVerifier
+from snode.store.memory import MemoryStore
+from tests.functional.framework import next_loopback_ip, scaled
+from tests.unit.conftest import free_port, new_chain, wait_async
+
+zmq = pytest.importorskip("zmq")
+uvloop = pytest.importorskip("uvloop")
+from snode.net.quorumnet import MESSAGES_A_TURN, QuorumNet  # noqa: E402  (needs pyzmq)
+
+MEMBERS = ("quorumnet a", "quorumnet b")
+
+
+def members() -> list[tuple[Node, QuorumNet]]:
+    """Two registered, active service nodes of one chain, each a node with its QuorumNet (not
+    started) on its own loopback address, each knowing the other's endpoint."""
+    chain = new_chain()
+    keys = [key_from_label(label) for label in MEMBERS]
+    for operator, label in zip(("alice", "bob"), MEMBERS):
+        pubkey = chain.new_node(operator=operator, sn_label=label)
+        chain.change_state(pubkey, StateChangeKind.ACTIVATE)
+    out = []
+    for key in keys:
+        ip = next_loopback_ip()
+        port = free_port(ip)
+        node = Node(params=chain.params, consensus=chain.consensus,
+                    store=MemoryStore(chain.blocks[0], chain.fork(at=0).state), state=chain.state,
+                    identity=Identity(key, ip, port + 1, port), producer_key=None, verifier=InlineVerifier())
+        out.append((node, QuorumNet(node, key, bind_ip=ip, port=port)))
+    for node, _ in out:
+        for _, net in out:
+            node.proofs.record(net.key.public, int(time.time()), (net.bind_ip, net.port))
+    return out
+
+
+def run(test: Callable[[list[tuple[Node, QuorumNet]]], Awaitable[None]]) -> None:
+    """Run `test` on the daemon's event loop with both members' quorumnets started, stopping
+    them (every socket closed, the contexts ended) whatever it does."""
+    async def main() -> None:
+        pair = members()
+        for _, net in pair:
+            net.start()
+        try:
+            async with asyncio.timeout(scaled(60)):
+                await test(pair)
+        finally:
+            for _, net in pair:
+                await net.stop()
+    uvloop.run(main())
+
+
+def test_a_burst_larger_than_a_turn_arrives_whole_and_in_order():
+    """Many messages queued at once: the ROUTER's FD signals once for all of them, so the
+    receiver must take them all (over several turns of the loop), not wait for another signal."""
+    count = 5 * MESSAGES_A_TURN + 7
+
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (node_a, net_a), (_, net_b) = pair
+        received: list[Any] = []
+        node_a.hub.subscribe(QuorumMessageReceived, lambda e: received.append(e.message))
+        votes = [P.QuorumVote(net_b.key.public, 2, 2, height, net_b.key.public, bytes(64))
+                 for height in range(count)]
+        for vote in votes:  # all queued before the loop runs again
+            assert net_b.send(net_a.key.public, vote)
+        await wait_async(lambda: len(received) >= count, what=f"{count} votes at a", timeout=scaled(30))
+        assert received == votes
+
+    run(test)
+
+
+def test_undecodable_messages_are_logged_and_the_next_one_still_arrives(caplog):
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (node_a, net_a), (_, net_b) = pair
+        received: list[Any] = []
+        node_a.hub.subscribe(QuorumMessageReceived, lambda e: received.append(e.message))
+        assert net_b.send(net_a.key.public, b"not a quorum message")
+        vote = P.QuorumVote(net_b.key.public, 2, 2, 9, net_b.key.public, bytes(64))
+        assert net_b.send(net_a.key.public, vote)
+        await wait_async(lambda: received == [vote], what="the vote after the junk")
+
+    with caplog.at_level(logging.INFO, logger="snode.net.quorumnet"):
+        run(test)
+    assert "quorumnet: ignored an undecodable message" in caplog.text
+
+
+def test_a_probe_passes_for_a_member_and_fails_for_a_key_that_is_no_service_nodes(caplog):
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (_, net_a), (node_b, net_b) = pair
+        assert await net_b.probe(net_a.key.public, scaled(10)) is True
+        assert net_a.refused == 0
+        stranger = QuorumNet(node_b, key_from_label("no service node"), bind_ip=net_b.bind_ip,
+                             port=free_port(net_b.bind_ip))
+        stranger.start()
+        try:
+            assert await stranger.probe(net_a.key.public, 1.0) is False
+        finally:
+            await stranger.stop()
+        assert net_a.refused >= 1  # ZeroMQ retries a refused handshake: each is refused
+
+    with caplog.at_level(logging.WARNING, logger="snode.net.quorumnet"):
+        run(test)
+    stranger_key = x25519_public(key_from_label("no service node").public).hex()[:16]
+    assert f"refused a client whose key {stranger_key} is not a registered service node's" in caplog.text
+
+
+def test_a_probe_of_a_silent_port_fails_at_its_timeout_and_one_under_way_ends_at_stop():
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (_, net_a), (node_b, net_b) = pair
+        node_b.proofs.record(net_a.key.public, int(time.time()) + 1, (net_a.bind_ip, free_port(net_a.bind_ip)))
+        started = time.monotonic()
+        assert await net_b.probe(net_a.key.public, 0.5) is False
+        assert 0.45 <= time.monotonic() - started < scaled(5)  # the loop's timers have 1 ms steps
+        long = asyncio.create_task(net_b.probe(net_a.key.public, 600))
+        await wait_async(lambda: len(net_b._probes) == 1, what="the probe under way")
+        await net_b.stop()  # closes the probe's socket: otherwise the context would never end
+        assert await long is None
+        assert net_b._probes == {}
+
+    run(test)
+
+
+def test_zap_requests_of_another_shape_or_mechanism_are_answered_400():
+    """ZeroMQ's own requests are well formed; a REP socket must still answer whatever it reads."""
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (_, net_a), (_, net_b) = pair
+        good = [b"1.0", b"7", b"", b"127.0.0.1", b"", b"CURVE", x25519_public(net_b.key.public)]
+        assert net_a.zap_reply(good)[1:4] == [b"7", b"200", b"OK"]
+        assert net_a.zap_reply([*good[:5], b"NULL"])[1:3] == [b"7", b"400"]
+        # Seven frames and a registered key, but another mechanism: refused by the mechanism alone.
+        plain = net_a.zap_reply([*good[:5], b"PLAIN", good[6]])
+        assert plain[1:4] == [b"7", b"400", b"a CURVE request of ZAP 1.0 expected"]
+        assert net_a.zap_reply([b"2.0", *good[1:]])[1:3] == [b"7", b"400"]
+        assert net_a.zap_reply([*good, b"extra"])[1:3] == [b"7", b"400"]
+        assert net_a.zap_reply([b"1.0"])[2] == b"400"
+        assert net_a.zap_reply([*good[:6], bytes(32)])[1:3] == [b"7", b"400"]
+        assert net_a.refused == 1
+
+    run(test)
+
+
+def test_a_zap_request_whose_answer_fails_is_answered_500_and_the_next_handshake_still_passes(caplog):
+    """A REP socket that read a request and sent nothing answers nothing again: every later
+    handshake would wait for ZAP, and quorumnet would refuse everyone until restart."""
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (_, net_a), (_, net_b) = pair
+        admits, calls = net_a.admits, []
+
+        def broken_once(key: bytes) -> bool:
+            calls.append(key)
+            if len(calls) == 1:
+                raise TypeError("a malformed registry key")
+            return admits(key)
+
+        net_a.admits = broken_once  # type: ignore[method-assign,assignment]
+        await net_b.probe(net_a.key.public, 1.0)  # ZeroMQ may retry the failed handshake in time
+        assert calls
+        assert await net_b.probe(net_a.key.public, scaled(10)) is True
+
+    with caplog.at_level(logging.ERROR, logger="snode.net.quorumnet"):
+        run(test)
+    assert "quorumnet: answering a ZAP request failed" in caplog.text
+
+
+def test_a_message_whose_handling_raises_is_logged_and_those_queued_behind_it_still_arrive(caplog):
+    """Messages queued behind the one that raised: the FD's signal for them was already taken,
+    so unless the receiver comes back for them they wait for a signal that never comes."""
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (node_a, net_a), (_, net_b) = pair
+        received: list[Any] = []
+        node_a.hub.subscribe(QuorumMessageReceived, lambda e: received.append(e.message))
+        publish, calls = node_a.hub.publish, []
+
+        def broken_once(event: object) -> None:
+            calls.append(event)
+            if len(calls) == 1:
+                raise RuntimeError("a bug in delivery")
+            publish(event)
+
+        node_a.hub.publish = broken_once  # type: ignore[method-assign]
+        votes = [P.QuorumVote(net_b.key.public, 2, 2, height, net_b.key.public, bytes(64)) for height in range(6)]
+        for vote in votes[:5]:  # all queued before the loop runs again
+            assert net_b.send(net_a.key.public, vote)
+        await wait_async(lambda: received == votes[1:5], what="the votes behind the one that raised")
+        assert net_b.send(net_a.key.public, votes[5])
+        await wait_async(lambda: received == votes[1:], what="a vote sent after")
+
+    with caplog.at_level(logging.ERROR, logger="snode.net.quorumnet"):
+        run(test)
+    assert "quorumnet: handling a message failed" in caplog.text
+
+
+def test_a_dealer_drops_a_connection_whose_server_sends_it_a_message():
+    """Our DEALERs only send: whoever holds a member's key at the address we connect to could
+    otherwise fill their receive queues (1,000 messages of up to any size). A message to one drops
+    the connection instead (a protocol error to ZeroMQ, which does not reconnect after one: an
+    honest member's ROUTER never sends)."""
+    from zmq.utils.monitor import recv_monitor_message
+
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (_, net_a), (node_b, net_b) = pair
+        ctx = zmq.Context()  # no ZAP handler: admits any client
+        hostile = ctx.socket(zmq.ROUTER)
+        hostile.curve_server = True
+        hostile.curve_secretkey, hostile.curve_publickey = net_a.key.x25519_secret(), x25519_public(net_a.key.public)
+        hostile.setsockopt(zmq.LINGER, 0)
+        port = free_port(net_a.bind_ip)
+        hostile.bind(f"tcp://{net_a.bind_ip}:{port}")
+        monitor = hostile.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        disconnected: list[Any] = []
+        got: list[list[bytes]] = []
+
+        def read(condition: Callable[[], bool]) -> Callable[[], bool]:
+            """`condition`, after taking what the hostile ROUTER and its monitor have."""
+            def check() -> bool:
+                while hostile.poll(0):
+                    got.append(hostile.recv_multipart())
+                while monitor.poll(0):
+                    disconnected.append(recv_monitor_message(monitor))
+                return condition()
+            return check
+
+        try:
+            node_b.proofs.record(net_a.key.public, int(time.time()) + 1, (net_a.bind_ip, port))
+            vote = P.QuorumVote(net_b.key.public, 2, 2, 1, net_b.key.public, bytes(64))
+            assert net_b.send(net_a.key.public, vote)
+            await wait_async(read(lambda: len(got) == 1), what="the vote at the hostile ROUTER")
+            for _ in range(4):
+                hostile.send_multipart([got[0][0], bytes(2 << 20)], zmq.NOBLOCK)
+            await wait_async(read(lambda: bool(disconnected)), what="our DEALER dropping the connection")
+        finally:
+            monitor.close(linger=0)
+            hostile.close(linger=0)
+            ctx.term()
+
+    run(test)
