@@ -4,6 +4,7 @@ asked of whom, what is served, and the bounds a hostile peer meets."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Hashable
 
 import pytest
 
@@ -21,12 +22,14 @@ def proof(key: bytes, timestamp: int) -> UptimeProof:
     return UptimeProof(key, timestamp, "1.2.3.4", 1, 2, "0.1.0", bytes(64))
 
 
-def gossip(accepted: dict[bytes, int] | None = None, left: set[str] | None = None) -> ProofGossip:
+def gossip(accepted: dict[bytes, int] | None = None, left: set[str] | None = None,
+           address: Callable[[Hashable], Hashable] = lambda peer: peer) -> ProofGossip:
     """Peers are names: those that start with "out" we dialled; those in `left` are gone."""
     book = accepted if accepted is not None else {}
     gone = left if left is not None else set()
     return ProofGossip(registered=lambda key: key in KEYS, accepted_at=lambda key: book.get(key, 0),
-                       connected=lambda peer: peer not in gone, outbound=lambda peer: str(peer).startswith("out"))
+                       connected=lambda peer: peer not in gone, outbound=lambda peer: str(peer).startswith("out"),
+                       address=address)
 
 
 def state(g: ProofGossip, peer: str) -> PeerProofs:
@@ -201,3 +204,35 @@ def test_what_was_announced_to_a_peer_is_bounded() -> None:
     for _ in range(L.MAX_KNOWN_PROOFS_PER_PEER + 10):
         known.announce(os.urandom(32), 1)
     assert len(known.announced) == L.MAX_KNOWN_PROOFS_PER_PEER
+
+
+def test_reconnecting_does_not_put_an_announcer_ahead() -> None:
+    """Outbound announcers are asked before inbound ones whatever they failed before; an
+    address's failures outlive its connection ("x#2" is x again), and of two inbound
+    announcers that failed alike the older connection is asked first."""
+    g = gossip(address=lambda peer: str(peer).split("#")[0])
+    first, wanted = (KEYS[0], 10), (KEYS[1], 10)
+    g.announced("out-h", [first], now=0)
+    g.answered("out-h", [], now=1)  # the honest peer failed once (it has a newer proof now)
+    assert g.failures == {"out-h": 1}
+    g.announced("x#1", [wanted], now=2)
+    assert g.due(2 + L.INBOUND_ASK_DELAY) == [("x#1", GetProofs([wanted]))]
+    g.announced("out-h", [wanted], now=3)
+    g.announced("x#2", [wanted], now=9.8)  # x reconnected meanwhile: a fresh connection
+    assert g.answered("x#1", [], now=9.9).requests == [("out-h", GetProofs([wanted]))]
+
+    g = gossip(address=lambda peer: str(peer).split("#")[0])
+    g.announced("h", [first], now=0)
+    g.due(L.INBOUND_ASK_DELAY)
+    g.answered("h", [], now=1)  # the honest inbound peer failed once
+    g.announced("x#1", [wanted], now=2)
+    g.announced("h", [wanted], now=2.1)
+    assert g.due(2 + L.INBOUND_ASK_DELAY) == [("x#1", GetProofs([wanted]))]
+    assert g.answered("x#1", [], now=9.9).requests == [("h", GetProofs([wanted]))]
+    assert g.failures == {"h": 1, "x": 1}
+    g.gone("x#1", now=10)
+    g.announced("x#2", [(KEYS[1], 12)], now=10)  # it reconnects and announces first again
+    g.announced("h", [(KEYS[1], 12)], now=10.1)
+    assert g.due(10 + L.INBOUND_ASK_DELAY) == [("h", GetProofs([(KEYS[1], 12)]))]
+    g.accepted(proof(KEYS[1], 12), source="h")
+    assert g.failures == {"x": 1}, "an accepted copy clears its address"

@@ -98,6 +98,9 @@ INBOUND_ASK_DELAY: Final = 0.5
 announcer is asked first: inbound connections are the ones an attacker can make, many of them,
 announcing first. Short: an announcer serves only the newest proof of a signer, and devnet's
 signers prove every 2 s."""
+MAX_FAILED_ADDRESSES: Final = 4_096
+"""Addresses whose proof announcers' failures (asked, no accepted copy) are remembered across
+their reconnects, so that reconnecting does not put an attacker ahead again; oldest out."""
 PROOF_JUDGE_TIMEOUT: Final = 5.0
 """A copy that came in an answer and was not accepted this long after (judged invalid, or a
 forgery not yet banned): the next announcer is asked."""

@@ -32,86 +32,19 @@ a peer that is gone (`connected`): a proof judged after its sender left leaves n
 from __future__ import annotations
 
 import heapq
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, field
 from typing import Final
 
 from snode.core.proofs import UptimeProof
 from snode.net import limits as L
+from snode.net.proof_peers import Answer, Peer, PeerProofs, Want
 from snode.net.protocol import MAX_PROOF_IDS, GetProofs, ProofId, ProofInv
 
 INV_INTERVAL: Final = 1.0
 """Seconds between a node's announcements (each peer gets at most one ProofInv a round, holding
 every proof accepted since, newest per signer): the batching that makes announcing cheap, at the
 cost of up to a second a hop."""
-
-Peer = Hashable
-
-
-@dataclass(slots=True)
-class PeerProofs:
-    """What one peer is known to have, what we announced to it, what we asked of it."""
-
-    known: dict[bytes, int] = field(default_factory=dict)
-    """Signer key -> the newest proof timestamp the peer has (it sent or announced it to us, or
-    we to it); bounded, oldest out."""
-    announced: dict[bytes, int] = field(default_factory=dict)
-    """Signer key -> the proof we announced to it and it has not fetched (what it may ask for)."""
-    requests: deque[tuple[float, list[ProofId]]] = field(default_factory=deque)
-    """Our GetProofs not answered yet, oldest first: (deadline, ids)."""
-    asked: int = 0
-    """Ids in `requests`."""
-    offered: set[ProofId] = field(default_factory=set)
-    """Wanted ids it announced and was not yet asked for in vain (MAX_ANNOUNCED_PER_PEER)."""
-    outbound: bool = False
-    failures: int = 0
-    """Ids it announced, was asked for, and did not bring a copy of that was accepted, since
-    the last copy it brought that was: it is asked after the announcers that failed less. An
-    honest peer fails now and then (it serves only a signer's newest proof) and is cleared at
-    its next good copy; an attacker's connection that answers empty or forged only fails."""
-
-    def has(self, pubkey: bytes, timestamp: int) -> bool:
-        return self.known.get(pubkey, -1) >= timestamp
-
-    def learn(self, pubkey: bytes, timestamp: int) -> None:
-        known = self.known
-        if known.get(pubkey, -1) >= timestamp:
-            return
-        known.pop(pubkey, None)
-        known[pubkey] = timestamp
-        if len(known) > L.MAX_KNOWN_PROOFS_PER_PEER:
-            del known[next(iter(known))]
-
-    def announce(self, pubkey: bytes, timestamp: int) -> None:
-        announced = self.announced
-        announced.pop(pubkey, None)
-        announced[pubkey] = timestamp
-        if len(announced) > L.MAX_KNOWN_PROOFS_PER_PEER:
-            del announced[next(iter(announced))]
-
-
-@dataclass(slots=True)
-class Want:
-    """An announced proof we lack: who else announced it, who was asked, what happens when."""
-
-    announcers: list[Peer] = field(default_factory=list)
-    """Peers that announced it and were not asked for it yet, in announcement order."""
-    asked: Peer | None = None
-    due: float = 0.0
-    """When it is asked (not asked yet), or asked of the next announcer (no copy accepted)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """What one Proofs answer brought: the proofs to judge, a misbehaviour (or ''), and the
-    GetProofs to send other announcers for what it lacked."""
-
-    proofs: list[UptimeProof]
-    problem: str
-    requests: list[tuple[Peer, GetProofs]]
-
-
 
 Requests = list[tuple[Peer, GetProofs]]
 
@@ -120,7 +53,8 @@ class ProofGossip:
     """One node's proof announcements: pending, served, wanted, per peer."""
 
     def __init__(self, *, registered: Callable[[bytes], bool], accepted_at: Callable[[bytes], int],
-                 connected: Callable[[Peer], bool], outbound: Callable[[Peer], bool]) -> None:
+                 connected: Callable[[Peer], bool], outbound: Callable[[Peer], bool],
+                 address: Callable[[Peer], Hashable] = lambda peer: peer) -> None:
         self.registered = registered
         """Whether a key is a registered service node's (only those are remembered or asked)."""
         self.accepted_at = accepted_at
@@ -129,6 +63,15 @@ class ProofGossip:
         """Whether a peer is connected and handshaken (state is made only for such a peer)."""
         self.outbound = outbound
         """Whether we dialled a peer (asked first)."""
+        self.address = address
+        """A peer's address key (`Peer.key`): its connections share their failures."""
+        self.failures: OrderedDict[Hashable, int] = OrderedDict()
+        """Address -> ids its connections announced, were asked for, and brought no copy of that
+        was accepted, since the last one that was (MAX_FAILED_ADDRESSES, oldest out). Kept across
+        reconnects: a new connection of an address that failed does not start afresh. An honest
+        announcer fails now and then (it serves only a signer's newest proof) and is cleared at
+        its next good copy; an attacker that answers empty or forged only fails."""
+        self._connections = 0
         self.pending: dict[bytes, UptimeProof] = {}
         """Proofs accepted since the last announcement, the newest per signer."""
         self.served: dict[bytes, UptimeProof] = {}
@@ -146,7 +89,9 @@ class ProofGossip:
         """What we know of `peer`; None for a peer that is gone (its state is never made again)."""
         state = self.peers.get(peer)
         if state is None and self.connected(peer):
-            state = self.peers[peer] = PeerProofs(outbound=self.outbound(peer))
+            self._connections += 1
+            state = self.peers[peer] = PeerProofs(outbound=self.outbound(peer), address=self.address(peer),
+                                                  order=self._connections)
         return state
 
     # --- out ----------------------------------------------------------------------------------
@@ -160,10 +105,12 @@ class ProofGossip:
             del self.served[next(iter(self.served))]
         self.pending[proof.pubkey] = proof
         self._drop_want((proof.pubkey, proof.timestamp))
-        state = self.state(source) if source is not None else None
+        if source is None:
+            return
+        self.failures.pop(self.address(source), None)
+        state = self.state(source)
         if state is not None:
             state.learn(proof.pubkey, proof.timestamp)
-            state.failures = 0
 
     def announcements(self, peers: Iterable[Peer]) -> list[tuple[Peer, list[ProofInv]]]:
         """Each peer's ProofInv messages for the proofs accepted since the last call that it is
@@ -378,17 +325,21 @@ class ProofGossip:
         state = self.peers.get(peer)
         if state is not None and key in state.offered:
             self._unoffer(peer, key)
-            state.failures += 1
+            failures = self.failures
+            failures[state.address] = failures.pop(state.address, 0) + 1
+            if len(failures) > L.MAX_FAILED_ADDRESSES:
+                del failures[next(iter(failures))]
 
     def _choose(self, announcers: list[Peer], asks: dict[Peer, list[ProofId]]) -> Peer | None:
-        """The announcer to ask, of those that may be asked more: the one that failed least,
-        outbound before inbound, then the first to announce."""
-        best, best_rank = None, (0, False)
+        """The announcer to ask, of those that may be asked more: outbound before inbound (an
+        attacker can make inbound connections, not outbound ones), then the address that failed
+        least, then the oldest connection (a reconnecting attacker's new one comes last)."""
+        best, best_rank, failures = None, (False, 0, 0), self.failures
         for peer in announcers:
             state = self.peers[peer]
             if state.asked + len(asks.get(peer, ())) >= L.MAX_PROOFS_ASKED_PER_PEER:
                 continue
-            rank = (state.failures, not state.outbound)
+            rank = (not state.outbound, failures.get(state.address, 0), state.order)
             if best is None or rank < best_rank:
                 best, best_rank = peer, rank
         return best

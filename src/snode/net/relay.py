@@ -75,7 +75,8 @@ class Relay:
         self.gossip = ProofGossip(registered=lambda key: key in self.node.state.service_nodes,
                                   accepted_at=self.node.proofs.last_accepted,
                                   connected=lambda peer: peer in self.peers.peers,
-                                  outbound=lambda peer: isinstance(peer, Peer) and peer.outbound)
+                                  outbound=lambda peer: isinstance(peer, Peer) and peer.outbound,
+                                  address=lambda peer: peer.key if isinstance(peer, Peer) else peer)
         peers.on(P.NewBlock, self._on_new_block)
         peers.on(P.NewTransaction, self._on_new_transaction)
         peers.on(P.Proof, self._on_proof)
