@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Hashable
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,9 @@ from snode.net.proof_gossip import PeerProofs, ProofGossip
 from snode.net.protocol import MAX_PROOF_IDS, GetProofs
 
 KEYS = [os.urandom(32) for _ in range(4)]
+MANY = [os.urandom(32) for _ in range(12_000)]
+"""More registered signers, for the bounds."""
+REGISTERED = frozenset(KEYS + MANY)
 
 
 def proof(key: bytes, timestamp: int) -> UptimeProof:
@@ -27,7 +31,7 @@ def gossip(accepted: dict[bytes, int] | None = None, left: set[str] | None = Non
     """Peers are names: those that start with "out" we dialled; those in `left` are gone."""
     book = accepted if accepted is not None else {}
     gone = left if left is not None else set()
-    return ProofGossip(registered=lambda key: key in KEYS, accepted_at=lambda key: book.get(key, 0),
+    return ProofGossip(registered=lambda key: key in REGISTERED, accepted_at=lambda key: book.get(key, 0),
                        connected=lambda peer: peer not in gone, outbound=lambda peer: str(peer).startswith("out"),
                        address=address)
 
@@ -236,3 +240,33 @@ def test_reconnecting_does_not_put_an_announcer_ahead() -> None:
     assert g.due(10 + L.INBOUND_ASK_DELAY) == [("h", GetProofs([(KEYS[1], 12)]))]
     g.accepted(proof(KEYS[1], 12), source="h")
     assert g.failures == {"x": 1}, "an accepted copy clears its address"
+
+
+def test_wants_whose_announcers_have_their_fill_wait_without_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five peers announce twice what may be asked of them: what is not asked waits (parked)
+    and `due` does not look at it again; it is asked when its announcer answers, within room."""
+    g = gossip()
+    calls = 0
+    choose = g._choose
+
+    def counting(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return choose(*args)
+
+    monkeypatch.setattr(g, "_choose", counting)
+    cap, peers = L.MAX_PROOFS_ASKED_PER_PEER, [f"out-{n}" for n in range(5)]
+    for n, peer in enumerate(peers):
+        ids = [(key, 10) for key in MANY[n * 2 * cap:(n + 1) * 2 * cap]]
+        for i in range(0, len(ids), MAX_PROOF_IDS):
+            g.announced(peer, ids[i:i + MAX_PROOF_IDS], now=0)
+    assert all(state(g, p).asked == cap for p in peers)
+    g.due(0)
+    calls = 0
+    for second in range(1, 30):
+        assert g.due(second) == []
+    assert calls == 0, "parked wants cost nothing while their announcers are full"
+    answer = g.answered("out-0", [], now=30)  # its first GetProofs: room for that many more
+    assert sum(len(request.ids) for _, request in answer.requests) == MAX_PROOF_IDS
+    assert {peer for peer, _ in answer.requests} == {"out-0"} and state(g, "out-0").asked == cap
+    assert calls == MAX_PROOF_IDS, "only the wants asked now were looked at"

@@ -38,7 +38,7 @@ from typing import Final
 
 from snode.core.proofs import UptimeProof
 from snode.net import limits as L
-from snode.net.proof_peers import Answer, Peer, PeerProofs, Want
+from snode.net.proof_peers import PARKED, Answer, Peer, PeerProofs, Want
 from snode.net.protocol import MAX_PROOF_IDS, GetProofs, ProofId, ProofInv
 
 INV_INTERVAL: Final = 1.0
@@ -173,6 +173,8 @@ class ProofGossip:
                 ask.append(key)
             else:
                 want.announcers.append(peer)
+                if want.due == PARKED:  # an announcer that may have room: looked at again
+                    self._schedule(key, want, now if state.outbound else now + L.INBOUND_ASK_DELAY)
             self._offer(state, key)
         return self._ask(state, ask, now)
 
@@ -198,7 +200,8 @@ class ProofGossip:
             if want is not None and want.asked is peer:
                 self._schedule(key, want, min(want.due, now + L.PROOF_JUDGE_TIMEOUT))
             taken.append(proof)
-        return Answer(taken, "", self._next(peer, [k for k in ids if k in open_ids], now))
+        requests = self._next(peer, [k for k in ids if k in open_ids], now)
+        return Answer(taken, "", requests + self._unpark(state, now))
 
     def due(self, now: float) -> Requests:
         """The GetProofs for the wants whose time has come: first asks after INBOUND_ASK_DELAY,
@@ -262,6 +265,7 @@ class ProofGossip:
         state = self.peers.get(peer)
         if state is not None and key in state.offered:
             state.offered.discard(key)
+            state.parked.discard(key)
             self.inbound_offers -= not state.outbound
 
     def _schedule(self, key: ProofId, want: Want, when: float) -> None:
@@ -304,8 +308,8 @@ class ProofGossip:
                 self._drop_want(key)
                 continue
             chosen = self._choose(want.announcers, asks)
-            if chosen is None:  # every announcer has its fill of our requests: the next round
-                self._schedule(key, want, now + INV_INTERVAL)
+            if chosen is None:  # every announcer has its fill of our requests
+                self._park(key, want)
                 continue
             want.announcers.remove(chosen)
             want.asked = chosen
@@ -329,6 +333,24 @@ class ProofGossip:
             failures[state.address] = failures.pop(state.address, 0) + 1
             if len(failures) > L.MAX_FAILED_ADDRESSES:
                 del failures[next(iter(failures))]
+
+    def _park(self, key: ProofId, want: Want) -> None:
+        """No announcer of `key` may be asked more: no timer, until one of them answers (or
+        another announces it), so that such wants cost nothing meanwhile."""
+        want.due = PARKED
+        for peer in want.announcers:
+            self.peers[peer].parked.add(key)
+
+    def _unpark(self, state: PeerProofs, now: float) -> Requests:
+        """`state`'s peer answered: ask for the wants parked on it, as many as it has room for."""
+        parked, wanted, keys = state.parked, self.wanted, list[ProofId]()
+        room = L.MAX_PROOFS_ASKED_PER_PEER - state.asked
+        while parked and len(keys) < room:
+            key = parked.pop()
+            want = wanted.get(key)
+            if want is not None and want.asked is None and want.due == PARKED:
+                keys.append(key)
+        return self._next(None, keys, now)
 
     def _choose(self, announcers: list[Peer], asks: dict[Peer, list[ProofId]]) -> Peer | None:
         """The announcer to ask, of those that may be asked more: outbound before inbound (an

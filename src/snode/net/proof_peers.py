@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import Final
 
 from snode.core.proofs import UptimeProof
 from snode.net import limits as L
 from snode.net.protocol import GetProofs, ProofId
 
 Peer = Hashable
+PARKED: Final = math.inf
 
 
 @dataclass(slots=True)
@@ -28,6 +31,9 @@ class PeerProofs:
     """Ids in `requests`."""
     offered: set[ProofId] = field(default_factory=set)
     """Wanted ids it announced and was not yet asked for in vain (MAX_ANNOUNCED_PER_PEER)."""
+    parked: set[ProofId] = field(default_factory=set)
+    """Wanted ids it announced that wait for room in our requests to it (none of their
+    announcers had any): asked when it answers, not looked at before."""
     outbound: bool = False
     address: Hashable = None
     """Its address key (`Peer.key`): what its failures are kept under, across reconnects."""
@@ -62,7 +68,8 @@ class Want:
     """Peers that announced it and were not asked for it yet, in announcement order."""
     asked: Peer | None = None
     due: float = 0.0
-    """When it is asked (not asked yet), or asked of the next announcer (no copy accepted)."""
+    """When it is asked (not asked yet), or asked of the next announcer (no copy accepted);
+    PARKED while every announcer has its fill of our requests."""
 
 
 @dataclass(frozen=True, slots=True)
