@@ -17,11 +17,15 @@ dropped; an answer without a question, or with a proof not asked for, is misbeha
 answer holds is judged like any relayed proof (a forged one bans its sender).
 
 Censorship, by peers that announce first and then answer without the proof, with a forgery, or
-not at all: every announcer of a wanted id is remembered (MAX_ANNOUNCED_PER_PEER a peer,
-MAX_ANNOUNCEMENTS for all inbound peers, MAX_WANTED_PROOFS ids as inbound peers announced them);
-an outbound peer is asked first (an inbound one only after INBOUND_ASK_DELAY, and only if no
-outbound peer has announced it meanwhile): we chose those, an attacker cannot fill them by
-connecting to us. The id stays wanted until a copy is accepted (`accepted`: the intake's
+not at all: every announcer of a wanted id is remembered (one id a signer per peer, the newest;
+MAX_ANNOUNCED_PER_PEER an outbound peer, MAX_ANNOUNCED_PER_INBOUND an inbound one,
+MAX_ANNOUNCEMENTS for all inbound peers, MAX_WANTED_PROOFS ids that inbound peers announced
+first; none timestamped beyond PROOF_CLOCK_TOLERANCE ahead of our clock); an outbound peer is
+asked first (an inbound one only after INBOUND_ASK_DELAY, and only if no outbound peer has
+announced it meanwhile), and of the others the address that failed least (its failures outlive
+its connections), then the oldest connection: we chose the outbound peers, an attacker cannot
+fill them by connecting to us. A want none of whose announcers may be asked more waits, with
+no timer, until one of them answers. The id stays wanted until a copy is accepted (`accepted`: the intake's
 verdict, not its arrival); the next announcer is asked when an answer lacks it, when a copy came
 but was not accepted within PROOF_JUDGE_TIMEOUT, and when the peer asked goes.
 
@@ -38,6 +42,7 @@ from typing import Final
 
 from snode.core.proofs import UptimeProof
 from snode.net import limits as L
+from snode.params import PROOF_CLOCK_TOLERANCE
 from snode.net.proof_peers import PARKED, Answer, Peer, PeerProofs, Want
 from snode.net.protocol import MAX_PROOF_IDS, GetProofs, ProofId, ProofInv
 
@@ -54,7 +59,7 @@ class ProofGossip:
 
     def __init__(self, *, registered: Callable[[bytes], bool], accepted_at: Callable[[bytes], int],
                  connected: Callable[[Peer], bool], outbound: Callable[[Peer], bool],
-                 address: Callable[[Peer], Hashable] = lambda peer: peer) -> None:
+                 clock: Callable[[], int], address: Callable[[Peer], Hashable] = lambda peer: peer) -> None:
         self.registered = registered
         """Whether a key is a registered service node's (only those are remembered or asked)."""
         self.accepted_at = accepted_at
@@ -63,6 +68,9 @@ class ProofGossip:
         """Whether a peer is connected and handshaken (state is made only for such a peer)."""
         self.outbound = outbound
         """Whether we dialled a peer (asked first)."""
+        self.clock = clock
+        """The node's clock, in seconds (ids from further ahead than PROOF_CLOCK_TOLERANCE are
+        not wanted)."""
         self.address = address
         """A peer's address key (`Peer.key`): its connections share their failures."""
         self.failures: OrderedDict[Hashable, int] = OrderedDict()
@@ -80,6 +88,8 @@ class ProofGossip:
         """Announced proofs we lack, until a copy is accepted or no announcer is left."""
         self.inbound_offers = 0
         """Entries of inbound peers in `PeerProofs.offered` (MAX_ANNOUNCEMENTS)."""
+        self.inbound_wants = 0
+        """Wants an inbound peer announced first (MAX_WANTED_PROOFS)."""
         self._due: list[tuple[float, int, ProofId]] = []
         """A heap of (due, order, id): the wants to look at in `due`, stale entries skipped."""
         self._order = 0
@@ -155,17 +165,22 @@ class ProofGossip:
         state = self.state(peer)
         if state is None:
             return None
-        ask = list[ProofId]()
+        ask, horizon = list[ProofId](), self.clock() + PROOF_CLOCK_TOLERANCE
         for pubkey, timestamp in ids:
-            if not self.registered(pubkey):
+            if not self.registered(pubkey) or timestamp > horizon:
                 continue
             state.learn(pubkey, timestamp)
             key = (pubkey, timestamp)
-            if key in state.offered or self._have(key) or not self._room(state, key):
+            if state.offered.get(pubkey, -1) >= timestamp or self._have(key):
+                continue
+            if pubkey in state.offered:
+                self._withdraw(peer, (pubkey, state.offered[pubkey]))
+            if not self._room(state, key):
                 continue
             want = self.wanted.get(key)
             if want is None:
-                want = self.wanted[key] = Want()
+                want = self.wanted[key] = Want(inbound=not state.outbound)
+                self.inbound_wants += want.inbound
                 self._schedule(key, want, now if state.outbound else now + L.INBOUND_ASK_DELAY)
             if state.outbound and want.asked is None and state.asked + len(ask) < L.MAX_PROOFS_ASKED_PER_PEER:
                 want.asked = peer
@@ -224,7 +239,7 @@ class ProofGossip:
         if state is None:
             return []
         owed, alone = [], []
-        for key in state.offered:
+        for key in state.offered.items():
             want = self.wanted.get(key)
             if want is None:
                 continue
@@ -250,21 +265,29 @@ class ProofGossip:
 
     def _room(self, state: PeerProofs, key: ProofId) -> bool:
         """Whether `state`'s peer may be remembered as an announcer of `key` (the bounds)."""
-        if len(state.offered) >= L.MAX_ANNOUNCED_PER_PEER:
-            return False
         if state.outbound:
-            return True
-        wanted = self.wanted
-        return self.inbound_offers < L.MAX_ANNOUNCEMENTS and (key in wanted or len(wanted) < L.MAX_WANTED_PROOFS)
+            return len(state.offered) < L.MAX_ANNOUNCED_PER_PEER
+        return (len(state.offered) < L.MAX_ANNOUNCED_PER_INBOUND and self.inbound_offers < L.MAX_ANNOUNCEMENTS
+                and (key in self.wanted or self.inbound_wants < L.MAX_WANTED_PROOFS))
+
+    def _withdraw(self, peer: Peer, key: ProofId) -> None:
+        """`peer` announced a newer proof of `key`'s signer: it no longer serves `key` (if it
+        was asked for it, its answer or its time-out settles that, and is not its failure)."""
+        self._unoffer(peer, key)
+        want = self.wanted.get(key)
+        if want is not None and peer in want.announcers:
+            want.announcers.remove(peer)
+            if want.asked is None and not want.announcers:
+                self._drop_want(key)
 
     def _offer(self, state: PeerProofs, key: ProofId) -> None:
-        state.offered.add(key)
+        state.offered[key[0]] = key[1]
         self.inbound_offers += not state.outbound
 
     def _unoffer(self, peer: Peer, key: ProofId) -> None:
         state = self.peers.get(peer)
-        if state is not None and key in state.offered:
-            state.offered.discard(key)
+        if state is not None and state.offered.get(key[0]) == key[1]:
+            del state.offered[key[0]]
             state.parked.discard(key)
             self.inbound_offers -= not state.outbound
 
@@ -277,6 +300,7 @@ class ProofGossip:
         want = self.wanted.pop(key, None)
         if want is None:
             return
+        self.inbound_wants -= want.inbound
         for peer in want.announcers:
             self._unoffer(peer, key)
         if want.asked is not None:
@@ -327,7 +351,7 @@ class ProofGossip:
         """`peer` was asked for `key` and brought no copy that was accepted: not asked for it
         again, and one failure more."""
         state = self.peers.get(peer)
-        if state is not None and key in state.offered:
+        if state is not None and state.offered.get(key[0]) == key[1]:
             self._unoffer(peer, key)
             failures = self.failures
             failures[state.address] = failures.pop(state.address, 0) + 1

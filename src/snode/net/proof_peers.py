@@ -29,8 +29,10 @@ class PeerProofs:
     """Our GetProofs not answered yet, oldest first: (deadline, ids)."""
     asked: int = 0
     """Ids in `requests`."""
-    offered: set[ProofId] = field(default_factory=set)
-    """Wanted ids it announced and was not yet asked for in vain (MAX_ANNOUNCED_PER_PEER)."""
+    offered: dict[bytes, int] = field(default_factory=dict)
+    """Signer key -> the wanted id it announced and was not yet asked for in vain: one a signer
+    (it serves only a signer's newest proof: a newer announcement replaces the older);
+    MAX_ANNOUNCED_PER_PEER, MAX_ANNOUNCED_PER_INBOUND for an inbound peer."""
     parked: set[ProofId] = field(default_factory=set)
     """Wanted ids it announced that wait for room in our requests to it (none of their
     announcers had any): asked when it answers, not looked at before."""
@@ -67,6 +69,8 @@ class Want:
     announcers: list[Peer] = field(default_factory=list)
     """Peers that announced it and were not asked for it yet, in announcement order."""
     asked: Peer | None = None
+    inbound: bool = False
+    """An inbound peer announced it first (it counts in MAX_WANTED_PROOFS)."""
     due: float = 0.0
     """When it is asked (not asked yet), or asked of the next announcer (no copy accepted);
     PARKED while every announcer has its fill of our requests."""

@@ -76,6 +76,7 @@ class Relay:
                                   accepted_at=self.node.proofs.last_accepted,
                                   connected=lambda peer: peer in self.peers.peers,
                                   outbound=lambda peer: isinstance(peer, Peer) and peer.outbound,
+                                  clock=self.node.now,
                                   address=lambda peer: peer.key if isinstance(peer, Peer) else peer)
         peers.on(P.NewBlock, self._on_new_block)
         peers.on(P.NewTransaction, self._on_new_transaction)
