@@ -298,3 +298,16 @@ def test_an_inbound_peer_offers_a_bounded_share_one_id_a_signer_and_none_from_th
     g.inbound_wants = L.MAX_WANTED_PROOFS  # as if inbound peers had filled it
     assert g.announced("d", [(KEYS[1], 10)], now=0) is None and (KEYS[1], 10) not in g.wanted
     assert g.announced("out-e", [(KEYS[1], 10)], now=0) == GetProofs([(KEYS[1], 10)])
+
+
+def test_a_copy_answered_at_the_deadline_moves_on_to_one_announcer_only() -> None:
+    """An answer PROOF_JUDGE_TIMEOUT or less before the ask's deadline does not schedule the
+    want a second time: when its copy is not accepted, the next announcer is asked, once, and
+    not charged a failure it never had the chance to avoid."""
+    wanted = (KEYS[1], 10)
+    g = gossip()
+    for peer in ("out-a", "out-b", "out-c"):
+        g.announced(peer, [wanted], now=0)
+    g.answered("out-a", [proof(*wanted)], now=L.PROOF_REQUEST_TIMEOUT - L.PROOF_JUDGE_TIMEOUT)
+    assert g.due(L.PROOF_REQUEST_TIMEOUT) == [("out-b", GetProofs([wanted]))]
+    assert g.failures == {"out-a": 1} and g.wanted[wanted].asked == "out-b"

@@ -212,8 +212,8 @@ class ProofGossip:
             open_ids.discard(key)
             state.learn(proof.pubkey, proof.timestamp)
             want = self.wanted.get(key)
-            if want is not None and want.asked is peer:
-                self._schedule(key, want, min(want.due, now + L.PROOF_JUDGE_TIMEOUT))
+            if want is not None and want.asked is peer and now + L.PROOF_JUDGE_TIMEOUT < want.due:
+                self._schedule(key, want, now + L.PROOF_JUDGE_TIMEOUT)  # only earlier: one entry a time
             taken.append(proof)
         requests = self._next(peer, [k for k in ids if k in open_ids], now)
         return Answer(taken, "", requests + self._unpark(state, now))
@@ -221,12 +221,12 @@ class ProofGossip:
     def due(self, now: float) -> Requests:
         """The GetProofs for the wants whose time has come: first asks after INBOUND_ASK_DELAY,
         and the next announcer of each asked id no copy of which was accepted in time."""
-        heap, late = self._due, list[ProofId]()
+        heap, late = self._due, dict[ProofId, None]()
         while heap and heap[0][0] <= now:
             when, _, key = heapq.heappop(heap)
             want = self.wanted.get(key)
             if want is not None and want.due == when:
-                late.append(key)
+                late[key] = None  # once, even with two entries at its time
         return self._next(None, late, now)
 
     def overdue(self, now: float) -> list[Peer]:
