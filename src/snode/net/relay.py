@@ -271,6 +271,7 @@ class Relay:
             hub.publish(ProofMessage(peer, peer.ip, peer.name, P.Proof(proof, relayed=True)))
 
     def _on_peer_connected(self, event: PeerConnected) -> None:
+        self.gossip.state(event.peer)  # made now: its connection's place among the announcers
         if not self._announcing:  # the first peer: the peer manager runs (`stop` ends the task)
             self._announcing = True
             self.peers.spawn(self._announce_every(), "proof announcements")
