@@ -1,8 +1,9 @@
 """Uptime proofs relayed by announcement (peer protocol 3, `net.proof_gossip`) on a real daemon:
 a relayed proof is announced to a version-3 peer and served when it asks, pushed in full to a
 version-2 peer; and each bound of the new messages holds against a fake peer (an answer without
-a question, a junk answer, too many ids in one announcement, too many asked of one peer, an
-unanswered request, announcements over the proof rate)."""
+a question, a junk answer, too many ids in one announcement, an unanswered request,
+announcements over the proof rate; the cap on what is asked of one peer at once needs more
+signers than a functional devnet has: `tests/unit/test_proof_gossip.py`)."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def test_a_relayed_proof_is_announced_served_once_and_pushed_to_old_peers(nodes)
 
 def test_the_bounds_of_proof_announcements_hold(nodes):
     victim, pk = proven_victim(nodes)
-    future = int(time.time()) + 3_600
+    future = int(time.time()) + 120  # newer than any proof of the SN in this test, within the clock tolerance
     junk = UptimeProof(pk, future + 99_999, "1.2.3.4", 1, 1, "0.1.0", bytes(64))
 
     log.info("An answer with no request open: banned")
@@ -128,27 +129,22 @@ def test_the_bounds_of_proof_announcements_hold(nodes):
         liar.close()
     assert "not asked for" in ban_reasons(victim)[liar_ip], ban_reasons(victim)
 
-    log.info("A peer announces more than it may be asked at once, then never answers; another "
-             "announces some of the same: the first is asked %d, dropped (not banned) after %g s, "
-             "and the second asked for what the first owed", L.MAX_PROOFS_ASKED_PER_PEER, L.PROOF_REQUEST_TIMEOUT)
-    ids = [(pk, future + i) for i in range(L.MAX_PROOFS_ASKED_PER_PEER + P.MAX_PROOF_IDS)]
+    log.info("A peer announces a proof, then never answers; another announces the same: the "
+             "first is dropped (not banned) after %g s, and the second asked for what the first owed",
+             L.PROOF_REQUEST_TIMEOUT)
+    ident = (pk, future + 1)
     staller, backup = fake(victim), fake(victim)
     staller_ip = staller.sock.getsockname()[0]
     try:
-        for i in range(0, len(ids), P.MAX_PROOF_IDS):
-            staller.send(P.ProofInv(ids[i:i + P.MAX_PROOF_IDS]))
-        asked_ids: list[tuple[bytes, int]] = []
-        while len(asked_ids) < L.MAX_PROOFS_ASKED_PER_PEER:
-            asked = staller.receive_until(lambda m: isinstance(m, P.GetProofs), timeout=10)
-            assert isinstance(asked, P.GetProofs)
-            asked_ids += asked.ids
-        assert_equal(asked_ids, ids[:L.MAX_PROOFS_ASKED_PER_PEER])
-        backup.send(P.ProofInv(ids[:5]))
+        staller.send(P.ProofInv([ident]))
+        asked = staller.receive_until(lambda m: isinstance(m, P.GetProofs), timeout=10)
+        assert_equal(asked.ids, [ident])
+        backup.send(P.ProofInv([ident]))
         started = time.monotonic()
         assert staller.closed_by_node(timeout=L.PROOF_REQUEST_TIMEOUT + 10), "an unanswered request kept its peer"
         assert time.monotonic() - started > L.PROOF_REQUEST_TIMEOUT / 2
         fallback = backup.receive_until(lambda m: isinstance(m, P.GetProofs), timeout=10)
-        assert_equal(fallback.ids, ids[:5])
+        assert_equal(fallback.ids, [ident])
     finally:
         staller.close()
         backup.close()
@@ -176,27 +172,29 @@ def test_announcers_that_answer_empty_or_forged_cannot_censor_a_proof(nodes):
     and answer without the proof (four of them), or with a forged copy (a fifth). The victim
     remembers every announcer, asks one after another, keeps the id wanted until a copy is
     accepted, asks the announcers that failed it last, and gets the proofs from the honest one
-    within a bound."""
+    within a bound. The attacker's connections are older than the honest one's (among inbound
+    announcers that did not fail, the oldest connection is asked first): each is asked once."""
     victim, honest, middle = nodes.add(), nodes.add(), nodes.add()
     sn = nodes.add(extra_args=["--service-node", "--skip-doppelganger-check"])
     cut_off(victim, [sn, middle])  # the victim hears the signer's proofs only by announcement
-    connect_nodes(honest, victim)  # inbound at the victim, as the attacker's connections are
-    connect_nodes(honest, middle)
-    connect_nodes(middle, sn)
-    pk = proving(victim, sn)
-
-    log.info("The attacker listens to the signer and announces each of its proofs first, on 5 connections")
-    spy = FakePeer(sn, source_ip=next_loopback_ip())
-    spy.handshake()
     attackers = [fake(victim) for _ in range(5)]
     forger_ip = attackers[-1].sock.getsockname()[0]
+    spy = None
     try:
+        connect_nodes(honest, victim)  # inbound at the victim, as the attacker's connections are
+        connect_nodes(honest, middle)
+        connect_nodes(middle, sn)
+        pk = proving(victim, sn)
+        log.info("The attacker listens to the signer and announces each of its proofs first, on 5 connections")
+        spy = FakePeer(sn, source_ip=next_loopback_ip())
+        spy.handshake()
         first, asked = attack(victim, pk, spy, attackers)
         log.info("%d requests to the attacker's connections", asked)
         assert record(victim, pk.hex())["last_uptime_proof"] >= first, "the proofs were censored"
         assert asked >= 5, "the attacker's announcers were not each asked"
     finally:
-        spy.close()
+        if spy is not None:
+            spy.close()
         for attacker in attackers:
             attacker.close()
     assert "forged uptime proof" in ban_reasons(victim).get(forger_ip, ""), ban_reasons(victim)

@@ -104,6 +104,7 @@ class Asked(Peer):
     def __init__(self, waiting: bool) -> None:  # not Peer's: it needs a socket
         self.waiting, self.outbound, self.hello, self.closed = waiting, True, None, False
         self.ip, self.port = "127.0.0.9", 9230
+        self.key = self.ip
 
     def close(self) -> None:
         self.closed = True

@@ -4,6 +4,8 @@ asked of whom, what is served, and the bounds a hostile peer meets."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Hashable
+from typing import Any
 
 import pytest
 
@@ -13,26 +15,39 @@ from snode.net import limits as L
 from snode.net import protocol as P
 from snode.net.proof_gossip import PeerProofs, ProofGossip
 from snode.net.protocol import MAX_PROOF_IDS, GetProofs
+from snode.params import PROOF_CLOCK_TOLERANCE
 
 KEYS = [os.urandom(32) for _ in range(4)]
+MANY = [os.urandom(32) for _ in range(12_000)]
+"""More registered signers, for the bounds."""
+REGISTERED = frozenset(KEYS + MANY)
+NOW = 2 * 10**9
+"""The node's clock (seconds)."""
 
 
 def proof(key: bytes, timestamp: int) -> UptimeProof:
     return UptimeProof(key, timestamp, "1.2.3.4", 1, 2, "0.1.0", bytes(64))
 
 
-def gossip(accepted: dict[bytes, int] | None = None, left: set[str] | None = None) -> ProofGossip:
+def gossip(accepted: dict[bytes, int] | None = None, left: set[str] | None = None,
+           address: Callable[[Hashable], Hashable] = lambda peer: peer) -> ProofGossip:
     """Peers are names: those that start with "out" we dialled; those in `left` are gone."""
     book = accepted if accepted is not None else {}
     gone = left if left is not None else set()
-    return ProofGossip(registered=lambda key: key in KEYS, accepted_at=lambda key: book.get(key, 0),
-                       connected=lambda peer: peer not in gone, outbound=lambda peer: str(peer).startswith("out"))
+    return ProofGossip(registered=lambda key: key in REGISTERED, accepted_at=lambda key: book.get(key, 0),
+                       connected=lambda peer: peer not in gone, outbound=lambda peer: str(peer).startswith("out"),
+                       clock=lambda: NOW, address=address)
 
 
 def state(g: ProofGossip, peer: str) -> PeerProofs:
     known = g.state(peer)
     assert known is not None
     return known
+
+
+def announce(g: ProofGossip, peer: str, ids: list[P.ProofId], now: float = 0) -> None:
+    for i in range(0, len(ids), MAX_PROOF_IDS):
+        g.announced(peer, ids[i:i + MAX_PROOF_IDS], now=now)
 
 
 def test_a_proof_is_announced_once_to_each_peer_not_known_to_have_it() -> None:
@@ -156,7 +171,7 @@ def test_requests_per_peer_are_capped_and_an_unanswered_one_is_overdue() -> None
     g = gossip()
     asked = 0
     for start in range(0, L.MAX_PROOFS_ASKED_PER_PEER + 2 * MAX_PROOF_IDS, MAX_PROOF_IDS):
-        request = g.announced("out-a", [(KEYS[1], t) for t in range(start + 1, start + MAX_PROOF_IDS + 1)], now=0)
+        request = g.announced("out-a", [(key, 10) for key in MANY[start:start + MAX_PROOF_IDS]], now=0)
         asked += len(request.ids) if request is not None else 0
     assert asked == L.MAX_PROOFS_ASKED_PER_PEER
     assert g.overdue(L.PROOF_REQUEST_TIMEOUT - 1) == []
@@ -168,10 +183,8 @@ def test_announcers_are_bounded_per_peer_and_inbound_ones_in_all() -> None:
     for inbound peers together; an outbound peer's announcements are remembered when inbound
     peers have filled theirs."""
     g = gossip()
-    ids = [(KEYS[t % 4], t) for t in range(1, L.MAX_ANNOUNCED_PER_PEER + 50)]
-    for i in range(0, len(ids), MAX_PROOF_IDS):
-        g.announced("a", ids[i:i + MAX_PROOF_IDS], now=0)
-    assert len(state(g, "a").offered) == L.MAX_ANNOUNCED_PER_PEER
+    announce(g, "out-a", [(key, 10) for key in MANY[:L.MAX_ANNOUNCED_PER_PEER + 50]])
+    assert len(state(g, "out-a").offered) == L.MAX_ANNOUNCED_PER_PEER
     g.inbound_offers = L.MAX_ANNOUNCEMENTS  # as if many inbound peers had announced their fill
     late = (KEYS[0], 10**9)
     assert g.announced("b", [late], now=0) is None and late not in g.wanted
@@ -201,3 +214,100 @@ def test_what_was_announced_to_a_peer_is_bounded() -> None:
     for _ in range(L.MAX_KNOWN_PROOFS_PER_PEER + 10):
         known.announce(os.urandom(32), 1)
     assert len(known.announced) == L.MAX_KNOWN_PROOFS_PER_PEER
+
+
+def test_reconnecting_does_not_put_an_announcer_ahead() -> None:
+    """Outbound announcers are asked before inbound ones whatever they failed before; an
+    address's failures outlive its connection ("x#2" is x again), and of two inbound
+    announcers that failed alike the older connection is asked first."""
+    g = gossip(address=lambda peer: str(peer).split("#")[0])
+    first, wanted = (KEYS[0], 10), (KEYS[1], 10)
+    g.announced("out-h", [first], now=0)
+    g.answered("out-h", [], now=1)  # the honest peer failed once (it has a newer proof now)
+    assert g.failures == {"out-h": 1}
+    g.announced("x#1", [wanted], now=2)
+    assert g.due(2 + L.INBOUND_ASK_DELAY) == [("x#1", GetProofs([wanted]))]
+    g.announced("out-h", [wanted], now=3)
+    g.announced("x#2", [wanted], now=9.8)  # x reconnected meanwhile: a fresh connection
+    assert g.answered("x#1", [], now=9.9).requests == [("out-h", GetProofs([wanted]))]
+
+    g = gossip(address=lambda peer: str(peer).split("#")[0])
+    g.announced("h", [first], now=0)
+    g.due(L.INBOUND_ASK_DELAY)
+    g.answered("h", [], now=1)  # the honest inbound peer failed once
+    g.announced("x#1", [wanted], now=2)
+    g.announced("h", [wanted], now=2.1)
+    assert g.due(2 + L.INBOUND_ASK_DELAY) == [("x#1", GetProofs([wanted]))]
+    assert g.answered("x#1", [], now=9.9).requests == [("h", GetProofs([wanted]))]
+    assert g.failures == {"h": 1, "x": 1}
+    g.gone("x#1", now=10)
+    g.announced("x#2", [(KEYS[1], 12)], now=10)  # it reconnects and announces first again
+    g.announced("h", [(KEYS[1], 12)], now=10.1)
+    assert g.due(10 + L.INBOUND_ASK_DELAY) == [("h", GetProofs([(KEYS[1], 12)]))]
+    g.accepted(proof(KEYS[1], 12), source="h")
+    assert g.failures == {"x": 1}, "an accepted copy clears its address"
+
+
+def test_wants_whose_announcers_have_their_fill_wait_without_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five peers announce twice what may be asked of them: what is not asked waits (parked)
+    and `due` does not look at it again; it is asked when its announcer answers, within room."""
+    g = gossip()
+    calls = 0
+    choose = g._choose
+
+    def counting(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return choose(*args)
+
+    monkeypatch.setattr(g, "_choose", counting)
+    cap, peers = L.MAX_PROOFS_ASKED_PER_PEER, [f"out-{n}" for n in range(5)]
+    for n, peer in enumerate(peers):
+        announce(g, peer, [(key, 10) for key in MANY[n * 2 * cap:(n + 1) * 2 * cap]])
+    assert all(state(g, p).asked == cap for p in peers)
+    g.due(0)
+    calls = 0
+    for second in range(1, 30):
+        assert g.due(second) == []
+    assert calls == 0, "parked wants cost nothing while their announcers are full"
+    answer = g.answered("out-0", [], now=30)  # its first GetProofs: room for that many more
+    assert sum(len(request.ids) for _, request in answer.requests) == MAX_PROOF_IDS
+    assert {peer for peer, _ in answer.requests} == {"out-0"} and state(g, "out-0").asked == cap
+    assert calls == MAX_PROOF_IDS, "only the wants asked now were looked at"
+
+
+def test_an_inbound_peer_offers_a_bounded_share_one_id_a_signer_and_none_from_the_future() -> None:
+    """An inbound peer is remembered for MAX_ANNOUNCED_PER_INBOUND ids, one a signer (a newer
+    proof replaces the older offer); MAX_WANTED_PROOFS counts the wants inbound peers made, not
+    the outbound ones; an id further ahead of our clock than the tolerance is not wanted."""
+    g = gossip()
+    cap = L.MAX_ANNOUNCED_PER_INBOUND
+    assert cap * L.MAX_INBOUND <= L.MAX_WANTED_PROOFS
+    announce(g, "a", [(key, 10) for key in MANY[:cap + 100]])
+    assert len(state(g, "a").offered) == cap and g.inbound_wants == cap
+    announce(g, "out-b", [(key, 10) for key in MANY[cap + 100:cap + 300]])
+    assert g.inbound_wants == cap and len(g.wanted) == cap + 200, "outbound wants are not counted"
+    g.announced("a", [(MANY[0], 11)], now=0)
+    assert state(g, "a").offered[MANY[0]] == 11 and (MANY[0], 10) not in g.wanted, "the newer replaces"
+    g.announced("a", [(MANY[0], 9)], now=0)
+    assert state(g, "a").offered[MANY[0]] == 11 and (MANY[0], 9) not in g.wanted
+    assert len(state(g, "a").offered) == cap and g.inbound_wants == cap
+    future = (KEYS[0], NOW + PROOF_CLOCK_TOLERANCE + 1)
+    assert g.announced("out-c", [future], now=0) is None and future not in g.wanted
+    assert not state(g, "out-c").has(*future)
+    g.inbound_wants = L.MAX_WANTED_PROOFS  # as if inbound peers had filled it
+    assert g.announced("d", [(KEYS[1], 10)], now=0) is None and (KEYS[1], 10) not in g.wanted
+    assert g.announced("out-e", [(KEYS[1], 10)], now=0) == GetProofs([(KEYS[1], 10)])
+
+
+def test_a_copy_answered_at_the_deadline_moves_on_to_one_announcer_only() -> None:
+    """An answer PROOF_JUDGE_TIMEOUT or less before the ask's deadline does not schedule the
+    want a second time: when its copy is not accepted, the next announcer is asked, once, and
+    not charged a failure it never had the chance to avoid."""
+    wanted = (KEYS[1], 10)
+    g = gossip()
+    for peer in ("out-a", "out-b", "out-c"):
+        g.announced(peer, [wanted], now=0)
+    g.answered("out-a", [proof(*wanted)], now=L.PROOF_REQUEST_TIMEOUT - L.PROOF_JUDGE_TIMEOUT)
+    assert g.due(L.PROOF_REQUEST_TIMEOUT) == [("out-b", GetProofs([wanted]))]
+    assert g.failures == {"out-a": 1} and g.wanted[wanted].asked == "out-b"

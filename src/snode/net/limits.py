@@ -85,12 +85,14 @@ MAX_PROOFS_ASKED_PER_PEER: Final = 1_000
 asked of it (another announcer, or the signer's next proof, brings it). An announced id costs
 the peer one proof of its PROOF_RATE, as a proof does."""
 MAX_WANTED_PROOFS: Final = 50_000
-"""Announced proofs this node lacks and waits for, as inbound peers announced them (an id an
-outbound peer announces is wanted beyond: we chose those peers, an attacker cannot fill them by
-connecting to us). Each stays wanted until a copy of it is accepted, or no announcer is left."""
+"""Announced proofs this node lacks and waits for that an inbound peer announced first (an id an
+outbound peer announced first is wanted beyond, and not counted: we chose those peers, an
+attacker cannot fill them by connecting to us). Each stays wanted until a copy of it is
+accepted, or no announcer is left. An id timestamped more than PROOF_CLOCK_TOLERANCE ahead of
+our clock is not wanted (no node would accept it yet)."""
 MAX_ANNOUNCED_PER_PEER: Final = 10_000
-"""Wanted proofs one peer is remembered to have announced (every announcer of an id is kept, to
-fall back on)..."""
+"""Wanted proofs one peer is remembered to have announced, one a signer (every announcer of an
+id is kept, to fall back on; an inbound peer: MAX_ANNOUNCED_PER_INBOUND)..."""
 MAX_ANNOUNCEMENTS: Final = 100_000
 """...and all inbound peers together (outbound peers only by MAX_ANNOUNCED_PER_PEER each)."""
 INBOUND_ASK_DELAY: Final = 0.5
@@ -98,6 +100,9 @@ INBOUND_ASK_DELAY: Final = 0.5
 announcer is asked first: inbound connections are the ones an attacker can make, many of them,
 announcing first. Short: an announcer serves only the newest proof of a signer, and devnet's
 signers prove every 2 s."""
+MAX_FAILED_ADDRESSES: Final = 4_096
+"""Addresses whose proof announcers' failures (asked, no accepted copy) are remembered across
+their reconnects, so that reconnecting does not put an attacker ahead again; oldest out."""
 PROOF_JUDGE_TIMEOUT: Final = 5.0
 """A copy that came in an answer and was not accepted this long after (judged invalid, or a
 forgery not yet banned): the next announcer is asked."""
@@ -133,6 +138,9 @@ MAX_TRIED: Final = 256
 MAX_INBOUND: Final = 32
 MAX_OUTBOUND: Final = 8
 MAX_PER_IP: Final = 8
+MAX_ANNOUNCED_PER_INBOUND: Final = MAX_WANTED_PROOFS // MAX_INBOUND
+"""Wanted proofs one inbound peer is remembered to have announced (1,562): the inbound slots
+together cannot hold more than MAX_WANTED_PROOFS, so a few connections cannot fill it."""
 MAX_PENDING: Final = 8
 """Inbound connections that have not finished their handshake, all together: a newcomer over it
 closes the oldest (an honest peer says Hello in milliseconds), so silent connections never

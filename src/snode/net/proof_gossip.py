@@ -17,11 +17,15 @@ dropped; an answer without a question, or with a proof not asked for, is misbeha
 answer holds is judged like any relayed proof (a forged one bans its sender).
 
 Censorship, by peers that announce first and then answer without the proof, with a forgery, or
-not at all: every announcer of a wanted id is remembered (MAX_ANNOUNCED_PER_PEER a peer,
-MAX_ANNOUNCEMENTS for all inbound peers, MAX_WANTED_PROOFS ids as inbound peers announced them);
-an outbound peer is asked first (an inbound one only after INBOUND_ASK_DELAY, and only if no
-outbound peer has announced it meanwhile): we chose those, an attacker cannot fill them by
-connecting to us. The id stays wanted until a copy is accepted (`accepted`: the intake's
+not at all: every announcer of a wanted id is remembered (one id a signer per peer, the newest;
+MAX_ANNOUNCED_PER_PEER an outbound peer, MAX_ANNOUNCED_PER_INBOUND an inbound one,
+MAX_ANNOUNCEMENTS for all inbound peers, MAX_WANTED_PROOFS ids that inbound peers announced
+first; none timestamped beyond PROOF_CLOCK_TOLERANCE ahead of our clock); an outbound peer is
+asked first (an inbound one only after INBOUND_ASK_DELAY, and only if no outbound peer has
+announced it meanwhile), and of the others the address that failed least (its failures outlive
+its connections), then the oldest connection: we chose the outbound peers, an attacker cannot
+fill them by connecting to us. A want none of whose announcers may be asked more waits, with
+no timer, until one of them answers. The id stays wanted until a copy is accepted (`accepted`: the intake's
 verdict, not its arrival); the next announcer is asked when an answer lacks it, when a copy came
 but was not accepted within PROOF_JUDGE_TIMEOUT, and when the peer asked goes.
 
@@ -32,86 +36,20 @@ a peer that is gone (`connected`): a proof judged after its sender left leaves n
 from __future__ import annotations
 
 import heapq
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, field
 from typing import Final
 
 from snode.core.proofs import UptimeProof
 from snode.net import limits as L
+from snode.params import PROOF_CLOCK_TOLERANCE
+from snode.net.proof_peers import PARKED, Answer, Peer, PeerProofs, Want
 from snode.net.protocol import MAX_PROOF_IDS, GetProofs, ProofId, ProofInv
 
 INV_INTERVAL: Final = 1.0
 """Seconds between a node's announcements (each peer gets at most one ProofInv a round, holding
 every proof accepted since, newest per signer): the batching that makes announcing cheap, at the
 cost of up to a second a hop."""
-
-Peer = Hashable
-
-
-@dataclass(slots=True)
-class PeerProofs:
-    """What one peer is known to have, what we announced to it, what we asked of it."""
-
-    known: dict[bytes, int] = field(default_factory=dict)
-    """Signer key -> the newest proof timestamp the peer has (it sent or announced it to us, or
-    we to it); bounded, oldest out."""
-    announced: dict[bytes, int] = field(default_factory=dict)
-    """Signer key -> the proof we announced to it and it has not fetched (what it may ask for)."""
-    requests: deque[tuple[float, list[ProofId]]] = field(default_factory=deque)
-    """Our GetProofs not answered yet, oldest first: (deadline, ids)."""
-    asked: int = 0
-    """Ids in `requests`."""
-    offered: set[ProofId] = field(default_factory=set)
-    """Wanted ids it announced and was not yet asked for in vain (MAX_ANNOUNCED_PER_PEER)."""
-    outbound: bool = False
-    failures: int = 0
-    """Ids it announced, was asked for, and did not bring a copy of that was accepted, since
-    the last copy it brought that was: it is asked after the announcers that failed less. An
-    honest peer fails now and then (it serves only a signer's newest proof) and is cleared at
-    its next good copy; an attacker's connection that answers empty or forged only fails."""
-
-    def has(self, pubkey: bytes, timestamp: int) -> bool:
-        return self.known.get(pubkey, -1) >= timestamp
-
-    def learn(self, pubkey: bytes, timestamp: int) -> None:
-        known = self.known
-        if known.get(pubkey, -1) >= timestamp:
-            return
-        known.pop(pubkey, None)
-        known[pubkey] = timestamp
-        if len(known) > L.MAX_KNOWN_PROOFS_PER_PEER:
-            del known[next(iter(known))]
-
-    def announce(self, pubkey: bytes, timestamp: int) -> None:
-        announced = self.announced
-        announced.pop(pubkey, None)
-        announced[pubkey] = timestamp
-        if len(announced) > L.MAX_KNOWN_PROOFS_PER_PEER:
-            del announced[next(iter(announced))]
-
-
-@dataclass(slots=True)
-class Want:
-    """An announced proof we lack: who else announced it, who was asked, what happens when."""
-
-    announcers: list[Peer] = field(default_factory=list)
-    """Peers that announced it and were not asked for it yet, in announcement order."""
-    asked: Peer | None = None
-    due: float = 0.0
-    """When it is asked (not asked yet), or asked of the next announcer (no copy accepted)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """What one Proofs answer brought: the proofs to judge, a misbehaviour (or ''), and the
-    GetProofs to send other announcers for what it lacked."""
-
-    proofs: list[UptimeProof]
-    problem: str
-    requests: list[tuple[Peer, GetProofs]]
-
-
 
 Requests = list[tuple[Peer, GetProofs]]
 
@@ -120,7 +58,8 @@ class ProofGossip:
     """One node's proof announcements: pending, served, wanted, per peer."""
 
     def __init__(self, *, registered: Callable[[bytes], bool], accepted_at: Callable[[bytes], int],
-                 connected: Callable[[Peer], bool], outbound: Callable[[Peer], bool]) -> None:
+                 connected: Callable[[Peer], bool], outbound: Callable[[Peer], bool],
+                 clock: Callable[[], int], address: Callable[[Peer], Hashable] = lambda peer: peer) -> None:
         self.registered = registered
         """Whether a key is a registered service node's (only those are remembered or asked)."""
         self.accepted_at = accepted_at
@@ -129,6 +68,18 @@ class ProofGossip:
         """Whether a peer is connected and handshaken (state is made only for such a peer)."""
         self.outbound = outbound
         """Whether we dialled a peer (asked first)."""
+        self.clock = clock
+        """The node's clock, in seconds (ids from further ahead than PROOF_CLOCK_TOLERANCE are
+        not wanted)."""
+        self.address = address
+        """A peer's address key (`Peer.key`): its connections share their failures."""
+        self.failures: OrderedDict[Hashable, int] = OrderedDict()
+        """Address -> ids its connections announced, were asked for, and brought no copy of that
+        was accepted, since the last one that was (MAX_FAILED_ADDRESSES, oldest out). Kept across
+        reconnects: a new connection of an address that failed does not start afresh. An honest
+        announcer fails now and then (it serves only a signer's newest proof) and is cleared at
+        its next good copy; an attacker that answers empty or forged only fails."""
+        self._connections = 0
         self.pending: dict[bytes, UptimeProof] = {}
         """Proofs accepted since the last announcement, the newest per signer."""
         self.served: dict[bytes, UptimeProof] = {}
@@ -137,6 +88,8 @@ class ProofGossip:
         """Announced proofs we lack, until a copy is accepted or no announcer is left."""
         self.inbound_offers = 0
         """Entries of inbound peers in `PeerProofs.offered` (MAX_ANNOUNCEMENTS)."""
+        self.inbound_wants = 0
+        """Wants an inbound peer announced first (MAX_WANTED_PROOFS)."""
         self._due: list[tuple[float, int, ProofId]] = []
         """A heap of (due, order, id): the wants to look at in `due`, stale entries skipped."""
         self._order = 0
@@ -146,7 +99,9 @@ class ProofGossip:
         """What we know of `peer`; None for a peer that is gone (its state is never made again)."""
         state = self.peers.get(peer)
         if state is None and self.connected(peer):
-            state = self.peers[peer] = PeerProofs(outbound=self.outbound(peer))
+            self._connections += 1
+            state = self.peers[peer] = PeerProofs(outbound=self.outbound(peer), address=self.address(peer),
+                                                  order=self._connections)
         return state
 
     # --- out ----------------------------------------------------------------------------------
@@ -160,10 +115,12 @@ class ProofGossip:
             del self.served[next(iter(self.served))]
         self.pending[proof.pubkey] = proof
         self._drop_want((proof.pubkey, proof.timestamp))
-        state = self.state(source) if source is not None else None
+        if source is None:
+            return
+        self.failures.pop(self.address(source), None)
+        state = self.state(source)
         if state is not None:
             state.learn(proof.pubkey, proof.timestamp)
-            state.failures = 0
 
     def announcements(self, peers: Iterable[Peer]) -> list[tuple[Peer, list[ProofInv]]]:
         """Each peer's ProofInv messages for the proofs accepted since the last call that it is
@@ -208,17 +165,22 @@ class ProofGossip:
         state = self.state(peer)
         if state is None:
             return None
-        ask = list[ProofId]()
+        ask, horizon = list[ProofId](), self.clock() + PROOF_CLOCK_TOLERANCE
         for pubkey, timestamp in ids:
-            if not self.registered(pubkey):
+            if not self.registered(pubkey) or timestamp > horizon:
                 continue
             state.learn(pubkey, timestamp)
             key = (pubkey, timestamp)
-            if key in state.offered or self._have(key) or not self._room(state, key):
+            if state.offered.get(pubkey, -1) >= timestamp or self._have(key):
+                continue
+            if pubkey in state.offered:
+                self._withdraw(peer, (pubkey, state.offered[pubkey]))
+            if not self._room(state, key):
                 continue
             want = self.wanted.get(key)
             if want is None:
-                want = self.wanted[key] = Want()
+                want = self.wanted[key] = Want(inbound=not state.outbound)
+                self.inbound_wants += want.inbound
                 self._schedule(key, want, now if state.outbound else now + L.INBOUND_ASK_DELAY)
             if state.outbound and want.asked is None and state.asked + len(ask) < L.MAX_PROOFS_ASKED_PER_PEER:
                 want.asked = peer
@@ -226,6 +188,8 @@ class ProofGossip:
                 ask.append(key)
             else:
                 want.announcers.append(peer)
+                if want.due == PARKED:  # an announcer that may have room: looked at again
+                    self._schedule(key, want, now if state.outbound else now + L.INBOUND_ASK_DELAY)
             self._offer(state, key)
         return self._ask(state, ask, now)
 
@@ -248,20 +212,21 @@ class ProofGossip:
             open_ids.discard(key)
             state.learn(proof.pubkey, proof.timestamp)
             want = self.wanted.get(key)
-            if want is not None and want.asked is peer:
-                self._schedule(key, want, min(want.due, now + L.PROOF_JUDGE_TIMEOUT))
+            if want is not None and want.asked is peer and now + L.PROOF_JUDGE_TIMEOUT < want.due:
+                self._schedule(key, want, now + L.PROOF_JUDGE_TIMEOUT)  # only earlier: one entry a time
             taken.append(proof)
-        return Answer(taken, "", self._next(peer, [k for k in ids if k in open_ids], now))
+        requests = self._next(peer, [k for k in ids if k in open_ids], now)
+        return Answer(taken, "", requests + self._unpark(state, now))
 
     def due(self, now: float) -> Requests:
         """The GetProofs for the wants whose time has come: first asks after INBOUND_ASK_DELAY,
         and the next announcer of each asked id no copy of which was accepted in time."""
-        heap, late = self._due, list[ProofId]()
+        heap, late = self._due, dict[ProofId, None]()
         while heap and heap[0][0] <= now:
             when, _, key = heapq.heappop(heap)
             want = self.wanted.get(key)
             if want is not None and want.due == when:
-                late.append(key)
+                late[key] = None  # once, even with two entries at its time
         return self._next(None, late, now)
 
     def overdue(self, now: float) -> list[Peer]:
@@ -274,7 +239,7 @@ class ProofGossip:
         if state is None:
             return []
         owed, alone = [], []
-        for key in state.offered:
+        for key in state.offered.items():
             want = self.wanted.get(key)
             if want is None:
                 continue
@@ -300,21 +265,30 @@ class ProofGossip:
 
     def _room(self, state: PeerProofs, key: ProofId) -> bool:
         """Whether `state`'s peer may be remembered as an announcer of `key` (the bounds)."""
-        if len(state.offered) >= L.MAX_ANNOUNCED_PER_PEER:
-            return False
         if state.outbound:
-            return True
-        wanted = self.wanted
-        return self.inbound_offers < L.MAX_ANNOUNCEMENTS and (key in wanted or len(wanted) < L.MAX_WANTED_PROOFS)
+            return len(state.offered) < L.MAX_ANNOUNCED_PER_PEER
+        return (len(state.offered) < L.MAX_ANNOUNCED_PER_INBOUND and self.inbound_offers < L.MAX_ANNOUNCEMENTS
+                and (key in self.wanted or self.inbound_wants < L.MAX_WANTED_PROOFS))
+
+    def _withdraw(self, peer: Peer, key: ProofId) -> None:
+        """`peer` announced a newer proof of `key`'s signer: it no longer serves `key` (if it
+        was asked for it, its answer or its time-out settles that, and is not its failure)."""
+        self._unoffer(peer, key)
+        want = self.wanted.get(key)
+        if want is not None and peer in want.announcers:
+            want.announcers.remove(peer)
+            if want.asked is None and not want.announcers:
+                self._drop_want(key)
 
     def _offer(self, state: PeerProofs, key: ProofId) -> None:
-        state.offered.add(key)
+        state.offered[key[0]] = key[1]
         self.inbound_offers += not state.outbound
 
     def _unoffer(self, peer: Peer, key: ProofId) -> None:
         state = self.peers.get(peer)
-        if state is not None and key in state.offered:
-            state.offered.discard(key)
+        if state is not None and state.offered.get(key[0]) == key[1]:
+            del state.offered[key[0]]
+            state.parked.discard(key)
             self.inbound_offers -= not state.outbound
 
     def _schedule(self, key: ProofId, want: Want, when: float) -> None:
@@ -326,6 +300,7 @@ class ProofGossip:
         want = self.wanted.pop(key, None)
         if want is None:
             return
+        self.inbound_wants -= want.inbound
         for peer in want.announcers:
             self._unoffer(peer, key)
         if want.asked is not None:
@@ -357,8 +332,8 @@ class ProofGossip:
                 self._drop_want(key)
                 continue
             chosen = self._choose(want.announcers, asks)
-            if chosen is None:  # every announcer has its fill of our requests: the next round
-                self._schedule(key, want, now + INV_INTERVAL)
+            if chosen is None:  # every announcer has its fill of our requests
+                self._park(key, want)
                 continue
             want.announcers.remove(chosen)
             want.asked = chosen
@@ -376,19 +351,41 @@ class ProofGossip:
         """`peer` was asked for `key` and brought no copy that was accepted: not asked for it
         again, and one failure more."""
         state = self.peers.get(peer)
-        if state is not None and key in state.offered:
+        if state is not None and state.offered.get(key[0]) == key[1]:
             self._unoffer(peer, key)
-            state.failures += 1
+            failures = self.failures
+            failures[state.address] = failures.pop(state.address, 0) + 1
+            if len(failures) > L.MAX_FAILED_ADDRESSES:
+                del failures[next(iter(failures))]
+
+    def _park(self, key: ProofId, want: Want) -> None:
+        """No announcer of `key` may be asked more: no timer, until one of them answers (or
+        another announces it), so that such wants cost nothing meanwhile."""
+        want.due = PARKED
+        for peer in want.announcers:
+            self.peers[peer].parked.add(key)
+
+    def _unpark(self, state: PeerProofs, now: float) -> Requests:
+        """`state`'s peer answered: ask for the wants parked on it, as many as it has room for."""
+        parked, wanted, keys = state.parked, self.wanted, list[ProofId]()
+        room = L.MAX_PROOFS_ASKED_PER_PEER - state.asked
+        while parked and len(keys) < room:
+            key = parked.pop()
+            want = wanted.get(key)
+            if want is not None and want.asked is None and want.due == PARKED:
+                keys.append(key)
+        return self._next(None, keys, now)
 
     def _choose(self, announcers: list[Peer], asks: dict[Peer, list[ProofId]]) -> Peer | None:
-        """The announcer to ask, of those that may be asked more: the one that failed least,
-        outbound before inbound, then the first to announce."""
-        best, best_rank = None, (0, False)
+        """The announcer to ask, of those that may be asked more: outbound before inbound (an
+        attacker can make inbound connections, not outbound ones), then the address that failed
+        least, then the oldest connection (a reconnecting attacker's new one comes last)."""
+        best, best_rank, failures = None, (False, 0, 0), self.failures
         for peer in announcers:
             state = self.peers[peer]
             if state.asked + len(asks.get(peer, ())) >= L.MAX_PROOFS_ASKED_PER_PEER:
                 continue
-            rank = (state.failures, not state.outbound)
+            rank = (not state.outbound, failures.get(state.address, 0), state.order)
             if best is None or rank < best_rank:
                 best, best_rank = peer, rank
         return best

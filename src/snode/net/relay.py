@@ -75,7 +75,9 @@ class Relay:
         self.gossip = ProofGossip(registered=lambda key: key in self.node.state.service_nodes,
                                   accepted_at=self.node.proofs.last_accepted,
                                   connected=lambda peer: peer in self.peers.peers,
-                                  outbound=lambda peer: isinstance(peer, Peer) and peer.outbound)
+                                  outbound=lambda peer: isinstance(peer, Peer) and peer.outbound,
+                                  clock=self.node.now,
+                                  address=lambda peer: peer.key if isinstance(peer, Peer) else peer)
         peers.on(P.NewBlock, self._on_new_block)
         peers.on(P.NewTransaction, self._on_new_transaction)
         peers.on(P.Proof, self._on_proof)
@@ -94,7 +96,8 @@ class Relay:
         hub.subscribe(PeerConnected, self._on_peer_connected)
         self._announcing = False
         self._wake: tuple[float, asyncio.TimerHandle] | None = None
-        """When `_ask_due` runs next, and its timer."""
+        """When `_ask_due` runs next, and its timer (cancelled at stop: `_announce_every`)."""
+        self._stopped = False
 
     # --- in -----------------------------------------------------------------------------------
 
@@ -269,23 +272,30 @@ class Relay:
             hub.publish(ProofMessage(peer, peer.ip, peer.name, P.Proof(proof, relayed=True)))
 
     def _on_peer_connected(self, event: PeerConnected) -> None:
+        self.gossip.state(event.peer)  # made now: its connection's place among the announcers
         if not self._announcing:  # the first peer: the peer manager runs (`stop` ends the task)
             self._announcing = True
             self.peers.spawn(self._announce_every(), "proof announcements")
 
     async def _announce_every(self) -> None:
-        while True:
-            await asyncio.sleep(INV_INTERVAL)
-            try:
-                self._announce_proofs()
-            except Exception:  # a bug here must not end the announcements
-                log.exception("announcing uptime proofs failed")
+        try:
+            while True:
+                await asyncio.sleep(INV_INTERVAL)
+                try:
+                    self._announce_proofs()
+                except Exception:  # a bug here must not end the announcements
+                    log.exception("announcing uptime proofs failed")
+        finally:  # the peer manager stops (it cancels this task): no timer outlives it
+            self._stopped = True
+            if self._wake is not None:
+                self._wake[1].cancel()
+                self._wake = None
 
     def _wake_at_next_due(self) -> None:
         """Ask for what is wanted at its time (an inbound announcer's delay is shorter than
         the announcements' round), not only at the next round."""
         when = self.gossip.next_due()
-        if when is None or (self._wake is not None and self._wake[0] <= when):
+        if when is None or self._stopped or (self._wake is not None and self._wake[0] <= when):
             return
         if self._wake is not None:
             self._wake[1].cancel()
