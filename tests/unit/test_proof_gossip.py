@@ -14,6 +14,7 @@ from snode.core.proofs import UptimeProof
 from snode.net import limits as L
 from snode.net import protocol as P
 from snode.net.proof_gossip import PeerProofs, ProofGossip
+from snode.net.proof_peers import PARKED
 from snode.net.protocol import MAX_PROOF_IDS, GetProofs
 from snode.params import PROOF_CLOCK_TOLERANCE
 
@@ -105,7 +106,7 @@ def test_a_peer_that_goes_hands_its_requests_to_the_next_announcer() -> None:
     g.announced("out-a", [(KEYS[1], 10)], now=0)
     g.announced("out-b", [(KEYS[1], 10)], now=0)
     assert g.gone("out-a", now=1) == [("out-b", GetProofs([(KEYS[1], 10)]))]
-    assert "out-a" not in g.peers
+    assert "out-a" not in g.peers and g.failures == {"out-a": 1}, "it left with what it owed"
 
 
 def test_a_peer_that_left_is_never_given_state_again() -> None:
@@ -311,3 +312,102 @@ def test_a_copy_answered_at_the_deadline_moves_on_to_one_announcer_only() -> Non
     g.answered("out-a", [proof(*wanted)], now=L.PROOF_REQUEST_TIMEOUT - L.PROOF_JUDGE_TIMEOUT)
     assert g.due(L.PROOF_REQUEST_TIMEOUT) == [("out-b", GetProofs([wanted]))]
     assert g.failures == {"out-a": 1} and g.wanted[wanted].asked == "out-b"
+
+
+def test_an_asked_announcer_that_withdraws_and_answers_empty_is_charged() -> None:
+    """The review's delay: one attacker's connections, older than the honest announcer's, are
+    each asked in turn and, before answering empty, announce a made-up newer id of the signer
+    (withdrawing the offer asked for). It is charged all the same, so the honest announcer is
+    asked next; a proof it pushes unasked, even one accepted, takes nothing off its failures."""
+    g = gossip(address=lambda peer: str(peer).split("#")[0])
+    wanted, made_up = (KEYS[1], 10), (KEYS[1], 11)
+    attackers = ["x#0", "x#1", "x#2", "x#3", "x#4"]  # literals: peers are compared by identity
+    for peer in [*attackers, "h"]:
+        state(g, peer)  # the attacker's connections are the older ones
+        g.announced(peer, [wanted], now=0)
+    assert g.due(L.INBOUND_ASK_DELAY) == [("x#0", GetProofs([wanted]))]
+    g.announced("x#0", [made_up], now=5)
+    assert g.answered("x#0", [], now=5.1).requests == [("h", GetProofs([wanted]))]
+    assert g.failures == {"x": 1}
+    g.accepted(proof(KEYS[2], 10), source="x#1")  # a proof pushed, never asked for
+    g.accepted(proof(*made_up), source="x#2")  # a copy of what it announced, before it was asked
+    assert g.failures == {"x": 1}, "only a copy brought in answer to our GetProofs takes one off"
+    g.accepted(proof(*made_up), source="h")
+    assert g.failures == {"x": 1}, "nothing asked of h: nothing to forgive, nothing charged"
+
+    g = gossip()  # five addresses: each is charged once, and is asked after h from then on
+    for peer in [*attackers, "h"]:
+        g.announced(peer, [wanted], now=0)
+    requests, now = g.due(L.INBOUND_ASK_DELAY), L.INBOUND_ASK_DELAY
+    while requests[0][0] != "h":
+        [(asked, _)] = requests
+        now += L.PROOF_REQUEST_TIMEOUT - 0.1
+        g.announced(asked, [made_up], now=now - 0.05)
+        requests = g.answered(asked, [], now=now).requests
+    assert g.failures == dict.fromkeys(attackers, 1)
+    later = (KEYS[1], 12)
+    for peer in [*attackers, "h"]:
+        g.announced(peer, [later], now=now)
+    assert g.due(now + L.INBOUND_ASK_DELAY) == [("h", GetProofs([later]))], "h first the next time"
+
+
+def test_an_answer_asks_for_every_live_parked_want_it_has_room_for() -> None:
+    """The review's stranding, scaled down: what was parked on a peer and has since been
+    outdated (a newer proof of its signer accepted) does not take the room of the live wants
+    when the peer answers: no live want stays parked while an announcer of it has room."""
+    book: dict[bytes, int] = {}
+    g = gossip(book)
+    cap = L.MAX_PROOFS_ASKED_PER_PEER
+    announce(g, "out-a", [(key, 10) for key in MANY[:2 * cap + 1]])
+    g.due(0)
+    a = state(g, "out-a")
+    assert a.asked == cap and len(a.parked) == cap + 1
+    live = sorted(a.parked)[0]
+    for key, _ in sorted(a.parked)[1:]:  # their signers proved again, straight to us
+        book[key] = 20
+        g.accepted(proof(key, 20), source=None)
+    now = 1.0
+    while a.requests:
+        _, ids = a.requests[0]
+        g.answered("out-a", [proof(*key) for key in ids], now=now)
+        for signer, timestamp in ids:
+            book[signer] = timestamp
+            g.accepted(proof(signer, timestamp), source="out-a")
+        for want in g.wanted.values():
+            assert want.due != PARKED or all(g.peers[p].asked >= cap for p in want.announcers)
+        now += 0.01
+    assert live not in g.wanted and g.wanted == {} and not a.parked
+
+
+def test_an_outbound_announcer_is_asked_before_an_inbound_one_that_failed_less() -> None:
+    g = gossip()
+    wanted = (KEYS[1], 10)
+    g.announced("out-a", [wanted], now=0)
+    g.announced("h", [wanted], now=0)
+    g.announced("out-b", [wanted], now=0)
+    g.failures["out-b"] = 2
+    assert g.answered("out-a", [], now=1).requests == [("out-b", GetProofs([wanted]))]
+
+
+def test_a_parked_want_is_asked_when_a_new_peer_announces_it() -> None:
+    """A want parked on a full outbound announcer is looked at again when an inbound peer with
+    room announces it, and asked of it after INBOUND_ASK_DELAY."""
+    g = gossip()
+    announce(g, "out-a", [(key, 10) for key in MANY[:L.MAX_PROOFS_ASKED_PER_PEER]])
+    late = (KEYS[1], 10)
+    assert g.announced("out-a", [late], now=0) is None
+    assert g.due(0) == [] and late in state(g, "out-a").parked
+    g.announced("b", [late], now=1)
+    assert g.due(1 + L.INBOUND_ASK_DELAY) == [("b", GetProofs([late]))]
+
+
+def test_the_failed_addresses_are_bounded_oldest_out() -> None:
+    g = gossip()
+    extra = 10
+    for n in range(L.MAX_FAILED_ADDRESSES + extra):
+        peer = f"out-{n}"  # one object: peers are compared by identity
+        g.announced(peer, [(MANY[n % len(MANY)], 10)], now=0)
+        g.answered(peer, [], now=1)
+        g.gone(peer, now=1)
+    assert len(g.failures) == L.MAX_FAILED_ADDRESSES
+    assert "out-0" not in g.failures and f"out-{L.MAX_FAILED_ADDRESSES + extra - 1}" in g.failures

@@ -74,11 +74,14 @@ class ProofGossip:
         self.address = address
         """A peer's address key (`Peer.key`): its connections share their failures."""
         self.failures: OrderedDict[Hashable, int] = OrderedDict()
-        """Address -> ids its connections announced, were asked for, and brought no copy of that
-        was accepted, since the last one that was (MAX_FAILED_ADDRESSES, oldest out). Kept across
-        reconnects: a new connection of an address that failed does not start afresh. An honest
-        announcer fails now and then (it serves only a signer's newest proof) and is cleared at
-        its next good copy; an attacker that answers empty or forged only fails."""
+        """Address -> ids its connections were asked for and brought no copy of that was accepted,
+        less one for each that did (MAX_FAILED_ADDRESSES, oldest out). Kept across reconnects: a
+        new connection of an address that failed does not start afresh. A peer asked is charged
+        whatever it announced since (an attacker could withdraw its offer by announcing a
+        made-up newer id first); only a copy it brought of an id we asked it for takes one off
+        (a proof it pushes unasked does not). An honest announcer fails now and then (it serves
+        only a signer's newest proof) and earns it back; an attacker that answers empty or
+        forged only fails."""
         self._connections = 0
         self.pending: dict[bytes, UptimeProof] = {}
         """Proofs accepted since the last announcement, the newest per signer."""
@@ -114,10 +117,12 @@ class ProofGossip:
         if len(self.served) > L.MAX_WANTED_PROOFS:  # keys that left the registry long ago
             del self.served[next(iter(self.served))]
         self.pending[proof.pubkey] = proof
+        want = self.wanted.get((proof.pubkey, proof.timestamp))
         self._drop_want((proof.pubkey, proof.timestamp))
         if source is None:
             return
-        self.failures.pop(self.address(source), None)
+        if want is not None and want.asked is source:
+            self._forgive(self.address(source))  # it brought what we asked it for
         state = self.state(source)
         if state is not None:
             state.learn(proof.pubkey, proof.timestamp)
@@ -249,6 +254,8 @@ class ProofGossip:
                 owed.append(key)
             elif want.asked is None and not want.announcers:
                 alone.append(key)
+        for _ in owed:
+            self._charge(state.address)
         if not state.outbound:
             self.inbound_offers -= len(state.offered)
         state.offered.clear()
@@ -272,7 +279,8 @@ class ProofGossip:
 
     def _withdraw(self, peer: Peer, key: ProofId) -> None:
         """`peer` announced a newer proof of `key`'s signer: it no longer serves `key` (if it
-        was asked for it, its answer or its time-out settles that, and is not its failure)."""
+        was asked for it, its answer or its time-out settles that, and charges it if it lacks
+        the copy: a made-up newer id does not excuse an empty answer)."""
         self._unoffer(peer, key)
         want = self.wanted.get(key)
         if want is not None and peer in want.announcers:
@@ -351,12 +359,20 @@ class ProofGossip:
         """`peer` was asked for `key` and brought no copy that was accepted: not asked for it
         again, and one failure more."""
         state = self.peers.get(peer)
-        if state is not None and state.offered.get(key[0]) == key[1]:
+        if state is not None:
             self._unoffer(peer, key)
-            failures = self.failures
-            failures[state.address] = failures.pop(state.address, 0) + 1
-            if len(failures) > L.MAX_FAILED_ADDRESSES:
-                del failures[next(iter(failures))]
+            self._charge(state.address)
+
+    def _charge(self, address: Hashable) -> None:
+        failures = self.failures
+        failures[address] = failures.pop(address, 0) + 1
+        if len(failures) > L.MAX_FAILED_ADDRESSES:
+            del failures[next(iter(failures))]
+
+    def _forgive(self, address: Hashable) -> None:
+        left = self.failures.pop(address, 0) - 1
+        if left > 0:
+            self.failures[address] = left
 
     def _park(self, key: ProofId, want: Want) -> None:
         """No announcer of `key` may be asked more: no timer, until one of them answers (or
@@ -366,15 +382,24 @@ class ProofGossip:
             self.peers[peer].parked.add(key)
 
     def _unpark(self, state: PeerProofs, now: float) -> Requests:
-        """`state`'s peer answered: ask for the wants parked on it, as many as it has room for."""
-        parked, wanted, keys = state.parked, self.wanted, list[ProofId]()
-        room = L.MAX_PROOFS_ASKED_PER_PEER - state.asked
-        while parked and len(keys) < room:
-            key = parked.pop()
-            want = wanted.get(key)
-            if want is not None and want.asked is None and want.due == PARKED:
+        """`state`'s peer answered: ask for the wants parked on it until it has no room left.
+        Only live wants count: one we have a proof as new of is let go, and one given to a
+        better announcer leaves this one's room for the next (each parked key looked at once)."""
+        parked, wanted, out = state.parked, self.wanted, Requests()
+        budget = len(parked)
+        while parked and budget and state.asked < L.MAX_PROOFS_ASKED_PER_PEER:
+            keys, room = list[ProofId](), L.MAX_PROOFS_ASKED_PER_PEER - state.asked
+            while parked and budget and len(keys) < room:
+                key, budget = parked.pop(), budget - 1
+                want = wanted.get(key)
+                if want is None or want.asked is not None or want.due != PARKED:
+                    continue
+                if self._have(key):
+                    self._drop_want(key)
+                    continue
                 keys.append(key)
-        return self._next(None, keys, now)
+            out += self._next(None, keys, now)
+        return out
 
     def _choose(self, announcers: list[Peer], asks: dict[Peer, list[ProofId]]) -> Peer | None:
         """The announcer to ask, of those that may be asked more: outbound before inbound (an
