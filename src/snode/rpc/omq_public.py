@@ -47,9 +47,14 @@ RATE: Final = 20.0
 BURST: Final = 40.0
 MAX_CLIENTS_TRACKED: Final = 10_000
 QUEUE: Final = 64
-"""ZeroMQ's high-water marks, per connection: a client's requests beyond it wait in TCP (ZeroMQ
-stops reading that connection), answers beyond it to a client that does not read are dropped. So
-one connection holds at most 64 requests of MAX_MESSAGE and 64 answers in the daemon's memory."""
+"""ZeroMQ's receive high-water mark, per connection: a client's requests beyond it wait in TCP
+(ZeroMQ stops reading that connection), so one connection holds at most 64 requests of
+MAX_MESSAGE in the daemon's memory."""
+ANSWERS_QUEUED: Final = 1_000
+"""ZeroMQ's send high-water mark, per connection: answers beyond it to a client that does not read
+are dropped. Not QUEUE: a client that pipelines its requests (sends many, then reads) must get
+every answer even when the daemon answers faster than ZeroMQ's I/O thread writes (64 dropped
+answers of a 500-request burst under load)."""
 REQUESTS_A_TURN: Final = 64
 """Requests answered before the server lets the event loop run (a queued request, a 429 or a
 method that does not wait is answered without a suspension): one client's flood cannot hold the
@@ -127,7 +132,7 @@ class PublicOmq:
         router.setsockopt(zmq.CURVE_PUBLICKEY, self.server_key)
         router.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
         router.setsockopt(zmq.RCVHWM, QUEUE)
-        router.setsockopt(zmq.SNDHWM, QUEUE)
+        router.setsockopt(zmq.SNDHWM, ANSWERS_QUEUED)
         router.setsockopt(zmq.LINGER, 0)
         router.setsockopt(zmq.ROUTER_MANDATORY, 0)
         host = f"[{self.host}]" if ":" in self.host else self.host
