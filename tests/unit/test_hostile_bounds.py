@@ -116,6 +116,21 @@ def test_a_block_frame_over_the_block_limit_is_refused_before_it_is_read() -> No
     assert len(P.FrameDecoder().feed(small)) == 1
 
 
+def test_what_follows_a_hello_in_the_same_read_waits_for_the_handshake_s_limit() -> None:
+    """A peer sends its first messages once it has our Hello, so they can reach us in one read
+    with its own Hello: they are judged by the limit after the handshake, not the Hello's."""
+    hello = P.frame(P.Ping(1))
+    inv = P.frame(P.ProofInv([(os.urandom(32), 1)] * P.MAX_PROOF_IDS))
+    assert len(inv) > 4_096
+    decoder = P.FrameDecoder(max_frame=4_096, one_frame=True)
+    assert decoder.feed(hello + inv + hello) == [hello[P.HEADER_BYTES:]]
+    assert decoder.open_up(P.MAX_FRAME) == [inv[P.HEADER_BYTES:], hello[P.HEADER_BYTES:]]
+    assert decoder.feed(hello + hello) == [hello[P.HEADER_BYTES:]] * 2, "many a feed from then on"
+    early = P.FrameDecoder(max_frame=4_096, one_frame=True)
+    with pytest.raises(P.ProtocolViolation, match="exceeds the 4096-byte limit"):
+        early.feed(inv)  # the first frame is the Hello's: its limit holds
+
+
 def test_a_small_message_is_refused_on_its_tag_before_its_body_is_read() -> None:
     big_ping = (100_000).to_bytes(P.HEADER_BYTES, "big") + b"\x91\x02"  # a Ping's head, 100 KB long
     with pytest.raises(P.ProtocolViolation, match="sent a Ping frame of 100000 bytes; the limit for it is 65536"):

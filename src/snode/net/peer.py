@@ -78,7 +78,7 @@ class Peer:
         """What its score, its ban and MAX_PER_IP hold (`bans.address_key`)."""
         self.hello: P.Hello | None = None
         self.height = 0
-        self.decoder = FrameDecoder(max_frame=HELLO_MAX_FRAME)
+        self.decoder = FrameDecoder(max_frame=HELLO_MAX_FRAME, one_frame=True)
         self.inbox: deque[bytes] = deque()
         """Frames read but not handled yet: at most one read's worth (bounded by MAX_FRAME)."""
         now = time.monotonic()

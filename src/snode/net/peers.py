@@ -296,7 +296,7 @@ class PeerManager:
             if not self._accept_hello(peer, first):
                 return False
             handshook = True
-            peer.decoder.max_frame = P.MAX_FRAME
+            peer.inbox.extend(peer.decoder.open_up(P.MAX_FRAME))  # what followed its Hello
             self.peers.add(peer)
             log.info("connected to peer %s (%s, height %d)", peer.name,
                      "outbound" if peer.outbound else "inbound", peer.height, extra=limited(peer))

@@ -264,8 +264,12 @@ def parse(payload: bytes) -> Message:
 class FrameDecoder:
     """Feed bytes, take complete payloads. Sans-IO: the caller owns the socket."""
 
-    def __init__(self, max_frame: int = MAX_FRAME) -> None:
+    def __init__(self, max_frame: int = MAX_FRAME, *, one_frame: bool = False) -> None:
         self.max_frame = max_frame
+        self.one_frame = one_frame
+        """Take one frame a feed (a handshake's Hello): the bytes after it stay unread, under no
+        limit yet, until `open_up` sets the limit they are to be judged by. A peer sends its
+        first messages as soon as it has our Hello, so they may come in one read with its own."""
         self._buffer = bytearray()
 
     def feed(self, data: bytes) -> list[bytes]:
@@ -285,7 +289,14 @@ class FrameDecoder:
                 break
             out.append(bytes(self._buffer[HEADER_BYTES:HEADER_BYTES + size]))
             del self._buffer[:HEADER_BYTES + size]
+            if self.one_frame:
+                break
         return out
+
+    def open_up(self, max_frame: int) -> list[bytes]:
+        """Frames of up to `max_frame` from now on, many a feed; the complete ones held back."""
+        self.max_frame, self.one_frame = max_frame, False
+        return self.feed(b"")
 
     def needed(self) -> int:
         """Bytes still missing for the frame in progress (0 when none is in progress)."""
