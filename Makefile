@@ -28,7 +28,7 @@ walkthrough: $(STAMP)
 
 test: $(STAMP)
 	$(COMPILE)
-	$(PY) -m pytest -n 2 --dist load --maxschedchunk 1 -q -m "not browser and not binary and not wheel and not container" tests
+	$(PY) -m pytest -n 2 --dist load --maxschedchunk 1 -q --durations=25 -m "not browser and not binary and not wheel and not container" tests
 
 # The web view in headless Chromium (Debian's package, installed when missing; we run as root on
 # CI machines, otherwise this asks for sudo).
