@@ -35,7 +35,9 @@ def fund_and_unlock(generator: Any, payments: dict[bytes, int]) -> None:
 
 
 def register(sn: Any, via: Any, operator: SigningKey, amount: int, *, cut: str = "0") -> str:
-    """Ask daemon `sn` for its registration command and pay it from `operator` through `via`."""
+    """Ask daemon `sn` for its registration command and pay it from `operator` through `via`
+    (once `sn` has caught up: a syncing daemon refuses, as the operator is told)."""
+    wait_until(lambda: sn.get_info()["target_height"] == 0, timeout=30, what=f"node{sn.index} caught up")
     cmd = sn.get_service_node_registration_cmd(
         operator_cut=cut, contributor_addresses=[address_of(sn, operator)], contributor_amounts=[amount],
     )["registration_cmd"]
