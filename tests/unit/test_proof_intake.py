@@ -143,7 +143,7 @@ async def test_a_later_proof_never_overtakes_a_batch_that_is_out(chain: LabChain
         flood = arrivals(node, 20)
         for arrival in flood:
             intake.add(arrival)
-        await asyncio.sleep(0)  # the batch goes out
+        await asyncio.sleep(0)  # one loop turn, an ordering step not a wait: the batch is out, its answer not yet taken
         later = Arrival(proof(node, SN_LABELS[0], flood[-1].proof.timestamp + 1), object(), "peer", relayed=True)
         intake.add(later)
         await wait_async(lambda: len(verdicts.said) == len(flood) + 1, what="every proof judged")

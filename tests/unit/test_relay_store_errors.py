@@ -21,7 +21,7 @@ from snode.node.verifier import InlineVerifier
 from snode.node.writer import ChainWriter
 from snode.store.errors import DatabaseDamaged, StoreError
 from snode.store.memory import MemoryStore
-from tests.unit.conftest import new_chain
+from tests.unit.conftest import new_chain, wait_async
 
 
 class RefusingWriter(ChainWriter):
@@ -73,21 +73,25 @@ class SlowWriter(ChainWriter):
         await self.go.wait()
 
 
-def test_copies_of_a_block_being_accepted_are_not_decoded_or_handed_on_again() -> None:
+def relay_node() -> tuple[Node, Block]:
+    """A node at genesis of a new chain, and that chain's next block."""
     chain = new_chain()
     node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
                 state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
-    block = chain.mine()[0]
+    return node, chain.mine()[0]
+
+
+def test_copies_of_a_block_being_accepted_are_not_decoded_or_handed_on_again() -> None:
+    node, block = relay_node()
     writer = SlowWriter(node)
     relay = Relay(SimpleNamespace(on=lambda kind, handler: None), writer)  # type: ignore[arg-type]
     peers = [sender(i) for i in (8, 9)]
 
     async def both() -> None:
-        copies = []
-        for peer in peers:
-            copies.append(asyncio.create_task(relay._on_new_block(peer, P.NewBlock(block=encode(block)))))
-            await asyncio.sleep(0)  # the first copy is at the writer before the second arrives
-        await asyncio.sleep(0)
+        copies = [asyncio.create_task(relay._on_new_block(peers[0], P.NewBlock(block=encode(block))))]
+        await wait_async(lambda: writer.handed == [block], what="the first copy at the writer")
+        copies.append(asyncio.create_task(relay._on_new_block(peers[1], P.NewBlock(block=encode(block)))))
+        await wait_async(lambda: copies[1].done(), what="the second copy dealt with")
         writer.go.set()
         await asyncio.wait_for(asyncio.gather(*copies, return_exceptions=True), timeout=10)
 
@@ -111,10 +115,7 @@ class PickyWriter(SlowWriter):
 
 
 def test_a_copy_forged_under_the_real_header_does_not_cost_the_honest_copies() -> None:
-    chain = new_chain()
-    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
-                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
-    block = chain.mine()[0]
+    node, block = relay_node()
     forged = msgspec.structs.replace(block, transactions=())
     writer = PickyWriter(node, block)
     relay = Relay(SimpleNamespace(on=lambda kind, handler: None), writer)  # type: ignore[arg-type]
@@ -122,7 +123,7 @@ def test_a_copy_forged_under_the_real_header_does_not_cost_the_honest_copies() -
 
     async def both() -> BaseException | None:
         first = asyncio.create_task(relay._on_new_block(forger, P.NewBlock(block=encode(forged))))
-        await asyncio.sleep(0)  # the forged copy is at the writer when the honest one arrives
+        await wait_async(lambda: writer.handed == [forged], what="the forged copy at the writer")
         await relay._on_new_block(honest, P.NewBlock(block=encode(block)))
         writer.go.set()
         results = await asyncio.wait_for(asyncio.gather(first, return_exceptions=True), timeout=10)
@@ -137,10 +138,7 @@ def test_a_copy_forged_under_the_real_header_does_not_cost_the_honest_copies() -
 def test_one_peers_forged_copies_do_not_crowd_out_an_honest_copy() -> None:
     """Copies parked behind a forged first copy: one per address, none from the forger's, so
     its many forged copies (over several connections) leave room for the honest one."""
-    chain = new_chain()
-    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
-                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
-    block = chain.mine()[0]
+    node, block = relay_node()
     forged = msgspec.structs.replace(block, transactions=())
     writer = PickyWriter(node, block)
     scored: list[str] = []
@@ -152,7 +150,7 @@ def test_one_peers_forged_copies_do_not_crowd_out_an_honest_copy() -> None:
 
     async def flood() -> None:
         first = asyncio.create_task(relay._on_new_block(forger, P.NewBlock(block=encode(forged))))
-        await asyncio.sleep(0)  # the forged copy is at the writer
+        await wait_async(lambda: writer.handed == [forged], what="the forged copy at the writer")
         for i in range(2 * MAX_PARKED):  # the forger again, on more connections of its address
             await relay._on_new_block(sender(8, 9300 + i), P.NewBlock(block=encode(forged)))
         await relay._on_new_block(accomplice, P.NewBlock(block=encode(forged)))
