@@ -110,7 +110,7 @@ def stage(
         old = extending
         batch = StagedBatch(
             base=old.base, state=old.state, commits=old.commits[:], checks=old.checks[:],
-            ends=old.ends[:], pending=old.pending[:], failure=old.failure,
+            ends=old.ends[:], pending=old.pending[:], failure=old.failure, reused=old.reused,
         )
         if batch.commits:
             batch.commits[-1] = batch.commits[-1]._replace(state=None)  # set again below
