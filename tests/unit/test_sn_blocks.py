@@ -10,69 +10,29 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from snode.core.blocks import Block, Checkpoint, block_hash
-from snode.core.crypto import SigningKey
+from snode.core.blocks import Checkpoint, block_hash
 from snode.core.errors import InvalidBlock
 from snode.core.finality import assemble_checkpoint, checkpoint_message
 from snode.core.mempool import Mempool
 from snode.core.participation import miss_count
 from snode.core.production import build_block
-from snode.core.pulse import (
-    Mode, RoundQuorum, backstop_time, production_mode, round_quorum, round_window, signer_set,
-    validator_message,
-)
-from snode.core.service_nodes import StateChangeKind
+from snode.core.pulse import backstop_time, round_quorum, round_window
 from snode.core.state import (
     ChainState, Quorum, immutable_height, last_checkpoint,
 )
 from snode.core.transition import apply_block
-from snode.devchain import key_from_label
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
-from snode.params import COIN, DEVNET
+from snode.params import DEVNET
 from snode.store import DATABASE_FILE, ChainStore
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import LabChain
-
-SN_LABELS = [f"sn block {i}" for i in range(4)]
-KEYS: dict[bytes, SigningKey] = {k.public: k for k in map(key_from_label, SN_LABELS)}
+from tests.unit.sn_chain import KEYS, advance, new_sn_chain, sn_block
 
 
 @pytest.fixture
 def sn_chain() -> LabChain:
-    """A devnet chain whose four registered nodes (the devnet minimum) are active and payable: service nodes
-    produce its next block."""
-    operators = [f"op {label}" for label in SN_LABELS]
-    chain = LabChain.create({key_from_label(op).public: 1_000_000 * COIN for op in operators}, params=DEVNET)
-    nodes = [chain.new_node(op, label) for op, label in zip(operators, SN_LABELS)]
-    for pubkey in nodes[:3]:
-        chain.change_state(pubkey, StateChangeKind.ACTIVATE)
-    chain.mine(DEVNET.payable_grace)
-    assert production_mode(chain.state, DEVNET) is Mode.AUTHORITY  # three active, four needed
-    chain.change_state(nodes[3], StateChangeKind.ACTIVATE)  # the authority's last block
-    assert production_mode(chain.state, DEVNET) is Mode.SERVICE_NODES
-    return chain
-
-
-def sn_block(
-    state: ChainState, chain: LabChain, *, round: int = 0, signers: int | None = None,
-    checkpoint: Checkpoint | None = None,
-) -> tuple[Block, RoundQuorum]:
-    """The block of `round` on `state`, built by its leader and signed by `signers` of its
-    validators (all by default)."""
-    quorum = round_quorum(state, round, DEVNET)
-    start, _ = round_window(state.timestamp, round, DEVNET)
-    block, _ = build_block(state, Mempool(), chain.consensus, KEYS[quorum.leader], timestamp=start,
-                           round=round, checkpoint=checkpoint)
-    message = validator_message(DEVNET.network_id, block_hash(block.header))
-    chosen = quorum.validators[:len(quorum.validators) if signers is None else signers]
-    bitset, signatures = signer_set(quorum.validators, {v: KEYS[v].sign(message) for v in chosen})
-    return msgspec.structs.replace(block, validator_bitset=bitset, validator_signatures=signatures), quorum
-
-
-def advance(chain: LabChain, block: Block) -> None:
-    chain.now = max(chain.now, block.header.timestamp)
-    chain.apply(block)
+    return new_sn_chain()
 
 
 def test_a_block_of_the_round_leader_with_its_validators_signatures_is_accepted(sn_chain):

@@ -53,9 +53,9 @@ from snode.core.tx_rules import Working, apply_one, apply_transaction, check_tra
 from snode.params import MAX_BLOCK_BYTES, MAX_FUTURE_BLOCK_TIME, STATE_CHANGE_WINDOW
 
 __all__ = [  # what other modules take from here; the transaction rules live in tx_rules
-    "AppliedBlock", "BatchVerifier", "SigCheck", "apply_block", "apply_block_encoded",
-    "after_stake_returns", "apply_transaction", "check_block_stateless", "check_header",
-    "check_transaction",
+    "AppliedBlock", "BatchVerifier", "EncodedBlock", "SigCheck", "apply_block", "apply_block_encoded",
+    "apply_block_parts", "after_stake_returns", "apply_transaction", "check_block_size",
+    "check_block_stateless", "check_header", "check_transaction",
     "coinbase_outputs", "fee_recipient", "make_coinbase", "verify_serially",
 ]
 
@@ -136,12 +136,17 @@ def _encode(block: Block) -> EncodedBlock:
     header = encode(block.header)
     txs = [encode(tx) for tx in block.transactions]
     data = encode_block_from_parts(block, header, txs)
-    if len(data) > MAX_BLOCK_BYTES:
-        raise InvalidBlock(f"block is {len(data)} bytes; the limit is {MAX_BLOCK_BYTES}")
+    check_block_size(data)
     ids = [hash32(raw) for raw in txs]
     if tx_root(ids) != block.header.tx_root:
         raise InvalidBlock("block transaction root does not match its transactions")
     return EncodedBlock(header, txs, data, ids, hash32(header))
+
+
+def check_block_size(data: bytes) -> None:
+    """The size rule, on the block's encoding (`encode(block)`)."""
+    if len(data) > MAX_BLOCK_BYTES:
+        raise InvalidBlock(f"block is {len(data)} bytes; the limit is {MAX_BLOCK_BYTES}")
 
 
 # --- 3. the signers -----------------------------------------------------------------------
@@ -356,6 +361,15 @@ def apply_block_encoded(
     verifier: BatchVerifier = verify_serially, now: int | None = None, template: bool = False,
 ) -> AppliedBlock:
     """`apply_block`, also returning the block's encoding and its transaction ids."""
+    return apply_block_parts(state, block, consensus, verifier, now, template)[0]
+
+
+def apply_block_parts(
+    state: ChainState, block: Block, consensus: Consensus, verifier: BatchVerifier,
+    now: int | None, template: bool,
+) -> tuple[AppliedBlock, EncodedBlock, RoundQuorum | None]:
+    """`apply_block_encoded`, with the encoding of each part of the block and its round's quorum
+    (None: an authority block), which `core.final_block` keeps for the signed block."""
     quorum = check_header(state, block, consensus, now)
     state = with_index(state)
     enc = _encode(block)
@@ -369,7 +383,7 @@ def apply_block_encoded(
     index = updated_index(registry_index(state), service_nodes, w.service_nodes.old)
     _record_quorums(w, state, index, enc.hash, block.header.height, consensus)
     run_checks(w.checks, verifier, InvalidBlock)
-    return _applied(state, block, enc, w, service_nodes, index, quorum, consensus)
+    return _applied(state, block, enc, w, service_nodes, index, quorum, consensus), enc, quorum
 
 
 def _applied(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from snode.core.chain import is_better_tip
 from snode.core.errors import InvalidBlock, SnodeError
+from snode.core.final_block import CheckedTemplate, apply_final
 from snode.core.finality import reorg_allowed
 from snode.core.genesis import Consensus
 from snode.core.state import ChainState, Undo, immutable_height, undo_block
@@ -56,6 +57,8 @@ class StagedBatch:
     """(offset in `checks`, the verifier's answer) per hand-off."""
     failure: SnodeError | None = None
     """The rule the block after `commits` broke, if one did."""
+    reused: int = 0
+    """How many of `commits` took the result of their template's check (`apply_final`)."""
 
     @property
     def height(self) -> int:
@@ -95,16 +98,19 @@ class StoredBatch:
 def stage(
     base: ChainState, blocks: list[Block], consensus: Consensus, verifier: Verifier, now: int, *,
     after: StagedBatch | None = None, extending: StagedBatch | None = None,
+    template: CheckedTemplate | None = None,
 ) -> StagedBatch:
     """`Node.stage_batch`: apply `blocks` on `base` (the tip, or `after`'s state), or joined to
-    `extending`, handing their signatures to `verifier` in chunks."""
+    `extending`, handing their signatures to `verifier` in chunks. `template`: a check of one
+    of them as a template, whose result that block takes if it is provably the same block on
+    the same parent (`apply_final`)."""
     if extending is not None:
         if after is not None:
             raise ValueError("stage_batch takes `after` or `extending`, not both")
         old = extending
         batch = StagedBatch(
             base=old.base, state=old.state, commits=old.commits[:], checks=old.checks[:],
-            ends=old.ends[:], pending=old.pending[:], failure=old.failure,
+            ends=old.ends[:], pending=old.pending[:], failure=old.failure, reused=old.reused,
         )
         if batch.commits:
             batch.commits[-1] = batch.commits[-1]._replace(state=None)  # set again below
@@ -113,12 +119,13 @@ def stage(
         if after is not None and after.failure is not None:
             batch.failure = after.failure  # nothing can follow an invalid block
     with collector_paused():
-        _apply_into(batch, blocks, consensus, verifier, now)
+        _apply_into(batch, blocks, consensus, verifier, now, template)
     return batch
 
 
 def _apply_into(
     batch: StagedBatch, blocks: list[Block], consensus: Consensus, verifier: Verifier, now: int,
+    template: CheckedTemplate | None,
 ) -> None:
     checks = batch.checks
     chunk_start = len(checks)
@@ -134,7 +141,11 @@ def _apply_into(
     state = batch.state
     for block in blocks if batch.failure is None else ():
         try:
-            applied = apply_block_encoded(state, block, consensus, verifier=collect, now=now)
+            applied = (apply_final(state, block, template, consensus, verifier=collect)
+                       if template is not None else None)
+            batch.reused += applied is not None
+            if applied is None:
+                applied = apply_block_encoded(state, block, consensus, verifier=collect, now=now)
         except SnodeError as err:
             batch.failure = err
             break

@@ -36,7 +36,6 @@ from snode.core.service_nodes import status_words
 from snode.core.pulse import Mode, production_mode
 from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
 from snode.core.transactions import Transaction, txid
-from snode.core.transition import apply_block
 from snode.core.units import format_age
 from snode.node.batches import (
     Reorganization, StagedBatch, StaleBatch, StoredBatch, collector_paused, reorganization, stage,
@@ -48,6 +47,7 @@ from snode.node.participation import LIVE_SECONDS, ParticipationBook
 from snode.node.own_proof import Identity, OwnProof
 from snode.node import saved
 from snode.node.proofs import check_against
+from snode.node.templates import CheckedTemplates
 from snode.node.verifier import InlineVerifier, Verifier
 from snode.params import NetworkParams
 from snode.store import DatabaseDamaged, StoreError
@@ -99,6 +99,7 @@ class Node:
         for verdict in (OwnProofAccepted, OwnProofRefused):  # `OwnProof`'s changes of the proof book
             self.hub.subscribe(verdict, self._revise)
         self._owners = OwnerIndex()
+        self.templates = CheckedTemplates()  # checked by this validator, for their signed blocks
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -262,7 +263,11 @@ class Node:
         commits the blocks before it and the error is raised when they are adopted.
         """
         base = after.state if after is not None else self._state
-        return stage(base, blocks, self.consensus, self.verifier, now, after=after, extending=extending)
+        template = self.templates.of(blocks) if after is None and extending is None else None
+        batch = stage(base, blocks, self.consensus, self.verifier, now, after=after, extending=extending,
+                      template=template)
+        self.templates.reused += batch.reused
+        return batch
 
     def store_batch(self, batch: StagedBatch, *, defer_state: bool = False) -> StoredBatch:
         """Step 2: make a staged batch durable once its signatures check out: its rows are
@@ -350,8 +355,9 @@ class Node:
 
     def check_template(self, block: Block, now: int) -> None:
         """A validator's check of a round leader's block: every rule of a next block but the
-        validators' signatures it cannot carry yet; SnodeError says what is wrong."""
-        apply_block(self._state, block, self.consensus, verifier=self.verifier, now=now, template=True)
+        validators' signatures it cannot carry yet; SnodeError says what is wrong. The result is
+        kept for the signed block, not applied again if it comes on this tip (`node.templates`)."""
+        self.templates.check(self._state, block, self.consensus, self.verifier, now)
 
     def produce_block(self, now: int) -> Block:
         """Make, store and adopt the next block with this daemon's authority key."""
