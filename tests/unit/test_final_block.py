@@ -17,7 +17,7 @@ import pytest
 
 from snode.core.blocks import Block
 from snode.core.encoding import encode
-from snode.core.errors import InvalidBlock
+from snode.core.errors import BlockFromFuture, InvalidBlock
 from snode.core.final_block import apply_final, check_template
 from snode.core.pulse import round_quorum, validator_message
 from snode.core.state import MAP_NAMES, ChainState
@@ -28,7 +28,7 @@ from snode.node import batches
 from snode.node.node import Node
 from snode.node.templates import TEMPLATES_KEPT
 from snode.node.verifier import InlineVerifier
-from snode.params import COIN, DEVNET
+from snode.params import COIN, DEVNET, MAX_FUTURE_BLOCK_TIME
 from snode.store import DATABASE_FILE, ChainStore
 from snode.store.memory import MemoryStore
 from tests.unit import sn_chain as sn
@@ -157,11 +157,13 @@ def test_a_bad_signer_set_is_refused_as_without_the_template(chain, bad, monkeyp
             assert applied_in_full == []  # refused by the reuse path's own checks
     assert reasons[0] == reasons[1]
     assert applied_in_full == [block.header.height]  # by the node without the template
-    reusing.accept_block(block, now)  # the template stays for an honest copy
+    reusing.accept_block(block, now)  # an honest copy is accepted
     full.accept_block(block, now)
     assert reusing.state.height == chain.state.height + 1
-    assert reusing.templates.reused == 1 + (bad == "forged")  # a forged signature is found once staged
-    assert applied_in_full == [block.header.height] * 2
+    # A forged signature is found only once the block is staged with its template's result; the
+    # template is let go then, and the honest copy is applied in full.
+    assert reusing.templates.reused == 1
+    assert applied_in_full == [block.header.height] * (2 + (bad == "forged"))
     assert state_bytes(reusing.state) == state_bytes(full.state)
 
 
@@ -212,3 +214,29 @@ def test_the_templates_kept_are_the_last_few_on_the_tip(chain):
     next_template, _ = signed_block(chain)
     node.check_template(next_template, next_template.header.timestamp)
     assert len(node.templates) == 1  # those of the old tip are let go
+
+
+def test_the_clock_rule_is_checked_again_on_the_signed_block(chain):
+    """The template passed at its time; a clock that stepped back since refuses the signed block
+    as from the future on both paths."""
+    reusing, full = validator(chain), validator(chain)
+    template, block = signed_block(chain)
+    reusing.check_template(template, block.header.timestamp)
+    earlier = block.header.timestamp - MAX_FUTURE_BLOCK_TIME - 1
+    for node in (reusing, full):
+        with pytest.raises(BlockFromFuture):
+            node.accept_block(block, earlier)
+    reusing.accept_block(block, block.header.timestamp)
+    assert reusing.templates.reused == 1
+
+
+def test_a_template_taken_is_counted_once_and_let_go(chain):
+    node = validator(chain)
+    template, block = signed_block(chain)
+    now = block.header.timestamp
+    node.check_template(template, now)
+    first = node.stage_batch([block], now)
+    assert first.reused == 1 and node.templates.reused == 1
+    node.stage_batch([], now, extending=first)  # a batch joined to it counts only its own blocks
+    assert node.templates.reused == 1
+    assert len(node.templates) == 0  # neither the parent nor the template's state is held on

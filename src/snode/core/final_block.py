@@ -11,7 +11,8 @@ So `apply_final` takes the template's result when, and only when, the block is p
 template on that parent: the same parent state object (a state is immutable, so identity is
 sameness), the same producer signature, and the same encodings of the header and of every
 transaction. It checks then only what the template check left out: the block's size with the
-signatures, and the validators' rules and signatures (`pulse.validator_checks`, as
+signatures, the future-timestamp rule again (the one rule on the node's clock, which may have
+stepped back), and the validators' rules and signatures (`pulse.validator_checks`, as
 `transition._check_signers` does for a signed block). Anything else is applied in full.
 """
 
@@ -26,7 +27,9 @@ from snode.core.genesis import Consensus
 from snode.core.pulse import RoundQuorum, validator_checks
 from snode.core.sigchecks import BatchVerifier, run_checks, verify_serially
 from snode.core.state import ChainState
-from snode.core.transition import AppliedBlock, EncodedBlock, apply_block_parts, check_block_size
+from snode.core.transition import (
+    AppliedBlock, EncodedBlock, apply_block_parts, check_block_size, check_not_future,
+)
 
 
 class CheckedTemplate(NamedTuple):
@@ -58,10 +61,11 @@ def check_template(
 
 def apply_final(
     state: ChainState, block: Block, checked: CheckedTemplate, consensus: Consensus, *,
-    verifier: BatchVerifier = verify_serially,
+    verifier: BatchVerifier = verify_serially, now: int | None = None,
 ) -> AppliedBlock | None:
     """`transition.apply_block_encoded` of the signed block of a template checked on this very
-    `state`: the template's state and undo record with the block's own encoding, once its size
+    `state`: the template's state and undo record with the block's own encoding, once its size,
+    its timestamp on this node's clock `now` (which may have stepped back since the template)
     and its validators' signatures check out (InvalidBlock, or a bad signature reported by
     `verifier`, as for any block). None when `block` is not provably that template on `state`:
     apply it in full."""
@@ -74,6 +78,7 @@ def apply_final(
     txs = [encode(tx) for tx in block.transactions]
     if txs != enc.txs:
         return None
+    check_not_future(block.header, now)
     data = encode_block_from_parts(block, header, txs)
     check_block_size(data)
     checks = validator_checks(consensus.params.network_id, block.header.height, enc.hash, checked.quorum,

@@ -55,7 +55,7 @@ from snode.params import MAX_BLOCK_BYTES, MAX_FUTURE_BLOCK_TIME, STATE_CHANGE_WI
 __all__ = [  # what other modules take from here; the transaction rules live in tx_rules
     "AppliedBlock", "BatchVerifier", "EncodedBlock", "SigCheck", "apply_block", "apply_block_encoded",
     "apply_block_parts", "after_stake_returns", "apply_transaction", "check_block_size",
-    "check_block_stateless", "check_header", "check_transaction",
+    "check_block_stateless", "check_header", "check_not_future", "check_transaction",
     "coinbase_outputs", "fee_recipient", "make_coinbase", "verify_serially",
 ]
 
@@ -102,10 +102,7 @@ def check_header(state: ChainState, block: Block, consensus: Consensus, now: int
         raise InvalidBlock("block does not build on the current tip")
     if h.timestamp < state.timestamp:
         raise InvalidBlock("block timestamp is before its parent's")
-    if now is not None and h.timestamp > now + MAX_FUTURE_BLOCK_TIME:
-        raise BlockFromFuture(
-            f"block {h.height} timestamp is {h.timestamp - now} s ahead of this node's clock"
-        )
+    check_not_future(h, now)
     quorum = check_block_producer(state, h, consensus)
     if quorum is None and (block.validator_bitset or block.validator_signatures):
         # The block hash does not cover them: in an authority block they could only be padding
@@ -147,6 +144,14 @@ def check_block_size(data: bytes) -> None:
     """The size rule, on the block's encoding (`encode(block)`)."""
     if len(data) > MAX_BLOCK_BYTES:
         raise InvalidBlock(f"block is {len(data)} bytes; the limit is {MAX_BLOCK_BYTES}")
+
+
+def check_not_future(h: BlockHeader, now: int | None) -> None:
+    """The one rule on the receiving node's clock (`now`; None: not checked)."""
+    if now is not None and h.timestamp > now + MAX_FUTURE_BLOCK_TIME:
+        raise BlockFromFuture(
+            f"block {h.height} timestamp is {h.timestamp - now} s ahead of this node's clock"
+        )
 
 
 # --- 3. the signers -----------------------------------------------------------------------

@@ -141,7 +141,7 @@ def _apply_into(
     state = batch.state
     for block in blocks if batch.failure is None else ():
         try:
-            applied = (apply_final(state, block, template, consensus, verifier=collect)
+            applied = (apply_final(state, block, template, consensus, verifier=collect, now=now)
                        if template is not None else None)
             batch.reused += applied is not None
             if applied is None:

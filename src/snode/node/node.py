@@ -266,7 +266,7 @@ class Node:
         template = self.templates.of(blocks) if after is None and extending is None else None
         batch = stage(base, blocks, self.consensus, self.verifier, now, after=after, extending=extending,
                       template=template)
-        self.templates.reused += batch.reused
+        self.templates.taken(batch.reused - (extending.reused if extending is not None else 0))
         return batch
 
     def store_batch(self, batch: StagedBatch, *, defer_state: bool = False) -> StoredBatch:

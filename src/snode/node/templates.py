@@ -46,3 +46,11 @@ class CheckedTemplates:
         if len(blocks) != 1 or not self._kept:
             return None
         return self._kept.get(block_hash(blocks[0].header))
+
+    def taken(self, count: int) -> None:
+        """`count` staged blocks took their template's result: the templates are let go (their
+        states and encodings are held no longer than their block; an honest copy that follows a
+        forged one is applied in full)."""
+        if count:
+            self.reused += count
+            self._kept = {}
