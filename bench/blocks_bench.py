@@ -100,6 +100,60 @@ def zmq_round_trip_s(trips: int = 400) -> float:
     return statistics.median(times[trips // 10:])
 
 
+def zmq_handshake_s(handshakes: int = 150) -> float:
+    """Median CPU seconds (this process's, ZeroMQ's I/O threads included) of one CurveZMQ
+    connection on loopback, both ends: a DEALER connects with ZMQ_IMMEDIATE (writable once the
+    handshake is complete, as a reachability test's is) and is closed."""
+    ctx = zmq.Context()
+    server_public, server_secret = zmq.curve_keypair()
+    client_public, client_secret = zmq.curve_keypair()
+    router = ctx.socket(zmq.ROUTER)
+    router.curve_server = True
+    router.curve_secretkey, router.curve_publickey = server_secret, server_public
+    port = router.bind_to_random_port(f"tcp://{loopback_ip(BLOCKS_NET, 250)}")
+    times = []
+    try:
+        for _ in range(handshakes):
+            started = time.process_time()
+            dealer = ctx.socket(zmq.DEALER)
+            dealer.curve_secretkey, dealer.curve_publickey = client_secret, client_public
+            dealer.curve_serverkey = server_public
+            dealer.setsockopt(zmq.IMMEDIATE, 1)
+            dealer.connect(f"tcp://{loopback_ip(BLOCKS_NET, 250)}:{port}")
+            poller = zmq.Poller()
+            poller.register(dealer, zmq.POLLOUT)
+            while not poller.poll(1000):
+                pass
+            dealer.close(linger=0)
+            times.append(time.process_time() - started)
+    finally:
+        router.close(linger=0)
+        ctx.term()
+    return statistics.median(times[handshakes // 10:])
+
+
+def protocol_floor(floor: dict[str, float], results: dict[str, Any]) -> dict[str, float]:
+    """What the protocol asks of each service node per block on top of `floor`, at this
+    machine's prices: every validator signature a block carries verified (the floor counts the
+    `needed` ones), the uptime proofs of the other nodes (one each per proof interval) verified,
+    and the reachability tests (each node tests each other one per reachability interval and is
+    tested by each: a node is at one end of 2 x (SNs - 1) handshakes an interval, so it pays
+    (SNs - 1) whole handshakes, both ends as measured). Counted from the network's parameters and
+    the measured block interval, not from the daemons."""
+    interval = results["block_interval_s"]
+    others = SERVICE_NODES - 1
+    proofs = others * interval / DEVNET.proof_interval
+    handshakes = others * interval / DEVNET.reachability_interval
+    verify_one = floor["verify_s"] / results["needed"]
+    extra_signatures = results["signatures_mean"] - results["needed"]
+    parts = {"proofs": proofs, "handshakes": handshakes, "extra_signatures": extra_signatures,
+             "handshake_s": floor["handshake_s"],
+             "signatures_s": (extra_signatures + proofs) * verify_one,
+             "handshakes_s": handshakes * floor["handshake_s"]}
+    parts["floor_s"] = floor["floor_s"] + parts["signatures_s"] + parts["handshakes_s"]
+    return parts
+
+
 def chain_blocks(daemon: Daemon) -> list[Block]:
     """Every block of `daemon`'s chain, genesis excluded."""
     height = daemon.call("get_info")["height"]
@@ -133,6 +187,7 @@ def floor_s(blocks: list[Block], genesis: Path, needed: int) -> dict[str, float]
     parts = {"sign_s": sign_s, "verify_s": verify_s * needed, "apply_s": statistics.median(apply_times),
              "round_trips_s": 2 * zmq_round_trip_s()}
     parts["floor_s"] = sum(parts.values())
+    parts["handshake_s"] = zmq_handshake_s()  # not in the floor: for `protocol_floor`
     return parts
 
 
@@ -266,6 +321,7 @@ def run(blocks: int = BLOCKS, keep: Path | None = None, profile: bool = False) -
     p50 = statistics.median(latencies)
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
     return {
+        "block_interval_s": (records[-1]["timestamp"] - records[0]["timestamp"]) / blocks,
         "blocks": blocks, "measured": len(latencies), "p50_s": p50, "p99_s": p99,
         "floor": floor, "ratio": p50 / floor["floor_s"], "ratio_p99": p99 / floor["floor_s"],
         "failed_rounds": sum(rounds), "signatures_mean": statistics.mean(signatures),
@@ -305,6 +361,17 @@ def report(results: dict[str, Any], console: Console | None = None) -> None:
     console.print(
         f"CPU per block per SN (median) {statistics.median(cpu):.1f} ms = {cpu_ratio:.1f}x the floor "
         f"{floor['floor_s'] * 1000:.2f} ms, target <= {CPU_TARGET:g}x {verdict(cpu_ratio <= CPU_TARGET)}"
+    )
+    work = protocol_floor(floor, results)
+    console.print(
+        f"the protocol's work a block, {work['floor_s'] * 1000:.2f} ms = the floor + "
+        f"{work['extra_signatures'] + work['proofs']:.1f} more verifications "
+        f"({work['extra_signatures']:.1f} validator signatures beyond the {results['needed']} needed, "
+        f"{work['proofs']:.1f} uptime proofs) {work['signatures_s'] * 1000:.2f} ms + "
+        f"{work['handshakes']:.1f} reachability handshakes at {work['handshake_s'] * 1000:.2f} ms "
+        f"{work['handshakes_s'] * 1000:.2f} ms (a block every {results['block_interval_s']:.2f} s): "
+        f"CPU per block per SN is {statistics.median(cpu) / (work['floor_s'] * 1000):.1f}x it; "
+        f"the issue's 4x of the floor is {CPU_TARGET * floor['floor_s'] / work['floor_s']:.1f}x it"
     )
     if results.get("profile"):
         blocks_profile.report(results["profile"], console)
