@@ -35,7 +35,7 @@ def gossip(accepted: dict[bytes, int] | None = None, left: set[str] | None = Non
     """Peers are names: those that start with "out" we dialled; those in `left` are gone."""
     book = accepted if accepted is not None else {}
     gone = left if left is not None else set()
-    return ProofGossip(registered=lambda key: key in REGISTERED, accepted_at=lambda key: book.get(key, 0),
+    return ProofGossip(registry=lambda: REGISTERED, accepted_at=lambda key: book.get(key, 0),
                        connected=lambda peer: peer not in gone, outbound=lambda peer: str(peer).startswith("out"),
                        clock=lambda: NOW, address=address)
 
@@ -99,6 +99,23 @@ def test_what_we_lack_is_asked_of_one_announcer_and_the_next_one_when_it_fails()
     g.accepted(proof(KEYS[1], 10), source="out-b")
     assert g.wanted == {} and g.inbound_offers == 0
     assert all(not s.offered for s in g.peers.values())
+
+
+def test_a_want_settled_leaves_no_wake_up_behind() -> None:
+    """An asked id accepted leaves its request's and its judging's deadlines in the heap: they
+    are not due times any more, so a wake-up timer is not set for them to ask nothing."""
+    g = gossip()
+    g.announced("out-a", [(KEYS[1], 10)], now=0)
+    assert g.next_due() == L.PROOF_REQUEST_TIMEOUT, "asked at once: its deadline is what is due"
+    g.answered("out-a", [proof(KEYS[1], 10)], now=1)
+    assert g.next_due() == 1 + L.PROOF_JUDGE_TIMEOUT
+    g.accepted(proof(KEYS[1], 10), source="out-a")
+    assert g.next_due() is None and g.due(100) == []
+    g.announced("in-b", [(KEYS[2], 10)], now=2)
+    g.announced("out-c", [(KEYS[3], 10)], now=2)
+    g.accepted(proof(KEYS[3], 10), source="out-c")
+    assert g.next_due() == 2 + L.INBOUND_ASK_DELAY, "a live want is still due at its time"
+    assert g.due(2 + L.INBOUND_ASK_DELAY) == [("in-b", GetProofs([(KEYS[2], 10)]))]
 
 
 def test_a_peer_that_goes_hands_its_requests_to_the_next_announcer() -> None:
@@ -192,12 +209,22 @@ def test_announcers_are_bounded_per_peer_and_inbound_ones_in_all() -> None:
     assert g.announced("out-c", [late], now=0) == GetProofs([late])
 
 
-def test_what_a_peer_is_known_to_have_is_bounded() -> None:
+def test_what_a_peer_is_known_to_have_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """By each way it is learnt: a proof it pushes (`learn`), its announcement, ours to it."""
     g = gossip()
     known = state(g, "a")
     for _ in range(L.MAX_KNOWN_PROOFS_PER_PEER + 10):
         known.learn(os.urandom(32), 1)
     assert len(known.known) == L.MAX_KNOWN_PROOFS_PER_PEER
+    monkeypatch.setattr(L, "MAX_KNOWN_PROOFS_PER_PEER", 8)
+    g = gossip({key: 10 for key in MANY[:12]})
+    g.announced("out-a", [(key, 10) for key in MANY[:12]], now=0)  # all of them had
+    assert list(state(g, "out-a").known) == MANY[4:12], "the newest 8"
+    for key in MANY[:12]:
+        g.accepted(proof(key, 10), source=None)
+    g.announcements(["out-b"])
+    told = state(g, "out-b")
+    assert list(told.known) == MANY[4:12] and list(told.announced) == MANY[4:12]
 
 
 def test_an_announcement_over_the_id_cap_does_not_decode() -> None:

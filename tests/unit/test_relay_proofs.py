@@ -4,12 +4,16 @@ what it tells ProofGossip of its peers, and the wake-up timer's life."""
 from __future__ import annotations
 
 import asyncio
+import os
 from types import SimpleNamespace
 from typing import Any
 
+from snode.core.proofs import UptimeProof
+from snode.net import protocol as P
 from snode.net.events import PeerConnected, PeerDisconnected
 from snode.net.peer import Peer
 from snode.net.relay import Relay
+from snode.node.events import ProofAccepted
 from snode.node.writer import ChainWriter
 from tests.unit.conftest import service_node_daemon
 
@@ -67,3 +71,31 @@ def test_the_wake_up_timer_is_cancelled_when_the_peer_manager_stops() -> None:
         assert relay._wake is None, "no timer after stop"
 
     asyncio.run(scenario())
+
+
+def test_anothers_proof_goes_in_full_only_to_older_peers_and_ours_to_every_peer() -> None:
+    """Another's accepted proof is announced to version-3 peers (`_announce_proofs`), pushed in
+    full now only to older ones (not framed at all when there are none); our own goes in full to
+    every peer but none back to its source."""
+    source, new, old = (Connected(f"127.0.0.{i}", outbound=True) for i in (5, 6, 7))
+    for peer, version in ((source, 3), (new, 3), (old, 2)):
+        peer.hello = SimpleNamespace(version=version)  # type: ignore[assignment]
+    live = {source, new, old}
+    relay = relay_for(live)
+    sent: list[tuple[object, bytes]] = []
+    relay.peers.send_frame = lambda peer, data: sent.append((peer, data))  # type: ignore[method-assign]
+    identity = relay.node.identity
+    assert identity is not None
+    key = os.urandom(32)
+    theirs = UptimeProof(key, 10, "1.2.3.4", 1, 2, "0.1.0", bytes(64))
+    relay._relay_proof(ProofAccepted(theirs, source, True))
+    assert [peer for peer, _ in sent] == [old]
+    assert sent[0][1] == P.frame(P.Proof(theirs, relayed=True))
+    live.discard(old)
+    sent.clear()
+    relay._relay_proof(ProofAccepted(UptimeProof(key, 12, "1.2.3.4", 1, 2, "0.1.0", bytes(64)), source, True))
+    assert sent == [], "every peer is told by id"
+    ours = UptimeProof(identity.key.public, 12, "1.2.3.4", 1, 2, "0.1.0", bytes(64))
+    relay._relay_proof(ProofAccepted(ours, None, False))
+    assert {peer for peer, _ in sent} == {source, new}
+    assert all(data == P.frame(P.Proof(ours, relayed=False)) for _, data in sent)

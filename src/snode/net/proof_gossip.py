@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Container, Hashable, Iterable
 from typing import Final
 
 from snode.core.proofs import UptimeProof
 from snode.net import limits as L
 from snode.params import PROOF_CLOCK_TOLERANCE
-from snode.net.proof_peers import PARKED, Answer, Peer, PeerProofs, Want
+from snode.net.proof_peers import PARKED, Answer, Peer, PeerProofs, Want, bound
 from snode.net.protocol import MAX_PROOF_IDS, GetProofs, ProofId, ProofInv
 
 INV_INTERVAL: Final = 1.0
@@ -57,11 +57,12 @@ Requests = list[tuple[Peer, GetProofs]]
 class ProofGossip:
     """One node's proof announcements: pending, served, wanted, per peer."""
 
-    def __init__(self, *, registered: Callable[[bytes], bool], accepted_at: Callable[[bytes], int],
+    def __init__(self, *, registry: Callable[[], Container[bytes]], accepted_at: Callable[[bytes], int],
                  connected: Callable[[Peer], bool], outbound: Callable[[Peer], bool],
                  clock: Callable[[], int], address: Callable[[Peer], Hashable] = lambda peer: peer) -> None:
-        self.registered = registered
-        """Whether a key is a registered service node's (only those are remembered or asked)."""
+        self.registry = registry
+        """The registered service nodes' keys now (only those are remembered or asked); looked
+        up once a message, not once an id."""
         self.accepted_at = accepted_at
         """The timestamp of the node's last accepted proof of a key (0: none)."""
         self.connected = connected
@@ -98,6 +99,10 @@ class ProofGossip:
         self._order = 0
         self.peers: dict[Peer, PeerProofs] = {}
 
+    def registered(self, key: bytes) -> bool:
+        """Whether `key` is a registered service node's."""
+        return key in self.registry()
+
     def state(self, peer: Peer) -> PeerProofs | None:
         """What we know of `peer`; None for a peer that is gone (its state is never made again)."""
         state = self.peers.get(peer)
@@ -112,20 +117,22 @@ class ProofGossip:
     def accepted(self, proof: UptimeProof, source: Peer | None) -> None:
         """The node accepted `proof` (from `source`, None for our own): to be announced, and no
         longer wanted."""
-        self.served.pop(proof.pubkey, None)
-        self.served[proof.pubkey] = proof
-        if len(self.served) > L.MAX_WANTED_PROOFS:  # keys that left the registry long ago
-            del self.served[next(iter(self.served))]
-        self.pending[proof.pubkey] = proof
-        want = self.wanted.get((proof.pubkey, proof.timestamp))
-        self._drop_want((proof.pubkey, proof.timestamp))
+        pubkey, timestamp, served = proof.pubkey, proof.timestamp, self.served
+        served.pop(pubkey, None)
+        served[pubkey] = proof
+        if len(served) > L.MAX_WANTED_PROOFS:  # keys that left the registry long ago
+            del served[next(iter(served))]
+        self.pending[pubkey] = proof
+        want = self.wanted.get((pubkey, timestamp))
+        if want is not None:
+            self._drop_want((pubkey, timestamp))
         if source is None:
             return
         if want is not None and want.asked is source:
             self._forgive(self.address(source))  # it brought what we asked it for
         state = self.state(source)
         if state is not None:
-            state.learn(proof.pubkey, proof.timestamp)
+            state.learn(pubkey, timestamp)
 
     def announcements(self, peers: Iterable[Peer]) -> list[tuple[Peer, list[ProofInv]]]:
         """Each peer's ProofInv messages for the proofs accepted since the last call that it is
@@ -133,18 +140,16 @@ class ProofGossip:
         pending, self.pending = self.pending, {}
         if not pending:
             return []
+        news = [(pubkey, proof.timestamp) for pubkey, proof in pending.items()]
         out = []
         for peer in peers:
             state = self.state(peer)
             if state is None:
                 continue
-            ids = []
-            for pubkey, proof in pending.items():
-                if not state.has(pubkey, proof.timestamp):
-                    state.learn(pubkey, proof.timestamp)
-                    state.announce(pubkey, proof.timestamp)
-                    ids.append((pubkey, proof.timestamp))
+            known = state.known
+            ids = [(pubkey, timestamp) for pubkey, timestamp in news if known.get(pubkey, -1) < timestamp]
             if ids:
+                state.told(ids)
                 out.append((peer, [ProofInv(ids[i:i + MAX_PROOF_IDS]) for i in range(0, len(ids), MAX_PROOF_IDS)]))
         return out
 
@@ -171,14 +176,23 @@ class ProofGossip:
         if state is None:
             return None
         ask, horizon = list[ProofId](), self.clock() + PROOF_CLOCK_TOLERANCE
+        # One pass, the common cases first and without a call: in a dense mesh most ids are of
+        # proofs we have (from their signers) or were offered already.
+        registry, known, offered, served, accepted_at = self.registry(), state.known, state.offered, self.served, \
+            self.accepted_at
         for pubkey, timestamp in ids:
-            if not self.registered(pubkey) or timestamp > horizon:
+            if timestamp > horizon or pubkey not in registry:
                 continue
-            state.learn(pubkey, timestamp)
+            if known.get(pubkey, -1) < timestamp:  # `state.learn`, bounded after the loop
+                known.pop(pubkey, None)
+                known[pubkey] = timestamp
+            if offered.get(pubkey, -1) >= timestamp:
+                continue
+            proof = served.get(pubkey)
+            if (proof is not None and proof.timestamp >= timestamp) or accepted_at(pubkey) >= timestamp:
+                continue  # `_have`
             key = (pubkey, timestamp)
-            if state.offered.get(pubkey, -1) >= timestamp or self._have(key):
-                continue
-            if pubkey in state.offered:
+            if pubkey in offered:
                 self._withdraw(peer, (pubkey, state.offered[pubkey]))
             if not self._room(state, key):
                 continue
@@ -196,6 +210,7 @@ class ProofGossip:
                 if want.due == PARKED:  # an announcer that may have room: looked at again
                     self._schedule(key, want, now if state.outbound else now + L.INBOUND_ASK_DELAY)
             self._offer(state, key)
+        bound(known)
         return self._ask(state, ask, now)
 
     def answered(self, peer: Peer, proofs: list[UptimeProof], now: float) -> Answer:
@@ -416,5 +431,15 @@ class ProofGossip:
         return best
 
     def next_due(self) -> float | None:
-        """When `due` may next have something to ask (a wake-up time; None: nothing wanted)."""
-        return self._due[0][0] if self._due else None
+        """When `due` may next have something to ask (a wake-up time; None: nothing wanted).
+        The stale entries on top (a want accepted, or rescheduled) go first: each asked want
+        leaves its request's deadline behind when its copy is accepted, and a timer set for one
+        of those would wake to ask nothing."""
+        heap, wanted = self._due, self.wanted
+        while heap:
+            when, _, key = heap[0]
+            want = wanted.get(key)
+            if want is not None and want.due == when:
+                return when
+            heapq.heappop(heap)
+        return None

@@ -54,12 +54,30 @@ class PeerProofs:
         if len(known) > L.MAX_KNOWN_PROOFS_PER_PEER:
             del known[next(iter(known))]
 
+    def told(self, ids: list[ProofId]) -> None:
+        """We announced `ids` to it, none of which it was known to have: `learn` and `announce`
+        each, in one pass (the oldest out once, after)."""
+        known, announced = self.known, self.announced
+        for pubkey, timestamp in ids:
+            known.pop(pubkey, None)
+            known[pubkey] = timestamp
+            announced.pop(pubkey, None)
+            announced[pubkey] = timestamp
+        bound(known)
+        bound(announced)
+
     def announce(self, pubkey: bytes, timestamp: int) -> None:
         announced = self.announced
         announced.pop(pubkey, None)
         announced[pubkey] = timestamp
         if len(announced) > L.MAX_KNOWN_PROOFS_PER_PEER:
             del announced[next(iter(announced))]
+
+
+def bound(book: dict[bytes, int]) -> None:
+    """MAX_KNOWN_PROOFS_PER_PEER entries at most, the oldest out."""
+    while len(book) > L.MAX_KNOWN_PROOFS_PER_PEER:
+        del book[next(iter(book))]
 
 
 @dataclass(slots=True)

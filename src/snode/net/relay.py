@@ -72,7 +72,7 @@ class Relay:
         """The blocks from peers that the writer is accepting now, by hash, with the copies that
         other peers sent meanwhile, by address (MAX_PARKED at most; the first copy's address
         under its key too, holding nothing to take up)."""
-        self.gossip = ProofGossip(registered=lambda key: key in self.node.state.service_nodes,
+        self.gossip = ProofGossip(registry=lambda: self.node.state.service_nodes,
                                   accepted_at=self.node.proofs.last_accepted,
                                   connected=lambda peer: peer in self.peers.peers,
                                   outbound=lambda peer: isinstance(peer, Peer) and peer.outbound,
@@ -375,16 +375,15 @@ class Relay:
         """Our own proof goes in full to every peer at once, straight from its signer; another's
         is announced to version-3 peers at the next `_announce_proofs` and pushed in full to
         older peers now, to each peer not known to have it."""
-        proof, source = event.proof, event.source
-        self.gossip.accepted(proof, source)
+        proof, source, gossip = event.proof, event.source, self.gossip
+        gossip.accepted(proof, source)
         relayed = source is not None
+        targets = [p for p in self.peers.peers if p.hello is not None and p is not source
+                   and not (relayed and p.hello.version >= P.PROOF_INV_VERSION)]
+        if not targets:
+            return  # the usual case for another's proof: nothing framed
         data = P.frame(P.Proof(proof=proof, relayed=relayed))
-        gossip = self.gossip
-        for peer in list(self.peers.peers):
-            if peer is source or peer.hello is None:
-                continue
-            if relayed and peer.hello.version >= P.PROOF_INV_VERSION:
-                continue
+        for peer in targets:
             state = gossip.state(peer)
             if state is not None:
                 if relayed and state.has(proof.pubkey, proof.timestamp):
