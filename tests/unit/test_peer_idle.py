@@ -1,5 +1,6 @@
-"""A silent peer is dropped by the peer manager's ping round (every 2 s), not by a timer around
-each read: one connection's reads cost no timer, and silence still ends it after IDLE_TIMEOUT."""
+"""A silent peer is pinged, then dropped, by the peer manager's ping round (every 2 s), not by a
+timer around each read: one connection's reads cost no timer, and silence still ends it after
+IDLE_TIMEOUT."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from snode.common.events import EventHub
 from snode.net import peers as peers_module
 from snode.net import protocol as P
 from snode.net.peer import Peer
-from snode.net.peers import IDLE_TIMEOUT, PeerManager
+from snode.net.peers import IDLE_TIMEOUT, PING_INTERVAL, PeerManager
 from snode.net.relay import Relay
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
@@ -28,7 +29,8 @@ class Quiet:
 
     def __init__(self, silent_for: float) -> None:
         self.last_heard = time.monotonic() - silent_for
-        self.name, self.outbound, self.hello, self.closed = "127.0.0.9:9230", True, None, False
+        self.name, self.outbound, self.closed = "127.0.0.9:9230", True, False
+        self.hello: object | None = None
         self.waiting = True
 
     def silent_since(self, since: float) -> bool:
@@ -49,6 +51,21 @@ def test_a_peer_silent_for_the_idle_timeout_is_dropped_and_a_talking_one_kept() 
     peers.peers.update({silent, talking})
     peers._ping_or_drop()
     assert silent.closed and not talking.closed
+
+
+def test_only_a_peer_silent_for_the_ping_interval_is_pinged() -> None:
+    peers = manager()
+    sent: list[tuple[object, P.Message]] = []
+    peers.send = lambda peer, message: sent.append((peer, message))
+    talking, quiet, gone = Quiet(PING_INTERVAL - 5), Quiet(PING_INTERVAL + 1), Quiet(IDLE_TIMEOUT + 1)
+    busy = Quiet(PING_INTERVAL + 1)
+    busy.waiting = False  # its frames wait behind our handler: not silent
+    for peer in (talking, quiet, gone, busy):
+        peer.hello = object()
+        peers.peers.add(peer)
+    peers._ping_or_drop()
+    assert [(peer, type(message)) for peer, message in sent] == [(quiet, P.Ping)]
+    assert gone.closed and not (talking.closed or quiet.closed or busy.closed)
 
 
 def test_a_peer_whose_frames_wait_behind_our_slow_handler_is_not_silent(monkeypatch: Any) -> None:

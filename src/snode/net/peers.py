@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 HANDSHAKE_TIMEOUT: Final = 10.0
 IDLE_TIMEOUT: Final = 90.0
 PING_INTERVAL: Final = 30.0
+"""A peer silent this long is pinged (every round of `_ping_or_drop` until it answers or is
+dropped at IDLE_TIMEOUT). One that talks is not: its traffic already says it is there, and a
+ping and pong to each of a service node's peers every 2 s were a quarter of its P2P messages."""
 BACKOFF_MAX: Final = 30.0
 
 M = TypeVar("M")
@@ -266,13 +269,14 @@ class PeerManager:
                 last_save = time.monotonic()
 
     def _ping_or_drop(self) -> None:
-        """Ping every peer; drop one silent for IDLE_TIMEOUT (not a timer per message read)."""
+        """Ping every peer silent for PING_INTERVAL; drop one silent for IDLE_TIMEOUT (not a
+        timer per message read)."""
         now = time.monotonic()
         for peer in list(self.peers):
             if peer.silent_since(now - IDLE_TIMEOUT):
                 log.info("dropping peer %s: silent for too long", peer.name, extra=limited(peer))
                 peer.close()
-            elif peer.hello is not None:
+            elif peer.hello is not None and peer.silent_since(now - PING_INTERVAL):
                 self.send(peer, P.Ping(self.nonce))
 
     async def _save_peers(self) -> None:
