@@ -40,9 +40,8 @@ log = logging.getLogger(__name__)
 HANDSHAKE_TIMEOUT: Final = 10.0
 IDLE_TIMEOUT: Final = 90.0
 PING_INTERVAL: Final = 30.0
-"""A peer silent this long is pinged (every round of `_ping_or_drop` until it answers or is
-dropped at IDLE_TIMEOUT). One that talks is not: its traffic already says it is there, and a
-ping and pong to each of a service node's peers every 2 s were a quarter of its P2P messages."""
+"""A peer silent this long is pinged (each round until it answers or is dropped); one that talks
+is not: pings to every peer every 2 s were a quarter of a service node's P2P messages."""
 BACKOFF_MAX: Final = 30.0
 
 M = TypeVar("M")
