@@ -268,8 +268,7 @@ class PeerManager:
                 last_save = time.monotonic()
 
     def _ping_or_drop(self) -> None:
-        """Ping every peer silent for PING_INTERVAL; drop one silent for IDLE_TIMEOUT (not a
-        timer per message read)."""
+        """Ping a peer silent for PING_INTERVAL, drop one silent for IDLE_TIMEOUT (no timer a read)."""
         now = time.monotonic()
         for peer in list(self.peers):
             if peer.silent_since(now - IDLE_TIMEOUT):
