@@ -262,47 +262,66 @@ def parse(payload: bytes) -> Message:
 
 
 class FrameDecoder:
-    """Feed bytes, take complete payloads. Sans-IO: the caller owns the socket."""
+    """Feed bytes, take complete payloads. Sans-IO: the caller owns the socket.
+
+    Each payload is copied once, out of the bytes fed (a frame that arrives whole in one read,
+    the common case, is sliced out of it; one spread over reads is gathered in a buffer first)."""
 
     def __init__(self, max_frame: int = MAX_FRAME, *, one_frame: bool = False) -> None:
         self.max_frame = max_frame
         self.one_frame = one_frame
-        """Take one frame a feed (a handshake's Hello): the bytes after it stay unread, under no
-        limit yet, until `open_up` sets the limit they are to be judged by. A peer sends its
-        first messages as soon as it has our Hello, so they may come in one read with its own."""
+        """Take one frame (a handshake's Hello): the bytes after it, in the same read or later
+        ones, stay unread, under no limit yet, until `open_up` sets the limit they are to be
+        judged by. A peer sends its first messages as soon as it has our Hello, so they may come
+        in one read with its own."""
+        self.holding = False
+        """The one frame of `one_frame` was taken: what follows waits for `open_up`."""
         self._buffer = bytearray()
 
     def feed(self, data: bytes) -> list[bytes]:
         """Complete payloads in the bytes so far; ProtocolViolation for an oversized frame."""
-        self._buffer += data
-        out = []
-        while len(self._buffer) >= HEADER_BYTES:
-            size = int.from_bytes(self._buffer[:HEADER_BYTES], "big")
+        if self.holding or (self._buffer and data):
+            self._buffer += data
+            if self.holding:
+                return []
+        buffer: bytes | bytearray = self._buffer or data
+        out: list[bytes] = []
+        start, end = 0, len(buffer)
+        while end - start >= HEADER_BYTES:
+            size = int.from_bytes(buffer[start:start + HEADER_BYTES], "big")
             if size > self.max_frame:
                 raise ProtocolViolation(f"frame of {size} bytes exceeds the {self.max_frame}-byte limit")
-            if len(self._buffer) < HEADER_BYTES + min(size, 2):
+            body = start + HEADER_BYTES
+            if end < body + min(size, 2):
                 break  # the message's tag is not here yet
-            limit, name = frame_limit(bytes(self._buffer[HEADER_BYTES:HEADER_BYTES + 2]))
+            limit, name = frame_limit(bytes(buffer[body:body + 2]))
             if size > limit:
                 raise _oversize(name, size, limit)
-            if len(self._buffer) < HEADER_BYTES + size:
+            if end < body + size:
                 break
-            out.append(bytes(self._buffer[HEADER_BYTES:HEADER_BYTES + size]))
-            del self._buffer[:HEADER_BYTES + size]
+            out.append(_payload(buffer, body, body + size))
+            start = body + size
             if self.one_frame:
+                self.holding = True
                 break
+        if buffer is self._buffer:
+            del self._buffer[:start]
+        elif start < end:
+            self._buffer += memoryview(data)[start:]
         return out
 
     def open_up(self, max_frame: int) -> list[bytes]:
         """Frames of up to `max_frame` from now on, many a feed; the complete ones held back."""
-        self.max_frame, self.one_frame = max_frame, False
+        self.max_frame, self.one_frame, self.holding = max_frame, False, False
         return self.feed(b"")
 
-    def needed(self) -> int:
-        """Bytes still missing for the frame in progress (0 when none is in progress)."""
-        if len(self._buffer) < HEADER_BYTES:
-            return HEADER_BYTES - len(self._buffer)
-        return HEADER_BYTES + int.from_bytes(self._buffer[:HEADER_BYTES], "big") - len(self._buffer)
+
+def _payload(buffer: bytes | bytearray, start: int, stop: int) -> bytes:
+    """`buffer[start:stop]` as bytes, copied once (a bytearray's slice would be copied twice)."""
+    if isinstance(buffer, bytes):
+        return buffer[start:stop]
+    with memoryview(buffer) as view:
+        return bytes(view[start:stop])
 
 
 def _oversize(name: str, size: int, limit: int) -> ProtocolViolation:
