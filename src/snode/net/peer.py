@@ -19,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
 from snode.net import limits as L
 from snode.net import protocol as P
@@ -146,14 +146,15 @@ class Peer:
 
     async def readable(self) -> None:
         """Wait until a frame is queued (call only with `inbox` empty); raise why none will be."""
-        if self._ended is not None:
+        if self._ended is None:
+            self._wake = asyncio.get_running_loop().create_future()
+            self.waiting = True  # observable only while this waits: every frame read is handled
+            try:
+                await self._wake
+            finally:
+                self.waiting, self._wake = False, None
+        if not self.inbox and self._ended is not None:
             raise self._ended
-        self._wake = asyncio.get_running_loop().create_future()
-        self.waiting = True  # observable only while this waits: every frame read is handled
-        try:
-            await self._wake
-        finally:
-            self.waiting, self._wake = False, None
 
     def take(self) -> bytes:
         """The oldest queued frame (`last_heard` is now); reading resumes once half the bound
@@ -263,9 +264,9 @@ class PeerProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         self._closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        writer = asyncio.StreamWriter(transport, self, None, asyncio.get_running_loop())
-        self.peer = Peer(transport, writer, outbound=self.outbound, dialled=self.dialled)
+        stream = cast(asyncio.Transport, transport)  # a stream's (uvloop's is not a subclass)
+        writer = asyncio.StreamWriter(stream, self, None, asyncio.get_running_loop())
+        self.peer = Peer(stream, writer, outbound=self.outbound, dialled=self.dialled)
         if self._connected is not None:
             self._connected(self.peer)
 

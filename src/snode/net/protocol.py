@@ -9,6 +9,7 @@ are not a known message in canonical form; all are grounds to drop and ban the p
 from __future__ import annotations
 
 from collections.abc import Callable
+from struct import Struct
 from typing import Annotated, Any, Final, TypeAlias, Union, get_args
 
 import msgspec
@@ -43,6 +44,8 @@ MAX_BATCH_BYTES: Final = 6 * 1024 * 1024
 MAX_PEER_ADDRESSES: Final = 100
 MAX_CHECKPOINT: Final = 64 * 1024
 HEADER_BYTES: Final = 4
+_LENGTH: Final = Struct(">I")
+"""A frame's header: its payload's length."""
 BLOCK_OVERHEAD: Final = 7
 """Bytes of a NewBlock's payload around the block (the array, the tag, a bin32 header); the same
 for a NewTransaction and a NewCheckpoint around theirs."""
@@ -208,6 +211,7 @@ _FRAME_LIMITS: Final = {
     _tag(NewBlock): MAX_BLOCK_BYTES + BLOCK_OVERHEAD, _tag(Blocks): MAX_FRAME,
     _tag(NewTransaction): MAX_TX_BYTES + BLOCK_OVERHEAD, _tag(NewCheckpoint): MAX_CHECKPOINT + BLOCK_OVERHEAD,
 }
+assert min(_FRAME_LIMITS.values()) >= MAX_CONTROL_FRAME  # so FrameDecoder reads a tag only above it
 
 
 def frame_limit(head: bytes) -> tuple[int, str]:
@@ -280,48 +284,49 @@ class FrameDecoder:
 
     def feed(self, data: bytes) -> list[bytes]:
         """Complete payloads in the bytes so far; ProtocolViolation for an oversized frame."""
+        out: list[bytes] = []
         if self.holding or (self._buffer and data):
             self._buffer += data
             if self.holding:
-                return []
-        buffer: bytes | bytearray = self._buffer or data
-        out: list[bytes] = []
-        start, end = 0, len(buffer)
+                return out
+        if self._buffer:
+            with memoryview(self._buffer) as view:
+                taken = self._frames(view, out)
+            del self._buffer[:taken]
+        else:
+            taken = self._frames(data, out)
+            if taken < len(data):
+                self._buffer += memoryview(data)[taken:]
+        return out
+
+    def _frames(self, buffer: bytes | memoryview, out: list[bytes]) -> int:
+        """Append the complete payloads at the start of `buffer` to `out`, each copied once (a
+        slice of bytes is a copy, and `bytes` of it the same object); how many bytes they took."""
+        start, end, max_frame = 0, len(buffer), self.max_frame
         while end - start >= HEADER_BYTES:
-            size = int.from_bytes(buffer[start:start + HEADER_BYTES], "big")
-            if size > self.max_frame:
-                raise ProtocolViolation(f"frame of {size} bytes exceeds the {self.max_frame}-byte limit")
+            size: int = _LENGTH.unpack_from(buffer, start)[0]
+            if size > max_frame:
+                raise ProtocolViolation(f"frame of {size} bytes exceeds the {max_frame}-byte limit")
             body = start + HEADER_BYTES
-            if end < body + min(size, 2):
-                break  # the message's tag is not here yet
-            limit, name = frame_limit(bytes(buffer[body:body + 2]))
-            if size > limit:
-                raise _oversize(name, size, limit)
+            if size > MAX_CONTROL_FRAME:  # no message's limit is lower: the tag decides only above
+                if end < body + 2:
+                    break  # the message's tag is not here yet
+                limit, name = frame_limit(bytes(buffer[body:body + 2]))
+                if size > limit:
+                    raise _oversize(name, size, limit)
             if end < body + size:
                 break
-            out.append(_payload(buffer, body, body + size))
             start = body + size
+            out.append(bytes(buffer[body:start]))
             if self.one_frame:
                 self.holding = True
                 break
-        if buffer is self._buffer:
-            del self._buffer[:start]
-        elif start < end:
-            self._buffer += memoryview(data)[start:]
-        return out
+        return start
 
     def open_up(self, max_frame: int) -> list[bytes]:
         """Frames of up to `max_frame` from now on, many a feed; the complete ones held back."""
         self.max_frame, self.one_frame, self.holding = max_frame, False, False
         return self.feed(b"")
-
-
-def _payload(buffer: bytes | bytearray, start: int, stop: int) -> bytes:
-    """`buffer[start:stop]` as bytes, copied once (a bytearray's slice would be copied twice)."""
-    if isinstance(buffer, bytes):
-        return buffer[start:stop]
-    with memoryview(buffer) as view:
-        return bytes(view[start:stop])
 
 
 def _oversize(name: str, size: int, limit: int) -> ProtocolViolation:
