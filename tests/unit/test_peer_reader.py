@@ -75,6 +75,13 @@ def take_all(peer: Peer) -> list[bytes]:
     return [peer.take() for _ in range(len(peer.inbox))]
 
 
+async def next_frame(peer: Peer) -> bytes:
+    """What the connection's task does for each frame (`PeerManager._next_message`)."""
+    while not peer.inbox:
+        await peer.readable()
+    return peer.take()
+
+
 def test_frames_split_across_reads_at_every_byte_boundary(run: Any) -> None:
     stream = b"".join(FRAMES)
 
@@ -122,8 +129,7 @@ def test_frames_over_their_limit_are_refused_on_their_tag_after_what_came_before
         big_hello = (4_097).to_bytes(P.HEADER_BYTES, "big")  # before the handshake: 4,096
         far.sendall(big_hello)
         with pytest.raises(P.ProtocolViolation, match="exceeds the 4096-byte limit"):
-            while True:
-                await peer.readable()
+            await next_frame(peer)
         assert not peer.inbox
 
     run(scenario)
@@ -135,7 +141,7 @@ def test_frames_over_their_limit_are_refused_on_their_tag_after_what_came_before
         protocol.data_received(big_ping)
         assert peer.take() == PAYLOADS[0], "the frame before the violation is handled first"
         with pytest.raises(P.ProtocolViolation, match="sent a Ping frame of 100000 bytes"):
-            await peer.readable()
+            await next_frame(peer)
         assert not peer.transport.is_reading(), "nothing more is read from it"
         protocol.data_received(FRAMES[0])
         assert not peer.inbox, "nor framed"
@@ -148,8 +154,8 @@ def test_what_follows_the_hello_waits_unread_for_the_handshake(run: Any) -> None
         inv = P.frame(P.ProofInv([(bytes(32), 1)] * P.MAX_PROOF_IDS))
         assert len(inv) > 4_096
         far.sendall(FRAMES[0] + inv)
-        await peer.readable()
-        assert take_all(peer) == [PAYLOADS[0]]
+        assert await next_frame(peer) == PAYLOADS[0]
+        assert not peer.inbox
         assert not peer.transport.is_reading(), "nothing read until the handshake's verdict"
         peer.open_up(P.MAX_FRAME)
         assert take_all(peer) == [inv[P.HEADER_BYTES:]]
@@ -180,9 +186,7 @@ def test_a_slow_task_stops_the_reading_over_the_bound_and_resumes_it_below_half(
             got.append(peer.take())
         assert peer.transport.is_reading(), "resumed below half the bound"
         while len(got) < count:
-            while not peer.inbox:
-                await peer.readable()
-            got.append(peer.take())
+            got.append(await next_frame(peer))
             assert peer.inbox_bytes <= most
         assert got == [f[P.HEADER_BYTES:] for f in frames], "every frame, in order"
         sender.join(timeout=10)
@@ -196,11 +200,10 @@ def test_the_end_of_the_connection_mid_frame_ends_the_task_after_the_frames_befo
         peer.open_up(P.MAX_FRAME)
         far.sendall(FRAMES[0] + FRAMES[2][:50])
         far.shutdown(socket.SHUT_WR)
-        await peer.readable()
-        assert take_all(peer) == [PAYLOADS[0]]
+        assert await next_frame(peer) == PAYLOADS[0]
         with pytest.raises(ConnectionError):
-            await peer.readable()
+            await next_frame(peer)
         with pytest.raises(ConnectionError):
-            await peer.readable()  # and again: nothing waits for bytes that will not come
+            await next_frame(peer)  # and again: nothing waits for bytes that will not come
 
     run(scenario)
