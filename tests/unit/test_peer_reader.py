@@ -18,10 +18,15 @@ from typing import Any
 
 import pytest
 
+from snode.common.clock import MockableClock
 from snode.net import limits as L
 from snode.net import protocol as P
 from snode.net.peer import Peer, PeerProtocol
-from tests.unit.conftest import wait_async
+from snode.net.peers import PeerManager
+from snode.node.node import Node
+from snode.node.verifier import InlineVerifier
+from snode.store.memory import MemoryStore
+from tests.unit.conftest import new_chain, wait_async
 
 Scenario = Callable[[PeerProtocol, Peer, socket.socket], Awaitable[None]]
 
@@ -207,3 +212,34 @@ def test_the_end_of_the_connection_mid_frame_ends_the_task_after_the_frames_befo
             await next_frame(peer)  # and again: nothing waits for bytes that will not come
 
     run(scenario)
+
+
+def test_a_peer_that_goes_mid_frame_ends_its_connection_s_task() -> None:
+    """Through the peer manager's accept: the handshake done, a frame cut short by the peer's
+    close wakes the connection's task, which ends and leaves nothing behind."""
+    chain = new_chain()
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
+                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
+    manager = PeerManager(node, bind_ip="127.0.0.1", listen_port=0, priority=[])
+    hello = P.Hello(network_id=chain.params.network_id, genesis_hash=chain.consensus.genesis_hash,
+                    version=P.PROTOCOL_VERSION, agent="test/1", height=0, top_hash=chain.consensus.genesis_hash,
+                    listen_port=0, nonce=7)
+
+    async def scenario() -> None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        await manager.start(sock)
+        before = set(manager._tasks)
+        try:
+            with socket.create_connection(sock.getsockname()) as far:
+                far.sendall(P.frame(hello))
+                await wait_async(lambda: bool(manager.peers), what="the handshake")
+                assert len(manager._tasks - before) == 1, "one task for the connection"
+                far.sendall(FRAMES[2][:50])
+            await wait_async(lambda: not manager._connections and manager._tasks == before,
+                             what="the connection's task to end")
+            assert not manager.peers
+        finally:
+            await manager.stop()
+
+    asyncio.run(scenario())
