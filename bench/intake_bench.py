@@ -54,7 +54,7 @@ from snode.core.state import undo_block
 from snode.devchain import DevChain, key_from_label
 from snode.net import protocol as P
 from snode.net.events import ProofMessage
-from snode.net.peer import Peer
+from snode.net.peer import Peer, PeerProtocol
 from snode.net.peers import PeerManager
 from snode.net.relay import Relay
 from snode.node.node import Identity, Node
@@ -129,8 +129,9 @@ async def _peer(listener: socket.socket, hello: P.Hello, ends: list[FarEnd]) -> 
     ours = socket.create_connection(listener.getsockname())
     far, _ = listener.accept()
     ends.append(FarEnd(far))
-    reader, writer = await asyncio.open_connection(sock=ours)
-    peer = Peer(reader, writer, outbound=True, dialled=None)
+    _, protocol = await asyncio.get_running_loop().create_connection(lambda: PeerProtocol(outbound=True), sock=ours)
+    peer = protocol.peer
+    assert peer is not None
     peer.hello = hello
     return peer
 

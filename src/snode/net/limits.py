@@ -65,6 +65,10 @@ MAX_CONTROL_FRAME: Final = 64 * 1024
 """Bytes in a frame of any message but a block, a batch of blocks, a transaction or a checkpoint
 (the largest, Peers, is 26 KB at most), refused on its tag before the rest is read; those four
 have limits of their own (`protocol.frame_limit`)."""
+MAX_INBOX_BYTES: Final = 8 * 1024 * 1024
+"""Bytes of a peer's frames read and waiting for its connection's task (behind our own slow
+handler, or a peer that sends faster than we handle): over it its socket is not read until half
+are handled. One largest frame (8 MiB) fits; the read that passes it may complete one more frame."""
 
 # --- uptime proofs ---------------------------------------------------------------------------
 

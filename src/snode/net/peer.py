@@ -4,6 +4,12 @@ request that can be outstanding on it (GetBlocks, answered by Blocks).
 The rules of what may be sent and when live in `protocol` (sans-IO); this module only moves
 frames. A peer that sends more than it may, or reads less than we send, is cut off by the
 peer manager (`peers.PeerManager`).
+
+Reading is an `asyncio.Protocol` (`PeerProtocol`): the bytes of each read are framed where they
+arrive, in `data_received`, and the complete frames queued on the Peer (`Peer.inbox`), so that
+a read costs one copy of its bytes and the connection's task is woken once per batch of frames,
+not once per read as a StreamReader's would be. Writing keeps asyncio's StreamWriter over the
+same protocol: its buffering and `drain` are what the relay and our write bound rely on.
 """
 
 from __future__ import annotations
@@ -11,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
 from snode.net import limits as L
 from snode.net import protocol as P
@@ -66,9 +73,9 @@ class TokenBucket:
 class Peer:
     """One connection."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
+    def __init__(self, transport: asyncio.Transport, writer: asyncio.StreamWriter, *,
                  outbound: bool, dialled: str | None) -> None:
-        self.reader = reader
+        self.transport = transport
         self.writer = writer
         self.outbound = outbound
         self.dialled = dialled
@@ -80,14 +87,22 @@ class Peer:
         self.height = 0
         self.decoder = FrameDecoder(max_frame=HELLO_MAX_FRAME, one_frame=True)
         self.inbox: deque[bytes] = deque()
-        """Frames read but not handled yet: at most one read's worth (bounded by MAX_FRAME)."""
+        """Frames read but not handled yet, framed as they arrived (`received`)..."""
+        self.inbox_bytes = 0
+        """...and their bytes: over MAX_INBOX_BYTES the socket is not read until the connection's
+        task has taken half of them (`take`)."""
+        self._paused = False
+        self._ended: Exception | None = None
+        """Why no more frames will come (ConnectionError, or the decoder's ProtocolViolation):
+        raised to the connection's task once it has taken every frame queued before it."""
+        self._wake: asyncio.Future[None] | None = None
         now = time.monotonic()
         self.bucket = TokenBucket(FLOOD_RATE, FLOOD_BURST, FLOOD_BURST, now)
         self.proof_bucket = TokenBucket(L.PROOF_RATE, L.PROOF_BURST, L.PROOF_BURST, now)
         self.upload = TokenBucket(L.UPLOAD_RATE, L.UPLOAD_BURST, L.UPLOAD_BURST, now)
         """Bytes of blocks this peer may still pull (`relay`'s GetBlocks answers)."""
         self.last_heard = now
-        """When we last read a complete frame of this peer's from the socket."""
+        """When its connection's task last took a complete frame of this peer's to handle."""
         self.waiting = False
         """True while its connection waits for its bytes, every frame read before handled: only
         then can it be silent (`PeerManager` drops it after IDLE_TIMEOUT, the relay after an
@@ -100,6 +115,78 @@ class Peer:
         self.connected_at = time.time()
         self._out: list[bytes] = []
         self._out_bytes = 0
+
+    # --- reading (`PeerProtocol` feeds it; the connection's task takes frames) ----------------
+
+    def received(self, data: bytes) -> None:
+        """Frame what arrived; wake the connection's task if a frame is complete."""
+        if self._ended is not None:
+            return
+        try:
+            frames = self.decoder.feed(data)
+        except ProtocolViolation as err:
+            self.end(err)
+            return
+        if frames:
+            self.inbox.extend(frames)
+            self.inbox_bytes += sum(map(len, frames))
+            if self.decoder.holding or self.inbox_bytes > L.MAX_INBOX_BYTES:
+                self._pause(True)  # (holding: nothing more is read before the handshake's verdict)
+            self._wake_up()  # its frames wait on us now: not silent
+
+    def end(self, why: Exception) -> None:
+        """No more frames: `why` reaches the connection's task after those queued before it."""
+        if self._ended is None:
+            self._ended = why
+            self._pause(True)
+            self._wake_up()
+
+    def readable(self) -> asyncio.Future[None]:
+        """What to await until a frame is queued (call only with `inbox` empty: the connection's
+        task, then looking again); raise why none will be once the connection has ended. A
+        future, not a coroutine: one object fewer a wait."""
+        if self._ended is not None:
+            raise self._ended
+        self._wake = asyncio.get_running_loop().create_future()
+        self.waiting = True  # observable only while it waits: every frame read is handled
+        return self._wake
+
+    def _wake_up(self) -> None:
+        self.waiting = False
+        if self._wake is not None:
+            if not self._wake.done():
+                self._wake.set_result(None)
+            self._wake = None
+
+    def take(self) -> bytes:
+        """The oldest queued frame (`last_heard` is now); reading resumes once half the bound
+        is left."""
+        payload = self.inbox.popleft()
+        self.inbox_bytes -= len(payload)
+        self.last_heard = time.monotonic()
+        if self._paused and self.inbox_bytes <= L.MAX_INBOX_BYTES // 2 and not self.decoder.holding:
+            self._pause(False)
+        return payload
+
+    def open_up(self, max_frame: int) -> None:
+        """The handshake is done: frames of up to `max_frame` from now on, many a read (those that
+        followed its Hello queued now); ProtocolViolation for one over it."""
+        frames = self.decoder.open_up(max_frame)
+        self.inbox.extend(frames)
+        self.inbox_bytes += sum(map(len, frames))
+        if self.inbox_bytes <= L.MAX_INBOX_BYTES // 2:
+            self._pause(False)
+
+    def _pause(self, pause: bool) -> None:
+        if pause == self._paused or self.transport.is_closing():
+            return
+        if not pause and self._ended is not None:
+            return  # nothing more is read from a connection that ended or broke the rules
+        self._paused = pause
+        if pause:
+            self.transport.pause_reading()
+        else:
+            self.transport.resume_reading()
 
     @property
     def name(self) -> str:
@@ -164,3 +251,42 @@ class Peer:
         self._flush()  # frames queued in this turn (a rejection, a ban's last words) still go out
         if not self.writer.is_closing():
             self.writer.close()
+
+
+class PeerProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
+    """A P2P connection's transport events, passed to its `Peer` (made once it connects).
+    FlowControlMixin gives the StreamWriter its `drain` (paused while the kernel's buffer is
+    full); `connected` hears of each new Peer (the server's accept)."""
+
+    def __init__(self, *, outbound: bool, dialled: str | None = None,
+                 connected: Callable[[Peer], None] | None = None) -> None:
+        super().__init__()
+        self.outbound, self.dialled, self._connected = outbound, dialled, connected
+        self.peer: Peer | None = None
+        self._closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        stream = cast(asyncio.Transport, transport)  # a stream's (uvloop's is not a subclass)
+        writer = asyncio.StreamWriter(stream, self, None, asyncio.get_running_loop())
+        self.peer = Peer(stream, writer, outbound=self.outbound, dialled=self.dialled)
+        if self._connected is not None:
+            self._connected(self.peer)
+
+    def data_received(self, data: bytes) -> None:
+        assert self.peer is not None
+        self.peer.received(data)
+
+    def eof_received(self) -> bool:
+        assert self.peer is not None
+        self.peer.end(ConnectionError("closed"))
+        return True  # keep the transport: what we queued for it (a ban's reason) still goes out
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self.peer is not None:
+            self.peer.end(exc or ConnectionError("closed"))
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def _get_close_waiter(self, stream: asyncio.StreamWriter) -> asyncio.Future[None]:
+        return self._closed  # StreamWriter.wait_closed

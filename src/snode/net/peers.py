@@ -31,7 +31,7 @@ from snode.net.addrman import AddressBook
 from snode.net.admission import admit, limited
 from snode.net.bans import Bans, Scores, address_key
 from snode.net.events import PeerBanned, PeerConnected, PeerDisconnected
-from snode.net.peer import FLOOD_RATE, Peer, PeerGone
+from snode.net.peer import FLOOD_RATE, Peer, PeerGone, PeerProtocol
 from snode.net.protocol import ProtocolViolation
 from snode.node.node import Node
 
@@ -88,7 +88,8 @@ class PeerManager:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self, sock: Any) -> None:
-        self._server = await asyncio.start_server(self._inbound, sock=sock, limit=2**16)
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: PeerProtocol(outbound=False, connected=self._inbound), sock=sock)
         self._spawn(self._maintain(), "maintain")
         for address in self.priority:
             self._spawn(self._keep_connected(address), f"priority {address}")
@@ -171,27 +172,15 @@ class PeerManager:
 
     # --- connections --------------------------------------------------------------------------
 
-    async def _inbound(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = Peer(reader, writer, outbound=False, dialled=None)
+    def _inbound(self, peer: Peer) -> None:
+        """A peer connected to us: refused, or served by a task that `stop` cancels."""
         if self.is_banned(peer.ip):
             log.debug("refused banned peer %s", peer.name)
-            writer.close()
-            return
-        if not admit(peer, self._connections):
-            writer.close()
-            return
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
-        try:
-            await self._run(peer)
-        except asyncio.CancelledError:
-            # `stop` cancels this connection's task; ending quietly keeps asyncio's stream
-            # callback from logging the cancellation as an error.
-            return
-        finally:
-            if task is not None:
-                self._tasks.discard(task)
+            peer.writer.close()
+        elif not admit(peer, self._connections):
+            peer.writer.close()
+        else:
+            self._spawn(self._run(peer), f"peer {peer.name}")
 
     async def _dial(self, address: str) -> bool:
         """Connect to address and serve the peer until it goes; whether the handshake worked."""
@@ -202,15 +191,16 @@ class PeerManager:
         try:
             local = (self.bind_ip, 0) if self.bind_ip not in ("0.0.0.0", "::") else None
             async with asyncio.timeout(5):
-                reader, writer = await asyncio.open_connection(parsed[0], parsed[1], local_addr=local, limit=2**16)
+                _, protocol = await asyncio.get_running_loop().create_connection(
+                    lambda: PeerProtocol(outbound=True, dialled=address), parsed[0], parsed[1], local_addr=local)
         except (OSError, TimeoutError) as err:
             log.debug("cannot connect to %s: %s", address, err)
             self._dial_errors[address] = str(err) or "timed out"
             self._dialling.discard(address)
             return False
-        peer = Peer(reader, writer, outbound=True, dialled=address)
+        assert protocol.peer is not None  # made when it connected
         try:
-            return await self._run(peer)
+            return await self._run(protocol.peer)
         finally:
             self._dialling.discard(address)
 
@@ -298,7 +288,7 @@ class PeerManager:
             if not self._accept_hello(peer, first):
                 return False
             handshook = True
-            peer.inbox.extend(peer.decoder.open_up(P.MAX_FRAME))  # what followed its Hello
+            peer.open_up(P.MAX_FRAME)  # what followed its Hello is framed now
             self.peers.add(peer)
             log.info("connected to peer %s (%s, height %d)", peer.name,
                      "outbound" if peer.outbound else "inbound", peer.height, extra=limited(peer))
@@ -334,28 +324,20 @@ class PeerManager:
         """The peer's next message; None for one dropped unread (proofs over their rate). No
         deadline here: `_ping_or_drop` drops a silent peer, the handshake has its own."""
         while not peer.inbox:
-            peer.waiting = True  # observable only while the read below blocks: nothing is buffered
-            try:
-                data = await peer.reader.read(min(max(peer.decoder.needed(), 4096), 2**20))
-            finally:
-                peer.waiting = False
-            if not data:
-                raise ConnectionError("closed")
-            peer.inbox.extend(peer.decoder.feed(data))
-            if peer.inbox:
-                peer.last_heard = time.monotonic()
-        message = P.parse(peer.inbox.popleft())
+            await peer.readable()
+        message = P.parse(peer.take())
+        now = peer.last_heard  # stamped by `take`
         # Uptime proofs have a rate of their own: a busy network relays more of them than the
         # flood rate (2,000 SNs proving every 2 s on devnet); one over it is dropped and scored.
         # An announced proof id costs what a proof does.
         proofs = 1 if isinstance(message, P.Proof) else len(message.ids) if isinstance(message, P.ProofInv) else 0
         if proofs:
-            if peer.proof_bucket.take(time.monotonic(), proofs):
+            if peer.proof_bucket.take(now, proofs):
                 return message
             self.misbehaving(peer, L.SCORE_PROOF_FLOOD,
                              f"proof flooding: more than {L.PROOF_RATE:.0f} uptime proofs per second")
             return None
-        if not peer.bucket.take(time.monotonic()):
+        if not peer.bucket.take(now):
             raise ProtocolViolation(f"flooding: more than {FLOOD_RATE:.0f} messages per second")
         return message
 

@@ -9,6 +9,7 @@ are not a known message in canonical form; all are grounds to drop and ban the p
 from __future__ import annotations
 
 from collections.abc import Callable
+from struct import Struct
 from typing import Annotated, Any, Final, TypeAlias, Union, get_args
 
 import msgspec
@@ -43,6 +44,8 @@ MAX_BATCH_BYTES: Final = 6 * 1024 * 1024
 MAX_PEER_ADDRESSES: Final = 100
 MAX_CHECKPOINT: Final = 64 * 1024
 HEADER_BYTES: Final = 4
+_LENGTH: Final = Struct(">I")
+"""A frame's header: its payload's length."""
 BLOCK_OVERHEAD: Final = 7
 """Bytes of a NewBlock's payload around the block (the array, the tag, a bin32 header); the same
 for a NewTransaction and a NewCheckpoint around theirs."""
@@ -208,6 +211,7 @@ _FRAME_LIMITS: Final = {
     _tag(NewBlock): MAX_BLOCK_BYTES + BLOCK_OVERHEAD, _tag(Blocks): MAX_FRAME,
     _tag(NewTransaction): MAX_TX_BYTES + BLOCK_OVERHEAD, _tag(NewCheckpoint): MAX_CHECKPOINT + BLOCK_OVERHEAD,
 }
+assert min(_FRAME_LIMITS.values()) >= MAX_CONTROL_FRAME  # so FrameDecoder reads a tag only above it
 
 
 def frame_limit(head: bytes) -> tuple[int, str]:
@@ -262,47 +266,67 @@ def parse(payload: bytes) -> Message:
 
 
 class FrameDecoder:
-    """Feed bytes, take complete payloads. Sans-IO: the caller owns the socket."""
+    """Feed bytes, take complete payloads. Sans-IO: the caller owns the socket.
+
+    Each payload is copied once, out of the bytes fed (a frame that arrives whole in one read,
+    the common case, is sliced out of it; one spread over reads is gathered in a buffer first)."""
 
     def __init__(self, max_frame: int = MAX_FRAME, *, one_frame: bool = False) -> None:
         self.max_frame = max_frame
         self.one_frame = one_frame
-        """Take one frame a feed (a handshake's Hello): the bytes after it stay unread, under no
-        limit yet, until `open_up` sets the limit they are to be judged by. A peer sends its
-        first messages as soon as it has our Hello, so they may come in one read with its own."""
+        """Take one frame (a handshake's Hello): the bytes after it, in the same read or later
+        ones, stay unread, under no limit yet, until `open_up` sets the limit they are to be
+        judged by. A peer sends its first messages as soon as it has our Hello, so they may come
+        in one read with its own."""
+        self.holding = False
+        """The one frame of `one_frame` was taken: what follows waits for `open_up`."""
         self._buffer = bytearray()
 
     def feed(self, data: bytes) -> list[bytes]:
         """Complete payloads in the bytes so far; ProtocolViolation for an oversized frame."""
-        self._buffer += data
-        out = []
-        while len(self._buffer) >= HEADER_BYTES:
-            size = int.from_bytes(self._buffer[:HEADER_BYTES], "big")
-            if size > self.max_frame:
-                raise ProtocolViolation(f"frame of {size} bytes exceeds the {self.max_frame}-byte limit")
-            if len(self._buffer) < HEADER_BYTES + min(size, 2):
-                break  # the message's tag is not here yet
-            limit, name = frame_limit(bytes(self._buffer[HEADER_BYTES:HEADER_BYTES + 2]))
-            if size > limit:
-                raise _oversize(name, size, limit)
-            if len(self._buffer) < HEADER_BYTES + size:
-                break
-            out.append(bytes(self._buffer[HEADER_BYTES:HEADER_BYTES + size]))
-            del self._buffer[:HEADER_BYTES + size]
-            if self.one_frame:
-                break
+        out: list[bytes] = []
+        if self.holding or (self._buffer and data):
+            self._buffer += data
+            if self.holding:
+                return out
+        if self._buffer:
+            with memoryview(self._buffer) as view:
+                taken = self._frames(view, out)
+            del self._buffer[:taken]
+        else:
+            taken = self._frames(data, out)
+            if taken < len(data):
+                self._buffer += memoryview(data)[taken:]
         return out
+
+    def _frames(self, buffer: bytes | memoryview, out: list[bytes]) -> int:
+        """Append the complete payloads at the start of `buffer` to `out`, each copied once (a
+        slice of bytes is a copy, and `bytes` of it the same object); how many bytes they took."""
+        start, end, max_frame = 0, len(buffer), self.max_frame
+        while end - start >= HEADER_BYTES:
+            size: int = _LENGTH.unpack_from(buffer, start)[0]
+            if size > max_frame:
+                raise ProtocolViolation(f"frame of {size} bytes exceeds the {max_frame}-byte limit")
+            body = start + HEADER_BYTES
+            if size > MAX_CONTROL_FRAME:  # no message's limit is lower: the tag decides only above
+                if end < body + 2:
+                    break  # the message's tag is not here yet
+                limit, name = frame_limit(bytes(buffer[body:body + 2]))
+                if size > limit:
+                    raise _oversize(name, size, limit)
+            if end < body + size:
+                break
+            start = body + size
+            out.append(bytes(buffer[body:start]))
+            if self.one_frame:
+                self.holding = True
+                break
+        return start
 
     def open_up(self, max_frame: int) -> list[bytes]:
         """Frames of up to `max_frame` from now on, many a feed; the complete ones held back."""
-        self.max_frame, self.one_frame = max_frame, False
+        self.max_frame, self.one_frame, self.holding = max_frame, False, False
         return self.feed(b"")
-
-    def needed(self) -> int:
-        """Bytes still missing for the frame in progress (0 when none is in progress)."""
-        if len(self._buffer) < HEADER_BYTES:
-            return HEADER_BYTES - len(self._buffer)
-        return HEADER_BYTES + int.from_bytes(self._buffer[:HEADER_BYTES], "big") - len(self._buffer)
 
 
 def _oversize(name: str, size: int, limit: int) -> ProtocolViolation:

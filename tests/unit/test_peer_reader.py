@@ -1,0 +1,245 @@
+"""The P2P reader (`peer.PeerProtocol` feeding `Peer`): frames are decoded where the bytes
+arrive, queued on the peer, and its connection's task is woken once per batch; reading stops
+while too many bytes of frames wait for the task, and a violation or the end of the connection
+reaches the task after the frames queued before it.
+
+Each test runs a real loopback TCP connection (the far end a plain socket) on asyncio's loop and
+on uvloop, the daemon's. Where a test needs reads cut at chosen places, it hands the bytes to the
+protocol's `data_received` itself, as the transport would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from snode.common.clock import MockableClock
+from snode.net import limits as L
+from snode.net import protocol as P
+from snode.net.peer import Peer, PeerProtocol
+from snode.net.peers import PeerManager
+from snode.node.node import Node
+from snode.node.verifier import InlineVerifier
+from snode.store.memory import MemoryStore
+from tests.unit.conftest import new_chain, wait_async
+
+Scenario = Callable[[PeerProtocol, Peer, socket.socket], Awaitable[None]]
+
+
+def _loops() -> list[str]:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return ["asyncio"]
+    return ["asyncio", "uvloop"]
+
+
+@pytest.fixture(params=_loops())
+def run(request: Any) -> Iterator[Callable[[Scenario], None]]:
+    """Run a scenario against a Peer over a fresh loopback connection, on the loop named."""
+
+    def go(scenario: Scenario, *, receive_buffer: int = 0) -> None:
+        async def main() -> None:
+            with socket.socket() as listener:
+                listener.bind(("127.0.0.1", 0))
+                listener.listen(1)
+                ours = socket.socket()
+                if receive_buffer:
+                    ours.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+                ours.connect(listener.getsockname())
+                far, _ = listener.accept()
+            _, protocol = await asyncio.get_running_loop().create_connection(
+                lambda: PeerProtocol(outbound=True), sock=ours)
+            assert protocol.peer is not None
+            try:
+                await asyncio.wait_for(scenario(protocol, protocol.peer, far), timeout=60)
+            finally:
+                protocol.peer.close()
+                far.close()
+
+        if request.param == "uvloop":
+            import uvloop
+            uvloop.run(main())
+        else:
+            asyncio.run(main())
+
+    yield go
+
+
+FRAMES = [P.frame(P.Ping(1)), P.frame(P.ProofInv([(bytes(32), 5)])), P.frame(P.NewBlock(b"b" * 300)),
+          P.frame(P.GetPeers())]
+PAYLOADS = [f[P.HEADER_BYTES:] for f in FRAMES]
+
+
+def take_all(peer: Peer) -> list[bytes]:
+    return [peer.take() for _ in range(len(peer.inbox))]
+
+
+async def next_frame(peer: Peer) -> bytes:
+    """What the connection's task does for each frame (`PeerManager._next_message`)."""
+    while not peer.inbox:
+        await peer.readable()
+    return peer.take()
+
+
+def test_frames_split_across_reads_at_every_byte_boundary(run: Any) -> None:
+    stream = b"".join(FRAMES)
+
+    async def scenario(protocol: PeerProtocol, peer: Peer, far: socket.socket) -> None:
+        peer.open_up(P.MAX_FRAME)
+        for cut in range(len(stream) + 1):
+            protocol.data_received(stream[:cut])
+            protocol.data_received(stream[cut:])
+            assert take_all(peer) == PAYLOADS, f"cut at byte {cut}"
+        for byte in range(len(stream)):  # every byte a read of its own
+            protocol.data_received(stream[byte:byte + 1])
+        assert take_all(peer) == PAYLOADS
+        assert peer.inbox_bytes == 0
+
+    run(scenario)
+
+
+def test_several_frames_in_one_read_wake_the_task_once(run: Any) -> None:
+    async def scenario(protocol: PeerProtocol, peer: Peer, far: socket.socket) -> None:
+        peer.open_up(P.MAX_FRAME)
+        wakes = 0
+
+        async def connection_task() -> list[bytes]:
+            nonlocal wakes
+            got: list[bytes] = []
+            while len(got) < 100 * len(FRAMES):
+                while not peer.inbox:
+                    await peer.readable()
+                    wakes += 1
+                got.append(peer.take())
+            return got
+
+        task = asyncio.create_task(connection_task())
+        await wait_async(lambda: peer.waiting, what="the task waiting for the peer's bytes")
+        protocol.data_received(b"".join(FRAMES) * 100)
+        assert not peer.waiting, "frames wait on us: the peer is not silent"
+        assert await task == PAYLOADS * 100
+        assert wakes == 1
+
+    run(scenario)
+
+
+def test_frames_over_their_limit_are_refused_on_their_tag_after_what_came_before(run: Any) -> None:
+    async def scenario(protocol: PeerProtocol, peer: Peer, far: socket.socket) -> None:
+        big_hello = (4_097).to_bytes(P.HEADER_BYTES, "big")  # before the handshake: 4,096
+        far.sendall(big_hello)
+        with pytest.raises(P.ProtocolViolation, match="exceeds the 4096-byte limit"):
+            await next_frame(peer)
+        assert not peer.inbox
+
+    run(scenario)
+
+    async def after_handshake(protocol: PeerProtocol, peer: Peer, far: socket.socket) -> None:
+        peer.open_up(P.MAX_FRAME)
+        big_ping = (100_000).to_bytes(P.HEADER_BYTES, "big") + b"\x91\x02"  # a Ping's head, 100 KB long
+        protocol.data_received(FRAMES[0])  # two reads: a violation drops the rest of its read
+        protocol.data_received(big_ping)
+        assert peer.take() == PAYLOADS[0], "the frame before the violation is handled first"
+        with pytest.raises(P.ProtocolViolation, match="sent a Ping frame of 100000 bytes"):
+            await next_frame(peer)
+        assert not peer.transport.is_reading(), "nothing more is read from it"
+        protocol.data_received(FRAMES[0])
+        assert not peer.inbox, "nor framed"
+
+    run(after_handshake)
+
+
+def test_what_follows_the_hello_waits_unread_for_the_handshake(run: Any) -> None:
+    async def scenario(protocol: PeerProtocol, peer: Peer, far: socket.socket) -> None:
+        inv = P.frame(P.ProofInv([(bytes(32), 1)] * P.MAX_PROOF_IDS))
+        assert len(inv) > 4_096
+        protocol.data_received(FRAMES[0] + inv)  # in one read, as its first messages may come
+        assert await next_frame(peer) == PAYLOADS[0]
+        assert not peer.inbox
+        assert not peer.transport.is_reading(), "nothing read until the handshake's verdict"
+        peer.open_up(P.MAX_FRAME)
+        assert take_all(peer) == [inv[P.HEADER_BYTES:]]
+        assert peer.transport.is_reading()
+
+    run(scenario)
+
+
+def test_a_slow_task_stops_the_reading_over_the_bound_and_resumes_it_below_half(
+        run: Any, monkeypatch: Any) -> None:
+    bound, size, count = 256 * 1024, 16 * 1024, 256  # 4 MiB sent, 16 times the bound
+    monkeypatch.setattr(L, "MAX_INBOX_BYTES", bound)
+    frames = [P.frame(P.NewBlock(i.to_bytes(4, "big") * (size // 4))) for i in range(count)]
+    read_size = 256 * 1024  # what one read of the transport takes at most (asyncio's and uvloop's)
+    most = bound + read_size + len(frames[0])
+
+    async def scenario(protocol: PeerProtocol, peer: Peer, far: socket.socket) -> None:
+        peer.open_up(P.MAX_FRAME)
+        far.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+        sender = threading.Thread(target=far.sendall, args=(b"".join(frames),), daemon=True)
+        sender.start()
+        await wait_async(lambda: not peer.transport.is_reading(), what="reading paused over the bound")
+        assert bound < peer.inbox_bytes <= most
+        assert sender.is_alive(), "the sender is held back by TCP, not buffered by us"
+        got = []
+        while peer.inbox_bytes > bound // 2:
+            assert not peer.transport.is_reading()
+            got.append(peer.take())
+        assert peer.transport.is_reading(), "resumed below half the bound"
+        while len(got) < count:
+            got.append(await next_frame(peer))
+            assert peer.inbox_bytes <= most
+        assert got == [f[P.HEADER_BYTES:] for f in frames], "every frame, in order"
+        sender.join(timeout=10)
+        assert not sender.is_alive()
+
+    run(scenario, receive_buffer=64 * 1024)
+
+
+def test_the_end_of_the_connection_mid_frame_ends_the_task_after_the_frames_before_it(run: Any) -> None:
+    async def scenario(protocol: PeerProtocol, peer: Peer, far: socket.socket) -> None:
+        peer.open_up(P.MAX_FRAME)
+        far.sendall(FRAMES[0] + FRAMES[2][:50])
+        far.shutdown(socket.SHUT_WR)
+        assert await next_frame(peer) == PAYLOADS[0]
+        with pytest.raises(ConnectionError):
+            await next_frame(peer)
+        with pytest.raises(ConnectionError):
+            await next_frame(peer)  # and again: nothing waits for bytes that will not come
+
+    run(scenario)
+
+
+def test_a_peer_that_goes_mid_frame_ends_its_connection_s_task() -> None:
+    """Through the peer manager's accept: the handshake done, a frame cut short by the peer's
+    close wakes the connection's task, which ends and leaves nothing behind."""
+    chain = new_chain()
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
+                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
+    manager = PeerManager(node, bind_ip="127.0.0.1", listen_port=0, priority=[])
+    hello = P.Hello(network_id=chain.params.network_id, genesis_hash=chain.consensus.genesis_hash,
+                    version=P.PROTOCOL_VERSION, agent="test/1", height=0, top_hash=chain.consensus.genesis_hash,
+                    listen_port=0, nonce=7)
+
+    async def scenario() -> None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        await manager.start(sock)
+        before = set(manager._tasks)
+        try:
+            with socket.create_connection(sock.getsockname()) as far:
+                far.sendall(P.frame(hello))
+                await wait_async(lambda: bool(manager.peers), what="the handshake")
+                assert len(manager._tasks - before) == 1, "one task for the connection"
+                far.sendall(FRAMES[2][:50])
+            await wait_async(lambda: not manager._connections and manager._tasks == before,
+                             what="the connection's task to end")
+            assert not manager.peers
+        finally:
+            await manager.stop()
+
+    asyncio.run(scenario())
