@@ -38,6 +38,8 @@ _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 # SNODE_TEST_SLOT moves a whole run to its own addresses (127.<slot*8 + worker + 1>.*.*), so that
 # test runs of several checkouts on one machine never share an address.
 _SLOT = int(os.environ.get("SNODE_TEST_SLOT", "0"))
+if not 0 <= _SLOT <= 30:  # 8 x slot + worker (0-7) + 1 must be an address's second octet (<= 255)
+    raise SystemExit(f"SNODE_TEST_SLOT={_SLOT}: use 0 to 30 (8 x slot + worker + 1 is an address's second octet)")
 _WORKER_INDEX = (int(_WORKER[2:]) if _WORKER[2:].isdigit() else 0) + 8 * _SLOT
 _node_counter = itertools.count()
 
