@@ -175,7 +175,8 @@ class ProofGossip:
         state = self.state(peer)
         if state is None:
             return None
-        ask, horizon = list[ProofId](), self.clock() + PROOF_CLOCK_TOLERANCE
+        ask: list[ProofId] = []
+        horizon = self.clock() + PROOF_CLOCK_TOLERANCE
         # One pass, the common cases first and without a call: in a dense mesh most ids are of
         # proofs we have (from their signers) or were offered already.
         registry, known, offered, served, accepted_at = self.registry(), state.known, state.offered, self.served, \
@@ -241,7 +242,8 @@ class ProofGossip:
     def due(self, now: float) -> Requests:
         """The GetProofs for the wants whose time has come: first asks after INBOUND_ASK_DELAY,
         and the next announcer of each asked id no copy of which was accepted in time."""
-        heap, late = self._due, dict[ProofId, None]()
+        heap = self._due
+        late: dict[ProofId, None] = {}
         while heap and heap[0][0] <= now:
             when, _, key = heapq.heappop(heap)
             want = self.wanted.get(key)
@@ -403,7 +405,8 @@ class ProofGossip:
         parked, wanted, out = state.parked, self.wanted, Requests()
         budget = len(parked)
         while parked and budget and state.asked < L.MAX_PROOFS_ASKED_PER_PEER:
-            keys, room = list[ProofId](), L.MAX_PROOFS_ASKED_PER_PEER - state.asked
+            keys: list[ProofId] = []
+            room = L.MAX_PROOFS_ASKED_PER_PEER - state.asked
             while parked and budget and len(keys) < room:
                 key, budget = parked.pop(), budget - 1
                 want = wanted.get(key)
