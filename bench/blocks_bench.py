@@ -16,6 +16,9 @@ Measures in one run:
 - ratio = p50 latency / floor, target <= 3 (issue #12; issue #16 aims at 2);
 - the CPU each daemon spends per block (its process and threads over the measured blocks), and
   its median as a ratio of the floor, target <= 4 (issue #27);
+- the protocol's work a block beside the floor (`protocol_floor`: every validator signature a
+  block carries, the other nodes' uptime proofs and the reachability handshakes, counted from
+  devnet's parameters and priced in this process), and the CPU per block as a ratio of it;
 - with `python -m bench --profile blocks`: where the second service node's CPU goes per block
   (bench/blocks_profile.py: cProfile on its CPU clock inside the daemon, SNODE_PROFILE).
 
