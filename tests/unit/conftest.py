@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from snode.common.clock import MockableClock
 from snode.core.blocks import Block, make_block
 from snode.core.crypto import SigningKey
 from snode.core.registration import sign_registration
@@ -30,6 +31,8 @@ from snode.core.transactions import (
 from snode.core.transition import make_coinbase
 from snode.core.txbuilder import Spendable, build_spend, payload_spend
 from snode.devchain import DevChain, key_from_label
+from snode.net import protocol as P
+from snode.net.peers import PeerManager
 from snode.node.node import Identity, Node
 from snode.node.verifier import InlineVerifier
 from snode.store.memory import MemoryStore
@@ -237,6 +240,18 @@ def sn_record(*, active: bool = True, funded: bool = True, active_since: int = 1
         last_reward_height=1, last_state_change_height=changed, last_state_change_reason=reason,
         last_decommission_reason=reason, credit=credit, credit_height=changed,
     )
+
+
+def peer_manager(nonce: int = 7) -> tuple[PeerManager, P.Hello]:
+    """A peer manager on a fresh chain's node (nothing listening yet: `start` it on a socket),
+    and the Hello a peer of that chain sends it (with `nonce`)."""
+    chain = new_chain()
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
+                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
+    hello = P.Hello(network_id=chain.params.network_id, genesis_hash=chain.consensus.genesis_hash,
+                    version=P.PROTOCOL_VERSION, agent="test/1", height=0, top_hash=chain.consensus.genesis_hash,
+                    listen_port=0, nonce=nonce)
+    return PeerManager(node, bind_ip="127.0.0.1", listen_port=0, priority=[]), hello
 
 
 async def wait_async(predicate: Callable[[], bool], *, what: str, timeout: float = 20.0) -> None:

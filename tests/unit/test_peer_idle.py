@@ -21,7 +21,7 @@ from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.node.writer import ChainWriter
 from snode.store.memory import MemoryStore
-from tests.unit.conftest import new_chain, wait_async
+from tests.unit.conftest import new_chain, peer_manager, wait_async
 
 
 class Quiet:
@@ -73,10 +73,7 @@ def test_a_peer_whose_frames_wait_behind_our_slow_handler_is_not_silent(monkeypa
     wait unread; it is not dropped as silent then, and once they are read and it sends nothing
     more while we wait for it, it is."""
     monkeypatch.setattr(peers_module, "IDLE_TIMEOUT", 0.2)
-    chain = new_chain()
-    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
-                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
-    manager = PeerManager(node, bind_ip="127.0.0.1", listen_port=0, priority=[])
+    manager, hello = peer_manager(7)
     release, handling = asyncio.Event(), asyncio.Event()
 
     async def slow(peer: Peer, message: P.NewCheckpoint) -> None:
@@ -84,10 +81,6 @@ def test_a_peer_whose_frames_wait_behind_our_slow_handler_is_not_silent(monkeypa
         await release.wait()
 
     manager.on(P.NewCheckpoint, slow)
-    hello = P.Hello(network_id=chain.params.network_id, genesis_hash=chain.consensus.genesis_hash,
-                    version=P.PROTOCOL_VERSION, agent="test/1", height=0, top_hash=chain.consensus.genesis_hash,
-                    listen_port=0, nonce=7)
-
     async def scenario() -> None:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))

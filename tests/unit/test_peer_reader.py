@@ -3,8 +3,9 @@ arrive, queued on the peer, and its connection's task is woken once per batch; r
 while too many bytes of frames wait for the task, and a violation or the end of the connection
 reaches the task after the frames queued before it.
 
-Each test runs a real loopback TCP connection (the far end a plain socket) on asyncio's loop and
-on uvloop, the daemon's. Where a test needs reads cut at chosen places, it hands the bytes to the
+Each test that takes the `run` fixture runs a real loopback TCP connection (the far end a plain
+socket) on asyncio's loop and on uvloop, the daemon's; those through the peer manager run on
+asyncio's. Where a test needs reads cut at chosen places, it hands the bytes to the
 protocol's `data_received` itself, as the transport would.
 """
 
@@ -18,15 +19,11 @@ from typing import Any
 
 import pytest
 
-from snode.common.clock import MockableClock
 from snode.net import limits as L
 from snode.net import protocol as P
 from snode.net.peer import Peer, PeerProtocol
 from snode.net.peers import PeerManager
-from snode.node.node import Node
-from snode.node.verifier import InlineVerifier
-from snode.store.memory import MemoryStore
-from tests.unit.conftest import new_chain, wait_async
+from tests.unit.conftest import peer_manager, wait_async
 
 Scenario = Callable[[PeerProtocol, Peer, socket.socket], Awaitable[None]]
 
@@ -214,24 +211,23 @@ def test_the_end_of_the_connection_mid_frame_ends_the_task_after_the_frames_befo
     run(scenario)
 
 
+async def listening(manager: PeerManager) -> tuple[tuple[str, int], set[asyncio.Task[Any]]]:
+    """Start `manager` on a loopback port: its address, and the tasks it runs before any peer."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    await manager.start(sock)
+    return sock.getsockname(), set(manager._tasks)
+
+
 def test_a_peer_that_goes_mid_frame_ends_its_connection_s_task() -> None:
     """Through the peer manager's accept: the handshake done, a frame cut short by the peer's
     close wakes the connection's task, which ends and leaves nothing behind."""
-    chain = new_chain()
-    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
-                state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
-    manager = PeerManager(node, bind_ip="127.0.0.1", listen_port=0, priority=[])
-    hello = P.Hello(network_id=chain.params.network_id, genesis_hash=chain.consensus.genesis_hash,
-                    version=P.PROTOCOL_VERSION, agent="test/1", height=0, top_hash=chain.consensus.genesis_hash,
-                    listen_port=0, nonce=7)
+    manager, hello = peer_manager(7)
 
     async def scenario() -> None:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        await manager.start(sock)
-        before = set(manager._tasks)
+        address, before = await listening(manager)
         try:
-            with socket.create_connection(sock.getsockname()) as far:
+            with socket.create_connection(address) as far:
                 far.sendall(P.frame(hello))
                 await wait_async(lambda: bool(manager.peers), what="the handshake")
                 assert len(manager._tasks - before) == 1, "one task for the connection"
@@ -240,6 +236,60 @@ def test_a_peer_that_goes_mid_frame_ends_its_connection_s_task() -> None:
                              what="the connection's task to end")
             assert not manager.peers
         finally:
+            await manager.stop()
+
+    asyncio.run(scenario())
+
+
+def test_small_and_empty_frames_are_bounded_by_what_they_cost(run: Any) -> None:
+    """A queued frame counts INBOX_FRAME_COST beyond its payload: 4-byte empty frames or 6-byte
+    GetPeers stop the reading as soon as their count, not their few bytes, reaches the bound."""
+    read_size = 256 * 1024
+
+    async def scenario(protocol: PeerProtocol, peer: Peer, far: socket.socket) -> None:
+        peer.open_up(P.MAX_FRAME)
+        for frame in (P.HEADER_BYTES * b"\x00", P.frame(P.GetPeers())):
+            read = frame * (read_size // len(frame))
+            for _ in range(64):  # 16 MiB, twice the bound, handed over as the transport reads
+                protocol.data_received(read)
+                if not peer.transport.is_reading():
+                    break
+            assert not peer.transport.is_reading(), "reading paused"
+            # at most the bound and the frames of the read that passed it (a read of 4-byte frames)
+            most = L.MAX_INBOX_BYTES + read_size // P.HEADER_BYTES * L.INBOX_FRAME_COST
+            assert len(peer.inbox) * L.INBOX_FRAME_COST <= peer.inbox_bytes <= most
+            take_all(peer)
+            assert peer.inbox_bytes == 0 and peer.transport.is_reading()
+
+    run(scenario)
+
+
+def test_a_closed_peer_that_does_not_read_is_ended_and_cut(monkeypatch: Any) -> None:
+    """A ban (or an idle drop, a deny, an eviction) of a peer that reads nothing we send: its
+    connection's task ends at once, its queued frames go, and the connection is cut after the
+    grace instead of waiting forever to send what we queued for it."""
+    monkeypatch.setattr(L, "CLOSE_GRACE_S", 0.5)
+    manager, hello = peer_manager(5)
+
+    async def scenario() -> None:
+        address, before = await listening(manager)
+        far = socket.socket()
+        far.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        try:
+            far.connect(address)
+            far.sendall(P.frame(hello))
+            await wait_async(lambda: bool(manager.peers), what="the handshake")
+            [peer] = manager.peers
+            peer.send_frame(b"\x00" * (8 << 20))  # a large answer it never reads
+            await wait_async(lambda: peer.writer.transport.get_write_buffer_size() > 0,
+                             what="our writes to back up")
+            manager.ban(peer, "test ban")
+            await wait_async(lambda: not manager.peers and manager._tasks == before,
+                             what="the connection's task to end")
+            assert not peer.inbox and peer.inbox_bytes == 0
+            await asyncio.wait_for(peer.writer.wait_closed(), timeout=10)  # cut after the grace
+        finally:
+            far.close()
             await manager.stop()
 
     asyncio.run(scenario())

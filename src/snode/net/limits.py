@@ -68,7 +68,15 @@ have limits of their own (`protocol.frame_limit`)."""
 MAX_INBOX_BYTES: Final = 8 * 1024 * 1024
 """Bytes of a peer's frames read and waiting for its connection's task (behind our own slow
 handler, or a peer that sends faster than we handle): over it its socket is not read until half
-are handled. One largest frame (8 MiB) fits; the read that passes it may complete one more frame."""
+are handled. One largest frame (8 MiB) fits; the read that passes it may complete one more frame.
+Each frame counts INBOX_FRAME_COST more than its payload, so that small or empty frames are
+bounded by what they take in memory, not by their few bytes."""
+INBOX_FRAME_COST: Final = 64
+"""What a queued frame costs beyond its payload: its bytes object's header and its slot in the
+queue (about 41 bytes in CPython), rounded up."""
+CLOSE_GRACE_S: Final = 5.0
+"""Seconds a closed connection may still take to send what we queued for it (a ban's reason)
+before it is cut: a peer that does not read cannot hold a closed connection open."""
 
 # --- uptime proofs ---------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ same protocol: its buffering and `drain` are what the relay and our write bound 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -25,6 +26,8 @@ from snode.net import limits as L
 from snode.net import protocol as P
 from snode.net.bans import address_key
 from snode.net.protocol import FrameDecoder, ProtocolViolation
+
+log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT: Final = 30.0
 MAX_WRITE_BUFFER: Final = 32 * 1024 * 1024
@@ -128,11 +131,14 @@ class Peer:
             self.end(err)
             return
         if frames:
-            self.inbox.extend(frames)
-            self.inbox_bytes += sum(map(len, frames))
+            self._queue(frames)
             if self.decoder.holding or self.inbox_bytes > L.MAX_INBOX_BYTES:
                 self._pause(True)  # (holding: nothing more is read before the handshake's verdict)
             self._wake_up()  # its frames wait on us now: not silent
+
+    def _queue(self, frames: list[bytes]) -> None:
+        self.inbox.extend(frames)
+        self.inbox_bytes += sum(map(len, frames)) + L.INBOX_FRAME_COST * len(frames)
 
     def end(self, why: Exception) -> None:
         """No more frames: `why` reaches the connection's task after those queued before it."""
@@ -162,7 +168,7 @@ class Peer:
         """The oldest queued frame (`last_heard` is now); reading resumes once half the bound
         is left."""
         payload = self.inbox.popleft()
-        self.inbox_bytes -= len(payload)
+        self.inbox_bytes -= len(payload) + L.INBOX_FRAME_COST
         self.last_heard = time.monotonic()
         if self._paused and self.inbox_bytes <= L.MAX_INBOX_BYTES // 2 and not self.decoder.holding:
             self._pause(False)
@@ -171,9 +177,7 @@ class Peer:
     def open_up(self, max_frame: int) -> None:
         """The handshake is done: frames of up to `max_frame` from now on, many a read (those that
         followed its Hello queued now); ProtocolViolation for one over it."""
-        frames = self.decoder.open_up(max_frame)
-        self.inbox.extend(frames)
-        self.inbox_bytes += sum(map(len, frames))
+        self._queue(self.decoder.open_up(max_frame))
         if self.inbox_bytes <= L.MAX_INBOX_BYTES // 2:
             self._pause(False)
 
@@ -246,11 +250,17 @@ class Peer:
                 self.pending = None
 
     def close(self) -> None:
+        """End the connection: its task is woken and ends (its queued frames are dropped), what
+        we queued for the peer goes out within CLOSE_GRACE_S, then the connection is cut."""
         if self.pending is not None and not self.pending.done():
             self.pending.set_exception(ConnectionError("peer closed"))
         self._flush()  # frames queued in this turn (a rejection, a ban's last words) still go out
+        self.inbox.clear()
+        self.inbox_bytes = 0
+        self.end(ConnectionError("closed"))
         if not self.writer.is_closing():
             self.writer.close()
+            asyncio.get_running_loop().call_later(L.CLOSE_GRACE_S, self.transport.abort)
 
 
 class PeerProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
@@ -270,7 +280,12 @@ class PeerProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         writer = asyncio.StreamWriter(stream, self, None, asyncio.get_running_loop())
         self.peer = Peer(stream, writer, outbound=self.outbound, dialled=self.dialled)
         if self._connected is not None:
-            self._connected(self.peer)
+            try:
+                self._connected(self.peer)
+            except Exception:  # a bug must cost this connection, not leave it open and unserved
+                log.exception("serving a new connection from %s failed", self.peer.name)
+                self.peer.end(ConnectionError("closed"))
+                stream.abort()
 
     def data_received(self, data: bytes) -> None:
         assert self.peer is not None
