@@ -264,11 +264,16 @@ def test_small_and_empty_frames_are_bounded_by_what_they_cost(run: Any) -> None:
     run(scenario)
 
 
-def test_a_closed_peer_that_does_not_read_is_ended_and_cut(monkeypatch: Any) -> None:
+@pytest.mark.parametrize("flush_max, grace", [
+    (L.CLOSE_FLUSH_MAX, 60.0),  # 8 MiB unsent, over the most a closed connection may flush: cut at once
+    (16 * 1024 * 1024, 0.5),  # allowed to flush: cut after the grace
+])
+def test_a_closed_peer_that_does_not_read_is_ended_and_cut(monkeypatch: Any, flush_max: int, grace: float) -> None:
     """A ban (or an idle drop, a deny, an eviction) of a peer that reads nothing we send: its
-    connection's task ends at once, its queued frames go, and the connection is cut after the
-    grace instead of waiting forever to send what we queued for it."""
-    monkeypatch.setattr(L, "CLOSE_GRACE_S", 0.5)
+    connection's task ends, its queued frames go, and the connection is cut instead of waiting
+    forever to send what we queued for it."""
+    monkeypatch.setattr(L, "CLOSE_GRACE_S", grace)
+    monkeypatch.setattr(L, "CLOSE_FLUSH_MAX", flush_max)
     manager, hello = peer_manager(5)
 
     async def scenario() -> None:
@@ -287,7 +292,7 @@ def test_a_closed_peer_that_does_not_read_is_ended_and_cut(monkeypatch: Any) -> 
             await wait_async(lambda: not manager.peers and manager._tasks == before,
                              what="the connection's task to end")
             assert not peer.inbox and peer.inbox_bytes == 0
-            await asyncio.wait_for(peer.writer.wait_closed(), timeout=10)  # cut after the grace
+            await asyncio.wait_for(peer.writer.wait_closed(), timeout=10)  # cut, not held for 60 s
         finally:
             far.close()
             await manager.stop()

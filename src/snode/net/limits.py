@@ -77,6 +77,10 @@ queue (about 41 bytes in CPython), rounded up."""
 CLOSE_GRACE_S: Final = 5.0
 """Seconds a closed connection may still take to send what we queued for it (a ban's reason)
 before it is cut: a peer that does not read cannot hold a closed connection open."""
+CLOSE_FLUSH_MAX: Final = 64 * 1024
+"""Bytes still unsent that a closed connection may take the grace to send; with more (a bulk
+answer the peer did not read) it is cut at once: closed connections no longer count against a
+peer's connection limits, so they must not hold our memory either."""
 
 # --- uptime proofs ---------------------------------------------------------------------------
 

@@ -250,15 +250,18 @@ class Peer:
                 self.pending = None
 
     def close(self) -> None:
-        """End the connection: its task is woken and ends (its queued frames are dropped), what
-        we queued for the peer goes out within CLOSE_GRACE_S, then the connection is cut."""
+        """End the connection: its task is woken (its queued frames are dropped) and ends once
+        out of any handler; what we queued for the peer goes out within CLOSE_GRACE_S if it is
+        small (CLOSE_FLUSH_MAX), then the connection is cut."""
         if self.pending is not None and not self.pending.done():
             self.pending.set_exception(ConnectionError("peer closed"))
         self._flush()  # frames queued in this turn (a rejection, a ban's last words) still go out
         self.inbox.clear()
         self.inbox_bytes = 0
         self.end(ConnectionError("closed"))
-        if not self.writer.is_closing():
+        if self.transport.get_write_buffer_size() > L.CLOSE_FLUSH_MAX:
+            self.transport.abort()  # a bulk answer it did not read: not worth holding
+        elif not self.writer.is_closing():
             self.writer.close()
             asyncio.get_running_loop().call_later(L.CLOSE_GRACE_S, self.transport.abort)
 

@@ -162,7 +162,7 @@ class PeerManager:
         assert isinstance(peer, Peer)
         now = time.monotonic()
         if self.bans.banned(peer.key, now):
-            return  # banned once: what it sent before the cut is still read
+            return  # banned once already: one ban, one reason
         score = self.scores.add(peer.key, points, now)
         if score >= L.BAN_THRESHOLD:
             self.ban(peer, reason)
