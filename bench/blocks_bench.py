@@ -324,8 +324,13 @@ def measure(net: Network, blocks: int, profile: bool, recording: perf_split.Reco
         if recording is not None:
             recording.start(net.sns[2].pid)
             log(f"perf records node3 (pid {net.sns[2].pid}) for {recording.seconds:g} s")
-        wait(lambda: watcher.call("get_info")["height"] >= first + blocks, blocks * 4 + 60,
-             f"{blocks} service-node blocks")
+
+        def measured() -> bool:
+            if recording is not None:
+                recording.poll()
+            return bool(watcher.call("get_info")["height"] >= first + blocks)
+
+        wait(measured, blocks * 4 + 60, f"{blocks} service-node blocks")
         cpu1 = [d.cpu_seconds() for d in net.sns]
         if recording is not None:
             recording.wait()

@@ -209,16 +209,19 @@ def report(result: Split, console: Console) -> None:
     console.print(f"node3's CPU per block by perf (cpu-clock at {FREQUENCY} Hz, DWARF stacks, Python "
                   f"perf_jit; {result.seconds:g} s, a block every {result.interval_s:.2f} s = {blocks:.0f} blocks):")
     proc = f" (by /proc over the same window: {result.proc_total:.2f} ms)" if result.proc_total is not None else ""
-    console.print(f"  {'total, ' + str(result.samples) + ' samples':<50} {result.total:7.2f} ms{proc}")
-    sections = (("by thread", result.threads), ("by library (of the sampled function)", result.libraries),
-                ("kernel, by system call", result.syscalls),
+    sections = (("by thread", result.threads[:ROWS]),
+                ("by library (of the sampled function)", result.libraries[:ROWS]),
+                ("kernel, by system call", result.syscalls[:ROWS]),
                 ("inclusive by entry point (as --profile's parts; they overlap)", result.parts))
+    width = max([48, *(len(name) for _, rows in sections for name, _ in rows)])
+    console.print(f"  {'total, ' + str(result.samples) + ' samples':<{width + 2}} {result.total:7.2f} ms{proc}")
     for title, rows in sections:
         console.print(f"  {title}:")
         if not rows:
             console.print("    (no samples)")
-        for name, ms in rows if rows is result.parts else rows[:ROWS]:
-            console.print(f"    {name:<48} {ms:7.2f} ms")
+        for name, ms in rows:
+            share = 100 * ms / result.total if result.total else 0.0
+            console.print(f"    {name:<{width}} {ms:7.2f} ms {share:5.1f} %")
 
 
 # --- the recording ------------------------------------------------------------------------------
@@ -257,6 +260,12 @@ class Recording:
         tail = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
         return RuntimeError(f"{what} failed; {self.log}:\n{tail}")
 
+    def poll(self) -> None:
+        """Read the process's CPU time as soon as perf has ended: call it often while it runs,
+        so that /proc's figure covers the recorded window only."""
+        if self.proc is not None and self.cpu_end is None and self.proc.poll() is not None:
+            self.cpu_end = process_cpu_seconds(self.pid)
+
     def wait(self) -> None:
         """Until perf record has written its file (bounded: its seconds and a minute)."""
         assert self.proc is not None, "wait() before start()"
@@ -264,7 +273,7 @@ class Recording:
             code = self.proc.wait(self.seconds + 60)
         except subprocess.TimeoutExpired:
             raise self._failed(f"perf record (pid {self.proc.pid}) did not end in {self.seconds + 60:g} s") from None
-        self.cpu_end = process_cpu_seconds(self.pid)
+        self.poll()
         if code != 0:
             raise self._failed(f"perf record (exit code {code})")
 

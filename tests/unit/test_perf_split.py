@@ -9,11 +9,16 @@ perf_jit; pid 9074), their stacks cut to the frames that matter here and their p
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
-from bench.perf_split import PARTS, Recording, Sample, in_part, parse, python_frame, refusal, split
+from bench.perf_split import PARTS, Recording, Sample, in_part, parse, python_frame, refusal, report, split
 
 PID = 9074
 CAPTURED = (Path(__file__).parents[1] / "fixtures" / "perf-script-node3.txt").read_text()
@@ -116,3 +121,30 @@ def test_clean_removes_only_the_recorded_pids_files(tmp_path: Path, monkeypatch:
     (jit_dir / "jit-9074.dump").write_bytes(b"x")
     Recording(tmp_path, 1.0).clean(keep=False)  # never started: it leaves everything alone
     assert (jit_dir / "jit-9074.dump").exists()
+
+
+def test_the_cpu_cross_check_is_read_when_perf_ends_not_later() -> None:
+    recording = Recording(Path("/nonexistent"), 1.0)
+    recording.pid = os.getpid()
+    recording.proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    recording.poll()  # perf still running (or not yet seen to end): nothing read before it ends
+    recording.proc.wait(30)
+    recording.poll()
+    first = recording.cpu_end
+    assert first is not None
+    deadline = time.process_time() + 0.05
+    while time.process_time() < deadline:  # this process's CPU moves on after perf has ended
+        pass
+    recording.poll()
+    assert recording.cpu_end == first
+
+
+def test_report_prints_every_section_with_ms_and_share() -> None:
+    console = Console(record=True, width=200)
+    report(split(parse(CAPTURED.splitlines()), PID, SECONDS, INTERVAL, proc_cpu_s=0.003), console)
+    text = console.export_text()
+    assert "60 s, a block every 2.00 s = 30 blocks" in text
+    assert "total, 6 samples" in text and "(by /proc over the same window: 0.10 ms)" in text
+    lines = {line.strip().split("  ")[0]: line for line in text.splitlines()}
+    assert lines["sendto"].endswith(f"{SMALL:7.2f} ms {100 * SMALL / (4 * SMALL + 2 * LARGE):5.1f} %")
+    assert len({line.index(" ms ") for line in text.splitlines() if line.startswith("    ")}) == 1  # one column
