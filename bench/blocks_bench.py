@@ -20,7 +20,10 @@ Measures in one run:
   block carries, the other nodes' uptime proofs and the reachability handshakes, counted from
   devnet's parameters and priced in this process), and the CPU per block as a ratio of it;
 - with `python -m bench --profile blocks`: where the second service node's CPU goes per block
-  (bench/blocks_profile.py: cProfile on its CPU clock inside the daemon, SNODE_PROFILE).
+  (bench/blocks_profile.py: cProfile on its CPU clock inside the daemon, SNODE_PROFILE);
+- with `python -m bench --perf blocks` (Python 3.13 or newer, Linux perf): where the third one's
+  CPU really goes per block (bench/perf_split.py: `perf record` from outside during the measured
+  blocks, Python frames by perf_jit).
 
 Everything listens on 127.x addresses only; every daemon is stopped by its own pid.
 """
@@ -40,7 +43,7 @@ from typing import Any
 import zmq
 from rich.console import Console
 
-from bench import blocks_profile
+from bench import blocks_profile, perf_split
 from snode.app.profiling import ENV as PROFILE_ENV
 from bench.daemons import BLOCKS_NET, Daemon, log as bench_log, loopback_ip
 from bench.report import figures_table, verdict
@@ -199,7 +202,7 @@ def floor_s(blocks: list[Block], genesis: Path, needed: int) -> dict[str, float]
 class Network:
     """The authority and the service-node daemons of one devnet."""
 
-    def __init__(self, workdir: Path, profile: bool = False) -> None:
+    def __init__(self, workdir: Path, profile: bool = False, perf: bool = False) -> None:
         self.operators = [SigningKey(os.urandom(32)) for _ in range(SERVICE_NODES)]
         authority = SigningKey(os.urandom(32))
         self.genesis = workdir / "genesis.json"
@@ -224,6 +227,8 @@ class Network:
         self.profile_file = workdir / "node2.prof"
         if profile:  # node2: a validator like the others, which the benchmark does not poll
             self.sns[1].env[PROFILE_ENV] = str(self.profile_file)
+        if perf:  # node3: the same, and another than the profiled one
+            self.sns[2].env[perf_split.JIT_ENV] = "1"
 
     @property
     def all(self) -> list[Daemon]:
@@ -279,38 +284,75 @@ def applied_times(daemon: Daemon) -> dict[tuple[int, str], float]:
     return found
 
 
-def run(blocks: int = BLOCKS, keep: Path | None = None, profile: bool = False) -> dict[str, Any]:
+def run(blocks: int = BLOCKS, keep: Path | None = None, profile: bool = False,
+        perf_seconds: float | None = None) -> dict[str, Any]:
     """Every figure of this benchmark, as a dict (see `report`); `keep`: a new directory for
-    the daemons' data dirs and logs, kept afterwards; `profile`: sample the watched daemon."""
-    samples: list[tuple[str, float]] | None = None
+    the daemons' data dirs and logs (and perf's data), kept afterwards; `profile`: cProfile
+    node2; `perf_seconds`: record node3 with perf for that long from the first measured block
+    (perf_split.preflight() must have passed)."""
     with tempfile.TemporaryDirectory(prefix="blocks-bench-") as tmp:
         workdir = keep if keep is not None else Path(tmp)
         workdir.mkdir(parents=True, exist_ok=keep is None)
-        net = Network(workdir, profile)
+        net = Network(workdir, profile, perf=perf_seconds is not None)
+        recording = perf_split.Recording(workdir, perf_seconds) if perf_seconds is not None else None
         try:
-            log(f"starting an authority and {SERVICE_NODES} service-node daemons on devnet")
-            net.start()
-            net.register()
-            watcher = net.sns[0]
-            wait(lambda: watcher.call("get_info")["block_production"] == "service_nodes", 180,
-                 "service-node block production")
-            first = watcher.call("get_info")["height"] + 2
-            log(f"service nodes produce from height {first - 1}; measuring {blocks} blocks")
-            cpu0 = [d.cpu_seconds() for d in net.sns]
-            wait(lambda: watcher.call("get_info")["height"] >= first + blocks, blocks * 4 + 60,
-                 f"{blocks} service-node blocks")
-            cpu1 = [d.cpu_seconds() for d in net.sns]
-            if profile:
-                height = net.sns[1].call("get_info")["height"]
-                net.sns[1].stop()  # a clean stop writes its profile
-                samples = blocks_profile.split(net.profile_file, height)
-            records = [watcher.call("get_block", {"height": h}) for h in range(first - 1, first + blocks)]
-            needed = DEVNET.signatures_needed(records[-1]["validator_count"])
-            chain = chain_blocks(watcher)
-            times = [applied_times(d) for d in net.sns]
+            measured = measure(net, blocks, profile, recording)
+            floor = floor_s(measured["chain"], net.genesis, measured["needed"])
+            results = figures(measured, floor, blocks)
+            if recording is not None:  # node3 has stopped, so its jitdump is complete
+                results["perf"] = recording.split(results["block_interval_s"])
         finally:
-            net.stop()
-        floor = floor_s(chain, net.genesis, needed)
+            if recording is not None:
+                recording.clean(keep=keep is not None)
+    return results
+
+
+def measure(net: Network, blocks: int, profile: bool, recording: perf_split.Recording | None) -> dict[str, Any]:
+    """Run the network through `blocks` service-node blocks and stop it; what the daemons said.
+    `recording`: perf's, of node3, from the first measured block."""
+    samples: list[tuple[str, float]] | None = None
+    try:
+        log(f"starting an authority and {SERVICE_NODES} service-node daemons on devnet")
+        net.start()
+        net.register()
+        watcher = net.sns[0]
+        wait(lambda: watcher.call("get_info")["block_production"] == "service_nodes", 180,
+             "service-node block production")
+        first = watcher.call("get_info")["height"] + 2
+        log(f"service nodes produce from height {first - 1}; measuring {blocks} blocks")
+        cpu0 = [d.cpu_seconds() for d in net.sns]
+        if recording is not None:
+            recording.start(net.sns[2].pid)
+            log(f"perf records node3 (pid {net.sns[2].pid}) for {recording.seconds:g} s")
+
+        def measured() -> bool:
+            if recording is not None:
+                recording.poll()
+            return bool(watcher.call("get_info")["height"] >= first + blocks)
+
+        wait(measured, blocks * 4 + 60, f"{blocks} service-node blocks")
+        cpu1 = [d.cpu_seconds() for d in net.sns]
+        if recording is not None:
+            recording.wait()
+        if profile:
+            height = net.sns[1].call("get_info")["height"]
+            net.sns[1].stop()  # a clean stop writes its profile
+            samples = blocks_profile.split(net.profile_file, height)
+        records = [watcher.call("get_block", {"height": h}) for h in range(first - 1, first + blocks)]
+        return {
+            "records": records, "needed": DEVNET.signatures_needed(records[-1]["validator_count"]),
+            "chain": chain_blocks(watcher), "times": [applied_times(d) for d in net.sns],
+            "cpu": [1000 * (b - a) / blocks for a, b in zip(cpu0, cpu1)], "profile": samples,
+        }
+    finally:
+        if recording is not None:
+            recording.stop()
+        net.stop()
+
+
+def figures(measured: dict[str, Any], floor: dict[str, float], blocks: int) -> dict[str, Any]:
+    """The benchmark's figures from what `measure` saw and the floor."""
+    records, times = measured["records"], measured["times"]
     latencies, rounds, signatures = [], [], []
     for parent, block in zip(records, records[1:]):
         start = parent["timestamp"] + DEVNET.target_block_time + block["round"] * DEVNET.round_time
@@ -328,9 +370,8 @@ def run(blocks: int = BLOCKS, keep: Path | None = None, profile: bool = False) -
         "blocks": blocks, "measured": len(latencies), "p50_s": p50, "p99_s": p99,
         "floor": floor, "ratio": p50 / floor["floor_s"], "ratio_p99": p99 / floor["floor_s"],
         "failed_rounds": sum(rounds), "signatures_mean": statistics.mean(signatures),
-        "validators": records[-1]["validator_count"], "needed": needed,
-        "cpu_per_block_ms": [1000 * (b - a) / blocks for a, b in zip(cpu0, cpu1)],
-        "profile": samples,
+        "validators": records[-1]["validator_count"], "needed": measured["needed"],
+        "cpu_per_block_ms": measured["cpu"], "profile": measured["profile"],
     }
 
 
@@ -378,6 +419,8 @@ def report(results: dict[str, Any], console: Console | None = None) -> None:
     )
     if results.get("profile"):
         blocks_profile.report(results["profile"], console)
+    if results.get("perf"):
+        perf_split.report(results["perf"], console)
 
 
 def main() -> None:
@@ -385,8 +428,15 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=BLOCKS, help=f"blocks to measure [{BLOCKS}]")
     parser.add_argument("--keep", type=Path, metavar="DIR", help="keep data dirs and logs in DIR (new)")
     parser.add_argument("--profile", action="store_true", help="profile node2's CPU per block (cProfile)")
+    parser.add_argument("--perf", action="store_true",
+                        help="where node3's CPU goes per block, by Linux perf (Python 3.13 or newer)")
+    parser.add_argument("--perf-seconds", type=perf_split.positive_seconds, default=perf_split.SECONDS, metavar="S",
+                        help=f"how long perf records node3 from the first measured block [{perf_split.SECONDS:g}]")
     args = parser.parse_args()
-    report(run(args.blocks, args.keep, args.profile))
+    refused = perf_split.preflight() if args.perf else None
+    if refused:
+        parser.exit(2, f"{parser.prog}: {refused}\n")
+    report(run(args.blocks, args.keep, args.profile, args.perf_seconds if args.perf else None))
 
 
 if __name__ == "__main__":
