@@ -7,6 +7,7 @@ nothing the attacker wrote. The bounds are `snode.net.limits`'s; docs/SECURITY.m
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
@@ -168,7 +169,7 @@ def test_block_requests_are_answered_within_an_upload_budget(nodes):
 
 def saved_peers(node) -> list[str]:
     """The addresses a stopped daemon saved in its data dir."""
-    with sqlite3.connect(node.data_dir / DATABASE_FILE) as db:
+    with contextlib.closing(sqlite3.connect(node.data_dir / DATABASE_FILE)) as db:
         return [a for (a,) in db.execute("SELECT address FROM peers ORDER BY position")]
 
 

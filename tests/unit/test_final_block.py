@@ -7,6 +7,7 @@ full."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sqlite3
 from collections.abc import Sequence
@@ -63,7 +64,7 @@ def signed_block(chain: LabChain, round: int = 0) -> tuple[Block, Block]:
 
 
 def rows(path: Path) -> list[str]:
-    with sqlite3.connect(path / DATABASE_FILE) as db:
+    with contextlib.closing(sqlite3.connect(path / DATABASE_FILE)) as db:  # `with` alone leaves it open
         return list(db.iterdump())
 
 
