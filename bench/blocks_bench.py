@@ -38,6 +38,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -75,20 +76,32 @@ def log(text: str) -> None:
 
 # --- the floor ----------------------------------------------------------------------------
 
-def zmq_round_trip_s(trips: int = 400) -> float:
-    """Median CPU seconds (this process's, ZeroMQ's I/O threads included) of one request and
-    reply between a CurveZMQ DEALER and ROUTER on loopback."""
-    ctx = zmq.Context()
+def _curve_pair() -> tuple[zmq.Context[zmq.Socket[bytes]], zmq.Socket[bytes], str, Callable[[], zmq.Socket[bytes]]]:
+    """A context, a CurveZMQ ROUTER bound on loopback, its endpoint, and a maker of DEALERs with
+    keys it admits (not connected yet)."""
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     server_public, server_secret = zmq.curve_keypair()
     client_public, client_secret = zmq.curve_keypair()
     router = ctx.socket(zmq.ROUTER)
     router.curve_server = True
     router.curve_secretkey, router.curve_publickey = server_secret, server_public
     port = router.bind_to_random_port(f"tcp://{loopback_ip(BLOCKS_NET, 250)}")
-    dealer = ctx.socket(zmq.DEALER)
-    dealer.curve_secretkey, dealer.curve_publickey = client_secret, client_public
-    dealer.curve_serverkey = server_public
-    dealer.connect(f"tcp://{loopback_ip(BLOCKS_NET, 250)}:{port}")
+
+    def dealer() -> zmq.Socket[bytes]:
+        sock = ctx.socket(zmq.DEALER)
+        sock.curve_secretkey, sock.curve_publickey = client_secret, client_public
+        sock.curve_serverkey = server_public
+        return sock
+
+    return ctx, router, f"tcp://{loopback_ip(BLOCKS_NET, 250)}:{port}", dealer
+
+
+def zmq_round_trip_s(trips: int = 400) -> float:
+    """Median CPU seconds (this process's, ZeroMQ's I/O threads included) of one request and
+    reply between a CurveZMQ DEALER and ROUTER on loopback."""
+    ctx, router, endpoint, make_dealer = _curve_pair()
+    dealer = make_dealer()
+    dealer.connect(endpoint)
     payload = os.urandom(200)
     times = []
     try:
@@ -110,22 +123,14 @@ def zmq_handshake_s(handshakes: int = 150) -> float:
     """Median CPU seconds (this process's, ZeroMQ's I/O threads included) of one CurveZMQ
     connection on loopback, both ends: a DEALER connects with ZMQ_IMMEDIATE (writable once the
     handshake is complete, as a reachability test's is) and is closed."""
-    ctx = zmq.Context()
-    server_public, server_secret = zmq.curve_keypair()
-    client_public, client_secret = zmq.curve_keypair()
-    router = ctx.socket(zmq.ROUTER)
-    router.curve_server = True
-    router.curve_secretkey, router.curve_publickey = server_secret, server_public
-    port = router.bind_to_random_port(f"tcp://{loopback_ip(BLOCKS_NET, 250)}")
+    ctx, router, endpoint, make_dealer = _curve_pair()
     times = []
     try:
         for _ in range(handshakes):
             started = time.process_time()
-            dealer = ctx.socket(zmq.DEALER)
-            dealer.curve_secretkey, dealer.curve_publickey = client_secret, client_public
-            dealer.curve_serverkey = server_public
+            dealer = make_dealer()
             dealer.setsockopt(zmq.IMMEDIATE, 1)
-            dealer.connect(f"tcp://{loopback_ip(BLOCKS_NET, 250)}:{port}")
+            dealer.connect(endpoint)
             poller = zmq.Poller()
             poller.register(dealer, zmq.POLLOUT)
             while not poller.poll(1000):

@@ -74,6 +74,18 @@ def unlimited() -> TokenBucket:
     return TokenBucket(1e12, 1e12, 1e12, time.monotonic())
 
 
+async def serve_until(server: asyncio.Server, ports: list[int], started: asyncio.Event,
+                      done: asyncio.Future[tuple[float, int]]) -> tuple[float, int]:
+    """Tell the sender where `server` listens, then wait for the reader's figures; the server
+    is closed whatever happens."""
+    ports.append(server.sockets[0].getsockname()[1])
+    started.set()
+    try:
+        return await done
+    finally:
+        server.close()
+
+
 def old_reader(old: ModuleType) -> Reader:
     async def run(ports: list[int], count: int, started: asyncio.Event) -> tuple[float, int]:
         done: asyncio.Future[tuple[float, int]] = asyncio.get_running_loop().create_future()
@@ -98,12 +110,7 @@ def old_reader(old: ModuleType) -> Reader:
             writer.close()
 
         server = await asyncio.start_server(serve, "127.0.0.1", 0, limit=2**16)
-        ports.append(server.sockets[0].getsockname()[1])
-        started.set()
-        try:
-            return await done
-        finally:
-            server.close()
+        return await serve_until(server, ports, started, done)
 
     return run
 
@@ -132,12 +139,7 @@ async def new_reader(ports: list[int], count: int, started: asyncio.Event) -> tu
     server = await loop.create_server(
         lambda: PeerProtocol(outbound=False, connected=lambda p: tasks.append(loop.create_task(serve(p)))),
         "127.0.0.1", 0)
-    ports.append(server.sockets[0].getsockname()[1])
-    started.set()
-    try:
-        return await done
-    finally:
-        server.close()
+    return await serve_until(server, ports, started, done)
 
 
 def floor_reader(total_bytes: int) -> Reader:
@@ -159,12 +161,7 @@ def floor_reader(total_bytes: int) -> Reader:
                     self.transport.close()
 
         server = await loop.create_server(Count, "127.0.0.1", 0)
-        ports.append(server.sockets[0].getsockname()[1])
-        started.set()
-        try:
-            return await done
-        finally:
-            server.close()
+        return await serve_until(server, ports, started, done)
 
     return run
 

@@ -4,6 +4,8 @@ imports another)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 from snode.core.blocks import Block, Checkpoint, block_hash
@@ -23,12 +25,12 @@ SN_LABELS = [f"sn block {i}" for i in range(4)]
 KEYS: dict[bytes, SigningKey] = {k.public: k for k in map(key_from_label, SN_LABELS)}
 
 
-def new_sn_chain() -> LabChain:
-    """A devnet chain whose four registered nodes (the devnet minimum) are active and payable: service nodes
-    produce its next block."""
-    operators = [f"op {label}" for label in SN_LABELS]
+def new_sn_chain(labels: Sequence[str] = SN_LABELS, operators: Sequence[str] | None = None) -> LabChain:
+    """A devnet chain whose four registered nodes (the devnet minimum, keys from `labels`, run
+    by `operators`) are active, the first three payable: service nodes produce its next block."""
+    operators = operators or [f"op {label}" for label in labels]
     chain = LabChain.create({key_from_label(op).public: 1_000_000 * COIN for op in operators}, params=DEVNET)
-    nodes = [chain.new_node(op, label) for op, label in zip(operators, SN_LABELS)]
+    nodes = [chain.new_node(op, label) for op, label in zip(operators, labels)]
     for pubkey in nodes[:3]:
         chain.change_state(pubkey, StateChangeKind.ACTIVATE)
     chain.mine(DEVNET.payable_grace)

@@ -27,13 +27,13 @@ from snode.core.production import build_block
 from snode.core.rounds import (
     Broadcast, BuildTemplate, CheckTemplate, RoundMachine, SendTemplate, SignTemplate, ValidatorSignature,
 )
-from snode.core.service_nodes import StateChangeKind
 from snode.core.state import ChainState, Contribution, ServiceNode, registry_index
 from snode.core.transition import verify_serially
 from snode.devchain import key_from_label
 from snode.params import COIN, DEVNET, MAINNET, REGTEST, TESTNET, NetworkParams
 
 from tests.unit.conftest import LabChain
+from tests.unit.sn_chain import new_sn_chain
 
 AUTHORITY = key_from_label("pulse authority")
 PARENT_TIME = 1_800_000_000
@@ -165,15 +165,7 @@ SN_LABELS = [f"pulse real sn {i}" for i in range(4)]
 def handed_over() -> LabChain:
     """A real devnet chain whose four nodes have just taken over production (the fourth
     activated last, so it is not payable yet)."""
-    operators = ("operator", "alice", "bob", "carol")
-    chain = LabChain.create({key_from_label(op).public: 1_000_000 * COIN for op in operators}, params=DEVNET)
-    nodes = [chain.new_node(op, label) for op, label in zip(operators, SN_LABELS)]
-    for pubkey in nodes[:3]:
-        chain.change_state(pubkey, StateChangeKind.ACTIVATE)
-    chain.mine(DEVNET.payable_grace)
-    assert production_mode(chain.state, DEVNET) is Mode.AUTHORITY  # three active, four needed
-    chain.change_state(nodes[3], StateChangeKind.ACTIVATE)
-    return chain
+    return new_sn_chain(SN_LABELS, ("operator", "alice", "bob", "carol"))
 
 
 def test_a_real_chain_hands_production_to_the_service_nodes_at_the_minimum(handed_over):
