@@ -1,8 +1,9 @@
-"""The shape of the code: small modules and short functions (STYLE.md; issue #11's gates).
+"""The shape of the code: short functions (STYLE.md; issue #11's gates).
 
-No module under src/ is longer than 450 lines. No function is longer than 60 lines unless a
-comment right above its `def` (or its decorators) starts with `# long:` and says why: a long
-function has to earn its length in writing.
+No function is longer than 60 lines unless a comment right above its `def` (or its decorators)
+starts with `# long:` and says why: a long function has to earn its length in writing. A module's
+length is a prompt to look, never a failure (STYLE.md: "module size follows the noun"):
+`python -m tests.unit.test_code_shape` reports the modules over MODULE_REPORT_LINES.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "snode"
-MAX_MODULE_LINES = 450
+MODULE_REPORT_LINES = 450
 MAX_FUNCTION_LINES = 60
 MARK = "# long:"
 
@@ -40,12 +41,8 @@ def _modules() -> list[Path]:
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
-def test_module_is_short_and_its_functions_are_short(path: Path) -> None:
-    source = path.read_text()
-    assert source.count("\n") <= MAX_MODULE_LINES, (
-        f"{path.relative_to(SRC)} has {source.count(chr(10))} lines; split it (at most {MAX_MODULE_LINES})"
-    )
-    assert long_functions(source) == []
+def test_functions_are_short(path: Path) -> None:
+    assert long_functions(path.read_text()) == []
 
 
 def test_the_checker_finds_a_long_function_and_accepts_a_reason() -> None:
@@ -56,3 +53,14 @@ def test_the_checker_finds_a_long_function_and_accepts_a_reason() -> None:
     assert long_functions(explained) == []
     short = "def g():\n    return 1\n"
     assert long_functions(short) == []
+
+
+def long_modules() -> list[tuple[str, int]]:
+    """(path, lines) of each module over MODULE_REPORT_LINES, longest first: a report to read."""
+    sizes = [(str(p.relative_to(SRC)), p.read_text().count("\n")) for p in _modules()]
+    return sorted(((name, n) for name, n in sizes if n > MODULE_REPORT_LINES), key=lambda x: -x[1])
+
+
+if __name__ == "__main__":
+    for name, n in long_modules() or [("(none)", 0)]:
+        print(f"{n:6d}  {name}")
