@@ -1,21 +1,27 @@
-# Two commands on a fresh machine: `make demo` and `make test`. Both build the venv themselves.
+# Two commands on a fresh machine: `make demo` and `make test`. Both build the venv themselves,
+# with the exact, hashed versions of requirements-dev.lock (runtime, test, lint and release
+# tools), so that a fresh clone tests what was tested; `make test-latest` tries the newest
+# versions pyproject's ranges admit, `make lock` moves the locks to them (README, "Dependencies").
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+DEV_LOCK := requirements-dev.lock
+LOCKS    := requirements.lock $(DEV_LOCK) requirements-binary.lock
 # Bytecode for our sources, as an installed snoded has it: with PYTHONDONTWRITEBYTECODE set (CI
 # machines) every daemon a test or the demo starts would compile each module again (0.1 s).
 COMPILE := $(PY) -m compileall -q src
 
 .PHONY: demo walkthrough test lint bench reliability clean unit functional browser-test binary binary-test docs \
-	lock wheel-test container-test test-py313
+	lock test-latest wheel-test container-test test-py313
 
 $(VENV):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
 
-$(STAMP): pyproject.toml | $(VENV)
-	$(PY) -m pip install -q -e '.[test,lint]'
+$(STAMP): pyproject.toml $(DEV_LOCK) | $(VENV)
+	$(PY) -m pip install -q --require-hashes --no-deps -r $(DEV_LOCK)
+	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip check
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -26,9 +32,26 @@ walkthrough: $(STAMP)
 	$(COMPILE)
 	$(PY) -m snode.tools.walkthrough
 
+PYTEST_ALL := -n 2 --dist load --maxschedchunk 1 -q --durations=25 -m "not browser and not binary and not wheel and not container"
 test: $(STAMP)
 	$(COMPILE)
-	$(PY) -m pytest -n 2 --dist load --maxschedchunk 1 -q --durations=25 -m "not browser and not binary and not wheel and not container" tests
+	$(PY) -m pytest $(PYTEST_ALL) tests
+
+# The whole suite of `make test` in a fresh venv with the newest versions pyproject's ranges admit,
+# after a list of the packages that differ from requirements-dev.lock. Not a gate of .ci/run (an
+# upstream release must not stop a submission from landing): run it before `make lock`, before a
+# release and routinely while developing, and fix what it finds like any bug.
+LATEST_VENV := build/latest-venv
+test-latest:
+	rm -rf $(LATEST_VENV)
+	$(PYTHON) -m venv $(LATEST_VENV)
+	$(LATEST_VENV)/bin/pip install -q --upgrade pip
+	$(LATEST_VENV)/bin/pip install -q --upgrade -e '.[test,lint,release]'
+	$(LATEST_VENV)/bin/python .ci/lock_diff.py $(DEV_LOCK)
+	$(LATEST_VENV)/bin/python -m compileall -q src
+	$(LATEST_VENV)/bin/python -m mypy
+	$(LATEST_VENV)/bin/python -m ruff check src tests bench
+	$(LATEST_VENV)/bin/python -m pytest $(PYTEST_ALL) tests
 
 # The web view in headless Chromium (Debian's package, installed when missing; we run as root on
 # CI machines, otherwise this asks for sudo).
@@ -85,12 +108,11 @@ docs: $(STAMP)
 # exact, hashed dependency versions of requirements.lock, installed into a venv of their own.
 BINARY_VENV  := build/binary-venv
 BINARY_STAMP := $(BINARY_VENV)/.installed
-$(BINARY_STAMP): pyproject.toml requirements.lock
+$(BINARY_STAMP): pyproject.toml requirements-binary.lock
 	rm -rf $(BINARY_VENV)
 	$(PYTHON) -m venv $(BINARY_VENV)
-	$(BINARY_VENV)/bin/pip install -q --require-hashes --no-deps -r requirements.lock
+	$(BINARY_VENV)/bin/pip install -q --require-hashes --no-deps -r requirements-binary.lock
 	$(BINARY_VENV)/bin/pip install -q --no-deps .
-	$(BINARY_VENV)/bin/pip install -q 'pyinstaller>=6.10,<7'
 	touch $(BINARY_STAMP)
 
 binary: $(BINARY_STAMP) | $(STAMP)
@@ -102,19 +124,20 @@ binary: $(BINARY_STAMP) | $(STAMP)
 binary-test: binary
 	$(PY) -m pytest -q -m binary tests
 
-# requirements.lock: every runtime dependency at one version, with the hashes of its files
-# (pip-tools), for the container image and the binaries (`pip install --require-hashes`).
-# `make lock` refreshes it to the newest versions pyproject.toml's ranges admit; commit the
-# result after `make test` and `make container-test` pass with it. `make test` itself installs
-# from the ranges, as a library user would.
-RELEASE_STAMP := $(VENV)/.release-installed
-$(RELEASE_STAMP): pyproject.toml | $(STAMP)
-	$(PY) -m pip install -q -e '.[release]'
-	touch $(RELEASE_STAMP)
-
-lock: $(RELEASE_STAMP)
-	$(VENV)/bin/pip-compile -q --upgrade --generate-hashes --strip-extras --allow-unsafe \
-		--no-emit-index-url --no-emit-find-links -o requirements.lock pyproject.toml
+# The locks (pip-tools), every dependency at one version with the hashes of its files, installed
+# with `pip install --require-hashes`: requirements.lock the runtime set (the wheel's recommended
+# install, the container image), requirements-dev.lock the runtime, test, lint and release tools
+# (`make test` and every CI target), requirements-binary.lock the runtime and PyInstaller.
+# `make lock` moves all three to the newest versions pyproject.toml's ranges admit, together;
+# run `make test-latest` first, and commit the locks after `make test` passes with them
+# (tests/unit/test_locks.py checks that the three agree on every package they share).
+RELEASE_STAMP := $(STAMP)
+COMPILE_LOCK = $(VENV)/bin/pip-compile -q --upgrade --generate-hashes --strip-extras --allow-unsafe \
+	--no-emit-index-url --no-emit-find-links
+lock: $(STAMP)
+	$(COMPILE_LOCK) -o requirements.lock pyproject.toml
+	$(COMPILE_LOCK) --extra test --extra lint --extra release -o $(DEV_LOCK) pyproject.toml
+	$(COMPILE_LOCK) --extra binary -o requirements-binary.lock pyproject.toml
 
 # The sdist and the wheel as a release publishes them (the wheel built from the sdist), checked
 # by twine, then installed into a fresh venv outside the repository (tests/functional/test_wheel.py).

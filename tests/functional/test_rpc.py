@@ -276,6 +276,10 @@ def test_envelope(sn):
         assert_equal(json.loads(data)["error"]["code"], code, f"code for {body!r}")
     status, _, data = post(sn, {"jsonrpc": "2.0", "id": 1, "method": "get_block", "params": {"height": "x"}})
     assert "height" in json.loads(data)["error"]["message"]
+    log.info("Bytes that are not UTF-8 are a parse error in our words, whichever msgspec decoded them")
+    status, _, data = post(sn, b'{"jsonrpc": "2.0", "id": 1, "method": "get_info", "x": "\xff\xfe"}')
+    assert_equal((status, json.loads(data)["error"]), (200, {"code": E.PARSE_ERROR,
+                                                             "message": "Parse error: a text field is not UTF-8"}))
 
 
 def test_batches_and_notifications(sn):

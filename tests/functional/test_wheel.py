@@ -57,10 +57,16 @@ def test_the_sdist_holds_the_sources_and_no_test_artefacts() -> None:
 def test_the_wheel_in_a_fresh_venv_gives_every_program_and_a_daemon_that_answers(tmp_path: Path) -> None:
     wheel = _one(f"snode-{__version__}-py3-none-any.whl")
     venv = tmp_path / "venv"
-    log.info("A fresh venv in %s, outside the repository, with the wheel and its dependencies from the index", venv)
+    log.info("A fresh venv in %s, outside the repository, installed as the README tells an operator: the "
+             "tested versions from requirements.lock (hashed), then the wheel on them", venv)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=scaled(120))
-    subprocess.run([str(venv / "bin/pip"), "install", "-q", "--disable-pip-version-check", str(wheel)],
+    pip = [str(venv / "bin/pip"), "--disable-pip-version-check"]
+    subprocess.run([*pip, "install", "-q", "--require-hashes", "-r", str(ROOT / "requirements.lock")],
                    check=True, timeout=scaled(600), cwd=tmp_path, env=_clean_env())
+    subprocess.run([*pip, "install", "-q", "--no-deps", str(wheel)],
+                   check=True, timeout=scaled(120), cwd=tmp_path, env=_clean_env())
+    log.info("pip check: the wheel's ranges admit every locked version, and nothing is missing")
+    subprocess.run([*pip, "check"], check=True, timeout=scaled(60), cwd=tmp_path, env=_clean_env())
     env = _clean_env()
     where = subprocess.run([str(venv / "bin/python"), "-c", "import snode, sys; print(snode.__file__, sys.path)"],
                            capture_output=True, text=True, check=True, cwd=tmp_path, env=env).stdout

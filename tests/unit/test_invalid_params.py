@@ -46,8 +46,8 @@ def test_each_rule_reads_as_the_operator_would_say_it(schema: type[msgspec.Struc
     assert message(schema, params) == expected
 
 
-def test_a_message_it_does_not_know_keeps_msgspecs_words_lowercased() -> None:
+def test_a_pattern_is_named_in_our_words() -> None:
     class Pattern(msgspec.Struct):
         code: Annotated[str, msgspec.Meta(pattern="^[a-f0-9]+$")]
 
-    assert message(Pattern, {"code": "xyz"}) == "Invalid params: code: expected `str` matching regex '^[a-f0-9]+$'"
+    assert message(Pattern, {"code": "xyz"}) == "Invalid params: code: must match the pattern '^[a-f0-9]+$'"

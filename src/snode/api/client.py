@@ -17,6 +17,7 @@ import msgspec
 
 from snode.api import errors as E
 from snode.api.credentials import Login
+from snode.common import decode_reasons
 from snode.common.endpoints import http_endpoint
 
 T = TypeVar("T")
@@ -89,7 +90,7 @@ class RpcClient:
             raise RpcFailure({"code": -status, "message": f"HTTP {status}: {text}"})
         try:
             reply = msgspec.json.decode(body)
-        except msgspec.DecodeError:
+        except decode_reasons.DECODE_FAILURES:
             raise RpcUnavailable(f"Connection closed: {self.url} did not answer with JSON") from None
         if not isinstance(reply, dict) or ("result" not in reply and "error" not in reply):
             raise RpcUnavailable(f"Connection closed: {self.url} did not answer with JSON-RPC")
@@ -107,7 +108,7 @@ class RpcClient:
             raise RpcFailure({
                 "code": E.INTERNAL_ERROR,
                 "message": f"{method}: {self.url} answered in a form this program cannot read "
-                           f"({err}); is snoded the same version?",
+                           f"({decode_reasons.reason(err)}); is snoded the same version?",
             }) from None
 
     def close(self) -> None:

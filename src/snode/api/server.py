@@ -27,12 +27,13 @@ from typing import Any, Protocol
 import msgspec
 from aiohttp import web
 
-from snode.core.errors import SnodeError
 from snode.api import errors as E
 from snode.api.credentials import BasicAuth
 from snode.api.errors import RpcError
 from snode.api.openrpc import DISCOVER
 from snode.api.sse import EventSource, EventStreams
+from snode.common import decode_reasons
+from snode.core.errors import SnodeError
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +160,8 @@ class JsonRpcHandler:
             return _plain(413, f"Payload Too Large: the limit is {MAX_BODY_BYTES} bytes")
         try:
             message = msgspec.json.decode(body)
-        except msgspec.DecodeError as err:
-            return self._reply(_error(None, RpcError(E.PARSE_ERROR, f"Parse error: {err}")))
+        except decode_reasons.DECODE_FAILURES as err:
+            return self._reply(_error(None, RpcError(E.PARSE_ERROR, f"Parse error: {decode_reasons.reason(err)}")))
         except RecursionError:
             return self._reply(_error(None, RpcError(E.PARSE_ERROR, "Parse error: JSON nested too deeply")))
         if isinstance(message, list):

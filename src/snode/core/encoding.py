@@ -13,6 +13,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
+from snode.common import decode_reasons
 from snode.core.crypto import hash32
 from snode.core.errors import DecodeError
 
@@ -35,11 +36,9 @@ def _decoder(kind: type[T]) -> msgspec.msgpack.Decoder[T]:
 
 
 def _decode_error(kind: Any, err: Exception) -> DecodeError:
-    """The one DecodeError for what msgspec raised: DecodeError, or UnicodeDecodeError for a
-    text field that is not UTF-8 (msgspec raises that one as it is)."""
-    if isinstance(err, UnicodeDecodeError):
-        return DecodeError(f"not a valid {_name(kind)}: a text field is not UTF-8")
-    return DecodeError(f"not a valid {_name(kind)}: {err}")
+    """The one DecodeError for what msgspec raised (DecodeError, ValidationError, or before
+    msgspec 0.23 UnicodeDecodeError for a text field that is not UTF-8), in our words."""
+    return DecodeError(f"not a valid {_name(kind)}: {decode_reasons.reason(err)}")
 
 
 def decode(data: bytes, kind: type[T]) -> T:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import immutables
 import msgspec
 
+from snode.common import decode_reasons
 from snode.core.address import decode_address, encode_address
 from snode.core.blocks import ZERO_HASH, ZERO_SIGNATURE, Block, BlockHeader, block_hash, tx_root
 from snode.core.crypto import SigningKey
@@ -57,8 +58,8 @@ def parse_genesis(data: bytes, params: NetworkParams) -> GenesisDoc:
     """Decode a genesis JSON document for `params`'s network; InvalidGenesis says what is wrong."""
     try:
         doc = msgspec.json.decode(data, type=GenesisDoc)
-    except msgspec.DecodeError as err:
-        raise InvalidGenesis(f"genesis document is not valid: {err}") from None
+    except decode_reasons.DECODE_FAILURES as err:
+        raise InvalidGenesis(f"genesis document is not valid: {decode_reasons.reason(err)}") from None
     if doc.network != params.name:
         raise InvalidGenesis(
             f"genesis document is for network '{doc.network}', not '{params.name}'"

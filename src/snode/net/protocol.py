@@ -14,6 +14,7 @@ from typing import Annotated, Any, Final, TypeAlias, Union, get_args
 
 import msgspec
 
+from snode.common import decode_reasons
 from snode.core.chain import MAX_LOCATOR
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
@@ -246,7 +247,7 @@ def strict_decoder(kind: Any) -> Callable[[bytes], Any]:
             value = fast.decode(data)
             if encode(value) == data:
                 return value
-        except (msgspec.DecodeError, UnicodeDecodeError):
+        except decode_reasons.DECODE_FAILURES:
             pass
         return decode(data, kind)
 

@@ -15,6 +15,7 @@ from collections.abc import Container
 
 import msgspec
 
+from snode.common import decode_reasons
 from snode.core.proofs import UptimeProof, check_proof, check_proof_rules
 from snode.core.state import ChainState
 from snode.params import PROOF_CLOCK_TOLERANCE, NetworkParams
@@ -98,8 +99,9 @@ class ProofBook:
         ahead: they would make every real proof look old) and nodes not in `registered`."""
         try:
             entries = _decoder.decode(data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as err:
-            log.warning("the saved uptime proofs are unreadable (%s); starting without them", err)
+        except decode_reasons.DECODE_FAILURES as err:
+            log.warning("the saved uptime proofs are unreadable (%s); starting without them",
+                        decode_reasons.reason(err))
             return 0
         kept = [e for e in entries if (now is None or e.last <= now + PROOF_CLOCK_TOLERANCE)
                 and (registered is None or e.pubkey in registered)]

@@ -26,6 +26,7 @@ import msgspec
 import zmq
 
 from snode.api.errors import RpcError
+from snode.common import decode_reasons
 from snode.core.crypto import SigningKey, x25519_public
 from snode.net.quorumnet import int_option
 from snode.rpc.methods import MethodTable
@@ -97,8 +98,8 @@ def parse_request(frames: list[bytes]) -> tuple[str, dict[str, Any]]:
         return method, {}
     try:
         params = _decode.decode(raw)
-    except msgspec.DecodeError as err:
-        raise RequestError(b"400", f"params are not JSON: {err}") from None
+    except decode_reasons.DECODE_FAILURES as err:
+        raise RequestError(b"400", f"params are not JSON: {decode_reasons.reason(err)}") from None
     if not isinstance(params, dict):
         raise RequestError(b"400", "params must be a JSON object")
     return method, params
