@@ -8,6 +8,8 @@ from typing import NoReturn
 
 import click
 
+from snode.common.usage_words import usage_words
+
 
 def run_command(
     command: click.Command, prog: str, argv: list[str] | None, *,
@@ -22,7 +24,7 @@ def run_command(
     except click.exceptions.NoArgsIsHelpError as err:
         click.echo(err.format_message(), err=True)
     except click.ClickException as err:
-        click.echo(f"{prog}: {err.format_message()}", err=True)
+        click.echo(f"{prog}: {usage_words(err)}", err=True)
     except errors as err:
         click.echo(f"{prog}: {err}", err=True)
     except click.Abort:

@@ -24,10 +24,10 @@ from typing import Final, TextIO
 import click
 
 from snode import __version__
-
 from snode.api.credentials import COMMAND_LINE_LOGIN, Login, client_login, cookie_dir_for
 from snode.common.endpoints import ConfigError
 from snode.common.files import default_data_dir
+from snode.common.usage_words import usage_words
 from snode.core.errors import SnodeError
 from snode.core.units import whole_number
 from snode.params import MAINNET, NETWORKS, NetworkParams
@@ -253,7 +253,7 @@ def main() -> None:
         click.echo("Aborted.", err=True)
         sys.exit(1)
     except click.ClickException as err:
-        click.echo(f"{PROG}: {err.format_message()}", err=True)
+        click.echo(f"{PROG}: {usage_words(err)}", err=True)
         sys.exit(1)
     except OptionError as err:
         click.echo(f"{PROG}: {err}", err=True)
