@@ -37,6 +37,7 @@ from snode.node.node import Identity, Node
 from snode.node.verifier import InlineVerifier
 from snode.store.memory import MemoryStore
 from snode.params import COIN
+from tests.unit.chain_ops import fresh_chain  # noqa: F401 (the property tests' chain, a fixture)
 
 FUNDS = 1_000_000 * COIN
 """What genesis gives each well-known person."""

@@ -1,0 +1,142 @@
+"""The state root: one hash of everything consensus reads, updated from each block's changes.
+
+A lattice hash (LtHash16, as Solana's accounts hash): each entry of the state (an unspent
+output, a service node, a quorum, a checkpoint slot) is expanded by SHAKE256 into 1,024 lanes of
+16 bits, and the state's checksum is the lane-wise sum, modulo 2^16, of its entries. Adding or
+removing an entry costs the same whatever the state's size, so a block's update costs its
+changes: for each key it touched, remove the old entry and add the new one (`Undo` holds the old
+values; the new state the new ones). The root hashes the checksum with the chain's scalars.
+
+Why not a Merkle tree: a tree costs about twenty hashes and stored inner nodes per change, and
+its one gain, proofs of membership, serves light clients we do not have. Why not MuHash: a
+multiplication modulo a 3,072-bit prime per entry (38 us here against LtHash16's 13-17) and an
+inverse at the end. The security rests on the entries being unique (adding one entry 2^16 times
+would cancel it): each is keyed by its table and its key, and a state holds a key once.
+
+Lanes are kept as two Python integers, the even lanes and the odd ones, each lane in a 32-bit
+slot: a sum of lanes carries into the gap above it, and one mask clears every carry at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from snode.core.encoding import domain_hash, encode
+from snode.core.state import MAP_NAMES, ChainState, Undo
+from snode.core.types import Hash32
+
+LANES: Final = 1024
+CHECKSUM_BYTES: Final = LANES * 2
+ENTRY_DOMAIN: Final = b"snode/state-entry/1"
+ROOT_DOMAIN: Final = b"snode/state-root/1"
+TABLE_TAGS: Final = {name: bytes([i + 1]) for i, name in enumerate(MAP_NAMES)}
+"""The byte that names each table in an entry's hash: a key of one table is never another's."""
+
+_EVEN: Final = int.from_bytes(b"\xff\xff\x00\x00" * (LANES // 2), "little")
+"""The bits of the even lanes of a 2,048-byte checksum read as one little-endian integer."""
+_BORROW: Final = int.from_bytes(b"\x00\x00\x01\x00" * (LANES // 2), "little")
+"""One above every lane of a spaced integer: subtracting a lane from it never borrows across."""
+
+
+@dataclass(frozen=True, slots=True)
+class Checksum:
+    """The lane-wise sum of a state's entries: even and odd lanes, each in a 32-bit slot."""
+
+    even: int = 0
+    odd: int = 0
+
+    def to_bytes(self) -> bytes:
+        """The 2,048 bytes of the checksum (lane i at bytes 2i and 2i+1, little-endian)."""
+        return (self.even | (self.odd << 16)).to_bytes(CHECKSUM_BYTES, "little")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Checksum:
+        """The checksum `to_bytes` gave; ValueError for another length."""
+        if len(data) != CHECKSUM_BYTES:
+            raise ValueError(f"a state checksum is {CHECKSUM_BYTES} bytes, not {len(data)}")
+        whole = int.from_bytes(data, "little")
+        return cls(whole & _EVEN, (whole >> 16) & _EVEN)
+
+
+EMPTY: Final = Checksum()
+
+
+def _key_bytes(key: Any) -> bytes:
+    """A table's key as bytes: outputs and nodes are keyed by bytes, quorums and checkpoints by
+    height."""
+    return key if isinstance(key, bytes) else int(key).to_bytes(8, "big", signed=True)
+
+
+def entry_lanes(table: str, key: Any, value: Any) -> tuple[int, int]:
+    """(even, odd) lanes of one entry: SHAKE256 of its table, key and canonical value."""
+    key_bytes = _key_bytes(key)
+    data = b"".join((ENTRY_DOMAIN, TABLE_TAGS[table], len(key_bytes).to_bytes(2, "big"), key_bytes, encode(value)))
+    whole = int.from_bytes(hashlib.shake_256(data).digest(CHECKSUM_BYTES), "little")
+    return whole & _EVEN, (whole >> 16) & _EVEN
+
+
+def with_entries(checksum: Checksum, added: Iterable[tuple[str, Any, Any]],
+                 removed: Iterable[tuple[str, Any, Any]] = ()) -> Checksum:
+    """`checksum` with each (table, key, value) of `added` added and of `removed` taken out."""
+    even, odd = checksum.even, checksum.odd
+    for table, key, value in added:
+        e, o = entry_lanes(table, key, value)
+        even, odd = (even + e) & _EVEN, (odd + o) & _EVEN
+    for table, key, value in removed:
+        e, o = entry_lanes(table, key, value)
+        even, odd = ((even | _BORROW) - e) & _EVEN, ((odd | _BORROW) - o) & _EVEN
+    return Checksum(even, odd)
+
+
+def entries(state: ChainState) -> Iterator[tuple[str, Any, Any]]:
+    """Every entry of the state's tables, as (table, key, value)."""
+    for name in MAP_NAMES:
+        for key, value in getattr(state, name).items():
+            yield name, key, value
+
+
+def state_checksum(state: ChainState) -> Checksum:
+    """The checksum of a whole state, from scratch: O(entries), about 15 us each."""
+    return with_entries(EMPTY, entries(state))
+
+
+def _changes(state: ChainState, undo: Undo) -> tuple[list[tuple[str, Any, Any]], list[tuple[str, Any, Any]]]:
+    """(entries the block added, entries it removed): the new and old value of each key it
+    touched, where there is one (a replaced entry is both removed and added)."""
+    added, removed = [], []
+    for name in MAP_NAMES:
+        table = getattr(state, name)
+        for key, old in getattr(undo, name):
+            new = table.get(key)
+            if old == new:
+                continue
+            if old is not None:
+                removed.append((name, key, old))
+            if new is not None:
+                added.append((name, key, new))
+    return added, removed
+
+
+def after_block(parent: Checksum, state: ChainState, undo: Undo) -> Checksum:
+    """The checksum of `state`, the state a block made, from its parent's checksum and the
+    block's undo record: O(keys the block touched)."""
+    added, removed = _changes(state, undo)
+    return with_entries(parent, added, removed)
+
+
+def before_block(checksum: Checksum, state: ChainState, undo: Undo) -> Checksum:
+    """The parent's checksum, from the checksum of `state` (the state the block made) and the
+    block's undo record: what a reorganisation takes back."""
+    added, removed = _changes(state, undo)
+    return with_entries(checksum, removed, added)
+
+
+def state_root(network_id: int, state: ChainState, checksum: Checksum) -> Hash32:
+    """The root of `state` whose entries' checksum is `checksum`: BLAKE2b-256 of the domain,
+    the network, the height, timestamp and coins issued, and the checksum. The tip's own hash
+    is left out: a header cannot commit to itself, and it commits to its parent already."""
+    scalars = b"".join(v.to_bytes(8, "big", signed=True) for v in (state.height, state.timestamp, state.issued))
+    return domain_hash(ROOT_DOMAIN, network_id, scalars + checksum.to_bytes())
