@@ -274,7 +274,7 @@ class StakingRequirementResult(Result, frozen=True):
 
 
 class StatusResult(Result, frozen=True):
-    """Methods that only say they did it: `send_uptime_proof`, `add_peer`, `stop_daemon`."""
+    """Methods that only say they did it: `add_peer`, `stop_daemon`."""
 
     status: str
     """`OK`."""

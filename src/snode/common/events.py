@@ -9,8 +9,8 @@ being delivered (a subscriber that publishes) waits in a queue until the current
 reached every subscriber. A subscriber that raises is logged and the others still get the
 event; whoever published never sees the error.
 
-Event types are frozen records defined beside their publisher (`node.events`, `net.events`,
-`services.events`); this module knows none of them.
+Event types are frozen records defined beside their publisher (`node.events`, `net.events`);
+this module knows none of them.
 """
 
 from __future__ import annotations

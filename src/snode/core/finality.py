@@ -1,4 +1,4 @@
-"""Checkpoints and finality: blocks no reorganisation may undo (issue #12, DESIGN.md section 6).
+"""Checkpoints and finality: blocks no reorganisation may undo (DESIGN.md section 6).
 
 Every `checkpoint_interval` blocks (4) a checkpoint quorum signs the hash of the block at that
 height: `checkpoint_quorum(active)` members (20; at most the active count on devnet and

@@ -1,5 +1,5 @@
 """Participation in block production: who missed a duty, and who missed too many
-(issue #12, DESIGN.md section 6).
+(DESIGN.md section 6).
 
 A duty is leading a round or validating one. Each block says who did theirs: its round r tells
 that the leaders of rounds 0..r-1 let their rounds pass without a block (missed) and that round

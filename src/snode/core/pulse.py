@@ -1,5 +1,5 @@
 """Who may produce the next block, and when: the rules of service-node block production
-(DESIGN.md section 6, issue #12), learnt from Oxen's Pulse.
+(DESIGN.md section 6), learnt from Oxen's Pulse.
 
 Mode. From the parent state alone (`production_mode`): the genesis authority produces while
 fewer service nodes are active than `min_active_sns`, while no node is payable yet (a round

@@ -82,7 +82,10 @@ def obligations_quorum_from_active(
 def block_leader(
     nodes: Iterable[ServiceNode], height: int, round: int, params: NetworkParams
 ) -> bytes | None:
-    """The leader of (height, round): the payable nodes in reward order, rotated by round."""
+    """The leader of (height, round): the payable nodes in reward order, rotated by round.
+
+    The reference, sorting every node; blocks use its fast twin `block_leader_from_queue`,
+    which tests/unit/test_indexes.py checks against this one."""
     payable = sorted(
         (sn for sn in nodes if is_payable(sn, height - 1, params)), key=reward_order_key
     )
@@ -95,13 +98,14 @@ def block_leader_from_queue(
     reward_queue: Iterable[RewardEntry], registry: Mapping[bytes, ServiceNode], height: int,
     round: int, params: NetworkParams,
 ) -> bytes | None:
-    """`block_leader`, given the registry's reward queue (no sort).
+    """`block_leader`, given the registry's reward queue (no sort): the fast twin of that
+    reference, which tests/unit/test_indexes.py holds it to.
 
     Reads the queue only up to the leader: round r's is the (r+1)-th payable entry, so a block
     of round 0 looks at the head of the queue whatever the network's size (a list of every
-    payable node cost 5 ms a call at 10,000 nodes, and a block calls this several times: issue
-    #15's simulation found it). Only when fewer than r+1 nodes are payable is the queue read
-    whole, to count them, and once more to the wrapped position.
+    payable node costs milliseconds a call at 10,000 nodes, and a block calls this several
+    times). Only when fewer than r+1 nodes are payable is the queue read whole, to count them,
+    and once more to the wrapped position.
     """
     def nth_payable(n: int) -> tuple[bytes | None, int]:
         seen = 0

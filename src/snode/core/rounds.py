@@ -1,5 +1,5 @@
 """The round state machine: one node's part in producing the block of one height
-(issue #12, DESIGN.md section 6), without I/O (h11's way: inputs in, actions out).
+(DESIGN.md section 6), without I/O (h11's way: inputs in, actions out).
 
 The service-node service drives one `RoundMachine` per height, from the parent it builds on, and
 drops it when a block for that height is adopted. Inputs are methods that take the time with

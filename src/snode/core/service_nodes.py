@@ -345,7 +345,8 @@ def next_reward_winner(
 ) -> ServiceNode | None:
     """The payable node that block `height` pays, judged by the parent's registry.
 
-    The rule as written, scanning every node; blocks use `reward_winner_from_queue`.
+    The reference: the rule as written, scanning every node. Blocks use its fast twin
+    `reward_winner_from_queue`, which tests/unit/test_indexes.py checks against this one.
     """
     payable = [sn for sn in nodes if is_payable(sn, height - 1, params) and not leaving(sn, height)]
     return min(payable, key=reward_order_key) if payable else None
@@ -355,7 +356,8 @@ def reward_winner_from_queue(
     reward_queue: Iterable[RewardEntry], registry: Mapping[bytes, ServiceNode], height: int,
     params: NetworkParams,
 ) -> ServiceNode | None:
-    """`next_reward_winner` of `registry`, given its reward queue (`state.RegistryIndex`).
+    """`next_reward_winner` of `registry`, given its reward queue (`state.RegistryIndex`): the
+    fast twin of that reference, which tests/unit/test_indexes.py holds it to.
 
     The queue holds every active node in reward order, so the winner is its first node past the
     grace period: only nodes activated in the last few blocks are looked at and skipped.

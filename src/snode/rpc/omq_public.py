@@ -1,4 +1,4 @@
-"""The public OMQ port (`--omq-public=<ip>:<port>`, issue #14): the read-only RPC over ZeroMQ, for
+"""The public OMQ port (`--omq-public=<ip>:<port>`): the read-only RPC over ZeroMQ, for
 anyone on the internet, as Oxen's public OMQ port.
 
 CurveZMQ with the service node's X25519 key as the server key (`get_service_node_key` gives it

@@ -1,5 +1,5 @@
 """Checkpoint duties: vote for the blocks this node's checkpoint quorums sign, collect the votes,
-and share the checkpoints they make (issue #12, `core.finality`).
+and share the checkpoints they make (`core.finality`).
 
 At every checkpoint height the chain records the block's checkpoint quorum (`ChainState.
 checkpoints`). Each member signs the block hash and sends its `CheckpointVote` to the other

@@ -1,5 +1,5 @@
 """Block production: the authority's blocks while the network is small (and as the backstop),
-and this service node's part in the rounds once service nodes produce (issue #12).
+and this service node's part in the rounds once service nodes produce.
 
 The rounds themselves are `core.rounds.RoundMachine` (no I/O): one machine per height, made from
 the tip when it changes, woken at its `wake_at` and by quorumnet messages; this module only does

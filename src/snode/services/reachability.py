@@ -1,5 +1,5 @@
 """Reachability tests: a quorum member checks that each node it judges can be reached where its
-uptime proofs say it is, by completing a CurveZMQ handshake with it on quorumnet (issue #14).
+uptime proofs say it is, by completing a CurveZMQ handshake with it on quorumnet.
 
 A proof only declares an address; a node behind NAT, with a wrong `--service-node-public-ip` or a
 closed quorumnet port, could otherwise stay active while no other service node can reach it.

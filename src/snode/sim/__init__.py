@@ -1,3 +1,3 @@
 """snode-sim: a simulation of a whole service-node network in one process, on the real core and
 node code (in-memory store, inline verifier, simulated clock and network), for scale figures
-(issue #15, docs/SCALE.md)."""
+(docs/SCALE.md)."""

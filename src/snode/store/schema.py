@@ -58,10 +58,9 @@ PRAGMAS: Final = (
     "PRAGMA synchronous = FULL",
     # The state and transaction-index tables take writes at random keys. SQLite's default 2 MB
     # page cache made every sync batch re-read pages and spill dirty ones. 16 MiB halved the
-    # CPU of a 500-block batch's writes when each batch wrote the state; since a sync writes
-    # the state at most every 3,000 blocks (`ChainStore`'s defer_state), 8 MiB syncs 100,000
-    # blocks as fast (41.3 against 41.9 s) with 8 MiB less memory (177 against 185 MiB peak).
-    # Only pages actually read count against it.
+    # CPU of a batch's writes when each batch wrote the state; since a sync writes the state
+    # at most every 3,000 blocks (`ChainStore`'s defer_state), 8 MiB syncs as fast with less
+    # memory (docs/PERFORMANCE.md, appendix). Only pages actually read count against it.
     "PRAGMA cache_size = -8192",
     # Such a batch writes about 3,000 pages to the WAL. Checkpointing after every batch (the
     # default threshold is 1,000 pages) copies the same pages into the database again and again;
