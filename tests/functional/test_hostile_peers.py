@@ -214,7 +214,7 @@ def test_one_source_cannot_fill_the_address_book(nodes):
     from_flood = len(saved & set(flood))
     from_honest = len(saved & set(honest))
     log.info("The book keeps %d of the flooder's and %d of the honest peer's", from_flood, from_honest)
-    assert from_flood <= L.BUCKETS_PER_SOURCE_GROUP * L.ADDRESS_BUCKET_SIZE
+    assert from_flood <= L.NEW_BUCKETS_PER_SOURCE_GROUP * L.ADDRESS_BUCKET_SIZE
     assert from_honest >= 5, "the flooder pushed out the honest peer's addresses"
 
 
