@@ -64,6 +64,19 @@ def test_one_address_group_spreads_over_many_buckets_from_many_sources() -> None
     assert len(buckets) > L.NEW_BUCKETS_PER_SOURCE_GROUP, "many sources should reach many buckets"
 
 
+def test_one_network_group_reaches_a_bounded_number_of_tried_buckets() -> None:
+    b = book()
+    for i in range(1_000):  # an attacker's nodes in one /16, each dialled and answering
+        address = addr(66, 77, i // 250, i % 250 + 1)
+        b.add(address, source_ip=f"{10 + i % 100}.1.1.1", now=T0)
+        b.good(address, T0)
+    tried = [a for a in list(b._info) if (b.placement(a) or ("",))[0] == "tried"]
+    buckets = {b.placement(a) for a in tried}
+    print(f"1,000 answering addresses of one /16: {len(tried)} in tried, in {len(buckets)} buckets")
+    assert len(buckets) <= L.TRIED_BUCKETS_PER_GROUP
+    assert len(tried) <= L.TRIED_BUCKETS_PER_GROUP * L.ADDRESS_BUCKET_SIZE
+
+
 def test_placement_depends_on_the_secret_key() -> None:
     addresses = [addr(1 + i, 2, 3, 4) for i in range(50)]
     one, other = book(key=KEY), book(key=bytes(16))
@@ -286,6 +299,15 @@ def test_a_feeler_tests_a_collision_first_then_new_entries() -> None:
     b.good(old, later + 2)  # it answered: the collision is over, `waiting` stays in new
     feelers = {dialer.feeler(later + 10 + n * 10 * L.FEELER_INTERVAL_S, skip=lambda a: False) for n in range(8)}
     assert feelers <= {fresh, waiting, None} and fresh in feelers, "feelers go to new entries only"
+
+
+def test_a_tried_entry_we_are_connected_to_passes_its_test_at_once() -> None:
+    b = book()
+    dialer = Dialer(b, rng=random.Random(5))
+    old, newcomer = tried_collision(b, T0, old_success=T0 - L.TRIED_REPLACEMENT_S - 100)
+    assert dialer.feeler(T0 + 1, skip={old}.__contains__, connected={old}) in (newcomer, None)
+    assert b.collision_to_test(T0 + L.TRIED_TEST_WINDOW_S + 1) is None
+    assert (table(b, old), table(b, newcomer)) == ("tried", "new"), "a live peer lost its tried slot"
 
 
 def test_saved_addresses_load_as_new_and_bad_ones_are_named() -> None:

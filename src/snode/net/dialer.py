@@ -50,13 +50,20 @@ class Dialer:
             taken.add(info.group)
         return chosen
 
-    def feeler(self, now: float, *, skip: Callable[[str], bool]) -> str | None:
+    def feeler(self, now: float, *, skip: Callable[[str], bool],
+               connected: Collection[str] = ()) -> str | None:
         """The address of a feeler connection, when one is due (about every FEELER_INTERVAL_S,
-        at random moments: Bitcoin Core's exponential timer), recorded as an attempt."""
+        at random moments: Bitcoin Core's exponential timer), recorded as an attempt. A tried
+        entry to test that is `connected` (an outbound peer of ours) passes its test at once."""
         if now < self._next_feeler:
             return None
         self._next_feeler = now + self._rng.expovariate(1 / L.FEELER_INTERVAL_S)
         address = self.book.collision_to_test(now)
+        for _ in range(L.MAX_TRIED_COLLISIONS):
+            if address is None or address not in connected:
+                break
+            self.book.good(address, now)
+            address = self.book.collision_to_test(now)
         if address is None or skip(address):
             address = self.book.select(
                 now, new_only=True, usable=lambda info: info.next_dial() <= now and not skip(info.address))

@@ -271,7 +271,8 @@ class PeerManager:
         for address in self.dialer.outbound(now, free, skip=skip, groups=groups):
             log.debug("dialling %s", address)
             self._spawn(self._dial(address), f"dial {address}")
-        if free <= 0 and (feeler := self.dialer.feeler(now, skip=skip)) is not None:
+        alive = {p.dialled for p in self.peers if p.outbound and p.dialled is not None}
+        if free <= 0 and (feeler := self.dialer.feeler(now, skip=skip, connected=alive)) is not None:
             log.debug("feeler to %s", feeler)
             self._spawn(self._dial(feeler, feeler=True), f"feeler {feeler}")
 
