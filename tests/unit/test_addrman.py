@@ -287,6 +287,15 @@ def test_the_dialer_skips_busy_addresses_and_crowded_groups() -> None:
     assert len(chosen) == len(set(chosen)) == 4
 
 
+def test_one_ip_with_many_ports_is_not_one_group_on_regtest() -> None:
+    b = AddressBook(global_only=False, key=KEY, rng=random.Random(6))
+    dialer = Dialer(b, rng=random.Random(6))
+    local = [f"127.0.0.1:{38090 + i}" for i in range(4)]
+    for a in local:
+        b.add(a, source_ip="127.0.0.9", now=T0)
+    assert sorted(dialer.outbound(T0, 8, skip=lambda a: False, groups={"127.0.0.1"})) == local
+
+
 def test_a_feeler_tests_a_collision_first_then_new_entries() -> None:
     b = book()
     dialer = Dialer(b, rng=random.Random(4))

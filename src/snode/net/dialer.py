@@ -3,7 +3,8 @@ simplified). Sans-IO: the peer manager does the dialling and tells the book how 
 
 Each free outbound slot gets an entry that the address book draws at random (`AddressBook.select`:
 tried or new by a coin flip, weighted by the entry's record), never one we are connected to or
-dialling, never a second in a network group that already has one of our outbound peers, and
+dialling, never a second in a network group that already has one of our outbound peers (on
+mainnet and testnet), and
 never one whose backoff is still running (`AddressInfo.next_dial`). Every dial counts as an
 attempt until the address shakes hands, so a dead address is dialled less and less often and,
 once terrible, not at all. While the outbound slots are full, a feeler now and then dials an
@@ -32,9 +33,11 @@ class Dialer:
                  groups: Collection[str]) -> list[str]:
         """Up to `free` addresses to dial now, each recorded as an attempt. `skip` names the
         addresses we must not dial (connected, being dialled, banned, our own); `groups` the
-        network groups our outbound peers are in already."""
+        network groups our outbound peers are in already. Where the book keeps addresses that
+        are not global (regtest and devnet: their nodes share loopback or a LAN, maybe one IP)
+        there is no rule of one per group."""
         chosen: list[str] = []
-        taken = set(groups)
+        taken = set(groups) if self.book.global_only else set()
 
         def usable(info: AddressInfo) -> bool:
             return info.next_dial() <= now and info.group not in taken and not skip(info.address)
@@ -47,7 +50,8 @@ class Dialer:
             self.book.attempt(address, now)
             info = self.book.info(address)
             assert info is not None  # it was just drawn
-            taken.add(info.group)
+            if self.book.global_only:
+                taken.add(info.group)
         return chosen
 
     def feeler(self, now: float, *, skip: Callable[[str], bool],

@@ -267,6 +267,7 @@ class PeerManager:
 
         outbound = [p for p in self._connections if p.outbound]
         groups = {network_group(p.ip) for p in outbound}
+        groups |= {network_group(a.rpartition(":")[0].strip("[]")) for a in self._dialling}  # still connecting
         free = L.MAX_OUTBOUND - len(outbound) - len(self._dialling - {p.dialled for p in outbound})
         for address in self.dialer.outbound(now, free, skip=skip, groups=groups):
             log.debug("dialling %s", address)
