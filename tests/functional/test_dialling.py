@@ -112,10 +112,10 @@ def test_dead_tried_addresses_back_off_and_an_honest_node_is_reached(nodes):
         wait_until(lambda: {d.address for d in dead} <= outbound(node), timeout=30,
                    what="the node's outbound connections to the eight")
         log.info("All eight are tried peers now; they stop listening and drop the node")
+        died = time.monotonic()  # before any failed dial of them
         for d in dead:
             d.close()
         wait_until(lambda: not outbound(node) & {d.address for d in dead}, what="the eight gone")
-        died = time.monotonic()
         wait_until(lambda: all(dials(node, d.address) >= 1 for d in dead), timeout=15,
                    what="a first failed dial of each dead address")
 

@@ -1,11 +1,14 @@
 """The address book and the inbound eviction rule: Bitcoin Core's addrman and
 `SelectNodeToEvict`, simplified. Sans-IO: no sockets, no clock (times come in as arguments).
 
-Addresses learned from peers go to "new" buckets chosen by a keyed hash of the source's network
-group and the address's own, so that one source (or one /16 of them) reaches a few buckets only
-and can push out only what it put there; an address we shook hands with moves to "tried", which
-gossip never touches. On mainnet and testnet an address that is not globally routable is dropped
-(regtest and devnet keep loopback and private ones: their networks live there).
+Addresses learned from peers go to a slot of the "new" table chosen by a keyed hash of the
+source's network group and the address's own, so that one source (or one /16 of them) reaches a
+few buckets only; an address we dialled and shook hands with moves to "tried", which gossip
+never touches. A slot is given up only by a terrible entry (or, in "tried", by one that failed a
+test), so nobody pushes out a good entry. Each entry keeps its record (attempts, last try, last
+success) for the dialer's backoff and `select`'s weights (`net/dialer.py` chooses the dials).
+On mainnet and testnet an address that is not globally routable is dropped (regtest and devnet
+keep loopback and private ones: their networks live there).
 """
 
 from __future__ import annotations
