@@ -197,9 +197,9 @@ def test_one_source_cannot_fill_the_address_book(nodes):
     node = nodes.add()
     prefix = next_loopback_ip().rsplit(".", 2)[0]
     honest = [f"{prefix}.251.{i}:9" for i in range(1, 21)]
-    flood = [f"{prefix}.{250 - i // 200}.{i % 200 + 1}:9" for i in range(1_000)]
-    log.info("One peer tells of 20 addresses; another sends ten messages of 100 (the old book held "
-             "1,000 and the ten replaced it)")
+    flood = [f"{prefix}.{250 - i // 200}.{i % 200 + 1}:9" for i in range(1_200)]
+    log.info("One peer tells of 20 addresses; another sends twelve messages of 100 (more than the "
+             "1,024 slots one source reaches; the old book held 1,024 in all and ten replaced it)")
     for addresses in (honest, flood):
         peer = FakePeer(node, source_ip=next_loopback_ip())
         try:
@@ -214,7 +214,7 @@ def test_one_source_cannot_fill_the_address_book(nodes):
     from_flood = len(saved & set(flood))
     from_honest = len(saved & set(honest))
     log.info("The book keeps %d of the flooder's and %d of the honest peer's", from_flood, from_honest)
-    assert from_flood <= L.BUCKETS_PER_SOURCE_GROUP * L.ADDRESS_BUCKET_SIZE
+    assert from_flood <= L.NEW_BUCKETS_PER_SOURCE_GROUP * L.ADDRESS_BUCKET_SIZE
     assert from_honest >= 5, "the flooder pushed out the honest peer's addresses"
 
 

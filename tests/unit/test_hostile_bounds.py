@@ -76,15 +76,15 @@ def test_the_orphan_pool_is_bounded_per_source_and_overall() -> None:
 def test_one_source_group_reaches_a_few_buckets_only() -> None:
     book = AddressBook(global_only=True, key=b"k" * 16)
     for i in range(5_000):
-        book.add(f"{1 + i % 200}.{i // 200}.3.4:9230", source_ip="8.8.8.8")
-    assert len(book) <= L.BUCKETS_PER_SOURCE_GROUP * L.ADDRESS_BUCKET_SIZE
-    assert not book.add("127.0.0.1:9230", source_ip="8.8.4.4")
-    assert not book.add("10.0.0.1:9230", source_ip="8.8.4.4")
-    assert book.add("9.9.9.9:9230", source_ip="1.1.1.1")
-    book.good("9.9.9.9:9230")
+        book.add(f"{1 + i % 200}.{i // 200}.3.4:9230", source_ip="8.8.8.8", now=0)
+    assert len(book) <= L.NEW_BUCKETS_PER_SOURCE_GROUP * L.ADDRESS_BUCKET_SIZE
+    assert not book.add("127.0.0.1:9230", source_ip="8.8.4.4", now=0)
+    assert not book.add("10.0.0.1:9230", source_ip="8.8.4.4", now=0)
+    assert book.add("9.9.9.9:9230", source_ip="1.1.1.1", now=0)
+    book.good("9.9.9.9:9230", now=0)
     for i in range(5_000):
-        book.add(f"{1 + i % 200}.{i // 200}.5.6:9230", source_ip="1.1.1.1")
-    assert "9.9.9.9:9230" in list(book), "gossip pushed out an address we shook hands with"
+        book.add(f"{1 + i % 200}.{i // 200}.5.6:9230", source_ip="1.1.1.1", now=0)
+    assert book.placement("9.9.9.9:9230") is not None, "gossip pushed out an address we shook hands with"
     assert network_group("8.8.8.8") == network_group("8.8.200.1") != network_group("8.9.0.1")
 
 

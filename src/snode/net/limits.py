@@ -143,14 +143,56 @@ UPLOAD_DRAIN_TIMEOUT: Final = 30.0
 
 # --- addresses and connections ---------------------------------------------------------------
 
-ADDRESS_BUCKETS: Final = 64
-ADDRESS_BUCKET_SIZE: Final = 16
-"""The address book: 64 buckets of 16 (1,024 addresses); an address learned from a peer goes
-to a bucket chosen by a keyed hash of the source's network group and the address's group."""
-BUCKETS_PER_SOURCE_GROUP: Final = 4
-"""The buckets one source network group can reach: at most 64 of the 1,024 entries."""
-MAX_TRIED: Final = 256
-"""Addresses we connected to and shook hands with: kept apart, never pushed out by gossip."""
+# The address book (`addrman.AddressBook`, Bitcoin Core's addrman at a sixteenth of its size).
+# Sized for a network of a few thousand nodes: "new" holds 16,384 entries, so a few thousand
+# honest addresses fill under a fifth of it and lose few to slot collisions; one source network
+# group reaches 16 of its 256 buckets (1,024 slots), so an attacker in 100 /16 networks reaches
+# all of them, but a slot holding an entry that is not terrible is never given to a newcomer:
+# it can only take the slots no honest entry holds, never push one out
+# (tests/unit/test_addrman.py measures it).
+NEW_BUCKETS: Final = 256
+TRIED_BUCKETS: Final = 64
+ADDRESS_BUCKET_SIZE: Final = 64
+"""Slots in a bucket of either table: 16,384 "new" entries and 4,096 "tried" ones at most."""
+NEW_BUCKETS_PER_SOURCE_GROUP: Final = 16
+"""The "new" buckets that the addresses learned from one source network group can reach
+(1,024 slots, a sixteenth of the table, as Bitcoin Core's 64 of 1,024)."""
+TRIED_BUCKETS_PER_GROUP: Final = 4
+"""The "tried" buckets the addresses of one network group can reach (256 slots): an attacker's
+nodes that we dialled and that answered take at most that many per /16."""
+MAX_TRIED_COLLISIONS: Final = 10
+"""Addresses that answered and wait for a test of the tried entry in their slot; beyond it they
+stay in "new"."""
+TRIED_REPLACEMENT_S: Final = 4 * 3_600.0
+"""A tried entry that answered this recently is never replaced; one dialled this recently that
+did not answer is (after ADDRESS_TERRIBLE_GRACE_S)..."""
+TRIED_TEST_WINDOW_S: Final = 40 * 60.0
+"""...and one not tested this long after the collision is replaced anyway."""
+ADDRESS_HORIZON_S: Final = 30 * 86_400.0
+"""An entry nobody told us of, and that we did not reach, for this long is terrible."""
+ADDRESS_FUTURE_S: Final = 600.0
+"""An entry stamped this far ahead of our clock is terrible."""
+ADDRESS_RETRIES: Final = 3
+"""Failed dials after which an entry that never answered is terrible..."""
+ADDRESS_MAX_FAILURES: Final = 10
+ADDRESS_MIN_FAIL_S: Final = 7 * 86_400.0
+"""...and an entry that answered once, after this many failed dials with no answer for this long."""
+ADDRESS_TERRIBLE_GRACE_S: Final = 60.0
+"""An entry dialled this recently is never judged terrible (its dial may still answer)."""
+ADDRESS_RECENT_TRY_S: Final = 600.0
+"""An entry dialled this recently is a hundred times less likely to be selected."""
+ADDRESS_SEEN_REFRESH_S: Final = 20 * 60.0
+"""A peer telling us again of an entry refreshes its time at most this often."""
+SELECT_DRAWS: Final = 200
+"""Draws `AddressBook.select` makes before it gives up (each costs a few microseconds)."""
+DIAL_BACKOFF_BASE_S: Final = 2.0
+DIAL_BACKOFF_MAX_S: Final = 3_600.0
+"""An entry's next dial waits 2 s after its first failed one, doubling with each failure up to
+an hour (a handshake resets it): eight dead addresses cost a few dials a minute, not 21 each in
+40 s."""
+FEELER_INTERVAL_S: Final = 120.0
+"""While the outbound slots are full, one short connection this often (on average) to a "new"
+entry, or to a tried entry another waits to replace: one that answers moves to "tried"."""
 MAX_INBOUND: Final = 32
 MAX_OUTBOUND: Final = 8
 MAX_PER_IP: Final = 8

@@ -27,9 +27,10 @@ from snode.common.text import printable
 from snode.core.errors import SnodeError
 from snode.net import limits as L
 from snode.net import protocol as P
-from snode.net.addrman import AddressBook
+from snode.net.addrman import AddressBook, network_group
 from snode.net.admission import admit, limited
 from snode.net.bans import Bans, Scores, address_key
+from snode.net.dialer import Dialer
 from snode.net.events import PeerBanned, PeerConnected, PeerDisconnected
 from snode.net.peer import FLOOD_RATE, Peer, PeerGone, PeerProtocol
 from snode.net.protocol import ProtocolViolation
@@ -65,6 +66,7 @@ class PeerManager:
         self.denied: frozenset[str] = frozenset()
         """Addresses this node is cut off from (`deny`: a fault test's partition)."""
         self.known = AddressBook(global_only=not node.params.private_public_ip_allowed)
+        self.dialer = Dialer(self.known)
         self.priority: list[str] = list(priority)
         self._dialling: set[str] = set()
         self._dial_errors: dict[str, str] = {}
@@ -76,8 +78,10 @@ class PeerManager:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._server: asyncio.base_events.Server | None = None
         self._handlers: dict[type, Handler] = {}
-        for address in saved_peers:
-            self.known.add(address, source_ip=address.rpartition(":")[0])
+        refused = self.dialer.load(saved_peers, time.time())
+        if refused:
+            log.warning("dropped %d saved peer addresses that this network does not dial (the first: %s); "
+                        "the others are kept", len(refused), printable(refused[0]))
 
     def on(self, kind: type[M], handler: Callable[[Peer, M], Awaitable[None]]) -> None:
         """Pass every message of type `kind` to `handler(peer, message)` (one handler per type)."""
@@ -182,12 +186,16 @@ class PeerManager:
         else:
             self._spawn(self._run(peer), f"peer {peer.name}")
 
-    async def _dial(self, address: str) -> bool:
-        """Connect to address and serve the peer until it goes; whether the handshake worked."""
-        parsed = await self._resolve(address)
-        if parsed is None or self.is_banned(parsed[0]) or address in self._dialling:
+    async def _dial(self, address: str, *, feeler: bool = False) -> bool:
+        """Connect to address and serve the peer until it goes (a feeler: until its handshake);
+        whether the handshake worked."""
+        if address in self._dialling:
             return False
-        self._dialling.add(address)
+        self._dialling.add(address)  # before the first await: one dial of an address at a time
+        parsed = await self._resolve(address)
+        if parsed is None or self.is_banned(parsed[0]):
+            self._dialling.discard(address)
+            return False
         try:
             local = (self.bind_ip, 0) if self.bind_ip not in ("0.0.0.0", "::") else None
             async with asyncio.timeout(5):
@@ -200,7 +208,7 @@ class PeerManager:
             return False
         assert protocol.peer is not None  # made when it connected
         try:
-            return await self._run(protocol.peer)
+            return await self._run(protocol.peer, feeler=feeler)
         finally:
             self._dialling.discard(address)
 
@@ -237,25 +245,37 @@ class PeerManager:
             delay = min(delay * 2, BACKOFF_MAX)
 
     async def _maintain(self) -> None:
-        """Fill outbound slots from known addresses; save them now and then."""
+        """Fill outbound slots from the address book; save it now and then."""
         last_save = time.monotonic()
         while True:
             await asyncio.sleep(2)
-            connected = {p.dialled for p in self.peers} | {p.listen_address for p in self.peers}
-            outbound = sum(1 for p in self.peers if p.outbound) + len(self._dialling)
-            for address in list(self.known):
-                if outbound >= L.MAX_OUTBOUND:
-                    break
-                if address in connected or address in self._dialling or address in self.priority:
-                    continue
-                if address == f"{self.bind_ip}:{self.listen_port}":
-                    continue
-                self._spawn(self._dial(address), f"dial {address}")
-                outbound += 1
+            self._dial_more(time.time())
             self._ping_or_drop()
             if time.monotonic() - last_save > 60:
                 await self._save_peers()
                 last_save = time.monotonic()
+
+    def _dial_more(self, now: float) -> None:
+        """Dial what the dialer draws for the free outbound slots, or a feeler when none is free.
+        Never an address we are connected to or dialling (`_dial` also refuses a second dial of
+        one), a priority one (`_keep_connected` dials those), our own, or a banned one."""
+        busy = {p.dialled for p in self._connections} | {p.listen_address for p in self.peers}
+        busy |= self._dialling | set(self.priority) | {f"{self.bind_ip}:{self.listen_port}"}
+
+        def skip(address: str) -> bool:
+            return address in busy or self.is_banned(address.rpartition(":")[0].strip("[]"))
+
+        outbound = [p for p in self._connections if p.outbound]
+        groups = {network_group(p.ip) for p in outbound}
+        groups |= {network_group(a.rpartition(":")[0].strip("[]")) for a in self._dialling}  # still connecting
+        free = L.MAX_OUTBOUND - len(outbound) - len(self._dialling - {p.dialled for p in outbound})
+        for address in self.dialer.outbound(now, free, skip=skip, groups=groups):
+            log.debug("dialling %s", address)
+            self._spawn(self._dial(address), f"dial {address}")
+        alive = {p.dialled for p in self.peers if p.outbound and p.dialled is not None}
+        if free <= 0 and (feeler := self.dialer.feeler(now, skip=skip, connected=alive)) is not None:
+            log.debug("feeler to %s", feeler)
+            self._spawn(self._dial(feeler, feeler=True), f"feeler {feeler}")
 
     def _ping_or_drop(self) -> None:
         """Ping a peer silent for PING_INTERVAL, drop one silent for IDLE_TIMEOUT (no timer a read)."""
@@ -271,12 +291,13 @@ class PeerManager:
         if self.save_peers is None:
             return
         try:
-            await self.save_peers(list(self.known))
+            await self.save_peers(self.known.to_save(time.time()))
         except SnodeError as err:
             log.warning("could not save peers: %s", err)
 
-    async def _run(self, peer: Peer) -> bool:
-        """Handshake, then read messages until the peer goes or breaks the rules."""
+    async def _run(self, peer: Peer, *, feeler: bool = False) -> bool:
+        """Handshake, then read messages until the peer goes or breaks the rules (a feeler's
+        peer: until its handshake)."""
         handshook = False
         self._connections.add(peer)
         try:
@@ -288,6 +309,10 @@ class PeerManager:
             if not self._accept_hello(peer, first):
                 return False
             handshook = True
+            if peer.outbound:
+                self._reached(peer)
+            if feeler:
+                return True
             peer.open_up(P.MAX_FRAME)  # what followed its Hello is framed now
             self.peers.add(peer)
             log.info("connected to peer %s (%s, height %d)", peer.name,
@@ -295,8 +320,6 @@ class PeerManager:
             if peer.dialled in self._unreachable:
                 self._unreachable.discard(peer.dialled)
                 log.warning("priority node %s can be reached again", peer.dialled)
-            if peer.listen_address and peer.outbound:
-                self.known.good(peer.listen_address)
             peer.send(P.GetPeers())
             self.node.hub.publish(PeerConnected(peer, peer.height))
             while not peer.writer.is_closing():
@@ -319,6 +342,13 @@ class PeerManager:
                 log.info("peer %s disconnected", peer.name, extra=limited(peer))
                 self.node.hub.publish(PeerDisconnected(peer))
         return handshook
+
+    def _reached(self, peer: Peer) -> None:
+        """An outbound peer shook hands: its address (as dialled, or a priority host's address
+        as it told us) goes to the book's "tried" table."""
+        address = peer.dialled if peer.dialled and ip_endpoint(peer.dialled) else peer.listen_address
+        if address is not None:
+            self.known.good(address, time.time())
 
     async def _next_message(self, peer: Peer) -> P.Message | None:
         """The peer's next message; None for one dropped unread (proofs over their rate). No
@@ -387,8 +417,9 @@ class PeerManager:
                 addresses = [p.listen_address for p in self.peers if p.listen_address and p is not peer]
                 peer.send(P.Peers(addresses=addresses[:P.MAX_PEER_ADDRESSES]))
             case P.Peers():
+                now = time.time()
                 for address in message.addresses:
-                    self.known.add(address, source_ip=peer.ip)
+                    self.known.add(address, source_ip=peer.ip, now=now)
             case _:
                 handler = self._handlers.get(type(message))
                 if handler is not None:
