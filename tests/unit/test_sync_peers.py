@@ -17,6 +17,7 @@ from snode.params import MAX_FUTURE_BLOCK_TIME
 from snode.services import sync_peers as SP
 from snode.services.sync_peers import Backoffs, Claim, check_tip, choose, target
 from tests.unit.conftest import LabChain
+from tests.unit.sn_chain import new_sn_chain, sn_block
 
 
 class Clock:
@@ -123,3 +124,18 @@ def test_the_backoff_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         backoffs.fail(key)
         clock.now += 1
     assert [k for k in "abcd" if backoffs.blocked(k)] == ["b", "c", "d"], "the first to end made room"
+
+
+def _sn_check(chain: LabChain, block: Block) -> SP.TipCheck:
+    return check_tip(P.tip_header(block), chain.state, chain.consensus, max(chain.now, block.header.timestamp),
+                     could_produce=lambda key: key in chain.consensus.authorities or key in chain.state.service_nodes)
+
+
+def test_a_service_node_header_on_our_tip_needs_its_validators() -> None:
+    chain = new_sn_chain()
+    block, _ = sn_block(chain.state, chain)
+    assert _sn_check(chain, block) == SP.PROVEN
+    few, _ = sn_block(chain.state, chain, signers=1)
+    assert "sent an invalid header of block" in _sn_check(chain, few).forged, "one validator's signature proves nothing"
+    bad = msgspec.structs.replace(block, validator_signatures=(bytes(64),) * len(block.validator_signatures))
+    assert _sn_check(chain, bad).forged.endswith("has a bad signature")
