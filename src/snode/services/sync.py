@@ -212,7 +212,7 @@ class Syncer:
             await self.sync_from(best)
         except BlockFromFuture as err:
             log.warning("sync from %s paused: %s (check both clocks)", best.name, err.reason)
-            best.height = min(best.height, self.node.height)
+            _believe_no_more(best, self.node.height)
         except ProtocolViolation as err:
             self.peers.misbehaving(best, SCORE_PROTOCOL, str(err))
         except StaleBatch as err:
@@ -222,7 +222,7 @@ class Syncer:
             await asyncio.sleep(1)
         except Exception:  # a bug must not end syncing for the life of the process
             log.exception("sync from %s failed", best.name)
-            best.height = min(best.height, self.node.height)
+            _believe_no_more(best, self.node.height)
             await asyncio.sleep(1)
 
     async def sync_from(self, peer: Peer) -> None:
@@ -237,6 +237,13 @@ class Syncer:
             self._run = None
             await run.close()
             await self.writer.flush_state()  # whatever deferred state a sync that ended early left
+
+
+def _believe_no_more(peer: Peer, height: int) -> None:
+    """Take `peer` for no higher than `height` (until it shows more), so that a sync it failed
+    is not tried again at once."""
+    peer.height = min(peer.height, height)
+    peer.proven = min(peer.proven, height)
 
 
 def signed_check(consensus: Consensus) -> Callable[[Block], str]:
@@ -293,7 +300,7 @@ class _Run:
                 return
             except Preempted:
                 log.debug("sync: leaving %s, which sent nothing yet, for a peer that proved its height",
-                          self.peer.name)
+                          self.peer.name, extra=limited(self.peer))
                 await self.execute(machine.on_preempted())
                 return
             blocks = _decode(reply.blocks)
