@@ -1,6 +1,8 @@
 """Hostile peers against a real regtest daemon's sync (issue #33, item 2 and item 9's fork
-buffer): a liar that claims height 10^9 and never answers, a peer that drips one valid block per
-request, and peers that fill the fork buffer with forged or fat blocks. Each attacker is a
+buffer): a liar that claims height 10^9 and never answers (never the target; left as soon as an
+honest peer proves its height; timed out, scored and backed off from its address when it is
+tried), a peer that drips one valid block per request, and peers that fill the fork buffer with
+forged or fat blocks. Each attacker is a
 `FakePeer` on its own loopback address; the honest peer is a real daemon.
 """
 
@@ -10,6 +12,7 @@ import os
 import time
 
 import msgspec
+import pytest
 
 from snode.core.blocks import Block, block_hash, make_block
 from snode.core.crypto import SigningKey
@@ -17,6 +20,7 @@ from snode.core.encoding import decode, encode
 from snode.core.transactions import Transaction
 from snode.net import limits as L
 from snode.net import protocol as P
+from snode.net.peer import REQUEST_TIMEOUT
 from snode.params import REGTEST, REGTEST_AUTHORITY_SEED
 from tests.functional.framework import connect_nodes, narrator, next_loopback_ip, wait_until
 from tests.functional.hostile import assert_serving, ban_reasons, fat_transactions, handshake, rss_mib
@@ -59,9 +63,10 @@ def _watch(victim, seen: list[str]) -> int:
 def test_a_liar_claiming_a_huge_height_neither_shows_nor_holds_the_sync(nodes):
     honest = nodes.add()
     honest.generate_blocks(blocks=50)
-    victim = nodes.add()
+    victim = nodes.add(extra_args=["--log-level=3"])
     log.info("A liar says height %d in its Hello and a Tip, then answers nothing", LIE)
-    liar = FakePeer(victim, source_ip=next_loopback_ip())
+    source = next_loopback_ip()
+    liar = FakePeer(victim, source_ip=source)
     seen: list[str] = []
     try:
         liar.send(liar.hello(height=LIE, agent="liar"))
@@ -80,8 +85,27 @@ def test_a_liar_claiming_a_huge_height_neither_shows_nor_holds_the_sync(nodes):
         assert not [s for s in seen if str(LIE) in s], "an unproven claim showed as the target"
         assert victim.get_info()["target_height"] == 0
         assert_serving(victim)
+
+        log.info("The liar says %d again: the victim tries it, it times out (%d s), is scored and "
+                 "backed off, and from its address it is not asked again", LIE, REQUEST_TIMEOUT)
+        liar.send(P.Tip(LIE, os.urandom(32)))
+        liar.receive_until(lambda m: isinstance(m, P.GetBlocks))
+        assert liar.closed_by_node(timeout=REQUEST_TIMEOUT + 10), "the liar was not dropped at its timeout"
+        text = victim.stderr_text()
+        assert "did not answer a sync request in time; syncing from others, not from its address for 30 s" in text
+        assert f"misbehaved (+{L.SCORE_SYNC_TIMEOUT}" in text, "the liar's timeout was not scored"
     finally:
         liar.close()
+    again = FakePeer(victim, source_ip=source)
+    try:
+        again.send(again.hello(height=LIE, agent="liar"))
+        assert isinstance(again.receive(), P.Hello)
+        again.send(P.Tip(LIE, os.urandom(32)))
+        with pytest.raises(TimeoutError):
+            again.receive_until(lambda m: isinstance(m, P.GetBlocks), timeout=3)
+        assert victim.get_info()["target_height"] == 0
+    finally:
+        again.close()
 
 
 def test_a_peer_that_drips_one_block_per_request_is_scored_and_backed_off(nodes):
