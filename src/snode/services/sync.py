@@ -315,6 +315,9 @@ class _Run:
         preempt = asyncio.ensure_future(self.preempt.wait())
         try:
             await asyncio.wait((answer, preempt), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # the sync is cancelled (the node stops): no wait outlives it
+            answer.cancel()
+            raise
         finally:
             preempt.cancel()
         if answer.done():
