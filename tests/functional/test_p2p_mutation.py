@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from snode.core.encoding import encode
+from snode.core.blocks import Block
+from snode.core.encoding import decode, encode
 from snode.core.proofs import ProofRefusal
 from snode.net import protocol as P
 from tests.functional.figures import write_figures
@@ -64,6 +65,7 @@ def _samples(node: TestNode) -> list[P.Message]:
         P.NewBlock(block), P.NewTransaction(tx), P.GetPeers(), P.Peers(["127.0.0.1:38090"]),
         P.ProofRejected(bytes(32), 5, ProofRefusal.CLOCK), P.ProofAck(bytes(32), 5), P.NewCheckpoint(b"\x90"),
         P.ProofInv([(bytes(32), 5)]), P.GetProofs([(bytes(32), 5)]), P.Proofs([]),
+        P.tip_header(decode(block, Block)),
     ]
     kinds = {type(m) for m in samples} | {P.Proof}  # a Proof needs a key: mutated from fields below
     assert kinds >= set(typing.get_args(P.Message)) - {P.Proof}, "a sample of every message kind"

@@ -10,7 +10,7 @@ from typing import get_args
 
 import pytest
 
-from snode.core.blocks import Block, BlockHeader
+from snode.core.blocks import Block, BlockHeader, Checkpoint
 from snode.core.proofs import ProofRefusal, UptimeProof
 from snode.net import limits as L
 from snode.net import protocol as P
@@ -146,6 +146,14 @@ def test_a_small_message_is_refused_on_its_tag_before_its_body_is_read() -> None
     assert decoder.feed(big_ping[:P.HEADER_BYTES + 1]) == [], "decided before the tag arrived"
 
 
+def _largest_tip_header(big: int) -> P.TipHeader:
+    """A TipHeader of a header carrying a checkpoint of 64 signers (a bitset's width; the largest
+    checkpoint quorum is 20), and 64 validator signatures (its limit)."""
+    checkpoint = Checkpoint(big, bytes(32), 2**64 - 1, (bytes(64),) * 64)
+    header = BlockHeader(big, big, bytes(32), big, bytes(32), bytes(32), big, checkpoint)
+    return P.TipHeader(header, bytes(64), 2**64 - 1, (bytes(64),) * 64)
+
+
 def test_every_message_at_its_largest_fits_its_frame_limit() -> None:
     wide, big = "\U0010ffff", 2**63 - 1  # 4 bytes in UTF-8; the widest integer
     hello = P.Hello(big, bytes(32), big, wide * 64, big, bytes(32), 65_535, big)
@@ -159,7 +167,7 @@ def test_every_message_at_its_largest_fits_its_frame_limit() -> None:
         P.NewCheckpoint(bytes(P.MAX_CHECKPOINT)),
         P.Blocks([bytes(P.MAX_BATCH_BYTES // P.MAX_BLOCKS_PER_BATCH)] * P.MAX_BLOCKS_PER_BATCH, big),
         P.ProofInv([(bytes(32), big)] * P.MAX_PROOF_IDS), P.GetProofs([(bytes(32), big)] * P.MAX_PROOF_IDS),
-        P.Proofs([proof] * P.MAX_PROOF_IDS),
+        P.Proofs([proof] * P.MAX_PROOF_IDS), _largest_tip_header(big),
     ]
     assert {type(m) for m in messages} == set(get_args(P.Message))
     for message in messages:

@@ -56,7 +56,7 @@ def test_a_block_the_store_cannot_write_is_not_blamed_on_the_peer(error: StoreEr
 
 def sender(i: int, port: int = 9230) -> Any:
     """What the relay reads of a peer that sends it a block."""
-    return SimpleNamespace(name=f"127.0.0.{i}:{port}", key=f"127.0.0.{i}", height=0, last_block_at=0.0,
+    return SimpleNamespace(name=f"127.0.0.{i}:{port}", key=f"127.0.0.{i}", height=0, proven=0, last_block_at=0.0,
                            known_blocks=[])
 
 

@@ -10,19 +10,25 @@ A `Driver` plays the adapter: it executes the machine's actions against a real i
 
 from __future__ import annotations
 
+import os
+import tracemalloc
 from dataclasses import dataclass, field
 
 import msgspec
 import pytest
 
-from snode.core.blocks import Block, block_hash
-from snode.core.transactions import TX_VERSION, Registration, Transaction
+from snode.core.blocks import Block, block_hash, make_block
+from snode.core.crypto import SigningKey
+from snode.core.encoding import decode, encode
+from snode.core.transactions import TX_VERSION, Registration, Transaction, Transfer, TxOut
 from snode.net import limits as L
 from snode.services import sync_machine as S
-from tests.unit.conftest import LabChain
+from tests.unit.conftest import LabChain, new_chain
 
 DOWNLOAD = 10
 STORE = 2 * DOWNLOAD
+WHOLE_BYTES = 10_000
+"""A download of this many bytes is whole with fewer than DOWNLOAD blocks."""
 
 
 @dataclass
@@ -42,6 +48,8 @@ class Driver:
     requests: list[S.Request] = field(default_factory=list)
     strangers: set[bytes] = field(default_factory=set)
     """Producer keys that could not have made a block (neither an authority nor a registered SN)."""
+    now: float = 1_000.0
+    """The fake clock the machine reads."""
 
     def tip(self) -> tuple[int, bytes]:
         if not self.ours:
@@ -52,7 +60,9 @@ class Driver:
         height, tip = self.tip()
         return S.SyncMachine(peer_height=peer_height, node_height=height, node_tip=tip,
                              store_blocks=STORE, batch_blocks=DOWNLOAD,
-                             could_produce=lambda producer: producer not in self.strangers)
+                             could_produce=lambda producer: producer not in self.strangers,
+                             check_signed=lambda block: "",
+                             clock=lambda: self.now, whole_bytes=WHOLE_BYTES)
 
     def run(self, machine: S.SyncMachine, actions: list[S.Action]) -> None:
         queue = list(actions)
@@ -120,7 +130,7 @@ def sync(driver: Driver, peer_height: int, *, max_replies: int = 100) -> S.SyncM
             continue
         request = driver.requests.pop(0)
         reply_height, blocks = driver.answer(request, peer_height)
-        driver.run(machine, machine.on_blocks(reply_height, blocks, 100 * len(blocks)))
+        driver.run(machine, machine.on_blocks(reply_height, blocks, 100 * len(blocks), driver.now))
         if "Ban" in driver.log:
             return machine
     raise AssertionError(f"the machine did not finish: {driver.log[-20:]}")
@@ -157,7 +167,7 @@ def test_a_peer_that_claims_more_than_it_has_is_banned(long_chain: LabChain) -> 
     driver = Driver(list(blocks[:20]), block_hash(long_chain.blocks[0].header), blocks[:20])
     machine = driver.machine(peer_height=40)
     driver.run(machine, machine.start())
-    actions = machine.on_blocks(40, [], 0)
+    actions = machine.on_blocks(40, [], 0, 1_000.0)
     assert isinstance(actions[-1], S.Ban) and "claims height 40" in actions[-1].reason
 
 
@@ -167,9 +177,9 @@ def test_a_lie_after_staged_blocks_stores_them_first_then_bans(long_chain: LabCh
     machine = driver.machine(peer_height=45)
     driver.run(machine, machine.start())
     driver.requests.pop(0)
-    driver.run(machine, machine.on_blocks(45, blocks[:10], 1000))  # staged, more to come
+    driver.run(machine, machine.on_blocks(45, blocks[:10], 1000, 1_000.0))  # staged, more to come
     assert driver.staged and not driver.finished
-    actions = machine.on_blocks(45, [], 0)  # the pipelined request: "nothing after yours"
+    actions = machine.on_blocks(45, [], 0, 1_000.0)  # the pipelined request: "nothing after yours"
     assert [type(a).__name__ for a in actions] == ["Finish", "ApplyOrphans", "Ban"]
 
 
@@ -178,7 +188,7 @@ def test_blocks_that_are_not_a_chain_get_the_peer_banned(long_chain: LabChain) -
     driver = Driver([], block_hash(long_chain.blocks[0].header), blocks)
     machine = driver.machine(peer_height=45)
     machine.start()
-    actions = machine.on_blocks(45, [blocks[0], blocks[2]], 200)
+    actions = machine.on_blocks(45, [blocks[0], blocks[2]], 200, 1_000.0)
     assert actions == [S.Ban("sent blocks that do not form a chain")]
 
 
@@ -215,9 +225,10 @@ def test_a_stalling_peer_is_dropped_and_what_was_staged_is_kept(long_chain: LabC
     machine = driver.machine(peer_height=45)
     driver.run(machine, machine.start())
     driver.requests.pop(0)
-    driver.run(machine, machine.on_blocks(45, blocks[:10], 1000))
+    driver.run(machine, machine.on_blocks(45, blocks[:10], 1000, 1_000.0))
     actions = machine.on_timeout()  # the pipelined request is never answered
-    assert [type(a).__name__ for a in actions] == ["Finish", "ApplyOrphans", "Done"]
+    assert [type(a).__name__ for a in actions] == ["Finish", "ApplyOrphans", "Score", "Backoff", "Done"]
+    assert actions[2] == S.Score(L.SCORE_SYNC_TIMEOUT, "did not answer a sync request in time")
     driver.run(machine, actions)
     assert driver.ours == blocks[:10] and machine.done
     assert actions[-1] == S.Done(10)  # the peer is believed only as far as it delivered
@@ -234,6 +245,7 @@ def forked(chain: LabChain, *, strangers: bool = False) -> tuple[S.SyncMachine, 
     if strangers:
         driver.strangers.add(fork.blocks[3].header.producer)
     machine = driver.machine(peer_height=14)
+    machine.batch_blocks = 2  # the peer's downloads are of two blocks: whole ones
     driver.run(machine, machine.start())
     driver.requests.pop(0)
     return machine, fork.blocks
@@ -241,11 +253,11 @@ def forked(chain: LabChain, *, strangers: bool = False) -> tuple[S.SyncMachine, 
 
 def test_a_peer_whose_chain_moves_under_us_is_asked_again(chain: LabChain) -> None:
     machine, fork = forked(chain)
-    actions = machine.on_blocks(14, fork[3:5], 200)  # a fork, not longer yet: kept
+    actions = machine.on_blocks(14, fork[3:5], 200, 1_000.0)  # a fork, not longer yet: kept
     assert machine.branch and not any(isinstance(a, S.Score) for a in actions)
     assert machine.resume() == [S.Request(block_hash(fork[4].header), with_locator=True)]
     # The next download does not follow what we collected: start over from our locator.
-    actions = machine.on_blocks(14, chain.blocks[1:3], 200)
+    actions = machine.on_blocks(14, chain.blocks[1:3], 200, 1_000.0)
     assert machine.branch == [] and actions == [
         S.Score(L.SCORE_FORK_RESET, "offered a fork, then blocks that do not follow on it"),
         S.Request(None, with_locator=True),
@@ -254,7 +266,7 @@ def test_a_peer_whose_chain_moves_under_us_is_asked_again(chain: LabChain) -> No
 
 def test_a_fork_signed_by_a_key_that_could_not_have_made_it_is_dropped_and_scored(chain: LabChain) -> None:
     machine, fork = forked(chain, strangers=True)
-    actions = machine.on_blocks(14, fork[3:5], 200)
+    actions = machine.on_blocks(14, fork[3:5], 200, 1_000.0)
     assert machine.branch == [] and machine.done, "the fork buffer kept blocks nobody could have made"
     assert actions == [
         S.Score(L.SCORE_UNKNOWN_PRODUCER, "offered a fork with block 3 signed by a key that is neither an "
@@ -275,7 +287,7 @@ def _newcomer_fork(chain: LabChain, *, registered: bool) -> tuple[S.SyncMachine,
         registration = Transaction(TX_VERSION, (), (), Registration(0, (), 0, newcomer, bytes(64)), ())
         first = msgspec.structs.replace(first, transactions=first.transactions + (registration,))
     download = [first, by_newcomer]
-    return machine, machine.on_blocks(14, download, 200), download
+    return machine, machine.on_blocks(14, download, 200, 1_000.0), download
 
 
 def test_a_fork_block_of_a_node_the_fork_registered_before_it_is_kept(chain: LabChain) -> None:
@@ -289,3 +301,113 @@ def test_a_fork_block_of_a_node_nobody_registered_is_dropped(chain: LabChain) ->
     assert machine.branch == [] and actions[0] == S.Score(
         L.SCORE_UNKNOWN_PRODUCER, "offered a fork with block 4 signed by a key that is neither an authority nor a "
         "registered service node")
+
+
+# --- stallers: a slow drip, a slow download, a timeout (the fake clock) -----------------------
+
+def _first_request(long_chain: LabChain) -> tuple[Driver, S.SyncMachine, list[Block]]:
+    """A fresh node asking an honest-looking peer of 45 blocks for its first download at t=1000."""
+    blocks = long_chain.blocks[1:]
+    driver = Driver([], block_hash(long_chain.blocks[0].header), blocks)
+    machine = driver.machine(peer_height=45)
+    driver.run(machine, machine.start())
+    driver.requests.pop(0)
+    return driver, machine, blocks
+
+
+def test_a_peer_that_drips_one_block_per_request_is_a_staller(long_chain: LabChain) -> None:
+    driver, machine, blocks = _first_request(long_chain)
+    driver.run(machine, machine.on_blocks(45, blocks[:10], 1000, 1_000.5))  # a whole download: staged
+    # The pipelined request: one valid block, just before the timeout, while it claims 45.
+    actions = machine.on_blocks(45, blocks[10:11], 300, 1_029.0)
+    reason = "sent 1 blocks (300 bytes) for a download of up to 10 while claiming height 45"
+    assert actions == [S.Finish(), S.ApplyOrphans(), S.Score(L.SCORE_SYNC_STALL, reason), S.Backoff(reason),
+                       S.Done(10)]
+    driver.run(machine, actions)
+    assert machine.done and driver.ours == blocks[:10], "what it delivered whole is kept, the drip is not"
+
+
+def test_a_short_download_that_fills_the_byte_limit_is_whole(long_chain: LabChain) -> None:
+    driver, machine, blocks = _first_request(long_chain)
+    actions = machine.on_blocks(45, blocks[:3], WHOLE_BYTES, 1_000.5)  # three big blocks: the next did not fit
+    assert not any(isinstance(a, S.Score | S.Backoff) for a in actions)
+    assert isinstance(actions[0], S.Request) and actions[0].top == block_hash(blocks[2].header)
+
+
+def test_a_download_slower_than_the_stall_time_must_bring_the_minimum_rate(long_chain: LabChain) -> None:
+    driver, machine, blocks = _first_request(long_chain)
+    took = L.SYNC_STALL_S + 5
+    thin = int(L.MIN_SYNC_RATE * took) - 1
+    actions = machine.on_blocks(45, blocks[:10], thin, 1_000.0 + took)
+    assert actions[0] == S.Score(L.SCORE_SYNC_STALL, f"took {took:.0f} s to send a download of {thin} bytes")
+    assert isinstance(actions[1], S.Backoff) and machine.done
+
+
+def test_a_slow_download_at_the_minimum_rate_or_within_the_stall_time_is_taken(long_chain: LabChain) -> None:
+    took = L.SYNC_STALL_S + 5
+    for size, arrived in ((int(L.MIN_SYNC_RATE * took), 1_000.0 + took), (1000, 1_000.0 + L.SYNC_STALL_S)):
+        driver, machine, blocks = _first_request(long_chain)
+        actions = machine.on_blocks(45, blocks[:10], size, arrived)
+        assert not any(isinstance(a, S.Score | S.Backoff) for a in actions), (size, arrived)
+
+
+def test_the_time_of_a_pipelined_request_counts_from_when_it_was_sent(long_chain: LabChain) -> None:
+    driver, machine, blocks = _first_request(long_chain)
+    driver.now = 1_100.0  # the first answer came late (a fine one: within the stall time of its request)
+    driver.run(machine, machine.on_blocks(45, blocks[:10], 1000, 1_005.0))
+    actions = machine.on_blocks(45, blocks[10:20], 1000, 1_100.0 + L.SYNC_STALL_S - 1)
+    assert not any(isinstance(a, S.Score | S.Backoff) for a in actions)
+
+
+def test_a_peer_that_goes_away_is_backed_off_not_scored(long_chain: LabChain) -> None:
+    driver, machine, _ = _first_request(long_chain)
+    assert machine.on_gone() == [S.Backoff("disconnected during a sync request"), S.Done(0)]
+
+
+def test_leaving_a_silent_peer_for_a_proven_one_costs_it_nothing(long_chain: LabChain) -> None:
+    driver, machine, _ = _first_request(long_chain)
+    assert machine.delivered == 0
+    assert machine.on_preempted() == [S.Done(0)] and machine.done
+
+
+# --- the fork buffer: signed blocks only, counted in memory -----------------------------------
+
+def test_a_fork_block_with_a_bad_signature_gets_the_peer_banned(chain: LabChain) -> None:
+    machine, fork = forked(chain)
+    forged_at = fork[4].header.height
+    machine.check_signed = lambda block: "bad producer signature" if block.header.height == forged_at else ""
+    actions = machine.on_blocks(14, fork[3:5], 200, 1_000.0)
+    assert actions == [S.Ban(f"offered a fork with an invalid block {forged_at}: bad producer signature")]
+    assert machine.branch == [] and machine.branch_bytes == 0
+
+
+def test_the_fork_buffer_counts_decoded_memory_not_encoded_bytes(
+        chain: LabChain, monkeypatch: pytest.MonkeyPatch) -> None:
+    machine, fork = forked(chain)
+    download = fork[3:5]
+    machine.on_blocks(14, download, 200, 1_000.0)
+    memory = sum(S.block_memory(b) for b in download)
+    assert machine.branch_bytes == memory > sum(len(encode(b)) for b in download)
+    # A buffer bound the encoding stays under but the decoded blocks pass: refused.
+    machine, fork = forked(new_chain())
+    monkeypatch.setattr(S, "MAX_BRANCH_BYTES", memory - 1)
+    actions = machine.on_blocks(14, fork[3:5], 200, 1_000.0)
+    assert isinstance(actions[-1], S.Ban) and "bytes in memory" in actions[-1].reason
+    assert machine.branch == []
+
+
+def test_block_memory_is_what_tracemalloc_sees() -> None:
+    outputs = tuple(TxOut(os.urandom(32), i + 1) for i in range(2_000))
+    many_outputs = Transaction(TX_VERSION, (), outputs, Transfer(), ())
+    block = make_block(height=3, prev_hash=bytes(32), timestamp=1, transactions=(many_outputs,) * 5,
+                       producer_key=SigningKey(bytes(32)), network_id=1)
+    raw = encode(block)
+    tracemalloc.start()
+    try:
+        decoded = decode(raw, Block)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    counted = S.block_memory(decoded)
+    assert counted > 3 * len(raw), "many small outputs take several times their encoding"
+    assert 0.9 * held <= counted <= 1.2 * held, (held, counted)

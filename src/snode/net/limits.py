@@ -56,8 +56,33 @@ SCORE_FORK_RESET: Final = 10
 is banned after ten)."""
 MAX_BRANCH_BLOCKS: Final = 20_000
 MAX_BRANCH_BYTES: Final = 16 * 1024 * 1024
-"""A fork a peer offers during sync is held in memory until it is longer than ours: bounded
-(one sync runs at a time, so this is both per peer and overall)."""
+"""A fork a peer offers during sync is held in memory until it is longer than ours: bounded in
+blocks and in the bytes its decoded blocks take in memory (`sync_machine.block_memory`: about
+3.5 times their encoding for blocks of many outputs), each block's producer signature checked
+before it is kept. One sync runs at a time, so this is both per peer and overall."""
+
+# --- sync: which peer's height counts, and peers that stall -----------------------------------
+
+SCORE_SYNC_TIMEOUT: Final = 20
+"""A peer that did not answer a sync request within `peer.REQUEST_TIMEOUT` (30 s)..."""
+SCORE_SYNC_STALL: Final = 20
+"""...or answered it too slowly or too short (`SYNC_STALL_S`, `MIN_SYNC_RATE`): an honest peer
+may be slow now and then, one that does it five times within the hour is banned."""
+SYNC_STALL_S: Final = 10.0
+"""Seconds a sync request may take whatever it brings; a slower answer must bring at least
+MIN_SYNC_RATE bytes per second of it, and any answer that leaves the peer claiming more must
+be a whole download (MAX_BLOCKS_PER_BATCH blocks, or as many as fit MAX_BATCH_BYTES: what an
+honest node's `blocks_after` sends), or the peer is a staller."""
+MIN_SYNC_RATE: Final = 64 * 1024
+"""Bytes per second a sync answer slower than SYNC_STALL_S must deliver."""
+SYNC_BACKOFF_S: Final = 30.0
+"""A peer that timed out, stalled or went away during a sync is not synced from again, nor is
+its height believed, for this long from its address (`bans.address_key`), doubling at each
+failure..."""
+SYNC_BACKOFF_MAX_S: Final = 600.0
+"""...up to this (a reconnect does not reset it; a good download does)."""
+MAX_SYNC_BACKOFFS: Final = 4_096
+"""Addresses backed off at once; when full, the one whose backoff ends first goes."""
 
 # --- frames ---------------------------------------------------------------------------------
 

@@ -44,6 +44,10 @@ class PeerGone(Exception):
     """The peer disconnected or did not answer in time."""
 
 
+class RequestTimeout(PeerGone):
+    """The peer did not answer in time (it may still be connected)."""
+
+
 @dataclass
 class TokenBucket:
     """Allows `rate` events per second with bursts up to `burst`."""
@@ -88,6 +92,15 @@ class Peer:
         """What its score, its ban and MAX_PER_IP hold (`bans.address_key`)."""
         self.hello: P.Hello | None = None
         self.height = 0
+        """The height it announced (Hello, Tip): a hint, believed by nobody..."""
+        self.proven = 0
+        """...and the height something proved it has (`services.sync_peers`): a valid tip
+        header, a block of its we adopted or kept, blocks it delivered in a sync."""
+        self.tip_header: P.TipHeader | None = None
+        """Its last TipHeader that did not prove its height yet (checked again as we learn)."""
+        self.blocks_owed = 0
+        """Answers to GetBlocks requests a sync gave up waiting for: dropped when they come, so
+        that a late one never passes for the answer to a later request."""
         self.decoder = FrameDecoder(max_frame=HELLO_MAX_FRAME, one_frame=True)
         self.inbox: deque[bytes] = deque()
         """Frames read but not handled yet, framed as they arrived (`received`)..."""
@@ -243,8 +256,10 @@ class Peer:
         try:
             async with asyncio.timeout(REQUEST_TIMEOUT):
                 return await request
-        except (TimeoutError, ConnectionError) as err:
-            raise PeerGone(f"{self.name} did not send the blocks it was asked for") from err
+        except TimeoutError as err:
+            raise RequestTimeout(f"{self.name} did not send the blocks it was asked for") from err
+        except ConnectionError as err:
+            raise PeerGone(f"{self.name} went away before it sent the blocks it was asked for") from err
         finally:
             if self.pending is request:
                 self.pending = None

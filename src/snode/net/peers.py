@@ -427,12 +427,6 @@ class PeerManager:
 
     # --- relay helpers for the layers above ---------------------------------------------------
 
-    def best_peer(self) -> Peer | None:
-        """The handshaken peer that announces the highest chain."""
-        # A peer just banned or closing is still in `peers` until its task ends: never pick it.
-        candidates = [p for p in self.peers if p.hello is not None and not p.writer.is_closing()]
-        return max(candidates, key=lambda p: p.height, default=None)
-
     def broadcast(self, message: P.Message, *, skip: object | None = None) -> None:
         """Send a message to every handshaken peer but `skip`."""
         data = P.frame(message)

@@ -15,26 +15,32 @@ from typing import Annotated, Any, Final, TypeAlias, Union, get_args
 import msgspec
 
 from snode.common import decode_reasons
+from snode.core.blocks import Block, BlockHeader
 from snode.core.chain import MAX_LOCATOR
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
 from snode.core.finality import CheckpointVote
 from snode.core.proofs import ProofRefusal, UptimeProof
 from snode.core.round_messages import BlockTemplate, ValidatorSignature
-from snode.core.types import Hash32, Height, Timestamp
+from snode.core.types import Hash32, Height, Signature, Timestamp
 from snode.net.limits import MAX_CONTROL_FRAME
 from snode.params import MAX_BLOCK_BYTES, MAX_TX_BYTES
 
-PROTOCOL_VERSION: Final = 3
-"""3: a relayed uptime proof is announced by its id (`ProofInv`) and sent only to a peer that asks
-for it (`GetProofs`, answered by one `Proofs`); a node sends these three only to peers of version
-3 or later, and still pushes relayed proofs (`Proof`) to version-2 peers. 2: a proof verdict names
-the proof it answers (its timestamp) and carries a `ProofRefusal` code, not text; the version-1
-ProofRejected (tag 12, free text) is gone from the wire."""
+PROTOCOL_VERSION: Final = 4
+"""4: a node announces its tip to version-4 peers as a `TipHeader` (the tip's header and
+signatures, so that the receiver can check the height it claims), right after the handshake and
+whenever a batch moves it; older peers still get `Tip`. 3: a relayed uptime proof is announced
+by its id (`ProofInv`) and sent only to a peer that asks for it (`GetProofs`, answered by one
+`Proofs`); a node sends these three only to peers of version 3 or later, and still pushes
+relayed proofs (`Proof`) to version-2 peers. 2: a proof verdict names the proof it answers (its
+timestamp) and carries a `ProofRefusal` code, not text; the version-1 ProofRejected (tag 12,
+free text) is gone from the wire."""
 MIN_PROTOCOL_VERSION: Final = 2
 """Peers announcing an older version are dropped at the handshake: their verdicts would not decode."""
 PROOF_INV_VERSION: Final = 3
 """The first version that takes ProofInv, GetProofs and Proofs (an older peer bans their sender)."""
+TIP_HEADER_VERSION: Final = 4
+"""The first version that takes TipHeader (an older peer bans its sender)."""
 MAX_PROOF_IDS: Final = 128
 """Proof ids in one ProofInv or GetProofs, and proofs in one Proofs: 128 of the largest uptime
 proof (about 430 bytes, its text fields all 4-byte characters) fit MAX_CONTROL_FRAME."""
@@ -82,6 +88,23 @@ class Tip(msgspec.Struct, frozen=True, array_like=True, tag=4):
 
     height: Height
     top_hash: Hash32
+
+
+class TipHeader(msgspec.Struct, frozen=True, array_like=True, tag=19):
+    """The sender's best chain moved (version 4): its tip's header and the signatures that
+    authorise it, a block without its transactions. The height it claims counts once the
+    receiver has checked them (`services.sync_peers.check_tip`); a `Tip` or a `Hello` only
+    hints at one."""
+
+    header: BlockHeader
+    producer_signature: Signature
+    validator_bitset: int = 0
+    validator_signatures: Annotated[tuple[Signature, ...], msgspec.Meta(max_length=64)] = ()
+
+
+def tip_header(block: Block) -> TipHeader:
+    """A block's TipHeader."""
+    return TipHeader(block.header, block.producer_signature, block.validator_bitset, block.validator_signatures)
 
 
 class GetBlocks(msgspec.Struct, frozen=True, array_like=True, tag=5):
@@ -181,7 +204,7 @@ class Proofs(msgspec.Struct, frozen=True, array_like=True, tag=18):
 
 Message: TypeAlias = Union[
     Hello, Ping, Pong, Tip, GetBlocks, Blocks, NewBlock, NewTransaction, GetPeers, Peers, Proof,
-    ProofRejected, NewCheckpoint, ProofAck, ProofInv, GetProofs, Proofs,
+    ProofRejected, NewCheckpoint, ProofAck, ProofInv, GetProofs, Proofs, TipHeader,
 ]
 
 

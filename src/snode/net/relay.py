@@ -5,10 +5,10 @@ blocks we serve to peers that sync from us.
 In: `NewBlock` -> the node (through the ChainWriter, off the event loop); `NewTransaction` -> the
 mempool; `Proof` / `ProofRejected` -> a `ProofMessage` event for the service-node duties, which
 judge proofs; `GetBlocks` -> the stored blocks. Out: the node's events: `BlocksAdopted` ->
-`NewBlock` (or `Tip` for a batch), `TransactionAdmitted` -> `NewTransaction`, each to every peer
-but the one it came from; `ProofAccepted` -> our own `Proof` to every peer, another's announced
-(`ProofInv`, then `GetProofs` / `Proofs`: `net.proof_gossip`) to peers of protocol 3, pushed to
-older ones.
+`NewBlock` (or for a batch `TipHeader`, `Tip` to peers older than version 4),
+`TransactionAdmitted` -> `NewTransaction`, each to every peer but the one it came from;
+`ProofAccepted` -> our own `Proof` to every peer, another's announced (`ProofInv`, then
+`GetProofs` / `Proofs`: `net.proof_gossip`) to peers of protocol 3, pushed to older ones.
 
 A block over MAX_BLOCK_BYTES is refused on its length, before it is decoded, and its sender
 banned. A block that does not connect to our tip is checked as far as it can be without its
@@ -150,6 +150,7 @@ class Relay:
         finally:
             self._accepting.pop(this, None)
         peer.height = max(peer.height, h.height)
+        peer.proven = max(peer.proven, h.height)  # a block of its that we adopted
         peer.last_block_at = time.monotonic()
         await self.apply_orphans()
 
@@ -194,6 +195,7 @@ class Relay:
         except SnodeError as err:
             raise ProtocolViolation(f"sent an invalid block {h.height}: {err.reason}") from None
         peer.height = max(peer.height, h.height)
+        peer.proven = max(peer.proven, h.height)  # signed by a key that could have made it
         if h.height <= node.height + L.ORPHAN_AHEAD:
             self.orphans.add(block, size, peer.ip)
         node.hub.publish(BlocksAhead(peer, h.height))
@@ -365,7 +367,16 @@ class Relay:
                     peer.known_blocks.append(this)
                     self.peers.send_frame(peer, data)
         else:
-            self.peers.broadcast(P.Tip(event.height, event.tip_hash))
+            self._announce_tip(event.blocks[-1])
+
+    def _announce_tip(self, tip: Block) -> None:
+        """A batch moved our tip: its header to peers of version 4 (it proves our height to
+        them), a Tip to older ones."""
+        proof = P.frame(P.tip_header(tip))
+        plain = P.frame(P.Tip(tip.header.height, block_hash(tip.header)))
+        for peer in list(self.peers.peers):
+            if peer.hello is not None:
+                self.peers.send_frame(peer, proof if peer.hello.version >= P.TIP_HEADER_VERSION else plain)
 
     def _relay_transaction(self, event: TransactionAdmitted) -> None:
         self._remember_tx(event.txid)

@@ -114,7 +114,8 @@ class Node:
 
     @property
     def target_height(self) -> int:
-        """Best height peers announce while syncing; 0 when synced, from the moment the tip reaches it."""
+        """Best height a peer has proven while syncing (`services.sync_peers`: never one a peer
+        only announced); 0 when synced, from the moment the tip reaches it."""
         return self._target_height if self._target_height > self._state.height else 0
 
     @property
@@ -233,7 +234,7 @@ class Node:
         check_against(proof, self.params, self._state, now, self.proofs.history(proof.pubkey), signature=signature)
 
     def note_sync_target(self, best_peer_height: int) -> None:
-        """The best height a peer announces (the sync service's call); the target is 0 once
+        """The best height a peer has proven (the sync service's call); the target is 0 once
         the node has it."""
         self._target_height = target = best_peer_height if best_peer_height > self.height else 0
         self.revision += 1

@@ -1,12 +1,18 @@
 """The sync service: the asyncio adapter around `sync_machine.SyncMachine`.
 
-It picks the peer with the highest chain, runs one machine against it, and does what the machine
-says: send GetBlocks, stage and store batches through the node's ChainWriter (off the event
-loop), switch to a longer fork, ban a peer that lies. It keeps the node's sync target current
-(`Node.note_sync_target`) and logs progress (height / target, blocks per second, ETA).
+It picks the peer to sync from (`sync_peers.choose`: the highest proven height, else the highest
+hint, never a peer backed off), runs one machine against it, and does what the machine says:
+send GetBlocks, stage and store batches through the node's ChainWriter (off the event loop),
+switch to a longer fork, score, back off or ban a peer. It keeps the node's sync target at the
+best proven height (`sync_peers.target`: a height a peer only announced never shows) and logs
+progress (height / target, blocks per second, ETA).
 
-It wakes when a peer connects or announces a higher tip (`Tip`), and when the relay saw a block
-it cannot connect yet (`BlocksAhead`).
+It checks the tip headers peers send (`TipHeader`, `sync_peers.check_tip`) and sends its own to
+each new peer of version 4. It wakes when a peer connects or announces a higher tip, when the
+relay saw a block it cannot connect yet (`BlocksAhead`), and when a backed-off peer that claims
+more is free again. A sync waiting on a peer that has sent nothing yet and has proved nothing
+moves to a peer that proves a height above ours as soon as one does (a liar that claims a
+height and never answers holds the sync only until an honest peer shows its tip).
 """
 
 from __future__ import annotations
@@ -14,21 +20,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Final
 
-from snode.core.blocks import Block
+from snode.core.blocks import Block, block_hash
 from snode.core.errors import BlockFromFuture, SnodeError
+from snode.core.genesis import Consensus
+from snode.core.transition import check_block_stateless
 from snode.net import protocol as P
+from snode.net.admission import limited
 from snode.net.events import BlocksAhead, PeerConnected
 from snode.net.limits import SCORE_PROTOCOL
-from snode.net.peer import Peer, PeerGone
+from snode.net.peer import Peer, PeerGone, RequestTimeout
 from snode.net.peers import PeerManager
 from snode.net.protocol import ProtocolViolation
 from snode.net.relay import Relay, decode_block
 from snode.node.batches import StagedBatch, StaleBatch
+from snode.node.events import BlocksAdopted
 from snode.node.writer import ChainWriter
+from snode.params import MAX_BLOCK_BYTES
 from snode.store.errors import StoreError
 from snode.services import sync_machine as S
+from snode.services.sync_peers import Backoffs, Claim, check_tip, choose, target
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +50,13 @@ SYNC_STORE_BLOCKS: Final = 2 * P.MAX_BLOCKS_PER_BATCH
 """Blocks a syncing node stores per transaction: two downloads. A sync commit rewrites most
 pages of the state and transaction tables whatever its size, so 1,000 blocks cost about a
 fifth less CPU per block than 500; a crash loses at most that many to download again."""
+WHOLE_DOWNLOAD_BYTES: Final = P.MAX_BATCH_BYTES - MAX_BLOCK_BYTES
+"""A download of fewer than MAX_BLOCKS_PER_BATCH blocks is whole only if the sender's next block
+could not fit its byte limit: it has at least this many bytes (`Node.blocks_after`)."""
+
+
+class Preempted(Exception):
+    """A peer proved a height while the sync waited on one that has proved and sent nothing."""
 
 
 class Syncer:
@@ -47,60 +67,152 @@ class Syncer:
         self.relay = relay
         self.writer = writer
         self.node = writer.node
+        self.backoffs = Backoffs(time.monotonic)
         self._wanted = asyncio.Event()
+        self._run: _Run | None = None
+        self._tip: Block | None = None
+        """Our tip block, for the TipHeader a new peer gets (the last adopted, or read once)."""
+        self._arrived = 0.0
+        """When the last answer to a sync request came (before we got round to it)."""
         peers.on(P.Tip, self._on_tip)
+        peers.on(P.TipHeader, self._on_tip_header)
         peers.on(P.Blocks, self._on_blocks)
-        self.node.hub.subscribe(PeerConnected, self._on_peer)
-        self.node.hub.subscribe(BlocksAhead, self._on_peer)
+        hub = self.node.hub
+        hub.subscribe(PeerConnected, self._on_peer_connected)
+        hub.subscribe(BlocksAhead, self._on_blocks_ahead)
+        hub.subscribe(BlocksAdopted, self._on_adopted)
 
     def start(self) -> None:
         """Run the sync loop until the peer manager stops."""
         self.peers.spawn(self._loop(), "sync")
 
-    # --- wake-ups -----------------------------------------------------------------------------
+    # --- what peers claim and prove -----------------------------------------------------------
 
     async def _on_tip(self, peer: Peer, message: P.Tip) -> None:
-        peer.height = message.height
+        peer.height = message.height  # a hint (a peer older than version 4 proves nothing)
         if message.height > self.node.height:
             self._wanted.set()
 
+    async def _on_tip_header(self, peer: Peer, message: P.TipHeader) -> None:
+        height = message.header.height
+        peer.height = height
+        if height <= max(self.node.height, peer.proven):
+            return  # nothing it could prove is new to us
+        forged = self._check_claim(peer, message)
+        if forged:
+            raise ProtocolViolation(forged)
+        self._wanted.set()
+
+    def _check_claim(self, peer: Peer, tip: P.TipHeader) -> str:
+        """Check the tip header `peer` sent: its height proven, or kept to check again once we
+        know more; why it is a forgery, or ''."""
+        node = self.node
+        verdict = check_tip(tip, node.state, node.consensus, node.now(), self.relay.could_produce)
+        if verdict.forged:
+            peer.tip_header = None
+            return verdict.forged
+        if not verdict.proven:
+            peer.tip_header = tip
+            return ""
+        peer.tip_header = None
+        peer.proven = max(peer.proven, tip.header.height)
+        self._proved(peer)
+        return ""
+
+    def _recheck_claims(self) -> None:
+        """Our chain moved: the tip headers that proved nothing may now (their producer is
+        registered by the blocks we stored)."""
+        for peer in list(self.peers.peers):
+            tip = peer.tip_header
+            if tip is not None and tip.header.height > max(self.node.height, peer.proven):
+                forged = self._check_claim(peer, tip)
+                if forged:
+                    self.peers.misbehaving(peer, SCORE_PROTOCOL, forged)
+
+    def _proved(self, peer: Peer) -> None:
+        """`peer` proved a height: the target may rise, and a sync stuck on a mere hint moves."""
+        self._update_target()
+        run, height = self._run, self.node.height
+        if (run is not None and run.peer is not peer and run.machine.delivered == 0
+                and run.peer.proven <= height < peer.proven):
+            run.preempt.set()
+
     async def _on_blocks(self, peer: Peer, message: P.Blocks) -> None:
+        if peer.blocks_owed:
+            peer.blocks_owed -= 1  # the late answer to a request we gave up on
+            return
         if peer.pending is not None and not peer.pending.done():
+            self._arrived = time.monotonic()
             peer.pending.set_result(message)
 
-    def _on_peer(self, event: PeerConnected | BlocksAhead) -> None:
+    def _on_peer_connected(self, event: PeerConnected) -> None:
+        peer = event.peer
+        assert isinstance(peer, Peer)
         if event.height > self.node.height:
             self._wanted.set()
+        if peer.hello is not None and peer.hello.version >= P.TIP_HEADER_VERSION and self.node.height > 0:
+            self.peers.spawn(self._send_tip(peer), f"tip header to {peer.name}")
+
+    def _on_blocks_ahead(self, event: BlocksAhead) -> None:
+        if event.height > self.node.height:
+            self._wanted.set()
+            assert isinstance(event.peer, Peer)
+            self._proved(event.peer)  # the relay checked the block's producer and signature
+
+    def _on_adopted(self, event: BlocksAdopted) -> None:
+        self._tip = event.blocks[-1]
+
+    async def _send_tip(self, peer: Peer) -> None:
+        """Our tip header to a new peer, so that it can believe our height."""
+        node, tip = self.node, self._tip
+        if tip is None or block_hash(tip.header) != node.state.tip_hash:
+            tip = await self.writer.call(node.block_at, node.height)
+            if tip is None:
+                return
+            self._tip = tip
+        if not peer.writer.is_closing():
+            self.peers.send(peer, P.tip_header(tip))
+
+    def _claims(self) -> list[Claim]:
+        return [Claim(p, p.key, p.height, p.proven) for p in self.peers.peers
+                if p.hello is not None and not p.writer.is_closing()]
 
     def _update_target(self) -> None:
-        best = self.peers.best_peer()
-        self.node.note_sync_target(best.height if best is not None else 0)
+        self.node.note_sync_target(target(self._claims(), self.backoffs))
 
     # --- the loop -----------------------------------------------------------------------------
 
     async def _loop(self) -> None:
         while True:
-            await self._wanted.wait()
-            self._wanted.clear()
+            await self._wait()
             while True:
                 self._update_target()
-                best = self.peers.best_peer()
-                if best is None or best.height <= self.node.height:
+                best = choose(self._claims(), self.node.height, self.backoffs)
+                if best is None:
                     break
-                await self._sync_guarded(best)
+                assert isinstance(best.peer, Peer)
+                await self._sync_guarded(best.peer)
             self._update_target()
+
+    async def _wait(self) -> None:
+        """Until a peer may have something for us: a wake-up, or the end of the backoff of a
+        peer that claims more than we have."""
+        height = self.node.height
+        behind = [c.key for c in self._claims() if max(c.claimed, c.proven) > height]
+        try:
+            async with asyncio.timeout(self.backoffs.next_end(behind)):
+                await self._wanted.wait()
+        except TimeoutError:
+            pass
+        self._wanted.clear()
 
     async def _sync_guarded(self, best: Peer) -> None:
         """One sync from `best`; what goes wrong costs that peer, never the loop."""
         try:
             await self.sync_from(best)
-        except PeerGone as err:
-            log.info("sync: %s; trying another peer", err)
-            best.height = min(best.height, self.node.height)
-            best.close()
         except BlockFromFuture as err:
             log.warning("sync from %s paused: %s (check both clocks)", best.name, err.reason)
-            best.height = min(best.height, self.node.height)
+            _believe_no_more(best, self.node.height)
         except ProtocolViolation as err:
             self.peers.misbehaving(best, SCORE_PROTOCOL, str(err))
         except StaleBatch as err:
@@ -110,7 +222,7 @@ class Syncer:
             await asyncio.sleep(1)
         except Exception:  # a bug must not end syncing for the life of the process
             log.exception("sync from %s failed", best.name)
-            best.height = min(best.height, self.node.height)
+            _believe_no_more(best, self.node.height)
             await asyncio.sleep(1)
 
     async def sync_from(self, peer: Peer) -> None:
@@ -118,12 +230,31 @@ class Syncer:
         node = self.node
         if peer.height - node.height >= P.MAX_BLOCKS_PER_BATCH:
             node.verifier.start()  # a sync of whole downloads: its workers come up now
-        run = _Run(self, peer)
+        run = self._run = _Run(self, peer)
         try:
             await run.drive()
         finally:
+            self._run = None
             await run.close()
             await self.writer.flush_state()  # whatever deferred state a sync that ended early left
+
+
+def _believe_no_more(peer: Peer, height: int) -> None:
+    """Take `peer` for no higher than `height` (until it shows more), so that a sync it failed
+    is not tried again at once."""
+    peer.height = min(peer.height, height)
+    peer.proven = min(peer.proven, height)
+
+
+def signed_check(consensus: Consensus) -> Callable[[Block], str]:
+    """`SyncMachine.check_signed` for a chain: a block's transaction root and producer signature."""
+    def check(block: Block) -> str:
+        try:
+            check_block_stateless(block, consensus)
+        except SnodeError as err:
+            return err.reason
+        return ""
+    return check
 
 
 class _Run:
@@ -137,10 +268,13 @@ class _Run:
         self.machine = S.SyncMachine(
             peer_height=peer.height, node_height=node.height, node_tip=node.state.tip_hash,
             store_blocks=SYNC_STORE_BLOCKS, batch_blocks=P.MAX_BLOCKS_PER_BATCH,
-            could_produce=syncer.relay.could_produce,
+            could_produce=syncer.relay.could_produce, check_signed=signed_check(node.consensus),
+            clock=time.monotonic, whole_bytes=WHOLE_DOWNLOAD_BYTES,
         )
         self.held: StagedBatch | None = None
         self.requests: list[asyncio.Future[P.Blocks]] = []
+        self.preempt = asyncio.Event()
+        """Set when another peer proves a height while this one has sent nothing (`Syncer._proved`)."""
         self.started, self.start_height = time.monotonic(), node.height
         self.last_report = self.started
 
@@ -156,14 +290,41 @@ class _Run:
             if actions or machine.done:
                 continue
             try:
-                reply = await self.peer.answer(self.requests.pop(0))
-            except PeerGone:
+                reply = await self._answer(self.requests.pop(0))
+            except RequestTimeout:
                 await self.execute(machine.on_timeout())
-                raise
+                self.peer.close()  # a late answer must not pass for another's
+                return
+            except PeerGone:
+                await self.execute(machine.on_gone())
+                return
+            except Preempted:
+                log.debug("sync: leaving %s, which sent nothing yet, for a peer that proved its height",
+                          self.peer.name, extra=limited(self.peer))
+                await self.execute(machine.on_preempted())
+                return
             blocks = _decode(reply.blocks)
-            actions = machine.on_blocks(reply.height, blocks, sum(len(b) for b in reply.blocks))
+            actions = machine.on_blocks(reply.height, blocks, sum(len(b) for b in reply.blocks),
+                                        self.syncer._arrived)
             self.peer.height = machine.peer_height
             self._progress()
+
+    async def _answer(self, request: asyncio.Future[P.Blocks]) -> P.Blocks:
+        """The peer's answer to `request` (`Peer.answer`), or Preempted."""
+        answer = asyncio.ensure_future(self.peer.answer(request))
+        preempt = asyncio.ensure_future(self.preempt.wait())
+        try:
+            await asyncio.wait((answer, preempt), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # the sync is cancelled (the node stops): no wait outlives it
+            answer.cancel()
+            raise
+        finally:
+            preempt.cancel()
+        if answer.done():
+            return answer.result()
+        answer.cancel()
+        self.peer.blocks_owed += 1
+        raise Preempted
 
     async def execute(self, actions: list[S.Action]) -> None:
         """Do what the machine says, in order (a Stage's answer may add actions)."""
@@ -183,10 +344,20 @@ class _Run:
                     await self.syncer.relay.apply_orphans()
                 case S.Score():
                     self.syncer.peers.misbehaving(self.peer, action.points, action.reason)
+                case S.Backoff():
+                    self._backoff(action.reason)
                 case S.Ban():
                     raise ProtocolViolation(action.reason)
                 case S.Done():
                     self.peer.height = action.peer_height
+                    self.peer.proven = min(self.peer.proven, action.peer_height)
+
+    def _backoff(self, reason: str) -> None:
+        """The peer did not deliver: not synced from, nor its height believed, for a while."""
+        seconds = self.syncer.backoffs.fail(self.peer.key)
+        log.info("sync: peer %s %s; syncing from others, not from its address for %.0f s",
+                 self.peer.name, reason, seconds, extra=limited(self.peer))
+        self.syncer._update_target()
 
     async def _request(self, action: S.Request) -> None:
         locator = [action.top] if action.top is not None else []
@@ -204,6 +375,8 @@ class _Run:
                 self.held = None
                 await self._store(held, more=batch.failure is None)
         self.held = batch
+        if batch.failure is None:
+            self.peer.proven = max(self.peer.proven, batch.height)  # it delivered them
         more = self.machine.peer_height > action.blocks[-1].header.height
         staged = S.Staged(batch.height, batch.state.tip_hash, len(batch.commits), batch.failure is not None)
         return self.machine.on_staged(staged, more)
@@ -222,6 +395,14 @@ class _Run:
             raise
         except SnodeError as err:
             raise ProtocolViolation(f"sent an invalid block during sync: {err.reason}") from None
+        self._delivered()
+
+    def _delivered(self) -> None:
+        """The peer's blocks are on our chain: it is a good source, and what other peers
+        claimed may be provable now."""
+        self.syncer.backoffs.succeeded(self.peer.key)
+        self.peer.proven = max(self.peer.proven, self.syncer.node.height)
+        self.syncer._recheck_claims()
 
     async def _reorganize(self, branch: list[Block]) -> None:
         try:
@@ -230,6 +411,7 @@ class _Run:
             raise
         except SnodeError as err:
             raise ProtocolViolation(f"sent an invalid fork: {err.reason}") from None
+        self._delivered()
 
     def _progress(self) -> None:
         self.syncer._update_target()
