@@ -50,9 +50,10 @@ MAX_POOL_BYTES: Final = 32_000_000
 """Encoded bytes the pool holds: 16 full blocks, about 32 minutes of full mainnet blocks."""
 
 MAX_POOL_ENTRIES: Final = 100_000
-"""Transactions the pool holds, whatever their size: each costs about 2 KB of Python objects
-and indexes beyond its bytes (measured: bench/mempool_bench.py), so 32 MB of the smallest
-transfers (about 200,000) would take some 400 MB; 100,000 is about 7 blocks of small transfers."""
+"""Transactions the pool holds, whatever their size: a pooled 149-byte transfer takes about
+1.3 KB of Python objects and indexes (measured: `python -m bench mempool`), so 32 MB of them
+(about 215,000) would take some 280 MB; 100,000 keep the pool near 130 MB, and are about 7.5
+blocks of such transfers (a 2 MB block holds about 13,000)."""
 
 POOL_EXPIRY: Final = 24 * 3600
 """Seconds an entry may wait for a block (Bitcoin Core: 336 h, 2,016 of its blocks). Ours are
@@ -102,6 +103,10 @@ class PoolEntry:
     """Admission order, for stable selection and for expiry."""
     time: int = 0
     """When it was admitted (seconds, the node's clock): it expires `limits.expiry` later."""
+    node: bytes | None = None
+    """The service node it names (`by_node`), if any."""
+    step: int = -1
+    """Its fee-rate step in `by_rate`; -1: not evictable (a state change, an unlock request)."""
 
     @property
     def rate(self) -> float:
@@ -110,7 +115,7 @@ class PoolEntry:
 
     @property
     def evictable(self) -> bool:
-        return payload_kind(self.tx.payload) not in _EXEMPT
+        return self.step >= 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +247,8 @@ def admit(
     _refuse_conflicts(pool, tx, tx_id)
     _, fee, checks = apply_transaction(state, tx, consensus, block_time=now, tx_id=tx_id)
     size = len(encode(tx))
-    entry = PoolEntry(tx=tx, txid=tx_id, size=size, fee=fee, arrival=pool.counter, time=now)
+    entry = PoolEntry(tx=tx, txid=tx_id, size=size, fee=fee, arrival=pool.counter, time=now, node=_named_node(tx),
+                      step=-1 if kind in _EXEMPT else _step(fee / size))
     victims: list[PoolEntry] = []
     if entry.evictable:  # judged before the signatures: a refusal costs no signature check
         _check_floor(pool, entry)
@@ -311,14 +317,14 @@ def _insert(pool: Mempool, entry: PoolEntry) -> Mempool:
     for op in tx.inputs:
         spent[op.key()] = tx_id
     by_node, dated = pool.by_node, pool.dated
-    node = _named_node(tx)
+    node = entry.node
     if node is not None:
         by_node = by_node.set(node, _added(by_node, node, tx_id))
     if isinstance(tx.payload, (Registration, StateChange)):
         dated = dated.set(tx_id, None)
     by_rate, steps = pool.by_rate, pool.steps
     if entry.evictable:
-        step = _step(entry.rate)
+        step = entry.step
         if step not in by_rate:
             steps = tuple(sorted((*steps, step)))
         by_rate = by_rate.set(step, _added(by_rate, step, tx_id))
@@ -329,55 +335,58 @@ def _insert(pool: Mempool, entry: PoolEntry) -> Mempool:
     )
 
 
-def _without(index: immutables.MapMutation[K, _Ids], key: K, tx_id: bytes) -> bool:
-    """Take tx_id out of index[key]; whether the key went with it."""
-    ids = index.get(key)
-    if ids is None:
-        return False
-    ids = ids.delete(tx_id) if tx_id in ids else ids
-    if ids:
-        index[key] = ids
-        return False
-    del index[key]
-    return True
+def _without(index: immutables.Map[K, _Ids], gone: dict[K, list[bytes]]) -> tuple[immutables.Map[K, _Ids], set[K]]:
+    """`index` without the ids of `gone` (key -> ids under it), each key's set changed once;
+    and the keys left with none."""
+    if not gone:
+        return index, set()
+    emptied: set[K] = set()
+    out = index.mutate()
+    for key, ids in gone.items():
+        held = out.get(key)
+        if held is None:
+            continue
+        mutation = held.mutate()
+        for tx_id in ids:
+            mutation.pop(tx_id, None)
+        if len(mutation):
+            out[key] = mutation.finish()
+        else:
+            del out[key]
+            emptied.add(key)
+    return out.finish(), emptied
 
 
-# long: one pass over the ids updates every index, which must move together
 def remove(pool: Mempool, tx_ids: Iterable[bytes]) -> Mempool:
     """The pool without the given transactions (mined, evicted, expired or no longer valid)."""
     entries = pool.entries.mutate()
     spent = pool.spent.mutate()
-    by_node = pool.by_node.mutate()
     dated = pool.dated.mutate()
-    by_rate = pool.by_rate.mutate()
     by_arrival = pool.by_arrival.mutate()
-    emptied: set[int] = set()
+    by_node: dict[bytes, list[bytes]] = {}
+    by_rate: dict[int, list[bytes]] = {}
     total = pool.total_bytes
-    changed = False
     for tx_id in tx_ids:
         entry = entries.get(tx_id)
         if entry is None:
             continue
-        changed = True
         del entries[tx_id]
         del by_arrival[entry.arrival]
         total -= entry.size
         for op in entry.tx.inputs:
             spent.pop(op.key(), None)
-        node = _named_node(entry.tx)
-        if node is not None:
-            _without(by_node, node, tx_id)
-        dated.pop(tx_id, None)
-        if entry.evictable:
-            step = _step(entry.rate)
-            if _without(by_rate, step, tx_id):
-                emptied.add(step)
-    if not changed:
+        if entry.node is not None:
+            by_node.setdefault(entry.node, []).append(tx_id)
+            dated.pop(tx_id, None)
+        if entry.step >= 0:
+            by_rate.setdefault(entry.step, []).append(tx_id)
+    if total == pool.total_bytes and len(entries) == len(pool.entries):
         return pool
+    nodes, _ = _without(pool.by_node, by_node)
+    rates, emptied = _without(pool.by_rate, by_rate)
     return replace(
-        pool, entries=entries.finish(), spent=spent.finish(), by_node=by_node.finish(),
-        dated=dated.finish(), by_rate=by_rate.finish(),
-        steps=tuple(s for s in pool.steps if s not in emptied) if emptied else pool.steps,
+        pool, entries=entries.finish(), spent=spent.finish(), by_node=nodes, dated=dated.finish(),
+        by_rate=rates, steps=tuple(s for s in pool.steps if s not in emptied) if emptied else pool.steps,
         by_arrival=by_arrival.finish(), total_bytes=total,
     )
 
