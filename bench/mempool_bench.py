@@ -11,7 +11,8 @@ store thread) and adopting (the event loop), and times on the loop:
 - `rechecks`: the pooled transactions queued for a recheck, run in the writer's slices
   (`RECHECK_PER_TURN` each, a turn of the loop between them), total and longest slice;
 - `build`: the producer's template (`Node.build_block`, `mempool.select` over the pool), which
-  only the block's producer pays;
+  only the block's producer pays: a daemon builds it on its store thread (`ChainWriter.template`;
+  before issue #33, on the loop);
 - the memory one pooled transfer takes (tracemalloc over a sample), beside its encoded size.
 
 The limit: what applying the same block costs the node anyway (staging and storing it on the

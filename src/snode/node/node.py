@@ -345,28 +345,40 @@ class Node:
         """Validate, store, then adopt a block on the tip; InvalidBlock says why not."""
         self.accept_blocks([block], now)
 
-    def build_block(self, now: int) -> Block:
-        """The next block on the tip, signed with this daemon's authority key, from the
-        mempool (not applied: `accept_block` it)."""
+    def authority_key(self) -> SigningKey:
+        """This daemon's block-producing (authority) key; RuntimeError if it holds none."""
         if self.producer_key is None:
             raise RuntimeError("this daemon holds no block-producing key")
-        block, stale = build_block(self.state, self.pool, self.consensus, self.producer_key, timestamp=now)
-        if stale:
-            self.pool = mp.remove(self.pool, stale)
-            self.revision += 1
+        return self.producer_key
+
+    def leader_key(self) -> SigningKey:
+        """This service node's key, which signs its blocks as a round's leader."""
+        if self.identity is None:
+            raise RuntimeError("this daemon is not a service node")
+        return self.identity.key
+
+    def build_block(self, now: int) -> Block:
+        """The next block on the tip, signed with this daemon's authority key, from the
+        mempool (not applied: `accept_block` it). A daemon builds it on its store thread
+        instead (`ChainWriter.template`)."""
+        block, stale = build_block(self.state, self.pool, self.consensus, self.authority_key(), timestamp=now)
+        self.drop_stale(stale, self._state)
         return block
 
     def build_round_block(self, round: int, timestamp: int, checkpoint: Checkpoint | None = None) -> Block:
         """This service node's block for `round` of the next height, from the mempool, signed
         with its key as the round's leader (its validators' signatures are added later)."""
-        if self.identity is None:
-            raise RuntimeError("this daemon is not a service node")
-        block, stale = build_block(self.state, self.pool, self.consensus, self.identity.key,
+        block, stale = build_block(self.state, self.pool, self.consensus, self.leader_key(),
                                    timestamp=timestamp, round=round, checkpoint=checkpoint)
-        if stale:
+        self.drop_stale(stale, self._state)
+        return block
+
+    def drop_stale(self, stale: list[bytes], built_on: ChainState) -> None:
+        """Drop the pool ids a block template found no longer valid on `built_on`, if that is
+        still the tip (on a newer one they may be valid)."""
+        if stale and built_on is self._state:
             self.pool = mp.remove(self.pool, stale)
             self.revision += 1
-        return block
 
     def check_template(self, block: Block, now: int) -> None:
         """A validator's check of a round leader's block: every rule of a next block but the

@@ -37,7 +37,9 @@ from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Final, ParamSpec, TypeVar
 
-from snode.core.blocks import Block
+from snode.core.blocks import Block, Checkpoint
+from snode.core.crypto import SigningKey
+from snode.core.production import build_block
 from snode.core.errors import SnodeError
 from snode.node.batches import Reorganization, StagedBatch
 from snode.node.node import Node
@@ -175,10 +177,23 @@ class ChainWriter:
         node = self.node
         async with self._lock:
             now = node.now()
-            block = node.build_block(now)
+            block = await self.template(node.authority_key(), now)
             await self._commit(lambda: node.store_batch(node.stage_batch([block], now)),
                                lambda stored: node.adopt_batch(stored, now))
             return block
+
+    async def template(self, key: SigningKey, timestamp: int, *, round: int = 0,
+                       checkpoint: Checkpoint | None = None) -> Block:
+        """The next block from the mempool signed with `key` (`core.production.build_block`),
+        built on the store thread from the tip and the pool of the call: choosing from a full
+        pool applies thousands of transactions, which the event loop does not wait for. The pool
+        loses what the template found stale if the tip is still the one it was built on."""
+        node = self.node
+        state, pool = node.state, node.pool
+        block, stale = await self._off_loop(build_block, state, pool, node.consensus, key, timestamp=timestamp,
+                                            round=round, checkpoint=checkpoint)
+        node.drop_stale(stale, state)
+        return block
 
     async def flush_state(self) -> None:
         """Write the state a sync deferred (`Node.flush_state`)."""
