@@ -28,7 +28,7 @@ from snode.node.verifier import InlineVerifier
 from snode.node import writer as writer_module
 from snode.node.writer import ChainWriter, store_thread
 from snode.store.memory import MemoryStore
-from tests.unit.conftest import POOL_MINIMUM, LabChain
+from tests.unit.conftest import POOL_MINIMUM, LabChain, node_on
 
 
 @dataclass(frozen=True)
@@ -185,12 +185,7 @@ async def test_pool_rechecks_after_a_block_run_in_slices_between_turns_of_the_lo
     split = chain.spend(alice, Transfer(), [TxOut(alice.public, 10_001 * COIN)] * 40)
     chain.mine_with([split])
     chain.mine(chain.params.unlock_confirmations)
-    genesis_state = chain.fork(at=0).state
-    clock = MockableClock()
-    clock.set_mock(chain.now)  # the pool's clock: its entries are as old as the chain's time says
-    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], genesis_state),
-                state=genesis_state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=clock)
-    node.accept_blocks(chain.blocks[1:], chain.now)
+    node = node_on(chain)
     coins = [(OutPoint(txid(split), i), chain.state.utxos[outpoint_key(txid(split), i)]) for i in range(40)]
     stakes = [node.submit_transaction(build_spend([c], alice, [], Stake(sn, 10_000 * COIN), chain.params), chain.now)
               for c in coins]  # each valid on its own: together they over-fill the node

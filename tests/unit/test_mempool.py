@@ -13,6 +13,7 @@ from snode.core.transactions import OutPoint, Transfer, TxOut, outpoint_key, txi
 from snode.core.transition import make_coinbase
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
+from tests.unit.conftest import node_on
 
 ALICE, BOB, CAROL, DAVE = (key_from_label(x) for x in ("alice", "bob", "carol", "dave"))
 
@@ -297,3 +298,29 @@ def test_the_rate_index_lists_every_evictable_entry_in_its_step_lowest_first(cha
     assert by_step == [[ids[1]], [ids[2]], [ids[0]]], "state changes are not in it"
     pool = mp.remove(pool, [ids[2]])
     assert [list(pool.by_rate[s]) for s in pool.steps] == [[ids[1]], [ids[0]]]
+
+
+def test_a_reorganisation_gives_back_what_it_undid_and_rechecks_the_rest_a_few_at_a_time(chain):
+    sn = key_from_label("sn-1")
+    chain.new_node(amount=REGTEST.pool_operator_min)
+    other = chain.fork(at=chain.state.height)  # a second branch from the same tip
+    undone = chain.transfer_tx(ALICE, CAROL.public, COIN)
+    chain.mine_with([undone])
+    node = node_on(chain)
+    node.defer_rechecks = True  # as a daemon's writer runs them
+    stake = node.submit_transaction(chain.stake_tx(BOB, sn.public, 60_000 * COIN), chain.now)
+    spender_tx = chain.transfer_tx(CAROL, BOB.public, COIN)
+    spender = node.submit_transaction(spender_tx, chain.now)
+    kept = node.submit_transaction(chain.transfer_tx(key_from_label("contributor-2"), BOB.public, COIN), chain.now)
+    # The other branch fills the node, spends the pooled spender's input another way, and is longer.
+    rival = other.signed(list(spender_tx.inputs), [TxOut(ALICE.public, COIN)], Transfer(), [CAROL])
+    other.mine_with([other.stake_tx(DAVE, sn.public, 100_000 * COIN), rival])
+    other.mine()
+    assert node.reorganize(other.blocks[-2:], other.now)
+    pool = node.pool
+    assert txid(undone) in pool, "the undone block's transfer is back"
+    assert spender not in pool, "a double spend of the new branch leaves at once"
+    assert stake in pool and kept in pool, "the rest waits for its recheck"
+    assert node.recheck_pool(1) == 1 and node.recheck_pool() == 0, "the two held ones, one at a time"
+    assert stake not in node.pool, "the node is full on the new branch"
+    assert kept in node.pool and txid(undone) in node.pool

@@ -166,11 +166,6 @@ class Mempool:
         return tx_id in self.entries
 
 
-def empty_like(pool: Mempool) -> Mempool:
-    """An empty pool with the same limits and floor."""
-    return Mempool(limits=pool.limits, floor=pool.floor, counter=pool.counter, oldest=pool.counter)
-
-
 def incremental_rate(consensus: Consensus) -> float:
     """Fee per byte an arrival must pay beyond each entry it evicts (Bitcoin Core's incremental
     relay fee, which equals its minimum relay fee): the chain's minimum fee rate."""
