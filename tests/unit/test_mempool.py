@@ -1,10 +1,16 @@
-"""The mempool (core/mempool.py): admission refusals, and selection that skips what no longer
-applies on top of what it already chose."""
+"""The mempool (core/mempool.py): admission refusals, selection that skips what no longer
+applies on top of what it already chose, and the pool's bounds (issue #33 item 4): eviction by
+fee rate with an increment, the floor and its decay, expiry, the caps, the indexes a block's
+recheck uses, a reorganisation's return, and the test hook that makes a daemon's pool small."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from snode.app import config
+from snode.common.endpoints import ConfigError
 from snode.core import mempool as mp
 from snode.core.errors import InvalidStake, InvalidTransaction, MempoolRejection
 from snode.core.service_nodes import Reason, StateChangeKind
@@ -324,3 +330,24 @@ def test_a_reorganisation_gives_back_what_it_undid_and_rechecks_the_rest_a_few_a
     assert node.recheck_pool(1) == 1 and node.recheck_pool() == 0, "the two held ones, one at a time"
     assert stake not in node.pool, "the node is full on the new branch"
     assert kept in node.pool and txid(undone) in node.pool
+
+
+@pytest.mark.parametrize("network, value, message", [
+    ("mainnet", "8", "SNODE_MEMPOOL_MAX_ENTRIES is for devnet and regtest tests; unset it to run on mainnet"),
+    ("testnet", "8", "unset it to run on testnet"),
+    ("regtest", "eight", "'eight' is not a number of transactions"),
+    ("devnet", "0", "'0' is not a number of transactions (1 to 1000000)"),
+])
+def test_the_test_pool_limit_is_one_line_when_wrong_and_refused_where_coins_have_value(
+    monkeypatch, network, value, message,
+):
+    monkeypatch.setenv(config.MEMPOOL_ENTRIES_VARIABLE, value)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        config._mempool_max_entries(network)
+
+
+def test_the_test_pool_limit_sets_the_count_only(monkeypatch):
+    monkeypatch.setenv(config.MEMPOOL_ENTRIES_VARIABLE, "8")
+    assert config._mempool_max_entries("regtest") == 8
+    monkeypatch.delenv(config.MEMPOOL_ENTRIES_VARIABLE)
+    assert config._mempool_max_entries("mainnet") is None
