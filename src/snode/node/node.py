@@ -225,10 +225,10 @@ class Node:
         self.pool, entry = mp.admit(self.pool, tx, self.state, self.consensus, now=now, verifier=self.verifier)
         self.revision += 1
         self._accepted += 1
-        evicted = before + 1 - len(self.pool)
+        left = before + 1 - len(self.pool)
         # One line per transaction only at DEBUG: anyone can send thousands; each block's line counts them.
         log.debug("mempool: accepted %s (%d bytes, fee %d)%s", entry.txid.hex(), entry.size, entry.fee,
-                  f", evicted {evicted} of lower fee rates" if evicted > 0 else "")
+                  f"; {left} left the pool (lower fee rates evicted, or expired)" if left > 0 else "")
         self.hub.publish(TransactionAdmitted(tx, entry.txid, source))
         return entry.txid
 
