@@ -2,7 +2,7 @@
 
 Every module has `run(...) -> dict` and `report(results, console)`; each measures its own limit
 in the same run and prints ratios against it with the target and PASS or BELOW. Names select
-modules (core, store, rpc, sync, proof, intake, blocks, scale, devnet, hostile); none means all.
+modules (core, store, rpc, sync, proof, intake, blocks, scale, devnet, hostile, mempool); none means all.
 `--profile` adds the modules' own cProfile output where they have one; `--perf` (Python 3.13 or
 newer, Linux perf) adds `perf`'s split of a daemon's CPU where one has it (blocks: node3's).
 """
@@ -19,7 +19,8 @@ from typing import Any, Final
 from bench import perf_split
 from snode.tools.tables import make_console
 
-MODULES: Final = ("core", "store", "rpc", "sync", "proof", "intake", "blocks", "scale", "devnet", "hostile")
+MODULES: Final = ("core", "store", "rpc", "sync", "proof", "intake", "blocks", "scale", "devnet", "hostile",
+                   "mempool")
 
 
 def main() -> int:

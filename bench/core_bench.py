@@ -27,7 +27,7 @@ from typing import Any, Final
 from rich.console import Console
 from rich.table import Table
 
-from bench.report import verdict
+from bench.report import timed, verdict
 
 from snode.core import mempool as mp
 from snode.core.blocks import Block
@@ -54,12 +54,6 @@ def log(text: str) -> None:
     print(f"core_bench: {text}", file=sys.stderr, flush=True)
 
 
-def _timed(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
 def seconds_per_run(*fns: Callable[[], object]) -> list[float]:
     """Median wall time of one call of each fn, over enough rounds to fill MIN_SECONDS.
 
@@ -69,7 +63,7 @@ def seconds_per_run(*fns: Callable[[], object]) -> list[float]:
     rounds: list[list[float]] = []
     started = time.perf_counter()
     while len(rounds) < MIN_RUNS or time.perf_counter() - started < MIN_SECONDS:
-        rounds.append([_timed(fn) for fn in fns])
+        rounds.append([timed(fn) for fn in fns])
     return [statistics.median(column) for column in zip(*rounds)]
 
 

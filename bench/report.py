@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from rich.console import JustifyMethod
 from rich.table import Table
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds `fn()` takes."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 def verdict(ok: bool) -> str:

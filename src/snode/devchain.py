@@ -99,10 +99,12 @@ class DevChain:
         self.state, undo = apply_block(self.state, block, self.consensus, now=self.now)
         self.blocks.append(block)
         self.undos.append(undo)
-        self.pool = mp.revalidate(
-            mp.remove(self.pool, [txid(tx) for tx in block.transactions]),
-            self.state, self.consensus, now=self.now,
+        self.pool, candidates = mp.after_block(
+            self.pool, mined=[txid(tx) for tx in block.transactions],
+            spent=[op.key() for tx in block.transactions for op in tx.inputs],
+            nodes=[key for key, _ in undo.service_nodes], now=self.now,
         )
+        self.pool = mp.recheck(self.pool, candidates, self.state, self.consensus, now=self.now)
 
     # --- conveniences for examples ----------------------------------------------------------
 

@@ -214,6 +214,18 @@ def service_node_daemon(sn_label: str, public_ip: str = "203.0.113.5") -> Node:
                 identity=identity, producer_key=None, verifier=InlineVerifier())
 
 
+def node_on(chain: LabChain) -> Node:
+    """An in-memory node that has every block of `chain`, its clock at the chain's time (the
+    mempool's clock: entries are as old as the chain's time says)."""
+    genesis_state = chain.fork(at=0).state
+    clock = MockableClock()
+    clock.set_mock(chain.now)
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], genesis_state),
+                state=genesis_state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=clock)
+    node.accept_blocks(chain.blocks[1:], chain.now)
+    return node
+
+
 @pytest.fixture
 def chain() -> LabChain:
     """A fresh chain at genesis with the well-known people funded."""

@@ -16,14 +16,19 @@ from dataclasses import dataclass
 import pytest
 
 from snode.core.blocks import Block
+from snode.core.transactions import OutPoint, Stake, Transfer, TxOut, outpoint_key, txid
+from snode.core.txbuilder import build_spend
+from snode.devchain import key_from_label
+from snode.params import COIN
 from snode.common.clock import MockableClock
 from snode.common.events import EventHub
 from snode.node.events import BlocksAdopted
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
+from snode.node import writer as writer_module
 from snode.node.writer import ChainWriter, store_thread
 from snode.store.memory import MemoryStore
-from tests.unit.conftest import LabChain
+from tests.unit.conftest import POOL_MINIMUM, LabChain, node_on
 
 
 @dataclass(frozen=True)
@@ -166,3 +171,37 @@ async def test_a_batch_cancelled_while_the_store_commits_it_is_adopted_all_the_s
         writer.close()  # waits for the store thread
     assert (node.height, node.state.tip_hash) == store.tip()[:2] and node.height == 3
     assert store.state_height() == 3  # the state written at the tip
+
+
+async def test_pool_rechecks_after_a_block_run_in_slices_between_turns_of_the_loop(
+    chain: LabChain, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue #33 item 4: a block that changes a node makes every pooled transaction naming it
+    need the rules again; a daemon's writer checks them RECHECK_PER_TURN at a time, each slice
+    on its own turn of the loop, never all on the block's."""
+    sn = key_from_label("sn-1").public
+    alice, dave = key_from_label("alice"), key_from_label("dave")
+    chain.new_node(amount=POOL_MINIMUM)
+    split = chain.spend(alice, Transfer(), [TxOut(alice.public, 10_001 * COIN)] * 40)
+    chain.mine_with([split])
+    chain.mine(chain.params.unlock_confirmations)
+    node = node_on(chain)
+    coins = [(OutPoint(txid(split), i), chain.state.utxos[outpoint_key(txid(split), i)]) for i in range(40)]
+    stakes = [node.submit_transaction(build_spend([c], alice, [], Stake(sn, 10_000 * COIN), chain.params), chain.now)
+              for c in coins]  # each valid on its own: together they over-fill the node
+    filler = chain.block_with([chain.stake_tx(dave, sn, 100_000 * COIN)])
+    monkeypatch.setattr(writer_module, "RECHECK_PER_TURN", 10)
+    writer = ChainWriter(node, store_thread())
+    try:
+        await writer.accept_block(filler)
+        assert all(s in node.pool for s in stakes), "nothing is rechecked on the block's own turn"
+        sizes = []
+        for _ in range(100):
+            sizes.append(len(node.pool))
+            if not node.pool:
+                break
+            await asyncio.sleep(0)
+    finally:
+        writer.close()
+    assert sizes[-1] == 0, f"the stale stakes stayed: {sizes}"
+    assert sizes.count(40) >= 1 and {30, 20, 10} <= set(sizes), f"not in slices of 10: {sizes}"

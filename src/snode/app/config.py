@@ -45,6 +45,8 @@ class Config:
     """`--omq-public`: where the public read-only OMQ RPC listens (None: off)."""
     clock_offset: float = 0.0
     """Seconds the daemon's clock is moved by (`SNODE_CLOCK_OFFSET`, devnet and regtest only)."""
+    mempool_max_entries: int | None = None
+    """`SNODE_MEMPOOL_MAX_ENTRIES` (devnet and regtest tests of a full pool); None: the default."""
     rpc_login: Login | None = None
     """The operator's own admin RPC login (`--rpc-login-file`, SNODE_RPC_LOGIN); None: the
     cookie where the bind is not loopback, nothing on loopback (snode.app.rpc_access)."""
@@ -107,7 +109,7 @@ def build_config(
         rpc_allowed_hosts=tuple(allowed), notify=_notify_command(notify),
         skip_doppelganger_check=skip_doppelganger_check,
         omq_public=_omq_public(omq_public, service_node),
-        clock_offset=_clock_offset(params.name),
+        clock_offset=_clock_offset(params.name), mempool_max_entries=_mempool_max_entries(params.name),
         rpc_login=operator_login(rpc_login_file, os.environ),
     )
 
@@ -118,6 +120,21 @@ def _clock_offset(network: str) -> float:
         return clock_offset(network, dict(os.environ))
     except ValueError as err:
         raise ConfigError(str(err)) from None
+
+
+MEMPOOL_ENTRIES_VARIABLE = "SNODE_MEMPOOL_MAX_ENTRIES"
+
+
+def _mempool_max_entries(network: str) -> int | None:
+    """`SNODE_MEMPOOL_MAX_ENTRIES`: a small pool, so that a test fills it with a few transactions."""
+    text = os.environ.get(MEMPOOL_ENTRIES_VARIABLE, "").strip()
+    if not text:
+        return None
+    if network in ("mainnet", "testnet"):
+        raise ConfigError(f"{MEMPOOL_ENTRIES_VARIABLE} is for devnet and regtest tests; unset it to run on {network}")
+    if not text.isdigit() or not 1 <= int(text) <= 1_000_000:
+        raise ConfigError(f"{MEMPOOL_ENTRIES_VARIABLE}: '{text}' is not a number of transactions (1 to 1000000)")
+    return int(text)
 
 
 def _omq_public(text: str | None, service_node: bool) -> Endpoint | None:

@@ -24,6 +24,7 @@ from snode.app.console import Console
 from snode.app.partition import reload_denied
 from snode.app.profiling import start_from_env
 from snode.app.runtime import stdin_is_console, bind_socket, run_loop, setup_logging
+from snode.core import mempool as mp
 from snode.core.crypto import SigningKey
 from snode.core.errors import DecodeError
 from snode.core.genesis import genesis_state
@@ -302,7 +303,7 @@ class Daemon:
                 identity = Identity(key, cfg.public_ip, cfg.p2p_bind.port, cfg.quorumnet_port)
             return Node(params=params, consensus=consensus, store=store, state=state, identity=identity,
                         producer_key=self._producer_key(datadir, consensus.authorities), clock=self.clock,
-                        verifier=verifier)
+                        verifier=verifier, pool_limits=_pool_limits(cfg))
         except BaseException as err:
             verifier.close()
             store.close()
@@ -328,6 +329,13 @@ class Daemon:
         while True:
             await asyncio.sleep(10)
             notify(status_message(node.status_line(node.now())))
+
+
+def _pool_limits(cfg: Config) -> mp.PoolLimits:
+    """The mempool's limits: the defaults, or a test's smaller count (SNODE_MEMPOOL_MAX_ENTRIES)."""
+    if cfg.mempool_max_entries is None:
+        return mp.DEFAULT_LIMITS
+    return mp.PoolLimits(max_entries=cfg.mempool_max_entries)
 
 
 def start(config: Config) -> None:

@@ -17,6 +17,7 @@ fields; other layers read them or call its methods.
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 
 from snode import __version__
@@ -69,6 +70,7 @@ class Node:
         self, *, params: NetworkParams, consensus: Consensus, store: Store,
         state: ChainState, identity: Identity | None, producer_key: SigningKey | None,
         hub: EventHub | None = None, clock: Clock | None = None, verifier: Verifier | None = None,
+        pool_limits: mp.PoolLimits | None = None,
     ) -> None:
         self.params = params
         self.consensus = consensus
@@ -83,8 +85,16 @@ class Node:
         """Where the node publishes what happened (`node.events`)."""
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.verifier: Verifier = verifier if verifier is not None else InlineVerifier()
-        restored = saved.restore(store, state, consensus, self.verifier, self.now())
+        restored = saved.restore(store, state, consensus, self.verifier, self.now(),
+                                 pool_limits if pool_limits is not None else mp.DEFAULT_LIMITS)
         self.pool = restored.pool
+        self._rechecks: dict[bytes, None] = {}
+        """Pool ids a change of tip may have made invalid, to check again (`recheck_pool`)."""
+        self.defer_rechecks = False
+        """Whether a change of tip leaves its pool rechecks to `recheck_pool` calls (a daemon's
+        writer makes them a few at a time between the event loop's other work) instead of
+        making them all at once."""
+        self._accepted = 0  # transactions admitted since the last block, for its log line
         self.proofs = restored.proofs
         """This node's view of every SN's uptime proofs; only the node writes it."""
         self.saved = saved.SavedState(restored)
@@ -212,9 +222,14 @@ class Node:
     def submit_transaction(self, tx: Transaction, now: int, *, source: object = None) -> bytes:
         """Admit a transaction to the mempool (P2P relays it on TransactionAdmitted);
         SnodeError says why not. `source` is the peer it came from, if any."""
+        before = len(self.pool)
         self.pool, entry = mp.admit(self.pool, tx, self.state, self.consensus, now=now, verifier=self.verifier)
         self.revision += 1
-        log.info("mempool: accepted %s (%d bytes, fee %d)", entry.txid.hex(), entry.size, entry.fee)
+        self._accepted += 1
+        left = before + 1 - len(self.pool)
+        # One line per transaction only at DEBUG: anyone can send thousands; each block's line counts them.
+        log.debug("mempool: accepted %s (%d bytes, fee %d)%s", entry.txid.hex(), entry.size, entry.fee,
+                  f"; {left} left the pool (lower fee rates evicted, or expired)" if left > 0 else "")
         self.hub.publish(TransactionAdmitted(tx, entry.txid, source))
         return entry.txid
 
@@ -331,28 +346,40 @@ class Node:
         """Validate, store, then adopt a block on the tip; InvalidBlock says why not."""
         self.accept_blocks([block], now)
 
-    def build_block(self, now: int) -> Block:
-        """The next block on the tip, signed with this daemon's authority key, from the
-        mempool (not applied: `accept_block` it)."""
+    def authority_key(self) -> SigningKey:
+        """This daemon's block-producing (authority) key; RuntimeError if it holds none."""
         if self.producer_key is None:
             raise RuntimeError("this daemon holds no block-producing key")
-        block, stale = build_block(self.state, self.pool, self.consensus, self.producer_key, timestamp=now)
-        if stale:
-            self.pool = mp.remove(self.pool, stale)
-            self.revision += 1
+        return self.producer_key
+
+    def leader_key(self) -> SigningKey:
+        """This service node's key, which signs its blocks as a round's leader."""
+        if self.identity is None:
+            raise RuntimeError("this daemon is not a service node")
+        return self.identity.key
+
+    def build_block(self, now: int) -> Block:
+        """The next block on the tip, signed with this daemon's authority key, from the
+        mempool (not applied: `accept_block` it). A daemon builds it on its store thread
+        instead (`ChainWriter.template`)."""
+        block, stale = build_block(self.state, self.pool, self.consensus, self.authority_key(), timestamp=now)
+        self.drop_stale(stale, self._state)
         return block
 
     def build_round_block(self, round: int, timestamp: int, checkpoint: Checkpoint | None = None) -> Block:
         """This service node's block for `round` of the next height, from the mempool, signed
         with its key as the round's leader (its validators' signatures are added later)."""
-        if self.identity is None:
-            raise RuntimeError("this daemon is not a service node")
-        block, stale = build_block(self.state, self.pool, self.consensus, self.identity.key,
+        block, stale = build_block(self.state, self.pool, self.consensus, self.leader_key(),
                                    timestamp=timestamp, round=round, checkpoint=checkpoint)
-        if stale:
+        self.drop_stale(stale, self._state)
+        return block
+
+    def drop_stale(self, stale: list[bytes], built_on: ChainState) -> None:
+        """Drop the pool ids a block template found no longer valid on `built_on`, if that is
+        still the tip (on a newer one they may be valid)."""
+        if stale and built_on is self._state:
             self.pool = mp.remove(self.pool, stale)
             self.revision += 1
-        return block
 
     def check_template(self, block: Block, now: int) -> None:
         """A validator's check of a round leader's block: every rule of a next block but the
@@ -377,13 +404,42 @@ class Node:
         self._state = state
         if not mined:
             mined = [txid(tx) for block in blocks for tx in block.transactions]
-        self.pool = mp.revalidate(mp.remove(self.pool, mined), state, self.consensus, now=now)
+        self._pool_after(blocks, undos, mined, now)
         self.revision += 1
         last = blocks[-1]
-        log.info("block %d %s: %d transaction%s%s", last.header.height, state.tip_hash.hex()[:16],
+        log.info("block %d %s: %d transaction%s%s; mempool %d (%d accepted since the last block)",
+                 last.header.height, state.tip_hash.hex()[:16],
                  len(last.transactions), "" if len(last.transactions) == 1 else "s",
-                 f" (+{len(blocks) - 1} before it)" if len(blocks) > 1 else "")
+                 f" (+{len(blocks) - 1} before it)" if len(blocks) > 1 else "", len(self.pool), self._accepted)
+        self._accepted = 0
         self.hub.publish(BlocksAdopted(tuple(blocks), state.height, state.tip_hash))
+
+    def _pool_after(self, blocks: list[Block], undos: list[Undo], mined: list[bytes], now: int) -> None:
+        """The mempool after `blocks` became the tip: what they mined or double-spent leaves at once
+        (`mempool.after_block`); what names a node they changed is queued for a recheck."""
+        spent = [op.key() for block in blocks for tx in block.transactions for op in tx.inputs]
+        nodes = [key for undo in undos for key, _ in undo.service_nodes]
+        self.pool, candidates = mp.after_block(self.pool, mined=mined, spent=spent, nodes=nodes, now=now)
+        self._queue_rechecks(candidates)
+
+    def _queue_rechecks(self, tx_ids: list[bytes]) -> None:
+        self._rechecks.update(dict.fromkeys(tx_ids))
+        if not self.defer_rechecks:
+            self.recheck_pool()
+
+    def recheck_pool(self, limit: int | None = None) -> int:
+        """Check up to `limit` (None: all) of the queued pool transactions on the tip, dropping
+        those that no longer apply; how many are still queued."""
+        queue = self._rechecks
+        batch = list(queue) if limit is None or limit >= len(queue) else list(itertools.islice(queue, limit))
+        for tx_id in batch:
+            del queue[tx_id]
+        if batch:
+            before = self.pool
+            self.pool = mp.recheck(self.pool, batch, self._state, self.consensus, now=self.now())
+            if self.pool is not before:
+                self.revision += 1
+        return len(queue)
 
     # --- reorganisations ----------------------------------------------------------------------
 
@@ -401,12 +457,17 @@ class Node:
                     len(reorg.undone_blocks), reorg.fork_height, len(reorg.branch),
                     reorg.state.height, reorg.state.tip_hash.hex()[:16])
         self._owners.forget()
-        old_pool = self.pool
-        self.pool = mp.Mempool()
         self.hub.publish(ChainReorganized(reorg.fork_height, len(reorg.undone_blocks), len(reorg.branch)))
-        self._adopt(reorg.state, [], reorg.branch, now)
-        txs = [tx for b in reversed(reorg.undone_blocks) for tx in b.transactions[1:]]
-        self._readmit(txs, old_pool, now)
+        deferred, self.defer_rechecks = self.defer_rechecks, True
+        try:
+            self._adopt(reorg.state, [], reorg.branch, now)
+        finally:
+            self.defer_rechecks = deferred
+        # The undone blocks may have made what anything pooled spends or names: all of it is
+        # checked again; their own transactions come back first (Bitcoin Core does the same).
+        held = list(self.pool.entries)
+        self._readmit([tx for b in reversed(reorg.undone_blocks) for tx in b.transactions[1:]], now)
+        self._queue_rechecks(held)
 
     def reorganize(self, branch: list[Block], now: int) -> bool:
         """Switch to `branch` if it ends higher than the tip; whether the tip changed."""
@@ -415,10 +476,9 @@ class Node:
             self.adopt_reorganize(reorg, now)
         return reorg is not None
 
-    def _readmit(self, txs: list[Transaction], old_pool: mp.Mempool, now: int) -> None:
-        """Give the mempool back what a reorg undid and what it held, where still valid."""
-        pooled = sorted(old_pool.entries.values(), key=lambda e: e.arrival)
-        for tx in txs + [e.tx for e in pooled]:
+    def _readmit(self, txs: list[Transaction], now: int) -> None:
+        """Give the mempool back what a reorg undid, where still valid."""
+        for tx in txs:
             try:
                 self.pool, _ = mp.admit(self.pool, tx, self.state, self.consensus, now=now, verifier=self.verifier)
             except SnodeError:

@@ -78,13 +78,14 @@ def write(store: Store, items: dict[str, bytes]) -> None:
         store.set_meta(key, value)
 
 
-def restore(store: Store, state: ChainState, consensus: Consensus, verifier: Verifier, now: int) -> Restored:
-    """Read back the proof book and the mempool, on the chain at `state` (the node's
-    constructor, before anything runs)."""
+def restore(store: Store, state: ChainState, consensus: Consensus, verifier: Verifier, now: int,
+            limits: mp.PoolLimits = mp.DEFAULT_LIMITS) -> Restored:
+    """Read back the proof book and the mempool (within `limits`), on the chain at `state` (the
+    node's constructor, before anything runs)."""
     proofs = ProofBook()
     if (saved_book := store.get_meta(PROOFS_KEY)) is not None:
         proofs.restore(saved_book, now=now, registered=state.service_nodes)
-    pool = mp.Mempool()
+    pool = mp.Mempool(limits=limits)
     if (saved_pool := store.get_meta(MEMPOOL_KEY)) is None:
         return Restored(proofs, pool, pool_saved=False)
     try:
@@ -92,13 +93,12 @@ def restore(store: Store, state: ChainState, consensus: Consensus, verifier: Ver
     except DecodeError as err:
         log.warning("the saved mempool is unreadable (%s); starting with an empty one", err)
         return Restored(proofs, pool, pool_saved=False)
-    return Restored(proofs, _admitted(txs, state, consensus, verifier, now), pool_saved=True)
+    return Restored(proofs, _admitted(pool, txs, state, consensus, verifier, now), pool_saved=True)
 
 
-def _admitted(txs: list[Transaction], state: ChainState, consensus: Consensus, verifier: Verifier,
-              now: int) -> mp.Mempool:
-    """A mempool of those of `txs` that apply on the chain at `state`, admitted in their order."""
-    pool = mp.Mempool()
+def _admitted(pool: mp.Mempool, txs: list[Transaction], state: ChainState, consensus: Consensus,
+              verifier: Verifier, now: int) -> mp.Mempool:
+    """`pool` with those of `txs` that apply on the chain at `state`, admitted in their order."""
     for tx in txs:
         try:
             pool, _ = mp.admit(pool, tx, state, consensus, now=now, verifier=verifier)

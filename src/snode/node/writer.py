@@ -14,6 +14,11 @@ A change that reached the store is adopted in memory even when its caller is can
 SIGTERM during a sync cancels the task mid-commit): the store thread finishes the commit either
 way, and memory behind the disk would leave the state unwritable at the stop (`_commit`).
 
+The pool transactions a new tip may have made invalid (`Node.recheck_pool`: those naming a node
+the block changed) are checked again on the loop too, but RECHECK_PER_TURN at a time with a
+turn of the loop between them, so that an RPC call or a peer's message is never late by more
+than one such slice, whatever the pool holds.
+
 A damaged database (`DatabaseDamaged`, from a read or a write) ends the writer's use of the
 store: the caller that met it gets the error, `on_damaged` is told once (a daemon stops), and every
 later call gets the same error without touching the file again.
@@ -30,13 +35,19 @@ import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from typing import Final, ParamSpec, TypeVar
 
-from snode.core.blocks import Block
+from snode.core.blocks import Block, Checkpoint
+from snode.core.crypto import SigningKey
+from snode.core.production import build_block
 from snode.core.errors import SnodeError
 from snode.node.batches import Reorganization, StagedBatch
 from snode.node.node import Node
 from snode.store import DatabaseDamaged
+
+RECHECK_PER_TURN: Final = 256
+"""Pool transactions checked again per turn of the event loop after a change of tip: each is
+its rules without signatures, some 20-60 microseconds, so a slice takes a few milliseconds."""
 
 P = ParamSpec("P")
 S = TypeVar("S")
@@ -68,6 +79,8 @@ class ChainWriter:
         """Told the reason the first time the store finds its database damaged."""
         self.damaged: DatabaseDamaged | None = None
         """The damage found, after which the store is not used any more."""
+        node.defer_rechecks = executor is not None
+        self._rechecking: asyncio.Task[None] | None = None
 
     async def _off_loop(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         if self.damaged is not None:
@@ -100,7 +113,19 @@ class ChainWriter:
                 with contextlib.suppress(SnodeError):  # a rule broken after the stored blocks
                     adopt(step.result())
             raise
-        return adopt(stored)
+        try:
+            return adopt(stored)
+        finally:
+            self._recheck_soon()
+
+    def _recheck_soon(self) -> None:
+        """Work through the node's queued pool rechecks in slices, one task at a time."""
+        if self.node.defer_rechecks and (self._rechecking is None or self._rechecking.done()):
+            self._rechecking = asyncio.get_running_loop().create_task(self._recheck_pool())
+
+    async def _recheck_pool(self) -> None:
+        while self.node.recheck_pool(RECHECK_PER_TURN):
+            await asyncio.sleep(0)
 
     async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a node or store method that reads or writes the store outside a chain change
@@ -152,10 +177,23 @@ class ChainWriter:
         node = self.node
         async with self._lock:
             now = node.now()
-            block = node.build_block(now)
+            block = await self.template(node.authority_key(), now)
             await self._commit(lambda: node.store_batch(node.stage_batch([block], now)),
                                lambda stored: node.adopt_batch(stored, now))
             return block
+
+    async def template(self, key: SigningKey, timestamp: int, *, round: int = 0,
+                       checkpoint: Checkpoint | None = None) -> Block:
+        """The next block from the mempool signed with `key` (`core.production.build_block`),
+        built on the store thread from the tip and the pool of the call: choosing from a full
+        pool applies thousands of transactions, which the event loop does not wait for. The pool
+        loses what the template found stale if the tip is still the one it was built on."""
+        node = self.node
+        state, pool = node.state, node.pool
+        block, stale = await self._off_loop(build_block, state, pool, node.consensus, key, timestamp=timestamp,
+                                            round=round, checkpoint=checkpoint)
+        node.drop_stale(stale, state)
+        return block
 
     async def flush_state(self) -> None:
         """Write the state a sync deferred (`Node.flush_state`)."""

@@ -181,7 +181,8 @@ class BlockProducer:
         match action:
             case R.BuildTemplate():
                 checkpoint = self.checkpoints.best(node.state) if self.checkpoints is not None else None
-                block = node.build_round_block(action.round, action.timestamp, checkpoint)
+                block = await self.writer.template(node.leader_key(), action.timestamp, round=action.round,
+                                                   checkpoint=checkpoint)
                 return machine.on_built(block, node.clock.time())
             case R.SendTemplate():
                 for validator in action.validators:
