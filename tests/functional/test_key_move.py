@@ -15,11 +15,10 @@ import time
 from pathlib import Path
 
 from snode.devchain import key_from_label
-from snode.params import COIN
 from tests.functional.framework import (
     NodeSet, assert_equal, connect_nodes, narrator, scaled, snode_cli, wait_until,
 )
-from tests.functional.sn_helpers import SOLO, fund_and_unlock, mine_until, record, register
+from tests.functional.sn_helpers import record, registered_solo
 
 log = narrator(__name__)
 
@@ -42,12 +41,8 @@ def test_a_key_moved_to_a_new_data_dir_serves_there_and_a_copy_beside_it_is_stop
     hub = nodes.add()
     old_home = nodes.add(extra_args=["--service-node"])
     connect_nodes(old_home, hub)
-    op = key_from_label("operator who moves the key")
-    fund_and_unlock(hub, {op.public: SOLO + COIN})
-    register(old_home, hub, op, SOLO)
-    registered_at = hub.generate_blocks(blocks=1)["height"]
-    pk = old_home.get_service_node_key()["service_node_pubkey"]
-    mine_until(hub, lambda: record(hub, pk)["active"], timeout=60, what="the node active")
+    pk = registered_solo(hub, old_home, "operator who moves the key")
+    registered_at = record(hub, pk)["registration_height"]
     hub.generate_blocks(blocks=3)
 
     passphrase = tmp_path / "passphrase"

@@ -1,7 +1,8 @@
 """snode-cli: the operator's view of a daemon over its admin RPC.
 
 `status`, `nodes`, `blocks`, `watch`, `call METHOD [JSON]`, `register-cmd`, `key export|import|show`
-(the service-node key of a data dir, moved in a passphrase-sealed file: `snode.tools.keys`);
+(the service-node key of a data dir, moved in a passphrase-sealed file: `snode.tools.keys`),
+`fleet` (many daemons, one line each: `snode.tools.fleet`);
 `--json` prints the raw result on any command. Every failure is one line on stderr and exit code 1.
 
 What the daemon says may hold text from the network (a peer's words, a chain record): every
@@ -38,6 +39,7 @@ from snode.common.entry import run_command
 from snode.common.text import printable
 from snode.common.data_dir import KEY_FILE
 from snode.common.files import default_data_dir
+from snode.tools import fleet as fleet_tools
 from snode.tools import keys
 from snode.tools.tables import block_table, make_console, service_node_table
 
@@ -137,7 +139,7 @@ def cli(ctx: click.Context, rpc: str | None, data_dir: str | None, login_file: s
     """snode-cli: watch and drive a snoded over its admin RPC (or its public OMQ port)."""
     ctx.obj = {"rpc": _daemon_url(rpc, network, node, base_dir), "json": as_json,
                "network": network or "mainnet", "omq": omq, "server_key": server_key,
-               "data_dir": data_dir, "login_file": login_file}
+               "data_dir": data_dir, "login_file": login_file, "base_dir": base_dir}
 
 
 @cli.command()
@@ -244,6 +246,53 @@ def register_cmd(ctx: click.Context, cut: str, addresses: tuple[str, ...], amoun
     if ctx.obj["json"]:
         return _print_json(result)
     click.echo(result.registration_cmd)
+
+
+# --- many nodes -----------------------------------------------------------------------------
+
+@cli.command()
+@click.option("--rpc", "--daemon-address", "urls", multiple=True, metavar="HOST:PORT",
+              help="A node's admin RPC (repeatable); its address names it.")
+@click.option("--node", "names", multiple=True, metavar="NAME",
+              help="With --devnet: a devnet process (repeatable) [every process of the devnet].")
+@click.option("--fleet-file", type=click.Path(path_type=Path), metavar="FILE",
+              help="Nodes one a line: NAME ADDRESS [LOGIN_FILE] (ADDRESS: HOST:PORT of its admin RPC; "
+                   "LOGIN_FILE: user:pass on its first line, e.g. the daemon's rpc.cookie); # comments.")
+@click.pass_context
+def fleet(ctx: click.Context, urls: tuple[str, ...], names: tuple[str, ...], fleet_file: Path | None) -> None:
+    """Many nodes at a glance, one line each: state and reason, proof age, downtime credit,
+    height and lag (behind the highest of them), version, next fork (when the daemon tells it),
+    last reward. All are asked at once, each call within a few seconds; a node that cannot be
+    reached is a line saying so. --json: one object a line. Exit 0 once every node had its line."""
+    obj = ctx.obj
+    try:
+        members = fleet_tools.members_from(
+            urls, _devnet_members(obj, names), lambda url: _login({**obj, "rpc": url}),
+            fleet_tools.parse_fleet_file(fleet_file) if fleet_file is not None else [])
+    except (fleet_tools.FleetError, ConfigError) as err:
+        raise CliError(str(err)) from None
+    views = fleet_tools.look_all(members)
+    if obj["json"]:
+        top = max((v.height for v in views if not v.error), default=0)
+        for view in views:
+            click.echo(json.dumps(fleet_tools.as_json(view, top)))
+        return
+    for line in fleet_tools.lines(views):
+        click.echo(_shown(line))
+
+
+def _devnet_members(obj: dict[str, Any], names: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(name, admin RPC) of the devnet processes --node names; with --devnet and no other node
+    given, all of them."""
+    if obj["network"] != "devnet":
+        if names:
+            raise CliError(f"fleet --node names a process of a devnet; it does not go with --{obj['network']}")
+        return []
+    from snode.tools.devnet_procs import Devnet, default_base_dir
+
+    devnet = Devnet.load((obj["base_dir"] or default_base_dir()).resolve())
+    chosen = [devnet.entry(n) for n in names] if names else devnet.nodes
+    return [(entry.name, entry.rpc_url) for entry in chosen]
 
 
 # --- the service-node key ------------------------------------------------------------------
