@@ -123,7 +123,8 @@ def test_key_commands_refuse_bad_input_in_one_line(nodes: NodeSet, tmp_path: Pat
     def refused(*args: str) -> str:
         return _one_line(_cli(*args))
 
-    log.info("export: a short passphrase, a data dir that is not there, a file that exists")
+    log.info("export: a short passphrase, a data dir that is not there or of another network, a file "
+             "that exists")
     assert_equal(refused(*key("regtest", home, "export", str(exported), "--password-file", str(short))),
                  f"snode-cli: --password-file {short}: a key file's passphrase needs at least 8 characters, "
                  "this one has 5")
@@ -131,15 +132,20 @@ def test_key_commands_refuse_bad_input_in_one_line(nodes: NodeSet, tmp_path: Pat
     assert_equal(refused(*key("regtest", missing, "show")),
                  f"snode-cli: --data-dir: {missing} does not exist: give the data dir of the node (its snoded "
                  "--data-dir)")
+    assert_equal(refused(*key("testnet", home, "export", str(exported), "--password-file", str(pw))),
+                 f"snode-cli: --data-dir: {home} holds a regtest chain (genesis.json), not testnet: add --regtest")
     out = _cli(*key("regtest", home, "export", exported, "--password-file", pw))
     assert_equal(out.returncode, 0, out.stderr)
     assert_equal(refused(*key("regtest", home, "export", str(exported), "--password-file", str(pw))),
                  f"snode-cli: FILE: {exported} already exists: choose another file, or add --force to replace it")
 
-    log.info("import: wrong passphrase, wrong network, a damaged file, a file of something else")
+    log.info("import: wrong passphrase, wrong network (of the file, of the data dir), a damaged file, a "
+             "file of something else")
     target = str(tmp_path / "new-home")
     assert_equal(refused(*key("regtest", target, "import", str(exported), "--password-file", str(wrong))),
                  f"snode-cli: wrong passphrase for key file {exported}")
+    assert_equal(refused(*key("testnet", home, "import", str(exported), "--password-file", str(pw))),
+                 f"snode-cli: --data-dir: {home} holds a regtest chain (genesis.json), not testnet: add --regtest")
     assert_equal(refused(*key("testnet", target, "import", str(exported), "--password-file", str(pw))),
                  f"snode-cli: FILE: {exported} holds a key for regtest, not testnet: add --regtest")
     doc = json.loads(exported.read_text())

@@ -14,7 +14,7 @@ from snode.core.state import ChainState
 from snode.app.builtin import BUILTIN_GENESIS
 from snode.app.config import ConfigError
 from snode.common.data_dir import (
-    KEY_FILE, KEY_PUB_FILE, DirLocked, create_file, key_file_text, seed_of, take_lock,
+    GENESIS_FILE, KEY_FILE, KEY_PUB_FILE, DirLocked, create_file, key_file_text, seed_of, take_lock,
     write_atomically,
 )
 from snode.common.files import too_open
@@ -22,7 +22,6 @@ from snode.params import NetworkParams
 from snode.store import DATABASE_FILE
 
 AUTHORITY_KEY_FILE = "authority_key"
-GENESIS_FILE = "genesis.json"
 LOG_FILE = "snoded.log"
 
 log = logging.getLogger(__name__)

@@ -18,6 +18,8 @@ KEY_PUB_FILE: Final = "key.pub"
 """The public key of the service-node key this data dir made or ran (hex), written beside `key`:
 with it, a start whose key file has gone (a failed restore, a slip of `rm`) is refused instead of
 quietly making a new node while the chain still holds the old one."""
+GENESIS_FILE: Final = "genesis.json"
+"""The chain's genesis document, which names its network."""
 LOCK_FILE: Final = "snoded.lock"
 """Held (flock) by the daemon that runs the data dir, with its pid as its content."""
 SEED_BYTES: Final = 32

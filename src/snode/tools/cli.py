@@ -318,6 +318,7 @@ def key_export(ctx: click.Context, file: Path, password_file: str | None, force:
     data_dir = _key_data_dir(ctx.obj)
     try:
         found = keys.data_dir_key(data_dir)
+        keys.check_network(data_dir, ctx.obj["network"])
         sealed = keys.sealed_key(found.key, keys.passphrase(password_file, new=True), ctx.obj["network"])
         keys.write_export(file, sealed, force=force)
     except keys.KeyCommandError as err:
@@ -338,6 +339,7 @@ def key_import(ctx: click.Context, file: Path, password_file: str | None, force:
     before starting one here: two at once are stopped by the doppelganger check."""
     data_dir = _key_data_dir(ctx.obj)
     try:
+        keys.check_network(data_dir, ctx.obj["network"])
         doc, box = keys.read_export(file, ctx.obj["network"])
         imported = keys.opened_key(file, doc, box, keys.passphrase(password_file, new=False))
         written = keys.install_key(data_dir, imported, force=force)

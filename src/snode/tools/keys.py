@@ -16,6 +16,7 @@ while it writes.
 from __future__ import annotations
 
 import getpass
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +26,13 @@ import msgspec
 
 from snode.common import sealed
 from snode.common.data_dir import (
-    KEY_FILE, KEY_PUB_FILE, DirLocked, create_file, key_file_text, seed_of, take_lock, write_atomically,
+    GENESIS_FILE, KEY_FILE, KEY_PUB_FILE, DirLocked, create_file, key_file_text, seed_of, take_lock, write_atomically,
 )
 from snode.core.crypto import SigningKey
 
 FORMAT: Final = "snode-service-node-key"
 VERSION: Final = 1
+MAX_GENESIS_READ: Final = 1 << 20
 PASSPHRASE_TRIES: Final = 3
 """New passphrases typed on a terminal before `export` gives up."""
 
@@ -97,6 +99,20 @@ def data_dir_key(data_dir: Path) -> DataDirKey:
         raise KeyCommandError(
             f"--data-dir: key file {path} is damaged (expected 64 hex characters); restore it from your backup"
         ) from None
+
+
+def check_network(data_dir: Path, network: str) -> None:
+    """KeyCommandError when the data dir's chain (its genesis.json) is of another network than
+    the one the command was given: a key is exported for, and imported into, one network."""
+    try:
+        with open(data_dir / GENESIS_FILE, "rb") as handle:
+            doc = json.loads(handle.read(MAX_GENESIS_READ))
+        held = doc.get("network") if isinstance(doc, dict) else None
+    except (OSError, ValueError):
+        return  # no chain yet, or one snoded itself refuses with its own words
+    if isinstance(held, str) and held != network and held.isalnum() and len(held) < 20:
+        fix = f"add --{held}" if held != "mainnet" else f"leave out --{network}"
+        raise KeyCommandError(f"--data-dir: {data_dir} holds a {held} chain ({GENESIS_FILE}), not {network}: {fix}")
 
 
 def _printable_pub(path: Path) -> str:
