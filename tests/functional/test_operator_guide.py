@@ -30,6 +30,6 @@ def test_the_operator_guide_is_generated_from_real_output(tmp_path):
                      "old-server  unreachable: Unable to connect to http://127.0.77.4:38091",
                      "exported to /var/lib/snode/sn-key.json (sealed, mode 0600)",
                      "imported into /var/lib/snode/new-server\nfile: /var/lib/snode/new-server/key\n"
-                     "registration: registered at height "):
+                     "registration: registered at height ", " coins to this wallet."):
         assert expected in guide, expected
     assert "/tmp/snode-guide-" not in guide

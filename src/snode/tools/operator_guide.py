@@ -150,6 +150,7 @@ def story(c: Capture) -> None:
     c.mine()
     _until_active(c, pool)
     c.cli("nodes", hub, "nodes")
+    c.wallet("rewards", "operator", "rewards")
     fleet = c.base / "fleet.txt"
     fleet.write_text(f"hub {hub}:38091\nsolo {solo}:38091\npool {pool}:38091\nold-server {GONE}:38091\n")
     c.run("fleet", "snode-cli fleet --fleet-file fleet.txt",
