@@ -26,6 +26,10 @@ def test_the_operator_guide_is_generated_from_real_output(tmp_path):
     for expected in ("$ snoded --version", "v0.1.0; Height: 0, SN: not registered, proof: never",
                      "register_service_node ",
                      "Transaction sent. Transaction ID:", '"ready": true', "unlocking at height",
-                     "No operator contribution given: operator address: address contains whitespace"):
+                     "No operator contribution given: operator address: address contains whitespace",
+                     "old-server  unreachable: Unable to connect to http://127.0.77.4:38091",
+                     "exported to /var/lib/snode/sn-key.json (sealed, mode 0600)",
+                     "imported into /var/lib/snode/new-server\nfile: /var/lib/snode/new-server/key\n"
+                     "registration: registered at height ", " coins to this wallet."):
         assert expected in guide, expected
     assert "/tmp/snode-guide-" not in guide

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
 from snode.core.registration import parse_command
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
 from tests.functional.framework import (
-    address_of, assert_equal, fund, narrator, next_loopback_ip, send_spend, snode_cli,
+    address_of, assert_equal, connect_nodes, fund, narrator, next_loopback_ip, scaled, send_spend, snode_cli,
+    wait_until,
 )
+from tests.functional.sn_helpers import record, registered_solo
 
 log = narrator(__name__)
 
@@ -124,3 +128,42 @@ def test_blocks_table_and_json(nodes):
         assert_equal(refused.returncode, 1)
         assert_equal(refused.stderr.strip(),
                      f"snode-cli: --count: '{bad}' is not a number of blocks from 1 to 1,000")
+
+
+def test_fleet_shows_each_node_on_a_line_and_a_dead_one_as_unreachable(nodes, tmp_path):
+    log.info("A hub and an active service node; a third address where nothing listens")
+    hub = nodes.add()
+    sn = nodes.add(extra_args=["--service-node"])
+    connect_nodes(sn, hub)
+    pk = registered_solo(hub, sn, "fleet operator")
+    height = hub.generate_blocks(blocks=1)["height"]
+    wait_until(lambda: sn.get_info()["height"] == height, timeout=30, what="the node at the hub's height")
+    credit = record(sn, pk)["earned_downtime_blocks"]
+    dead = f"{next_loopback_ip()}:38091"
+    urls = [f"{n.ip}:{n.rpc_port}" for n in (hub, sn)]
+
+    log.info("fleet --rpc x3: one line each, in the order given; the dead one says it is unreachable")
+    out = subprocess.run([sys.executable, "-m", "snode.tools.cli", "fleet", "--rpc", urls[0], "--rpc", urls[1],
+                          "--rpc", dead], capture_output=True, text=True, timeout=scaled(60))
+    assert_equal(out.returncode, 0, out.stderr)
+    rows = out.stdout.splitlines()
+    assert_equal(len(rows), 3, out.stdout)
+    width = max(map(len, [*urls, dead]))
+    assert_equal(rows[0], f"{urls[0]:<{width}}  not a service node, height {height}, v0.1.0")
+    name = re.escape(f"{urls[1]:<{width}}")
+    assert re.fullmatch(rf"{name}  Active, proof (never|\d+s), credit {credit} blocks?, height {height}, "
+                        r"v0\.1\.0, (no reward yet|last reward \d+)", rows[1]), rows[1]
+    assert_equal(rows[2], f"{dead:<{width}}  unreachable: Unable to connect to http://{dead}: is snoded running?")
+
+    log.info("--fleet-file with names, --json: one object a line, lag against the highest height")
+    fleet_file = tmp_path / "fleet"
+    fleet_file.write_text(f"# my nodes\nhub {urls[0]}\n\nsn http://{urls[1]}\ngone {dead}\n")
+    out = subprocess.run([sys.executable, "-m", "snode.tools.cli", "--json", "fleet", "--fleet-file",
+                          str(fleet_file)], capture_output=True, text=True, timeout=scaled(60))
+    assert_equal(out.returncode, 0, out.stderr)
+    views = [json.loads(line) for line in out.stdout.splitlines()]
+    assert_equal([(v["name"], v["reachable"], v["lag"]) for v in views],
+                 [("hub", True, 0), ("sn", True, 0), ("gone", False, None)])
+    assert_equal((views[1]["state"], views[1]["service_node_pubkey"], views[1]["credit_blocks"]),
+                 ("Active", pk, credit))
+    assert_equal(views[0]["state"], "not a service node")

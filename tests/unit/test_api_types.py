@@ -11,6 +11,7 @@ by one, the `contributor` filter must pick exactly the nodes an address is on, a
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,12 +24,14 @@ from snode.api import errors as E
 from snode.api import types as T
 from snode.api.errors import RpcError
 from snode.common.clock import MockableClock, SystemClock
+from snode.core.service_nodes import StateChangeKind
 from snode.core.address import encode_address
 from snode.devchain import key_from_label
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.node.writer import ChainWriter, store_thread
 from snode.params import COIN, REGTEST
+from snode.rpc import methods
 from snode.rpc.methods import MethodTable
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import POOL_MINIMUM, LabChain
@@ -85,6 +88,12 @@ SAMPLES: dict[Any, msgspec.Struct] = {
     T.PeerInfo: T.PeerInfo(address="127.0.0.2:38090", listen_address=None, direction="inbound",
                            height=3, agent="snode/0", connected_since=1_800_000_000),
     T.BanInfo: T.BanInfo(ip="127.0.0.3", seconds_left=60, reason="bad block"),
+    T.RewardShare: T.RewardShare(address="snt1x", amount=5),
+    T.RewardPaid: T.RewardPaid(height=7, amount=5, shares=[T.RewardShare(address="snt1x", amount=5)]),
+    T.ServiceNodeRewardsResult: T.ServiceNodeRewardsResult(
+        service_node_pubkey="33" * 32, from_height=0, to_height=9, total=5, complete=True,
+        rewards=[T.RewardPaid(height=7, amount=5, shares=[T.RewardShare(address="snt1x", amount=5)])],
+        totals=[T.RewardShare(address="snt1x", amount=5)]),
     T.PeersResult: T.PeersResult(peers=[], bans=[T.BanInfo(ip="127.0.0.3", seconds_left=60, reason="x")]),
 }
 
@@ -144,13 +153,10 @@ def _address(key: Any) -> str:
     return encode_address(REGTEST.address_prefix, key.public)
 
 
-@pytest.fixture
-async def served(chain: LabChain) -> AsyncIterator[Served]:
+@contextlib.asynccontextmanager
+async def _serving(chain: LabChain) -> AsyncIterator[tuple[Node, MethodTable, MockableClock]]:
+    """A method table over a node (in memory) that has accepted every block of `chain`."""
     genesis_block, genesis_state = chain.blocks[0], chain.fork(at=0).state
-    pool_node = chain.new_node(amount=POOL_MINIMUM, fee_ppm=50_000, reserved=[(BOB, 40_000 * COIN)])
-    chain.stake(ALICE, pool_node, 30_000 * COIN)
-    chain.mine()
-    solo_node = chain.new_node(operator="carol", sn_label="sn-2")
     clock = MockableClock()
     node = Node(params=chain.params, consensus=chain.consensus,
                 store=MemoryStore(genesis_block, genesis_state), state=genesis_state,
@@ -159,11 +165,20 @@ async def served(chain: LabChain) -> AsyncIterator[Served]:
     try:
         for block in chain.blocks[1:]:
             await writer.accept_block(block)
-        pending = node.submit_transaction(chain.transfer_tx(DAVE, ALICE.public, COIN), node.now())
-        table = MethodTable(node, request_stop=lambda: None, writer=writer, clock=clock)
-        yield Served(table, clock, chain, pool_node, solo_node, pending)
+        yield node, MethodTable(node, request_stop=lambda: None, writer=writer, clock=clock), clock
     finally:
         writer.close()
+
+
+@pytest.fixture
+async def served(chain: LabChain) -> AsyncIterator[Served]:
+    pool_node = chain.new_node(amount=POOL_MINIMUM, fee_ppm=50_000, reserved=[(BOB, 40_000 * COIN)])
+    chain.stake(ALICE, pool_node, 30_000 * COIN)
+    chain.mine()
+    solo_node = chain.new_node(operator="carol", sn_label="sn-2")
+    async with _serving(chain) as (node, table, clock):
+        pending = node.submit_transaction(chain.transfer_tx(DAVE, ALICE.public, COIN), node.now())
+        yield Served(table, clock, chain, pool_node, solo_node, pending)
 
 
 async def _answer(served: Served, method: str, params: dict[str, Any], record_type: Any) -> Any:
@@ -270,3 +285,64 @@ async def test_set_mock_time_is_refused_without_a_mockable_clock(served: Served)
         await table.call("set_mock_time", {"timestamp": 1_800_000_000})
     assert refused.value.code == E.REGTEST_ONLY
     assert refused.value.message == "set_mock_time is only available on regtest (--regtest)"
+
+
+
+async def test_a_nodes_rewards_are_its_coinbase_outputs_over_1000_blocks(chain: LabChain) -> None:
+    """A full pool node (5% fee, operator and alice) and carol's solo node share 1,000 blocks'
+    rewards: get_service_node_rewards lists, for each, exactly the coinbase outputs its owners got,
+    block by block, with the totals; a range and a page say the same."""
+    pool = chain.new_node(amount=POOL_MINIMUM, fee_ppm=50_000)
+    chain.stake(ALICE, pool, POOL_MINIMUM)
+    chain.mine()
+    solo = chain.new_node(operator="carol", sn_label="sn-2")
+    for sn in (pool, solo):
+        chain.change_state(sn, StateChangeKind.ACTIVATE)
+    chain.mine(1_000)
+    owners = {pool: {key_from_label("operator").public, ALICE.public}, solo: {key_from_label("carol").public}}
+    expected: dict[bytes, list[T.RewardPaid]] = {pool: [], solo: []}
+    for block in chain.blocks[1:]:
+        outputs = block.transactions[0].outputs
+        for sn, theirs in owners.items():
+            mine = [o for o in outputs if o.owner in theirs]
+            if mine and sum(o.amount for o in mine) == chain.params.block_reward:
+                expected[sn].append(T.RewardPaid(
+                    height=block.header.height, amount=chain.params.block_reward,
+                    shares=[T.RewardShare(address=encode_address(REGTEST.address_prefix, o.owner), amount=o.amount)
+                            for o in mine]))
+    assert len(expected[pool]) > 400 and len(expected[solo]) > 400
+    assert len(expected[pool][0].shares) == 2, "the operator's fee and share, then alice's"
+    async with _serving(chain) as (_, table, _):
+        for sn in (pool, solo):
+            answer = await table.call("get_service_node_rewards", {"service_node_pubkey": sn.hex()})
+            got = msgspec.json.decode(msgspec.json.encode(answer), type=T.ServiceNodeRewardsResult)
+            assert (got.rewards, got.complete, got.to_height) == (expected[sn], True, chain.state.height)
+            assert got.total == sum(r.amount for r in expected[sn])
+            by_address: dict[str, int] = {}
+            for reward in expected[sn]:
+                for share in reward.shares:
+                    by_address[share.address] = by_address.get(share.address, 0) + share.amount
+            assert {t.address: t.amount for t in got.totals} == by_address
+            low, high = expected[sn][10].height, expected[sn][20].height
+            ranged = await table.call("get_service_node_rewards", {
+                "service_node_pubkey": sn.hex(), "from_height": low, "to_height": high})
+            assert msgspec.convert(msgspec.to_builtins(ranged), T.ServiceNodeRewardsResult).rewards == \
+                expected[sn][10:21]
+        with pytest.raises(RpcError, match="is not a registered service node"):
+            await table.call("get_service_node_rewards", {"service_node_pubkey": "11" * 32})
+
+
+async def test_an_answer_past_its_bounds_lists_the_newest_and_says_it_is_not_complete(
+        chain: LabChain, monkeypatch: pytest.MonkeyPatch) -> None:
+    solo = chain.new_node(operator="carol", sn_label="sn-2")
+    chain.change_state(solo, StateChangeKind.ACTIVATE)
+    chain.mine(30)
+    async with _serving(chain) as (_, table, _):
+        whole = await table.call("get_service_node_rewards", {"service_node_pubkey": solo.hex()})
+        assert whole.complete and len(whole.rewards) > 20
+        monkeypatch.setattr(methods, "MAX_REWARDS_LISTED", 5)
+        listed = await table.call("get_service_node_rewards", {"service_node_pubkey": solo.hex()})
+        assert (listed.rewards, listed.complete) == (whole.rewards[-5:], False)
+        monkeypatch.setattr(methods, "MAX_REWARD_STEPS", 3)
+        read = await table.call("get_service_node_rewards", {"service_node_pubkey": solo.hex()})
+        assert (read.rewards, read.complete) == (whole.rewards[-3:], False)

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from snode.app.config import ConfigError
-from snode.app.datadir import AUTHORITY_KEY_FILE, KEY_FILE, KEY_PUB_FILE, DataDir, _create_file
+from snode.app.datadir import AUTHORITY_KEY_FILE, KEY_FILE, KEY_PUB_FILE, DataDir
+from snode.common.data_dir import create_file
 from snode.core.crypto import SigningKey
 from snode.devchain import key_from_label
 from tests.unit.conftest import LabChain
@@ -85,12 +86,15 @@ def test_the_refusal_says_whether_the_chain_has_the_node_registered(datadir: Dat
         "as a new service node"
     )
     assert chain.new_node(sn_label="sn-1") == sn_key.public
+    registered_at = chain.state.height
+    chain.mine_to(registered_at + 5)  # the refusal names the registration's height, not the tip's
     with pytest.raises(ConfigError) as registered:
         datadir.service_node_key(chain=chain.state)
+    assert chain.state.service_nodes[sn_key.public].registration_height == registered_at
     assert str(registered.value) == (
         f"--data-dir: the service-node key file {key_file} is missing, but this data dir ran service "
         f"node {sn_key.public.hex()} ({pub_file}), registered on the chain at height "
-        f"{chain.state.height} (without its key it sends no uptime proofs and will be decommissioned, "
+        f"{registered_at} (without its key it sends no uptime proofs and will be decommissioned, "
         f"then deregistered); put the key file back from your backup, or remove {pub_file} to start "
         "as a new service node"
     )
@@ -150,18 +154,18 @@ def test_a_damaged_key_file_is_refused_and_left_as_it_is(datadir: DataDir) -> No
 
 def test_a_new_file_never_replaces_an_existing_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / KEY_FILE
-    assert _create_file(target, b"first\n", 0o600)
-    assert not _create_file(target, b"second\n", 0o600)
+    assert create_file(target, b"first\n", 0o600)
+    assert not create_file(target, b"second\n", 0o600)
     assert target.read_bytes() == b"first\n"
 
     def no_hard_links(src: object, dst: object) -> None:
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(os, "link", no_hard_links)
-    assert not _create_file(target, b"third\n", 0o600)
+    assert not create_file(target, b"third\n", 0o600)
     assert target.read_bytes() == b"first\n"
     other = tmp_path / "other"
-    assert _create_file(other, b"made\n", 0o600)
+    assert create_file(other, b"made\n", 0o600)
     assert other.read_bytes() == b"made\n" and stat.S_IMODE(other.stat().st_mode) == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == [KEY_FILE, "other"], "no temporary left"
 

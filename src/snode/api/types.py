@@ -407,6 +407,51 @@ class LockedStakesResult(Result, frozen=True):
     stakes: list[LockedStake]
 
 
+class ServiceNodeRewardsParams(Params, frozen=True):
+    """`get_service_node_rewards`: one node's rewards between two heights (both included)."""
+
+    service_node_pubkey: str
+    """The node (hex public key); it must be registered now."""
+    from_height: Annotated[int, msgspec.Meta(ge=0)] = 0
+    to_height: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    """Default: the tip."""
+
+
+class RewardShare(Result, frozen=True):
+    """What one address received: from one reward, or in all."""
+
+    address: str
+    amount: int
+    """Atomic units."""
+
+
+class RewardPaid(Result, frozen=True):
+    """One block whose coinbase paid the node its reward."""
+
+    height: int
+    amount: int
+    """The whole reward the node paid out (atomic units): the sum of `shares`."""
+    shares: list[RewardShare]
+    """Operator first (its fee and its share), then each contributor, as the coinbase pays them."""
+
+
+class ServiceNodeRewardsResult(Result, frozen=True):
+    """`get_service_node_rewards`."""
+
+    service_node_pubkey: str
+    from_height: int
+    to_height: int
+    rewards: list[RewardPaid]
+    """Oldest first."""
+    total: int
+    """Atomic units: the sum of the rewards listed."""
+    totals: list[RewardShare]
+    """Each address's sum over the rewards listed, in the order of the latest reward's shares."""
+    complete: bool
+    """False when more rewards lie between from_height and the oldest listed than one answer
+    holds: ask again with `to_height` below `rewards[0].height`."""
+
+
 class OutputsResult(Result, frozen=True):
     """`get_outputs`."""
 

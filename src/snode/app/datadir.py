@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 from pathlib import Path
@@ -14,18 +13,15 @@ from snode.core.genesis import GenesisDoc, encode_genesis, parse_genesis, regtes
 from snode.core.state import ChainState
 from snode.app.builtin import BUILTIN_GENESIS
 from snode.app.config import ConfigError
+from snode.common.data_dir import (
+    GENESIS_FILE, KEY_FILE, KEY_PUB_FILE, DirLocked, create_file, key_file_text, seed_of, take_lock,
+    write_atomically,
+)
 from snode.common.files import too_open
 from snode.params import NetworkParams
 from snode.store import DATABASE_FILE
 
-KEY_FILE = "key"
-KEY_PUB_FILE = "key.pub"
-"""The public key of the service-node key this data dir made or ran (hex), written beside `key`:
-with it, a start whose key file has gone (a failed restore, a slip of `rm`) is refused instead of
-quietly making a new node while the chain still holds the old one."""
 AUTHORITY_KEY_FILE = "authority_key"
-GENESIS_FILE = "genesis.json"
-LOCK_FILE = "snoded.lock"
 LOG_FILE = "snoded.log"
 
 log = logging.getLogger(__name__)
@@ -44,50 +40,6 @@ def check_writable(path: Path) -> None:
         raise ConfigError(f"--data-dir: {path} is not writable by this user")
 
 
-def write_atomically(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Write a file so that a crash leaves either the old or the new content, never half."""
-    os.replace(_written_beside(path, data, mode), path)
-    _sync_dir(path.parent)
-
-
-def _create_file(path: Path, data: bytes, mode: int) -> bool:
-    """Write a new file whole (as `write_atomically`), but never over an existing one: False
-    when `path` exists."""
-    tmp = _written_beside(path, data, mode)
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        return False
-    except OSError:  # a file system without hard links: the check and the rename are two steps
-        if path.exists():
-            return False
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _sync_dir(path.parent)
-    return True
-
-
-def _written_beside(path: Path, data: bytes, mode: int) -> Path:
-    """`data` in a new file beside `path`, synced to disk; its path."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return tmp
-
-
-def _sync_dir(path: Path) -> None:
-    dir_fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 class DataDir:
     """One daemon's directory. Holding `lock()` keeps a second daemon out."""
 
@@ -101,22 +53,13 @@ class DataDir:
 
     def lock(self) -> None:
         """Take the exclusive lock, or ConfigError naming the process that holds it."""
-        handle = open(self.path / LOCK_FILE, "a+")
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            handle.close()
+            self._lock = take_lock(self.path)
+        except DirLocked as held:
             raise ConfigError(
-                f"--data-dir: {self.path} is in use by another snoded (pid {holder}); stop it "
+                f"--data-dir: {self.path} is in use by another snoded (pid {held.holder}); stop it "
                 "or choose another data dir"
             ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        self._lock = handle
 
     def unlock(self) -> None:
         """Release the lock (also released by the OS when the process dies)."""
@@ -179,9 +122,10 @@ class DataDir:
         if public is None:
             return
         registered = ""
-        if chain is not None and public in chain.service_nodes:
-            registered = (f", registered on the chain at height {chain.height} (without its key it "
-                          "sends no uptime proofs and will be decommissioned, then deregistered)")
+        known = chain.service_nodes.get(public) if chain is not None else None
+        if known is not None:
+            registered = (f", registered on the chain at height {known.registration_height} (without "
+                          "its key it sends no uptime proofs and will be decommissioned, then deregistered)")
         elif chain is not None:
             registered = f", not registered on this node's chain at height {chain.height}"
         raise ConfigError(
@@ -219,11 +163,9 @@ class DataDir:
             problem = too_open(path, "service-node key file" if name == KEY_FILE else "authority key file")
             if problem is not None:
                 raise ConfigError(f"--data-dir: {problem}")
-            raw = path.read_bytes().strip()
             try:
-                seed = bytes.fromhex(raw.decode())
-                return SigningKey(seed)
-            except (UnicodeDecodeError, ValueError):
+                return SigningKey(seed_of(path.read_bytes()))
+            except ValueError:
                 raise ConfigError(
                     f"--data-dir: key file {path} is damaged (expected 64 hex characters); "
                     "restore it from your backup"
@@ -231,7 +173,7 @@ class DataDir:
         if not create:
             return None
         seed = os.urandom(32)
-        if not _create_file(path, seed.hex().encode() + b"\n", mode=0o600):
+        if not create_file(path, key_file_text(seed), mode=0o600):
             return self._key(name, create=False)  # made meanwhile: never overwrite a key
         return SigningKey(seed)
 

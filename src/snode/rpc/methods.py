@@ -44,8 +44,18 @@ from snode.api.types import (
     RegistrationCmdResult, SendProofResult, SendTxResult, ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState,
     SetMockTimeParams, StakingRequirementResult, StatusResult, TransactionResult, TxidParams,
 )
+from snode.api.types import RewardPaid, RewardShare, ServiceNodeRewardsParams, ServiceNodeRewardsResult
+from snode.api.records import cached_address
 
 
+MAX_REWARDS_LISTED = 2_000
+"""Rewards one answer of `get_service_node_rewards` lists at most (oldest left out first; its
+`complete` says so). Each costs a block and an undo record read on the store thread."""
+Paid = tuple[int, list[tuple[bytes, int]]]
+"""A reward: its height, and (owner, atomic amount) of each output the node paid."""
+MAX_REWARD_STEPS = 10_000
+"""Blocks `get_service_node_rewards` reads back at most for one answer (rewards above
+`to_height` are read to get past them)."""
 PROOF_ACK_WAIT = 3.0
 """Seconds `send_uptime_proof` waits for a peer to acknowledge the proof it sent."""
 
@@ -286,6 +296,67 @@ class MethodTable:
                     output=f"{key[:32].hex()}:{int.from_bytes(key[32:], 'big')}",
                 ))
         return LockedStakesResult(height=height, stakes=stakes)
+
+    async def get_service_node_rewards(self, p: ServiceNodeRewardsParams) -> ServiceNodeRewardsResult:
+        """The rewards a registered node paid its operator and contributors between two heights,
+        read back from the chain: each from its block's undo record (the node as the block found
+        it, so the split is recomputed and checked against the coinbase), one step back per
+        change of the node's reward height."""
+        pubkey = _hex32("service_node_pubkey", p.service_node_pubkey)
+        state = self.node.state
+        sn = state.service_nodes.get(pubkey)
+        if sn is None:
+            raise RpcError(E.NOT_FOUND, f"get_service_node_rewards: {p.service_node_pubkey} is not a "
+                                        f"registered service node at height {state.height}")
+        top = state.height if p.to_height is None else min(p.to_height, state.height)
+        if p.from_height > top:
+            raise RpcError(E.INVALID_PARAMS, f"Invalid params: from_height {p.from_height} is above "
+                                             f"to_height {top}")
+        paid, complete = await self.writer.call(self._rewards_paid, sn, p.from_height, top)
+        prefix = self.node.params.address_prefix
+        rewards = [RewardPaid(height=h, amount=sum(a for _, a in split),
+                              shares=[RewardShare(address=cached_address(prefix, o), amount=a) for o, a in split])
+                   for h, split in reversed(paid)]
+        totals: dict[bytes, int] = {}
+        for _, split in paid:
+            for owner, amount in split:
+                totals[owner] = totals.get(owner, 0) + amount
+        return ServiceNodeRewardsResult(
+            service_node_pubkey=pubkey.hex(), from_height=p.from_height, to_height=top, rewards=rewards,
+            total=sum(totals.values()), complete=complete,
+            totals=[RewardShare(address=cached_address(prefix, o), amount=a) for o, a in totals.items()])
+
+    def _rewards_paid(self, sn: ServiceNode, low: int, high: int) -> tuple[list[Paid], bool]:
+        """(height, [(owner, amount)]) of each reward of `sn` from `high` down to `low`, newest
+        first, and whether that is all of them (store thread). The node's reward height moves at
+        each reward, and at an activation or recommission (which pays nothing: the node was not
+        active before that block); its undo record holds the height before."""
+        node, params = self.node, self.node.params
+        paid: list[Paid] = []
+        height, steps = sn.last_reward_height, 0
+        while height >= max(low, 1):
+            steps += 1
+            found = node.block_and_undo(height)
+            before = dict(found[1].service_nodes).get(sn.pubkey, sn) if found is not None else sn
+            if found is None or before is sn or (before is not None and before.last_reward_height >= height):
+                raise RpcError(E.INTERNAL_ERROR, "get_service_node_rewards: the chain changed during the "
+                                                 "call: ask again")
+            if before is None:
+                break  # registered by this block
+            if before.active and height <= high:
+                split = sn_rules.reward_split(before, params.block_reward)
+                outputs = [(o.owner, o.amount) for o in found[0].transactions[0].outputs[:len(split)]]
+                if outputs != split:
+                    raise RpcError(E.INTERNAL_ERROR, f"get_service_node_rewards: the coinbase of block {height} "
+                                                     "does not pay this node's split: the chain changed during "
+                                                     "the call: ask again")
+                if len(paid) == MAX_REWARDS_LISTED:
+                    return paid, False
+                paid.append((height, split))
+            if steps == MAX_REWARD_STEPS and before.last_reward_height >= max(low, 1):
+                return paid, False
+            height, sn = before.last_reward_height, before
+        return paid, True
 
     async def get_mempool(self, _: NoParams) -> MempoolResult:
         entries = sorted(self.node.pool.entries.values(), key=lambda e: e.arrival)

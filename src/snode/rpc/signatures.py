@@ -13,6 +13,7 @@ from snode.api.types import (
     AddPeerParams, AddressParams, GenerateBlocksParams, GetBlockParams, GetServiceNodesParams,
     NoParams, RawTxParams, RegistrationCmdParams, SetMockTimeParams, TxidParams,
 )
+from snode.api.types import ServiceNodeRewardsParams
 
 SIGNATURES: Final[dict[str, tuple[str, type[msgspec.Struct] | None]]] = {
     "get_info": ("get_info", NoParams),
@@ -27,6 +28,7 @@ SIGNATURES: Final[dict[str, tuple[str, type[msgspec.Struct] | None]]] = {
     "send_raw_transaction": ("send_raw_transaction", RawTxParams),
     "get_outputs": ("get_outputs", AddressParams),
     "get_locked_stakes": ("get_locked_stakes", AddressParams),
+    "get_service_node_rewards": ("get_service_node_rewards", ServiceNodeRewardsParams),
     "get_mempool": ("get_mempool", NoParams),
     "get_peers": ("get_peers", NoParams),
     "add_peer": ("add_peer", AddPeerParams),

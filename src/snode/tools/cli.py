@@ -1,7 +1,9 @@
 """snode-cli: the operator's view of a daemon over its admin RPC.
 
-`status`, `nodes`, `blocks`, `watch`, `call METHOD [JSON]`, `register-cmd`; `--json` prints the
-raw result on any command. Every failure is one line on stderr and exit code 1.
+`status`, `nodes`, `blocks`, `watch`, `call METHOD [JSON]`, `register-cmd`, `key export|import|show`
+(the service-node key of a data dir, moved in a passphrase-sealed file: `snode.tools.keys`),
+`fleet` (many daemons, one line each: `snode.tools.fleet`);
+`--json` prints the raw result on any command. Every failure is one line on stderr and exit code 1.
 
 What the daemon says may hold text from the network (a peer's words, a chain record): every
 string of an answer printed for people goes through `common.text.printable` (`_shown`), so no
@@ -35,7 +37,10 @@ from snode.api.types import (
 from snode.common.endpoints import ConfigError, parse_http_url
 from snode.common.entry import run_command
 from snode.common.text import printable
+from snode.common.data_dir import KEY_FILE
 from snode.common.files import default_data_dir
+from snode.tools import fleet as fleet_tools
+from snode.tools import keys
 from snode.tools.tables import block_table, make_console, service_node_table
 
 
@@ -134,7 +139,7 @@ def cli(ctx: click.Context, rpc: str | None, data_dir: str | None, login_file: s
     """snode-cli: watch and drive a snoded over its admin RPC (or its public OMQ port)."""
     ctx.obj = {"rpc": _daemon_url(rpc, network, node, base_dir), "json": as_json,
                "network": network or "mainnet", "omq": omq, "server_key": server_key,
-               "data_dir": data_dir, "login_file": login_file}
+               "data_dir": data_dir, "login_file": login_file, "base_dir": base_dir}
 
 
 @cli.command()
@@ -241,6 +246,157 @@ def register_cmd(ctx: click.Context, cut: str, addresses: tuple[str, ...], amoun
     if ctx.obj["json"]:
         return _print_json(result)
     click.echo(result.registration_cmd)
+
+
+# --- many nodes -----------------------------------------------------------------------------
+
+@cli.command()
+@click.option("--rpc", "--daemon-address", "urls", multiple=True, metavar="HOST:PORT",
+              help="A node's admin RPC (repeatable); its address names it.")
+@click.option("--node", "names", multiple=True, metavar="NAME",
+              help="With --devnet: a devnet process (repeatable) [every process of the devnet].")
+@click.option("--fleet-file", type=click.Path(path_type=Path), metavar="FILE",
+              help="Nodes one a line: NAME ADDRESS [LOGIN_FILE] (ADDRESS: HOST:PORT of its admin RPC; "
+                   "LOGIN_FILE: user:pass on its first line, e.g. the daemon's rpc.cookie); # comments.")
+@click.pass_context
+def fleet(ctx: click.Context, urls: tuple[str, ...], names: tuple[str, ...], fleet_file: Path | None) -> None:
+    """Many nodes at a glance, one line each: state and reason, proof age, downtime credit,
+    height and lag (behind the highest of them), version, next fork (when the daemon tells it),
+    last reward. All are asked at once, each call within a few seconds; a node that cannot be
+    reached is a line saying so. --json: one object a line. Exit 0 once every node had its line."""
+    obj = ctx.obj
+    try:
+        members = fleet_tools.members_from(
+            urls, _devnet_members(obj, names), lambda url: _login({**obj, "rpc": url}),
+            fleet_tools.parse_fleet_file(fleet_file) if fleet_file is not None else [])
+    except (fleet_tools.FleetError, ConfigError) as err:
+        raise CliError(str(err)) from None
+    views = fleet_tools.look_all(members)
+    if obj["json"]:
+        top = max((v.height for v in views if not v.error), default=0)
+        for view in views:
+            click.echo(json.dumps(fleet_tools.as_json(view, top)))
+        return
+    for line in fleet_tools.lines(views):
+        click.echo(_shown(line))
+
+
+def _devnet_members(obj: dict[str, Any], names: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(name, admin RPC) of the devnet processes --node names; with --devnet and no other node
+    given, all of them."""
+    if obj["network"] != "devnet":
+        if names:
+            raise CliError(f"fleet --node names a process of a devnet; it does not go with --{obj['network']}")
+        return []
+    from snode.tools.devnet_procs import Devnet, default_base_dir
+
+    devnet = Devnet.load((obj["base_dir"] or default_base_dir()).resolve())
+    chosen = [devnet.entry(n) for n in names] if names else devnet.nodes
+    return [(entry.name, entry.rpc_url) for entry in chosen]
+
+
+# --- the service-node key ------------------------------------------------------------------
+
+@cli.group()
+def key() -> None:
+    """The service-node key of a data dir (--data-dir, default the network's): `export FILE` to a
+    passphrase-sealed file, `import FILE` into a data dir (a new node's), `show`. With
+    --daemon-address (or --devnet --node), each says whether the chain has the key registered."""
+
+
+PASSWORD_FILE_HELP = "Read the passphrase from the first line of FILE (never give it on the command line)."
+
+
+@key.command("export")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--password-file", metavar="FILE", help=PASSWORD_FILE_HELP)
+@click.option("--force", is_flag=True, help="Replace FILE if it exists.")
+@click.pass_context
+def key_export(ctx: click.Context, file: Path, password_file: str | None, force: bool) -> None:
+    """Write the data dir's service-node key to FILE, sealed with a passphrase (asked for, or
+    --password-file; Argon2id as the wallet file). The daemon may keep running."""
+    data_dir = _key_data_dir(ctx.obj)
+    try:
+        found = keys.data_dir_key(data_dir)
+        keys.check_network(data_dir, ctx.obj["network"])
+        sealed = keys.sealed_key(found.key, keys.passphrase(password_file, new=True), ctx.obj["network"])
+        keys.write_export(file, sealed, force=force)
+    except keys.KeyCommandError as err:
+        raise CliError(str(err)) from None
+    if ctx.obj["json"]:
+        return _print_json({"service_node_pubkey": found.key.public.hex(), "file": str(file)})
+    click.echo(f"service-node key {found.key.public.hex()} of {data_dir} exported to {file} (sealed, mode 0600)")
+
+
+@key.command("import")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--password-file", metavar="FILE", help=PASSWORD_FILE_HELP)
+@click.option("--force", is_flag=True, help="Replace the data dir's own service-node key (it is lost unless exported).")
+@click.pass_context
+def key_import(ctx: click.Context, file: Path, password_file: str | None, force: bool) -> None:
+    """Make the key in FILE (from `key export`) the data dir's service-node key; the data dir
+    is made if missing. Refused while a snoded runs the data dir. Stop the node that ran the key
+    before starting one here: two at once are stopped by the doppelganger check."""
+    data_dir = _key_data_dir(ctx.obj)
+    try:
+        keys.check_network(data_dir, ctx.obj["network"])
+        doc, box = keys.read_export(file, ctx.obj["network"])
+        imported = keys.opened_key(file, doc, box, keys.passphrase(password_file, new=False))
+        written = keys.install_key(data_dir, imported, force=force)
+    except keys.KeyCommandError as err:
+        raise CliError(str(err)) from None
+    done = "imported into" if written else "already the key of"
+    _show_key(ctx, imported.public.hex(), data_dir / KEY_FILE, f"service-node key {{}} {done} {data_dir}")
+
+
+@key.command("show")
+@click.pass_context
+def key_show(ctx: click.Context) -> None:
+    """The data dir's service-node key: its public key, its file, whether it is registered."""
+    try:
+        found = keys.data_dir_key(_key_data_dir(ctx.obj))
+    except keys.KeyCommandError as err:
+        raise CliError(str(err)) from None
+    _show_key(ctx, found.key.public.hex(), found.path, "service-node key {}")
+
+
+def _key_data_dir(obj: dict[str, Any]) -> Path:
+    return Path(obj["data_dir"]).expanduser() if obj["data_dir"] else default_data_dir(obj["network"])
+
+
+def _show_key(ctx: click.Context, pubkey: str, path: Path, headline: str) -> None:
+    """The key's lines (`headline` with the key in its `{}`), its file and its registration."""
+    record, checked = _registration(ctx, pubkey)
+    if ctx.obj["json"]:
+        return _print_json({
+            "service_node_pubkey": pubkey, "file": str(path),
+            "registered": None if record is None and checked.startswith("not checked") else record is not None,
+            "registration_height": record.registration_height if record is not None else None,
+            "status": record.status if record is not None else None,
+        })
+    click.echo(headline.format(pubkey))
+    click.echo(f"file: {path}")
+    click.echo(_shown(f"registration: {checked}"))
+
+
+def _registration(ctx: click.Context, pubkey: str) -> tuple[ServiceNodeState | None, str]:
+    """The key's record on the chain of the daemon given with --daemon-address (or --devnet
+    --node), and the line that says so; (None, why) when it is not registered or not checked."""
+    if ctx.obj["rpc"] is None:
+        return None, ("not checked: no daemon given (add --daemon-address HOST:PORT of a synced "
+                      "snoded to ask its chain)")
+    try:
+        found = _call(ctx, "get_service_nodes", {"service_node_pubkeys": [pubkey]},
+                      ServiceNodesResult[ServiceNodeState])
+    except CliError as err:
+        return None, f"not checked: {err.message}"
+    record = next((r for r in found.service_node_states if r.service_node_pubkey == pubkey), None)
+    if record is None:
+        return None, f"not registered on the chain of {ctx.obj['rpc']} (height {found.height})"
+    why = record.last_state_change_reason
+    reason = f" ({why})" if record.status == "Decomm" and why else ""
+    return record, (f"registered at height {record.registration_height}, {record.status}{reason} "
+                    f"(chain of {ctx.obj['rpc']} at height {found.height})")
 
 
 WATCH_SILENCE = 60.0

@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = ROOT / "docs" / "OPERATOR.md.in"
 OUTPUT = ROOT / "docs" / "OPERATOR.md"
 IPS = ("127.0.77.1", "127.0.77.2", "127.0.77.3")
+GONE = "127.0.77.4"
+"""Where no daemon listens: the fleet's unreachable node."""
 
 
 class Capture:
@@ -148,12 +150,34 @@ def story(c: Capture) -> None:
     c.mine()
     _until_active(c, pool)
     c.cli("nodes", hub, "nodes")
+    c.wallet("rewards", "operator", "rewards")
+    fleet = c.base / "fleet.txt"
+    fleet.write_text(f"hub {hub}:38091\nsolo {solo}:38091\npool {pool}:38091\nold-server {GONE}:38091\n")
+    c.run("fleet", "snode-cli fleet --fleet-file fleet.txt",
+          [sys.executable, "-m", "snode.tools.cli", "fleet", f"--fleet-file={fleet}"])
+    keys(c, hub, solo)
     solo_pk = c.rpc(solo, "get_service_node_key")["service_node_pubkey"]
     c.wallet("unlock", "operator", f"request_stake_unlock {solo_pk}", yes=True)
     c.mine()
     c.wallet("stakes", "operator", "stakes")
     c.cli("status_unlocking", solo, "status")
     errors(c, addresses, solo, solo_pk)
+
+
+def keys(c: Capture, hub: str, solo: str) -> None:
+    """The solo node's key: shown, exported to a sealed file, imported into a new data dir."""
+    passphrase = c.base / "key-passphrase"
+    passphrase.write_text("a passphrase for the key\n")
+    passphrase.chmod(0o600)
+    data_dir, new_dir, sealed = c.base / solo, c.base / "new-server", c.base / "sn-key.json"
+    ask = [f"--daemon-address={hub}:38091"]
+    for name, home, args in (("key_show", data_dir, [*ask, "key", "show"]),
+                             ("key_export", data_dir, ["key", "export", str(sealed), f"--password-file={passphrase}"]),
+                             ("key_import", new_dir, [*ask, "key", "import", str(sealed),
+                                                      f"--password-file={passphrase}"])):
+        argv = ["--regtest", f"--data-dir={home}", *args]
+        c.run(name, "snode-cli " + " ".join(shlex.quote(a) for a in argv),
+              [sys.executable, "-m", "snode.tools.cli", *argv])
 
 
 def errors(c: Capture, addresses: dict[str, str], solo: str, solo_pk: str) -> None:

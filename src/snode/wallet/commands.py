@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Final
 
+from snode.api.types import ServiceNodeRewardsResult
 from snode.core.errors import SnodeError
 from snode.wallet.logic import (
-    balance_lines, is_register_command, is_yes, split_command, transfer_lines, when,
+    balance_lines, coins, is_register_command, is_yes, split_command, transfer_lines, when,
 )
 from snode.wallet.staking import locked_line, stakes_lines
 from snode.wallet.service import Pending, WalletService, parse_amount
@@ -91,6 +92,41 @@ def _stakes(service: WalletService, args: list[str], line: str) -> Reply:
         unlock=lambda at: when(max(at - height, 0), service.params, service.clock()))))
 
 
+REWARDS_SHOWN: Final = 10
+"""Latest rewards `rewards` lists one by one for each node (the totals count them all)."""
+
+
+def _rewards(service: WalletService, args: list[str], line: str) -> Reply:
+    if len(args) > 1:
+        return _usage("rewards")
+    keys = args or [sn.pubkey.hex() for sn in service.my_nodes()]
+    if not keys:
+        return Reply(("This wallet has no stake on a service node: rewards <service_node_pubkey> shows "
+                      "any node's.",))
+    lines: list[str] = []
+    for key in keys:
+        lines += reward_lines(service.daemon.rewards(key), service.address)
+    return Reply(tuple(lines))
+
+
+def reward_lines(found: ServiceNodeRewardsResult, address: str) -> list[str]:
+    """A node's rewards: what it paid in all and to `address`, then its latest ones."""
+    node = found.service_node_pubkey
+    if not found.rewards:
+        return [f"Node {node}: no rewards up to height {found.to_height}."]
+    mine = sum(t.amount for t in found.totals if t.address == address)
+    first, last = found.rewards[0].height, found.rewards[-1].height
+    lines = [f"Node {node}: {len(found.rewards)} rewards from height {first} to {last}, "
+             f"{coins(found.total)} in all, {coins(mine)} to this wallet."]
+    if not found.complete:
+        lines.append(f"  (older rewards than height {first} are not counted: the daemon lists "
+                     f"{len(found.rewards)} at most)")
+    for reward in found.rewards[-REWARDS_SHOWN:]:
+        to_me = sum(s.amount for s in reward.shares if s.address == address)
+        lines.append(f"  height {reward.height}: {coins(reward.amount)}, {coins(to_me)} to this wallet")
+    return lines
+
+
 def _request_unlock(service: WalletService, args: list[str], line: str) -> Reply:
     if len(args) != 1:
         return _usage("request_stake_unlock")
@@ -139,6 +175,13 @@ COMMANDS: Final[dict[str, Command]] = {
     "stakes": Command(
         "stakes", "List this wallet's stakes: node, my amount, status, node total / requirement, "
         "and when each unlocks.", _stakes,
+    ),
+    "rewards": Command(
+        "rewards [<service_node_pubkey>]",
+        "List the rewards a node paid (default: each node this wallet is on): in all, to this "
+        f"wallet, and the latest {REWARDS_SHOWN} by height.", _rewards,
+        details=("The daemon reads them back from the chain's coinbases (get_service_node_rewards); "
+                 "a node must still be registered.",),
     ),
     "request_stake_unlock": Command(
         "request_stake_unlock <service_node_pubkey>",

@@ -18,6 +18,7 @@ from snode.api.types import (
     SendTxResult,
     ServiceNodesResult, ServiceNodeState, TransactionResult,
 )
+from snode.api.types import ServiceNodeRewardsResult
 from snode.common.endpoints import ConfigError, parse_http_url
 from snode.core.address import decode_address
 from snode.core.errors import InvalidAddress
@@ -92,6 +93,11 @@ class DaemonClient:
     def locked_stakes(self, address: str) -> LockedStakesResult:
         """The address's stakes it cannot spend: on nodes, or locked by a deregistration."""
         return self.call("get_locked_stakes", LockedStakesResult, {"address": address})
+
+    def rewards(self, service_node_pubkey: str) -> ServiceNodeRewardsResult:
+        """The rewards the node paid, oldest first, with the totals."""
+        return self.call("get_service_node_rewards", ServiceNodeRewardsResult,
+                         {"service_node_pubkey": service_node_pubkey})
 
     def service_nodes(self, prefix: str, *, pubkeys: list[str] | None = None,
                       contributor: str | None = None) -> list[ServiceNode]:

@@ -2,8 +2,9 @@
 
 The seed is the 32-byte entropy of the wallet's 24 BIP-39 words, so the words restore the key.
 The file is JSON: the Argon2id parameters and salt, the SecretBox ciphertext (nonce first) of
-the secret part, and a BLAKE2b checksum of the ciphertext. The checksum tells a damaged file
-from a wrong password, which SecretBox alone cannot.
+the secret part, and a BLAKE2b checksum of the ciphertext, sealed by `snode.common.sealed` (as
+snode-cli's exported service-node keys are). The checksum tells a damaged file from a wrong
+password, which SecretBox alone cannot.
 
 The file key is derived at libsodium's MODERATE cost (3 passes over 256 MiB: 0.6 s on the
 project's 2-core machine, against 0.1 s at the INTERACTIVE cost of the first release's wallet
@@ -15,7 +16,6 @@ lowest cost through TEST_COST_ENV, which is refused on every network but regtest
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from dataclasses import dataclass, replace
@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Final
 
 import msgspec
-import nacl.exceptions
-import nacl.pwhash
-import nacl.secret
 import nacl.utils
 from mnemonic import Mnemonic
 
+from snode.common import sealed
 from snode.common.files import too_open
+from snode.common.sealed import MEMLIMIT, OPSLIMIT, Kdf
+from snode.common.sealed import TEST_COST_ENV as TEST_COST_ENV  # the tests set it by this name
 from snode.core.crypto import SigningKey
 from snode.core.types import SEED_BYTES
 from snode.params import NetworkParams
@@ -38,32 +38,12 @@ from snode.wallet.errors import WalletError, WalletFileError, WrongPassword
 FORMAT: Final = "snode-wallet"
 VERSION: Final = 1
 WORD_COUNT: Final = 24
-OPSLIMIT: Final = nacl.pwhash.argon2id.OPSLIMIT_MODERATE
-MEMLIMIT: Final = nacl.pwhash.argon2id.MEMLIMIT_MODERATE
-MAX_OPSLIMIT: Final = 4 * nacl.pwhash.argon2id.OPSLIMIT_SENSITIVE
-MAX_MEMLIMIT: Final = nacl.pwhash.argon2id.MEMLIMIT_SENSITIVE
-"""The most a file may ask for (16 passes, 1 GiB): a damaged or planted file must not make the
-wallet spend minutes or all the memory before it can say the password is wrong."""
-TEST_COST_ENV: Final = "SNODE_TEST_WALLET_KDF"
-"""Test suite only: `min` writes new wallets at Argon2id's lowest cost (no protection at all).
-Refused on mainnet and testnet, so a variable left in a shell can never weaken a real wallet."""
-TEST_COST_NETWORKS: Final = ("regtest", "devnet")
-MIN_PASSWORD_LENGTH: Final = 8
-"""Characters a new wallet's password needs at least: NIST SP 800-63B's floor for a chosen
-secret. Each guess at a stolen file costs a MODERATE derivation; the seed words, not the
-password, are the backup, so a floor stops `pw` without pushing people to write passwords down."""
+MIN_PASSWORD_LENGTH: Final = sealed.MIN_PASSPHRASE_LENGTH
+"""Characters a new wallet's password needs at least (common.sealed's floor for every sealed
+file); the seed words, not the password, are the backup, so a floor stops `pw` without pushing
+people to write passwords down."""
 EMPTY_PASSWORD: Final = "an empty password is not allowed for a new wallet"
 _MNEMONIC: Final = Mnemonic("english")
-
-
-class Kdf(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """How the file key is derived from the password."""
-
-    name: str
-    opslimit: int
-    memlimit: int
-    salt: str
-    """Hex."""
 
 
 class WalletDocument(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -128,25 +108,12 @@ def new_seed() -> bytes:
 
 # --- the file -----------------------------------------------------------------------------
 
-def _file_key(password: str, kdf: Kdf) -> bytes:
-    return nacl.pwhash.argon2id.kdf(
-        nacl.secret.SecretBox.KEY_SIZE, password.encode(), bytes.fromhex(kdf.salt),
-        opslimit=kdf.opslimit, memlimit=kdf.memlimit,
-    )
-
-
 def kdf_cost(params: NetworkParams) -> tuple[int, int]:
-    """(opslimit, memlimit) new files of this network are written at: MODERATE, or the lowest
-    cost where the test suite asks for it (TEST_COST_ENV, regtest and devnet only)."""
-    asked = os.environ.get(TEST_COST_ENV, "")
-    if not asked:
-        return OPSLIMIT, MEMLIMIT
-    if params.name not in TEST_COST_NETWORKS:
-        raise WalletError(f"{TEST_COST_ENV} is for the test suite, and refused on {params.name}: "
-                          "unset it")
-    if asked != "min":
-        raise WalletError(f"{TEST_COST_ENV}: '{asked[:20]}' is not 'min' (or unset it)")
-    return nacl.pwhash.argon2id.OPSLIMIT_MIN, nacl.pwhash.argon2id.MEMLIMIT_MIN
+    """(opslimit, memlimit) new files of this network are written at (`sealed.kdf_cost`)."""
+    try:
+        return sealed.kdf_cost(params.name)
+    except sealed.SealError as err:
+        raise WalletError(str(err)) from None
 
 
 def new_password_problem(password: str) -> str | None:
@@ -161,50 +128,45 @@ def new_password_problem(password: str) -> str | None:
 
 def encrypt(seed: bytes, password: str, params: NetworkParams) -> bytes:
     """The bytes of a wallet file holding seed, at `kdf_cost`."""
-    opslimit, memlimit = kdf_cost(params)
-    kdf = Kdf(
-        name="argon2id", opslimit=opslimit, memlimit=memlimit,
-        salt=nacl.utils.random(nacl.pwhash.argon2id.SALTBYTES).hex(),
-    )
     secret = msgspec.json.encode(Secret(seed=seed.hex(), network=params.name))
-    box = bytes(nacl.secret.SecretBox(_file_key(password, kdf)).encrypt(secret))
+    kdf, box = sealed.seal(secret, password, kdf_cost(params))
     doc = WalletDocument(
         format=FORMAT, version=VERSION, network=params.name, kdf=kdf, box=box.hex(),
-        checksum=hashlib.blake2b(box, digest_size=32).hexdigest(),
+        checksum=sealed.checksum(box),
     )
     return msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n"
 
 
 def decrypt(data: bytes, password: str, params: NetworkParams, path: str) -> OpenWallet:
     """Open the bytes of a wallet file; WalletFileError for damage, wrong network or password."""
+    corrupted = f"wallet file {path} is corrupted: restore it from its seed words"
     try:
         doc = msgspec.json.decode(data, type=WalletDocument)
-        box = bytes.fromhex(doc.box)
-        salt = bytes.fromhex(doc.kdf.salt)
-    except (msgspec.DecodeError, ValueError):
-        raise WalletFileError(f"wallet file {path} is corrupted: restore it from its seed words") from None
-    if doc.format != FORMAT or doc.version != VERSION or doc.kdf.name != "argon2id":
+    except msgspec.DecodeError:
+        raise WalletFileError(corrupted) from None
+    if doc.format != FORMAT or doc.version != VERSION or doc.kdf.name != sealed.KDF_NAME:
         raise WalletFileError(
             f"wallet file {path} is not a version {VERSION} snode wallet file"
         )
-    if (hashlib.blake2b(box, digest_size=32).hexdigest() != doc.checksum or len(salt) != 16
-            or not 0 < doc.kdf.opslimit <= MAX_OPSLIMIT or not 0 < doc.kdf.memlimit <= MAX_MEMLIMIT):
-        raise WalletFileError(f"wallet file {path} is corrupted: restore it from its seed words")
+    try:
+        box = sealed.verified_box(doc.kdf, doc.box, doc.checksum)
+    except sealed.Damaged:
+        raise WalletFileError(corrupted) from None
     if doc.network != params.name:
         fix = f"add --{doc.network}" if doc.network != "mainnet" else f"leave out --{params.name}"
         raise WalletFileError(f"wallet file {path} is for {doc.network}, not {params.name}: {fix}")
     try:
-        plain = nacl.secret.SecretBox(_file_key(password, doc.kdf)).decrypt(box)
-    except nacl.exceptions.CryptoError:
+        plain = sealed.unseal(doc.kdf, box, password)
+    except sealed.WrongPassphrase:
         raise WrongPassword(f"wrong password for wallet file {path}") from None
-    except (nacl.exceptions.ValueError, nacl.exceptions.RuntimeError):
-        raise WalletFileError(f"wallet file {path} is corrupted: restore it from its seed words") from None
+    except sealed.Damaged:
+        raise WalletFileError(corrupted) from None
     try:
         secret = msgspec.json.decode(plain, type=Secret)
         seed = bytes.fromhex(secret.seed)
         key = SigningKey(seed)
     except (msgspec.DecodeError, ValueError):
-        raise WalletFileError(f"wallet file {path} is corrupted: restore it from its seed words") from None
+        raise WalletFileError(corrupted) from None
     return OpenWallet(key=key, network=secret.network, cost=(doc.kdf.opslimit, doc.kdf.memlimit))
 
 
