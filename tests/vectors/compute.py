@@ -148,7 +148,7 @@ def signed_transaction(keys: Keys, case: Json) -> tuple[Transaction, bytes]:
         message = v1_signing_hash(unsigned, network_id)
     else:
         spent = [TxOut(_pub(keys, i["owner"]), i["amount"]) for i in case["inputs"]]
-        message = signing_hash(unsigned, spent, network_id)
+        message = signing_hash(unsigned, spent, network_id, 0)
     signatures = tuple(k.sign(message) for k in signers(keys, case))
     return Transaction(unsigned.version, unsigned.inputs, unsigned.outputs, unsigned.payload, signatures), message
 
@@ -183,7 +183,7 @@ def block(keys: Keys, case: Json) -> Json:
     """A block's header encoding and hash, its producer's signature and its validators'."""
     params = network(case["network"])
     txs = tuple(signed_transaction(keys, t)[0] for t in case["transactions"])
-    made = make_block(
+    made = make_block(version=1,
         height=case["height"], prev_hash=bytes.fromhex(case["prev_hash"]), timestamp=case["timestamp"],
         transactions=txs, producer_key=keys[case["producer"]], network_id=params.network_id,
         round=case["round"],
