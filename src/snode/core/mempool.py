@@ -14,7 +14,7 @@ from typing import Final
 import immutables
 
 from snode.core.encoding import encode
-from snode.core.errors import InvalidTransaction, MempoolRejection
+from snode.core.errors import InvalidTransaction, MempoolRejection, SnodeError
 from snode.core.genesis import Consensus
 from snode.core.state import ChainState
 from snode.core.sigchecks import BatchVerifier, verify_serially
@@ -154,3 +154,20 @@ def revalidate(
     """The pool with every transaction that no longer applies on `state` removed."""
     _, _, stale = select(pool, state, consensus, block_time=now, max_bytes=MAX_POOL_BYTES * 2)
     return remove(pool, stale) if stale else pool
+
+
+def recheck(
+    pool: Mempool, state: ChainState, consensus: Consensus, *, now: int,
+    verifier: BatchVerifier = verify_serially,
+) -> tuple[Mempool, dict[TxKind, list[str]]]:
+    """Every pool transaction admitted again on `state`, signatures included (`revalidate`
+    skips them): at a fork's activation, where the new rules and branch id refuse what the old
+    ones took. The new pool, and the refusals' reasons by kind."""
+    fresh = Mempool()
+    refused: dict[TxKind, list[str]] = {}
+    for entry in sorted(pool.entries.values(), key=lambda e: e.arrival):
+        try:
+            fresh, _ = admit(fresh, entry.tx, state, consensus, now=now, verifier=verifier)
+        except SnodeError as err:
+            refused.setdefault(payload_kind(entry.tx.payload), []).append(err.reason)
+    return fresh, refused

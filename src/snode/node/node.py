@@ -373,16 +373,30 @@ class Node:
         if len(blocks) == 1 and abs(now - blocks[0].header.timestamp) <= LIVE_SECONDS:
             self.participation.record(block_updates(self._state, blocks[0], self.params), blocks[0].header.timestamp)
         self.participation.keep_active(state, [k for u in undos for k, _ in u.service_nodes] if undos else None)
+        activation = self.params.rules_at(state.height + 1) != self.params.rules_at(self._state.height + 1)
         self._state = state
         if not mined:
             mined = [txid(tx) for block in blocks for tx in block.transactions]
         self.pool = mp.revalidate(mp.remove(self.pool, mined), state, self.consensus, now=now)
+        if activation:
+            self._recheck_pool(state, now)
         self.revision += 1
         last = blocks[-1]
         log.info("block %d %s: %d transaction%s%s", last.header.height, state.tip_hash.hex()[:16],
                  len(last.transactions), "" if len(last.transactions) == 1 else "s",
                  f" (+{len(blocks) - 1} before it)" if len(blocks) > 1 else "")
         self.hub.publish(BlocksAdopted(tuple(blocks), state.height, state.tip_hash))
+
+    def _recheck_pool(self, state: ChainState, now: int) -> None:
+        """The next block is on another fork: the pool is admitted again under its rules, and
+        what they refuse leaves with one line per kind of transaction."""
+        rules = self.params.rules_at(state.height + 1)
+        fork = self.params.fork_of(rules)
+        self.pool, refused = mp.recheck(self.pool, state, self.consensus, now=now, verifier=self.verifier)
+        for kind, reasons in refused.items():
+            log.warning("fork %s from height %d: %d %s transaction%s left the mempool (%s)", rules.name,
+                        fork.height if fork is not None else state.height + 1, len(reasons), kind.value,
+                        "" if len(reasons) == 1 else "s", reasons[0])
 
     # --- reorganisations ----------------------------------------------------------------------
 
