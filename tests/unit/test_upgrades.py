@@ -5,6 +5,7 @@ the signing hash, `--test-fork` and the mempool's re-check at activation."""
 from __future__ import annotations
 
 import ast
+import logging
 from pathlib import Path
 
 import msgspec
@@ -19,11 +20,14 @@ from snode.core.transactions import TxKind
 from snode.core.transition import check_block_version
 from snode.core.txbuilder import build_transfer
 from snode.devchain import key_from_label
+from snode.node.node import Node
+from snode.node.verifier import InlineVerifier
 from snode.params import (
     FAR_AHEAD, KNOWN_FORKS, MAINNET, NETWORKS, REGTEST, TESTNET, V1, V2, COIN, Fork, ScheduleError,
     check_schedule,
 )
 
+from snode.store.memory import MemoryStore
 from tests.unit.conftest import FUNDS, PEOPLE, LabChain
 
 ALICE, BOB = key_from_label("alice"), key_from_label("bob")
@@ -192,8 +196,8 @@ def test_a_forged_signature_is_still_a_bad_signature():
 def test_the_pool_is_checked_again_at_activation():
     chain = forked_chain()
     chain.mine(H - 3)
-    pooled = chain.submit(chain.transfer_tx(ALICE, BOB.public, COIN))  # for v1
-    unlock = chain.submit(chain.transfer_tx(BOB, ALICE.public, COIN))
+    chain.submit(chain.transfer_tx(ALICE, BOB.public, COIN))  # both signed for v1
+    chain.submit(chain.transfer_tx(BOB, ALICE.public, COIN))
     chain.mine_with([])  # block H-2: the pool stays, the next block is still v1
     pool, refused = mp.recheck(chain.pool, chain.state, chain.consensus, now=chain.now)
     assert len(pool) == 2 and refused == {}
@@ -201,7 +205,6 @@ def test_the_pool_is_checked_again_at_activation():
     pool, refused = mp.recheck(chain.pool, chain.state, chain.consensus, now=chain.now)
     assert len(pool) == 0 and set(refused) == {TxKind.TRANSFER} and len(refused[TxKind.TRANSFER]) == 2
     assert all("signed for fork v1" in reason for reason in refused[TxKind.TRANSFER])
-    assert pooled != unlock
 
 
 # --- --test-fork --------------------------------------------------------------------------------
@@ -239,3 +242,21 @@ def test_a_bad_test_fork_is_one_line_naming_what_to_fix(network, value, line):
 def test_test_forks_out_of_order_are_refused():
     with pytest.raises(ConfigError, match="--test-fork: fork v2 cannot follow fork v2"):
         _config("regtest", "v2@20", "v2@30")
+
+
+def test_a_node_empties_its_pool_of_what_the_new_fork_refuses_with_one_line_per_kind(caplog):
+    chain = forked_chain()
+    chain.mine(H - 2)
+    genesis = chain.fork(at=0).state
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], genesis),
+                state=genesis, identity=None, producer_key=None, verifier=InlineVerifier())
+    node.accept_blocks(chain.blocks[1:], chain.now)
+    for payee in (BOB, key_from_label("carol")):
+        node.submit_transaction(chain.transfer_tx(ALICE if payee is BOB else BOB, payee.public, COIN), chain.now)
+    assert len(node.pool) == 2
+    with caplog.at_level(logging.WARNING, logger="snode.node.node"):
+        node.accept_block(chain.mine_with([]), chain.now)  # block H-1: the next one is v2's
+    assert len(node.pool) == 0
+    lines = [r.getMessage() for r in caplog.records if "left the mempool" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith(f"fork v2 from height {H}: 2 transfer transactions left the mempool")
+    assert "is signed for fork v1" in lines[0]
