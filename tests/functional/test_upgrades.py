@@ -1,7 +1,8 @@
 """Network upgrades on regtest with real daemons (issue #34, docs/UPGRADES.md): a daemon started
 with `--test-fork v2@H` produces block H as version 2 and a second one accepts it; a
 transaction signed for v2 is refused before H and one signed for v1 after it, each with its
-reason; mainnet refuses the flag and a malformed value is one line."""
+reason; a node on the old schedule stays connected before the fork and is refused after it, in
+one line and not banned; mainnet refuses the flag and a malformed value is one line."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST, V1, V2, ForkRules
 from tests.functional.framework import (
     assert_equal, assert_raises_rpc_error, connect_nodes, faucet_key, narrator, run_snoded, spendable_outputs,
-    sync_blocks,
+    sync_blocks, wait_until,
 )
 
 log = narrator(__name__)
@@ -54,6 +55,25 @@ def test_a_test_fork_switches_block_version_and_branch_id_at_its_height(nodes):
     log.info("The follower accepts block H as version 2")
     sync_blocks([producer, follower])
     assert_equal(_version(follower, H), 2, "block H on the follower")
+
+
+def test_a_peer_on_the_old_schedule_is_kept_before_the_fork_and_refused_after_it(nodes):
+    upgraded = nodes.add(extra_args=[f"--test-fork=v2@{H}"])
+    old = nodes.add()
+    log.info("Before v2's height the two schedules connect")
+    connect_nodes(old, upgraded)
+    upgraded.generate_blocks(blocks=H - 1)
+    sync_blocks([upgraded, old])
+    log.info("Past it, a new connection from the old node is refused in one line naming both forks")
+    old.stop()
+    upgraded.generate_blocks(blocks=1)
+    old.start()
+    old.add_peer(address=f"{upgraded.ip}:{upgraded.p2p_port}")
+    line = (f"peer is on fork v1 with no fork scheduled; this node is on fork v2 from height {H}: the peer "
+            "does not know v2 (an older snoded)")
+    wait_until(lambda: line in upgraded.stderr_text(), timeout=30, what="the refusal on the upgraded node")
+    assert "banned" not in upgraded.stderr_text().split(line, 1)[1], upgraded.log_tail()
+    assert_equal(upgraded.get_peers()["peers"], [], "the upgraded node's peers")
 
 
 def test_mainnet_refuses_the_flag_and_a_malformed_value_is_one_line(tmp_path):
