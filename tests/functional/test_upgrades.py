@@ -55,6 +55,17 @@ def test_a_test_fork_switches_block_version_and_branch_id_at_its_height(nodes):
     log.info("The follower accepts block H as version 2")
     sync_blocks([producer, follower])
     assert_equal(_version(follower, H), 2, "block H on the follower")
+    log.info("Its data dir past v2, restarted without the schedule, the daemon refuses to start in one line")
+    follower.stop()
+    without = [a for a in follower.args() if not a.startswith("--test-fork")]
+    done = run_snoded(without[3:])
+    assert_equal(done.returncode, 1, "exit code without --test-fork")
+    assert_equal(done.stderr.strip().splitlines(), [
+        f"snoded: --data-dir: its chain's block {H} is version 2, but this daemon's fork schedule puts that height on "
+        "fork v1 (version 1): start it with the schedule the chain was made with (the same --test-fork), or a "
+        "snoded that knows that fork"], "the refusal")
+    follower.start()
+    assert_equal(follower.get_info()["height"], H, "the follower's height, restarted with its schedule")
 
 
 def test_a_peer_on_the_old_schedule_is_kept_before_the_fork_and_refused_after_it(nodes):
