@@ -236,7 +236,7 @@ class NetworkParams:
         """These parameters with `forks` scheduled (devnet and regtest only: `--test-fork`)
         on top of v1 at genesis; ScheduleError names what to fix."""
         if not self.test_forks:
-            raise ScheduleError(f"{self.name} cannot schedule forks at start; its schedule is in the release")
+            raise ScheduleError(f"{self.name}'s fork schedule is in the release; the flag is for devnet and regtest")
         schedule = (self.forks[0], *forks)
         check_schedule(schedule)
         return replace(self, forks=schedule)
@@ -323,3 +323,28 @@ REGTEST: Final = NetworkParams(
 )
 
 NETWORKS: Final = {p.name: p for p in (MAINNET, TESTNET, DEVNET, REGTEST)}
+
+
+def schedule_test_forks(params: NetworkParams, values: tuple[str, ...]) -> NetworkParams:
+    """`params` with the fork of each `--test-fork` value (NAME@HEIGHT, in height order)
+    scheduled: devnet and regtest only, snoded's and the wallet's flag alike. ScheduleError
+    names what to fix."""
+    if not values:
+        return params
+    if not params.test_forks:
+        raise ScheduleError(f"{params.name}'s fork schedule is in the release; the flag is for devnet and regtest")
+    return params.with_test_forks(tuple(parse_test_fork(value) for value in values))
+
+
+def parse_test_fork(value: str) -> Fork:
+    """One `--test-fork` value, NAME@HEIGHT: a fork this snoded knows, above genesis."""
+    name, at, height = value.partition("@")
+    if not at or not height.isascii() or not height.isdigit():
+        raise ScheduleError(f"'{value}' is not NAME@HEIGHT (example: v2@20)")
+    rules = KNOWN_FORKS.get(name)
+    if rules is None:
+        known = ", ".join(n for n in KNOWN_FORKS if n != "v1")
+        raise ScheduleError(f"this snoded knows no fork '{name}' (it knows {known})")
+    if int(height) == 0 or len(height) > 10:
+        raise ScheduleError(f"height {height} of {name} must be from 1 to 9999999999")
+    return Fork(rules, int(height))

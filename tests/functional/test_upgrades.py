@@ -11,11 +11,14 @@ from snode.core.encoding import decode, encode
 from snode.core.transactions import Transfer, TxOut
 from snode.core.txbuilder import build_spend
 from snode.devchain import key_from_label
-from snode.params import COIN, REGTEST, V1, V2, ForkRules
+from snode.core.address import encode_address
+from snode.params import COIN, REGTEST, REGTEST_FAUCET_WORDS, V1, V2, ForkRules
 from tests.functional.framework import (
     assert_equal, assert_raises_rpc_error, connect_nodes, faucet_key, narrator, run_snoded, spendable_outputs,
     sync_blocks, wait_until,
 )
+
+from tests.functional.wallet_helpers import Wallet
 
 log = narrator(__name__)
 H = 4
@@ -85,6 +88,22 @@ def test_a_peer_on_the_old_schedule_is_kept_before_the_fork_and_refused_after_it
     wait_until(lambda: line in upgraded.stderr_text(), timeout=30, what="the refusal on the upgraded node")
     assert "banned" not in upgraded.stderr_text().split(line, 1)[1], upgraded.log_tail()
     assert_equal(upgraded.get_peers()["peers"], [], "the upgraded node's peers")
+
+
+def test_the_wallet_signs_for_the_daemons_fork_when_it_has_the_schedule(nodes, tmp_path):
+    node = nodes.add(extra_args=[f"--test-fork=v2@{H}"])
+    node.generate_blocks(blocks=H - 1)  # the next block is v2's
+    payee = key_from_label("upgrades wallet payee")
+    address = encode_address(REGTEST.address_prefix, payee.public)
+    log.info("Without the daemon's schedule the wallet signs for v1: refused with the reason")
+    plain = Wallet(node, tmp_path, "plain", words=REGTEST_FAUCET_WORDS)
+    plain.refused(f"transfer {address} 1", f"is signed for fork v1; this chain is on v2 from height {H}")
+    log.info("With --test-fork it signs for v2, and the transfer is mined in block H")
+    sent = plain.run(f"transfer {address} 1", yes=True, extra=[f"--test-fork=v2@{H}"])
+    assert sent.rc == 0, sent.out + sent.err
+    node.generate_blocks(blocks=1)
+    assert_equal(len(decode(bytes.fromhex(node.get_block(height=H)["block_hex"]), Block).transactions), 2,
+                 "block H's transactions")
 
 
 def test_mainnet_refuses_the_flag_and_a_malformed_value_is_one_line(tmp_path):

@@ -14,7 +14,7 @@ from snode.common.files import default_data_dir
 from snode.common.endpoints import (
     ConfigError, Endpoint, looks_like_ip, parse_endpoint, parse_ip, parse_port, valid_hostname,
 )
-from snode.params import KNOWN_FORKS, NETWORKS, Fork, NetworkParams, ScheduleError
+from snode.params import NETWORKS, NetworkParams, ScheduleError, schedule_test_forks
 from snode.services.notify import NotifyConfigError, parse_command as parse_notify
 
 LOG_LEVELS = range(0, 5)
@@ -113,31 +113,11 @@ def build_config(
 
 
 def with_test_forks(params: NetworkParams, values: tuple[str, ...]) -> NetworkParams:
-    """`params` with the forks of each `--test-fork NAME@HEIGHT` scheduled (devnet and regtest
-    only; the values in height order)."""
-    if not values:
-        return params
-    if not params.test_forks:
-        raise ConfigError(f"--test-fork: {params.name}'s fork schedule is in the release; the flag is "
-                          "for devnet and regtest")
+    """`params` with each `--test-fork NAME@HEIGHT` scheduled (devnet and regtest only)."""
     try:
-        return params.with_test_forks(tuple(parse_test_fork(value) for value in values))
+        return schedule_test_forks(params, values)
     except ScheduleError as err:
         raise ConfigError(f"--test-fork: {err}") from None
-
-
-def parse_test_fork(value: str) -> Fork:
-    """One `--test-fork` value, NAME@HEIGHT: a fork this snoded knows, above genesis."""
-    name, at, height = value.partition("@")
-    if not at or not height.isascii() or not height.isdigit():
-        raise ConfigError(f"--test-fork: '{value}' is not NAME@HEIGHT (example: v2@20)")
-    rules = KNOWN_FORKS.get(name)
-    if rules is None:
-        known = ", ".join(n for n in KNOWN_FORKS if n != "v1")
-        raise ConfigError(f"--test-fork: this snoded knows no fork '{name}' (it knows {known})")
-    if int(height) == 0 or len(height) > 10:
-        raise ConfigError(f"--test-fork: height {height} of {name} must be from 1 to 9999999999")
-    return Fork(rules, int(height))
 
 
 def _clock_offset(network: str) -> float:
