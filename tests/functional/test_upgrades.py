@@ -6,12 +6,12 @@ one line and not banned; mainnet refuses the flag and a malformed value is one l
 
 from __future__ import annotations
 
+from snode.core.address import encode_address
 from snode.core.blocks import Block
 from snode.core.encoding import decode, encode
 from snode.core.transactions import Transfer, TxOut
 from snode.core.txbuilder import build_spend
 from snode.devchain import key_from_label
-from snode.core.address import encode_address
 from snode.params import COIN, REGTEST, REGTEST_FAUCET_WORDS, V1, V2, ForkRules
 from tests.functional.framework import (
     assert_equal, assert_raises_rpc_error, connect_nodes, faucet_key, narrator, run_snoded, spendable_outputs,
