@@ -27,10 +27,14 @@ from snode.core.crypto import hash32
 from snode.core.encoding import domain_hash, encode
 from snode.core.errors import InvalidTransaction
 from snode.core.types import Amount, Hash32, Height, Ppm, PubKey, Signature, Timestamp
-from snode.params import MAX_TX_BYTES
+from snode.params import KNOWN_FORKS, MAX_TX_BYTES
 
 TX_VERSION: Final = 2
-"""Every transaction is of this version: its signatures commit to the spent outputs."""
+"""The version forks v1 and v2 make (`ForkRules.tx_version`): its signatures commit to the spent
+outputs."""
+KNOWN_TX_VERSIONS: Final = frozenset(v for rules in KNOWN_FORKS.values() for v in rules.tx_versions)
+"""The versions some fork accepts: any other is refused without a look at the chain (which of
+them a block may hold is its fork's rule, `tx_rules.check_version`)."""
 REFUSED_TX_VERSION: Final = 1
 """The version before, whose signatures did not commit to the spent outputs' amounts."""
 OutputIndex: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=65_535)]
@@ -268,7 +272,7 @@ def check_stateless(tx: Transaction, size: int | None = None) -> int:
     caller has already encoded the transaction)."""
     if size is None:
         size = len(encode(tx))
-    if tx.version != TX_VERSION:
+    if tx.version not in KNOWN_TX_VERSIONS:
         raise InvalidTransaction(_version_refusal(tx.version))
     if size > MAX_TX_BYTES:
         raise InvalidTransaction(f"transaction is {size} bytes; the limit is {MAX_TX_BYTES}")
