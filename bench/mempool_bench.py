@@ -44,7 +44,7 @@ from snode.devchain import DevChain, key_from_label
 import snode.node.writer as writer
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
-from snode.params import COIN
+from snode.params import COIN, V1
 from snode.store.memory import MemoryStore
 from snode.tools.tables import make_console
 
@@ -97,7 +97,7 @@ def _transfers(chain: DevChain, coins: list[tuple[OutPoint, int]]) -> list[Trans
     out = []
     for outpoint, amount in coins:
         unsigned = Transaction(TX_VERSION, (outpoint,), (TxOut(to, amount - fee),), Transfer(), ())
-        signature = key.sign(signing_hash(unsigned, spent, chain.params.network_id))
+        signature = key.sign(signing_hash(unsigned, spent, chain.params.network_id, V1.branch_id))
         out.append(Transaction(TX_VERSION, (outpoint,), (TxOut(to, amount - fee),), Transfer(), (signature,)))
     return out
 

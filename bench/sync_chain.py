@@ -232,7 +232,7 @@ class SyncChain:
         state = self.state
         self.timestamp += self.step
         coinbase = make_coinbase(state, self.authority.public, fees, self.consensus)
-        block = make_block(
+        block = make_block(version=1,
             height=state.height + 1, prev_hash=state.tip_hash, timestamp=self.timestamp,
             transactions=(coinbase, *(tx for tx, _ in txs)), producer_key=self.authority,
             network_id=PARAMS.network_id,

@@ -26,7 +26,7 @@ from snode.core.transactions import (
 )
 from snode.core.transition import apply_block
 from snode.core.txbuilder import Spendable, build_spend, build_transfer, build_unlock_request
-from snode.params import REGTEST, NetworkParams
+from snode.params import REGTEST, ForkRules, NetworkParams
 
 
 def key_from_label(label: str) -> SigningKey:
@@ -61,6 +61,10 @@ class DevChain:
         state, block, consensus = genesis_state(doc, params)
         return cls(params=params, authority=authority, state=state, consensus=consensus,
                    now=timestamp, blocks=[block])
+
+    def next_rules(self) -> ForkRules:
+        """The rules of the next block: the fork its transactions are signed for."""
+        return self.params.rules_at(self.state.height + 1)
 
     def spendable(self, owner: bytes) -> list[Spendable]:
         """Unlocked outputs of `owner` at the next height, minus those the mempool spends."""
@@ -110,12 +114,14 @@ class DevChain:
 
     def transfer(self, key: SigningKey, to: bytes, amount: int) -> bytes:
         """Send `amount` from key's outputs to public key `to`."""
-        return self.submit(build_transfer(self.spendable(key.public), key, to, amount, self.params))
+        return self.submit(build_transfer(self.spendable(key.public), key, to, amount, self.params,
+                                          signed_for=self.next_rules()))
 
     def pay_many(self, key: SigningKey, payments: dict[bytes, int]) -> bytes:
         """One transaction from key paying each public key its amount."""
         outputs = [TxOut(k, a) for k, a in payments.items()]
-        return self.submit(build_spend(self.spendable(key.public), key, outputs, Transfer(), self.params))
+        return self.submit(build_spend(self.spendable(key.public), key, outputs, Transfer(), self.params,
+                                       signed_for=self.next_rules()))
 
     def register(
         self, operator: SigningKey, sn_key: SigningKey, amount: int, *, fee_ppm: int = 0,
@@ -128,12 +134,14 @@ class DevChain:
         reg = sign_registration(
             sn_key, self.params, fee_ppm, reservations, self.now + self.params.registration_validity
         )
-        return self.submit(build_spend(self.spendable(operator.public), operator, [], reg, self.params))
+        return self.submit(build_spend(self.spendable(operator.public), operator, [], reg, self.params,
+                                       signed_for=self.next_rules()))
 
     def stake(self, staker: SigningKey, sn_pubkey: bytes, amount: int) -> bytes:
         """Contribute `amount` from staker to a service node."""
         payload = Stake(sn_pubkey=sn_pubkey, amount=amount)
-        return self.submit(build_spend(self.spendable(staker.public), staker, [], payload, self.params))
+        return self.submit(build_spend(self.spendable(staker.public), staker, [], payload, self.params,
+                                       signed_for=self.next_rules()))
 
     def state_change(self, sn_pubkey: bytes, kind: StateChangeKind, reason: Reason) -> bytes:
         """A state change voted by the quorum of the tip (the authority while bootstrapping)."""
@@ -150,7 +158,7 @@ class DevChain:
 
     def request_unlock(self, contributor: SigningKey, sn_pubkey: bytes) -> bytes:
         """`contributor` asks to unlock its stake on a service node."""
-        return self.submit(build_unlock_request(contributor, sn_pubkey, self.params))
+        return self.submit(build_unlock_request(contributor, sn_pubkey, self.params, signed_for=self.next_rules()))
 
     def tip_hash(self) -> bytes:
         """Hash of the last block."""

@@ -6,7 +6,7 @@ One frozen record per network (mainnet, testnet, devnet, regtest). Amounts are a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 COIN: Final = 1_000_000_000
@@ -50,6 +50,79 @@ REGTEST_FAUCET_WORDS: Final = (
 REGTEST_GENESIS_TIMESTAMP: Final = 1_767_225_600  # 2026-01-01T00:00:00Z
 REGTEST_FAUCET_AMOUNT: Final = 1_000_000_000 * COIN
 """Enough for thousands of test service nodes (benchmarks register 2,000)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ForkRules:
+    """What one fork's consensus is: the record every rule reads (`NetworkParams.rules_at`),
+    so that what a fork changes is in one place (docs/UPGRADES.md). A new switch is a new field
+    here, read by the rule it changes; no rule compares heights itself."""
+
+    name: str
+    """`v1`, `v2`, ...: named in refusals, the handshake and the operator's view."""
+    block_version: int
+    """The header version every block of this fork carries, and no other."""
+    tx_versions: tuple[int, ...]
+    """Transaction versions a block of this fork may hold (the last one is the one made)."""
+    branch_id: int
+    """Committed to by every transaction signing hash of this fork (Zcash ZIP 200), so that a
+    transaction signed for one side of a fork is refused on the other. 0 is v1's: its signing
+    hash predates branch ids and stays what it always was."""
+    min_sn_version: tuple[int, int, int]
+    """The oldest snoded whose uptime proofs this fork's service nodes accept (issue #34 item 5)."""
+
+    @property
+    def tx_version(self) -> int:
+        """The transaction version this fork's producers and wallets make."""
+        return self.tx_versions[-1]
+
+
+V1: Final = ForkRules(name="v1", block_version=1, tx_versions=(2,), branch_id=0, min_sn_version=(0, 1, 0))
+"""The rules from genesis."""
+V2: Final = ForkRules(
+    name="v2", block_version=2, tx_versions=(2,), branch_id=0x5632_0001, min_sn_version=(0, 2, 0),
+)
+"""The first fork: block version 2 and a branch id in every signing hash. Not frozen yet: it
+is active on no network, so the state-commitment issue may still add to it (docs/UPGRADES.md)."""
+
+KNOWN_FORKS: Final = {rules.name: rules for rules in (V1, V2)}
+"""Every fork this snoded knows, by name, in order: what `--test-fork` may schedule."""
+
+FAR_AHEAD: Final = 100_000_000
+"""The height of a fork a release knows but has not yet scheduled (about 380 years of mainnet
+blocks): it is never reached; a later release moves it to a real height."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fork:
+    """One row of a network's schedule: from `height` on, `rules` hold."""
+
+    rules: ForkRules
+    height: int
+
+
+class ScheduleError(ValueError):
+    """A fork schedule that is out of order; the message names what to fix."""
+
+
+def check_schedule(forks: tuple[Fork, ...]) -> None:
+    """A schedule starts with v1 at genesis; heights, block versions and known-fork order
+    strictly increase; ScheduleError names the first row that breaks it."""
+    if not forks or forks[0] != Fork(V1, 0):
+        raise ScheduleError("the schedule must start with fork v1 at height 0")
+    order = list(KNOWN_FORKS)
+    for before, after in zip(forks, forks[1:]):
+        name = after.rules.name
+        if after.height <= before.height:
+            raise ScheduleError(
+                f"fork {name} at height {after.height} must come after fork {before.rules.name} "
+                f"at height {before.height}"
+            )
+        if after.rules.block_version <= before.rules.block_version or (
+            name in KNOWN_FORKS and order.index(name) <= order.index(before.rules.name)
+        ):
+            raise ScheduleError(f"fork {name} cannot follow fork {before.rules.name}: forks go in order "
+                                f"({', '.join(order)})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +209,37 @@ class NetworkParams:
     """Seconds between two reachability tests of one node by a quorum member (a CurveZMQ
     handshake at the address its proof declares); a node failing them for longer than the
     decommission proof age is decommissioned as `unreachable`."""
+    forks: tuple[Fork, ...] = (Fork(V1, 0),)
+    test_forks: bool = False
+    """Devnet and regtest: `--test-fork` schedules forks at start (their tables hold v1 only)."""
+    """The fork schedule, v1 from genesis first (`check_schedule`); devnet and regtest add
+    forks at start with `--test-fork` (`with_test_forks`)."""
+
+    def rules_at(self, height: int) -> ForkRules:
+        """The rules of the block at `height`: the one lookup every rule asks."""
+        rules = self.forks[0].rules
+        for fork in self.forks[1:]:
+            if fork.height > height:
+                break
+            rules = fork.rules
+        return rules
+
+    def fork_of(self, rules: ForkRules) -> Fork | None:
+        """The schedule's row of `rules` (None: a fork this network has not scheduled)."""
+        return next((fork for fork in self.forks if fork.rules == rules), None)
+
+    def next_fork(self, height: int) -> Fork | None:
+        """The first fork scheduled above `height`, if any."""
+        return next((fork for fork in self.forks if fork.height > height), None)
+
+    def with_test_forks(self, forks: tuple[Fork, ...]) -> NetworkParams:
+        """These parameters with `forks` scheduled (devnet and regtest only: `--test-fork`)
+        on top of v1 at genesis; ScheduleError names what to fix."""
+        if not self.test_forks:
+            raise ScheduleError(f"{self.name}'s fork schedule is in the release; the flag is for devnet and regtest")
+        schedule = (self.forks[0], *forks)
+        check_schedule(schedule)
+        return replace(self, forks=schedule)
 
     def quorum_size(self, active: int) -> int:
         """Obligations quorum size for a network with `active` active SNs."""
@@ -191,13 +295,13 @@ MAINNET: Final = NetworkParams(
     name="mainnet", network_id=0x534E0001, address_prefix="sn",
     p2p_port=9230, rpc_port=9231, quorumnet_port=9232, omq_port=9233, wallet_rpc_port=9234,
     target_block_time=120, proof_interval=60, healthy_proof_age=120,
-    decommission_proof_age=1800, min_active_sns=12,
+    decommission_proof_age=1800, min_active_sns=12, forks=(Fork(V1, 0), Fork(V2, FAR_AHEAD)),
 )
 TESTNET: Final = NetworkParams(
     name="testnet", network_id=0x534E0002, address_prefix="snt",
     p2p_port=18090, rpc_port=18091, quorumnet_port=18092, omq_port=18093, wallet_rpc_port=18094,
     target_block_time=120, proof_interval=60, healthy_proof_age=120,
-    decommission_proof_age=1800, min_active_sns=12,
+    decommission_proof_age=1800, min_active_sns=12, forks=(Fork(V1, 0), Fork(V2, FAR_AHEAD)),
 )
 DEVNET: Final = NetworkParams(
     name="devnet", network_id=0x534E0003, address_prefix="snd",
@@ -206,6 +310,7 @@ DEVNET: Final = NetworkParams(
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
     round_time=2, backstop_rounds=10, participation_cooldown=10, participation_grace=60,
     unlock_duration=30, deregistration_lock=40, pool_fill_window=50, reachability_interval=10,
+    test_forks=True,
 )
 REGTEST: Final = NetworkParams(
     name="regtest", network_id=0x534E0004, address_prefix="snr",
@@ -214,7 +319,32 @@ REGTEST: Final = NetworkParams(
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
     generate_on_demand=True, sn_blocks=False, round_time=2, backstop_rounds=10,
     participation_cooldown=10, participation_grace=60, unlock_duration=30, deregistration_lock=40,
-    pool_fill_window=50, reachability_interval=10,
+    pool_fill_window=50, reachability_interval=10, test_forks=True,
 )
 
 NETWORKS: Final = {p.name: p for p in (MAINNET, TESTNET, DEVNET, REGTEST)}
+
+
+def schedule_test_forks(params: NetworkParams, values: tuple[str, ...]) -> NetworkParams:
+    """`params` with the fork of each `--test-fork` value (NAME@HEIGHT, in height order)
+    scheduled: devnet and regtest only, snoded's and the wallet's flag alike. ScheduleError
+    names what to fix."""
+    if not values:
+        return params
+    if not params.test_forks:
+        raise ScheduleError(f"{params.name}'s fork schedule is in the release; the flag is for devnet and regtest")
+    return params.with_test_forks(tuple(parse_test_fork(value) for value in values))
+
+
+def parse_test_fork(value: str) -> Fork:
+    """One `--test-fork` value, NAME@HEIGHT: a fork this snoded knows, above genesis."""
+    name, at, height = value.partition("@")
+    if not at or not height.isascii() or not height.isdigit():
+        raise ScheduleError(f"'{value}' is not NAME@HEIGHT (example: v2@20)")
+    rules = KNOWN_FORKS.get(name)
+    if rules is None:
+        known = ", ".join(n for n in KNOWN_FORKS if n != "v1")
+        raise ScheduleError(f"this snoded knows no fork '{name}' (it knows {known})")
+    if int(height) == 0 or len(height) > 10:
+        raise ScheduleError(f"height {height} of {name} must be from 1 to 9999999999")
+    return Fork(rules, int(height))

@@ -77,7 +77,7 @@ def fat_transactions(size: int) -> tuple[Transaction, ...]:
 
 def orphan(key: SigningKey, height: int, transactions: tuple[Transaction, ...]) -> Block:
     """A block at `height` on a parent nobody has, signed by `key`."""
-    return make_block(height=height, prev_hash=os.urandom(32), timestamp=int(time.time()) - 60,
+    return make_block(version=1, height=height, prev_hash=os.urandom(32), timestamp=int(time.time()) - 60,
                       transactions=transactions, producer_key=key, network_id=REGTEST.network_id)
 
 

@@ -16,7 +16,7 @@ from snode.core.encoding import encode
 from snode.core.transactions import TX_VERSION, Transaction, Transfer, TxOut, signing_hash
 from snode.core.txbuilder import build_spend
 from snode.devchain import key_from_label
-from snode.params import COIN, REGTEST
+from snode.params import COIN, REGTEST, V1
 from tests.functional.framework import (
     assert_equal, assert_raises_rpc_error, connect_nodes, fund, narrator, spendable_outputs, wait_until,
 )
@@ -31,7 +31,8 @@ def _at_rate(coin, key, to: bytes, rate: int) -> Transaction:
     fee = rate * 150
     while True:
         unsigned = Transaction(TX_VERSION, (outpoint,), (TxOut(to, held.amount - fee),), Transfer(), ())
-        signature = key.sign(signing_hash(unsigned, [TxOut(held.owner, held.amount)], REGTEST.network_id))
+        spent = [TxOut(held.owner, held.amount)]
+        signature = key.sign(signing_hash(unsigned, spent, REGTEST.network_id, V1.branch_id))
         tx = Transaction(TX_VERSION, (outpoint,), (TxOut(to, held.amount - fee),), Transfer(), (signature,))
         if fee == rate * len(encode(tx)):
             return tx

@@ -213,8 +213,9 @@ def signed_block_with_bad_transfer(node):
                            Coinbase(info["height"] + 1), ())
     bogus = Transaction(TX_VERSION, (OutPoint(bytes(32), 0),), (TxOut(authority.public, COIN),), Transfer(),
                         (bytes(64),))
-    return make_block(height=info["height"] + 1, prev_hash=bytes.fromhex(tip["hash"]), timestamp=tip["timestamp"] + 1,
-                      transactions=(coinbase, bogus), producer_key=authority, network_id=REGTEST.network_id)
+    return make_block(version=1, height=info["height"] + 1, prev_hash=bytes.fromhex(tip["hash"]),
+                      timestamp=tip["timestamp"] + 1, transactions=(coinbase, bogus), producer_key=authority,
+                      network_id=REGTEST.network_id)
 
 
 def test_signed_block_with_invalid_transaction_is_banned(nodes):

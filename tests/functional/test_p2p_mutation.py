@@ -65,7 +65,7 @@ def _samples(node: TestNode) -> list[P.Message]:
         P.NewBlock(block), P.NewTransaction(tx), P.GetPeers(), P.Peers(["127.0.0.1:38090"]),
         P.ProofRejected(bytes(32), 5, ProofRefusal.CLOCK), P.ProofAck(bytes(32), 5), P.NewCheckpoint(b"\x90"),
         P.ProofInv([(bytes(32), 5)]), P.GetProofs([(bytes(32), 5)]), P.Proofs([]),
-        P.tip_header(decode(block, Block)),
+        P.tip_header(decode(block, Block)), P.ForkStatus(bytes(4), 0),
     ]
     kinds = {type(m) for m in samples} | {P.Proof}  # a Proof needs a key: mutated from fields below
     assert kinds >= set(typing.get_args(P.Message)) - {P.Proof}, "a sample of every message kind"

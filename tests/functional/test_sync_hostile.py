@@ -145,7 +145,7 @@ def _fork(key: SigningKey, parent: bytes, heights: range, transactions: tuple[Tr
     (with a signature that does not hold: `forged`)."""
     out = []
     for height in heights:
-        block = make_block(height=height, prev_hash=parent, timestamp=int(time.time()) - 60,
+        block = make_block(version=1, height=height, prev_hash=parent, timestamp=int(time.time()) - 60,
                            transactions=transactions, producer_key=key, network_id=REGTEST.network_id)
         if forged:
             block = msgspec.structs.replace(block, producer_signature=bytes(64))

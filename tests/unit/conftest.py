@@ -25,7 +25,7 @@ from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.mempool import Mempool
 from snode.core.state import ChainState, Contribution, ServiceNode, undo_block
 from snode.core.transactions import (
-    TX_VERSION, OutPoint, Payload, Registration, Reservation, Stake, Transaction, Transfer, TxOut,
+    OutPoint, Payload, Registration, Reservation, Stake, Transaction, Transfer, TxOut,
     signing_hash,
 )
 from snode.core.transition import make_coinbase
@@ -91,7 +91,7 @@ class LabChain(DevChain):
     ) -> Transaction:
         """A signed transaction of `key` carrying payload (not submitted)."""
         coins = self.unspent(key.public) if from_pool_spent else self.spendable(key.public)
-        return build_spend(coins, key, list(outputs), payload, self.params)
+        return build_spend(coins, key, list(outputs), payload, self.params, signed_for=self.next_rules())
 
     def registration(
         self, sn_key: SigningKey, reservations: Sequence[tuple[SigningKey | bytes, int]], *,
@@ -113,10 +113,11 @@ class LabChain(DevChain):
         """A transaction with exactly these inputs and outputs, input i signed by signers[i]
         over the owner and amount the tip holds for it (an output it does not hold: 0 coins of
         the signer, for tests of the rules that refuse such an input first)."""
-        unsigned = Transaction(TX_VERSION, tuple(inputs), tuple(outputs), payload, ())
+        rules = self.next_rules()
+        unsigned = Transaction(rules.tx_version, tuple(inputs), tuple(outputs), payload, ())
         held = [self.state.utxos.get(op.key()) for op in inputs]
         spent = [TxOut(u.owner, u.amount) if u is not None else TxOut(k.public, 0) for u, k in zip(held, signers)]
-        message = signing_hash(unsigned, spent, self.params.network_id)
+        message = signing_hash(unsigned, spent, self.params.network_id, rules.branch_id)
         return msgspec.structs.replace(
             unsigned, signatures=tuple(key.sign(message) for key in signers)
         )
@@ -138,7 +139,7 @@ class LabChain(DevChain):
         fees = sum(fee_of(self.state, tx) for tx in transactions)
         coinbase = make_coinbase(self.state, producer.public, fees, self.consensus)
         return make_block(
-            height=self.state.height + 1, prev_hash=self.state.tip_hash,
+            version=self.next_rules().block_version, height=self.state.height + 1, prev_hash=self.state.tip_hash,
             timestamp=self.now + 2 if timestamp is None else timestamp,
             transactions=(coinbase, *transactions), producer_key=producer,
             network_id=self.params.network_id,

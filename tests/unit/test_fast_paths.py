@@ -35,14 +35,14 @@ NETWORK_IDS = st.integers(0, 2**32 - 1)
 @given(tx=transactions(st.one_of(*PAYLOADS.values())), network_id=NETWORK_IDS)
 def test_signing_hash_of_the_encoding_equals_signing_hash(tx: Transaction, network_id: int) -> None:
     spent = [TxOut(op.txid, op.index + 1) for op in tx.inputs]
-    assert signing_hash_of_encoded(tx, encode(tx), spent, network_id) == signing_hash(tx, spent, network_id)
+    assert signing_hash_of_encoded(tx, encode(tx), spent, network_id, 0) == signing_hash(tx, spent, network_id, 0)
 
 
 def test_signing_hash_of_encoded_refuses_another_transactions_bytes() -> None:
     tx = Transaction(1, (), (), Transfer(), (b"\x01" * 64,))
     other = msgspec.structs.replace(tx, signatures=(b"\x02" * 64,))
     with pytest.raises(ValueError):
-        signing_hash_of_encoded(tx, encode(other), (), 7)
+        signing_hash_of_encoded(tx, encode(other), (), 7, 0)
 
 
 @given(block=BLOCKS)

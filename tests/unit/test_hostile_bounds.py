@@ -167,7 +167,7 @@ def test_every_message_at_its_largest_fits_its_frame_limit() -> None:
         P.NewCheckpoint(bytes(P.MAX_CHECKPOINT)),
         P.Blocks([bytes(P.MAX_BATCH_BYTES // P.MAX_BLOCKS_PER_BATCH)] * P.MAX_BLOCKS_PER_BATCH, big),
         P.ProofInv([(bytes(32), big)] * P.MAX_PROOF_IDS), P.GetProofs([(bytes(32), big)] * P.MAX_PROOF_IDS),
-        P.Proofs([proof] * P.MAX_PROOF_IDS), _largest_tip_header(big),
+        P.Proofs([proof] * P.MAX_PROOF_IDS), _largest_tip_header(big), P.ForkStatus(bytes(4), big),
     ]
     assert {type(m) for m in messages} == set(get_args(P.Message))
     for message in messages:

@@ -68,7 +68,7 @@ def template_block(
     """A block signed by `key` as a template of `round`; a salt above 0 makes another block
     (its coinbase pays `salt` to the producer)."""
     coinbase = Transaction(TX_VERSION, (), (TxOut(key.public, salt),), Coinbase(height), ())
-    return make_block(
+    return make_block(version=1,
         height=height, prev_hash=prev_hash,
         timestamp=ROUND0 + 2 * round if timestamp is None else timestamp,
         transactions=(coinbase,) if salt else (), producer_key=key,

@@ -399,7 +399,7 @@ def test_the_fork_buffer_counts_decoded_memory_not_encoded_bytes(
 def test_block_memory_is_what_tracemalloc_sees() -> None:
     outputs = tuple(TxOut(os.urandom(32), i + 1) for i in range(2_000))
     many_outputs = Transaction(TX_VERSION, (), outputs, Transfer(), ())
-    block = make_block(height=3, prev_hash=bytes(32), timestamp=1, transactions=(many_outputs,) * 5,
+    block = make_block(version=1, height=3, prev_hash=bytes(32), timestamp=1, transactions=(many_outputs,) * 5,
                        producer_key=SigningKey(bytes(32)), network_id=1)
     raw = encode(block)
     tracemalloc.start()

@@ -30,7 +30,7 @@ def _refused(chain, block, match: str, error: type[Exception] = InvalidBlock, **
 def _rebuilt(chain, block, **header_changes):
     """`block` with header fields changed and signed again by the authority."""
     h = msgspec.structs.replace(block.header, **header_changes)
-    return make_block(
+    return make_block(version=1,
         height=h.height, prev_hash=h.prev_hash, timestamp=h.timestamp, transactions=block.transactions,
         producer_key=chain.authority, network_id=chain.params.network_id, round=h.round,
     )
@@ -137,7 +137,7 @@ def test_malformed_transactions_are_refused(chain, mangle, match):
 def test_transaction_signed_for_another_network_is_refused(chain):
     tx = chain.transfer_tx(ALICE, BOB.public, COIN)
     spent = [TxOut(u.owner, u.amount) for u in (chain.state.utxos[op.key()] for op in tx.inputs)]
-    foreign = msgspec.structs.replace(tx, signatures=(ALICE.sign(signing_hash(tx, spent, DEVNET.network_id)),))
+    foreign = msgspec.structs.replace(tx, signatures=(ALICE.sign(signing_hash(tx, spent, DEVNET.network_id, 0)),))
     with pytest.raises(InvalidTransaction, match="bad signature"):
         chain.submit(foreign)
 

@@ -59,11 +59,11 @@ def test_a_signature_over_another_owner_is_refused(chain):
 
 def test_the_signing_hash_changes_with_each_spent_amount_and_owner():
     tx = Transaction(TX_VERSION, (OutPoint(bytes(range(32)), 3),), (TxOut(BOB.public, COIN),), Transfer(), ())
-    base = signing_hash(tx, [TxOut(ALICE.public, 5 * COIN)], 7)
-    assert signing_hash(tx, [TxOut(ALICE.public, 5 * COIN + 1)], 7) != base
-    assert signing_hash(tx, [TxOut(BOB.public, 5 * COIN)], 7) != base
+    base = signing_hash(tx, [TxOut(ALICE.public, 5 * COIN)], 7, 0)
+    assert signing_hash(tx, [TxOut(ALICE.public, 5 * COIN + 1)], 7, 0) != base
+    assert signing_hash(tx, [TxOut(BOB.public, 5 * COIN)], 7, 0) != base
     with pytest.raises(ValueError, match="2 spent outputs given for 1 inputs"):
-        signing_hash(tx, [TxOut(ALICE.public, 1)] * 2, 7)
+        signing_hash(tx, [TxOut(ALICE.public, 1)] * 2, 7, 0)
 
 
 def test_version_1_is_refused_in_the_mempool_and_in_a_block(chain):

@@ -121,3 +121,23 @@ def test_version_1_vectors_are_refused_by_todays_rules_and_todays_are_not() -> N
     with pytest.raises(InvalidTransaction, match="version 1 is no longer valid"):
         for tx in block.transactions:
             check_stateless(tx)
+
+
+def test_v2_vectors_sign_their_branch_id_and_carry_block_version_2() -> None:
+    """Fork v2's vectors: the same transactions as v1's, each signing hash different (the
+    branch id) and its signatures valid over it; its blocks are version 2 and their v1 twins 1."""
+    v1, v2 = _load("transactions"), _load("transactions_v2")
+    keys = load_keys(v2)
+    twins = {c["description"]: c for c in v1["cases"]}
+    for case in v2["cases"]:
+        twin = twins[case["description"].removeprefix("fork v2: ")]
+        assert case["expected"]["signing_hash"] != twin["expected"]["signing_hash"], case["description"]
+        message = bytes.fromhex(case["expected"]["signing_hash"])
+        signer_names = ([case["payload"]["contributor"]] if case["payload"]["kind"] == "unlock_request"
+                        else [i["owner"] for i in case["inputs"]])
+        for name, signature in zip(signer_names, case["expected"]["signatures"], strict=True):
+            assert verify(keys[name].public, message, bytes.fromhex(signature)), case["description"]
+    for name, version in (("blocks", 1), ("blocks_v2", 2)):
+        for case in _load(name)["cases"]:
+            block = decode(bytes.fromhex(case["expected"]["block_encoding"]), Block)
+            assert block.header.version == version, case["description"]

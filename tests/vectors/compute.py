@@ -30,7 +30,7 @@ from snode.core.transactions import (
     Transaction, Transfer, TxOut, UnlockRequest, Vote, check_stateless, registration_hash,
     signing_hash, state_change_hash, txid,
 )
-from snode.params import NETWORKS, NetworkParams
+from snode.params import KNOWN_FORKS, NETWORKS, ForkRules, NetworkParams
 from snode.sim.population import SIMNET, make_population
 
 Json = dict[str, Any]
@@ -139,16 +139,21 @@ def v1_signing_hash(tx: Transaction, network_id: int) -> bytes:
     return domain_hash(b"tx", network_id, encode(msgspec.structs.replace(tx, signatures=())))
 
 
+def fork(case: Json) -> ForkRules:
+    """The fork a case is made for (`fork`, the fork's name; v1 where the case names none)."""
+    return KNOWN_FORKS[case.get("fork", "v1")]
+
+
 def signed_transaction(keys: Keys, case: Json) -> tuple[Transaction, bytes]:
     """A case's transaction, signed, and the signing hash its signers signed (by the rule of
-    the case's version)."""
+    the case's version, with its fork's branch id)."""
     unsigned = unsigned_transaction(keys, case)
     network_id = network(case["network"]).network_id
     if case["version"] == REFUSED_TX_VERSION:
         message = v1_signing_hash(unsigned, network_id)
     else:
         spent = [TxOut(_pub(keys, i["owner"]), i["amount"]) for i in case["inputs"]]
-        message = signing_hash(unsigned, spent, network_id)
+        message = signing_hash(unsigned, spent, network_id, fork(case).branch_id)
     signatures = tuple(k.sign(message) for k in signers(keys, case))
     return Transaction(unsigned.version, unsigned.inputs, unsigned.outputs, unsigned.payload, signatures), message
 
@@ -184,7 +189,8 @@ def block(keys: Keys, case: Json) -> Json:
     params = network(case["network"])
     txs = tuple(signed_transaction(keys, t)[0] for t in case["transactions"])
     made = make_block(
-        height=case["height"], prev_hash=bytes.fromhex(case["prev_hash"]), timestamp=case["timestamp"],
+        version=fork(case).block_version, height=case["height"], prev_hash=bytes.fromhex(case["prev_hash"]),
+        timestamp=case["timestamp"],
         transactions=txs, producer_key=keys[case["producer"]], network_id=params.network_id,
         round=case["round"],
     )
@@ -283,5 +289,6 @@ def uptime_proof(keys: Keys, case: Json) -> Json:
 COMPUTE: dict[str, Callable[[Keys, Json], Json]] = {
     "genesis": genesis, "transactions": transaction, "blocks": block, "selection": selection,
     "rewards": rewards, "registration": registration_command, "proofs": uptime_proof,
+    "transactions_v2": transaction, "blocks_v2": block,
 }
 """File name (without `.json`) -> the function that recomputes one of its cases."""

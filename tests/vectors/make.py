@@ -122,6 +122,24 @@ def _blocks() -> list[Json]:
     ]
 
 
+def _for_v2(case: Json) -> Json:
+    """A case as fork v2 makes it: its branch id in every signing hash, and block version 2."""
+    description = f"fork v2: {case['description']}" if case["description"] else ""
+    transactions = {"transactions": [_for_v2(t) for t in case["transactions"]]} if "transactions" in case else {}
+    return {**case, "description": description, "fork": "v2", **transactions}
+
+
+def v2_transaction_cases() -> list[Json]:
+    """Every kind as fork v2 signs it (the kinds without a signature of the transaction keep
+    their bytes: only the signing hash changed)."""
+    return [_for_v2(c) for c in _transactions()]
+
+
+def v2_block_cases() -> list[Json]:
+    """The blocks of `block_cases`, as fork v2 makes them (header version 2)."""
+    return [_for_v2(c) for c in _blocks()]
+
+
 def _node(key: str, active_since: int | None, last_reward: int, registered: int = 5) -> Json:
     return {"key": key, "active": active_since is not None, "active_since": active_since or 0,
             "last_reward_height": last_reward, "registration_height": registered}
@@ -229,6 +247,9 @@ FILES = {
     "rewards": ("The split of a block reward among a node's contributors.", reward_cases),
     "registration": ("The registration command and the service node key's signature.", registration_cases),
     "proofs": ("Uptime proofs: the signed message and the signature.", proof_cases),
+    "transactions_v2": ("Fork v2: every transaction kind, its signing hash committing to v2's branch id.",
+                        v2_transaction_cases),
+    "blocks_v2": ("Fork v2: block headers of version 2.", v2_block_cases),
 }
 
 

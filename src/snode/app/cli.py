@@ -50,6 +50,8 @@ def snoded_command(start: Callable[[Config], None]) -> click.Command:
     @click.option("--devnet", is_flag=True, help="Use a local development network.")
     @click.option("--regtest", is_flag=True, help="Regression-test network (blocks on demand).")
     @click.option("--genesis", metavar="FILE", help="Genesis document for this network.")
+    @click.option("--test-fork", "test_forks", multiple=True, metavar="NAME@HEIGHT",
+                  help="Devnet/regtest: schedule fork NAME at HEIGHT (repeatable, in order).")
     @click.version_option(__version__, "--version", prog_name="snoded", message="%(prog)s v%(version)s")
     def cli(testnet: bool, devnet: bool, regtest: bool, **flags: object) -> None:
         """snoded: the snode service-node daemon (mainnet unless a network flag is given)."""

@@ -14,7 +14,7 @@ from snode.common.files import default_data_dir
 from snode.common.endpoints import (
     ConfigError, Endpoint, looks_like_ip, parse_endpoint, parse_ip, parse_port, valid_hostname,
 )
-from snode.params import NETWORKS, NetworkParams
+from snode.params import NETWORKS, NetworkParams, ScheduleError, schedule_test_forks
 from snode.services.notify import NotifyConfigError, parse_command as parse_notify
 
 LOG_LEVELS = range(0, 5)
@@ -58,10 +58,10 @@ def build_config(
     quorumnet_port: str | None, priority_nodes: tuple[str, ...], log_level: str,
     non_interactive: bool, genesis: str | None, rpc_allow_hosts: tuple[str, ...] = (),
     notify: str | None = None, skip_doppelganger_check: bool = False, omq_public: str | None = None,
-    rpc_login_file: str | None = None, rpc_login: str | None = None,
+    rpc_login_file: str | None = None, rpc_login: str | None = None, test_forks: tuple[str, ...] = (),
 ) -> Config:
     """Validate the flags' raw strings into a Config; ConfigError names the first bad option."""
-    params = NETWORKS[network]
+    params = with_test_forks(NETWORKS[network], test_forks)
     if rpc_login is not None:
         raise ConfigError(COMMAND_LINE_LOGIN)
     if not log_level.isdigit() or int(log_level) not in LOG_LEVELS:
@@ -112,6 +112,14 @@ def build_config(
         clock_offset=_clock_offset(params.name), mempool_max_entries=_mempool_max_entries(params.name),
         rpc_login=operator_login(rpc_login_file, os.environ),
     )
+
+
+def with_test_forks(params: NetworkParams, values: tuple[str, ...]) -> NetworkParams:
+    """`params` with each `--test-fork NAME@HEIGHT` scheduled (devnet and regtest only)."""
+    try:
+        return schedule_test_forks(params, values)
+    except ScheduleError as err:
+        raise ConfigError(f"--test-fork: {err}") from None
 
 
 def _clock_offset(network: str) -> float:

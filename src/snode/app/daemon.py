@@ -25,6 +25,7 @@ from snode.app.partition import reload_denied
 from snode.app.profiling import start_from_env
 from snode.app.runtime import stdin_is_console, bind_socket, run_loop, setup_logging
 from snode.core import mempool as mp
+from snode.core.blocks import Block
 from snode.core.crypto import SigningKey
 from snode.core.errors import DecodeError
 from snode.core.genesis import genesis_state
@@ -53,7 +54,7 @@ from snode.services.sn_duties import ServiceNodeDuties
 from snode.services.sync import Syncer
 from snode.app.systemd import notify, status_message
 from snode.common.entry import run_command
-from snode.params import REGTEST_AUTHORITY_SEED
+from snode.params import REGTEST_AUTHORITY_SEED, NetworkParams
 from snode.rpc.methods import MethodTable
 from snode.rpc.openrpc import served_document
 from snode.api.server import make_app
@@ -295,6 +296,7 @@ class Daemon:
         verifier = VerifierPool()
         try:
             state = replay_stored_blocks(store, store.load_state(), consensus)
+            _check_schedule_fits(store.get_block_by_height(state.height), params)
             self.saved_peers = store.load_peers()
             identity = None
             if cfg.service_node:
@@ -336,6 +338,20 @@ def _pool_limits(cfg: Config) -> mp.PoolLimits:
     if cfg.mempool_max_entries is None:
         return mp.DEFAULT_LIMITS
     return mp.PoolLimits(max_entries=cfg.mempool_max_entries)
+def _check_schedule_fits(tip: Block | None, params: NetworkParams) -> None:
+    """The data dir's tip must be of the version this daemon's fork schedule names for its
+    height: else its chain crossed a fork on another schedule (another `--test-fork`, or a
+    newer snoded), and extending it would mix two forks' rules. Nothing is written before."""
+    if tip is None:
+        return
+    rules = params.rules_at(tip.header.height)
+    if tip.header.version != rules.block_version:
+        raise ConfigError(
+            f"--data-dir: its chain's block {tip.header.height} is version {tip.header.version}, but this "
+            f"daemon's fork schedule puts that height on fork {rules.name} (version {rules.block_version}): "
+            "start it with the schedule the chain was made with (the same --test-fork), or a snoded that "
+            "knows that fork"
+        )
 
 
 def start(config: Config) -> None:

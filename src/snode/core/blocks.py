@@ -11,7 +11,6 @@ from snode.core.encoding import domain_hash, encode
 from snode.core.transactions import Transaction, txid
 from snode.core.types import Hash32, Height, PubKey, Signature, Timestamp
 
-BLOCK_VERSION: Final = 1
 ZERO_HASH: Final = bytes(32)
 ZERO_SIGNATURE: Final = bytes(64)
 
@@ -96,13 +95,13 @@ def producer_message(network_id: int, header_hash: bytes) -> bytes:
 
 
 def make_block(
-    *, height: int, prev_hash: bytes, timestamp: int, transactions: tuple[Transaction, ...],
+    *, version: int, height: int, prev_hash: bytes, timestamp: int, transactions: tuple[Transaction, ...],
     producer_key: SigningKey, network_id: int, round: int = 0, checkpoint: Checkpoint | None = None,
 ) -> Block:
-    """Assemble and sign a block (without validator signatures: a service-node block gets them
-    from its round's validators)."""
+    """Assemble and sign a block of header `version` (its height's fork's, `ForkRules`), without
+    validator signatures: a service-node block gets them from its round's validators."""
     header = BlockHeader(
-        version=BLOCK_VERSION, height=height, prev_hash=prev_hash, timestamp=timestamp,
+        version=version, height=height, prev_hash=prev_hash, timestamp=timestamp,
         tx_root=tx_root([txid(tx) for tx in transactions]),
         producer=producer_key.public, round=round, checkpoint=checkpoint,
     )

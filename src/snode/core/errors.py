@@ -31,6 +31,11 @@ class BadSignature(InvalidTransaction):
     """A transaction carries a signature that does not verify: never an honest mistake."""
 
 
+class WrongFork(InvalidTransaction):
+    """A transaction signed for the other side of a fork (its branch id): an honest mistake of
+    a wallet or a peer on another schedule, not a forgery."""
+
+
 class InvalidRegistration(InvalidTransaction):
     """A service-node registration breaks a staking rule."""
 

@@ -37,14 +37,14 @@ from typing import Final, TypeVar
 import immutables
 
 from snode.core.encoding import encode
-from snode.core.errors import BadSignature, InvalidTransaction, MempoolRejection
+from snode.core.errors import InvalidTransaction, MempoolRejection, SnodeError
 from snode.core.genesis import Consensus
 from snode.core.state import ChainState
-from snode.core.sigchecks import BatchVerifier, run_checks, verify_serially
+from snode.core.sigchecks import BatchVerifier, verify_serially
 from snode.core.transactions import (
     Registration, Stake, StateChange, Transaction, TxKind, UnlockRequest, payload_kind, txid,
 )
-from snode.core.tx_rules import apply_transaction
+from snode.core.tx_rules import apply_transaction, check_signatures
 
 MAX_POOL_BYTES: Final = 32_000_000
 """Encoded bytes the pool holds: 16 full blocks, about 32 minutes of full mainnet blocks."""
@@ -248,7 +248,7 @@ def admit(
     if entry.evictable:  # judged before the signatures: a refusal costs no signature check
         _check_floor(pool, entry)
         victims = _victims(pool, entry, consensus)
-    run_checks(checks, verifier, BadSignature)
+    check_signatures(state, tx, consensus, checks, block_time=now, verifier=verifier)
     if victims:
         pool = _evict(pool, victims, consensus, now)
     return _insert(pool, entry), entry
@@ -474,3 +474,19 @@ def select(
         used += entry.size
     return chosen, fees, stale
 
+
+def readmit(
+    pool: Mempool, state: ChainState, consensus: Consensus, *, now: int,
+    verifier: BatchVerifier = verify_serially,
+) -> tuple[Mempool, dict[TxKind, list[str]]]:
+    """Every pool transaction admitted again on `state`, signatures included (`recheck` skips
+    them): at a fork's activation, where the new rules and branch id refuse what the old ones
+    took. The new pool (with the old one's limits), and the refusals' reasons by kind."""
+    fresh = Mempool(limits=pool.limits)
+    refused: dict[TxKind, list[str]] = {}
+    for entry in sorted(pool.entries.values(), key=lambda e: e.arrival):
+        try:
+            fresh, _ = admit(fresh, entry.tx, state, consensus, now=now, verifier=verifier)
+        except SnodeError as err:
+            refused.setdefault(payload_kind(entry.tx.payload), []).append(err.reason)
+    return fresh, refused

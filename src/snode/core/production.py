@@ -33,6 +33,7 @@ def build_block(
     )
     coinbase = make_coinbase(state, key.public, fees, consensus)
     block = make_block(
+        version=consensus.params.rules_at(state.height + 1).block_version,
         height=state.height + 1, prev_hash=state.tip_hash, timestamp=timestamp,
         transactions=(coinbase, *returns, *txs), producer_key=key,
         network_id=consensus.params.network_id, round=round, checkpoint=checkpoint,

@@ -9,6 +9,10 @@ BIP 143 made segwit signatures do: the chain computes it from its own unspent ou
 signature made over an amount a daemon lied about is not valid, and a wallet told a smaller
 amount than it holds cannot be made to pay the difference as a fee. Version 1 signed the
 transaction alone; it is refused.
+
+From fork v2 on the signing hash also commits to the fork's branch id (Zcash ZIP 200), so that
+a transaction signed for one side of a fork is not valid on the other; v1's branch id, 0, keeps
+the hash it always had.
 """
 
 from __future__ import annotations
@@ -23,10 +27,14 @@ from snode.core.crypto import hash32
 from snode.core.encoding import domain_hash, encode
 from snode.core.errors import InvalidTransaction
 from snode.core.types import Amount, Hash32, Height, Ppm, PubKey, Signature, Timestamp
-from snode.params import MAX_TX_BYTES
+from snode.params import KNOWN_FORKS, MAX_TX_BYTES
 
 TX_VERSION: Final = 2
-"""Every transaction is of this version: its signatures commit to the spent outputs."""
+"""The version forks v1 and v2 make (`ForkRules.tx_version`): its signatures commit to the spent
+outputs."""
+KNOWN_TX_VERSIONS: Final = frozenset(v for rules in KNOWN_FORKS.values() for v in rules.tx_versions)
+"""The versions some fork accepts: any other is refused without a look at the chain (which of
+them a block may hold is its fork's rule, `tx_rules.check_version`)."""
 REFUSED_TX_VERSION: Final = 1
 """The version before, whose signatures did not commit to the spent outputs' amounts."""
 OutputIndex: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=65_535)]
@@ -207,30 +215,40 @@ def txid(tx: Transaction) -> bytes:
     return hash32(encode(tx))
 
 
-def signing_hash(tx: Transaction, spent: Sequence[TxOut], network_id: int) -> bytes:
-    """What the input owners sign, on one network: the transaction without its signatures, then
-    the output each input spends (its owner and amount, in input order)."""
+def signing_hash(tx: Transaction, spent: Sequence[TxOut], network_id: int, branch_id: int) -> bytes:
+    """What the input owners sign, on one network and one side of a fork (`branch_id`,
+    `ForkRules.branch_id`): the transaction without its signatures, then the output each input
+    spends (its owner and amount, in input order)."""
     unsigned = msgspec.structs.replace(tx, signatures=())
-    return _signing_hash(encode(unsigned), tx, spent, network_id)
+    return _signing_hash(encode(unsigned), tx, spent, network_id, branch_id)
 
 
 _EMPTY_ARRAY: Final = encode(())
 
 
-def signing_hash_of_encoded(tx: Transaction, encoded: bytes, spent: Sequence[TxOut], network_id: int) -> bytes:
-    """`signing_hash(tx, spent, network_id)`, given `encoded == encode(tx)`: signatures are the
+def signing_hash_of_encoded(
+    tx: Transaction, encoded: bytes, spent: Sequence[TxOut], network_id: int, branch_id: int,
+) -> bytes:
+    """`signing_hash(tx, spent, network_id, branch_id)`, given `encoded == encode(tx)`: signatures are the
     last field of the record, so the unsigned form is the encoding with its signatures' array
     replaced by an empty one (no second encoding of the whole transaction)."""
     signatures = encode(tx.signatures)
     if not encoded.endswith(signatures):
         raise ValueError("encoded is not the encoding of tx")
-    return _signing_hash(encoded[:len(encoded) - len(signatures)] + _EMPTY_ARRAY, tx, spent, network_id)
+    unsigned = encoded[:len(encoded) - len(signatures)] + _EMPTY_ARRAY
+    return _signing_hash(unsigned, tx, spent, network_id, branch_id)
 
 
-def _signing_hash(unsigned: bytes, tx: Transaction, spent: Sequence[TxOut], network_id: int) -> bytes:
+def _signing_hash(
+    unsigned: bytes, tx: Transaction, spent: Sequence[TxOut], network_id: int, branch_id: int,
+) -> bytes:
     if len(spent) != len(tx.inputs):
         raise ValueError(f"{len(spent)} spent outputs given for {len(tx.inputs)} inputs")
-    return domain_hash(b"tx", network_id, unsigned + encode(tuple(spent)))
+    body = unsigned + encode(tuple(spent))
+    if branch_id == 0:  # v1: the hash from before branch ids, unchanged
+        return domain_hash(b"tx", network_id, body)
+    # Its own domain tag: no v1 message can equal a branch's, whatever the bytes.
+    return domain_hash(b"tx-branch", network_id, branch_id.to_bytes(4, "big") + body)
 
 
 def registration_hash(
@@ -254,7 +272,7 @@ def check_stateless(tx: Transaction, size: int | None = None) -> int:
     caller has already encoded the transaction)."""
     if size is None:
         size = len(encode(tx))
-    if tx.version != TX_VERSION:
+    if tx.version not in KNOWN_TX_VERSIONS:
         raise InvalidTransaction(_version_refusal(tx.version))
     if size > MAX_TX_BYTES:
         raise InvalidTransaction(f"transaction is {size} bytes; the limit is {MAX_TX_BYTES}")

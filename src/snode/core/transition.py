@@ -31,7 +31,7 @@ import msgspec
 
 from snode.core import service_nodes as sn_rules
 from snode.core.blocks import (
-    BLOCK_VERSION, Block, BlockHeader, encode_block_from_parts, producer_message, tx_root,
+    Block, BlockHeader, encode_block_from_parts, producer_message, tx_root,
 )
 from snode.core.crypto import hash32, verify
 from snode.core.encoding import encode
@@ -47,15 +47,15 @@ from snode.core.state import (
     registry_index, updated_index, with_index,
 )
 from snode.core.transactions import (
-    TX_VERSION, Coinbase, Transaction, TxOut, check_stateless, outpoint_key, txid,
+    Coinbase, Transaction, TxOut, check_stateless, outpoint_key, txid,
 )
-from snode.core.tx_rules import Working, apply_one, apply_transaction, check_transaction
+from snode.core.tx_rules import Working, apply_one, apply_transaction, check_transaction, check_version
 from snode.params import MAX_BLOCK_BYTES, MAX_FUTURE_BLOCK_TIME, STATE_CHANGE_WINDOW
 
 __all__ = [  # what other modules take from here; the transaction rules live in tx_rules
     "AppliedBlock", "BatchVerifier", "EncodedBlock", "SigCheck", "apply_block", "apply_block_encoded",
     "apply_block_parts", "after_stake_returns", "apply_transaction", "check_block_size",
-    "check_block_stateless", "check_header", "check_not_future", "check_transaction",
+    "check_block_stateless", "check_block_version", "check_header", "check_not_future", "check_transaction",
     "coinbase_outputs", "fee_recipient", "make_coinbase", "verify_serially",
 ]
 
@@ -94,8 +94,7 @@ def check_header(state: ChainState, block: Block, consensus: Consensus, now: int
     """Header rules that need only the parent state. Returns the round's quorum of a
     service-node block (whose validators must have signed), None for an authority block."""
     h = block.header
-    if h.version != BLOCK_VERSION:
-        raise InvalidBlock(f"unknown block version {h.version}")
+    check_block_version(h, consensus)
     if h.height != state.height + 1:
         raise InvalidBlock(f"block height {h.height} does not follow the tip at {state.height}")
     if h.prev_hash != state.tip_hash:
@@ -111,6 +110,18 @@ def check_header(state: ChainState, block: Block, consensus: Consensus, now: int
     if not block.transactions or not isinstance(block.transactions[0].payload, Coinbase):
         raise InvalidBlock("block does not start with a coinbase")
     return quorum
+
+
+def check_block_version(h: BlockHeader, consensus: Consensus) -> None:
+    """A block carries the header version its height's fork names, and no other."""
+    rules = consensus.params.rules_at(h.height)
+    if h.version != rules.block_version:
+        fork = consensus.params.fork_of(rules)
+        since = f" from height {fork.height}" if fork is not None else ""
+        raise InvalidBlock(
+            f"block {h.height} has version {h.version}; this chain is on fork {rules.name}{since}, "
+            f"whose blocks are version {rules.block_version}"
+        )
 
 
 def check_block_stateless(block: Block, consensus: Consensus) -> None:
@@ -268,7 +279,8 @@ def coinbase_outputs(
 def make_coinbase(state: ChainState, producer: bytes, fees: int, consensus: Consensus) -> Transaction:
     """The coinbase transaction a producer puts first in the block after `state`."""
     outputs, _ = coinbase_outputs(state, producer, fees, consensus)
-    return Transaction(TX_VERSION, (), outputs, Coinbase(state.height + 1), ())
+    version = consensus.params.rules_at(state.height + 1).tx_version
+    return Transaction(version, (), outputs, Coinbase(state.height + 1), ())
 
 
 def _pay_reward(
@@ -279,6 +291,10 @@ def _pay_reward(
     header = block.header
     coinbase = block.transactions[0]
     check_stateless(coinbase, len(enc.txs[0]))
+    try:
+        check_version(coinbase, consensus.params.rules_at(header.height))
+    except InvalidTransaction as err:
+        raise InvalidBlock(f"block {header.height} coinbase: {err.reason}") from None
     expected, winner = coinbase_outputs(state, header.producer, fees, consensus)
     if coinbase.payload != Coinbase(header.height) or coinbase.outputs != expected:
         raise InvalidBlock("block coinbase does not pay the expected reward and fees")

@@ -14,7 +14,7 @@ from typing import assert_never
 
 from snode.core import service_nodes as sn_rules
 from snode.core.encoding import encode
-from snode.core.errors import BadSignature, InvalidStateChange, InvalidTransaction
+from snode.core.errors import BadSignature, InvalidStateChange, InvalidTransaction, WrongFork
 from snode.core.genesis import Consensus
 from snode.core.sigchecks import BatchVerifier, SigCheck, run_checks, verify_serially
 from snode.core.state import (
@@ -27,7 +27,7 @@ from snode.core.transactions import (
     check_stateless, registration_hash, signing_hash_of_encoded, state_change_hash, txid,
 )
 from snode.core.units import format_coins
-from snode.params import STATE_CHANGE_WINDOW
+from snode.params import KNOWN_FORKS, STATE_CHANGE_WINDOW, ForkRules
 
 
 class Working:
@@ -46,13 +46,17 @@ class Working:
 
 def apply_one(
     w: Working, tx: Transaction, tx_id: bytes, height: int, block_time: int, consensus: Consensus,
-    encoded: bytes | None = None,
+    encoded: bytes | None = None, signed_for: ForkRules | None = None,
 ) -> int:
     """Apply one non-coinbase transaction to w at `height`; returns its fee. `encoded` is
-    `encode(tx)` when the caller has it (one encoding serves size, id and signing hash)."""
+    `encode(tx)` when the caller has it (one encoding serves size, id and signing hash).
+    `signed_for`: the fork whose branch id the signature checks use (None: the fork of
+    `height`, as consensus wants; another only to say which fork a refused one was signed for)."""
     if encoded is None:
         encoded = encode(tx)
     size = check_stateless(tx, len(encoded))
+    rules = consensus.params.rules_at(height)
+    check_version(tx, rules)
     payload = tx.payload
     match payload:
         case Coinbase():
@@ -66,22 +70,31 @@ def apply_one(
             _apply_state_change(w, tx, payload, tx_id, height, consensus)
             return 0
         case UnlockRequest():
-            _apply_unlock_request(w, tx, payload, height, consensus, encoded)
+            _apply_unlock_request(w, tx, payload, height, consensus, encoded, signed_for or rules)
             return 0
         case Transfer() | Registration() | Stake():
-            return _apply_spend(w, tx, tx_id, height, block_time, consensus, encoded, size)
+            return _apply_spend(w, tx, tx_id, height, block_time, consensus, encoded, size, signed_for or rules)
         case _:
             assert_never(payload)
 
 
+def check_version(tx: Transaction, rules: ForkRules) -> None:
+    """A transaction's version must be one its block's fork accepts."""
+    if tx.version not in rules.tx_versions:
+        raise InvalidTransaction(
+            f"transaction version {tx.version} is not valid in fork {rules.name}, which accepts "
+            f"version {', '.join(map(str, rules.tx_versions))}"
+        )
+
+
 def _apply_spend(
     w: Working, tx: Transaction, tx_id: bytes, height: int, block_time: int, consensus: Consensus,
-    encoded: bytes, size: int,
+    encoded: bytes, size: int, signed_for: ForkRules,
 ) -> int:
     """A transaction that spends outputs: its inputs, what its payload locks up, its outputs,
     its fee."""
     params = consensus.params
-    total_in, owners = _spend_inputs(w, tx, tx_id, height, encoded, params.network_id)
+    total_in, owners = _spend_inputs(w, tx, tx_id, height, encoded, params.network_id, signed_for.branch_id)
     payload = tx.payload
     match payload:
         case Registration():
@@ -116,6 +129,7 @@ def _apply_spend(
 
 def _spend_inputs(
     w: Working, tx: Transaction, tx_id: bytes, height: int, encoded: bytes, network_id: int,
+    branch_id: int,
 ) -> tuple[int, list[bytes]]:
     """Spend each input (unspent, unlocked), collecting its owner's signature check over the
     signing hash of what the chain holds for it (owner and amount); the total spent and the
@@ -140,7 +154,7 @@ def _spend_inputs(
         total_in += entry.amount
         owners.append(entry.owner)
         spent.append(TxOut(entry.owner, entry.amount))
-    message = signing_hash_of_encoded(tx, encoded, spent, network_id)
+    message = signing_hash_of_encoded(tx, encoded, spent, network_id, branch_id)
     for i, owner in enumerate(owners):
         w.checks.append(SigCheck(owner, message, tx.signatures[i], f"transaction {short} input {i}"))
     return total_in, owners
@@ -186,14 +200,14 @@ def _apply_stake(w: Working, stake: Stake, owners: list[bytes], height: int, con
 
 def _apply_unlock_request(
     w: Working, tx: Transaction, request: UnlockRequest, height: int, consensus: Consensus,
-    encoded: bytes,
+    encoded: bytes, signed_for: ForkRules,
 ) -> None:
     """A contributor's request to unlock its node, signed by the contributor's key."""
     params = consensus.params
     node = w.service_nodes.get(request.sn_pubkey)
     updated = check_unlock_request(node, request.sn_pubkey, request.contributor, height, params)
     w.checks.append(SigCheck(
-        request.contributor, signing_hash_of_encoded(tx, encoded, (), params.network_id),
+        request.contributor, signing_hash_of_encoded(tx, encoded, (), params.network_id, signed_for.branch_id),
         tx.signatures[0], f"unlock request for service node {request.sn_pubkey.hex()[:16]}",
     ))
     w.service_nodes.set(request.sn_pubkey, updated)
@@ -258,15 +272,16 @@ def _deregister(
 
 def apply_transaction(
     state: ChainState, tx: Transaction, consensus: Consensus, *, block_time: int,
-    tx_id: bytes | None = None,
+    tx_id: bytes | None = None, signed_for: ForkRules | None = None,
 ) -> tuple[ChainState, int, list[SigCheck]]:
     """Apply one transaction as if in the block after `state`, without checking signatures.
 
     Returns the state with its outputs and registry updated (height and tip unchanged), the fee,
-    and the signature checks still to be made.
+    and the signature checks still to be made (over `signed_for`'s branch id; None: the next
+    block's fork).
     """
     w = Working(state)
-    fee = apply_one(w, tx, tx_id or txid(tx), state.height + 1, block_time, consensus)
+    fee = apply_one(w, tx, tx_id or txid(tx), state.height + 1, block_time, consensus, signed_for=signed_for)
     service_nodes = w.service_nodes.finish()
     index = current_index(state)
     if index is not None:
@@ -286,5 +301,51 @@ def check_transaction(
     The mempool's admission check: the same rules as in a block, against the tip.
     """
     _, fee, checks = apply_transaction(state, tx, consensus, block_time=block_time)
-    run_checks(checks, verifier, BadSignature)
+    check_signatures(state, tx, consensus, checks, block_time=block_time, verifier=verifier)
     return fee
+
+
+def check_signatures(
+    state: ChainState, tx: Transaction, consensus: Consensus, checks: list[SigCheck], *,
+    block_time: int, verifier: BatchVerifier = verify_serially,
+) -> None:
+    """Run `tx`'s signature checks (from `apply_transaction`); BadSignature if one fails, or
+    WrongFork where they verify under another fork's branch id (signed for the other side)."""
+    try:
+        run_checks(checks, verifier, BadSignature)
+    except BadSignature as err:
+        signed_for = _signed_for(state, tx, consensus, block_time)
+        if signed_for is None:
+            raise
+        raise WrongFork(_wrong_fork(tx, signed_for, state.height + 1, consensus)) from err
+
+
+def _signed_for(state: ChainState, tx: Transaction, consensus: Consensus, block_time: int) -> ForkRules | None:
+    """The other fork whose branch id `tx`'s signatures verify with, if any: a refused
+    transaction is then said to be signed for the other side of a fork, not forged. Runs only
+    after a bad signature, at most once per fork this snoded knows."""
+    here = consensus.params.rules_at(state.height + 1)
+    for rules in KNOWN_FORKS.values():
+        if rules.branch_id == here.branch_id:
+            continue
+        _, _, checks = apply_transaction(state, tx, consensus, block_time=block_time, signed_for=rules)
+        if checks and verify_serially(checks) < 0:
+            return rules
+    return None
+
+
+def _wrong_fork(tx: Transaction, signed_for: ForkRules, height: int, consensus: Consensus) -> str:
+    """The refusal of a transaction signed for another fork than the one of `height`."""
+    params = consensus.params
+    here = params.rules_at(height)
+    short = txid(tx).hex()[:16]
+    order = list(KNOWN_FORKS)
+    if order.index(signed_for.name) > order.index(here.name):
+        theirs = params.fork_of(signed_for)
+        when = f"starts at height {theirs.height}" if theirs is not None else "this network has not scheduled"
+        return (f"transaction {short} is signed for fork {signed_for.name}, which {when}; this "
+                f"chain is on {here.name}: sign it again")
+    start = params.fork_of(here)
+    since = f" from height {start.height}" if start is not None else ""
+    return (f"transaction {short} is signed for fork {signed_for.name}; this chain is on "
+            f"{here.name}{since}: sign it again")

@@ -1,11 +1,16 @@
 """Building and signing spending transactions: coin selection, change and fee.
 
 Pure: the caller gives the spendable outputs it knows of (from its scan of the chain) and the key.
+A transaction is signed for one fork (`signed_for`, the fork of the block it is meant for: a
+wallet asks `params.rules_at(tip + 1)`); v1, the default, is the fork of a chain that has
+passed none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import msgspec
 
 from snode.core.crypto import SigningKey
 from snode.core.encoding import encode
@@ -22,7 +27,7 @@ __all__ = [
 ]
 from snode.core.types import SIGNATURE_BYTES
 from snode.core.units import format_coins
-from snode.params import COIN, NetworkParams
+from snode.params import COIN, V1, ForkRules, NetworkParams
 
 Spendable = tuple[OutPoint, UtxoEntry]
 
@@ -43,7 +48,7 @@ def estimate_fee(n_inputs: int, outputs: Sequence[TxOut], payload: Payload, para
 
 def build_spend(
     spendable: Sequence[Spendable], key: SigningKey, outputs: Sequence[TxOut], payload: Payload,
-    params: NetworkParams,
+    params: NetworkParams, *, signed_for: ForkRules = V1,
 ) -> Transaction:
     """Pick inputs of `key` (largest first), add change, pay the minimum fee, sign.
 
@@ -72,32 +77,35 @@ def build_spend(
     change = total - target - fee
     if change > 0:
         all_outputs.append(TxOut(key.public, change))
-    return sign_spend(key, chosen, all_outputs, payload, params)
+    return sign_spend(key, chosen, all_outputs, payload, params, signed_for=signed_for)
 
 
 def sign_spend(
     key: SigningKey, inputs: Sequence[Spendable], outputs: Sequence[TxOut], payload: Payload,
-    params: NetworkParams,
+    params: NetworkParams, *, signed_for: ForkRules = V1,
 ) -> Transaction:
     """The transaction spending `inputs` (all of them `key`'s), signed by `key` over the owner
     and amount the caller knows for each: a chain that holds another amount refuses it."""
     ops = tuple(op for op, _ in inputs)
-    unsigned = Transaction(TX_VERSION, ops, tuple(outputs), payload, ())
+    version = signed_for.tx_version
+    unsigned = Transaction(version, ops, tuple(outputs), payload, ())
     message = signing_hash(unsigned, [TxOut(entry.owner, entry.amount) for _, entry in inputs],
-                           params.network_id)
-    return Transaction(TX_VERSION, ops, tuple(outputs), payload, tuple(key.sign(message) for _ in ops))
+                           params.network_id, signed_for.branch_id)
+    return Transaction(version, ops, tuple(outputs), payload, tuple(key.sign(message) for _ in ops))
 
 
 def build_transfer(
-    spendable: Sequence[Spendable], key: SigningKey, to: bytes, amount: int, params: NetworkParams
+    spendable: Sequence[Spendable], key: SigningKey, to: bytes, amount: int, params: NetworkParams,
+    *, signed_for: ForkRules = V1,
 ) -> Transaction:
     """A signed transfer of `amount` to public key `to`."""
-    return build_spend(spendable, key, [TxOut(to, amount)], Transfer(), params)
+    return build_spend(spendable, key, [TxOut(to, amount)], Transfer(), params, signed_for=signed_for)
 
 
-def build_unlock_request(key: SigningKey, sn_pubkey: bytes, params: NetworkParams) -> Transaction:
+def build_unlock_request(
+    key: SigningKey, sn_pubkey: bytes, params: NetworkParams, *, signed_for: ForkRules = V1,
+) -> Transaction:
     """A contributor's signed request to unlock its stake on `sn_pubkey` (no inputs, no fee)."""
-    unsigned = Transaction(TX_VERSION, (), (), UnlockRequest(sn_pubkey, key.public), ())
-    return Transaction(
-        TX_VERSION, (), (), unsigned.payload, (key.sign(signing_hash(unsigned, (), params.network_id)),)
-    )
+    unsigned = Transaction(signed_for.tx_version, (), (), UnlockRequest(sn_pubkey, key.public), ())
+    signature = key.sign(signing_hash(unsigned, (), params.network_id, signed_for.branch_id))
+    return msgspec.structs.replace(unsigned, signatures=(signature,))

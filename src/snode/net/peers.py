@@ -28,6 +28,7 @@ from snode.core.errors import SnodeError
 from snode.net import limits as L
 from snode.net import protocol as P
 from snode.net.addrman import AddressBook, network_group
+from snode.net.fork_id import ForkId, compatibility, fork_id
 from snode.net.admission import admit, limited
 from snode.net.bans import Bans, Scores, address_key
 from snode.net.dialer import Dialer
@@ -320,6 +321,8 @@ class PeerManager:
             if peer.dialled in self._unreachable:
                 self._unreachable.discard(peer.dialled)
                 log.warning("priority node %s can be reached again", peer.dialled)
+            if first.version >= P.FORK_ID_VERSION:
+                peer.send(self._fork_status())
             peer.send(P.GetPeers())
             self.node.hub.publish(PeerConnected(peer, peer.height))
             while not peer.writer.is_closing():
@@ -379,6 +382,21 @@ class PeerManager:
             top_hash=node.state.tip_hash, listen_port=self.listen_port, nonce=self.nonce,
         )
 
+    def _fork_status(self) -> P.ForkStatus:
+        node = self.node
+        mine = fork_id(node.consensus.genesis_hash, node.params.forks, node.height)
+        return P.ForkStatus(fork_hash=mine.hash, next_fork=mine.next)
+
+    def _check_fork(self, peer: Peer, status: P.ForkStatus) -> None:
+        """EIP-2124: a peer on another branch is dropped with one line, not banned (it is not
+        misbehaving: one of the two nodes missed an upgrade)."""
+        node = self.node
+        refusal = compatibility(node.consensus.genesis_hash, node.params.forks, node.height,
+                                ForkId(status.fork_hash, status.next_fork))
+        if refusal is not None:
+            log.warning("dropping peer %s: %s", peer.name, refusal, extra=limited(peer))
+            peer.close()
+
     def _accept_hello(self, peer: Peer, hello: P.Hello) -> bool:
         node = self.node
         if hello.nonce == self.nonce:
@@ -413,6 +431,8 @@ class PeerManager:
                 pass
             case P.Hello():
                 raise ProtocolViolation("sent Hello twice")
+            case P.ForkStatus():
+                self._check_fork(peer, message)
             case P.GetPeers():
                 addresses = [p.listen_address for p in self.peers if p.listen_address and p is not peer]
                 peer.send(P.Peers(addresses=addresses[:P.MAX_PEER_ADDRESSES]))

@@ -27,16 +27,20 @@ from snode.net.limits import MAX_CONTROL_FRAME
 from snode.params import MAX_BLOCK_BYTES, MAX_TX_BYTES
 
 PROTOCOL_VERSION: Final = 4
-"""4: a node announces its tip to version-4 peers as a `TipHeader` (the tip's header and
-signatures, so that the receiver can check the height it claims), right after the handshake and
-whenever a batch moves it; older peers still get `Tip`. 3: a relayed uptime proof is announced
-by its id (`ProofInv`) and sent only to a peer that asks for it (`GetProofs`, answered by one
-`Proofs`); a node sends these three only to peers of version 3 or later, and still pushes
-relayed proofs (`Proof`) to version-2 peers. 2: a proof verdict names the proof it answers (its
-timestamp) and carries a `ProofRefusal` code, not text; the version-1 ProofRejected (tag 12,
-free text) is gone from the wire."""
+"""4: right after the handshake each side sends a peer of version 4 or later its fork identity
+(`ForkStatus`, EIP-2124: `net.fork_id`), and a node announces its tip to version-4 peers as a
+`TipHeader` (the tip's header and signatures, so that the receiver can check the height it
+claims), right after the handshake and whenever a batch moves it; older peers still get `Tip`.
+3: a relayed uptime proof is announced by its id (`ProofInv`) and sent only to a peer that asks
+for it (`GetProofs`, answered by one `Proofs`); a node sends these three only to peers of
+version 3 or later, and still pushes relayed proofs (`Proof`) to version-2 peers. 2: a proof
+verdict names the proof it answers (its timestamp) and carries a `ProofRefusal` code, not text;
+the version-1 ProofRejected (tag 12, free text) is gone from the wire."""
 MIN_PROTOCOL_VERSION: Final = 2
 """Peers announcing an older version are dropped at the handshake: their verdicts would not decode."""
+FORK_ID_VERSION: Final = 4
+"""The first version that takes ForkStatus (an older peer would ban its sender: the fork id is
+not in Hello, whose canonical decoding refuses fields an older node does not know)."""
 PROOF_INV_VERSION: Final = 3
 """The first version that takes ProofInv, GetProofs and Proofs (an older peer bans their sender)."""
 TIP_HEADER_VERSION: Final = 4
@@ -202,9 +206,19 @@ class Proofs(msgspec.Struct, frozen=True, array_like=True, tag=18):
     proofs: Annotated[list[UptimeProof], msgspec.Meta(max_length=MAX_PROOF_IDS)]
 
 
+class ForkStatus(msgspec.Struct, frozen=True, array_like=True, tag=20):
+    """The sender's fork identity (`net.fork_id.ForkId`), sent once right after the handshake
+    to a peer of FORK_ID_VERSION or later: a peer on another branch is then dropped, not banned."""
+
+    fork_hash: Annotated[bytes, msgspec.Meta(min_length=4, max_length=4)]
+    """The hash of the sender's genesis and the heights of the forks it has passed."""
+    next_fork: Height
+    """The height of the sender's next scheduled fork; 0: none."""
+
+
 Message: TypeAlias = Union[
     Hello, Ping, Pong, Tip, GetBlocks, Blocks, NewBlock, NewTransaction, GetPeers, Peers, Proof,
-    ProofRejected, NewCheckpoint, ProofAck, ProofInv, GetProofs, Proofs, TipHeader,
+    ProofRejected, NewCheckpoint, ProofAck, ProofInv, GetProofs, Proofs, TipHeader, ForkStatus,
 ]
 
 

@@ -401,10 +401,13 @@ class Node:
         if len(blocks) == 1 and abs(now - blocks[0].header.timestamp) <= LIVE_SECONDS:
             self.participation.record(block_updates(self._state, blocks[0], self.params), blocks[0].header.timestamp)
         self.participation.keep_active(state, [k for u in undos for k, _ in u.service_nodes] if undos else None)
+        activation = self.params.rules_at(state.height + 1) != self.params.rules_at(self._state.height + 1)
         self._state = state
         if not mined:
             mined = [txid(tx) for block in blocks for tx in block.transactions]
         self._pool_after(blocks, undos, mined, now)
+        if activation:
+            self._readmit_pool(state, now)
         self.revision += 1
         last = blocks[-1]
         log.info("block %d %s: %d transaction%s%s; mempool %d (%d accepted since the last block)",
@@ -440,6 +443,17 @@ class Node:
             if self.pool is not before:
                 self.revision += 1
         return len(queue)
+
+    def _readmit_pool(self, state: ChainState, now: int) -> None:
+        """The next block is on another fork: the pool is admitted again under its rules, and
+        what they refuse leaves with one line per kind of transaction."""
+        rules = self.params.rules_at(state.height + 1)
+        fork = self.params.fork_of(rules)
+        self.pool, refused = mp.readmit(self.pool, state, self.consensus, now=now, verifier=self.verifier)
+        for kind, reasons in refused.items():
+            log.warning("fork %s from height %d: %d %s transaction%s left the mempool (%s)", rules.name,
+                        fork.height if fork is not None else state.height + 1, len(reasons), kind.value,
+                        "" if len(reasons) == 1 else "s", reasons[0])
 
     # --- reorganisations ----------------------------------------------------------------------
 

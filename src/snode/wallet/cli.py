@@ -30,7 +30,7 @@ from snode.common.files import default_data_dir
 from snode.common.usage_words import usage_words
 from snode.core.errors import SnodeError
 from snode.core.units import whole_number
-from snode.params import MAINNET, NETWORKS, NetworkParams
+from snode.params import MAINNET, NETWORKS, NetworkParams, ScheduleError, schedule_test_forks
 from snode.wallet import commands, keystore
 from snode.wallet.daemon import DaemonClient
 from snode.wallet.errors import OptionError, WalletError, WalletFileError
@@ -132,6 +132,8 @@ def _idle_seconds(ctx: click.Context, param: click.Parameter, value: str) -> int
 @click.option("--testnet", is_flag=True, help="Use the test network.")
 @click.option("--devnet", is_flag=True, help="Use a local development network.")
 @click.option("--regtest", is_flag=True, help="Use the regression-test network.")
+@click.option("--test-fork", "test_forks", multiple=True, metavar="NAME@HEIGHT",
+              help="Devnet/regtest: the daemon's --test-fork schedule, to sign for its forks (repeatable).")
 @click.option("--password-file", metavar="FILE",
               help="Read the password from the first line of FILE (never give it on the command line).")
 @click.option("--command", "command_line", metavar="COMMAND", help='Run one command, e.g. "balance", and exit.')
@@ -159,10 +161,13 @@ def cli(
     password_file: str | None, command_line: str | None, yes: bool, generate: bool,
     restore_seed_file: str | None, idle_timeout: int, rpc_server: bool, rpc_bind: str | None,
     rpc_login_file: str | None, rpc_login: str | None, disable_rpc_login: bool, data_dir: str | None,
-    daemon_login_file: str | None,
+    daemon_login_file: str | None, test_forks: tuple[str, ...],
 ) -> None:
     """The snode wallet: balances, transfers, service-node registration and staking."""
-    params = _network(testnet, devnet, regtest)
+    try:
+        params = schedule_test_forks(_network(testnet, devnet, regtest), test_forks)
+    except ScheduleError as err:
+        raise OptionError(f"--test-fork: {err}") from None
     address = daemon_address or f"127.0.0.1:{params.rpc_port}"
     daemon = DaemonClient(address, login=_daemon_login(params, address, data_dir, daemon_login_file))
     session = Session(wallet_file or default_wallet_file(params), params, daemon, password_file)

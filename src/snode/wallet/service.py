@@ -236,7 +236,8 @@ class WalletService:
             "An unlock request cannot be taken back.",
         )
         return Pending(
-            tx=build_unlock_request(self.key, pubkey, self.params), fee=0, lines=lines,
+            tx=build_unlock_request(self.key, pubkey, self.params, signed_for=self.params.rules_at(height + 1)),
+            fee=0, lines=lines,
             question="Request the unlock of this service node? (Yes/No): ",
         )
 
@@ -260,7 +261,10 @@ class WalletService:
             raise InvalidTransaction(
                 not_enough(have, target, fee, balance, self.params.unlock_confirmations)
             )
-        tx = build_spend(available, self.key, outputs, payload, self.params)
+        # Signed for the fork of the next block: the one it can enter (a block later, across a
+        # fork, it would be refused with that reason and must be made again).
+        tx = build_spend(available, self.key, outputs, payload, self.params,
+                         signed_for=self.params.rules_at(height + 1))
         return tx, fee_of(tx, available)
 
     def submit(self, pending: Pending) -> str:
