@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from aiohttp import web
 
@@ -99,16 +99,14 @@ class _Gated(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
         if not self.gate.admit(self):
-            assert isinstance(transport, asyncio.Transport)
-            transport.abort()
+            cast(asyncio.Transport, transport).abort()  # uvloop's transports are no subclass
             return
         self.inner = self.gate.make()
         self.inner.connection_made(transport)
 
     def close(self) -> None:
         if self.transport is not None:
-            assert isinstance(self.transport, asyncio.Transport)
-            self.transport.abort()
+            cast(asyncio.Transport, self.transport).abort()
 
     def data_received(self, data: bytes) -> None:
         if not self.headed:

@@ -103,8 +103,15 @@ class ListenerGuard:
         self._pending_per_ip: Counter[str] = Counter()
         self.refused = 0
         """Connections this guard cut (a figure for tests and logs)."""
+        self._spare = os.open(os.devnull, os.O_RDONLY)
+        """A descriptor number of our own that `_claim` duplicates a connection onto (dup2): a
+        claim needs no free descriptor, so it works when a flood has taken them all."""
+        self._blank = os.open(os.devnull, os.O_RDONLY)
+        """What the spare number holds between claims."""
         self._fd = int(monitor.getsockopt(zmq.FD))
         asyncio.get_running_loop().add_reader(self._fd, self._on_signal)
+        # Read once now: ZeroMQ signals the FD only after a read has found the pipe empty.
+        self._on_signal()
 
     def close(self) -> None:
         """Stop watching (before the listening socket closes)."""
@@ -114,6 +121,8 @@ class ListenerGuard:
         except zmq.ZMQError:
             pass
         self._monitor.close(linger=0)
+        os.close(self._spare)
+        os.close(self._blank)
 
     def holding(self, ip: str | None = None) -> int:
         """Open connections (of `ip`, or all) as the guard counts them."""
@@ -154,17 +163,19 @@ class ListenerGuard:
             self._events.append((event, fd))
 
     def _accepted(self, fd: int) -> None:
-        peer = self._claim(fd)
-        if peer is None:
+        ip = self._claim(fd)
+        if ip is None:
             return  # already closed by ZeroMQ
-        dup, ip = peer
-        with dup:
-            refusal = self._refusal(fd, ip)
-            if refusal is not None:
-                self.refused += 1
-                log.info("%s: cut a connection from %s: %s", self.name, ip, refusal, extra=LIMITED)
-                _cut(dup)
-                return
+        refusal, evict = self._refusal(fd, ip)
+        if refusal is not None:
+            self.refused += 1
+            log.info("%s: cut a connection from %s: %s", self.name, ip, refusal, extra=LIMITED)
+            _cut(self._spare)
+        os.dup2(self._blank, self._spare)
+        if refusal is not None:
+            return
+        if evict is not None:
+            self._cut_open(evict)
         self._open[fd] = ip
         self._per_ip[ip] += 1
         self._pending[fd] = (ip, time.monotonic())
@@ -195,60 +206,69 @@ class ListenerGuard:
                 return
             self._unpend(fd)
 
-    def _claim(self, fd: int) -> tuple[socket.socket, str] | None:
-        """A dup of descriptor `fd` and its peer's IP, if `fd` is still the connection its
-        latest event names (see the module); None when that connection is already gone."""
+    def _claim(self, fd: int) -> str | None:
+        """Put a duplicate of descriptor `fd` on the spare number and return its peer's IP, if
+        `fd` is still the connection its latest event names (see the module); None when that
+        connection is already gone. The caller puts the blank back (dup2) when done."""
         if self._closing[fd]:
             return None
         try:
-            dup = socket.socket(fileno=os.dup(fd))
+            os.dup2(fd, self._spare)
         except OSError:
             return None
         self._pull()
+        if self._closing[fd]:
+            return None
         try:
-            if self._closing[fd]:
-                dup.close()
-                return None
-            return dup, str(dup.getpeername()[0])
+            return str(_peer(self._spare)[0])
         except (OSError, IndexError):
-            dup.close()
             return None
 
-    def _refusal(self, fd: int, ip: str) -> str | None:
-        """Why a new connection from `ip` on descriptor `fd` is cut; None: it may stay (the oldest
-        connection still in its handshake may be cut to make room)."""
+    def _refusal(self, fd: int, ip: str) -> tuple[str | None, int | None]:
+        """Why a new connection from `ip` on descriptor `fd` is cut (None: it may stay), and the
+        descriptor of the oldest connection still in its handshake to cut to make room for it."""
         caps = self.caps
         if self.descriptors is not None and self.descriptors.short_of(fd):
-            return "file descriptors are short"
+            return "file descriptors are short", None
         self._expire(time.monotonic())
         if self._pending_per_ip[ip] >= caps.pending_per_ip:
-            return f"{caps.pending_per_ip} connections from that address still in their handshake"
+            return f"{caps.pending_per_ip} connections from that address still in their handshake", None
         if caps.per_ip is not None and self._per_ip[ip] >= caps.per_ip:
-            return f"{caps.per_ip} connections from that address already"
+            return f"{caps.per_ip} connections from that address already", None
         if caps.total is not None and len(self._open) >= caps.total:
-            return f"{caps.total} connections already"
+            return f"{caps.total} connections already", None
         if caps.pending is not None and len(self._pending) >= caps.pending:
-            self._cut_open(next(iter(self._pending)))
-        return None
+            return None, next(iter(self._pending))
+        return None, None
 
     def _cut_open(self, fd: int) -> None:
         """Cut the counted connection on `fd` (the oldest still in its handshake)."""
         ip = self._open[fd]
         self._forget(fd)
-        claimed = self._claim(fd)
-        if claimed is None:
-            return
-        with claimed[0] as dup:
+        if self._claim(fd) is not None:
             self.refused += 1
-            log.info("%s: cut a connection from %s, still in its handshake, to make room", self.name,
-                     ip, extra=LIMITED)
-            _cut(dup)
+            log.info("%s: cut a connection from %s, still in its handshake, to make room",
+                     self.name, ip, extra=LIMITED)
+            _cut(self._spare)
+        os.dup2(self._blank, self._spare)
 
 
-def _cut(dup: socket.socket) -> None:
-    """End the connection under a dup'ed descriptor: ZeroMQ's own descriptor then reads EOF and
-    ZeroMQ closes it (closing only our dup would leave the connection open)."""
+def _peer(fd: int) -> tuple[str, int]:
+    """getpeername of a socket descriptor, which stays open."""
+    sock = socket.socket(fileno=fd)
     try:
-        dup.shutdown(socket.SHUT_RDWR)
+        return sock.getpeername()
+    finally:
+        sock.detach()
+
+
+def _cut(fd: int) -> None:
+    """End the connection under a duplicated descriptor: ZeroMQ's own descriptor then reads EOF
+    and ZeroMQ closes it (closing only our duplicate would leave the connection open)."""
+    sock = socket.socket(fileno=fd)
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass  # the peer is gone already
+    finally:
+        sock.detach()
