@@ -147,7 +147,13 @@ class PublicOmq:
         self.guard = ListenerGuard(self._ctx, router, name="public OMQ", caps=LISTENER_CAPS,
                                    descriptors=self.descriptors)
         host = f"[{self.host}]" if ":" in self.host else self.host
-        router.bind(f"tcp://{host}:{self.port}")
+        try:
+            router.bind(f"tcp://{host}:{self.port}")
+        except zmq.ZMQError:
+            self.guard.close()  # its monitor socket would keep the context from ending
+            self.guard = None
+            router.close(linger=0)
+            raise
         self._router = router
         loop = asyncio.get_running_loop()
         loop.add_reader(int_option(router, zmq.FD), self._on_signal)
