@@ -24,6 +24,7 @@ import pytest
 
 from snode.api.client import RpcUnavailable
 from snode.common.descriptors import reserve_for
+from snode.net.limits import MAX_PENDING_PER_IP
 from snode.net.zmq_guard import HANDSHAKE_S
 from snode.params import REGTEST
 from tests.functional.framework import narrator, next_loopback_ip, scaled, wait_until
@@ -122,6 +123,13 @@ def test_thousands_of_idle_connections_hold_a_few_descriptors_each_address(nodes
                    what="the node holding 8 connections of that address")
         wait_until(lambda: _open_fds(pid) <= base + 2, timeout=scaled(HANDSHAKE_S + 5),
                    what="the handshake deadline closing the last 8")
+        _close(socks)
+
+        log.info("1,000 idle connections from one address to P2P: 2 may wait for their Hello")
+        socks += _flood(node.ip, node.p2p_port, [next_loopback_ip()], 1000)
+        _serves(node)
+        wait_until(lambda: _open_fds(pid) <= base + MAX_PENDING_PER_IP + 2, timeout=scaled(10),
+                   what="the node holding 2 silent P2P connections of that address")
         _close(socks)
 
         log.info("From 40 addresses, 60 each, to quorumnet and to the public OMQ port")
