@@ -51,6 +51,9 @@ WORKDIR /data
 USER 10001:10001
 VOLUME /data
 EXPOSE 9230 9231 9232
+# Descriptors: snoded raises its soft RLIMIT_NOFILE to the hard limit (at most 65536) at start and
+# logs the figure; a Dockerfile cannot set a limit, so where the runtime's hard limit is low give
+# one at run time: `docker run --ulimit nofile=65536:65536 ...` (compose: `ulimits: nofile: 65536`).
 # Alive: the admin port answers /healthz (contrib/healthcheck.py says why not /readyz).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python3", "/opt/snode/healthcheck.py"]

@@ -19,6 +19,7 @@ import itertools
 import logging
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -152,6 +153,8 @@ class TestNode:
         self.rpc_port = 38091
         self.p2p_port = 38090
         self.extra_args = list(extra_args or [])
+        self.nofile: tuple[int, int] | None = None
+        """RLIMIT_NOFILE (soft, hard) the daemon starts with (None: this process's)."""
         self.process: subprocess.Popen[bytes] | None = None
         self.rpc = RpcClient(f"http://{self.ip}:{self.rpc_port}")
         self._stdout = self.data_dir.parent / f"node{index}.stdout"
@@ -172,8 +175,11 @@ class TestNode:
         assert self.process is None or self.process.poll() is not None, "node already running"
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         with open(self._stdout, "ab") as out, open(self._stderr, "ab") as err:
-            self.process = subprocess.Popen(self.args(extra), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                            env={**os.environ, **env} if env else None)
+            nofile = self.nofile
+            self.process = subprocess.Popen(
+                self.args(extra), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                env={**os.environ, **env} if env else None,
+                preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, nofile)) if nofile else None)
         if wait:
             self.wait_for_rpc()
 

@@ -16,6 +16,7 @@ Every path that reveals more (/json_rpc, /metrics, /events, the page) or changes
 from __future__ import annotations
 
 import base64
+import asyncio
 import functools
 import hashlib
 import ipaddress
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_BATCH = 1000
+BODY_TIMEOUT = 10.0
+"""Seconds a request's body has, once its head is in (the head's own deadline:
+`api.connections.HEADER_TIMEOUT`): a body trickled byte by byte cannot hold a connection."""
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 _json_encoder = msgspec.json.Encoder()
@@ -155,9 +159,12 @@ class JsonRpcHandler:
         if length is not None and len(length) > 6 and (request.content_length or 0) > MAX_BODY_BYTES:
             return _plain(413, f"Payload Too Large: the limit is {MAX_BODY_BYTES} bytes")
         try:
-            body = await request.read()
+            async with asyncio.timeout(BODY_TIMEOUT):
+                body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return _plain(413, f"Payload Too Large: the limit is {MAX_BODY_BYTES} bytes")
+        except TimeoutError:
+            return _plain(408, f"Request Timeout: the body did not arrive within {BODY_TIMEOUT:g} s")
         try:
             message = msgspec.json.decode(body)
         except decode_reasons.DECODE_FAILURES as err:

@@ -53,6 +53,8 @@ from snode.services.saving import keep_saving
 from snode.services.sn_duties import ServiceNodeDuties
 from snode.services.sync import Syncer
 from snode.app.systemd import notify, status_message
+from snode.api.connections import GatedSite, runner_options
+from snode.common.descriptors import DescriptorWatch, raise_soft_limit
 from snode.common.entry import run_command
 from snode.params import REGTEST_AUTHORITY_SEED, NetworkParams
 from snode.rpc.methods import MethodTable
@@ -129,6 +131,7 @@ class Daemon:
         except OSError as err:
             raise ConfigError(f"--data-dir: cannot use {cfg.data_dir}: {err.strerror or err}") from None
         setup_logging(cfg.log_level, datadir.log_file)
+        self.descriptors = DescriptorWatch(raise_soft_limit())
         node = self.node = self._open_node(datadir)
         # The loaded state is long-lived and holds no cycles: keep the collector off it, and
         # collect young objects less often (consensus records are acyclic; block application
@@ -176,7 +179,8 @@ class Daemon:
         if node.identity is not None:
             from snode.net.quorumnet import QuorumNet
 
-            quorumnet = QuorumNet(node, node.identity.key, bind_ip=cfg.p2p_bind.host, port=cfg.quorumnet_port)
+            quorumnet = QuorumNet(node, node.identity.key, bind_ip=cfg.p2p_bind.host, port=cfg.quorumnet_port,
+                                  descriptors=self.descriptors)
         duties = ServiceNodeDuties(
             node, peers, quorumnet=quorumnet, on_doppelganger=self.fail,
             doppelganger_wait=0 if cfg.skip_doppelganger_check else 2 * cfg.params.proof_interval)
@@ -194,12 +198,13 @@ class Daemon:
                               writer=writer, clock=self.clock)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
                        metrics=metrics_page(node, counters, lambda: len(peers.peers)), observe=counters.observe_rpc,
-                       unmet=lambda: unmet_conditions(node, node.now(), peer_count=len(peers.peers)), events=feed,
+                       unmet=lambda: unmet_conditions(node, node.now(), peer_count=len(peers.peers),
+                                                      shortage=self.descriptors.shortage()), events=feed,
                        discover=served_document, page=WebView(node, writer, lambda: len(peers.peers)).serve,
                        page_script=LIVE_SCRIPT, auth=self.admin.auth)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, **runner_options())
         await runner.setup()
-        await web.SockSite(runner, rpc_sock, shutdown_timeout=2.0).start()
+        await GatedSite(runner, rpc_sock, shutdown_timeout=2.0).start()
         await peers.start(p2p_sock)
         syncer.start()
         omq = self._start_public_omq(methods, node)
@@ -215,7 +220,8 @@ class Daemon:
 
         from snode.rpc.omq_public import PublicOmq
 
-        omq = PublicOmq(methods, node.identity.key, host=endpoint.host, port=endpoint.port)
+        omq = PublicOmq(methods, node.identity.key, host=endpoint.host, port=endpoint.port,
+                        descriptors=self.descriptors)
         try:
             omq.start()
         except zmq.ZMQError as err:
@@ -233,7 +239,8 @@ class Daemon:
         tasks = wiring.tasks
         tasks += [asyncio.create_task(wiring.producer.run(), name="block production"),
                   asyncio.create_task(wiring.duties.run_proofs(), name="uptime proofs"),
-                  asyncio.create_task(keep_saving(node, wiring.writer), name="proof book saves")]
+                  asyncio.create_task(keep_saving(node, wiring.writer), name="proof book saves"),
+                  asyncio.create_task(self.descriptors.run(), name="descriptor watch")]
         if not cfg.non_interactive and stdin_is_console():
             console = Console(node, methods, self.request_stop, cfg.data_dir)
             tasks.append(asyncio.create_task(console.run(), name="console"))

@@ -24,12 +24,14 @@ from typing import Any, Final, cast
 
 import zmq
 
+from snode.common.descriptors import DescriptorWatch
 from snode.core.crypto import SigningKey, x25519_public
 from snode.core.encoding import encode
 from snode.core.errors import DecodeError
 from snode.net.events import QuorumMessageReceived
 from snode.params import MAX_BLOCK_BYTES
 from snode.net.protocol import QuorumMessage, strict_decoder
+from snode.net.zmq_guard import Caps, ListenerGuard
 from snode.node.node import Node
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,10 @@ DEALER_MAX_MESSAGE: Final = 1024
 """What a DEALER of ours takes from the other end: the handshake's commands (a few hundred bytes)
 and nothing else. DEALERs only send, so a message to one (from whoever holds a member's key at
 the address we connect to) drops that connection, rather than filling a receive queue."""
+LISTENER_CAPS: Final = Caps(pending_per_ip=8, pending=128)
+"""Connections to the ROUTER still in their handshake: 8 per address (a ninth is cut) and 128
+in all (over it the oldest is cut), `net.zmq_guard`. Completed ones are registered service
+nodes' (ZAP admits no other key) and are not capped here."""
 ZAP_ENDPOINT: Final = "inproc://zeromq.zap.01"
 """Where ZeroMQ asks this context's handshakes whom to admit (RFC 27, ZAP 1.0)."""
 
@@ -61,8 +67,12 @@ int_option: Final = cast(Callable[["zmq.Socket[bytes]", int], int], zmq.Socket.g
 class QuorumNet:
     """This SN's quorumnet endpoint: one ROUTER to receive, one DEALER per destination."""
 
-    def __init__(self, node: Node, key: SigningKey, *, bind_ip: str, port: int) -> None:
+    def __init__(self, node: Node, key: SigningKey, *, bind_ip: str, port: int,
+                 descriptors: DescriptorWatch | None = None) -> None:
         self.node = node
+        self.descriptors = descriptors
+        """The daemon's descriptor budget: a new connection is cut while it is short."""
+        self.guard: ListenerGuard | None = None
         self.key = key
         self.bind_ip = bind_ip
         self.port = port
@@ -101,6 +111,8 @@ class QuorumNet:
             return _zap_answer(request, b"400", b"a CURVE request of ZAP 1.0 expected")
         if not self.admits(request[6]):
             return _zap_answer(request, b"400", b"not a registered service node")
+        if self.guard is not None:
+            self.guard.admitted(request[3].decode(errors="replace"))
         return _zap_answer(request, b"200", b"OK")
 
     def deny(self, ips: frozenset[str]) -> None:
@@ -142,6 +154,9 @@ class QuorumNet:
         router.setsockopt(zmq.CURVE_PUBLICKEY, self._public)
         router.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
         router.setsockopt(zmq.LINGER, 0)
+        # Before the bind: the handshake deadline and the monitor hold from the first connection.
+        self.guard = ListenerGuard(self._ctx, router, name="quorumnet", caps=LISTENER_CAPS,
+                                   descriptors=self.descriptors)
         host = f"[{self.bind_ip}]" if ":" in self.bind_ip else self.bind_ip
         router.bind(f"tcp://{host}:{self.port}")
         self._router = router
@@ -157,6 +172,9 @@ class QuorumNet:
         for _, sock in self._dealers.values():
             sock.close(linger=0)
         self._dealers.clear()
+        if self.guard is not None:
+            self.guard.close()
+            self.guard = None
         # The ROUTER before the ZAP socket: no handshake may find it without its handler.
         for watched in (self._router, self._zap):
             if watched is not None:

@@ -27,8 +27,10 @@ import zmq
 
 from snode.api.errors import RpcError
 from snode.common import decode_reasons
+from snode.common.descriptors import DescriptorWatch
 from snode.core.crypto import SigningKey, x25519_public
 from snode.net.quorumnet import int_option
+from snode.net.zmq_guard import Caps, ListenerGuard
 from snode.rpc.methods import MethodTable
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,10 @@ ANSWERS_QUEUED: Final = 1_000
 are dropped. Not QUEUE: a client that pipelines its requests (sends many, then reads) must get
 every answer even when the daemon answers faster than ZeroMQ's I/O thread writes (64 dropped
 answers of a 500-request burst under load)."""
+LISTENER_CAPS: Final = Caps(pending_per_ip=8, pending=None, per_ip=8, total=256)
+"""Connections a client address may hold, handshake done or not: 8 (a ninth is cut), and 256 in
+all (over it the newcomer is cut), `net.zmq_guard`; a handshake not done in 5 s is closed. Any
+key completes the handshake here, so every connection is an anonymous one."""
 REQUESTS_A_TURN: Final = 64
 """Requests answered before the server lets the event loop run (a queued request, a 429 or a
 method that does not wait is answered without a suspension): one client's flood cannot hold the
@@ -114,8 +120,11 @@ class RequestError(Exception):
 class PublicOmq:
     """The ROUTER that serves the public methods of a daemon's MethodTable."""
 
-    def __init__(self, methods: MethodTable, key: SigningKey, *, host: str, port: int) -> None:
+    def __init__(self, methods: MethodTable, key: SigningKey, *, host: str, port: int,
+                 descriptors: DescriptorWatch | None = None) -> None:
         self.methods = methods
+        self.descriptors = descriptors
+        self.guard: ListenerGuard | None = None
         self.host, self.port = host, port
         self.server_key = x25519_public(key.public)
         self._secret = key.x25519_secret()
@@ -136,8 +145,16 @@ class PublicOmq:
         router.setsockopt(zmq.SNDHWM, ANSWERS_QUEUED)
         router.setsockopt(zmq.LINGER, 0)
         router.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        self.guard = ListenerGuard(self._ctx, router, name="public OMQ", caps=LISTENER_CAPS,
+                                   descriptors=self.descriptors)
         host = f"[{self.host}]" if ":" in self.host else self.host
-        router.bind(f"tcp://{host}:{self.port}")
+        try:
+            router.bind(f"tcp://{host}:{self.port}")
+        except zmq.ZMQError:
+            self.guard.close()  # its monitor socket would keep the context from ending
+            self.guard = None
+            router.close(linger=0)
+            raise
         self._router = router
         loop = asyncio.get_running_loop()
         loop.add_reader(int_option(router, zmq.FD), self._on_signal)
@@ -147,6 +164,8 @@ class PublicOmq:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self.guard is not None:
+            self.guard.close()
         if self._router is not None:
             # Unwatched before it is closed: a closed FD's number goes to the next one opened.
             asyncio.get_running_loop().remove_reader(int_option(self._router, zmq.FD))
