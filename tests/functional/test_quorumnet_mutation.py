@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import msgspec
 import pytest
@@ -50,7 +51,7 @@ class Members:
         self.node, self.keys, self.server = node, keys, server
         self.ctx = zmq.Context()
         self.index = -1
-        self.sock = None
+        self.sock: Any = None
         self.next()
 
     def next(self) -> None:
