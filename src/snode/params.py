@@ -25,7 +25,9 @@ MAX_CONTRIBUTORS: Final = 11
 """The operator plus up to 10 others."""
 
 PROOF_CLOCK_TOLERANCE: Final = 300
-"""An uptime proof's timestamp must be within this many seconds of the receiver's clock."""
+"""The most seconds any network lets an uptime proof's timestamp be off the receiver's clock
+(mainnet's `proof_clock_tolerance`): what proof gossip and the saved proofs, which do not judge
+proofs, take as the horizon."""
 
 STATE_CHANGE_WINDOW: Final = 10
 """A state change may cite the quorum of any of this many most recent heights."""
@@ -205,6 +207,13 @@ class NetworkParams:
     """A failing active node with less credit than this is deregistered, not decommissioned."""
     credit_earn_blocks: int = 30
     """Blocks of activity that earn one block of credit (Oxen: 24 blocks a day of 720)."""
+    proof_clock_tolerance: int = PROOF_CLOCK_TOLERANCE
+    """Seconds an uptime proof's timestamp may be off the receiver's clock. A proof stamped that
+    far ahead counts as fresh that much longer, so a node that signs one before it dies is judged
+    that much later: it must stay well inside `decommission_proof_age` (mainnet 300 of 1,800 s, a
+    sixth; devnet 10 of 30, a third, its `healthy_proof_age`: its nodes share a host or NTP-synced
+    clocks, and prove every 2 s). Regtest keeps 300: its tests move clocks and replay proofs
+    minutes apart, and no regtest node is judged by a quorum it does not drive itself."""
     reachability_interval: int = 300
     """Seconds between two reachability tests of one node by a quorum member (a CurveZMQ
     handshake at the address its proof declares); a node failing them for longer than the
@@ -307,7 +316,7 @@ DEVNET: Final = NetworkParams(
     name="devnet", network_id=0x534E0003, address_prefix="snd",
     p2p_port=38090, rpc_port=38091, quorumnet_port=38092, omq_port=38093, wallet_rpc_port=38094,
     target_block_time=2, proof_interval=2, healthy_proof_age=10,
-    decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
+    decommission_proof_age=30, proof_clock_tolerance=10, min_active_sns=4, private_public_ip_allowed=True,
     round_time=2, backstop_rounds=10, participation_cooldown=10, participation_grace=60,
     unlock_duration=30, deregistration_lock=40, pool_fill_window=50, reachability_interval=10,
     test_forks=True,

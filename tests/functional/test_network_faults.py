@@ -33,7 +33,7 @@ import pytest
 from snode.core.pulse import round_start0
 from snode.params import DEVNET
 
-from snode.core.proofs import PROOF_CLOCK_TOLERANCE
+from snode.params import PROOF_CLOCK_TOLERANCE
 from tests.functional.figures import write_figures
 from tests.functional.framework import (
     assert_equal, connect_nodes, narrator, strike_at, sync_blocks, wait_until,

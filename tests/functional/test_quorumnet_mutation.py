@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import msgspec
 import pytest
@@ -37,41 +38,90 @@ ODD_VALUES = st.one_of(
 )
 
 
+KEYS = EXAMPLES // 5 + 2
+"""Registered keys the client sends with: junk scores its member, and a member past the threshold
+is cut off (`net.quorum_guard`: ten undecodable messages, or one in another key's name), so the
+client moves to the next key whenever the daemon stops taking its messages."""
+
+
+class Members:
+    """The client's keys and, for the one in use, a CurveZMQ DEALER the ZAP handler admits."""
+
+    def __init__(self, node, keys, server: bytes) -> None:
+        self.node, self.keys, self.server = node, keys, server
+        self.ctx = zmq.Context()
+        self.index = -1
+        self.sock: Any = None
+        self.next()
+
+    def next(self) -> None:
+        """Move to the next key: a fresh connection, its handshake complete."""
+        from zmq.utils import z85
+
+        if self.sock is not None:
+            self.sock.close(linger=0)
+        self.index += 1
+        assert self.index < len(self.keys), f"all {len(self.keys)} keys cut off"
+        key = self.keys[self.index]
+        sock = self.ctx.socket(zmq.DEALER)
+        sock.curve_secretkey = z85.encode(key.x25519_secret())
+        sock.curve_publickey = z85.encode(x25519_public(key.public))
+        sock.curve_serverkey = z85.encode(x25519_public(self.server))
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IMMEDIATE, 1)
+        sock.connect(f"tcp://{self.node.ip}:{REGTEST.quorumnet_port}")
+        assert sock.poll(int(scaled(10) * 1000), zmq.POLLOUT), "the CurveZMQ handshake completes"
+        self.sock = sock
+
+    @property
+    def key(self):
+        return self.keys[self.index]
+
+    def send(self, frames: list[bytes]) -> None:
+        """Send with the key in use; once its connection is cut (no pipe takes the message),
+        with the next key."""
+        try:
+            self.sock.send_multipart(frames, zmq.NOBLOCK)
+        except zmq.Again:
+            self.next()
+            self.sock.send_multipart(frames, zmq.NOBLOCK)
+
+    def close(self) -> None:
+        self.sock.close(linger=0)
+        self.ctx.term()
+
+
+def samples(server: bytes, voter: bytes, block: bytes) -> list[msgspec.Struct]:
+    """A message of each kind, signed (badly) in `voter`'s name."""
+    return [
+        P.QuorumVote(server, 2, 2, 2, voter, bytes(64)),
+        BlockTemplate(3, 0, block), ValidatorSignature(3, 0, bytes(32), voter, bytes(64)),
+        CheckpointVote(4, bytes(32), voter, bytes(64)),
+    ]
+
+
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
     from tests.functional.framework import TestNode
-    from zmq.utils import z85
 
-    log.info("A service-node daemon, and a registered key for the client (the ZAP handler admits it)")
+    log.info("A service-node daemon, and %d registered keys for the client (the ZAP handler admits them)", KEYS)
     node = TestNode(0, tmp_path_factory.mktemp("qnetfuzz"), extra_args=["--service-node"])
     node.start()
-    client_key, operator = key_from_label("qnet fuzz client"), key_from_label("qnet fuzz op")
-    fund_and_unlock(node, {operator.public: SOLO + COIN})
-    reg = sign_registration(client_key, REGTEST, 0, (Reservation(operator.public, SOLO),),
-                            int(time.time()) + REGTEST.registration_validity)
-    send_spend(node, operator, [], reg)
+    keys = [key_from_label(f"qnet fuzz client {i}") for i in range(KEYS)]
+    operators = [key_from_label(f"qnet fuzz op {i}") for i in range(KEYS)]
+    fund_and_unlock(node, {op.public: SOLO + COIN for op in operators})
+    expiry = int(time.time()) + REGTEST.registration_validity
+    for key, operator in zip(keys, operators):
+        send_spend(node, operator, [], sign_registration(key, REGTEST, 0, (Reservation(operator.public, SOLO),),
+                                                         expiry))
     node.generate_blocks(blocks=2)
     server = bytes.fromhex(node.get_service_node_key()["service_node_pubkey"])
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.DEALER)
-    sock.curve_secretkey = z85.encode(client_key.x25519_secret())
-    sock.curve_publickey = z85.encode(x25519_public(client_key.public))
-    sock.curve_serverkey = z85.encode(x25519_public(server))
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.IMMEDIATE, 1)
-    sock.connect(f"tcp://{node.ip}:{REGTEST.quorumnet_port}")
-    assert sock.poll(int(scaled(10) * 1000), zmq.POLLOUT), "the CurveZMQ handshake completes"
+    members = Members(node, keys, server)
     tip_before = node.get_height()
     block = bytes.fromhex(node.get_block(height=2)["block_hex"])
-    samples = [
-        P.QuorumVote(server, 2, 2, 2, client_key.public, bytes(64)),
-        BlockTemplate(3, 0, block), ValidatorSignature(3, 0, bytes(32), client_key.public, bytes(64)),
-        CheckpointVote(4, bytes(32), client_key.public, bytes(64)),
-    ]
     log.info("Send it %d mutated quorumnet messages", EXAMPLES)
-    yield node, sock, samples, tip_before
-    sock.close(linger=0)
-    ctx.term()
+    yield node, members, block, tip_before
+    members.close()
     try:
         assert_equal(node.stop(), 0)
     finally:
@@ -99,18 +149,22 @@ def test_mutated_quorumnet_messages_never_crash_the_daemon_or_change_its_chain(t
     @fuzz_settings(EXAMPLES)
     @given(data=st.data())
     def one(data):
-        node, sock, samples, _ = target
-        frames = [data.draw(mutations(samples))]
+        node, members, block, _ = target
+        frames = [data.draw(mutations(samples(members.server, members.key.public, block)))]
         if data.draw(st.integers(0, 9)) == 0:
             frames = frames + [b"an extra frame"]  # a message of the wrong shape, now and then
-        sock.send_multipart(frames)
+        members.send(frames)
     one()
-    node, _, _, tip_before = target
+    node, members, _, tip_before = target
     log.info("After the mutated messages: still serving, the same chain, no traceback in its log")
     wait_until(lambda: node.running and node.get_height() == tip_before, timeout=10,
                what="the daemon serving its unchanged chain")
     assert "Traceback" not in node.stderr_text()
     assert "quorumnet: ignored an undecodable message" in node.stderr_text(), "the mutations were read"
     undecodable = node.stderr_text().count("quorumnet: ignored an undecodable message")
-    write_figures("quorumnet mutation fuzzing", {"messages": EXAMPLES, "undecodable": undecodable, "crashes": 0,
-                                                 "tracebacks": 0, "chain_unchanged": True})
+    log.info("Members cut off for their junk: %d of the %d keys used", members.index, members.index + 1)
+    assert members.index >= 1, "junk never cost a member its connection"
+    assert "quorumnet: banned member" in node.stderr_text()
+    write_figures("quorumnet mutation fuzzing", {"messages": EXAMPLES, "undecodable_lines": undecodable, "crashes": 0,
+                                                 "tracebacks": 0, "chain_unchanged": True,
+                                                 "members_cut_off": members.index})

@@ -10,7 +10,7 @@ import pytest
 
 from snode.core.proofs import BadProofSignature, InvalidProof, check_proof, make_proof
 from snode.devchain import key_from_label
-from snode.params import DEVNET, MAINNET, PROOF_CLOCK_TOLERANCE
+from snode.params import DEVNET, MAINNET, NETWORKS, PROOF_CLOCK_TOLERANCE
 
 NOW = 1_800_000_000
 KEY = key_from_label("proof sn")
@@ -83,3 +83,15 @@ def test_a_forged_signature_is_a_bad_signature_and_checked_after_the_cheap_rules
     assert not isinstance(caught.value, BadProofSignature)
     with pytest.raises(BadProofSignature):  # a proof signed on another network
         check(proof(params=DEVNET))
+
+
+@pytest.mark.parametrize("params", [p for p in NETWORKS.values() if p.name != "regtest"], ids=lambda p: p.name)
+def test_a_proof_from_the_future_cannot_outlive_the_decommission_age(params):
+    """A proof stamped ahead counts as fresh that much longer: a node that signs one before it
+    dies must still be decommissioned about on time (issue #33 item 9). Devnet's 30 s
+    decommission age once sat inside the 300 s tolerance: a proof stamped 30 s ahead passed."""
+    ahead = params.decommission_proof_age
+    with pytest.raises(InvalidProof, match="check the sender's clock"):
+        check(proof(NOW + ahead, ip="127.0.0.1" if params.private_public_ip_allowed else "93.184.216.34",
+                    params=params), params=params)
+    assert params.proof_clock_tolerance * 3 <= params.decommission_proof_age

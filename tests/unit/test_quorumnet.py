@@ -254,3 +254,59 @@ def test_a_dealer_drops_a_connection_whose_server_sends_it_a_message():
             ctx.term()
 
     run(test)
+
+
+def test_each_message_names_the_member_whose_connection_brought_it():
+    """ZAP's User-Id, not a key the message claims: a vote signed in another key's name is not
+    delivered, and costs its sender a ban at once (`SCORE_IMPERSONATION`)."""
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (node_a, net_a), (_, net_b) = pair
+        received: list[QuorumMessageReceived] = []
+        node_a.hub.subscribe(QuorumMessageReceived, received.append)
+        own = P.QuorumVote(net_b.key.public, 2, 2, 1, net_b.key.public, bytes(64))
+        assert net_b.send(net_a.key.public, own)
+        await wait_async(lambda: len(received) == 1, what="b's own vote at a")
+        assert received[0].sender == net_b.key.public
+        assert net_b.send(net_a.key.public, P.QuorumVote(net_b.key.public, 2, 2, 1, net_a.key.public, bytes(64)))
+        await wait_async(lambda: net_a.members.banned(net_b.key.public, time.monotonic()), what="b banned")
+        assert len(received) == 1
+
+    run(test)
+
+
+def test_a_member_over_its_budget_is_dropped_unread_then_cut_off_and_refused(caplog):
+    """Checkpoint votes past the burst are dropped before they are decoded, each a point; past
+    the threshold the member's connection is cut, and its next handshake is refused (a probe,
+    which is a handshake, fails)."""
+    from snode.core.finality import CheckpointVote
+    from snode.net.limits import BAN_THRESHOLD
+    from snode.net.quorum_guard import CHECKPOINT_VOTE_BURST, SCORE_OVER_BUDGET
+
+    burst = int(CHECKPOINT_VOTE_BURST)
+    over = BAN_THRESHOLD // SCORE_OVER_BUDGET
+
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (node_a, net_a), (_, net_b) = pair
+        received: list[Any] = []
+        node_a.hub.subscribe(QuorumMessageReceived, lambda e: received.append(e.message))
+        vote = CheckpointVote(4, bytes(32), net_b.key.public, bytes(64))
+        for _ in range(burst + over - 1):
+            assert net_b.send(net_a.key.public, vote)
+        await wait_async(lambda: len(received) + net_a.members.dropped == burst + over - 1,
+                         what="every vote delivered or dropped")
+        assert len(received) >= burst and net_a.members.dropped >= over - 2  # a token may refill meanwhile
+        assert not net_a.members.banned(net_b.key.public, time.monotonic())
+        assert await net_b.probe(net_a.key.public, scaled(10)) is True
+        delivered = len(received)
+        for _ in range(burst):  # more than the bucket refills meanwhile (1 a second)
+            assert net_b.send(net_a.key.public, vote)
+        await wait_async(lambda: net_a.members.banned(net_b.key.public, time.monotonic()), what="b banned")
+        refused = net_a.refused
+        assert await net_b.probe(net_a.key.public, 1.0) is False
+        assert net_a.refused > refused
+        assert len(received) < delivered + burst
+
+    with caplog.at_level(logging.INFO, logger="snode.net.quorumnet"):
+        run(test)
+    assert "sent more CheckpointVote messages than their budget" in caplog.text
+    assert f"refused banned member {key_from_label(MEMBERS[1]).public.hex()[:16]}" in caplog.text

@@ -105,3 +105,30 @@ def test_the_page_of_a_node_and_of_an_unknown_key():
     for bad in ("00" * 32, "zz" * 32, "<script>" * 8):
         status, html = asyncio.run(node_page(node, writer, bad, now=0))
         assert status == 404 and "<script>&lt;" not in html and "No service node" in html
+
+
+def test_a_nodes_page_reads_its_history_once_per_tip():
+    """Issue #33 item 9: every GET of /sn/<key> read HISTORY blocks and their undo records on the
+    store thread; now once per tip and node, again after a new block."""
+    from snode.rpc.web_view import WebView
+
+    chain = new_chain()
+    mine = chain.new_node(operator="operator", sn_label="page cache", fee_ppm=50_000)
+    chain.change_state(mine, StateChangeKind.ACTIVATE)
+    chain.mine(2)
+    node = _replayed(chain)
+    reads: list[int] = []
+    block_and_undo = node.block_and_undo
+
+    def counted(height: int):  # noqa: ANN202  (block_and_undo's own answer)
+        reads.append(height)
+        return block_and_undo(height)
+
+    node.block_and_undo = counted  # type: ignore[method-assign]
+    view = WebView(node, ChainWriter(node), lambda: 0)
+    first = asyncio.run(view.serve(f"/sn/{mine.hex()}", {}))
+    once = len(reads)
+    assert once == node.height and first[0] == 200
+    for _ in range(3):
+        assert asyncio.run(view.serve(f"/sn/{mine.hex()}", {})) == first
+    assert len(reads) == once, "the same tip: no block read again"

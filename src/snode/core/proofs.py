@@ -14,7 +14,7 @@ from snode.core.encoding import domain_hash, encode
 from snode.core.errors import SnodeError
 from snode.core.sigchecks import SigCheck
 from snode.core.types import PubKey, Signature, Timestamp
-from snode.params import PROOF_CLOCK_TOLERANCE, NetworkParams
+from snode.params import NetworkParams
 
 Port = Annotated[int, msgspec.Meta(ge=1, le=65_535)]
 
@@ -56,7 +56,7 @@ def refusal_words(code: ProofRefusal, *, declared_ip: str, params: NetworkParams
     seen = f" ({ipaddress.ip_address(seen_ip)})" if len(seen_ip) in (4, 16) else ""
     return {
         ProofRefusal.NOT_REGISTERED: "the peer does not see this node's key registered (is it synced?)",
-        ProofRefusal.CLOCK: (f"proof timestamp is more than {PROOF_CLOCK_TOLERANCE} s from the peer's "
+        ProofRefusal.CLOCK: (f"proof timestamp is more than {params.proof_clock_tolerance} s from the peer's "
                              "clock: check this node's clock"),
         ProofRefusal.NOT_NEWER: "the peer has a proof of this node as new already",
         ProofRefusal.RATE: f"proofs are rate-limited to two per {params.proof_interval // 2} s",
@@ -124,9 +124,9 @@ def check_proof_rules(
     if not registered:
         raise InvalidProof(f"key {proof.pubkey.hex()[:16]} is not a registered service node",
                            ProofRefusal.NOT_REGISTERED)
-    if abs(proof.timestamp - now) > PROOF_CLOCK_TOLERANCE:
+    if abs(proof.timestamp - now) > params.proof_clock_tolerance:
         raise InvalidProof(
-            f"proof timestamp {proof.timestamp} is more than {PROOF_CLOCK_TOLERANCE} s from "
+            f"proof timestamp {proof.timestamp} is more than {params.proof_clock_tolerance} s from "
             f"this node's clock ({now}): check the sender's clock", ProofRefusal.CLOCK
         )
     if proof.timestamp <= last_accepted:

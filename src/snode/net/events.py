@@ -24,6 +24,9 @@ class QuorumMessageReceived:
     """A registered service node sent a quorumnet message."""
 
     message: P.QuorumMessage
+    sender: bytes
+    """The member whose connection brought it (its registered Ed25519 key, as ZAP admitted it):
+    whom its junk costs (`QuorumNet.junk`), whatever key the message names."""
 
 
 @dataclass(frozen=True, slots=True)

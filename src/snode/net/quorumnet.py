@@ -2,9 +2,11 @@
 
 Each SN's X25519 identity is derived from its Ed25519 key, so the key an SN registered is the key
 it is known by here. The ZAP handler lets in only clients whose key is a registered SN's; anyone
-else fails the CURVE handshake and is logged. Messages are canonical msgpack `QuorumMessage`s; a
-member that sends garbage is ignored and logged (it is a registered SN: the quorum, not the
-transport, judges it).
+else fails the CURVE handshake and is logged. Messages are canonical msgpack `QuorumMessage`s.
+Each is tied to the member whose connection it came on: ZAP names the admitted key as the
+connection's User-Id, which ZeroMQ stamps on every message read from it. What a member sends
+is budgeted per kind and its junk scored (`net.quorum_guard`); at the threshold its connections
+are cut and ZAP refuses its key for a while.
 
 The sockets are plain `zmq` sockets whose notification FD the event loop watches, and ZAP is
 answered right there, rather than through pyzmq's asyncio wrapper and its authenticator, which
@@ -19,18 +21,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
+import time
 from collections.abc import Callable
 from typing import Any, Final, cast
 
 import zmq
 
 from snode.common.descriptors import DescriptorWatch
+from snode.common.logs import LIMITED
 from snode.core.crypto import SigningKey, x25519_public
 from snode.core.encoding import encode
 from snode.core.errors import DecodeError
 from snode.net.events import QuorumMessageReceived
 from snode.params import MAX_BLOCK_BYTES
 from snode.net.protocol import QuorumMessage, strict_decoder
+from snode.net.quorum_guard import (
+    KINDS, SCORE_IMPERSONATION, SCORE_OVER_BUDGET, SCORE_UNDECODABLE, MemberGuard, message_tag, signer_of,
+)
 from snode.net.zmq_guard import Caps, ListenerGuard
 from snode.node.node import Node
 
@@ -78,7 +87,8 @@ class QuorumNet:
         self.port = port
         self._public = x25519_public(key.public)
         self._secret = key.x25519_secret()
-        self._allowed: set[bytes] = set()
+        self._allowed: dict[bytes, bytes] = {}
+        """X25519 key -> the registered Ed25519 key it is derived from (the member's name)."""
         self._allowed_from: object = None
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._zap: zmq.Socket[bytes] | None = None
@@ -89,13 +99,23 @@ class QuorumNet:
         self.refused = 0
         self.denied: frozenset[str] = frozenset()
         """Addresses this node is cut off from (`deny`)."""
+        self.members = MemberGuard()
+        """Each member's budgets, score and ban."""
+        self._delivering: tuple[bytes, zmq.Frame] | None = None
+        """The member whose message is being handled and that message (a service that finds it
+        junk and bans the member cuts that connection at once)."""
 
     # --- ZAP: who may connect -----------------------------------------------------------------
 
     def admits(self, x25519_key: bytes) -> bool:
         """Whether a client with this X25519 key may connect: the key of a registered SN."""
         self._refresh_allowed()
-        if x25519_key in self._allowed:
+        member = self._allowed.get(x25519_key)
+        if member is not None and self.members.banned(member, time.monotonic()):
+            self.refused += 1
+            log.info("quorumnet: refused banned member %s", member.hex()[:16], extra=LIMITED)
+            return False
+        if member is not None:
             return True
         self.refused += 1
         # Anyone can cause this line: the daemon's RepeatLimiter writes 5 a minute of it and counts
@@ -110,10 +130,10 @@ class QuorumNet:
         if len(request) != 7 or request[0] != b"1.0" or request[5] != b"CURVE":
             return _zap_answer(request, b"400", b"a CURVE request of ZAP 1.0 expected")
         if not self.admits(request[6]):
-            return _zap_answer(request, b"400", b"not a registered service node")
+            return _zap_answer(request, b"400", b"not a registered service node, or banned")
         if self.guard is not None:
             self.guard.admitted(request[3].decode(errors="replace"))
-        return _zap_answer(request, b"200", b"OK")
+        return _zap_answer(request, b"200", b"OK", self._allowed[request[6]].hex().encode())
 
     def deny(self, ips: frozenset[str]) -> None:
         """Cut this node off from `ips` (`PeerManager.deny`'s twin): nothing is sent to a member
@@ -129,10 +149,10 @@ class QuorumNet:
         registry = self.node.state.service_nodes
         if registry is self._allowed_from:
             return
-        allowed = set()
+        allowed = {}
         for pubkey in registry.keys():
             try:
-                allowed.add(x25519_public(pubkey))
+                allowed[x25519_public(pubkey)] = pubkey
             except ValueError:
                 continue
         self._allowed, self._allowed_from = allowed, registry
@@ -203,7 +223,7 @@ class QuorumNet:
         for _ in range(MESSAGES_A_TURN):
             if router is None or not int_option(router, _EVENTS) & _POLLIN:
                 return
-            frames = router.recv_multipart(_NOBLOCK)
+            frames = router.recv_multipart(_NOBLOCK, copy=False)
             # Caught here, not left to the loop: the messages behind this one would wait for a
             # signal that was already taken.
             try:
@@ -214,16 +234,61 @@ class QuorumNet:
         # More may be waiting, and its signal is already taken: look again on the next turn.
         asyncio.get_running_loop().call_soon(self._receive)
 
-    def _deliver(self, frames: list[bytes]) -> None:
-        """Publish the quorum message of a ROUTER's `[member, message]`; junk is logged."""
-        if len(frames) != 2:
+    def _deliver(self, frames: list[zmq.Frame]) -> None:
+        """Publish the quorum message of a ROUTER's `[routing id, message]`, tied to the member
+        whose connection it came on. A banned member's message is dropped and its connection
+        cut; one over its kind's budget is dropped unread; junk scores its member."""
+        last = frames[-1]
+        member = _member_of(last)
+        if member is None:
+            return  # every connection ZAP admitted has its User-Id
+        now = time.monotonic()
+        if self.members.banned(member, now):
+            self.members.dropped += 1
+            _cut(last)
+            return
+        tag = message_tag(bytes(last.buffer[:2])) if len(frames) == 2 else None
+        if tag is None:
+            self._undecodable(member, last, "not one frame of a known quorum message kind")
+            return
+        if not self.members.take(member, tag, now):
+            self._junk(member, last, SCORE_OVER_BUDGET, f"sent more {KINDS[tag]} messages than their budget")
             return
         try:
-            message: QuorumMessage = _parse_quorum_message(frames[1])
+            message: QuorumMessage = _parse_quorum_message(last.bytes)
         except DecodeError as err:
-            log.info("quorumnet: ignored an undecodable message: %s", err.reason)
+            self._undecodable(member, last, err.reason)
             return
-        self.node.hub.publish(QuorumMessageReceived(message))
+        signer = signer_of(message)
+        if signer is not None and signer != member:
+            self._junk(member, last, SCORE_IMPERSONATION, "sent a quorumnet message signed in another key's name")
+            return
+        self._delivering = (member, last)
+        try:
+            self.node.hub.publish(QuorumMessageReceived(message, member))
+        finally:
+            self._delivering = None
+
+    def _undecodable(self, member: bytes, frame: zmq.Frame, why: str) -> None:
+        log.info("quorumnet: ignored an undecodable message from %s: %s", member.hex()[:16], why,
+                 extra=LIMITED)  # a member can send many: counted, not each written
+        self._junk(member, frame, SCORE_UNDECODABLE, "sent undecodable quorumnet messages")
+
+    def junk(self, member: bytes, points: int, reason: str) -> None:
+        """A service found `member`'s message junk (`quorum_guard`'s SCORE_* say how much each
+        costs): its score grows, and at the threshold it is banned."""
+        delivering = self._delivering
+        frame = delivering[1] if delivering is not None and delivering[0] == member else None
+        self._junk(member, frame, points, reason)
+
+    def _junk(self, member: bytes, frame: zmq.Frame | None, points: int, reason: str) -> None:
+        ban = self.members.junk(member, points, reason, time.monotonic())
+        if ban is None:
+            return
+        log.warning("quorumnet: banned member %s for %d s, its connection cut and its handshakes refused: %s",
+                    member.hex()[:16], self.members.ban_seconds, reason)
+        if frame is not None:
+            _cut(frame)  # its other connections, if any, are cut at their next message
 
     # --- sending ------------------------------------------------------------------------------
 
@@ -304,9 +369,39 @@ class QuorumNet:
 _parse_quorum_message: Final = strict_decoder(QuorumMessage)
 
 
-def _zap_answer(request: list[bytes], status: bytes, text: bytes) -> list[bytes]:
-    """A ZAP 1.0 reply to `request` (its id echoed, if it has one), with no user id or metadata."""
-    return [b"1.0", request[1] if len(request) > 1 else b"", status, text, b"", b""]
+def _zap_answer(request: list[bytes], status: bytes, text: bytes, user_id: bytes = b"") -> list[bytes]:
+    """A ZAP 1.0 reply to `request` (its id echoed, if it has one), with no metadata; the user id
+    names the admitted member on every message its connection brings."""
+    return [b"1.0", request[1] if len(request) > 1 else b"", status, text, user_id, b""]
+
+
+def _member_of(frame: zmq.Frame) -> bytes | None:
+    """The member a message came from: the User-Id our ZAP handler gave its connection."""
+    try:
+        user_id = frame.get("User-Id")
+        return bytes.fromhex(user_id) if isinstance(user_id, str) else None
+    except (zmq.ZMQError, ValueError):
+        return None
+
+
+def _cut(frame: zmq.Frame) -> None:
+    """Close the TCP connection a message came on. ZeroMQ has no call for one connection of a
+    ROUTER, so this shuts down its socket by its descriptor (ZMQ_SRCFD), once the descriptor's
+    peer is still the message's (else ZeroMQ closed it meanwhile and the number may be a new
+    connection's); ZeroMQ then sees the connection end, drops it, and ZAP answers a reconnect."""
+    try:
+        fd = frame.get(zmq.SRCFD)
+        address = frame.get("Peer-Address")
+        conn = socket.socket(fileno=os.dup(fd))
+    except (zmq.ZMQError, OSError):
+        return
+    try:
+        if conn.getpeername()[0] == address:
+            conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # gone already
+    finally:
+        conn.close()
 
 
 def _close_watched(loop: asyncio.AbstractEventLoop, sock: zmq.Socket[bytes]) -> None:

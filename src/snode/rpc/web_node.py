@@ -3,7 +3,9 @@ in the node table's words, fee, stake, unlock height, credit, proof), its contri
 stakes, and from the last HISTORY blocks its rewards and its state changes (decommissions with
 their reasons, recommissions, activation, deregistration).
 
-The history is read from the stored blocks and their undo records on the store thread: a block
+The history is read from the stored blocks and their undo records on the store thread, once per
+tip and node (`HistoryCache`: a reload, or a script that GETs the page in a loop, costs no more
+block reads until a new block comes); a block
 paid the node when its coinbase pays the node's reward split and the node's record before that
 block (in the undo record) was payable; a state change is a quorum's StateChange transaction.
 """
@@ -24,6 +26,8 @@ from snode.rpc.web_parts import card, key, page, table
 
 HISTORY: Final = 720
 """Blocks read back for a node's rewards and state changes (a day of mainnet blocks)."""
+MAX_HISTORIES: Final = 256
+"""Nodes' histories kept for the tip (past it, a page is read anew for each GET)."""
 
 
 class History(NamedTuple):
@@ -56,8 +60,30 @@ def node_history(node: Node, pubkey: bytes, depth: int = HISTORY) -> History:
     return History(rewards, changes, lowest)
 
 
-async def node_page(node: Node, writer: ChainWriter, text: str, *, now: int) -> tuple[int, str]:
-    """(HTTP status, page) for `/sn/<text>`: 404 naming the key when no such node is registered."""
+class HistoryCache:
+    """The histories read at the tip, by node; emptied when the tip moves."""
+
+    def __init__(self) -> None:
+        self._tip = b""
+        self._histories: dict[bytes, History] = {}
+
+    async def get(self, node: Node, writer: ChainWriter, pubkey: bytes) -> History:
+        tip = node.state.tip_hash
+        if tip != self._tip:
+            self._tip, self._histories = tip, {}
+        history = self._histories.get(pubkey)
+        if history is None:
+            history = await writer.call(node_history, node, pubkey)
+            # Read at this tip only if the tip did not move while the store thread read it.
+            if node.state.tip_hash == tip == self._tip and len(self._histories) < MAX_HISTORIES:
+                self._histories[pubkey] = history
+        return history
+
+
+async def node_page(node: Node, writer: ChainWriter, text: str, *, now: int,
+                    histories: HistoryCache | None = None) -> tuple[int, str]:
+    """(HTTP status, page) for `/sn/<text>`: 404 naming the key when no such node is registered;
+    the history from `histories` when given."""
     try:
         pubkey = bytes.fromhex(text) if len(text) == 64 else b""
     except ValueError:
@@ -68,7 +94,7 @@ async def node_page(node: Node, writer: ChainWriter, text: str, *, now: int) -> 
         body = (f"<h2>No service node {shown}</h2><p>This chain has no service node with that key "
                 '(64 hex characters). <a href="/">The list of service nodes</a>.</p>')
         return 404, page("snoded: no such service node", node.params.name, body)
-    history = await writer.call(node_history, node, pubkey)
+    history = await (histories or HistoryCache()).get(node, writer, pubkey)
     last = node.proofs.last_accepted(pubkey)
     r = service_node_state(sn, node.height, node.params, last_uptime_proof=last,
                            participation=node.participation.of(pubkey))

@@ -23,7 +23,7 @@ from snode.core.units import format_age, format_coins, format_percent
 from snode.node.node import Node
 from snode.node.writer import ChainWriter
 from snode.rpc.methods import block_result
-from snode.rpc.web_node import node_page
+from snode.rpc.web_node import HistoryCache, node_page
 from snode.rpc.web_parts import card, key, node_link, page, table
 
 LAST_BLOCKS: Final = 12
@@ -48,12 +48,13 @@ class WebView:
         self.node = node
         self.writer = writer
         self.peer_count = peer_count
+        self.histories = HistoryCache()
 
     async def serve(self, path: str, query: Mapping[str, str]) -> tuple[int, str]:
         """(HTTP status, page) for a GET of `path`."""
         node = self.node
         if path.startswith("/sn/"):
-            return await node_page(node, self.writer, path[len("/sn/"):], now=node.now())
+            return await node_page(node, self.writer, path[len("/sn/"):], now=node.now(), histories=self.histories)
         blocks = await self.writer.call(last_blocks, node, LAST_BLOCKS)
         return 200, render_page(node, peer_count=self.peer_count(), now=node.now(), query=query, blocks=blocks)
 

@@ -24,6 +24,7 @@ from snode.core.state import ChainState, CheckpointSlot, Quorum
 from snode.net import protocol as P
 from snode.net.events import CheckpointMessage, QuorumMessageReceived
 from snode.net.peers import PeerManager
+from snode.net.quorum_guard import SCORE_FORGED, SCORE_NOT_OURS
 from snode.node.events import BlocksAdopted
 from snode.node.node import Node
 
@@ -85,13 +86,28 @@ class CheckpointDuties:
                 self.quorumnet.send(member, vote)
 
     def _on_vote(self, event: QuorumMessageReceived) -> None:
+        """A member's vote: kept if it is good; one for a block not ours, from outside the
+        quorum, or with a bad signature costs the member (`QuorumNet.junk`)."""
         vote = event.message
         if not isinstance(vote, CheckpointVote):
             return
         slot = _pending(self.node.state).get(vote.height)
-        if slot is None or not accepts_vote(vote, _quorum(slot), slot.block_hash, self.node.params.network_id):
+        if slot is None:
+            return  # a height we no longer, or do not yet, wait for: late or early, not junk
+        if self.votes.get((slot.height, slot.block_hash), {}).get(vote.voter) == vote.signature:
+            return  # a copy of a vote we hold: nothing to check again
+        if vote.block_hash != slot.block_hash or vote.voter not in slot.members:
+            self._junk(event.sender, SCORE_NOT_OURS,
+                       "sent checkpoint votes for a block that is not ours, or from outside its quorum")
+            return
+        if not accepts_vote(vote, _quorum(slot), slot.block_hash, self.node.params.network_id):
+            self._junk(event.sender, SCORE_FORGED, "sent a checkpoint vote whose signature does not verify")
             return
         self._add(slot, vote)
+
+    def _junk(self, member: bytes, points: int, reason: str) -> None:
+        if self.quorumnet is not None:
+            self.quorumnet.junk(member, points, reason)
 
     def _add(self, slot: CheckpointSlot, vote: CheckpointVote) -> None:
         collected = self.votes.setdefault((slot.height, slot.block_hash), {})

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from snode.common.aio import wait_set
+from snode.common.logs import LIMITED
 from snode.core import rounds as R
 from snode.core.blocks import Block, block_hash
 from snode.core.errors import BlockFromFuture, SnodeError
@@ -217,11 +218,11 @@ class BlockProducer:
         try:
             await self.writer.call(node.check_template, block, node.now())
         except BlockFromFuture as err:
-            log.info("template %d: %s (check both clocks)", block.header.height, err.reason)
+            log.info("template %d: %s (check both clocks)", block.header.height, err.reason, extra=LIMITED)
             return False
-        except SnodeError as err:
+        except SnodeError as err:  # a leader can send one a round: counted, not each written
             log.info("template %d from %s refused: %s", block.header.height,
-                     block.header.producer.hex()[:16], err.reason)
+                     block.header.producer.hex()[:16], err.reason, extra=LIMITED)
             return False
         return True
 

@@ -27,12 +27,14 @@ from snode.core.errors import SnodeError
 from snode.core.obligations import accepts_vote, judge, quorum_signers
 from snode.core.proofs import BadProofSignature, InvalidProof, ProofRefusal, UptimeProof, proof_message
 from snode.core.service_nodes import Reason, StateChangeKind
+from snode.core.state import Quorum
 from snode.core.stake_exit import returned_outputs
 from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
 from snode.net import protocol as P
 from snode.net.events import ProofMessage, QuorumMessageReceived
 from snode.net.limits import SCORE_JUNK_PROOF, SCORE_PROTOCOL, SCORE_UNASKED_VERDICT
 from snode.net.peers import PeerManager
+from snode.net.quorum_guard import SCORE_FORGED, SCORE_NOT_OURS
 from snode.node.events import BlocksAdopted, ProofAccepted
 from snode.node.node import Node
 from snode.params import STATE_CHANGE_WINDOW
@@ -45,7 +47,14 @@ if TYPE_CHECKING:  # pyzmq is imported only by a service node's daemon (start-up
 log = logging.getLogger(__name__)
 
 MAX_PENDING_VERDICTS = 10_000
-"""Open (node, verdict, height) keys kept at once; a member cannot grow this without bound."""
+"""Open (node, verdict, height) keys kept at once; a member cannot grow this without bound..."""
+MAX_OPEN_VOTES_PER_VOTER: Final = MAX_PENDING_VERDICTS // 10
+"""...and one voter's votes among them (1,000): a tenth, one member's share of a quorum of ten,
+so that one member cannot fill the table and shut the others' verdicts out. An honest member
+votes once a block on each node it finds failing, each vote under that block's quorum height:
+this holds its votes on 100 nodes failing at once over the whole STATE_CHANGE_WINDOW; with more,
+its votes of the newest heights wait until the oldest are pruned, and a verdict needs the votes
+of one height only."""
 
 VoteKey = tuple[bytes, int, int, int]
 """(sn pubkey, kind, reason, quorum height)."""
@@ -123,6 +132,8 @@ class ServiceNodeDuties:
         self.doppelganger: str | None = None
         self.reachability = ReachabilityTests(node, quorumnet) if quorumnet is not None else None
         self.votes: dict[VoteKey, dict[bytes, bytes]] = {}
+        self._open: dict[bytes, int] = {}
+        """Voter -> the open verdicts (keys of `votes`) that hold its vote."""
         self.submitted: set[VoteKey] = set()
         self.intake = ProofIntake(node, self._proof_verdict)
         self.asked = Asked()
@@ -296,22 +307,29 @@ class ServiceNodeDuties:
 
     def on_quorum_message(self, event: QuorumMessageReceived) -> None:
         if isinstance(event.message, P.QuorumVote):
-            self.add_vote(event.message)
+            self.add_vote(event.message, event.sender)
 
-    def add_vote(self, vote: P.QuorumVote) -> None:
+    def add_vote(self, vote: P.QuorumVote, sender: bytes | None = None) -> None:
         """Keep a valid vote (`core.obligations.accepts_vote`); submit the state change once
-        enough votes are in."""
+        enough votes are in. A member's (`sender`'s) vote from outside its quorum, or with a
+        bad signature, costs the member (`QuorumNet.junk`)."""
         node = self.node
         quorum = node.state.quorums.get(vote.quorum_height)
         target = node.state.service_nodes.get(vote.sn_pubkey)
-        if quorum is None or target is None or len(self.votes) >= MAX_PENDING_VERDICTS:
-            return  # only registered nodes, and a bounded number of open verdicts
-        if not accepts_vote(vote, quorum, target, node.height + 1, node.params):
-            log.debug("ignored a vote of %s on %s: not a good vote of its quorum", vote.voter.hex()[:16],
-                      vote.sn_pubkey.hex()[:16])
-            return
         key: VoteKey = (vote.sn_pubkey, vote.kind, vote.reason, vote.quorum_height)
+        held = self.votes.get(key)
+        if quorum is None or target is None or (held is None and len(self.votes) >= MAX_PENDING_VERDICTS):
+            return  # only registered nodes, and a bounded number of open verdicts
+        if held is not None and held.get(vote.voter) == vote.signature:
+            return  # a copy of a vote we hold
+        if (held is None or vote.voter not in held) and self._open.get(vote.voter, 0) >= MAX_OPEN_VOTES_PER_VOTER:
+            return  # this voter's share of the table is full
+        if not accepts_vote(vote, quorum, target, node.height + 1, node.params):
+            self._refused_vote(vote, quorum, sender)
+            return
         collected = self.votes.setdefault(key, {})
+        if vote.voter not in collected:
+            self._open[vote.voter] = self._open.get(vote.voter, 0) + 1
         collected[vote.voter] = vote.signature
         if len(collected) >= quorum.needed and key not in self.submitted:
             self.submitted.add(key)
@@ -334,8 +352,28 @@ class ServiceNodeDuties:
         log.info("quorum: %s %s (%s)", StateChangeKind(kind).name.lower(), sn_pubkey.hex()[:16],
                  Reason(reason).label)
 
+    def _refused_vote(self, vote: P.QuorumVote, quorum: Quorum, sender: bytes | None) -> None:
+        """A vote `accepts_vote` refused: junk if it comes from outside its quorum or its
+        signature fails (a vote that no longer fits its node's state is only late)."""
+        log.debug("ignored a vote of %s on %s: not a good vote of its quorum", vote.voter.hex()[:16],
+                  vote.sn_pubkey.hex()[:16])
+        if sender is None or self.quorumnet is None:
+            return
+        if vote.voter not in quorum.members:
+            self.quorumnet.junk(sender, SCORE_NOT_OURS, "sent obligations votes from outside their quorum")
+            return
+        message = state_change_hash(self.node.params.network_id, vote.sn_pubkey, vote.kind, vote.reason,
+                                    vote.quorum_height)
+        if not verify(vote.voter, message, vote.signature):
+            self.quorumnet.junk(sender, SCORE_FORGED, "sent an obligations vote whose signature does not verify")
+
     def _prune(self) -> None:
         oldest = self.node.height - STATE_CHANGE_WINDOW
         for key in [k for k in self.votes if k[3] < oldest]:
-            del self.votes[key]
+            for voter in self.votes.pop(key):
+                left = self._open.get(voter, 0) - 1
+                if left > 0:
+                    self._open[voter] = left
+                else:
+                    self._open.pop(voter, None)
             self.submitted.discard(key)
