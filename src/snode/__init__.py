@@ -1,3 +1,3 @@
 """snode: a service-node blockchain daemon, its wallet and operator tools."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

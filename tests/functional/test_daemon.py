@@ -33,7 +33,7 @@ PAYEE = key_from_label("mempool payee")
 def test_version_and_help():
     log.info("--version prints the version; --help names every flag")
     out = run_snoded(["--version"])
-    assert_equal((out.returncode, out.stdout.strip()), (0, "snoded v0.1.0"))
+    assert_equal((out.returncode, out.stdout.strip()), (0, "snoded v0.2.0 (peer protocol 4; forks v1, v2)"))
     out = run_snoded(["--help"])
     assert out.returncode == 0
     for flag in ("--service-node", "--data-dir", "--p2p-bind-ip", "--p2p-bind-port", "--rpc-admin",
@@ -179,11 +179,11 @@ def piped_daemon(tmp_path, *extra):
 def test_console_commands(tmp_path):
     with piped_daemon(tmp_path, "--service-node") as proc:
         log.info("Start with a console: it prints the status line")
-        assert_equal(proc.stdout.readline().strip(), "v0.1.0; Height: 0, SN: not registered, proof: never")
+        assert_equal(proc.stdout.readline().strip(), "v0.2.0; Height: 0, SN: not registered, proof: never")
         log.info("Type status, print_sn_key, a bogus command and exit: each answered, then exit 0")
         proc.stdin.write("status\nprint_sn_key\nbogus\nexit\n")
         proc.stdin.flush()
-        assert_equal(proc.stdout.readline().strip(), "v0.1.0; Height: 0, SN: not registered, proof: never")
+        assert_equal(proc.stdout.readline().strip(), "v0.2.0; Height: 0, SN: not registered, proof: never")
         key = proc.stdout.readline().strip()
         assert len(key) == 64 and bytes.fromhex(key)
         assert "unknown command 'bogus'" in proc.stdout.readline()
@@ -279,7 +279,7 @@ def test_console_is_off_when_stdin_is_not_a_console(tmp_path, stdin):
                 if stdin == "closed pipe":
                     assert proc.stdin is not None
                     proc.stdin.close()
-                assert proc.stdout.readline().startswith("v0.1.0; Height: 0")
+                assert proc.stdout.readline().startswith("v0.2.0; Height: 0")
                 log.info("It is still running 1.5 s later; SIGTERM stops it with status 0")
                 with pytest.raises(subprocess.TimeoutExpired):
                     proc.wait(scaled(1.5))

@@ -23,7 +23,7 @@ def test_the_operator_guide_is_generated_from_real_output(tmp_path):
     assert_equal(done.returncode, 0, done.stdout + done.stderr)
     guide = out.read_text()
     assert "{{" not in guide, "every placeholder is filled"
-    for expected in ("$ snoded --version", "v0.1.0; Height: 0, SN: not registered, proof: never",
+    for expected in ("$ snoded --version", "v0.2.0; Height: 0, SN: not registered, proof: never",
                      "register_service_node ",
                      "Transaction sent. Transaction ID:", '"ready": true', "unlocking at height",
                      "No operator contribution given: operator address: address contains whitespace",

@@ -34,11 +34,11 @@ def test_get_info_and_status_lines(nodes, sn):
     info = plain.get_info()
     assert_equal(info["height"], 0)
     assert_equal(info["target_height"], 0)
-    assert_equal(info["status_line"], "v0.1.0; Height: 0, SN: no, proof: never")
-    assert_equal(sn.get_info()["status_line"], "v0.1.0; Height: 0, SN: not registered, proof: never")
+    assert_equal(info["status_line"], "v0.2.0; Height: 0, SN: no, proof: never")
+    assert_equal(sn.get_info()["status_line"], "v0.2.0; Height: 0, SN: not registered, proof: never")
     log.info("Mine 2 blocks: the status line shows the new height")
     plain.generate_blocks(blocks=2)
-    assert_equal(plain.get_info()["status_line"], "v0.1.0; Height: 2, SN: no, proof: never")
+    assert_equal(plain.get_info()["status_line"], "v0.2.0; Height: 2, SN: no, proof: never")
 
 
 def test_service_node_key_and_non_sn_errors(nodes, sn):
@@ -164,7 +164,7 @@ def test_registration_through_raw_transaction(nodes, sn):
     assert_equal(rec["decommission_count"], 0)
     # Funded, not activated yet: Decomm by the flags (the node table's word), qualified.
     line = sn.get_info()["status_line"]
-    assert line.startswith(f"v0.1.0; Height: {reg_height}, SN: Decomm (not activated yet), proof: "), line
+    assert line.startswith(f"v0.2.0; Height: {reg_height}, SN: Decomm (not activated yet), proof: "), line
     log.info("Filter by pubkey: the same record; an unknown key: none")
     same = sn.get_service_nodes(service_node_pubkeys=[rec["service_node_pubkey"]])["service_node_states"]
     assert_equal(same, [rec])
@@ -204,7 +204,7 @@ def test_pool_registration_awaits_contributions(sn):
     height = sn.generate_blocks(blocks=1)["height"]
     rec = sn.get_service_nodes({})["service_node_states"][0]
     assert_equal((rec["funded"], rec["active"], rec["total_contributed"]), (False, False, POOL_MIN))
-    assert_equal(sn.get_info()["status_line"], f"v0.1.0; Height: {height}, SN: Await, proof: never")
+    assert_equal(sn.get_info()["status_line"], f"v0.2.0; Height: {height}, SN: Await, proof: never")
 
 
 def test_raw_transaction_rejections(sn):

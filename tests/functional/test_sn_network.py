@@ -43,7 +43,7 @@ log = narrator(__name__)
 def mine(node, blocks: int) -> None:
     node.generate_blocks(blocks=blocks)
 
-V = "v0.1.0"
+V = "v0.2.0"
 
 
 def test_lifecycle_solo_and_pool(nodes):

@@ -29,7 +29,7 @@ def test_status_and_call(nodes):
     log.info("status: the daemon's status line and sync state; --json status: the fields")
     out = snode_cli(node, "status")
     assert_equal(out.returncode, 0, out.stderr)
-    assert out.stdout.startswith("v0.1.0; Height: 0, SN: not registered, proof: never\n")
+    assert out.stdout.startswith("v0.2.0; Height: 0, SN: not registered, proof: never\n")
     assert "synced" in out.stdout
     out = snode_cli(node, "--json", "status")
     assert_equal(json.loads(out.stdout)["height"], 0)
@@ -149,7 +149,7 @@ def test_fleet_shows_each_node_on_a_line_and_a_dead_one_as_unreachable(nodes, tm
     rows = out.stdout.splitlines()
     assert_equal(len(rows), 3, out.stdout)
     width = max(map(len, [*urls, dead]))
-    assert_equal(rows[0], f"{urls[0]:<{width}}  not a service node, height {height}, v0.1.0")
+    assert_equal(rows[0], f"{urls[0]:<{width}}  not a service node, height {height}, v0.2.0")
     name = re.escape(f"{urls[1]:<{width}}")
     assert re.fullmatch(rf"{name}  Active, proof (never|\d+s), credit {credit} blocks?, height {height}, "
                         r"v0\.1\.0, (no reward yet|last reward \d+)", rows[1]), rows[1]

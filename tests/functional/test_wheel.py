@@ -75,7 +75,7 @@ def test_the_wheel_in_a_fresh_venv_gives_every_program_and_a_daemon_that_answers
     for program in PROGRAMS:
         out = subprocess.run([str(venv / "bin" / program), "--version"], capture_output=True, text=True,
                              cwd=tmp_path, env=env, timeout=scaled(60), stdin=subprocess.DEVNULL)
-        assert_equal((out.returncode, out.stdout.strip()), (0, f"{program} v{__version__}"), program)
+        assert out.returncode == 0 and out.stdout.startswith(f"{program} v{__version__}"), (program, out.stdout)
     log.info("A regtest daemon from the venv answers get_info, and stops on SIGTERM")
     ip = next_loopback_ip()
     stderr = tmp_path / "snoded.stderr"

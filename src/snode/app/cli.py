@@ -12,6 +12,12 @@ import click
 
 from snode import __version__
 from snode.app.config import Config, ConfigError, build_config
+from snode.net.protocol import PROTOCOL_VERSION
+from snode.params import KNOWN_FORKS
+
+VERSION_LINE = f"%(prog)s v%(version)s (peer protocol {PROTOCOL_VERSION}; forks {', '.join(KNOWN_FORKS)})"
+"""`snoded --version`: what a peer and a chain need of this build, besides its version (CHANGELOG.md:
+a release whose blocks, transactions, proofs or peer protocol differ changes its version)."""
 
 log = logging.getLogger("snoded")  # the daemon's own lines, beside app/daemon.py's
 
@@ -52,7 +58,7 @@ def snoded_command(start: Callable[[Config], None]) -> click.Command:
     @click.option("--genesis", metavar="FILE", help="Genesis document for this network.")
     @click.option("--test-fork", "test_forks", multiple=True, metavar="NAME@HEIGHT",
                   help="Devnet/regtest: schedule fork NAME at HEIGHT (repeatable, in order).")
-    @click.version_option(__version__, "--version", prog_name="snoded", message="%(prog)s v%(version)s")
+    @click.version_option(__version__, "--version", prog_name="snoded", message=VERSION_LINE)
     def cli(testnet: bool, devnet: bool, regtest: bool, **flags: object) -> None:
         """snoded: the snode service-node daemon (mainnet unless a network flag is given)."""
         chosen = [name for name, on in (("testnet", testnet), ("devnet", devnet), ("regtest", regtest)) if on]
