@@ -293,7 +293,8 @@ class Receiver(threading.Thread):
             elif tag == REJECTED_TAG:
                 peer.rejected += 1
             elif tag == INV_TAG:
-                peer.announcements.append((time.perf_counter(), bytes(buf[pos + P.HEADER_BYTES:pos + P.HEADER_BYTES + size])))
+                body = pos + P.HEADER_BYTES
+                peer.announcements.append((time.perf_counter(), bytes(buf[body:body + size])))
             pos += P.HEADER_BYTES + size
         del buf[:pos]
 

@@ -1,0 +1,44 @@
+"""Each benchmark with a smoke size runs end to end at it and produces its figures, so that a
+benchmark cannot break unnoticed (issue #37: `python -m bench proof` counted relayed Proof frames,
+which peer protocol 3 no longer pushes, and reported "handled 0 of 14,000" for weeks). The
+command line is the one an engineer types (`python -m bench --smoke --json FILE NAME`); the
+figures' targets are not checked: a smoke size is too small to mean anything."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.functional.framework import narrator, scaled
+
+log = narrator(__name__)
+REPO = Path(__file__).resolve().parents[2]
+
+
+def smoke(tmp_path: Path, name: str, timeout: float) -> dict:
+    out = tmp_path / f"{name}.json"
+    log.info("python -m bench --smoke --json %s %s", out.name, name)
+    run = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--json", str(out), name], cwd=REPO,
+                         capture_output=True, text=True, timeout=scaled(timeout))
+    assert run.returncode == 0, run.stderr[-3000:]
+    document = json.loads(out.read_text())
+    assert document["smoke"] is True and document["commit"] and document["machine"]["cpus"]
+    return document["benchmarks"][name]
+
+
+def test_proof_bench_counts_every_proof_a_protocol_3_peer_has_answered(tmp_path: Path):
+    figures = smoke(tmp_path, "proof", 120)
+    (trial,) = figures["trials"]
+    assert trial["acks_received"] == trial["proofs"] == figures["service_nodes"] * figures["rounds"]
+    assert figures["intake_per_s"] > 0 and figures["ratio"] > 0 and trial["announced_s"] > 0
+
+
+def test_list_names_every_benchmark_once():
+    run = subprocess.run([sys.executable, "-m", "bench", "--list"], cwd=REPO, capture_output=True, text=True,
+                         timeout=scaled(30))
+    assert run.returncode == 0, run.stderr
+    names = [line.split()[0] for line in run.stdout.splitlines()]
+    assert len(names) == len(set(names)) and {"proof", "final_block", "gossip", "gossip_relay",
+                                               "reader_compare"} <= set(names)
