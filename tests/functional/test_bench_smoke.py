@@ -11,7 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.functional.framework import narrator, scaled
+from bench.daemons import BENCH_OCTETS
+from tests.functional.framework import TEST_OCTETS, narrator, scaled
 
 log = narrator(__name__)
 REPO = Path(__file__).resolve().parents[2]
@@ -33,6 +34,10 @@ def test_proof_bench_counts_every_proof_a_protocol_3_peer_has_answered(tmp_path:
     (trial,) = figures["trials"]
     assert trial["acks_received"] == trial["proofs"] == figures["service_nodes"] * figures["rounds"]
     assert figures["intake_per_s"] > 0 and figures["ratio"] > 0 and trial["announced_s"] > 0
+
+
+def test_benchmarks_and_tests_use_disjoint_addresses():
+    assert set(BENCH_OCTETS).isdisjoint(TEST_OCTETS) and max(BENCH_OCTETS) <= 255, (BENCH_OCTETS, TEST_OCTETS)
 
 
 def test_list_names_every_benchmark_once():
