@@ -36,6 +36,12 @@ def test_proof_bench_counts_every_proof_a_protocol_3_peer_has_answered(tmp_path:
     assert figures["intake_per_s"] > 0 and figures["ratio"] > 0 and trial["announced_s"] > 0
 
 
+def test_sync_bench_syncs_its_chain_and_replays_it(tmp_path: Path):
+    figures = smoke(tmp_path, "sync", 120)
+    assert len(figures["runs"]) == 1 and figures["chain"]["blocks"] == 2_100
+    assert figures["replay"] and figures["verify_per_s"] > 0
+
+
 def test_benchmarks_and_tests_use_disjoint_addresses():
     assert set(BENCH_OCTETS).isdisjoint(TEST_OCTETS) and max(BENCH_OCTETS) <= 255, (BENCH_OCTETS, TEST_OCTETS)
 
