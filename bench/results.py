@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -37,7 +38,14 @@ def write(path: Path, figures: dict[str, Any], *, smoke: bool) -> None:
         "smoke": smoke,
         "benchmarks": figures,
     }
-    path.write_text(json.dumps(document, indent=1, default=str) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(document, indent=1, default=_plain) + "\n", encoding="utf-8")
+
+
+def _plain(value: Any) -> Any:
+    """A figure JSON has no type for: a record's fields, or its text (a path, say)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return str(value)
 
 
 def numbers(value: Any, prefix: str = "") -> Iterator[tuple[str, float]]:

@@ -42,6 +42,17 @@ def test_sync_bench_syncs_its_chain_and_replays_it(tmp_path: Path):
     assert figures["replay"] and figures["verify_per_s"] > 0
 
 
+def test_intake_bench_accepts_its_proofs_in_process(tmp_path: Path):
+    (trial,) = smoke(tmp_path, "intake", 90)["trials"]
+    assert all(isinstance(value, (int, float)) and value > 0 for value in trial.values()), trial
+
+
+def test_hostile_bench_syncs_while_attacked(tmp_path: Path):
+    figures = smoke(tmp_path, "hostile", 90)
+    assert figures["blocks"] == 300 and figures["quiet_blocks_per_s"] > 0
+    assert figures["attacked"]["blocks_per_s"] > 0 and figures["attacked"]["attack"]
+
+
 def test_benchmarks_and_tests_use_disjoint_addresses():
     assert set(BENCH_OCTETS).isdisjoint(TEST_OCTETS) and max(BENCH_OCTETS) <= 255, (BENCH_OCTETS, TEST_OCTETS)
 
