@@ -42,6 +42,12 @@ def test_sync_bench_syncs_its_chain_and_replays_it(tmp_path: Path):
     assert figures["replay"] and figures["verify_per_s"] > 0
 
 
+def test_core_bench_applies_its_blocks(tmp_path: Path):
+    figures = smoke(tmp_path, "core", 60)
+    assert figures["service_nodes"] == 20 and set(figures["blocks"]) == {"1", "5"}
+    assert all(block["sig_share"] > 0 for block in figures["blocks"].values())
+
+
 def test_intake_bench_accepts_its_proofs_in_process(tmp_path: Path):
     (trial,) = smoke(tmp_path, "intake", 90)["trials"]
     assert all(isinstance(value, (int, float)) and value > 0 for value in trial.values()), trial
