@@ -24,7 +24,8 @@ class Benchmark:
 BENCHMARKS: Final = (
     Benchmark("core", "bench.core_bench", "apply_block against Ed25519 verification", 2, False,
               {"service_nodes": 20, "block_sizes": (1, 5)}),
-    Benchmark("store", "bench.store_bench", "store commits against bare SQLite; restart", 2, False),
+    Benchmark("store", "bench.store_bench", "store commits against bare SQLite; restart", 2, False,
+              {"blocks": 20, "restart_outputs": 5_000}),
     Benchmark("rpc", "bench.rpc_bench", "get_service_nodes and get_info against msgspec and a trivial handler",
               5, True),
     Benchmark("sync", "bench.sync_bench", "sync from a local peer against Ed25519 verification", 10, True,

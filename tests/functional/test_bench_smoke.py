@@ -48,6 +48,12 @@ def test_core_bench_applies_its_blocks(tmp_path: Path):
     assert all(block["sig_share"] > 0 for block in figures["blocks"].values())
 
 
+def test_store_bench_commits_and_restarts(tmp_path: Path):
+    figures = smoke(tmp_path, "store", 60)
+    assert figures["blocks"] == 20 and figures["store_commits_per_s"] > 0 and figures["bare_commits_per_s"] > 0
+    assert figures["restart"]["utxos"] > 5_000 and figures["restart"]["open_and_load_s"] > 0
+
+
 def test_intake_bench_accepts_its_proofs_in_process(tmp_path: Path):
     (trial,) = smoke(tmp_path, "intake", 90)["trials"]
     assert all(isinstance(value, (int, float)) and value > 0 for value in trial.values()), trial
