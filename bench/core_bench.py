@@ -89,14 +89,14 @@ def verify_rate() -> float:
 
 # --- the state ----------------------------------------------------------------------------
 
-def build_chain(spenders: Sequence[SigningKey]) -> DevChain:
-    """A DevChain with SERVICE_NODES active, payable service nodes and funded spenders."""
-    operators = [key_from_label(f"bench operator {i}") for i in range(SERVICE_NODES)]
-    nodes = [key_from_label(f"bench node {i}") for i in range(SERVICE_NODES)]
+def build_chain(spenders: Sequence[SigningKey], service_nodes: int = SERVICE_NODES) -> DevChain:
+    """A DevChain with `service_nodes` active, payable service nodes and funded spenders."""
+    operators = [key_from_label(f"bench operator {i}") for i in range(service_nodes)]
+    nodes = [key_from_label(f"bench node {i}") for i in range(service_nodes)]
     allocations = {k.public: 200_001 * COIN for k in operators}
     allocations.update({k.public: 1_000 * COIN for k in spenders})
     chain = DevChain.create(allocations)
-    for start in range(0, SERVICE_NODES, REGISTRATIONS_PER_BLOCK):
+    for start in range(0, service_nodes, REGISTRATIONS_PER_BLOCK):
         for op, node in zip(operators[start:start + REGISTRATIONS_PER_BLOCK],
                             nodes[start:start + REGISTRATIONS_PER_BLOCK]):
             chain.register(op, node, chain.params.staking_requirement)
@@ -107,8 +107,8 @@ def build_chain(spenders: Sequence[SigningKey]) -> DevChain:
     chain.mine()
     chain.mine(chain.params.payable_grace)
     active = sum(1 for sn in chain.state.service_nodes.values() if sn.active)
-    if active != SERVICE_NODES:
-        raise AssertionError(f"{active} of {SERVICE_NODES} service nodes are active after setup")
+    if active != service_nodes:
+        raise AssertionError(f"{active} of {service_nodes} service nodes are active after setup")
     return chain
 
 
@@ -157,17 +157,19 @@ def measure_block(chain: DevChain, block: Block) -> dict[str, float]:
     }
 
 
-def run(profile: bool = False) -> dict[str, Any]:
-    """Every figure of this benchmark, as a dict (see `report`)."""
+def run(profile: bool = False, service_nodes: int = SERVICE_NODES,
+        block_sizes: tuple[int, ...] = BLOCK_SIZES) -> dict[str, Any]:
+    """Every figure of this benchmark, as a dict (see `report`); fewer nodes and smaller blocks
+    for a quick look (the smoke test)."""
     log("measuring Ed25519 verification (the limit)")
     signature_cache(False)  # each verification as of a signature seen for the first time
     rate = verify_rate()
-    spenders = [key_from_label(f"bench spender {i}") for i in range(max(BLOCK_SIZES))]
-    log(f"building a chain with {SERVICE_NODES} service nodes")
+    spenders = [key_from_label(f"bench spender {i}") for i in range(max(block_sizes))]
+    log(f"building a chain with {service_nodes} service nodes")
     started = time.perf_counter()
-    chain = build_chain(spenders)
+    chain = build_chain(spenders, service_nodes)
     setup_s = time.perf_counter() - started
-    blocks = {n: transfer_block(chain, spenders, n) for n in BLOCK_SIZES}
+    blocks = {n: transfer_block(chain, spenders, n) for n in block_sizes}
     results: dict[str, Any] = {
         "ed25519_verify_per_s": rate,
         "service_nodes": len(chain.state.service_nodes),
@@ -179,7 +181,7 @@ def run(profile: bool = False) -> dict[str, Any]:
         results["blocks"][n] = measure_block(chain, block)
     if profile:
         results["profile"] = {
-            n: profile_apply(chain, blocks[n]) for n in (min(BLOCK_SIZES), max(BLOCK_SIZES))
+            n: profile_apply(chain, blocks[n]) for n in (min(block_sizes), max(block_sizes))
         }
     return results
 

@@ -26,11 +26,14 @@ from snode.common.procs import child_pids
 BENCH_DIR: Final = Path(__file__).resolve().parent
 REPO_DIR: Final = BENCH_DIR.parent
 
-PROOF_NET: Final = 100
-SYNC_NET: Final = 150
-RPC_NET: Final = 200
-BLOCKS_NET: Final = 50
-"""Second-octet bases of the benchmarks' 127.x ranges (50 values each; the test suite uses others)."""
+NET_WIDTH: Final = 31
+PROOF_NET: Final = 129
+SYNC_NET: Final = PROOF_NET + NET_WIDTH
+RPC_NET: Final = SYNC_NET + NET_WIDTH
+BLOCKS_NET: Final = RPC_NET + NET_WIDTH
+"""Second-octet bases of the benchmarks' 127.x ranges (NET_WIDTH values each, a run's picked by its
+pid): 129-252, above the test suite's 1-128 (tests/functional/framework.py TEST_OCTETS)."""
+BENCH_OCTETS: Final = range(PROOF_NET, BLOCKS_NET + NET_WIDTH)
 
 P2P_PORT: Final = 38090
 RPC_PORT: Final = 38091
@@ -47,7 +50,7 @@ def log(bench: str, text: str) -> None:
 def loopback_ip(second_octet_base: int, last: int) -> str:
     """A 127.x address of this run in the range starting at second_octet_base (one of the *_NET)."""
     pid = os.getpid()
-    return f"127.{second_octet_base + pid % 50}.{(pid // 50) % 250}.{last}"
+    return f"127.{second_octet_base + pid % NET_WIDTH}.{(pid // NET_WIDTH) % 250}.{last}"
 
 
 def child_env() -> dict[str, str]:

@@ -228,11 +228,11 @@ class Bench:
         return 1e6 * (time.thread_time() - t0) / len(messages)
 
 
-async def _run(profile: bool) -> dict[str, Any]:
+async def _run(profile: bool, trial_count: int) -> dict[str, Any]:
     bench = Bench(*_chain())
     await bench.start()
     await bench.trial()  # warm-up: caches, the first writes
-    trials = [await bench.trial() for _ in range(TRIALS)]
+    trials = [await bench.trial() for _ in range(trial_count)]
     results: dict[str, Any] = {"trials": trials}
     if profile:
         profiler = cProfile.Profile(time.thread_time)
@@ -247,14 +247,15 @@ async def _run(profile: bool) -> dict[str, Any]:
     return results
 
 
-def run(profile: bool = False) -> dict[str, Any]:
-    return asyncio.run(_run(profile))
+def run(profile: bool = False, trial_count: int = TRIALS) -> dict[str, Any]:
+    """Every figure of this benchmark (see `report`); fewer trials for a quick look (the smoke test)."""
+    return asyncio.run(_run(profile, trial_count))
 
 
 def report(results: dict[str, Any], console: Console) -> None:
     trials: list[Trial] = results["trials"]
     console.print(f"uptime-proof intake, in process ({SERVICE_NODES} service nodes, {PEERS} peers, {RATE:g} proofs/s "
-                  f"x {SPEED}, {ROUNDS} rounds a trial, median of {TRIALS} trials; CPU clocks):")
+                  f"x {SPEED}, {ROUNDS} rounds a trial, median of {len(trials)} trials; CPU clocks):")
     table = Table()
     for column in ("per accepted proof", "median", "min", "max"):
         table.add_column(column, justify="left" if column.startswith("per") else "right")

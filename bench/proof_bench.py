@@ -15,19 +15,24 @@ verification rate):
   127.x source address, handshake with it and send pre-built frames of signed proofs
   (`make_proof` with each SN's key). Proofs are direct (`relayed=False`), each SN declaring as
   its public IP the source address of the peer that carries it, so the daemon runs the full
-  direct path: IP check, the proof's rules and signature, then relay to every other peer. Each trial sends ROUNDS
+  direct path: IP check, the proof's rules and signature, then relay to every other peer. Each trial sends MAX_ROUNDS
   rounds of one proof per SN, timestamps t0, t0+1, ... (the rate limit is one per half proof
   interval, 1 s on regtest), all within the 300 s clock tolerance; an SN's proofs all travel on
   one connection, so they arrive in order. Per peer a trial stays under the flood burst
   (FLOOD_BURST messages), so the flood limit does not bound it; each trial uses fresh
   connections, whose buckets are full.
 - the clock: from the first byte sent until the daemon has handled every proof of the trial.
-  The signal is the relay stream, read by the fake peers: the daemon relays a proof to every
-  other peer if and only if it accepted it (sn_duties, proof_intake) and answers a refused
-  direct proof with ProofRejected, so (Proof frames received) / (PEERS - 1) + (ProofRejected
-  frames) counts the handled proofs exactly, with no polling load on the daemon. Afterwards,
-  untimed, get_service_nodes must show every SN's last_uptime_proof at the trial's last
-  timestamp, and no proof may have been refused;
+  The signal is the verdict stream, read by the fake peers: the daemon answers each direct
+  proof to the peer that sent it, with ProofAck once it accepted it and with ProofRejected
+  when it refused it (services/sn_duties.py), so ProofAck + ProofRejected frames count the
+  handled proofs exactly, with no polling load on the daemon. The fake peers speak protocol 3,
+  as every peer of this release does: the daemon relays another's proof to them by announcing
+  its id (`ProofInv`, every INV_INTERVAL, newest per signer; net/proof_gossip.py), not in full,
+  and no fake peer asks for one (each has sent it, or will never need it). Afterwards, untimed:
+  every peer must have been announced each SN it did not carry at the trial's last timestamp
+  (the relay's side; how long after the first byte is reported as `announced_s`),
+  get_service_nodes must show every SN's last_uptime_proof at that timestamp, and no proof may
+  have been refused;
 - ratio = intake / limit per trial; the median of TRIALS trials, target >= 1.2 (issue #16; the
   first round's was 0.5, one core);
 - the same in CPU time, which a neighbour's load on a shared machine moves far less: proofs per
@@ -83,8 +88,9 @@ PEERS: Final = 8
 relayed to the PEERS - 1 others, as a node with 8 peers does."""
 FLOOD_MARGIN: Final = 50
 """Messages per peer kept below FLOOD_BURST for the Hello and whatever else counts."""
-ROUNDS: Final = int((FLOOD_BURST - FLOOD_MARGIN) // -(-SERVICE_NODES // PEERS))
-"""Proofs per SN per trial: as many as fit in one peer's flood burst (7 with 2,000 SNs, 8 peers)."""
+MAX_ROUNDS: Final = 7
+"""Proofs per SN per trial, at most: what fits in one peer's flood burst with 2,000 SNs and 8
+peers (a smaller chain gets no more, so that its timestamps stay as near the clock)."""
 TRIALS: Final = 5
 VERIFY_SAMPLES: Final = 4_000
 TARGET_RATIO: Final = 1.2
@@ -92,15 +98,19 @@ TARGET_RATIO: Final = 1.2
 MIN_SECONDS: Final = 1.0
 MIN_RUNS: Final = 5
 TRIAL_TIMEOUT: Final = 60.0
+ANNOUNCE_TIMEOUT: Final = 10.0
+"""Seconds after the last verdict for the last announcements to arrive (they go every
+INV_INTERVAL, 1 s)."""
 CLOCK_BACK_S: Final = 60
 """The first proof timestamp is this far behind the clock when the frames are built, the last
-TRIALS * ROUNDS - 1 seconds later (34 s): every timestamp stays within PROOF_CLOCK_TOLERANCE
+TRIALS * MAX_ROUNDS - 1 seconds later (34 s): every timestamp stays within PROOF_CLOCK_TOLERANCE
 (300 s) of the daemon's clock for the minutes the run takes."""
 QUORUMNET_PORT: Final = 38092
 PROFILE_TOP: Final = 25
 
-PROOF_TAG: Final = P.Proof.__struct_config__.tag
+ACK_TAG: Final = P.ProofAck.__struct_config__.tag
 REJECTED_TAG: Final = P.ProofRejected.__struct_config__.tag
+INV_TAG: Final = P.ProofInv.__struct_config__.tag
 
 
 log: Final = partial(daemons.log, "proof_bench")
@@ -152,9 +162,15 @@ class Workload:
     """(public key, signed message, signature) of VERIFY_SAMPLES proofs, for the limit."""
 
 
+def rounds_for(service_nodes: int) -> int:
+    """Proofs per SN per trial: as many as fit in one peer's flood burst, at most MAX_ROUNDS."""
+    return min(MAX_ROUNDS, int((FLOOD_BURST - FLOOD_MARGIN) // -(-service_nodes // PEERS)))
+
+
 def build_workload(keys: Sequence[SigningKey], peer_ips: Sequence[str], trials: int) -> Workload:
-    """Signed proofs for `trials` trials of ROUNDS rounds: SN i travels on peer i % PEERS and
-    declares that peer's address as its public IP."""
+    """Signed proofs for `trials` trials of `rounds_for` rounds: SN i travels on peer i % PEERS
+    and declares that peer's address as its public IP."""
+    rounds = rounds_for(len(keys))
     t0 = int(time.time()) - CLOCK_BACK_S
     blobs: list[list[bytes]] = []
     last: list[int] = []
@@ -162,8 +178,8 @@ def build_workload(keys: Sequence[SigningKey], peer_ips: Sequence[str], trials: 
     first_proofs: list[UptimeProof] = []
     for trial in range(trials):
         per_peer: list[list[bytes]] = [[] for _ in peer_ips]
-        for r in range(ROUNDS):
-            ts = t0 + trial * ROUNDS + r
+        for r in range(rounds):
+            ts = t0 + trial * rounds + r
             for i, key in enumerate(keys):
                 p = i % len(peer_ips)
                 proof = make_proof(key, PARAMS, timestamp=ts, public_ip=peer_ips[p],
@@ -174,12 +190,12 @@ def build_workload(keys: Sequence[SigningKey], peer_ips: Sequence[str], trials: 
                     first_frames.append(frame)
                     first_proofs.append(proof)
         blobs.append([b"".join(frames) for frames in per_peer])
-        last.append(t0 + trial * ROUNDS + ROUNDS - 1)
+        last.append(t0 + trial * rounds + rounds - 1)
     samples = [(pr.pubkey, proof_message(PARAMS.network_id, pr), pr.signature)
                for pr in first_proofs[:VERIFY_SAMPLES]]
     return Workload(peer_ips=list(peer_ips), t0=t0, blobs=blobs, last_timestamp=last,
-                    proofs_per_trial=ROUNDS * len(keys),
-                    messages_per_peer=1 + ROUNDS * -(-len(keys) // len(peer_ips)),
+                    proofs_per_trial=rounds * len(keys),
+                    messages_per_peer=1 + rounds * -(-len(keys) // len(peer_ips)),
                     frames=first_frames, proofs=first_proofs, samples=samples)
 
 
@@ -236,22 +252,24 @@ class FakePeer:
         if not isinstance(P.parse(bytes(self.buffer[P.HEADER_BYTES:P.HEADER_BYTES + size])), P.Hello):
             raise AssertionError("the daemon's first message is not Hello")
         del self.buffer[:P.HEADER_BYTES + size]
-        self.proofs = 0
+        self.acks = 0
         self.rejected = 0
+        self.announcements: list[tuple[float, bytes]] = []
+        """(arrival time, payload) of each ProofInv, decoded after the timed part."""
 
     def close(self) -> None:
         self.sock.close()
 
 
 class Receiver(threading.Thread):
-    """Reads every peer's socket and counts the Proof (relays) and ProofRejected frames, by
-    their tag, without decoding them; sets `done` when the handled-proof count is reached."""
+    """Reads every peer's socket and counts the verdicts (ProofAck, ProofRejected) by their tag,
+    without decoding them, and keeps the announcements (ProofInv) undecoded; sets `done` when
+    the handled-proof count is reached."""
 
     def __init__(self, peers: Sequence[FakePeer], expected_handled: int) -> None:
         super().__init__(name="proof-bench receiver", daemon=True)
         self.peers = list(peers)
         self.expected = expected_handled
-        self.fanout = len(peers) - 1
         self.done = threading.Event()
         self.done_at: float | None = None
         self.stop = threading.Event()
@@ -259,8 +277,8 @@ class Receiver(threading.Thread):
         for peer in self.peers:
             self._count(peer)
 
-    def handled(self) -> float:
-        return sum(p.proofs for p in self.peers) / self.fanout + sum(p.rejected for p in self.peers)
+    def handled(self) -> int:
+        return sum(p.acks + p.rejected for p in self.peers)
 
     def _count(self, peer: FakePeer) -> None:
         buf = peer.buffer
@@ -270,10 +288,13 @@ class Receiver(threading.Thread):
             if end - pos < P.HEADER_BYTES + size:
                 break
             tag = buf[pos + P.HEADER_BYTES + 1] if size > 1 else -1
-            if tag == PROOF_TAG:
-                peer.proofs += 1
+            if tag == ACK_TAG:
+                peer.acks += 1
             elif tag == REJECTED_TAG:
                 peer.rejected += 1
+            elif tag == INV_TAG:
+                body = pos + P.HEADER_BYTES
+                peer.announcements.append((time.perf_counter(), bytes(buf[body:body + size])))
             pos += P.HEADER_BYTES + size
         del buf[:pos]
 
@@ -314,6 +335,33 @@ def wait_for_peer_count(daemon: Daemon, count: int, timeout: float = 20.0) -> No
         time.sleep(0.02)  # poll
 
 
+def wait_for_announcements(peers: Sequence[FakePeer], keys: Sequence[SigningKey], last: int) -> float:
+    """Wait (untimed) until every peer has been announced every SN it did not carry at timestamp
+    `last`; the perf_counter time the last of those announcements arrived."""
+    deadline = time.monotonic() + ANNOUNCE_TIMEOUT
+    read = [0] * len(peers)
+    missing = [{k.public for i, k in enumerate(keys) if i % len(peers) != p} for p in range(len(peers))]
+    arrived = 0.0
+    while True:
+        for p, peer in enumerate(peers):
+            fresh = peer.announcements[read[p]:]
+            read[p] += len(fresh)
+            for at, payload in fresh:
+                message = P.parse(payload)
+                assert isinstance(message, P.ProofInv)
+                for pubkey, timestamp in message.ids:
+                    if timestamp == last and pubkey in missing[p]:
+                        missing[p].discard(pubkey)
+                        arrived = max(arrived, at)
+        left = sum(len(m) for m in missing)
+        if not left:
+            return arrived
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{left:,} announcements of the trial's last proofs did not arrive within "
+                               f"{ANNOUNCE_TIMEOUT:.0f} s of the last verdict")
+        time.sleep(0.05)  # poll: the receiver thread appends
+
+
 def run_trial(daemon: Daemon, workload: Workload, trial: int, genesis_hash: bytes,
               keys: Sequence[SigningKey]) -> dict[str, Any]:
     """Connect PEERS fresh fake peers, send the trial's frames, time until every proof is handled;
@@ -342,11 +390,14 @@ def run_trial(daemon: Daemon, workload: Workload, trial: int, genesis_hash: byte
                 f"{workload.proofs_per_trial:,} proofs in {TRIAL_TIMEOUT:.0f} s:\n{daemon.log_tail()}"
             )
         if receiver.error is not None:
-            raise RuntimeError(f"trial {trial + 1}: reading the relays failed: {receiver.error!r}")
+            raise RuntimeError(f"trial {trial + 1}: reading the verdicts failed: {receiver.error!r}")
         assert receiver.done_at is not None
         seconds = receiver.done_at - started
         rejected = sum(p.rejected for p in peers)
-        relays = sum(p.proofs for p in peers)
+        acks = sum(p.acks for p in peers)
+        announced_at = wait_for_announcements(peers, keys, workload.last_timestamp[trial])
+        if receiver.error is not None:
+            raise RuntimeError(f"trial {trial + 1}: reading the announcements failed: {receiver.error!r}")
     finally:
         if receiver is not None:
             receiver.stop.set()
@@ -359,10 +410,10 @@ def run_trial(daemon: Daemon, workload: Workload, trial: int, genesis_hash: byte
     behind = sum(1 for r in records if r["last_uptime_proof"] != last)
     wanted = {k.public.hex() for k in keys}
     present = sum(1 for r in records if r["service_node_pubkey"] in wanted)
-    if rejected or behind or present != len(keys) or relays != workload.proofs_per_trial * (PEERS - 1):
+    if rejected or behind or present != len(keys) or acks != workload.proofs_per_trial:
         raise RuntimeError(
             f"trial {trial + 1}: {rejected} proofs refused, {behind} of {len(records)} SNs not at "
-            f"last_uptime_proof {last}, {present} of {len(keys)} SNs listed, {relays:,} relays"
+            f"last_uptime_proof {last}, {present} of {len(keys)} SNs listed, {acks:,} acknowledged"
         )
     own, workers = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]) if cpu0 is not None and cpu1 is not None else (None, None)
     cpu = own + workers if own is not None and workers is not None else None
@@ -371,7 +422,8 @@ def run_trial(daemon: Daemon, workload: Workload, trial: int, genesis_hash: byte
         "seconds": seconds,
         "send_s": sent - started,
         "proofs_per_s": workload.proofs_per_trial / seconds,
-        "relays_received": relays,
+        "acks_received": acks,
+        "announced_s": announced_at - started,
         "daemon_cpu_s": cpu,
         "workers_cpu_s": workers,
         "proofs_per_cpu_s": workload.proofs_per_trial / cpu if cpu else None,
@@ -382,9 +434,9 @@ def run_trial(daemon: Daemon, workload: Workload, trial: int, genesis_hash: byte
 
 def breakdown(workload: Workload, daemon_us_per_proof: float) -> dict[str, float]:
     """CPU microseconds per proof of the daemon's pure steps (decode the frame, the signed
-    message, verify, encode the relay for each other peer), timed in-process on one core, and the
-    rest of the daemon's CPU time per proof in the trials (event loop, socket reads and writes,
-    dispatch, token bucket)."""
+    message, verify, encode its verdict and its share of the announcements to the other peers),
+    timed in-process on one core, and the rest of the daemon's CPU time per proof in the trials
+    (event loop, socket reads and writes, dispatch, token bucket, the announcements' bookkeeping)."""
     payloads = [f[P.HEADER_BYTES:] for f in workload.frames]
     proofs = workload.proofs
     n = len(payloads)
@@ -402,18 +454,26 @@ def breakdown(workload: Workload, daemon_us_per_proof: float) -> dict[str, float
         for public, message, signature in workload.samples:
             verify(public, message, signature)
 
-    def relay_all() -> None:
+    def verdict_all() -> None:
         for proof in proofs:
-            message = P.Proof(proof=proof, relayed=True)
+            P.frame(P.ProofAck(pubkey=proof.pubkey, timestamp=proof.timestamp))
+
+    ids = [(proof.pubkey, proof.timestamp) for proof in proofs]
+
+    def announce_all() -> None:
+        for start in range(0, n, P.MAX_PROOF_IDS):
+            message = P.ProofInv(ids[start:start + P.MAX_PROOF_IDS])
             for _ in range(fanout):
                 P.frame(message)
 
-    parse_s, message_s, verify_s, relay_s = cpu_seconds_per_run(parse_all, message_all, verify_all, relay_all)
+    parse_s, message_s, verify_s, verdict_s, announce_s = cpu_seconds_per_run(
+        parse_all, message_all, verify_all, verdict_all, announce_all)
     us = {
         "parse_us": parse_s / n * 1e6,
         "proof_message_us": message_s / n * 1e6,
         "verify_us": verify_s / len(workload.samples) * 1e6,
-        "relay_encode_us": relay_s / n * 1e6,
+        "verdict_encode_us": verdict_s / n * 1e6,
+        "announce_encode_us": announce_s / n * 1e6,
     }
     parts = sum(us.values())
     us["measured_us"] = daemon_us_per_proof
@@ -440,19 +500,20 @@ def profile_trial(workdir: Path, data_dir: Path, daemon_ip: str, keys: Sequence[
 
 # --- the run ------------------------------------------------------------------------------
 
-def run(profile: bool = False) -> dict[str, Any]:
-    """Every figure of this benchmark, as a dict (see `report`)."""
+def run(profile: bool = False, service_nodes: int = SERVICE_NODES, trial_count: int = TRIALS) -> dict[str, Any]:
+    """Every figure of this benchmark, as a dict (see `report`); a smaller chain or fewer trials
+    for a quick look (the smoke test)."""
     signature_cache(False)  # the limit and the breakdown verify the same samples over and over
     with tempfile.TemporaryDirectory(prefix="proof-bench-") as tmp:
         workdir = Path(tmp)
         data_dir = workdir / "node"
-        log(f"building a regtest chain with {SERVICE_NODES:,} service nodes")
-        chain = build_chain(data_dir, SERVICE_NODES)
+        log(f"building a regtest chain with {service_nodes:,} service nodes")
+        chain = build_chain(data_dir, service_nodes)
         daemon_ip = loopback_ip(PROOF_NET, 1)
         peer_ips = [loopback_ip(PROOF_NET, 11 + i) for i in range(PEERS)]
-        log(f"signing {TRIALS} x {ROUNDS} rounds of {SERVICE_NODES:,} proofs")
+        log(f"signing {trial_count} x {rounds_for(service_nodes)} rounds of {service_nodes:,} proofs")
         started = time.perf_counter()
-        workload = build_workload(chain.sn_keys, peer_ips, TRIALS)
+        workload = build_workload(chain.sn_keys, peer_ips, trial_count)
         frames_s = time.perf_counter() - started
         daemon = proof_daemon(daemon_ip, data_dir)
         trials = []
@@ -460,14 +521,14 @@ def run(profile: bool = False) -> dict[str, Any]:
             log(f"starting snoded on {daemon_ip}")
             daemon.start()
             info = daemon.wait_for_rpc()
-            if info["height"] != chain.height or info["service_node_count"] != SERVICE_NODES:
+            if info["height"] != chain.height or info["service_node_count"] != service_nodes:
                 raise RuntimeError(
                     f"snoded opened height {info['height']} with {info['service_node_count']} SNs, "
-                    f"not {chain.height} with {SERVICE_NODES}"
+                    f"not {chain.height} with {service_nodes}"
                 )
             genesis_hash = bytes.fromhex(info["genesis_hash"])
-            for trial in range(TRIALS):
-                log(f"trial {trial + 1} of {TRIALS}: the limit, then {workload.proofs_per_trial:,} "
+            for trial in range(trial_count):
+                log(f"trial {trial + 1} of {trial_count}: the limit, then {workload.proofs_per_trial:,} "
                     f"proofs from {PEERS} peers")
                 limit = verify_rate(workload.samples)
                 figures = run_trial(daemon, workload, trial, genesis_hash, chain.sn_keys)
@@ -488,7 +549,8 @@ def run(profile: bool = False) -> dict[str, Any]:
             "chain_build_s": chain.build_s,
             "frames_build_s": frames_s,
             "peers": PEERS,
-            "rounds": ROUNDS,
+            "rounds": rounds_for(service_nodes),
+            "announced_s": statistics.median(t["announced_s"] for t in trials),
             "messages_per_peer": workload.messages_per_peer,
             "proof_frame_bytes": len(workload.frames[0]),
             "trials": trials,
@@ -518,7 +580,8 @@ def report(results: dict[str, Any], console: Console | None = None) -> None:
         f"({results['active_service_nodes']:,} active), built in {results['chain_build_s']:.1f} s"
     )
     console.print(
-        f"workload: {results['peers']} fake peers (each proof relayed to {results['peers'] - 1}), "
+        f"workload: {results['peers']} fake peers of protocol {P.PROTOCOL_VERSION} (each proof announced "
+        f"to the {results['peers'] - 1} others), "
         f"{results['rounds']} proofs per SN per trial, direct (relayed=False, declared IP = peer's "
         f"source IP), {results['proof_frame_bytes']} bytes a frame, all signed and framed before "
         f"timing ({results['frames_build_s']:.1f} s); {results['messages_per_peer']:,} messages per "
@@ -526,13 +589,13 @@ def report(results: dict[str, Any], console: Console | None = None) -> None:
         "fresh connections"
     )
     table = Table(show_edge=False, pad_edge=False)
-    for name in ("trial", "proofs", "seconds", "proofs/s", "verif/s", "ratio",
+    for name in ("trial", "proofs", "seconds", "announced s", "proofs/s", "verif/s", "ratio",
                  "daemon CPU s", "of it workers", "proofs/CPU s", "verif/CPU s", "CPU ratio"):
         table.add_column(name, justify="right", no_wrap=True)
     for i, t in enumerate(results["trials"], 1):
         cpu = t["daemon_cpu_s"]
         table.add_row(
-            str(i), f"{t['proofs']:,}", f"{t['seconds']:.3f}", f"{t['proofs_per_s']:,.0f}",
+            str(i), f"{t['proofs']:,}", f"{t['seconds']:.3f}", f"{t['announced_s']:.2f}", f"{t['proofs_per_s']:,.0f}",
             f"{t['verify_per_s']:,.0f}", f"{t['ratio']:.2f}",
             f"{cpu:.2f}" if cpu is not None else "-",
             f"{t['workers_cpu_s']:.2f}" if t.get("workers_cpu_s") is not None else "-",
@@ -560,10 +623,11 @@ def report(results: dict[str, Any], console: Console | None = None) -> None:
     b = results["breakdown"]
     console.print(
         f"daemon CPU per proof: {b['measured_us']:.1f} us = parse {b['parse_us']:.1f} + "
-        f"proof_message {b['proof_message_us']:.1f} + verify {b['verify_us']:.1f} + relay encode "
-        f"x{results['peers'] - 1} {b['relay_encode_us']:.1f} + rest {b['rest_us']:.1f} "
-        "(event loop, socket reads and relay writes, dispatch; the named parts timed in-process, "
-        "CPU time, after the trials)"
+        f"proof_message {b['proof_message_us']:.1f} + verify {b['verify_us']:.1f} + verdict encode "
+        f"{b['verdict_encode_us']:.1f} + announcement encode x{results['peers'] - 1} "
+        f"{b['announce_encode_us']:.1f} + rest {b['rest_us']:.1f} "
+        "(event loop, socket reads and writes, dispatch, the announcements' bookkeeping; the named "
+        "parts timed in-process, CPU time, after the trials)"
     )
     prof = results.get("profile")
     if prof:

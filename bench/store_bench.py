@@ -61,13 +61,13 @@ def log(text: str) -> None:
 
 # --- the blocks ---------------------------------------------------------------------------
 
-def make_chain() -> tuple[Genesis, list[Step]]:
-    """A chain's genesis and BLOCKS commits of five two-output transfers each."""
+def make_chain(blocks: int = BLOCKS) -> tuple[Genesis, list[Step]]:
+    """A chain's genesis and `blocks` commits of five two-output transfers each."""
     wallets = [key_from_label(f"store bench wallet {i}") for i in range(WALLETS)]
     chain = DevChain.create({w.public: 1_000_000 * COIN for w in wallets})
     genesis = (chain.blocks[0], chain.state)
     commits: list[Step] = []
-    for _ in range(BLOCKS):
+    for _ in range(blocks):
         first = PAYERS_PER_BLOCK * (chain.state.height % 12)
         for i in range(first, first + PAYERS_PER_BLOCK):
             payees = {wallets[(i + n) % WALLETS].public: n * COIN for n in (1, 2)}
@@ -148,10 +148,10 @@ def commit_rates(genesis: Genesis, commits: Sequence[Step]) -> dict[str, float]:
 
 # --- restart ------------------------------------------------------------------------------
 
-def large_state(state: ChainState, undo: Undo) -> tuple[ChainState, Undo]:
-    """`state` plus RESTART_UTXOS outputs and RESTART_SERVICE_NODES nodes, and an undo record
+def large_state(state: ChainState, undo: Undo, outputs: int = RESTART_UTXOS) -> tuple[ChainState, Undo]:
+    """`state` plus `outputs` outputs and RESTART_SERVICE_NODES nodes, and an undo record
     that lists them as new, so one commit writes them all (the store writes what undo lists)."""
-    utxos = {os.urandom(34): UtxoEntry(os.urandom(32), 5 * COIN, 10) for _ in range(RESTART_UTXOS)}
+    utxos = {os.urandom(34): UtxoEntry(os.urandom(32), 5 * COIN, 10) for _ in range(outputs)}
     nodes = {}
     for _ in range(RESTART_SERVICE_NODES):
         pubkey = os.urandom(32)
@@ -178,10 +178,11 @@ def with_created_keys(undo: Undo, utxos: dict[bytes, Any], nodes: dict[bytes, An
     )
 
 
-def restart_seconds(genesis: Genesis, first: Step) -> dict[str, float]:
-    """Seconds to open a store holding a 100,000-block-sized state and load that state."""
+def restart_seconds(genesis: Genesis, first: Step, outputs: int = RESTART_UTXOS) -> dict[str, float]:
+    """Seconds to open a store holding a 100,000-block-sized state (`outputs` unspent outputs)
+    and load that state."""
     block, state, undo = first
-    big, big_undo = large_state(state, undo)
+    big, big_undo = large_state(state, undo, outputs)
     with tempfile.TemporaryDirectory(prefix="store-bench-") as folder:
         db = Path(folder) / DATABASE_FILE
         with open_store(db, genesis) as store:
@@ -199,13 +200,14 @@ def restart_seconds(genesis: Genesis, first: Step) -> dict[str, float]:
     }
 
 
-def run() -> dict[str, Any]:
-    """Every figure of this benchmark, as a dict (see `report`)."""
-    log(f"making {BLOCKS} blocks with DevChain")
-    genesis, commits = make_chain()
-    results: dict[str, Any] = {"blocks": BLOCKS, **commit_rates(genesis, commits)}
+def run(blocks: int = BLOCKS, restart_outputs: int = RESTART_UTXOS) -> dict[str, Any]:
+    """Every figure of this benchmark, as a dict (see `report`); a shorter chain and a smaller
+    restart state for a quick look (the smoke test)."""
+    log(f"making {blocks} blocks with DevChain")
+    genesis, commits = make_chain(blocks)
+    results: dict[str, Any] = {"blocks": blocks, **commit_rates(genesis, commits)}
     log("measuring a restart on a large state")
-    results["restart"] = restart_seconds(genesis, commits[0])
+    results["restart"] = restart_seconds(genesis, commits[0], restart_outputs)
     return results
 
 

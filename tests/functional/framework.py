@@ -38,9 +38,14 @@ TIMEOUT_FACTOR = float(os.environ.get("SNODE_TIMEOUT_FACTOR", "1"))
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 # SNODE_TEST_SLOT moves a whole run to its own addresses (127.<slot*8 + worker + 1>.*.*), so that
 # test runs of several checkouts on one machine never share an address.
+MAX_SLOT = 15
+TEST_OCTETS = range(1, 8 * MAX_SLOT + 8 + 1)
+"""The second octets of the tests' 127.x addresses (slots 0-15, workers 0-7): 1-128. The
+benchmarks take 129-255 (bench/daemons.py), so a benchmark and a test run never collide."""
 _SLOT = int(os.environ.get("SNODE_TEST_SLOT", "0"))
-if not 0 <= _SLOT <= 30:  # 8 x slot + worker (0-7) + 1 must be an address's second octet (<= 255)
-    raise SystemExit(f"SNODE_TEST_SLOT={_SLOT}: use 0 to 30 (8 x slot + worker + 1 is an address's second octet)")
+if not 0 <= _SLOT <= MAX_SLOT:
+    raise SystemExit(f"SNODE_TEST_SLOT={_SLOT}: use 0 to {MAX_SLOT} (8 x slot + worker + 1 is an address's "
+                     "second octet, below the benchmarks' range)")
 _WORKER_INDEX = (int(_WORKER[2:]) if _WORKER[2:].isdigit() else 0) + 8 * _SLOT
 _node_counter = itertools.count()
 

@@ -162,6 +162,7 @@ def test_core_module_imports_no_io_clock_or_randomness(path: Path):
 
 BENCH_UNDER_TEST: Mapping[str, str] = {
     "tests.unit.test_perf_split": "bench.perf_split",
+    "tests.functional.test_bench_smoke": "bench.daemons",
 }
 """A test module and the one benchmark module it tests (it uses no other as a library)."""
 

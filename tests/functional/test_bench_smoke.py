@@ -1,0 +1,78 @@
+"""Each benchmark with a smoke size runs end to end at it and produces its figures, so that a
+benchmark cannot break unnoticed (issue #37: `python -m bench proof` counted relayed Proof frames,
+which peer protocol 3 no longer pushes, and reported "handled 0 of 14,000" for weeks). The
+command line is the one an engineer types (`python -m bench --smoke --json FILE NAME`); the
+figures' targets are not checked: a smoke size is too small to mean anything."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.daemons import BENCH_OCTETS
+from tests.functional.framework import TEST_OCTETS, narrator, scaled
+
+log = narrator(__name__)
+REPO = Path(__file__).resolve().parents[2]
+
+
+def smoke(tmp_path: Path, name: str, timeout: float) -> dict:
+    out = tmp_path / f"{name}.json"
+    log.info("python -m bench --smoke --json %s %s", out.name, name)
+    run = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--json", str(out), name], cwd=REPO,
+                         capture_output=True, text=True, timeout=scaled(timeout))
+    assert run.returncode == 0, run.stderr[-3000:]
+    document = json.loads(out.read_text())
+    assert document["smoke"] is True and document["commit"] and document["machine"]["cpus"]
+    return document["benchmarks"][name]
+
+
+def test_proof_bench_counts_every_proof_a_protocol_3_peer_has_answered(tmp_path: Path):
+    figures = smoke(tmp_path, "proof", 120)
+    (trial,) = figures["trials"]
+    assert trial["acks_received"] == trial["proofs"] == figures["service_nodes"] * figures["rounds"]
+    assert figures["intake_per_s"] > 0 and figures["ratio"] > 0 and trial["announced_s"] > 0
+
+
+def test_sync_bench_syncs_its_chain_and_replays_it(tmp_path: Path):
+    figures = smoke(tmp_path, "sync", 120)
+    assert len(figures["runs"]) == 1 and figures["chain"]["blocks"] == 2_100
+    assert figures["replay"] and figures["verify_per_s"] > 0
+
+
+def test_core_bench_applies_its_blocks(tmp_path: Path):
+    figures = smoke(tmp_path, "core", 60)
+    assert figures["service_nodes"] == 20 and set(figures["blocks"]) == {"1", "5"}
+    assert all(block["sig_share"] > 0 for block in figures["blocks"].values())
+
+
+def test_store_bench_commits_and_restarts(tmp_path: Path):
+    figures = smoke(tmp_path, "store", 60)
+    assert figures["blocks"] == 20 and figures["store_commits_per_s"] > 0 and figures["bare_commits_per_s"] > 0
+    assert figures["restart"]["utxos"] > 5_000 and figures["restart"]["open_and_load_s"] > 0
+
+
+def test_intake_bench_accepts_its_proofs_in_process(tmp_path: Path):
+    (trial,) = smoke(tmp_path, "intake", 90)["trials"]
+    assert all(isinstance(value, (int, float)) and value > 0 for value in trial.values()), trial
+
+
+def test_hostile_bench_syncs_while_attacked(tmp_path: Path):
+    figures = smoke(tmp_path, "hostile", 90)
+    assert figures["blocks"] == 300 and figures["quiet_blocks_per_s"] > 0
+    assert figures["attacked"]["blocks_per_s"] > 0 and figures["attacked"]["attack"]
+
+
+def test_benchmarks_and_tests_use_disjoint_addresses():
+    assert set(BENCH_OCTETS).isdisjoint(TEST_OCTETS) and max(BENCH_OCTETS) <= 255, (BENCH_OCTETS, TEST_OCTETS)
+
+
+def test_list_names_every_benchmark_once():
+    run = subprocess.run([sys.executable, "-m", "bench", "--list"], cwd=REPO, capture_output=True, text=True,
+                         timeout=scaled(30))
+    assert run.returncode == 0, run.stderr
+    names = [line.split()[0] for line in run.stdout.splitlines()]
+    assert len(names) == len(set(names)) and {"proof", "final_block", "gossip", "gossip_relay",
+                                               "reader_compare"} <= set(names)
