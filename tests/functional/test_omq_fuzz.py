@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zmq
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,7 +22,6 @@ from snode.rpc.omq_public import PUBLIC_METHODS
 from tests.functional.figures import write_figures
 from tests.functional.framework import fuzz_settings, TestNode, assert_equal, narrator, next_loopback_ip, scaled
 
-zmq = pytest.importorskip("zmq")
 log = narrator(__name__)
 EXAMPLES = int(os.environ.get("SNODE_FUZZ_EXAMPLES", "300"))
 CLIENTS = 40

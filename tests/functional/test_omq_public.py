@@ -11,11 +11,11 @@ import sys
 from typing import Any
 
 import pytest
+import zmq
 
 from snode.rpc.omq_public import PUBLIC_INFO_FIELDS
 from tests.functional.framework import assert_equal, narrator, run_snoded, scaled, wait_until
 
-zmq = pytest.importorskip("zmq")
 log = narrator(__name__)
 
 

@@ -18,7 +18,7 @@ import os
 import time
 from typing import Any
 
-import pytest
+import zmq
 
 from snode.core.crypto import SigningKey, x25519_public
 from snode.core.encoding import encode
@@ -38,7 +38,6 @@ from tests.functional.framework import (
 from tests.functional.p2p import FakePeer
 from tests.functional.sn_helpers import SOLO, fund_and_unlock, mine_until, record
 
-zmq = pytest.importorskip("zmq")
 log = narrator(__name__)
 
 FLOOD_COUNT = 30_000

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 import pytest
+import zmq
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,7 +30,6 @@ from tests.functional.figures import write_figures
 from tests.functional.framework import fuzz_settings, assert_equal, narrator, scaled, send_spend, wait_until
 from tests.functional.sn_helpers import SOLO, fund_and_unlock
 
-zmq = pytest.importorskip("zmq")
 log = narrator(__name__)
 EXAMPLES = int(os.environ.get("SNODE_FUZZ_EXAMPLES", "300"))
 ODD_VALUES = st.one_of(

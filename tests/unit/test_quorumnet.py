@@ -12,7 +12,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import pytest
+import zmq
+import uvloop
 
 from snode.core.crypto import x25519_public
 from snode.core.service_nodes import StateChangeKind
@@ -25,8 +26,6 @@ from snode.store.memory import MemoryStore
 from tests.functional.framework import next_loopback_ip, scaled
 from tests.unit.conftest import free_port, new_chain, wait_async
 
-zmq = pytest.importorskip("zmq")
-uvloop = pytest.importorskip("uvloop")
 from snode.net.quorumnet import MESSAGES_A_TURN, QuorumNet  # noqa: E402  (needs pyzmq)
 
 MEMBERS = ("quorumnet a", "quorumnet b")
