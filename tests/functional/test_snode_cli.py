@@ -152,7 +152,7 @@ def test_fleet_shows_each_node_on_a_line_and_a_dead_one_as_unreachable(nodes, tm
     assert_equal(rows[0], f"{urls[0]:<{width}}  not a service node, height {height}, v0.2.0")
     name = re.escape(f"{urls[1]:<{width}}")
     assert re.fullmatch(rf"{name}  Active, proof (never|\d+s), credit {credit} blocks?, height {height}, "
-                        r"v0\.1\.0, (no reward yet|last reward \d+)", rows[1]), rows[1]
+                        r"v0\.2\.0, (no reward yet|last reward \d+)", rows[1]), rows[1]
     assert_equal(rows[2], f"{dead:<{width}}  unreachable: Unable to connect to http://{dead}: is snoded running?")
 
     log.info("--fleet-file with names, --json: one object a line, lag against the highest height")

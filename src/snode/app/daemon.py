@@ -131,8 +131,10 @@ class Daemon:
         except OSError as err:
             raise ConfigError(f"--data-dir: cannot use {cfg.data_dir}: {err.strerror or err}") from None
         setup_logging(cfg.log_level, datadir.log_file)
-        self.descriptors = DescriptorWatch(raise_soft_limit())
         node = self.node = self._open_node(datadir)
+        # After the data dir's checks: a refusal there is one line on stderr, with no log line
+        # about descriptors before it.
+        self.descriptors = DescriptorWatch(raise_soft_limit())
         # The loaded state is long-lived and holds no cycles: keep the collector off it, and
         # collect young objects less often (consensus records are acyclic; block application
         # makes many of them, and the default thresholds cost about a third of apply time).
