@@ -134,7 +134,7 @@ def _flood(sock: Any, junk: list[bytes], honest: Any) -> int:
             sock.send(junk[tries % len(junk)], zmq.NOBLOCK)
             sent += 1
         except zmq.Again:
-            time.sleep(0.001)
+            sock.poll(timeout=1, flags=zmq.POLLOUT)  # until the queue takes more, 1 ms at most
         tries += 1
     return sent
 
