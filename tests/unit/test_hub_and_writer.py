@@ -200,7 +200,7 @@ async def test_pool_rechecks_after_a_block_run_in_slices_between_turns_of_the_lo
             sizes.append(len(node.pool))
             if not node.pool:
                 break
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # one loop turn: the test counts what each turn rechecks, it waits for nothing
     finally:
         writer.close()
     assert sizes[-1] == 0, f"the stale stakes stayed: {sizes}"
