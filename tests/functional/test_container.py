@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from snode import __version__
+from snode.app.cli import VERSION_LINE
 from tests.functional.framework import assert_equal, narrator, scaled, wait_until
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(1800)]  # the first build is slow on vfs
@@ -189,7 +190,8 @@ def test_a_regtest_daemon_from_the_entrypoint_answers_from_outside_and_its_data_
     log_file = tmp_path / "container.log"
     version = subprocess.run(run_in(container, volume, "snoded", "--version"), capture_output=True, text=True,
                              timeout=scaled(120), stdin=subprocess.DEVNULL)
-    assert_equal((version.returncode, version.stdout.strip()), (0, f"snoded v{__version__}"), version.stderr)
+    expected = VERSION_LINE % {"prog": "snoded", "version": __version__}
+    assert_equal((version.returncode, version.stdout.strip()), (0, expected), version.stderr)
 
     log.info("The entrypoint's daemon on regtest, the volume owned by %d, called from outside", UID)
     daemon = start_daemon(container, volume, image["Entrypoint"], log_file)
