@@ -47,6 +47,9 @@ class Config:
     """Seconds the daemon's clock is moved by (`SNODE_CLOCK_OFFSET`, devnet and regtest only)."""
     mempool_max_entries: int | None = None
     """`SNODE_MEMPOOL_MAX_ENTRIES` (devnet and regtest tests of a full pool); None: the default."""
+    test_equivocate: bool = False
+    """`SNODE_TEST_EQUIVOCATE=1` (devnet and regtest tests only): as a round's leader, send the
+    validators a second, different template too (`services.producer`)."""
     rpc_login: Login | None = None
     """The operator's own admin RPC login (`--rpc-login-file`, SNODE_RPC_LOGIN); None: the
     cookie where the bind is not loopback, nothing on loopback (snode.app.rpc_access)."""
@@ -110,6 +113,7 @@ def build_config(
         skip_doppelganger_check=skip_doppelganger_check,
         omq_public=_omq_public(omq_public, service_node),
         clock_offset=_clock_offset(params.name), mempool_max_entries=_mempool_max_entries(params.name),
+        test_equivocate=_test_equivocate(params.name),
         rpc_login=operator_login(rpc_login_file, os.environ),
     )
 
@@ -143,6 +147,21 @@ def _mempool_max_entries(network: str) -> int | None:
     if not text.isdigit() or not 1 <= int(text) <= 1_000_000:
         raise ConfigError(f"{MEMPOOL_ENTRIES_VARIABLE}: '{text}' is not a number of transactions (1 to 1000000)")
     return int(text)
+
+
+EQUIVOCATE_VARIABLE = "SNODE_TEST_EQUIVOCATE"
+
+
+def _test_equivocate(network: str) -> bool:
+    """`SNODE_TEST_EQUIVOCATE=1`: a misbehaving leader, for the tests of equivocation proofs."""
+    text = os.environ.get(EQUIVOCATE_VARIABLE, "").strip()
+    if not text or text == "0":
+        return False
+    if network in ("mainnet", "testnet"):
+        raise ConfigError(f"{EQUIVOCATE_VARIABLE} is for devnet and regtest tests; unset it to run on {network}")
+    if text != "1":
+        raise ConfigError(f"{EQUIVOCATE_VARIABLE}: '{text}' is not 0 or 1")
+    return True
 
 
 def _omq_public(text: str | None, service_node: bool) -> Endpoint | None:

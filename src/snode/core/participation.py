@@ -113,11 +113,14 @@ def fails_participation(history: Participation, params: NetworkParams, now: int)
     return failing(history, params) and now - history.failing_since >= params.participation_grace
 
 
-def block_updates(parent: ChainState, block: Block, params: NetworkParams) -> list[Update]:
+def block_updates(
+    parent: ChainState, block: Block, params: NetworkParams, witnessed: int = 0,
+) -> list[Update]:
     """The duties a block settles, judged from its parent's state: none for an authority block
-    (no round quorum made it)."""
+    (no round quorum made it). `witnessed`: a bitset of the round's validators that this node
+    knows signed the block though its bitset leaves them out (docs/PARTICIPATION.md "Framing")."""
     header = block.header
     if header.producer not in parent.service_nodes:
         return []
     quorums = [round_quorum(parent, r, params) for r in range(header.round + 1)]
-    return participation_updates(quorums, block.validator_bitset)
+    return participation_updates(quorums, block.validator_bitset | witnessed)

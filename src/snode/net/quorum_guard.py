@@ -22,6 +22,7 @@ from typing import Final, get_args
 
 import msgspec
 
+from snode.core.equivocation import EquivocationEvidence
 from snode.core.finality import CheckpointVote
 from snode.core.round_messages import BlockTemplate, ValidatorSignature
 from snode.net import limits as L
@@ -51,7 +52,11 @@ CHECKPOINT_VOTE_BURST: Final = 32.0
 """...and in one burst: a member that has just synced votes on every pending checkpoint height
 at once (at most the 4 the chain keeps waiting for, `transition.CHECKPOINT_WAIT`, and room to
 spare)."""
-
+EVIDENCE_RATE: Final = 1.0
+"""Equivocation proofs per second from one member: each offender's proof is sent once, by the
+node that made it or passed on by each member that checked it..."""
+EVIDENCE_BURST: Final = 16.0
+"""...and in one burst (several offenders at once)."""
 
 
 def _tag(kind: type[msgspec.Struct]) -> int:
@@ -67,6 +72,7 @@ BUDGETS: Final = {
     _tag(BlockTemplate): (TEMPLATE_RATE, TEMPLATE_BURST),
     _tag(ValidatorSignature): (SIGNATURE_RATE, SIGNATURE_BURST),
     _tag(CheckpointVote): (CHECKPOINT_VOTE_RATE, CHECKPOINT_VOTE_BURST),
+    _tag(EquivocationEvidence): (EVIDENCE_RATE, EVIDENCE_BURST),
 }
 """(rate, burst) by tag."""
 assert BUDGETS.keys() == KINDS.keys()

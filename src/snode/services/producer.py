@@ -25,9 +25,13 @@ import msgspec
 from snode.common.aio import wait_set
 from snode.common.logs import LIMITED
 from snode.core import rounds as R
-from snode.core.blocks import Block, block_hash
+from snode.core.blocks import Block, block_hash, producer_message
+from snode.core.encoding import decode, encode
+from snode.core.equivocation import EquivocationProof, block_proof
 from snode.core.errors import BlockFromFuture, SnodeError
-from snode.core.pulse import Mode, authority_reason, backstop_time, production_mode, validator_message
+from snode.core.pulse import (
+    Mode, authority_reason, backstop_time, production_mode, round_window, validator_message,
+)
 from snode.core.state import ChainState
 from snode.net.events import QuorumMessageReceived
 from snode.node.events import BlocksAdopted
@@ -36,6 +40,7 @@ from snode.services.checkpoints import CheckpointDuties
 
 if TYPE_CHECKING:  # pyzmq is imported only by a service node's daemon (start-up time)
     from snode.net.quorumnet import QuorumNet
+    from snode.services.equivocation import EquivocationWatch
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +53,20 @@ class BlockProducer:
     node (if it is one)."""
 
     def __init__(self, writer: ChainWriter, quorumnet: QuorumNet | None,
-                 checkpoints: CheckpointDuties | None = None) -> None:
+                 checkpoints: CheckpointDuties | None = None, *,
+                 equivocations: EquivocationWatch | None = None, equivocate: bool = False) -> None:
         self.writer = writer
         self.node = node = writer.node
         self.quorumnet = quorumnet
         self.checkpoints = checkpoints
         """Where a leader finds the checkpoint its block should carry."""
+        self.equivocations = equivocations
+        """Where a validator's proof that its leader sent two templates goes."""
+        self.equivocate = equivocate
+        """Test only (`SNODE_TEST_EQUIVOCATE`, devnet and regtest): lead with two templates a round."""
+        self.started = node.clock.time()
+        """A round that began before this is not led: the daemon that ran before a restart may have
+        signed a template for it, and a second one would be an equivocation."""
         self.machine: R.RoundMachine | None = None
         self._changed = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -181,6 +194,10 @@ class BlockProducer:
         node = self.node
         match action:
             case R.BuildTemplate():
+                if round_window(node.state.timestamp, action.round, node.params)[0] < self.started:
+                    log.info("round %d of block %d began before this daemon started: not led", action.round,
+                             action.height)
+                    return []
                 checkpoint = self.checkpoints.best(node.state) if self.checkpoints is not None else None
                 block = await self.writer.template(node.leader_key(), action.timestamp, round=action.round,
                                                    checkpoint=checkpoint)
@@ -188,6 +205,8 @@ class BlockProducer:
             case R.SendTemplate():
                 for validator in action.validators:
                     self._send(validator, action.template)
+                if self.equivocate:
+                    self._equivocate(action)
             case R.CheckTemplate():
                 valid = await self._check(action.block)
                 return machine.on_checked(action.block_hash, valid, node.clock.time())
@@ -195,8 +214,9 @@ class BlockProducer:
                 assert node.identity is not None
                 key = node.identity.key
                 signature = key.sign(validator_message(node.params.network_id, action.block_hash))
-                self._send(action.leader, R.ValidatorSignature(
-                    action.height, action.round, action.block_hash, key.public, signature))
+                signed = R.ValidatorSignature(action.height, action.round, action.block_hash, key.public, signature)
+                self._send(action.leader, signed)
+                self._witnesses(signed, action.leader)
             case R.Broadcast():
                 await self._finish(action)
             case R.RoundFailed():
@@ -205,7 +225,35 @@ class BlockProducer:
             case R.Equivocation():
                 log.warning("leader %s sent two blocks for round %d of block %d; signing neither",
                             action.leader.hex()[:16], action.round, action.height)
+                if self.equivocations is not None:
+                    self.equivocations.found(_template_proof(action.first, action.second))
         return []
+
+    def _witnesses(self, signed: R.ValidatorSignature, leader: bytes) -> None:
+        """A validator's signature goes to every other active service node too: a node that has
+        it before the block counts this validator's duty done even if the leader leaves it out
+        (docs/PARTICIPATION.md "Framing")."""
+        assert self.quorumnet is not None
+        for pubkey, sn in self.node.state.service_nodes.items():
+            if sn.active and pubkey not in (signed.validator, leader):
+                self.quorumnet.send(pubkey, signed)
+
+    def _equivocate(self, action: R.SendTemplate) -> None:
+        """Test only: a second template of the same round, one second apart, signed too."""
+        node = self.node
+        block = decode(action.template.block, Block)
+        start, end = round_window(node.state.timestamp, block.header.round, node.params)
+        moved = start if block.header.timestamp != start else start + 1
+        if moved >= end:
+            return
+        header = msgspec.structs.replace(block.header, timestamp=moved)
+        signature = node.leader_key().sign(producer_message(node.params.network_id, block_hash(header)))
+        second = R.BlockTemplate(action.template.height, action.template.round,
+                                 encode(msgspec.structs.replace(block, header=header, producer_signature=signature)))
+        log.warning("SNODE_TEST_EQUIVOCATE: sending a second template for round %d of block %d",
+                    action.template.round, action.template.height)
+        for validator in action.validators:
+            self._send(validator, second)
 
     def _send(self, member: bytes, message: R.BlockTemplate | R.ValidatorSignature) -> None:
         assert self.quorumnet is not None
@@ -243,3 +291,9 @@ class BlockProducer:
             return
         log.info("led block %d %s in round %d with %d validator signatures", header.height,
                  block_hash(header).hex()[:16], header.round, len(action.validator_signatures))
+
+
+def _template_proof(first: R.BlockTemplate, second: R.BlockTemplate) -> EquivocationProof:
+    """The proof of a leader's two templates (the round machine checked both signatures)."""
+    a, b = decode(first.block, Block), decode(second.block, Block)
+    return block_proof(a.header, a.producer_signature, b.header, b.producer_signature)
