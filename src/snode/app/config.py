@@ -110,10 +110,9 @@ def build_config(
         quorumnet_port=qnet, public_ip=ip, priority_nodes=nodes, log_level=int(log_level),
         non_interactive=non_interactive, genesis_file=genesis_path,
         rpc_allowed_hosts=tuple(allowed), notify=_notify_command(notify),
-        skip_doppelganger_check=skip_doppelganger_check,
+        skip_doppelganger_check=skip_doppelganger_check, test_equivocate=_test_equivocate(params.name),
         omq_public=_omq_public(omq_public, service_node),
         clock_offset=_clock_offset(params.name), mempool_max_entries=_mempool_max_entries(params.name),
-        test_equivocate=_test_equivocate(params.name),
         rpc_login=operator_login(rpc_login_file, os.environ),
     )
 

@@ -51,6 +51,8 @@ class EquivocationWatch:
         self.node = node
         self.quorumnet = quorumnet
         self.proofs: dict[bytes, EquivocationProof] = {}
+        self._sent: set[bytes] = set()
+        """Offenders whose proof this node has sent to every service node (once each)."""
         node.hub.subscribe(QuorumMessageReceived, self._on_message)
         node.hub.subscribe(BlocksAdopted, self._on_blocks)
 
@@ -67,11 +69,12 @@ class EquivocationWatch:
 
     def found(self, proof: EquivocationProof) -> None:
         """A proof this node made from two messages it verified itself."""
-        if not self._keep(proof):
-            return
-        log.warning("equivocation: %s; the proof goes to every service node", describe(proof))
-        if self.judged:
-            self._send(EquivocationEvidence(proof), self.node.state.service_nodes.keys())
+        who = offender(proof)
+        if self._keep(proof):
+            log.warning("equivocation: %s; the proof goes to every service node", describe(proof))
+        if who in self.proofs and who not in self._sent and self.judged:
+            self._sent.add(who)
+            self._send(EquivocationEvidence(self.proofs[who]), self.node.state.service_nodes.keys())
 
     def _keep(self, proof: EquivocationProof) -> bool:
         """Keep a proof of a registered node's current registration that is new to us."""
@@ -121,3 +124,4 @@ class EquivocationWatch:
         registry = self.node.state.service_nodes
         for who in [k for k in self.proofs if k not in registry]:
             del self.proofs[who]
+        self._sent &= self.proofs.keys()

@@ -1,0 +1,67 @@
+"""A leader that signs two blocks for one round is proven, gossiped and deregistered (issue #33
+item 8), on a devnet of real daemons that reach fork v2 once their registrations are mined.
+
+One service node runs with `SNODE_TEST_EQUIVOCATE=1` (devnet and regtest only; mainnet and
+testnet refuse it in one line): whenever it leads a round it sends its validators a second,
+different template signed too. The validators refuse to sign either, make the proof from the
+two templates, and send it over quorumnet to every service node; the obligations quorum votes
+to deregister it with reason `equivocation`, the state change carrying the proof, which every
+node checks as it validates the block. The operator sees the stake locked with that reason.
+"""
+
+from __future__ import annotations
+
+from snode.core.address import encode_address
+from snode.params import DEVNET
+from tests.functional.framework import narrator, run_snoded, wait_until
+from tests.functional.sn_helpers import SnNet
+
+log = narrator(__name__)
+FORK = 40
+"""Fork v2's height: after the registrations (which the test's wallet helpers sign for v1)."""
+
+
+def _logs(node) -> str:
+    return node.stderr_text() + (node._stdout.read_text(errors="replace") if node._stdout.exists() else "")
+
+
+def test_a_leader_that_sends_two_templates_is_proven_and_deregistered_for_equivocation(nodes, tmp_path):
+    log.info("Start an authority and 6 service nodes on a devnet with fork v2 at block %d; node 0 equivocates",
+             FORK)
+    net = SnNet(nodes, tmp_path, 6, extra_args=(f"--test-fork=v2@{FORK}",),
+                env_of={0: {"SNODE_TEST_EQUIVOCATE": "1"}})
+    net.register_all()
+    wait_until(lambda: net.active(net.authority) == len(net.sns), timeout=120, what="all nodes active")
+    wait_until(lambda: net.authority.get_info()["block_production"] == "service_nodes",
+               timeout=90, what="service-node block production")
+    cheat = net.pubkeys[0]
+    honest = net.sns[1:]
+
+    wait_until(lambda: net.authority.get_info()["height"] >= FORK, timeout=120, what=f"fork v2 at {FORK}")
+    log.info("When the cheat leads, its validators get two templates and make the proof")
+    wait_until(lambda: any("equivocation" in _logs(sn) and cheat[:16] in _logs(sn) for sn in honest),
+               timeout=120, what="a proof of the cheat's equivocation")
+
+    log.info("The quorum deregisters it: gone from every node's registry")
+    def registered(node) -> list[str]:
+        return [r["service_node_pubkey"] for r in node.get_service_nodes()["service_node_states"]]
+    wait_until(lambda: all(cheat not in registered(sn) for sn in [net.authority, *honest]), timeout=120,
+               what="the cheat deregistered")
+
+    log.info("Its operator's stake is locked with reason 'equivocation'")
+    address = encode_address(DEVNET.address_prefix, net.operators[0].public)
+    stakes = net.authority.get_locked_stakes(address=address)["stakes"]
+    assert [(s["state"], s["reason"]) for s in stakes] == [("deregistered", "equivocation")], stakes
+
+    log.info("Blocks keep coming from the honest nodes")
+    height = net.authority.get_info()["height"]
+    wait_until(lambda: net.authority.get_info()["height"] >= height + 3, timeout=60, what="3 more blocks")
+
+
+def test_the_misbehaviour_switch_is_refused_on_mainnet_in_one_line(tmp_path, monkeypatch):
+    log.info("SNODE_TEST_EQUIVOCATE on mainnet: refused before start, one line")
+    monkeypatch.setenv("SNODE_TEST_EQUIVOCATE", "1")
+    done = run_snoded([f"--data-dir={tmp_path / 'main'}", "--non-interactive"])
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "SNODE_TEST_EQUIVOCATE is for devnet and regtest tests" in lines[0], done.stderr
