@@ -2,9 +2,10 @@
 item 8), on a devnet of real daemons that reach fork v2 once their registrations are mined.
 
 One service node runs with `SNODE_TEST_EQUIVOCATE=1` (devnet and regtest only; mainnet and
-testnet refuse it in one line): whenever it leads a round it sends its validators a second,
-different template signed too. The validators refuse to sign either, make the proof from the
-two templates, and send it over quorumnet to every service node; the obligations quorum votes
+testnet refuse it in one line): whenever it leads a round it sends its first validator a second,
+different template signed too. That validator refuses to sign either, makes the proof from the
+two templates, and sends it over quorumnet to every service node, which checks it before it
+keeps it (the other validators saw one template only); the obligations quorum votes
 to deregister it with reason `equivocation`, the state change carrying the proof, which every
 node checks as it validates the block. The operator sees the stake locked with that reason.
 """
@@ -17,7 +18,7 @@ from tests.functional.framework import narrator, run_snoded, wait_until
 from tests.functional.sn_helpers import SnNet
 
 log = narrator(__name__)
-FORK = 40
+FORK = 16
 """Fork v2's height: after the registrations (which the test's wallet helpers sign for v1)."""
 
 
@@ -38,9 +39,12 @@ def test_a_leader_that_sends_two_templates_is_proven_and_deregistered_for_equivo
     honest = net.sns[1:]
 
     wait_until(lambda: net.authority.get_info()["height"] >= FORK, timeout=120, what=f"fork v2 at {FORK}")
-    log.info("When the cheat leads, its validators get two templates and make the proof")
-    wait_until(lambda: any("equivocation" in _logs(sn) and cheat[:16] in _logs(sn) for sn in honest),
-               timeout=120, what="a proof of the cheat's equivocation")
+    log.info("When the cheat leads, it sends one validator a second template: that validator makes the "
+             "proof and sends it to every service node, which checks it")
+    wait_until(lambda: any(f"equivocation: leader {cheat[:16]}" in _logs(sn) for sn in honest),
+               timeout=120, what="a validator's proof of the cheat's equivocation")
+    wait_until(lambda: sum("equivocation proven by" in _logs(sn) for sn in honest) >= 2,
+               timeout=60, what="the proof received and checked by other nodes")
 
     log.info("The quorum deregisters it: gone from every node's registry")
     def registered(node) -> list[str]:

@@ -69,10 +69,17 @@ class EquivocationWatch:
 
     def found(self, proof: EquivocationProof) -> None:
         """A proof this node made from two messages it verified itself."""
-        who = offender(proof)
         if self._keep(proof):
-            log.warning("equivocation: %s; the proof goes to every service node", describe(proof))
-        if who in self.proofs and who not in self._sent and self.judged:
+            log.warning("equivocation: %s; %s", describe(proof), "the proof goes to every service node"
+                        if self.judged else "the proof is kept until fork v2 judges it")
+        self._send_new()
+
+    def _send_new(self) -> None:
+        """Send each proof this node holds and has not sent yet to every service node, once the
+        fork judges equivocation."""
+        if not self.judged:
+            return
+        for who in [k for k in self.proofs if k not in self._sent]:
             self._sent.add(who)
             self._send(EquivocationEvidence(self.proofs[who]), self.node.state.service_nodes.keys())
 
@@ -115,6 +122,7 @@ class EquivocationWatch:
                 self.quorumnet.junk(sender, SCORE_FORGED, f"sent an equivocation proof that proves nothing: {why}")
             return
         self._keep(proof)
+        self._sent.add(who)  # passed on to the quorum below, not to every node: that was the sender's part
         log.warning("equivocation proven by %s: %s", sender.hex()[:16], describe(proof))
         quorum = self.node.state.quorums.get(self.node.height)
         if quorum is not None and self.judged:
@@ -125,3 +133,4 @@ class EquivocationWatch:
         for who in [k for k in self.proofs if k not in registry]:
             del self.proofs[who]
         self._sent &= self.proofs.keys()
+        self._send_new()
