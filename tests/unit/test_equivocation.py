@@ -24,11 +24,16 @@ from snode.core.stake_exit import returned_outputs
 from snode.core.transactions import TX_VERSION, ProvenStateChange, StateChange, Transaction, Vote, state_change_hash
 from snode.devchain import key_from_label
 from snode.net import protocol as P
-from snode.net.quorum_guard import BUDGETS, message_tag
+from snode.net.events import QuorumMessageReceived
+from snode.net.quorum_guard import BUDGETS, SCORE_FORGED, message_tag
+from snode.node.node import Node
+from snode.node.own_proof import Identity
+from snode.services.checkpoints import CheckpointDuties
+from snode.services.equivocation import EquivocationWatch
 from snode.node.participation import WITNESSED_PER_VALIDATOR, ParticipationBook
 from snode.params import DEVNET, REGTEST, schedule_test_forks
-from tests.unit.conftest import FUNDS, PEOPLE, LabChain, sn_record
-from tests.unit.sn_chain import KEYS, new_sn_chain, sn_block
+from tests.unit.conftest import FUNDS, PEOPLE, LabChain, node_on, sn_record
+from tests.unit.sn_chain import KEYS, advance, new_sn_chain, sn_block
 
 NET = REGTEST.network_id
 LEADER = key_from_label("equivocating leader")
@@ -50,8 +55,8 @@ def two_blocks(**second: object) -> BlockTwice:
     return block_proof(*a, *b)
 
 
-def vote(block: bytes, *, height: int = 8, key=LEADER) -> CheckpointVote:
-    return CheckpointVote(height, block, key.public, key.sign(checkpoint_message(NET, height, block)))
+def vote(block: bytes, *, height: int = 8, key=LEADER, network: int = NET) -> CheckpointVote:
+    return CheckpointVote(height, block, key.public, key.sign(checkpoint_message(network, height, block)))
 
 
 # --- the proof -----------------------------------------------------------------------------------
@@ -251,3 +256,131 @@ def test_a_validator_cannot_fill_the_witness_table_beyond_its_share() -> None:
     book.record_block(chain.state, block)
     assert miss_count(book.of(claim.validator)) == 1
     assert sum(len(v) for v in book._witnessed.values()) == WITNESSED_PER_VALIDATOR
+
+
+# --- the watch and the checkpoint duties ---------------------------------------------------------
+
+class FakeQuorumnet:
+    """What the services call on quorumnet: sends and junk, recorded."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes, object]] = []
+        self.junked: list[tuple[bytes, int, str]] = []
+
+    def send(self, member: bytes, message: object) -> bool:
+        self.sent.append((member, message))
+        return True
+
+    def junk(self, member: bytes, points: int, reason: str) -> None:
+        self.junked.append((member, points, reason))
+
+
+def _watched() -> tuple[LabChain, bytes, EquivocationWatch, FakeQuorumnet, Node]:
+    chain, pubkey = _chain(1)
+    node = node_on(chain)
+    qnet = FakeQuorumnet()
+    return chain, pubkey, EquivocationWatch(node, qnet), qnet, node  # type: ignore[arg-type]
+
+
+def test_a_proof_from_a_member_is_checked_kept_and_passed_on_to_the_tips_quorum_once() -> None:
+    chain, pubkey, watch, qnet, node = _watched()
+    proof = decode_proof(_proof_at(chain, chain.state.height))
+    sender = OTHER.public
+    node.hub.publish(QuorumMessageReceived(EquivocationEvidence(proof), sender))
+    assert watch.proofs == {pubkey: proof} and watch.proof_of(pubkey) == encode_proof(proof)
+    members = set(chain.state.quorums[chain.state.height].members) - {sender}
+    assert {m for m, _ in qnet.sent} == members and qnet.junked == []
+    node.hub.publish(QuorumMessageReceived(EquivocationEvidence(proof), sender))  # a copy: nothing more
+    assert len(qnet.sent) == len(members)
+
+
+def test_a_proof_that_proves_nothing_bans_its_sender_and_one_of_an_unknown_key_is_only_ignored() -> None:
+    chain, pubkey, watch, qnet, node = _watched()
+    proof = decode_proof(_proof_at(chain, chain.state.height))
+    forged = msgspec.structs.replace(proof, second_signature=bytes(64))
+    node.hub.publish(QuorumMessageReceived(EquivocationEvidence(forged), OTHER.public))
+    assert watch.proofs == {} and [(m, p) for m, p, _ in qnet.junked] == [(OTHER.public, SCORE_FORGED)]
+    stranger = decode_proof(_proof_at(chain, chain.state.height, OTHER))
+    node.hub.publish(QuorumMessageReceived(EquivocationEvidence(stranger), OTHER.public))
+    assert watch.proofs == {} and len(qnet.junked) == 1
+
+
+def test_a_proof_this_node_made_goes_to_every_service_node_and_leaves_with_its_offender() -> None:
+    chain, pubkey, watch, qnet, node = _watched()
+    proof = decode_proof(_proof_at(chain, chain.state.height))
+    watch.found(proof)
+    watch.found(proof)
+    assert [m for m, _ in qnet.sent] == list(chain.state.service_nodes)
+    chain.submit(_deregistration(chain, pubkey, watch.proof_of(pubkey)))
+    node.accept_blocks(chain.mine(), chain.now)
+    assert watch.proofs == {}
+
+
+def test_before_v2_a_proof_is_kept_but_not_sent_and_the_quorum_does_not_judge_it() -> None:
+    chain, pubkey = _chain(None)
+    node = node_on(chain)
+    qnet = FakeQuorumnet()
+    watch = EquivocationWatch(node, qnet)  # type: ignore[arg-type]
+    watch.found(decode_proof(_proof_at(chain, chain.state.height)))
+    assert pubkey in watch.proofs and qnet.sent == []
+
+
+def _checkpointing() -> tuple[LabChain, Node, CheckpointDuties, EquivocationWatch, int]:
+    """A devnet node whose chain waits for the checkpoint of a height."""
+    chain = new_sn_chain()
+    while not any(not s.carried for s in chain.state.checkpoints.values()):
+        advance(chain, sn_block(chain.state, chain)[0])
+    node = node_on(chain)
+    qnet = FakeQuorumnet()
+    watch = EquivocationWatch(node, qnet)  # type: ignore[arg-type]
+    duties = CheckpointDuties(node, None, qnet, watch)  # type: ignore[arg-type]
+    height = min(h for h, s in chain.state.checkpoints.items() if not s.carried)
+    return chain, node, duties, watch, height
+
+
+@pytest.mark.parametrize("ours_first", [True, False])
+def test_two_checkpoint_votes_of_one_member_for_one_height_make_a_proof(ours_first: bool) -> None:
+    chain, node, duties, watch, height = _checkpointing()
+    slot = chain.state.checkpoints[height]
+    member = slot.members[0]
+    ours = vote(slot.block_hash, height=height, key=KEYS[member], network=DEVNET.network_id)
+    other = vote(b"\x05" * 32, height=height, key=KEYS[member], network=DEVNET.network_id)
+    for v in ((ours, other) if ours_first else (other, ours)):
+        node.hub.publish(QuorumMessageReceived(v, member))
+    assert watch.proofs == {member: vote_proof(ours, other)}
+
+
+def test_a_forged_second_vote_makes_no_proof() -> None:
+    chain, node, duties, watch, height = _checkpointing()
+    slot = chain.state.checkpoints[height]
+    member = slot.members[0]
+    forged = msgspec.structs.replace(vote(b"\x05" * 32, height=height, key=KEYS[member], network=DEVNET.network_id),
+                                     signature=bytes(64))
+    ours = vote(slot.block_hash, height=height, key=KEYS[member], network=DEVNET.network_id)
+    node.hub.publish(QuorumMessageReceived(ours, member))
+    assert member in duties.votes[(height, slot.block_hash)]
+    node.hub.publish(QuorumMessageReceived(forged, member))
+    assert watch.proofs == {}
+
+
+def test_a_daemon_votes_once_a_height_and_not_on_a_height_it_may_have_voted_on_before_it_started() -> None:
+    chain, node, duties, watch, height = _checkpointing()
+    assert duties.signed == {height: None}  # pending when it started: it may have voted there before
+    qnet = duties.quorumnet
+    member = chain.state.checkpoints[height].members[0]
+    node.identity = Identity(KEYS[member], "203.0.113.9", 1, 2)
+    while not any(h > height and member in s.members for h, s in chain.state.checkpoints.items()):
+        block = sn_block(chain.state, chain)[0]
+        advance(chain, block)
+        node.accept_blocks([block], chain.now)
+    votes = [m for _, m in qnet.sent if isinstance(m, CheckpointVote)]  # type: ignore[union-attr]
+    assert votes and {v.height for v in votes} == {h for h in duties.signed if h != height}
+    later = max(duties.signed)
+    assert duties.signed[later] == chain.state.checkpoints[later].block_hash
+    duties.signed[later] = b"\x06" * 32  # as if it had voted for another block there (before a reorganisation)
+    del duties.votes[(later, chain.state.checkpoints[later].block_hash)]
+    sent = len(qnet.sent)  # type: ignore[union-attr]
+    block = sn_block(chain.state, chain)[0]
+    advance(chain, block)
+    node.accept_blocks([block], chain.now)
+    assert not [m for _, m in qnet.sent[sent:] if isinstance(m, CheckpointVote) and m.height == later]  # type: ignore[union-attr]
