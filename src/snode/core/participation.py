@@ -24,7 +24,9 @@ seconds whatever the decommission age promises. A node that stays away is still 
 stretch never ends (and its proofs stop, which the quorum judges first).
 
 The signer bitset is not covered by the block hash (see `core.pulse`), so the records built
-here are each node's own view of the chain, judged through the quorum's votes.
+here are each node's own view of the chain, judged through the quorum's votes; and a node counts
+a validator the bitset leaves out as done when it holds that validator's signature of the block
+from before the block came (`block_updates`' `witnessed`, docs/PARTICIPATION.md "Framing").
 """
 
 from __future__ import annotations
