@@ -2,10 +2,12 @@
 item 8), on a devnet of real daemons that reach fork v2 once their registrations are mined.
 
 One service node runs with `SNODE_TEST_EQUIVOCATE=1` (devnet and regtest only; mainnet and
-testnet refuse it in one line): whenever it leads a round it sends its first validator a second,
-different template signed too. That validator refuses to sign either, makes the proof from the
-two templates, and sends it over quorumnet to every service node, which checks it before it
-keeps it (the other validators saw one template only); the obligations quorum votes
+testnet refuse it in one line): whenever it leads a round it signs a second, different template
+too, sends its first validator that one only (which signs it, and proves the equivocation when
+the block the others made of the first comes) and its second validator both (which signs
+neither, and proves it at once). The proof goes over quorumnet to every service node, which
+checks it before it keeps it (the other validators saw one template only); the obligations
+quorum votes
 to deregister it with reason `equivocation`, the state change carrying the proof, which every
 node checks as it validates the block. The operator sees the stake locked with that reason.
 """
@@ -39,8 +41,8 @@ def test_a_leader_that_sends_two_templates_is_proven_and_deregistered_for_equivo
     honest = net.sns[1:]
 
     wait_until(lambda: net.authority.get_info()["height"] >= FORK, timeout=120, what=f"fork v2 at {FORK}")
-    log.info("When the cheat leads, it sends one validator a second template: that validator makes the "
-             "proof and sends it to every service node, which checks it")
+    log.info("When the cheat leads, two validators see its two templates and make the proof; every "
+             "service node receives it and checks it")
     wait_until(lambda: any(f"equivocation: leader {cheat[:16]}" in _logs(sn) for sn in honest),
                timeout=120, what="a validator's proof of the cheat's equivocation")
     wait_until(lambda: sum("equivocation proven by" in _logs(sn) for sn in honest) >= 2,

@@ -5,6 +5,8 @@ validator whose signature a leader left out keeps its duty where a node witnesse
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import msgspec
 import pytest
 
@@ -30,6 +32,7 @@ from snode.node.node import Node
 from snode.node.own_proof import Identity
 from snode.services.checkpoints import CheckpointDuties
 from snode.services.equivocation import EquivocationWatch
+from snode.services.producer import BlockProducer
 from snode.node.participation import WITNESSED_PER_VALIDATOR, ParticipationBook
 from snode.params import DEVNET, REGTEST, schedule_test_forks
 from tests.unit.conftest import FUNDS, PEOPLE, LabChain, node_on, sn_record
@@ -384,3 +387,21 @@ def test_a_daemon_votes_once_a_height_and_not_on_a_height_it_may_have_voted_on_b
     advance(chain, block)
     node.accept_blocks([block], chain.now)
     assert not [m for _, m in qnet.sent[sent:] if isinstance(m, CheckpointVote) and m.height == later]  # type: ignore[union-attr]
+
+
+def test_a_validator_that_checked_one_template_proves_the_equivocation_from_the_block_of_another() -> None:
+    chain = new_sn_chain()
+    block, quorum = sn_block(chain.state, chain)
+    other = msgspec.structs.replace(block.header, timestamp=block.header.timestamp + 1)
+    seen = msgspec.structs.replace(block, header=other, producer_signature=KEYS[quorum.leader].sign(
+        producer_message(DEVNET.network_id, block_hash(other))))
+    found: list[object] = []
+    producer = object.__new__(BlockProducer)  # only its bookkeeping: no writer, no loop
+    producer.equivocations = SimpleNamespace(found=found.append)  # type: ignore[assignment]
+    producer.checked = {(block.header.height, 0): seen}
+    producer._check_adopted([block])
+    assert found == [block_proof(other, seen.producer_signature, block.header, block.producer_signature)]
+    assert verified(found[0], DEVNET.network_id) is None  # type: ignore[arg-type]
+    producer.checked = {(block.header.height, 0): block}
+    producer._check_adopted([block])  # the block it checked: nothing
+    assert len(found) == 1

@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 
 MIN_SLEEP = 0.05
 """Seconds: the shortest wait between two looks at the clock."""
+MAX_CHECKED = 8
+"""Templates a validator remembers for `BlockProducer._check_adopted`."""
 
 
 class BlockProducer:
@@ -64,6 +66,10 @@ class BlockProducer:
         """Where a validator's proof that its leader sent two templates goes."""
         self.equivocate = equivocate
         """Test only (`SNODE_TEST_EQUIVOCATE`, devnet and regtest): lead with two templates a round."""
+        self.checked: dict[tuple[int, int], Block] = {}
+        """Validator: the template of each recent (height, round) it checked: a block of the same
+        slot from the same leader with another hash, adopted later, proves an equivocation
+        that the leader hid by sending the two to different validators (`_check_adopted`)."""
         self.started = node.clock.time()
         """A round that began before this is not led: the daemon that ran before a restart may have
         signed a template for it, and a second one would be an equivocation."""
@@ -135,6 +141,7 @@ class BlockProducer:
 
     def _on_blocks(self, event: BlocksAdopted) -> None:
         """A new tip: a new height to produce, perhaps a new mode."""
+        self._check_adopted(event.blocks)
         state = self.node.state
         mode = production_mode(state, self.node.params)
         if mode is not self._mode:
@@ -203,11 +210,16 @@ class BlockProducer:
                                                    checkpoint=checkpoint)
                 return machine.on_built(block, node.clock.time())
             case R.SendTemplate():
-                for validator in action.validators:
-                    self._send(validator, action.template)
-                if self.equivocate:
-                    self._equivocate(action)
+                second = self._second_template(action.template) if self.equivocate else None
+                for i, validator in enumerate(action.validators):
+                    if second is None or i != 0:
+                        self._send(validator, action.template)
+                    if second is not None and i in (0, 1):
+                        self._send(validator, second)
             case R.CheckTemplate():
+                self.checked[(action.block.header.height, action.block.header.round)] = action.block
+                while len(self.checked) > MAX_CHECKED:
+                    del self.checked[next(iter(self.checked))]
                 valid = await self._check(action.block)
                 return machine.on_checked(action.block_hash, valid, node.clock.time())
             case R.SignTemplate():
@@ -229,6 +241,19 @@ class BlockProducer:
                     self.equivocations.found(_template_proof(action.first, action.second))
         return []
 
+    def _check_adopted(self, blocks: Sequence[Block]) -> None:
+        """A block adopted for a slot whose template this validator checked, by the same leader
+        on the same parent, with another hash: the leader signed both (the round machine checked
+        the template's signature, the block rules the block's)."""
+        for block in blocks:
+            header = block.header
+            seen = self.checked.pop((header.height, header.round), None)
+            if (seen is None or self.equivocations is None or seen.header.producer != header.producer
+                    or seen.header.prev_hash != header.prev_hash or block_hash(seen.header) == block_hash(header)):
+                continue
+            self.equivocations.found(block_proof(seen.header, seen.producer_signature, header,
+                                                 block.producer_signature))
+
     def _witnesses(self, signed: R.ValidatorSignature, leader: bytes) -> None:
         """A validator's signature goes to every other active service node too: a node that has
         it before the block counts this validator's duty done even if the leader leaves it out
@@ -238,23 +263,22 @@ class BlockProducer:
             if sn.active and pubkey not in (signed.validator, leader):
                 self.quorumnet.send(pubkey, signed)
 
-    def _equivocate(self, action: R.SendTemplate) -> None:
-        """Test only: a second template of the same round, one second apart, signed too, to the
-        round's first validator only (the others sign the first: the block is made, and only the
-        proof that validator sends tells the rest)."""
+    def _second_template(self, template: R.BlockTemplate) -> R.BlockTemplate | None:
+        """Test only (`SNODE_TEST_EQUIVOCATE`): another template of the same round, one second
+        apart, signed too. The round's first validator gets only this one (it signs it, the
+        others sign the first and make the block: it proves the equivocation from the block),
+        the second gets both (it proves it at once and signs neither)."""
         node = self.node
-        block = decode(action.template.block, Block)
+        block = decode(template.block, Block)
         start, end = round_window(node.state.timestamp, block.header.round, node.params)
         moved = start if block.header.timestamp != start else start + 1
         if moved >= end:
-            return
+            return None
         header = msgspec.structs.replace(block.header, timestamp=moved)
         signature = node.leader_key().sign(producer_message(node.params.network_id, block_hash(header)))
-        second = R.BlockTemplate(action.template.height, action.template.round,
-                                 encode(msgspec.structs.replace(block, header=header, producer_signature=signature)))
-        log.warning("SNODE_TEST_EQUIVOCATE: sending a second template for round %d of block %d to %s",
-                    action.template.round, action.template.height, action.validators[0].hex()[:16])
-        self._send(action.validators[0], second)
+        log.warning("SNODE_TEST_EQUIVOCATE: two templates for round %d of block %d", template.round, template.height)
+        return R.BlockTemplate(template.height, template.round,
+                               encode(msgspec.structs.replace(block, header=header, producer_signature=signature)))
 
     def _send(self, member: bytes, message: R.BlockTemplate | R.ValidatorSignature) -> None:
         assert self.quorumnet is not None
