@@ -43,7 +43,8 @@ TEMPLATE_BURST: Final = 4.0
 """...and in one burst (a template held early for the next round, a leader of rounds in a row)."""
 SIGNATURE_RATE: Final = 1.0
 """Validator signatures per second from one member: a validator signs one template per round
-and sends it to that round's leader only..."""
+and sends it to that round's leader, and to every other active node as its witness
+(docs/PARTICIPATION.md "Framing"): one a round to each..."""
 SIGNATURE_BURST: Final = 8.0
 CHECKPOINT_VOTE_RATE: Final = 1.0
 """Checkpoint votes per second from one member: one per checkpoint height (every 4 blocks: 8 s
