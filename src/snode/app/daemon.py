@@ -191,7 +191,7 @@ class Daemon:
             equivocations=equivocations)
         checkpoints = CheckpointDuties(node, peers, quorumnet, equivocations) if quorumnet is not None else None
         producer = BlockProducer(writer, quorumnet, checkpoints, equivocations=equivocations,
-                                 equivocate=cfg.test_equivocate)
+                                 misbehave=cfg.test_misbehave)
         if quorumnet is not None:
             quorumnet.start()
         bar = None

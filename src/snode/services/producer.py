@@ -16,6 +16,7 @@ and back (`core.pulse.authority_reason` says why).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,8 @@ from snode.core.encoding import decode, encode
 from snode.core.equivocation import EquivocationProof, block_proof
 from snode.core.errors import BlockFromFuture, SnodeError
 from snode.core.pulse import (
-    Mode, authority_reason, backstop_time, production_mode, round_window, validator_message,
+    Mode, authority_reason, backstop_time, production_mode, round_quorum, round_window, signer_indexes,
+    validator_message,
 )
 from snode.core.state import ChainState
 from snode.net.events import QuorumMessageReceived
@@ -56,7 +58,7 @@ class BlockProducer:
 
     def __init__(self, writer: ChainWriter, quorumnet: QuorumNet | None,
                  checkpoints: CheckpointDuties | None = None, *,
-                 equivocations: EquivocationWatch | None = None, equivocate: bool = False) -> None:
+                 equivocations: EquivocationWatch | None = None, misbehave: str = "") -> None:
         self.writer = writer
         self.node = node = writer.node
         self.quorumnet = quorumnet
@@ -64,8 +66,9 @@ class BlockProducer:
         """Where a leader finds the checkpoint its block should carry."""
         self.equivocations = equivocations
         """Where a validator's proof that its leader sent two templates goes."""
-        self.equivocate = equivocate
-        """Test only (`SNODE_TEST_EQUIVOCATE`, devnet and regtest): lead with two templates a round."""
+        self.misbehave = misbehave
+        """Test only (`SNODE_TEST_MISBEHAVE`, devnet and regtest): `equivocate` (two templates a
+        round) or `drop-signatures` (a block with only the signatures needed)."""
         self.checked: dict[tuple[int, int], Block] = {}
         """Validator: the template of each recent (height, round) it checked: a block of the same
         slot from the same leader with another hash, adopted later, proves an equivocation
@@ -210,7 +213,7 @@ class BlockProducer:
                                                    checkpoint=checkpoint)
                 return machine.on_built(block, node.clock.time())
             case R.SendTemplate():
-                second = self._second_template(action.template) if self.equivocate else None
+                second = self._second_template(action.template) if self.misbehave == "equivocate" else None
                 for i, validator in enumerate(action.validators):
                     if second is None or i != 0:
                         self._send(validator, action.template)
@@ -229,6 +232,7 @@ class BlockProducer:
                 signed = R.ValidatorSignature(action.height, action.round, action.block_hash, key.public, signature)
                 self._send(action.leader, signed)
                 self._witnesses(signed, action.leader)
+                node.participation.witness(signed, node.height)  # its own view knows it signed
             case R.Broadcast():
                 await self._finish(action)
             case R.RoundFailed():
@@ -264,7 +268,7 @@ class BlockProducer:
                 self.quorumnet.send(pubkey, signed)
 
     def _second_template(self, template: R.BlockTemplate) -> R.BlockTemplate | None:
-        """Test only (`SNODE_TEST_EQUIVOCATE`): another template of the same round, one second
+        """Test only (`SNODE_TEST_MISBEHAVE=equivocate`): another template of the same round, one second
         apart, signed too. The round's first validator gets only this one (it signs it, the
         others sign the first and make the block: it proves the equivocation from the block),
         the second gets both (it proves it at once and signs neither)."""
@@ -276,9 +280,22 @@ class BlockProducer:
             return None
         header = msgspec.structs.replace(block.header, timestamp=moved)
         signature = node.leader_key().sign(producer_message(node.params.network_id, block_hash(header)))
-        log.warning("SNODE_TEST_EQUIVOCATE: two templates for round %d of block %d", template.round, template.height)
+        log.warning("SNODE_TEST_MISBEHAVE: two templates for round %d of block %d", template.round, template.height)
         return R.BlockTemplate(template.height, template.round,
                                encode(msgspec.structs.replace(block, header=header, producer_signature=signature)))
+
+    def _dropped(self, action: R.Broadcast) -> R.Broadcast:
+        """Test only (`SNODE_TEST_MISBEHAVE=drop-signatures`): the block with only the validator
+        signatures it needs, the lowest bits (a leader framing the others as missing their duty)."""
+        header = action.block.header
+        needed = round_quorum(self.node.state, header.round, self.node.params).needed
+        bits = signer_indexes(action.validator_bitset)[:needed]
+        if len(bits) == len(action.validator_signatures):
+            return action
+        log.warning("SNODE_TEST_MISBEHAVE: block %d carries %d of its %d validator signatures", header.height,
+                    len(bits), len(action.validator_signatures))
+        return dataclasses.replace(action, validator_bitset=sum(1 << i for i in bits),
+                                   validator_signatures=action.validator_signatures[:needed])
 
     def _send(self, member: bytes, message: R.BlockTemplate | R.ValidatorSignature) -> None:
         assert self.quorumnet is not None
@@ -301,6 +318,8 @@ class BlockProducer:
 
     async def _finish(self, action: R.Broadcast) -> None:
         """The leader has its signatures: the block goes to the node, then to every peer."""
+        if self.misbehave == "drop-signatures":
+            action = self._dropped(action)
         block = msgspec.structs.replace(
             action.block, validator_bitset=action.validator_bitset,
             validator_signatures=action.validator_signatures,
