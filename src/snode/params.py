@@ -72,6 +72,9 @@ class ForkRules:
     hash predates branch ids and stays what it always was."""
     min_sn_version: tuple[int, int, int]
     """The oldest snoded whose uptime proofs this fork's service nodes accept (issue #34 item 5)."""
+    state_root: bool = False
+    """Every header carries the root of the state after its block, and every node checks it
+    (`core.state_root`, DESIGN.md section 13)."""
 
     @property
     def tx_version(self) -> int:
@@ -83,8 +86,10 @@ V1: Final = ForkRules(name="v1", block_version=1, tx_versions=(2,), branch_id=0,
 """The rules from genesis."""
 V2: Final = ForkRules(
     name="v2", block_version=2, tx_versions=(2,), branch_id=0x5632_0001, min_sn_version=(0, 2, 0),
+    state_root=True,
 )
-"""The first fork: block version 2 and a branch id in every signing hash. Not frozen yet: it
+"""The first fork: block version 2 (whose header carries the state root) and a branch id in
+every signing hash. Not frozen yet: it
 is active on no network, so the state-commitment issue may still add to it (docs/UPGRADES.md)."""
 
 KNOWN_FORKS: Final = {rules.name: rules for rules in (V1, V2)}

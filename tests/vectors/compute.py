@@ -192,7 +192,7 @@ def block(keys: Keys, case: Json) -> Json:
         version=fork(case).block_version, height=case["height"], prev_hash=bytes.fromhex(case["prev_hash"]),
         timestamp=case["timestamp"],
         transactions=txs, producer_key=keys[case["producer"]], network_id=params.network_id,
-        round=case["round"],
+        round=case["round"], state_root=bytes.fromhex(case["state_root"]) if "state_root" in case else None,
     )
     h = block_hash(made.header)
     validator_message = pulse.validator_message(params.network_id, h)

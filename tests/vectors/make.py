@@ -136,8 +136,9 @@ def v2_transaction_cases() -> list[Json]:
 
 
 def v2_block_cases() -> list[Json]:
-    """The blocks of `block_cases`, as fork v2 makes them (header version 2)."""
-    return [_for_v2(c) for c in _blocks()]
+    """The blocks of `block_cases`, as fork v2 makes them (header version 2, carrying a state
+    root: here a fixed value standing for one, as the parent hash stands for a parent)."""
+    return [{**_for_v2(c), "state_root": _hash(f"state after block {c['height']}")} for c in _blocks()]
 
 
 def _node(key: str, active_since: int | None, last_reward: int, registered: int = 5) -> Json:

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from snode.core.encoding import domain_hash, encode
-from snode.core.state import MAP_NAMES, ChainState, Undo
+from snode.core.state import MAP_NAMES, ChainState, Undo, undo_block
 from snode.core.types import Hash32
 
 LANES: Final = 1024
@@ -140,3 +140,68 @@ def state_root(network_id: int, state: ChainState, checksum: Checksum) -> Hash32
     is left out: a header cannot commit to itself, and it commits to its parent already."""
     scalars = b"".join(v.to_bytes(8, "big", signed=True) for v in (state.height, state.timestamp, state.issued))
     return domain_hash(ROOT_DOMAIN, network_id, scalars + checksum.to_bytes())
+
+
+# --- the checksum a state carries, and the root a header commits to ---------------------------
+
+@dataclass(frozen=True, slots=True)
+class StateSum:
+    """A state's checksum and the maps it sums (`ChainState.summed`): it holds for a state only
+    while that state holds these very maps (an identity check, as `state.current_index`), so a
+    state whose maps were swapped never reads a stale checksum."""
+
+    maps: tuple[object, ...]
+    checksum: Checksum
+
+
+def _maps(state: ChainState) -> tuple[object, ...]:
+    return tuple(getattr(state, name) for name in MAP_NAMES)
+
+
+def current_checksum(state: ChainState) -> Checksum | None:
+    """The checksum `state` carries, if it was made of the state's own maps; else None."""
+    summed = state.summed
+    if summed is None or any(a is not b for a, b in zip(summed.maps, _maps(state))):
+        return None
+    return summed.checksum  # a StateSum
+
+
+def checksum_of(state: ChainState) -> Checksum:
+    """The checksum of `state`: the one it carries, or one computed from scratch (O(entries))."""
+    checksum = current_checksum(state)
+    return checksum if checksum is not None else state_checksum(state)
+
+
+def with_checksum(state: ChainState, checksum: Checksum) -> ChainState:
+    """`state` carrying `checksum` (which must be its maps' checksum)."""
+    return replace(state, summed=StateSum(_maps(state), checksum))
+
+
+def undo_summed(state: ChainState, undo: Undo) -> ChainState:
+    """`state.undo_block`, keeping the checksum when `state` carries one (a reorganisation
+    costs the keys it undoes, not a recomputation at the next block)."""
+    checksum = current_checksum(state)
+    parent = undo_block(state, undo)
+    if checksum is None:
+        return parent
+    return with_checksum(parent, before_block(checksum, state, undo))
+
+
+def own_entries(state: ChainState) -> list[tuple[str, Any, Any]]:
+    """The entries of `state` that its tip block's own hash chose: the obligations quorum and
+    the checkpoint slot of its height. A header cannot commit to them (they depend on its
+    hash); they are a function of that hash and of the registry the root does commit to, and
+    the next block's root covers them."""
+    height = state.height
+    own = []
+    for table in ("quorums", "checkpoints"):
+        value = getattr(state, table).get(height)
+        if value is not None:
+            own.append((table, height, value))
+    return own
+
+
+def header_root(network_id: int, state: ChainState, checksum: Checksum) -> Hash32:
+    """The root the header of `state`'s tip block carries (fork v2 on): `state_root` of the
+    state without `own_entries`, from `checksum`, the checksum of the whole state."""
+    return state_root(network_id, state, with_entries(checksum, (), own_entries(state)))
