@@ -38,7 +38,8 @@ TABLE_TAGS: Final = {name: bytes([i + 1]) for i, name in enumerate(MAP_NAMES)}
 _EVEN: Final = int.from_bytes(b"\xff\xff\x00\x00" * (LANES // 2), "little")
 """The bits of the even lanes of a 2,048-byte checksum read as one little-endian integer."""
 _BORROW: Final = int.from_bytes(b"\x00\x00\x01\x00" * (LANES // 2), "little")
-"""One above every lane of a spaced integer: subtracting a lane from it never borrows across."""
+"""2^16 in every 32-bit slot: one above any lane, so subtracting a lane from it never borrows
+across slots."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,17 +79,38 @@ def entry_lanes(table: str, key: Any, value: Any) -> tuple[int, int]:
     return whole & _EVEN, (whole >> 16) & _EVEN
 
 
+_CHUNK: Final = 1 << 14
+"""Entries summed between two masks: a 32-bit slot holds a lane and up to 2^16 - 1 more, so a
+chunk's sum (and its removals' borrow) never carries into the next slot."""
+
+
 def with_entries(checksum: Checksum, added: Iterable[tuple[str, Any, Any]],
                  removed: Iterable[tuple[str, Any, Any]] = ()) -> Checksum:
-    """`checksum` with each (table, key, value) of `added` added and of `removed` taken out."""
+    """`checksum` with each (table, key, value) of `added` added and of `removed` taken out.
+    The lanes of a chunk of entries are summed unmasked and folded in with one mask."""
     even, odd = checksum.even, checksum.odd
-    for table, key, value in added:
-        e, o = entry_lanes(table, key, value)
-        even, odd = (even + e) & _EVEN, (odd + o) & _EVEN
-    for table, key, value in removed:
-        e, o = entry_lanes(table, key, value)
-        even, odd = ((even | _BORROW) - e) & _EVEN, ((odd | _BORROW) - o) & _EVEN
+    for sign, items in ((1, added), (-1, removed)):
+        sum_even = sum_odd = count = 0
+        for table, key, value in items:
+            e, o = entry_lanes(table, key, value)
+            sum_even += e
+            sum_odd += o
+            count += 1
+            if count == _CHUNK:
+                even, odd = _fold(even, odd, sum_even, sum_odd, count, sign)
+                sum_even = sum_odd = count = 0
+        if count:
+            even, odd = _fold(even, odd, sum_even, sum_odd, count, sign)
     return Checksum(even, odd)
+
+
+def _fold(even: int, odd: int, sum_even: int, sum_odd: int, count: int, sign: int) -> tuple[int, int]:
+    """(even, odd) with the summed lanes of `count` entries added (sign 1) or taken out (-1):
+    `count` borrows of 2^16 in every slot keep each slot of the difference from going below 0."""
+    if sign > 0:
+        return (even + sum_even) & _EVEN, (odd + sum_odd) & _EVEN
+    borrow = _BORROW * count
+    return (even + borrow - sum_even) & _EVEN, (odd + borrow - sum_odd) & _EVEN
 
 
 def entries(state: ChainState) -> Iterator[tuple[str, Any, Any]]:
@@ -199,6 +221,15 @@ def own_entries(state: ChainState) -> list[tuple[str, Any, Any]]:
         if value is not None:
             own.append((table, height, value))
     return own
+
+
+def after_block_with_root(network_id: int, parent: Checksum, state: ChainState, undo: Undo) -> tuple[Checksum, Hash32]:
+    """`after_block` and `header_root` of the state a block made, summing each changed entry
+    once: the root's checksum first (the block's changes but its own entries), then those."""
+    added, removed = _changes(state, undo)
+    own = own_entries(state)
+    rooted = with_entries(parent, [entry for entry in added if entry not in own], removed)
+    return with_entries(rooted, own), state_root(network_id, state, rooted)
 
 
 def header_root(network_id: int, state: ChainState, checksum: Checksum) -> Hash32:

@@ -44,7 +44,7 @@ from snode.core.pulse import RoundQuorum, check_block_producer, validator_checks
 from snode.core.quorums import obligations_quorum_from_active
 from snode.core.sigchecks import BatchVerifier, SigCheck, run_checks, verify_serially
 from snode.core.stake_exit import stake_returns
-from snode.core.state_root import after_block, current_checksum, header_root, state_checksum, with_checksum
+from snode.core.state_root import after_block, after_block_with_root, current_checksum, state_checksum, with_checksum
 from snode.core.state import (
     ChainState, CheckpointSlot, Quorum, RegistryIndex, ServiceNode, Undo, last_checkpoint, new_utxo,
     registry_index, updated_index, with_index,
@@ -449,11 +449,13 @@ def _with_state_root(
     parent = current_checksum(state)
     if parent is None and not rules.state_root:
         return applied
-    checksum = after_block(parent if parent is not None else state_checksum(state), applied.state, applied.undo)
-    new_state = with_checksum(applied.state, checksum)
-    if rules.state_root and check_root:
-        check_state_root(header, header_root(consensus.params.network_id, new_state, checksum))
-    return applied._replace(state=new_state)
+    parent = parent if parent is not None else state_checksum(state)
+    if not rules.state_root:
+        return applied._replace(state=with_checksum(applied.state, after_block(parent, applied.state, applied.undo)))
+    checksum, root = after_block_with_root(consensus.params.network_id, parent, applied.state, applied.undo)
+    if check_root:
+        check_state_root(header, root)
+    return applied._replace(state=with_checksum(applied.state, checksum))
 
 
 def check_state_root(header: BlockHeader, root: bytes) -> None:
