@@ -236,3 +236,10 @@ def header_root(network_id: int, state: ChainState, checksum: Checksum) -> Hash3
     """The root the header of `state`'s tip block carries (fork v2 on): `state_root` of the
     state without `own_entries`, from `checksum`, the checksum of the whole state."""
     return state_root(network_id, state, with_entries(checksum, (), own_entries(state)))
+
+
+def tip_root(network_id: int, state: ChainState) -> str:
+    """The root of `state` as its tip's header carries it (hex), from the checksum the state
+    carries; empty for a state without one (before fork v2)."""
+    checksum = current_checksum(state)
+    return header_root(network_id, state, checksum).hex() if checksum is not None else ""
