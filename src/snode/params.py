@@ -224,6 +224,10 @@ class NetworkParams:
     handshake at the address its proof declares); a node failing them for longer than the
     decommission proof age is decommissioned as `unreachable`."""
     forks: tuple[Fork, ...] = (Fork(V1, 0),)
+    assume_valid: bytes | None = None
+    """The hash of a block this release assumes valid (Bitcoin Core's `-assumevalid`): a sync may
+    skip the input signatures of its ancestors (`--assume-valid` overrides it). None on every
+    network of this release: none is compiled in yet."""
     test_forks: bool = False
     """Devnet and regtest: `--test-fork` schedules forks at start (their tables hold v1 only)."""
     """The fork schedule, v1 from genesis first (`check_schedule`); devnet and regtest add

@@ -19,7 +19,7 @@ from snode.devchain import key_from_label
 from snode.net import protocol as P
 from snode.params import COIN, REGTEST, REGTEST_AUTHORITY_SEED, V2
 from tests.functional.framework import (
-    assert_equal, connect_nodes, faucet_key, narrator, spendable_outputs, sync_blocks, wait_until,
+    assert_equal, connect_nodes, faucet_key, narrator, run_snoded, spendable_outputs, sync_blocks, wait_until,
 )
 from tests.functional.hostile import ban_reasons
 from tests.functional.p2p import cut_off_after
@@ -100,3 +100,16 @@ def _refuse_a_wrong_root(node) -> None:
     assert matches, f"no log line: {line}"
     log.info("Refused in one line: %s", matches[0].split(" WARNING ")[-1])
     assert_equal(node.get_info()["height"], height - 1, "the node's height after the refusal")
+
+
+def test_a_malformed_assume_valid_is_one_line_and_a_hash_or_0_starts(nodes, tmp_path):
+    for value in ("123", "g" * 64):
+        done = run_snoded(["--regtest", f"--assume-valid={value}", "--data-dir", str(tmp_path / "d"),
+                           "--non-interactive"])
+        assert_equal(done.returncode, 1, f"exit code of --assume-valid={value}")
+        assert_equal(done.stderr.strip().splitlines(), [
+            f"snoded: --assume-valid: '{value}' is not a block hash (64 hex digits) or 0 (off)"], "the refusal")
+    log.info("--assume-valid=0 and a hash start a daemon")
+    for value in ("0", "ab" * 32):
+        node = nodes.add(extra_args=[f"--assume-valid={value}"])
+        assert_equal(node.get_info()["height"], 0, f"a daemon with --assume-valid={value}")

@@ -50,6 +50,9 @@ class Config:
     rpc_login: Login | None = None
     """The operator's own admin RPC login (`--rpc-login-file`, SNODE_RPC_LOGIN); None: the
     cookie where the bind is not loopback, nothing on loopback (snode.app.rpc_access)."""
+    assume_valid: bytes | None = None
+    """`--assume-valid`, else the release's block for the network: a sync skips the input
+    signatures of its ancestors (None: checks them all)."""
 
 
 def build_config(
@@ -59,6 +62,7 @@ def build_config(
     non_interactive: bool, genesis: str | None, rpc_allow_hosts: tuple[str, ...] = (),
     notify: str | None = None, skip_doppelganger_check: bool = False, omq_public: str | None = None,
     rpc_login_file: str | None = None, rpc_login: str | None = None, test_forks: tuple[str, ...] = (),
+    assume_valid: str | None = None,
 ) -> Config:
     """Validate the flags' raw strings into a Config; ConfigError names the first bad option."""
     params = with_test_forks(NETWORKS[network], test_forks)
@@ -110,8 +114,20 @@ def build_config(
         skip_doppelganger_check=skip_doppelganger_check,
         omq_public=_omq_public(omq_public, service_node),
         clock_offset=_clock_offset(params.name), mempool_max_entries=_mempool_max_entries(params.name),
-        rpc_login=operator_login(rpc_login_file, os.environ),
+        rpc_login=operator_login(rpc_login_file, os.environ), assume_valid=parse_assume_valid(assume_valid, params),
     )
+
+
+def parse_assume_valid(value: str | None, params: NetworkParams) -> bytes | None:
+    """`--assume-valid HASH` (a block hash, 64 hex digits), `0` (off), or, not given, the block
+    the release names for the network (none yet)."""
+    if value is None:
+        return params.assume_valid
+    if value == "0":
+        return None
+    if len(value) != 64 or not all(c in "0123456789abcdefABCDEF" for c in value):
+        raise ConfigError(f"--assume-valid: '{value}' is not a block hash (64 hex digits) or 0 (off)")
+    return bytes.fromhex(value)
 
 
 def with_test_forks(params: NetworkParams, values: tuple[str, ...]) -> NetworkParams:

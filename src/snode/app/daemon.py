@@ -312,9 +312,11 @@ class Daemon:
                 assert cfg.public_ip is not None
                 key = datadir.service_node_key(chain=state)
                 identity = Identity(key, cfg.public_ip, cfg.p2p_bind.port, cfg.quorumnet_port)
-            return Node(params=params, consensus=consensus, store=store, state=state, identity=identity,
+            node = Node(params=params, consensus=consensus, store=store, state=state, identity=identity,
                         producer_key=self._producer_key(datadir, consensus.authorities), clock=self.clock,
                         verifier=verifier, pool_limits=_pool_limits(cfg))
+            node.assume_valid = cfg.assume_valid
+            return node
         except BaseException as err:
             verifier.close()
             store.close()

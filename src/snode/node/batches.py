@@ -23,7 +23,7 @@ from snode.core.finality import reorg_allowed
 from snode.core.genesis import Consensus
 from snode.core.state import ChainState, Undo, immutable_height
 from snode.core.state_root import current_checksum, header_root, state_checksum, undo_summed
-from snode.core.blocks import header_state_root
+from snode.core.blocks import block_hash, header_state_root
 from snode.core.transition import SigCheck, apply_block, apply_block_encoded
 from snode.core.blocks import Block
 from snode.node.verifier import Pending, Verifier
@@ -105,12 +105,13 @@ class StoredBatch:
 def stage(
     base: ChainState, blocks: list[Block], consensus: Consensus, verifier: Verifier, now: int, *,
     after: StagedBatch | None = None, extending: StagedBatch | None = None,
-    template: CheckedTemplate | None = None,
+    template: CheckedTemplate | None = None, assume_valid: bytes | None = None,
 ) -> StagedBatch:
     """`Node.stage_batch`: apply `blocks` on `base` (the tip, or `after`'s state), or joined to
     `extending`, handing their signatures to `verifier` in chunks. `template`: a check of one
     of them as a template, whose result that block takes if it is provably the same block on
-    the same parent (`apply_final`)."""
+    the same parent (`apply_final`). `assume_valid`: a block hash; the blocks before it among
+    `blocks` (its ancestors: each is applied on the one before) skip their input signatures."""
     if extending is not None:
         if after is not None:
             raise ValueError("stage_batch takes `after` or `extending`, not both")
@@ -126,19 +127,33 @@ def stage(
         if after is not None and after.failure is not None:
             batch.failure = after.failure  # nothing can follow an invalid block
     with collector_paused():
-        _apply_into(batch, blocks, consensus, verifier, now, template)
+        _apply_into(batch, blocks, consensus, verifier, now, template, assumed_valid(blocks, assume_valid))
     return batch
+
+
+def assumed_valid(blocks: Sequence[Block], assume_valid: bytes | None) -> int:
+    """How many of `blocks` (consecutive) are ancestors of the block `assume_valid`: those before
+    it, when it is one of them; 0 otherwise (nothing proves the others are its ancestors)."""
+    if assume_valid is None:
+        return 0
+    for position, block in enumerate(blocks):
+        if block_hash(block.header) == assume_valid:
+            return position
+    return 0
 
 
 def _apply_into(
     batch: StagedBatch, blocks: list[Block], consensus: Consensus, verifier: Verifier, now: int,
-    template: CheckedTemplate | None,
+    template: CheckedTemplate | None, assumed: int = 0,
 ) -> None:
     checks = batch.checks
     chunk_start = len(checks)
+    first = len(batch.commits)
 
     def collect(block_checks: Sequence[SigCheck]) -> int:
         nonlocal chunk_start
+        if assumed > len(batch.commits) - first:  # an ancestor of the assume-valid block: inputs skipped
+            block_checks = [check for check in block_checks if not check.input]
         checks.extend(block_checks)
         if len(checks) - chunk_start >= VERIFY_CHUNK:
             batch.pending.append((chunk_start, verifier.submit(checks[chunk_start:])))

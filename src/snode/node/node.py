@@ -110,6 +110,8 @@ class Node:
             self.hub.subscribe(verdict, self._revise)
         self._owners = OwnerIndex()
         self.templates = CheckedTemplates()  # checked by this validator, for their signed blocks
+        self.assume_valid: bytes | None = None
+        """The block whose ancestors' input signatures a staged batch may skip (`--assume-valid`)."""
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -281,7 +283,7 @@ class Node:
         base = after.state if after is not None else self._state
         template = self.templates.of(blocks) if after is None and extending is None else None
         batch = stage(base, blocks, self.consensus, self.verifier, now, after=after, extending=extending,
-                      template=template)
+                      template=template, assume_valid=self.assume_valid)
         self.templates.taken(batch.reused - (extending.reused if extending is not None else 0))
         return batch
 
