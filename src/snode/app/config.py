@@ -101,9 +101,7 @@ def build_config(
     if data_dir is not None and not data_dir.strip():
         raise ConfigError("--data-dir: give a directory path (it is empty)")
     _check_distinct_ports(rpc.port, p2p_port, qnet if service_node else None)
-    genesis_path = Path(genesis) if genesis is not None else None
-    if genesis_path is not None and not genesis_path.is_file():
-        raise ConfigError(f"--genesis: {genesis} is not a readable file")
+    genesis_path = _genesis_path(genesis)
     return Config(
         params=params,
         data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(params.name),
@@ -116,6 +114,14 @@ def build_config(
         clock_offset=_clock_offset(params.name), mempool_max_entries=_mempool_max_entries(params.name),
         rpc_login=operator_login(rpc_login_file, os.environ), assume_valid=parse_assume_valid(assume_valid, params),
     )
+
+
+def _genesis_path(genesis: str | None) -> Path | None:
+    """`--genesis FILE`: a readable file, or None when not given."""
+    genesis_path = Path(genesis) if genesis is not None else None
+    if genesis_path is not None and not genesis_path.is_file():
+        raise ConfigError(f"--genesis: {genesis} is not a readable file")
+    return genesis_path
 
 
 def parse_assume_valid(value: str | None, params: NetworkParams) -> bytes | None:
