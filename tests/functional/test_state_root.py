@@ -113,3 +113,23 @@ def test_a_malformed_assume_valid_is_one_line_and_a_hash_or_0_starts(nodes, tmp_
     for value in ("0", "ab" * 32):
         node = nodes.add(extra_args=[f"--assume-valid={value}"])
         assert_equal(node.get_info()["height"], 0, f"a daemon with --assume-valid={value}")
+
+
+def test_a_trusted_checkpoint_that_contradicts_the_chain_refuses_the_start_in_one_line(nodes):
+    node = nodes.add()
+    node.generate_blocks(blocks=3)
+    real = node.get_block(height=2)["hash"]
+    other = "ab" * 32
+    node.stop()
+    log.info("Restarted with --trusted-checkpoint=2:%s... (its block 2 is %s...)", other[:16], real[:16])
+    done = run_snoded([*node.args()[3:], f"--trusted-checkpoint=2:{other}"])
+    assert_equal(done.returncode, 1, "exit code with a contradicting checkpoint")
+    assert_equal(done.stderr.strip().splitlines(), [
+        f"snoded: --trusted-checkpoint: this data dir's chain has block {real} at height 2, not {other}: the "
+        "checkpoint contradicts the chain this node has; check the checkpoint, or start with a new data dir to "
+        "sync the chain that passes through it"], "the refusal")
+    done = run_snoded([*node.args()[3:], "--trusted-checkpoint=2:xyz"])
+    assert_equal((done.returncode, done.stderr.strip().count("\n")), (1, 0), "a malformed checkpoint: one line")
+    log.info("With its own block 2 as the checkpoint it starts")
+    node.start([f"--trusted-checkpoint=2:{real}"])
+    assert_equal(node.get_info()["height"], 3, "the height with a checkpoint on its chain")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from snode.app.config import parse_assume_valid
+from snode.app.config import parse_assume_valid, parse_trusted_checkpoint
 from snode.common.endpoints import ConfigError
 from snode.core.blocks import block_hash, sign_block
 from snode.core.errors import SnodeError
@@ -80,3 +80,30 @@ def test_the_flag_takes_a_hash_or_0_and_the_release_names_no_block_yet():
         with pytest.raises(ConfigError) as refused:
             parse_assume_valid(bad, REGTEST)
         assert str(refused.value) == f"--assume-valid: '{bad}' is not a block hash (64 hex digits) or 0 (off)"
+
+
+# --- --trusted-checkpoint (issue #36 item 3, its check against the chain the node has) -------------
+
+def test_the_trusted_checkpoint_is_height_colon_hash_and_a_malformed_one_is_one_line():
+    assert parse_trusted_checkpoint(f"12:{'ab' * 32}") == (12, bytes.fromhex("ab" * 32))
+    assert parse_trusted_checkpoint(None) is None
+    for bad in ("12", f"x:{'ab' * 32}", "12:abc", f"-1:{'ab' * 32}", f":{'ab' * 32}"):
+        with pytest.raises(ConfigError) as refused:
+            parse_trusted_checkpoint(bad)
+        assert str(refused.value) == (f"--trusted-checkpoint: '{bad}' is not HEIGHT:HASH (a height, a colon and "
+                                      "the block's hash in 64 hex digits)")
+    with pytest.raises(ConfigError, match="height 0 must be from 1 to 9999999999"):
+        parse_trusted_checkpoint(f"0:{'ab' * 32}")
+
+
+def test_a_block_at_the_trusted_height_with_another_hash_is_refused(chain_factory):
+    genesis, chain = _forged_chain(chain_factory)
+    good = chain.blocks[2]
+    node = _node(chain, genesis, None)
+    node.trusted_checkpoint = (2, bytes(32))
+    with pytest.raises(SnodeError, match=f"block 2 is {block_hash(good.header).hex()}, not the trusted checkpoint "
+                       f"{'00' * 32}"):
+        node.stage_batch(chain.blocks[1:], chain.now)
+    node.trusted_checkpoint = (2, block_hash(good.header))
+    node.assume_valid = block_hash(chain.blocks[-1].header)
+    assert node.accept_blocks(chain.blocks[1:], chain.now) == 3

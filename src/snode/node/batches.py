@@ -131,6 +131,19 @@ def stage(
     return batch
 
 
+def check_trusted(blocks: Sequence[Block], trusted: tuple[int, bytes] | None) -> None:
+    """None of `blocks` is at the trusted checkpoint's height with another hash (InvalidBlock)."""
+    if trusted is None:
+        return
+    height, hash_ = trusted
+    for block in blocks:
+        if block.header.height == height and block_hash(block.header) != hash_:
+            raise InvalidBlock(
+                f"block {height} is {block_hash(block.header).hex()}, not the trusted checkpoint "
+                f"{hash_.hex()} (--trusted-checkpoint)"
+            )
+
+
 def assumed_valid(blocks: Sequence[Block], assume_valid: bytes | None) -> int:
     """How many of `blocks` (consecutive) are ancestors of the block `assume_valid`: those before
     it, when it is one of them; 0 otherwise (nothing proves the others are its ancestors)."""
