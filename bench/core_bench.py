@@ -7,7 +7,11 @@ Measures in one run, on one core:
   the authority);
 - per block, the time spent verifying the block's signatures alone, and its share of the
   apply_block time. DESIGN.md section 10 wants sync at no less than half the rate that signature
-  verification alone allows, so the target share is >= 0.5.
+  verification alone allows, so the target share is >= 0.5;
+- per block, the cost of the state root at the tip (fork v2, `core.state_root`): the checksum
+  updated from the block's undo record and the root the header carries, against apply_block's
+  time (issue #36: at most 0.5 ms a block), and once, the whole state summed from scratch (what
+  the fork's first block costs a node).
 
 apply_block is pure, so each block is applied many times to the same parent state.
 `python -m bench --profile` adds a cProfile of apply_block on the largest block.
@@ -34,6 +38,7 @@ from snode.core.blocks import Block
 from snode.core.crypto import SigningKey, signature_cache, verify
 from snode.core.production import build_block
 from snode.core.service_nodes import Reason, StateChangeKind
+from snode.core.state_root import after_block_with_root, state_checksum
 from snode.core.transition import SigCheck, apply_block, verify_serially
 from snode.core.txbuilder import build_transfer
 from snode.devchain import DevChain, key_from_label
@@ -47,6 +52,8 @@ TARGET_SIG_SHARE: Final = 0.5
 MIN_SECONDS: Final = 1.0
 """Each figure repeats its measurement for at least this long and at least MIN_RUNS times."""
 MIN_RUNS: Final = 5
+TARGET_ROOT_MS: Final = 0.5
+"""The most a block's state root may cost at the tip (issue #36)."""
 
 
 def log(text: str) -> None:
@@ -143,10 +150,18 @@ def measure_block(chain: DevChain, block: Block) -> dict[str, float]:
     """apply_block time, the verify-alone time of its signatures, and the derived rates."""
     transfers = len(block.transactions) - 1
     checks = block_signatures(chain, block)
-    apply_s, verify_s = seconds_per_run(
-        lambda: apply_block(chain.state, block, chain.consensus), lambda: verify_serially(checks)
+    after, undo = apply_block(chain.state, block, chain.consensus)
+    parent = state_checksum(chain.state)
+    network_id = chain.params.network_id
+    apply_s, verify_s, root_s = seconds_per_run(
+        lambda: apply_block(chain.state, block, chain.consensus), lambda: verify_serially(checks),
+        lambda: after_block_with_root(network_id, parent, after, undo),
     )
     return {
+        "root_ms": root_s * 1000,
+        "root_share": root_s / apply_s,
+        "root_entries": sum(len(changes) for changes in (undo.utxos, undo.service_nodes, undo.quorums,
+                                                          undo.checkpoints)),
         "transfers": transfers,
         "signatures": len(checks),
         "apply_ms": apply_s * 1000,
@@ -179,11 +194,21 @@ def run(profile: bool = False, service_nodes: int = SERVICE_NODES,
     for n, block in blocks.items():
         log(f"applying the {n}-transfer block")
         results["blocks"][n] = measure_block(chain, block)
+    log("summing the whole state once (the fork's first block)")
+    results["full_sum"] = full_sum(chain)
     if profile:
         results["profile"] = {
             n: profile_apply(chain, blocks[n]) for n in (min(block_sizes), max(block_sizes))
         }
     return results
+
+
+def full_sum(chain: DevChain) -> dict[str, float]:
+    """The whole state's checksum from scratch: its entries and the seconds it takes."""
+    state = chain.state
+    entries = len(state.utxos) + len(state.service_nodes) + len(state.quorums) + len(state.checkpoints)
+    [seconds] = seconds_per_run(lambda: state_checksum(state))
+    return {"entries": entries, "seconds": seconds, "us_per_entry": seconds / entries * 1e6}
 
 
 def profile_apply(chain: DevChain, block: Block, top: int = 15) -> str:
@@ -225,7 +250,28 @@ def report(results: dict[str, Any], console: Console) -> None:
     console.print(table)
     console.print("apply ms = apply_block time per block; verify ms = verifying its signatures alone")
     console.print("other ms = apply ms - verify ms; sig share = verify ms / apply ms")
+    report_root(results, console)
     for n, text in results.get("profile", {}).items():
         console.print()
         console.print(f"[bold]cProfile of apply_block, {n}-transfer block[/]")
         console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def report_root(results: dict[str, Any], console: Console) -> None:
+    """The state root's cost a block at the tip, against apply_block's and the 0.5 ms target."""
+    console.print()
+    console.print("[bold]state root at the tip (fork v2): per block, from the parent's checksum[/]")
+    table = Table(show_edge=False, pad_edge=False)
+    for name in ("transfers", "entries changed", "root ms", "apply ms", "root/apply", "target", "verdict"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for figures in results["blocks"].values():
+        table.add_row(
+            str(figures["transfers"]), str(figures["root_entries"]), f"{figures['root_ms']:.3f}",
+            f"{figures['apply_ms']:.2f}", f"{figures['root_share']:.2f}", f"<= {TARGET_ROOT_MS} ms",
+            verdict(figures["root_ms"] <= TARGET_ROOT_MS),
+        )
+    console.print(table)
+    full = results["full_sum"]
+    console.print(f"the whole state from scratch (a fork's first block, once): {full['entries']:,} entries "
+                  f"in {full['seconds']:.2f} s, {full['us_per_entry']:.1f} us an entry")
+    console.print("entries changed = keys the block's undo record lists (each a removal and an addition)")

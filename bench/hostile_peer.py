@@ -27,7 +27,7 @@ from snode.core.encoding import encode, hash32
 from snode.core.proofs import UptimeProof
 from snode.core.transactions import TX_VERSION, Transaction, Transfer, TxOut
 from snode.net import protocol as P
-from snode.params import REGTEST, REGTEST_AUTHORITY_SEED, V1
+from snode.params import REGTEST, REGTEST_AUTHORITY_SEED
 
 LEECH_S: Final = 3.0
 COUNTERS: Final = ("connections", "bytes_sent", "bytes_pulled", "closed_by_victim")
@@ -90,7 +90,7 @@ class Body:
         self.root = tx_root([hash32(e) for e in self.encoded])
 
     def block(self, key: SigningKey, height: int) -> bytes:
-        header = BlockHeader(version=V1.block_version, height=max(height, 1), prev_hash=os.urandom(32),
+        header = BlockHeader(height=max(height, 1), prev_hash=os.urandom(32),
                              timestamp=int(time.time()) - 3_600, tx_root=self.root, producer=key.public, round=0)
         encoded = encode(header)
         signature = key.sign(producer_message(REGTEST.network_id, hash32(encoded)))

@@ -76,6 +76,9 @@ class ForkRules:
     """A quorum's `StateChange` may deregister a node with `Reason.EQUIVOCATION`, carrying the
     proof that it signed two blocks for one round or two checkpoint votes for one height
     (`core.equivocation`); before, no state change carries a proof or that reason."""
+    state_root: bool = False
+    """Every header carries the root of the state after its block, and every node checks it
+    (`core.state_root`, DESIGN.md section 13)."""
 
     @property
     def tx_version(self) -> int:
@@ -88,8 +91,10 @@ V1: Final = ForkRules(name="v1", block_version=1, tx_versions=(2,), branch_id=0,
 V2: Final = ForkRules(
     name="v2", block_version=2, tx_versions=(2,), branch_id=0x5632_0001, min_sn_version=(0, 2, 0),
     equivocation_proofs=True,
+    state_root=True,
 )
-"""The first fork: block version 2 and a branch id in every signing hash. Not frozen yet: it
+"""The first fork: block version 2 (whose header carries the state root) and a branch id in
+every signing hash. Not frozen yet: it
 is active on no network, so the state-commitment issue may still add to it (docs/UPGRADES.md)."""
 
 KNOWN_FORKS: Final = {rules.name: rules for rules in (V1, V2)}
@@ -224,6 +229,10 @@ class NetworkParams:
     handshake at the address its proof declares); a node failing them for longer than the
     decommission proof age is decommissioned as `unreachable`."""
     forks: tuple[Fork, ...] = (Fork(V1, 0),)
+    assume_valid: bytes | None = None
+    """The hash of a block this release assumes valid (Bitcoin Core's `-assumevalid`): a sync may
+    skip the input signatures of its ancestors (`--assume-valid` overrides it). None on every
+    network of this release: none is compiled in yet."""
     test_forks: bool = False
     """Devnet and regtest: `--test-fork` schedules forks at start (their tables hold v1 only)."""
     """The fork schedule, v1 from genesis first (`check_schedule`); devnet and regtest add

@@ -40,12 +40,15 @@ def test_sync_bench_syncs_its_chain_and_replays_it(tmp_path: Path):
     figures = smoke(tmp_path, "sync", 120)
     assert len(figures["runs"]) == 1 and figures["chain"]["blocks"] == 2_100
     assert figures["replay"] and figures["verify_per_s"] > 0
+    assumed = figures["replay"]["assume_valid"]
+    assert assumed["blocks_per_s"] > 0 and assumed["signatures"] < figures["replay"]["signatures"]
 
 
 def test_core_bench_applies_its_blocks(tmp_path: Path):
     figures = smoke(tmp_path, "core", 60)
     assert figures["service_nodes"] == 20 and set(figures["blocks"]) == {"1", "5"}
-    assert all(block["sig_share"] > 0 for block in figures["blocks"].values())
+    assert all(block["sig_share"] > 0 and block["root_ms"] > 0 for block in figures["blocks"].values())
+    assert figures["full_sum"]["entries"] > 20
 
 
 def test_store_bench_commits_and_restarts(tmp_path: Path):

@@ -94,7 +94,7 @@ def test_split_network_heals_on_longer_chain(nodes):
 def hostile_inputs(node):
     """(name, bytes to send after the handshake) for each hostile behaviour of the issue."""
     garbage_block = encode(Block(
-        header=BlockHeader(version=1, height=1, prev_hash=bytes.fromhex(node.get_info()["genesis_hash"]),
+        header=BlockHeader(height=1, prev_hash=bytes.fromhex(node.get_info()["genesis_hash"]),
                            timestamp=2_000_000_000, tx_root=bytes(32), producer=bytes(32), round=0),
         transactions=(), producer_signature=bytes(64)))
     tx = decode(bytes.fromhex(fund_tx_hex(node)), Transaction)

@@ -19,6 +19,7 @@ import pytest
 
 from snode.common.clock import MockableClock
 from snode.core.blocks import Block, make_block
+from snode.core.production import with_state_root
 from snode.core.crypto import SigningKey
 from snode.core.registration import sign_registration
 from snode.core.service_nodes import Reason, StateChangeKind
@@ -138,12 +139,14 @@ class LabChain(DevChain):
         producer = producer or self.authority
         fees = sum(fee_of(self.state, tx) for tx in transactions)
         coinbase = make_coinbase(self.state, producer.public, fees, self.consensus)
-        return make_block(
-            version=self.next_rules().block_version, height=self.state.height + 1, prev_hash=self.state.tip_hash,
+        rules = self.next_rules()
+        block = make_block(
+            version=rules.block_version, height=self.state.height + 1, prev_hash=self.state.tip_hash,
             timestamp=self.now + 2 if timestamp is None else timestamp,
             transactions=(coinbase, *transactions), producer_key=producer,
-            network_id=self.params.network_id,
+            network_id=self.params.network_id, state_root=bytes(32) if rules.state_root else None,
         )
+        return with_state_root(self.state, block, self.consensus, producer)
 
     def mine_with(self, transactions: Sequence[Transaction], *, timestamp: int | None = None) -> Block:
         """Apply a hand-made block with these transactions (raises what apply_block raises)."""

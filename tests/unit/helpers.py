@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from snode.core.blocks import Block, BlockHeader, Checkpoint
+from snode.core.blocks import Block, BlockHeader, BlockHeaderV2, Checkpoint
 from snode.core.state import Contribution, Quorum, ServiceNode, Undo, UtxoEntry
 from snode.core.transactions import (
     Coinbase, OutPoint, Registration, Reservation, Stake, StateChange, Transaction, Transfer, TxOut,
@@ -57,10 +57,9 @@ def transactions(payload: st.SearchStrategy[Any]) -> st.SearchStrategy[Transacti
 
 
 CHECKPOINTS = st.builds(Checkpoint, AMOUNTS, HASH, st.integers(0, 2**20), tuples(SIGNATURE, max_size=3))
-HEADERS = st.builds(
-    BlockHeader, st.one_of(SMALL, ANY_INT), AMOUNTS, HASH, AMOUNTS, HASH, HASH, ANY_INT,
-    st.none() | CHECKPOINTS,
-)
+V1_HEADERS = st.builds(BlockHeader, AMOUNTS, HASH, AMOUNTS, HASH, HASH, ANY_INT, st.none() | CHECKPOINTS)
+V2_HEADERS = st.builds(BlockHeaderV2, AMOUNTS, HASH, AMOUNTS, HASH, HASH, ANY_INT, st.none() | CHECKPOINTS, HASH)
+HEADERS = V1_HEADERS | V2_HEADERS
 BLOCKS = st.builds(
     Block, HEADERS, tuples(transactions(st.one_of(*PAYLOADS.values())), max_size=2), SIGNATURE,
     st.integers(0, 2**11), tuples(SIGNATURE, max_size=2),

@@ -17,17 +17,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from snode.core.blocks import Block, BlockHeader
+from snode.core.blocks import Block, BlockHeader, BlockHeaderV2
 from snode.core.encoding import decode, decode_trusted, encode
 from snode.core.errors import DecodeError
 from snode.core.state import Contribution, Quorum, ServiceNode, Undo, UtxoEntry
 from snode.core.transactions import OutPoint, Transaction, Vote
-from tests.unit.helpers import BLOCKS, HEADERS, PAYLOADS, QUORUMS, SERVICE_NODES, UNDOS, UTXOS, transactions
+from tests.unit.helpers import (
+    BLOCKS, PAYLOADS, QUORUMS, SERVICE_NODES, UNDOS, UTXOS, V1_HEADERS, V2_HEADERS, transactions,
+)
 
 CASES: dict[str, tuple[type[msgspec.Struct], st.SearchStrategy[Any]]] = {
     **{f"Transaction[{kind}]": (Transaction, transactions(p)) for kind, p in PAYLOADS.items()},
     "Block": (Block, BLOCKS),
-    "BlockHeader": (BlockHeader, HEADERS),
+    "BlockHeader": (BlockHeader, V1_HEADERS),
+    "BlockHeaderV2": (BlockHeaderV2, V2_HEADERS),
     "UtxoEntry": (UtxoEntry, UTXOS),
     "ServiceNode": (ServiceNode, SERVICE_NODES),
     "Undo": (Undo, UNDOS),

@@ -10,7 +10,7 @@ from typing import get_args
 
 import pytest
 
-from snode.core.blocks import Block, BlockHeader, Checkpoint
+from snode.core.blocks import Block, BlockHeader, BlockHeaderV2, Checkpoint
 from snode.core.proofs import ProofRefusal, UptimeProof
 from snode.net import limits as L
 from snode.net import protocol as P
@@ -53,7 +53,7 @@ def test_a_full_queue_takes_from_the_longest_line() -> None:
 
 
 def block(height: int, size_tag: int = 0) -> Block:
-    header = BlockHeader(version=1, height=height, prev_hash=os.urandom(32), timestamp=size_tag,
+    header = BlockHeader(height=height, prev_hash=os.urandom(32), timestamp=size_tag,
                          tx_root=bytes(32), producer=bytes(32), round=0)
     return Block(header=header, transactions=(), producer_signature=bytes(64))
 
@@ -147,10 +147,11 @@ def test_a_small_message_is_refused_on_its_tag_before_its_body_is_read() -> None
 
 
 def _largest_tip_header(big: int) -> P.TipHeader:
-    """A TipHeader of a header carrying a checkpoint of 64 signers (a bitset's width; the largest
-    checkpoint quorum is 20), and 64 validator signatures (its limit)."""
+    """A TipHeader of the largest header (version 2's, with its state root) carrying a checkpoint
+    of 64 signers (a bitset's width; the largest checkpoint quorum is 20), and 64 validator
+    signatures (its limit)."""
     checkpoint = Checkpoint(big, bytes(32), 2**64 - 1, (bytes(64),) * 64)
-    header = BlockHeader(big, big, bytes(32), big, bytes(32), bytes(32), big, checkpoint)
+    header = BlockHeaderV2(big, bytes(32), big, bytes(32), bytes(32), big, checkpoint, bytes(32))
     return P.TipHeader(header, bytes(64), 2**64 - 1, (bytes(64),) * 64)
 
 

@@ -30,7 +30,7 @@ from snode.core.rounds import (
 from snode.core.state import ChainState, Contribution, ServiceNode, registry_index
 from snode.core.transition import verify_serially
 from snode.devchain import key_from_label
-from snode.params import COIN, DEVNET, MAINNET, REGTEST, TESTNET, V1, NetworkParams
+from snode.params import COIN, DEVNET, MAINNET, REGTEST, TESTNET, NetworkParams
 
 from tests.unit.conftest import LabChain
 from tests.unit.sn_chain import new_sn_chain
@@ -73,7 +73,7 @@ def consensus(params: NetworkParams) -> Consensus:
 
 def header(state: ChainState, producer: bytes, *, round: int = 0, timestamp: int) -> BlockHeader:
     return BlockHeader(
-        version=V1.block_version, height=state.height + 1, prev_hash=state.tip_hash,
+        height=state.height + 1, prev_hash=state.tip_hash,
         timestamp=timestamp, tx_root=ZERO_HASH, producer=producer, round=round,
     )
 

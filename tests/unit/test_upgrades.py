@@ -15,6 +15,7 @@ import snode.core
 from snode.app.config import build_config
 from snode.common.endpoints import ConfigError
 from snode.core import mempool as mp
+from snode.core.blocks import header_fields, make_header
 from snode.core.errors import BadSignature, InvalidBlock, WrongFork
 from snode.core.transactions import TxKind
 from snode.core.transition import check_block_version
@@ -138,14 +139,14 @@ def test_a_block_of_the_other_fork_version_is_refused_with_the_fork():
     chain = forked_chain()
     chain.mine(H - 2)
     early = chain.block_with([])
-    bad = msgspec.structs.replace(early, header=msgspec.structs.replace(early.header, version=2))
+    bad = msgspec.structs.replace(early, header=make_header(2, **header_fields(early.header), state_root=bytes(32)))
     refusal = f"block {H - 1} has version 2; this chain is on fork v1 from height 0, whose blocks are version 1"
     with pytest.raises(InvalidBlock, match=refusal):
         check_block_version(bad.header, chain.consensus)
     chain.mine(1)
     late = chain.block_with([])
     assert late.header.version == 2
-    old = msgspec.structs.replace(late.header, version=1)
+    old = make_header(1, **header_fields(late.header))
     with pytest.raises(InvalidBlock, match=f"block {H} has version 1; this chain is on fork v2 from height {H}, whose"):
         check_block_version(old, chain.consensus)
     with pytest.raises(InvalidBlock, match="has version 1"):

@@ -15,8 +15,9 @@ import msgspec
 
 from snode.app.builtin import BUILTIN_GENESIS
 from snode.core import pulse
-from snode.core.blocks import Block, block_hash, make_block, producer_message, tx_root
-from snode.core.crypto import SigningKey
+from snode.core import mempool
+from snode.core.blocks import Block, block_hash, header_state_root, make_block, producer_message, tx_root
+from snode.core.crypto import SigningKey, hash32
 from snode.core.encoding import domain_hash, encode
 from snode.core.errors import InvalidTransaction
 from snode.core.genesis import GenesisDoc, GenesisOutput, genesis_state, regtest_genesis
@@ -30,7 +31,13 @@ from snode.core.transactions import (
     Transaction, Transfer, TxOut, UnlockRequest, Vote, check_stateless, registration_hash,
     signing_hash, state_change_hash, txid,
 )
-from snode.params import KNOWN_FORKS, NETWORKS, ForkRules, NetworkParams
+from snode.core.production import build_block
+from snode.core.state_root import state_checksum
+from snode.core.transition import apply_block
+from snode.core.txbuilder import build_spend
+from snode.params import (
+    KNOWN_FORKS, NETWORKS, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_SEED, Fork, ForkRules, NetworkParams,
+)
 from snode.sim.population import SIMNET, make_population
 
 Json = dict[str, Any]
@@ -192,7 +199,7 @@ def block(keys: Keys, case: Json) -> Json:
         version=fork(case).block_version, height=case["height"], prev_hash=bytes.fromhex(case["prev_hash"]),
         timestamp=case["timestamp"],
         transactions=txs, producer_key=keys[case["producer"]], network_id=params.network_id,
-        round=case["round"],
+        round=case["round"], state_root=bytes.fromhex(case["state_root"]) if "state_root" in case else None,
     )
     h = block_hash(made.header)
     validator_message = pulse.validator_message(params.network_id, h)
@@ -286,9 +293,36 @@ def uptime_proof(keys: Keys, case: Json) -> Json:
             "encoding": encode(proof).hex()}
 
 
+# --- state roots ------------------------------------------------------------------------------
+
+def state_roots(keys: Keys, case: Json) -> Json:
+    """Regtest's genesis with fork v2 at `fork_height`, then the case's blocks by the regtest
+    authority, each with a transfer of the faucet's paying named keys: every block's header and the
+    state root it carries, and a digest of the checksum of the whole state after it."""
+    params = NETWORKS[case["network"]].with_test_forks((Fork(KNOWN_FORKS["v2"], case["fork_height"]),))
+    state, _, consensus = genesis_state(regtest_genesis(), params)
+    authority, faucet = SigningKey(REGTEST_AUTHORITY_SEED), SigningKey(REGTEST_FAUCET_SEED)
+    out = []
+    for spec in case["blocks"]:
+        pool = mempool.Mempool()
+        if spec["payments"]:
+            mine = [(OutPoint(k[:32], int.from_bytes(k[32:], "big")), u) for k, u in state.utxos.items()
+                    if u.owner == faucet.public and u.unlock_height <= state.height + 1]
+            outputs = [TxOut(_pub(keys, p["to"]), p["amount"]) for p in spec["payments"]]
+            tx = build_spend(mine, faucet, outputs, Transfer(), params, signed_for=params.rules_at(state.height + 1))
+            pool, _ = mempool.admit(pool, tx, state, consensus, now=spec["timestamp"])
+        block, _ = build_block(state, pool, consensus, authority, timestamp=spec["timestamp"])
+        state, _ = apply_block(state, block, consensus)
+        root = header_state_root(block.header)
+        out.append({"height": block.header.height, "header_encoding": encode(block.header).hex(),
+                    "block_hash": block_hash(block.header).hex(), "state_root": root.hex() if root else None,
+                    "checksum_blake2b": hash32(state_checksum(state).to_bytes()).hex()})
+    return {"blocks": out}
+
+
 COMPUTE: dict[str, Callable[[Keys, Json], Json]] = {
     "genesis": genesis, "transactions": transaction, "blocks": block, "selection": selection,
     "rewards": rewards, "registration": registration_command, "proofs": uptime_proof,
-    "transactions_v2": transaction, "blocks_v2": block,
+    "transactions_v2": transaction, "blocks_v2": block, "state_roots": state_roots,
 }
 """File name (without `.json`) -> the function that recomputes one of its cases."""

@@ -17,7 +17,7 @@ from typing import Any
 from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
 from snode.core.transactions import REFUSED_TX_VERSION, TX_VERSION
-from snode.params import COIN, DEVNET, REGTEST
+from snode.params import COIN, DEVNET, REGTEST, REGTEST_GENESIS_TIMESTAMP
 from tests.vectors.compute import COMPUTE, Json, load_keys
 
 HERE = Path(__file__).resolve().parent
@@ -136,8 +136,9 @@ def v2_transaction_cases() -> list[Json]:
 
 
 def v2_block_cases() -> list[Json]:
-    """The blocks of `block_cases`, as fork v2 makes them (header version 2)."""
-    return [_for_v2(c) for c in _blocks()]
+    """The blocks of `block_cases`, as fork v2 makes them (header version 2, carrying a state
+    root: here a fixed value standing for one, as the parent hash stands for a parent)."""
+    return [{**_for_v2(c), "state_root": _hash(f"state after block {c['height']}")} for c in _blocks()]
 
 
 def _node(key: str, active_since: int | None, last_reward: int, registered: int = 5) -> Json:
@@ -238,6 +239,21 @@ def _genesis() -> list[Json]:
     ]
 
 
+def state_root_cases() -> list[Json]:
+    """Regtest chains across fork v2: its first blocks carry no root, then every block one."""
+    t = REGTEST_GENESIS_TIMESTAMP
+    return [
+        {"description": "v2 from height 2: a v1 block, then v2 blocks, one with a faucet transfer paying two",
+         "network": "regtest", "fork_height": 2, "blocks": [
+             {"timestamp": t + 120, "payments": []},
+             {"timestamp": t + 240, "payments": [{"to": "alice", "amount": 25 * COIN},
+                                                    {"to": "bob", "amount": 7 * COIN}]},
+             {"timestamp": t + 360, "payments": []},
+             {"timestamp": t + 480, "payments": []},
+         ]},
+    ]
+
+
 FILES = {
     "genesis": ("Block 0 of every network.", genesis_cases),
     "transactions": ("Every transaction kind: signing hash, signatures, encoding, id.", transaction_cases),
@@ -250,6 +266,8 @@ FILES = {
     "transactions_v2": ("Fork v2: every transaction kind, its signing hash committing to v2's branch id.",
                         v2_transaction_cases),
     "blocks_v2": ("Fork v2: block headers of version 2.", v2_block_cases),
+    "state_roots": ("Fork v2: the state root each header carries on a regtest chain across the fork, and "
+                    "the checksum of the whole state after each block (core/state_root.py).", state_root_cases),
 }
 
 

@@ -244,6 +244,9 @@ class InfoResult(Result, frozen=True):
     """The highest final height (a block with two checkpoints at or above it); 0 before any."""
     block_production: str = "authority"
     """Who produces the next block: `authority` or `service_nodes`."""
+    state_root: str = ""
+    """The root of the state at the tip (hex), which the tip's header carries, from fork v2 on
+    (DESIGN.md section 13); empty before."""
 
 
 def sync_state(network: str, target_height: int, peer_count: int) -> str:

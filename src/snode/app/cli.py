@@ -58,6 +58,12 @@ def snoded_command(start: Callable[[Config], None]) -> click.Command:
     @click.option("--genesis", metavar="FILE", help="Genesis document for this network.")
     @click.option("--test-fork", "test_forks", multiple=True, metavar="NAME@HEIGHT",
                   help="Devnet/regtest: schedule fork NAME at HEIGHT (repeatable, in order).")
+    @click.option("--trusted-checkpoint", metavar="HEIGHT:HASH",
+                  help="A block the chain must pass through: a node whose chain has another block at "
+                       "HEIGHT refuses to start, and a sync refuses one.")
+    @click.option("--assume-valid", metavar="HASH",
+                  help="A sync skips the input signatures of this block's ancestors (0: check every one; "
+                       "default: the release's block for the network, none yet).")
     @click.version_option(__version__, "--version", prog_name="snoded", message=VERSION_LINE)
     def cli(testnet: bool, devnet: bool, regtest: bool, **flags: object) -> None:
         """snoded: the snode service-node daemon (mainnet unless a network flag is given)."""

@@ -54,6 +54,11 @@ class Config:
     rpc_login: Login | None = None
     """The operator's own admin RPC login (`--rpc-login-file`, SNODE_RPC_LOGIN); None: the
     cookie where the bind is not loopback, nothing on loopback (snode.app.rpc_access)."""
+    assume_valid: bytes | None = None
+    """`--assume-valid`, else the release's block for the network: a sync skips the input
+    signatures of its ancestors (None: checks them all)."""
+    trusted_checkpoint: tuple[int, bytes] | None = None
+    """`--trusted-checkpoint HEIGHT:HASH`: a block the chain must pass through (None: none)."""
 
 
 def build_config(
@@ -63,6 +68,7 @@ def build_config(
     non_interactive: bool, genesis: str | None, rpc_allow_hosts: tuple[str, ...] = (),
     notify: str | None = None, skip_doppelganger_check: bool = False, omq_public: str | None = None,
     rpc_login_file: str | None = None, rpc_login: str | None = None, test_forks: tuple[str, ...] = (),
+    assume_valid: str | None = None, trusted_checkpoint: str | None = None,
 ) -> Config:
     """Validate the flags' raw strings into a Config; ConfigError names the first bad option."""
     params = with_test_forks(NETWORKS[network], test_forks)
@@ -101,9 +107,7 @@ def build_config(
     if data_dir is not None and not data_dir.strip():
         raise ConfigError("--data-dir: give a directory path (it is empty)")
     _check_distinct_ports(rpc.port, p2p_port, qnet if service_node else None)
-    genesis_path = Path(genesis) if genesis is not None else None
-    if genesis_path is not None and not genesis_path.is_file():
-        raise ConfigError(f"--genesis: {genesis} is not a readable file")
+    genesis_path = _genesis_path(genesis)
     return Config(
         params=params,
         data_dir=Path(data_dir).expanduser() if data_dir else default_data_dir(params.name),
@@ -114,8 +118,46 @@ def build_config(
         skip_doppelganger_check=skip_doppelganger_check, test_misbehave=_test_misbehave(params.name),
         omq_public=_omq_public(omq_public, service_node),
         clock_offset=_clock_offset(params.name), mempool_max_entries=_mempool_max_entries(params.name),
-        rpc_login=operator_login(rpc_login_file, os.environ),
+        rpc_login=operator_login(rpc_login_file, os.environ), assume_valid=parse_assume_valid(assume_valid, params),
+        trusted_checkpoint=parse_trusted_checkpoint(trusted_checkpoint),
     )
+
+
+def _genesis_path(genesis: str | None) -> Path | None:
+    """`--genesis FILE`: a readable file, or None when not given."""
+    genesis_path = Path(genesis) if genesis is not None else None
+    if genesis_path is not None and not genesis_path.is_file():
+        raise ConfigError(f"--genesis: {genesis} is not a readable file")
+    return genesis_path
+
+
+def _is_hash(value: str) -> bool:
+    return len(value) == 64 and all(c in "0123456789abcdefABCDEF" for c in value)
+
+
+def parse_trusted_checkpoint(value: str | None) -> tuple[int, bytes] | None:
+    """`--trusted-checkpoint HEIGHT:HASH`: a height above genesis and its block's hash."""
+    if value is None:
+        return None
+    height, colon, hash_hex = value.partition(":")
+    if not colon or not height.isascii() or not height.isdigit() or not _is_hash(hash_hex):
+        raise ConfigError(f"--trusted-checkpoint: '{value}' is not HEIGHT:HASH (a height, a colon and the "
+                          "block's hash in 64 hex digits)")
+    if int(height) == 0 or len(height) > 10:
+        raise ConfigError(f"--trusted-checkpoint: height {height} must be from 1 to 9999999999")
+    return int(height), bytes.fromhex(hash_hex)
+
+
+def parse_assume_valid(value: str | None, params: NetworkParams) -> bytes | None:
+    """`--assume-valid HASH` (a block hash, 64 hex digits), `0` (off), or, not given, the block
+    the release names for the network (none yet)."""
+    if value is None:
+        return params.assume_valid
+    if value == "0":
+        return None
+    if not _is_hash(value):
+        raise ConfigError(f"--assume-valid: '{value}' is not a block hash (64 hex digits) or 0 (off)")
+    return bytes.fromhex(value)
 
 
 def with_test_forks(params: NetworkParams, values: tuple[str, ...]) -> NetworkParams:

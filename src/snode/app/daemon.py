@@ -316,9 +316,12 @@ class Daemon:
                 assert cfg.public_ip is not None
                 key = datadir.service_node_key(chain=state)
                 identity = Identity(key, cfg.public_ip, cfg.p2p_bind.port, cfg.quorumnet_port)
-            return Node(params=params, consensus=consensus, store=store, state=state, identity=identity,
+            node = Node(params=params, consensus=consensus, store=store, state=state, identity=identity,
                         producer_key=self._producer_key(datadir, consensus.authorities), clock=self.clock,
                         verifier=verifier, pool_limits=_pool_limits(cfg))
+            node.assume_valid, node.trusted_checkpoint = cfg.assume_valid, cfg.trusted_checkpoint
+            _check_trusted_checkpoint(store, cfg.trusted_checkpoint)
+            return node
         except BaseException as err:
             verifier.close()
             store.close()
@@ -351,6 +354,20 @@ def _pool_limits(cfg: Config) -> mp.PoolLimits:
     if cfg.mempool_max_entries is None:
         return mp.DEFAULT_LIMITS
     return mp.PoolLimits(max_entries=cfg.mempool_max_entries)
+def _check_trusted_checkpoint(store: ChainStore, trusted: tuple[int, bytes] | None) -> None:
+    """The data dir's chain, where it reaches the trusted checkpoint's height, has its block."""
+    if trusted is None:
+        return
+    height, hash_ = trusted
+    have = store.block_hash_at(height)
+    if have is not None and have != hash_:
+        raise ConfigError(
+            f"--trusted-checkpoint: this data dir's chain has block {have.hex()} at height {height}, not "
+            f"{hash_.hex()}: the checkpoint contradicts the chain this node has; check the checkpoint, or "
+            "start with a new data dir to sync the chain that passes through it"
+        )
+
+
 def _check_schedule_fits(tip: Block | None, params: NetworkParams) -> None:
     """The data dir's tip must be of the version this daemon's fork schedule names for its
     height: else its chain crossed a fork on another schedule (another `--test-fork`, or a

@@ -104,7 +104,7 @@ def genesis_block(doc: GenesisDoc, params: NetworkParams) -> Block:
     )
     coinbase = Transaction(REFUSED_TX_VERSION, (), outputs, Coinbase(0), ())
     header = BlockHeader(
-        version=1, height=0, prev_hash=ZERO_HASH, timestamp=doc.timestamp,
+        height=0, prev_hash=ZERO_HASH, timestamp=doc.timestamp,
         tx_root=tx_root([txid(coinbase)]), producer=bytes(PUBKEY_BYTES), round=0,
     )
     return Block(header=header, transactions=(coinbase,), producer_signature=ZERO_SIGNATURE)

@@ -17,6 +17,9 @@ class SigCheck(NamedTuple):
     message: bytes
     signature: bytes
     what: str
+    input: bool = False
+    """A transaction input's signature: what assume-valid may skip below its block, and nothing
+    else (`node.batches.stage`)."""
 
 
 BatchVerifier = Callable[[Sequence[SigCheck]], int]

@@ -240,6 +240,10 @@ class ChainState:
     index: RegistryIndex | None = field(default=None, compare=False, repr=False)
     """Derived from service_nodes, never stored; None until built (`with_index`). Read it
     through `current_index` or `registry_index`."""
+    summed: Any = field(default=None, compare=False, repr=False)
+    """The checksum of the maps (`core.state_root.StateSum`), kept with the state from the
+    first block that needs it on; None until then. Read it through `state_root.current_checksum`,
+    which uses it only while the state holds the very maps it was made of."""
 
     def total_unspent(self) -> int:
         """Sum of all unspent outputs."""

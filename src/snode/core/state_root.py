@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from snode.core.encoding import domain_hash, encode
-from snode.core.state import MAP_NAMES, ChainState, Undo
+from snode.core.state import MAP_NAMES, ChainState, Undo, undo_block
 from snode.core.types import Hash32
 
 LANES: Final = 1024
@@ -38,7 +38,8 @@ TABLE_TAGS: Final = {name: bytes([i + 1]) for i, name in enumerate(MAP_NAMES)}
 _EVEN: Final = int.from_bytes(b"\xff\xff\x00\x00" * (LANES // 2), "little")
 """The bits of the even lanes of a 2,048-byte checksum read as one little-endian integer."""
 _BORROW: Final = int.from_bytes(b"\x00\x00\x01\x00" * (LANES // 2), "little")
-"""One above every lane of a spaced integer: subtracting a lane from it never borrows across."""
+"""2^16 in every 32-bit slot: one above any lane, so subtracting a lane from it never borrows
+across slots."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,17 +79,38 @@ def entry_lanes(table: str, key: Any, value: Any) -> tuple[int, int]:
     return whole & _EVEN, (whole >> 16) & _EVEN
 
 
+_CHUNK: Final = 1 << 14
+"""Entries summed between two masks: a 32-bit slot holds a lane and up to 2^16 - 1 more, so a
+chunk's sum (and its removals' borrow) never carries into the next slot."""
+
+
 def with_entries(checksum: Checksum, added: Iterable[tuple[str, Any, Any]],
                  removed: Iterable[tuple[str, Any, Any]] = ()) -> Checksum:
-    """`checksum` with each (table, key, value) of `added` added and of `removed` taken out."""
+    """`checksum` with each (table, key, value) of `added` added and of `removed` taken out.
+    The lanes of a chunk of entries are summed unmasked and folded in with one mask."""
     even, odd = checksum.even, checksum.odd
-    for table, key, value in added:
-        e, o = entry_lanes(table, key, value)
-        even, odd = (even + e) & _EVEN, (odd + o) & _EVEN
-    for table, key, value in removed:
-        e, o = entry_lanes(table, key, value)
-        even, odd = ((even | _BORROW) - e) & _EVEN, ((odd | _BORROW) - o) & _EVEN
+    for sign, items in ((1, added), (-1, removed)):
+        sum_even = sum_odd = count = 0
+        for table, key, value in items:
+            e, o = entry_lanes(table, key, value)
+            sum_even += e
+            sum_odd += o
+            count += 1
+            if count == _CHUNK:
+                even, odd = _fold(even, odd, sum_even, sum_odd, count, sign)
+                sum_even = sum_odd = count = 0
+        if count:
+            even, odd = _fold(even, odd, sum_even, sum_odd, count, sign)
     return Checksum(even, odd)
+
+
+def _fold(even: int, odd: int, sum_even: int, sum_odd: int, count: int, sign: int) -> tuple[int, int]:
+    """(even, odd) with the summed lanes of `count` entries added (sign 1) or taken out (-1):
+    `count` borrows of 2^16 in every slot keep each slot of the difference from going below 0."""
+    if sign > 0:
+        return (even + sum_even) & _EVEN, (odd + sum_odd) & _EVEN
+    borrow = _BORROW * count
+    return (even + borrow - sum_even) & _EVEN, (odd + borrow - sum_odd) & _EVEN
 
 
 def entries(state: ChainState) -> Iterator[tuple[str, Any, Any]]:
@@ -140,3 +162,84 @@ def state_root(network_id: int, state: ChainState, checksum: Checksum) -> Hash32
     is left out: a header cannot commit to itself, and it commits to its parent already."""
     scalars = b"".join(v.to_bytes(8, "big", signed=True) for v in (state.height, state.timestamp, state.issued))
     return domain_hash(ROOT_DOMAIN, network_id, scalars + checksum.to_bytes())
+
+
+# --- the checksum a state carries, and the root a header commits to ---------------------------
+
+@dataclass(frozen=True, slots=True)
+class StateSum:
+    """A state's checksum and the maps it sums (`ChainState.summed`): it holds for a state only
+    while that state holds these very maps (an identity check, as `state.current_index`), so a
+    state whose maps were swapped never reads a stale checksum."""
+
+    maps: tuple[object, ...]
+    checksum: Checksum
+
+
+def _maps(state: ChainState) -> tuple[object, ...]:
+    return tuple(getattr(state, name) for name in MAP_NAMES)
+
+
+def current_checksum(state: ChainState) -> Checksum | None:
+    """The checksum `state` carries, if it was made of the state's own maps; else None."""
+    summed = state.summed
+    if summed is None or any(a is not b for a, b in zip(summed.maps, _maps(state))):
+        return None
+    return summed.checksum  # a StateSum
+
+
+def checksum_of(state: ChainState) -> Checksum:
+    """The checksum of `state`: the one it carries, or one computed from scratch (O(entries))."""
+    checksum = current_checksum(state)
+    return checksum if checksum is not None else state_checksum(state)
+
+
+def with_checksum(state: ChainState, checksum: Checksum) -> ChainState:
+    """`state` carrying `checksum` (which must be its maps' checksum)."""
+    return replace(state, summed=StateSum(_maps(state), checksum))
+
+
+def undo_summed(state: ChainState, undo: Undo) -> ChainState:
+    """`state.undo_block`, keeping the checksum when `state` carries one (a reorganisation
+    costs the keys it undoes, not a recomputation at the next block)."""
+    checksum = current_checksum(state)
+    parent = undo_block(state, undo)
+    if checksum is None:
+        return parent
+    return with_checksum(parent, before_block(checksum, state, undo))
+
+
+def own_entries(state: ChainState) -> list[tuple[str, Any, Any]]:
+    """The entries of `state` that its tip block's own hash chose: the obligations quorum and
+    the checkpoint slot of its height. A header cannot commit to them (they depend on its
+    hash); they are a function of that hash and of the registry the root does commit to, and
+    the next block's root covers them."""
+    height = state.height
+    own = []
+    for table in ("quorums", "checkpoints"):
+        value = getattr(state, table).get(height)
+        if value is not None:
+            own.append((table, height, value))
+    return own
+
+
+def after_block_with_root(network_id: int, parent: Checksum, state: ChainState, undo: Undo) -> tuple[Checksum, Hash32]:
+    """`after_block` and `header_root` of the state a block made, summing each changed entry
+    once: the root's checksum first (the block's changes but its own entries), then those."""
+    added, removed = _changes(state, undo)
+    own = own_entries(state)
+    rooted = with_entries(parent, [entry for entry in added if entry not in own], removed)
+    return with_entries(rooted, own), state_root(network_id, state, rooted)
+
+
+def header_root(network_id: int, state: ChainState, checksum: Checksum) -> Hash32:
+    """The root the header of `state`'s tip block carries (fork v2 on): `state_root` of the
+    state without `own_entries`, from `checksum`, the checksum of the whole state."""
+    return state_root(network_id, state, with_entries(checksum, (), own_entries(state)))
+
+
+def tip_root(network_id: int, state: ChainState) -> str:
+    """The root of `state` as its tip's header carries it (hex), from the checksum the state
+    carries; empty for a state without one (before fork v2)."""
+    checksum = current_checksum(state)
+    return header_root(network_id, state, checksum).hex() if checksum is not None else ""

@@ -14,7 +14,9 @@ Reads like the rule book, one step each (`apply_block_encoded`):
 7. the quorums of the new height: the obligations quorum, and at checkpoint heights the
    checkpoint quorum;
 8. every collected signature verified in one batch (the shell may spread it over processes),
-   then the new state and its undo record.
+   then the new state and its undo record;
+9. from fork v2, the state root the header carries: the root of the new state
+   (`core.state_root`), kept incrementally from the parent's checksum.
 
 Nothing is mutated: the caller's state stays valid whatever happens. One encoding of each part
 of the block (`EncodedBlock`) serves the size rule, the ids, the signing hashes and the store:
@@ -31,7 +33,7 @@ import msgspec
 
 from snode.core import service_nodes as sn_rules
 from snode.core.blocks import (
-    Block, BlockHeader, encode_block_from_parts, producer_message, tx_root,
+    Block, BlockHeader, encode_block_from_parts, header_state_root, producer_message, tx_root,
 )
 from snode.core.crypto import hash32, verify
 from snode.core.encoding import encode
@@ -42,6 +44,7 @@ from snode.core.pulse import RoundQuorum, check_block_producer, validator_checks
 from snode.core.quorums import obligations_quorum_from_active
 from snode.core.sigchecks import BatchVerifier, SigCheck, run_checks, verify_serially
 from snode.core.stake_exit import stake_returns
+from snode.core.state_root import after_block, after_block_with_root, current_checksum, state_checksum, with_checksum
 from snode.core.state import (
     ChainState, CheckpointSlot, Quorum, RegistryIndex, ServiceNode, Undo, last_checkpoint, new_utxo,
     registry_index, updated_index, with_index,
@@ -55,7 +58,8 @@ from snode.params import MAX_BLOCK_BYTES, MAX_FUTURE_BLOCK_TIME, STATE_CHANGE_WI
 __all__ = [  # what other modules take from here; the transaction rules live in tx_rules
     "AppliedBlock", "BatchVerifier", "EncodedBlock", "SigCheck", "apply_block", "apply_block_encoded",
     "apply_block_parts", "after_stake_returns", "apply_transaction", "check_block_size",
-    "check_block_stateless", "check_block_version", "check_header", "check_not_future", "check_transaction",
+    "check_block_stateless", "check_block_version", "check_header", "check_not_future", "check_state_root",
+    "check_transaction",
     "coinbase_outputs", "fee_recipient", "make_coinbase", "verify_serially",
 ]
 
@@ -387,10 +391,11 @@ def apply_block_encoded(
 
 def apply_block_parts(
     state: ChainState, block: Block, consensus: Consensus, verifier: BatchVerifier,
-    now: int | None, template: bool,
+    now: int | None, template: bool, *, check_root: bool = True,
 ) -> tuple[AppliedBlock, EncodedBlock, RoundQuorum | None]:
     """`apply_block_encoded`, with the encoding of each part of the block and its round's quorum
-    (None: an authority block), which `core.final_block` keeps for the signed block."""
+    (None: an authority block), which `core.final_block` keeps for the signed block.
+    `check_root` False: the header's state root is not compared (a producer finding it)."""
     quorum = check_header(state, block, consensus, now)
     state = with_index(state)
     enc = _encode(block)
@@ -404,7 +409,8 @@ def apply_block_parts(
     index = updated_index(registry_index(state), service_nodes, w.service_nodes.old)
     _record_quorums(w, state, index, enc.hash, block.header.height, consensus)
     run_checks(w.checks, verifier, InvalidBlock)
-    return _applied(state, block, enc, w, service_nodes, index, quorum, consensus), enc, quorum
+    applied = _applied(state, block, enc, w, service_nodes, index, quorum, consensus)
+    return _with_state_root(state, applied, block.header, consensus, check_root), enc, quorum
 
 
 def _applied(
@@ -427,3 +433,37 @@ def _applied(
         index=index,
     )
     return AppliedBlock(new_state, undo, enc.data, enc.ids)
+
+
+# --- 9. the state root --------------------------------------------------------------------
+
+def _with_state_root(
+    state: ChainState, applied: AppliedBlock, header: BlockHeader, consensus: Consensus, check_root: bool,
+) -> AppliedBlock:
+    """From fork v2 (or once the parent carries a checksum): the new state carries its
+    checksum, updated from the block's undo record, and the header's state root must be the
+    new state's. The first block that needs a checksum on a parent without one computes the
+    parent's from scratch, once (O(entries): the fork's activation, or a state loaded without
+    one)."""
+    rules = consensus.params.rules_at(header.height)
+    parent = current_checksum(state)
+    if parent is None and not rules.state_root:
+        return applied
+    parent = parent if parent is not None else state_checksum(state)
+    if not rules.state_root:
+        return applied._replace(state=with_checksum(applied.state, after_block(parent, applied.state, applied.undo)))
+    checksum, root = after_block_with_root(consensus.params.network_id, parent, applied.state, applied.undo)
+    if check_root:
+        check_state_root(header, root)
+    return applied._replace(state=with_checksum(applied.state, checksum))
+
+
+def check_state_root(header: BlockHeader, root: bytes) -> None:
+    """The header carries `root`, the root this node computed for the state after it."""
+    carried = header_state_root(header)
+    if carried != root:
+        shown = carried.hex() if carried is not None else "none"
+        raise InvalidBlock(
+            f"block {header.height} has state root {shown}; this node computes {root.hex()} for the "
+            "state after it"
+        )

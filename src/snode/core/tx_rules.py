@@ -157,7 +157,7 @@ def _spend_inputs(
         spent.append(TxOut(entry.owner, entry.amount))
     message = signing_hash_of_encoded(tx, encoded, spent, network_id, branch_id)
     for i, owner in enumerate(owners):
-        w.checks.append(SigCheck(owner, message, tx.signatures[i], f"transaction {short} input {i}"))
+        w.checks.append(SigCheck(owner, message, tx.signatures[i], f"transaction {short} input {i}", True))
     return total_in, owners
 
 

@@ -149,7 +149,7 @@ def packable(key: bytes, entry: UtxoEntry) -> bool:
 
 def base_records(base: Base) -> Iterator[tuple[bytes, UtxoEntry]]:
     unpack, owners = RECORD.unpack_from, base.owners.owners
-    for blob in base.buckets:
+    for blob in filter(None, base.buckets):  # most buckets of a small set are empty: skipped in C
         for pos in range(0, len(blob), RECORD_BYTES):
             key, owner, amount, unlock = unpack(blob, pos)
             yield key, UtxoEntry(owners[owner], amount, unlock)

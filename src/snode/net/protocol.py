@@ -15,7 +15,7 @@ from typing import Annotated, Any, Final, TypeAlias, Union, get_args
 import msgspec
 
 from snode.common import decode_reasons
-from snode.core.blocks import Block, BlockHeader
+from snode.core.blocks import Block, Header
 from snode.core.chain import MAX_LOCATOR
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
@@ -101,7 +101,7 @@ class TipHeader(msgspec.Struct, frozen=True, array_like=True, tag=19):
     receiver has checked them (`services.sync_peers.check_tip`); a `Tip` or a `Hello` only
     hints at one."""
 
-    header: BlockHeader
+    header: Header
     producer_signature: Signature
     validator_bitset: int = 0
     validator_signatures: Annotated[tuple[Signature, ...], msgspec.Meta(max_length=64)] = ()

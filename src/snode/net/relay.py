@@ -29,7 +29,7 @@ from typing import Final
 
 import msgspec
 
-from snode.core.blocks import Block, BlockHeader, Checkpoint, block_hash, producer_message
+from snode.core.blocks import Block, BlockHeader, Checkpoint, Header, block_hash, producer_message
 from snode.core.crypto import verify
 from snode.core.types import Signature
 from snode.core.encoding import decode, encode
@@ -406,7 +406,7 @@ class Relay:
 class BlockHead(msgspec.Struct, frozen=True, array_like=True):
     """A block's header and producer signature, its transactions skipped unread."""
 
-    header: BlockHeader
+    header: Header
     transactions: msgspec.Raw
     producer_signature: Signature
 

@@ -21,7 +21,9 @@ from snode.core.errors import InvalidBlock, SnodeError
 from snode.core.final_block import CheckedTemplate, apply_final
 from snode.core.finality import reorg_allowed
 from snode.core.genesis import Consensus
-from snode.core.state import ChainState, Undo, immutable_height, undo_block
+from snode.core.state import ChainState, Undo, immutable_height
+from snode.core.state_root import current_checksum, header_root, state_checksum, undo_summed
+from snode.core.blocks import block_hash, header_state_root
 from snode.core.transition import SigCheck, apply_block, apply_block_encoded
 from snode.core.blocks import Block
 from snode.node.verifier import Pending, Verifier
@@ -29,6 +31,11 @@ from snode.store import Commit, Encoded, StoreError, Undone
 from snode.store.protocol import Store
 
 log = logging.getLogger(__name__)
+
+CHECKSUM_CHECK_ENTRIES = 20_000
+"""A start-up sums the stored state again to compare it with its stored checksum when it has at
+most this many entries: about 0.3 s at 15 us an entry (a larger one trusts the row, written in
+the same SQLite transaction as the tables it sums, and its tip header's root)."""
 
 VERIFY_CHUNK = 256
 """Signatures per hand-off to the verifier while a batch is staged: small enough that the
@@ -80,7 +87,7 @@ class StagedBatch:
             return []
         state = self.state
         for commit in reversed(self.commits[keep:]):
-            state = undo_block(state, commit.undo)
+            state = undo_summed(state, commit.undo)
         return self.commits[:keep - 1] + [self.commits[keep - 1]._replace(state=state)]
 
 
@@ -98,12 +105,13 @@ class StoredBatch:
 def stage(
     base: ChainState, blocks: list[Block], consensus: Consensus, verifier: Verifier, now: int, *,
     after: StagedBatch | None = None, extending: StagedBatch | None = None,
-    template: CheckedTemplate | None = None,
+    template: CheckedTemplate | None = None, assume_valid: bytes | None = None,
 ) -> StagedBatch:
     """`Node.stage_batch`: apply `blocks` on `base` (the tip, or `after`'s state), or joined to
     `extending`, handing their signatures to `verifier` in chunks. `template`: a check of one
     of them as a template, whose result that block takes if it is provably the same block on
-    the same parent (`apply_final`)."""
+    the same parent (`apply_final`). `assume_valid`: a block hash; the blocks before it among
+    `blocks` (its ancestors: each is applied on the one before) skip their input signatures."""
     if extending is not None:
         if after is not None:
             raise ValueError("stage_batch takes `after` or `extending`, not both")
@@ -119,19 +127,46 @@ def stage(
         if after is not None and after.failure is not None:
             batch.failure = after.failure  # nothing can follow an invalid block
     with collector_paused():
-        _apply_into(batch, blocks, consensus, verifier, now, template)
+        _apply_into(batch, blocks, consensus, verifier, now, template, assumed_valid(blocks, assume_valid))
     return batch
+
+
+def check_trusted(blocks: Sequence[Block], trusted: tuple[int, bytes] | None) -> None:
+    """None of `blocks` is at the trusted checkpoint's height with another hash (InvalidBlock)."""
+    if trusted is None:
+        return
+    height, hash_ = trusted
+    for block in blocks:
+        if block.header.height == height and block_hash(block.header) != hash_:
+            raise InvalidBlock(
+                f"block {height} is {block_hash(block.header).hex()}, not the trusted checkpoint "
+                f"{hash_.hex()} (--trusted-checkpoint)"
+            )
+
+
+def assumed_valid(blocks: Sequence[Block], assume_valid: bytes | None) -> int:
+    """How many of `blocks` (consecutive) are ancestors of the block `assume_valid`: those before
+    it, when it is one of them; 0 otherwise (nothing proves the others are its ancestors)."""
+    if assume_valid is None:
+        return 0
+    for position, block in enumerate(blocks):
+        if block_hash(block.header) == assume_valid:
+            return position
+    return 0
 
 
 def _apply_into(
     batch: StagedBatch, blocks: list[Block], consensus: Consensus, verifier: Verifier, now: int,
-    template: CheckedTemplate | None,
+    template: CheckedTemplate | None, assumed: int = 0,
 ) -> None:
     checks = batch.checks
     chunk_start = len(checks)
+    first = len(batch.commits)
 
     def collect(block_checks: Sequence[SigCheck]) -> int:
         nonlocal chunk_start
+        if assumed > len(batch.commits) - first:  # an ancestor of the assume-valid block: inputs skipped
+            block_checks = [check for check in block_checks if not check.input]
         checks.extend(block_checks)
         if len(checks) - chunk_start >= VERIFY_CHUNK:
             batch.pending.append((chunk_start, verifier.submit(checks[chunk_start:])))
@@ -194,7 +229,7 @@ def reorganization(
         undo = store.get_undo(state.tip_hash)
         block = store.get_block(state.tip_hash)
         assert block is not None
-        state = undo_block(state, undo)
+        state = undo_summed(state, undo)
         undone.append((Undone(state, undo), block))
     commits: list[Commit] = []
     for block in branch:
@@ -222,7 +257,9 @@ def replay_stored_blocks(store: Store, state: ChainState, consensus: Consensus) 
     """The state at the stored tip, from `state` (the store's state tables, which a crash
     during a sync can leave up to STATE_FLUSH_BLOCKS behind the stored blocks): the blocks
     after it are applied again, without their signatures (checked before they were stored),
-    and the state tables brought up to date."""
+    and the state tables brought up to date. The state's stored checksum is checked first
+    (`check_stored_checksum`)."""
+    check_stored_checksum(store, state, consensus)
     tip_height = store.tip()[0]
     if state.height >= tip_height:
         return state
@@ -245,6 +282,25 @@ def replay_stored_blocks(store: Store, state: ChainState, consensus: Consensus) 
         replayed.append((applied.undo, applied.txids))  # not the block: its ids are all we need
     store.write_replayed_state(state, replayed)
     return state
+
+
+def check_stored_checksum(store: Store, state: ChainState, consensus: Consensus) -> None:
+    """The checksum stored with the state (`core.state_root`) must give the root its block's
+    header carries (one hash), and, for a state of at most CHECKSUM_CHECK_ENTRIES entries, be
+    the sum of its entries; StoreError otherwise (the data dir was changed outside snoded)."""
+    checksum = current_checksum(state)
+    if checksum is None:
+        return
+    block = store.get_block(state.tip_hash) if state.height else None
+    carried = header_state_root(block.header) if block is not None else None
+    root = header_root(consensus.params.network_id, state, checksum)
+    entries = len(state.utxos) + len(state.service_nodes) + len(state.quorums) + len(state.checkpoints)
+    if (carried is not None and carried != root) or (
+            entries <= CHECKSUM_CHECK_ENTRIES and state_checksum(state) != checksum):
+        raise StoreError(
+            f"the stored state at height {state.height} does not match its stored state root "
+            f"({root.hex()}): the data dir was changed outside snoded; start with a new data dir"
+        )
 
 
 def _checked_before(checks: Sequence[SigCheck]) -> int:

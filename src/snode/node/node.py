@@ -38,7 +38,7 @@ from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
 from snode.core.transactions import Transaction, txid
 from snode.core.units import format_age
 from snode.node.batches import (
-    Reorganization, StagedBatch, StaleBatch, StoredBatch, collector_paused, reorganization, stage,
+    Reorganization, StagedBatch, StaleBatch, StoredBatch, check_trusted, collector_paused, reorganization, stage,
 )
 from snode.node.events import BlocksAdopted, ChainReorganized, OwnProofAccepted, OwnProofRefused, ProofAccepted
 from snode.node.events import SyncProgress, TransactionAdmitted
@@ -109,6 +109,11 @@ class Node:
             self.hub.subscribe(verdict, self._revise)
         self._owners = OwnerIndex()
         self.templates = CheckedTemplates()  # checked by this validator, for their signed blocks
+        self.assume_valid: bytes | None = None
+        """The block whose ancestors' input signatures a staged batch may skip (`--assume-valid`)."""
+        self.trusted_checkpoint: tuple[int, bytes] | None = None
+        """(height, block hash) the chain must pass through (`--trusted-checkpoint`): a block at
+        that height with another hash is refused, in a sync as in a reorganisation."""
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -277,10 +282,11 @@ class Node:
         Stops at the first block that breaks a rule other than a signature; storing then
         commits the blocks before it and the error is raised when they are adopted.
         """
+        check_trusted(blocks, self.trusted_checkpoint)
         base = after.state if after is not None else self._state
         template = self.templates.of(blocks) if after is None and extending is None else None
         batch = stage(base, blocks, self.consensus, self.verifier, now, after=after, extending=extending,
-                      template=template)
+                      template=template, assume_valid=self.assume_valid)
         self.templates.taken(batch.reused - (extending.reused if extending is not None else 0))
         return batch
 
@@ -461,6 +467,7 @@ class Node:
         the main chain): if it ends higher than the tip, validate the whole switch in memory,
         then write it in one store transaction. None (nothing written) when it does not end
         higher; an invalid branch raises and changes nothing."""
+        check_trusted(branch, self.trusted_checkpoint)
         return reorganization(self.store, self._state, branch, self.consensus, self.verifier, now)
 
     def adopt_reorganize(self, reorg: Reorganization, now: int) -> None:

@@ -25,6 +25,7 @@ from snode.core import service_nodes as sn_rules
 from snode.core.credit import credit_at
 from snode.core.participation import Participation
 from snode.core.state import ServiceNode
+from snode.core.state_root import tip_root
 from snode.node.node import Node
 
 _json = msgspec.json.Encoder()
@@ -70,6 +71,7 @@ class Answers:
             last_uptime_proof_rejection=node.own_proof.refusal,
             immutable_height=node.immutable_height,
             block_production=node.production_mode.value,
+            state_root=tip_root(node.params.network_id, node.state),
         )
 
     def service_nodes(self) -> msgspec.Raw:

@@ -22,6 +22,7 @@ from snode.core.errors import DecodeError
 from snode.core.state import (
     MAP_NAMES, ChainState, CheckpointSlot, Quorum, ServiceNode, Undo, UtxoEntry,
 )
+from snode.core.state_root import Checksum, current_checksum, with_checksum
 from snode.core.utxo_set import UtxoSet
 from snode.core.types import Amount, Hash32, Height, Timestamp
 from snode.store.schema import query
@@ -33,6 +34,9 @@ VALUE_TYPES: Final[dict[str, type]] = {
 outputs, a packed UtxoSet, are read by `_read_utxos`)."""
 
 _TIP_KEY: Final = "tip"
+_CHECKSUM_KEY: Final = "state_checksum"
+"""The `meta` row of the state's checksum (`core.state_root`), from the first block that
+needed one: a restart reads it instead of summing every entry again."""
 
 
 class TipRecord(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -42,6 +46,14 @@ class TipRecord(msgspec.Struct, frozen=True, array_like=True, gc=False):
     tip_hash: Hash32
     timestamp: Timestamp
     issued: Amount
+
+
+class ChecksumRecord(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """The state's checksum and the tip it is the checksum at: a row an older snoded left
+    behind a later tip (it writes the tables, not this row) names another tip, and is unused."""
+
+    tip_hash: Hash32
+    checksum: bytes
 
 
 Touched = dict[str, set[Any]]
@@ -93,6 +105,12 @@ def write_state(
     conn.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_TIP_KEY, encode(tip))
     )
+    checksum = current_checksum(state)
+    if checksum is None:
+        conn.execute("DELETE FROM meta WHERE key = ?", (_CHECKSUM_KEY,))
+    else:
+        record = ChecksumRecord(state.tip_hash, checksum.to_bytes())
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_CHECKSUM_KEY, encode(record)))
 
 
 def _rows(keys: set[Any], values: Any, no_row: Any, gone: list[tuple[Any]]) -> Iterator[tuple[Any, bytes]]:
@@ -120,11 +138,27 @@ def read_state(conn: sqlite3.Connection) -> ChainState:
     with _collector_paused():
         utxos = _read_utxos(conn)
         maps = {name: _read_map(conn, name) for name in VALUE_TYPES}
-    return ChainState(
+    state = ChainState(
         height=tip.height, tip_hash=tip.tip_hash, timestamp=tip.timestamp, issued=tip.issued,
         utxos=utxos, service_nodes=maps["service_nodes"], quorums=maps["quorums"],
         checkpoints=maps["checkpoints"],
     )
+    checksum = read_checksum(conn, tip.tip_hash)
+    return state if checksum is None else with_checksum(state, checksum)
+
+
+def read_checksum(conn: sqlite3.Connection, tip_hash: bytes) -> Checksum | None:
+    """The stored checksum of the state at `tip_hash`, if one is stored for that tip."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (_CHECKSUM_KEY,)).fetchone()
+    if row is None:
+        return None
+    record = decode_trusted(row[0], ChecksumRecord)
+    if record.tip_hash != tip_hash:
+        return None
+    try:
+        return Checksum.from_bytes(record.checksum)
+    except ValueError as err:
+        raise DecodeError(f"not a valid state checksum: {err}") from None
 
 
 def _read_utxos(conn: sqlite3.Connection) -> UtxoSet:
