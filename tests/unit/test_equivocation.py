@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import msgspec
 import pytest
 
-from snode.core.blocks import Block, BlockHeader, block_hash, producer_message
+from snode.core.blocks import Block, BlockHeader, block_hash, make_header, producer_message
 from snode.core.equivocation import (
     BlockTwice, EquivocationEvidence, InvalidEquivocation, block_proof, decode_proof, encode_proof, offender,
     proof_checks, verified, vote_proof,
@@ -45,7 +45,8 @@ OTHER = key_from_label("another node")
 
 def header(*, height: int = 10, round: int = 0, timestamp: int = 1_000, producer: bytes = LEADER.public,
            prev: bytes = b"\x01" * 32) -> BlockHeader:
-    return BlockHeader(2, height, prev, timestamp, b"\x00" * 32, producer, round)
+    return make_header(2, height=height, prev_hash=prev, timestamp=timestamp, tx_root=b"\x00" * 32,
+                       producer=producer, round=round, state_root=b"\x00" * 32)
 
 
 def signed(h: BlockHeader, key=LEADER) -> tuple[BlockHeader, bytes]:

@@ -21,7 +21,7 @@ from typing import Final, TypeAlias, Union
 
 import msgspec
 
-from snode.core.blocks import BlockHeader, block_hash, producer_message
+from snode.core.blocks import BlockHeader, Header, block_hash, producer_message
 from snode.core.crypto import verify
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError, SnodeError
@@ -44,9 +44,9 @@ class BlockTwice(msgspec.Struct, frozen=True, array_like=True, tag=1, gc=False):
     signature of each (a header is what the block hash covers, so the rest of a block adds
     nothing to the proof)."""
 
-    first: BlockHeader
+    first: Header
     first_signature: Signature
-    second: BlockHeader
+    second: Header
     second_signature: Signature
 
 
