@@ -213,6 +213,30 @@ class RegistrationCmdResult(Result, frozen=True):
 
 # --- the node --------------------------------------------------------------------------------
 
+class UpgradeRequired(Result, frozen=True):
+    """`get_info`'s `upgrade_required`: a fork this daemon does not know, which it learnt of from
+    peers' fork announcements, blocks or service nodes' proofs (issue #34 item 4)."""
+
+    fork: str
+    """The fork's name (`v2`), or `unknown` (a fork this snoded has never heard of)."""
+    height: int
+    """Its first block: this daemon extends its chain up to the block before it."""
+    blocks_left: int
+    """Blocks until this daemon stops (0: stopped)."""
+    eta_seconds: int | None
+    """About how long until then, at the network's block time (null on regtest)."""
+    known_by: list[str]
+    """The snoded versions that announced it (peers' agents, escaped)."""
+    confirmed: bool
+    """A block, a proof or two peers' addresses say so: the daemon stops at `height`."""
+    stopped: bool
+    """Its tip is the block before `height`: it makes, signs and validates nothing further."""
+    pending_blocks: int
+    """Blocks of that fork kept as "cannot validate yet", for the snoded that knows it."""
+    action: str
+    """What the operator does: the snoded or the `--test-fork` to start."""
+
+
 class InfoResult(Result, frozen=True):
     """`get_info` (specification section 2.2, then the daemon's own fields)."""
 
@@ -244,6 +268,8 @@ class InfoResult(Result, frozen=True):
     """The highest final height (a block with two checkpoints at or above it); 0 before any."""
     block_production: str = "authority"
     """Who produces the next block: `authority` or `service_nodes`."""
+    upgrade_required: UpgradeRequired | None = None
+    """A fork this daemon does not know, learnt of from the network; null: none."""
 
 
 def sync_state(network: str, target_height: int, peer_count: int) -> str:

@@ -42,6 +42,7 @@ from snode.node.verifier import VerifierPool
 from snode.node.writer import ChainWriter, store_thread
 from snode.rpc.counters import EventCounters
 from snode.services.event_feed import EventFeed
+from snode.node.upgrade import UpgradeWatch
 from snode.services.notify import Notifier
 from snode.rpc.health import unmet_conditions
 from snode.rpc.scrape import metrics_page
@@ -209,6 +210,8 @@ class Daemon:
         await GatedSite(runner, rpc_sock, shutdown_timeout=2.0).start()
         await peers.start(p2p_sock)
         syncer.start()
+        peers.spawn(relay.resume_pending(), "blocks kept for an unknown fork")
+        peers.spawn(feed.watch_upgrade(), "upgrade notices")
         omq = self._start_public_omq(methods, node)
         wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar, notifier, omq)
         self._start_tasks(node, wiring, methods)
@@ -314,7 +317,7 @@ class Daemon:
                 identity = Identity(key, cfg.public_ip, cfg.p2p_bind.port, cfg.quorumnet_port)
             return Node(params=params, consensus=consensus, store=store, state=state, identity=identity,
                         producer_key=self._producer_key(datadir, consensus.authorities), clock=self.clock,
-                        verifier=verifier, pool_limits=_pool_limits(cfg))
+                        verifier=verifier, pool_limits=_pool_limits(cfg), upgrade=UpgradeWatch(params, datadir.path))
         except BaseException as err:
             verifier.close()
             store.close()

@@ -25,9 +25,10 @@ from snode.common.clock import Clock, SystemClock
 from snode.common.events import EventHub
 from snode.common.text import STATUS_LINE_LIMIT, printable
 from snode.core import mempool as mp
-from snode.core.blocks import Block, Checkpoint
+from snode.core.blocks import Block, Checkpoint, block_hash
 from snode.core.chain import locator_heights
 from snode.core.crypto import SigningKey
+from snode.core.encoding import encode
 from snode.core.errors import InvalidBlock, SnodeError
 from snode.core.genesis import Consensus
 from snode.core.participation import block_updates
@@ -37,6 +38,7 @@ from snode.core.service_nodes import status_words
 from snode.core.pulse import Mode, production_mode
 from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
 from snode.core.transactions import Transaction, txid
+from snode.core.transition import check_block_stateless
 from snode.core.units import format_age
 from snode.node.batches import (
     Reorganization, StagedBatch, StaleBatch, StoredBatch, collector_paused, reorganization, stage,
@@ -49,6 +51,7 @@ from snode.node.own_proof import Identity, OwnProof
 from snode.node import saved
 from snode.node.proofs import check_against
 from snode.node.templates import CheckedTemplates
+from snode.node.upgrade import CannotValidateYet, UpgradeWatch
 from snode.node.verifier import InlineVerifier, Verifier
 from snode.params import NetworkParams
 from snode.store import DatabaseDamaged, StoreError
@@ -70,9 +73,11 @@ class Node:
         self, *, params: NetworkParams, consensus: Consensus, store: Store,
         state: ChainState, identity: Identity | None, producer_key: SigningKey | None,
         hub: EventHub | None = None, clock: Clock | None = None, verifier: Verifier | None = None,
-        pool_limits: mp.PoolLimits | None = None,
+        pool_limits: mp.PoolLimits | None = None, upgrade: UpgradeWatch | None = None,
     ) -> None:
         self.params = params
+        self.upgrade = upgrade if upgrade is not None else UpgradeWatch(params)
+        """What this node learnt of forks it does not know, and the blocks kept for them."""
         self.consensus = consensus
         self.store = store
         """The store; other layers reach it only through the node's methods."""
@@ -215,6 +220,9 @@ class Node:
                 f"proof: {format_age(now - last) if last else 'never'}")
         if self.identity is not None and self.own_proof.refused_reason:
             line += f", refused: {self.own_proof.refused_reason}"
+        upgrade = self.upgrade.status_part(self.height, now)
+        if upgrade:
+            line += f", {upgrade}"
         return printable(line, STATUS_LINE_LIMIT)
 
     # --- transactions and proofs --------------------------------------------------------------
@@ -279,11 +287,39 @@ class Node:
         commits the blocks before it and the error is raised when they are adopted.
         """
         base = after.state if after is not None else self._state
+        blocks = self._validatable(blocks, base)
         template = self.templates.of(blocks) if after is None and extending is None else None
         batch = stage(base, blocks, self.consensus, self.verifier, now, after=after, extending=extending,
                       template=template)
         self.templates.taken(batch.reused - (extending.reused if extending is not None else 0))
         return batch
+
+    def _validatable(self, blocks: list[Block], base: ChainState) -> list[Block]:
+        """The first of `blocks` this node may validate; those of a fork it does not know are
+        kept as "cannot validate yet" (`node.upgrade`), and CannotValidateYet is raised when
+        none is left."""
+        fine, kept = self.upgrade.sort(blocks, base.height, lambda block: self._could_produce(block, base))
+        if kept:
+            added = self.upgrade.park([(b.header.height, block_hash(b.header), encode(b)) for b in kept])
+            reason = self.upgrade.refusal(kept[0].header.height)
+            if added:
+                self.revision += 1
+                log.warning("%s (%d blocks kept)", reason, len(self.upgrade.pending()))
+            if not fine:
+                raise CannotValidateYet(reason)
+        return fine
+
+    def _could_produce(self, block: Block, base: ChainState) -> bool:
+        """Whether `block` is signed by a key that may make blocks (an authority, a registered
+        service node), its signature and transaction root checked."""
+        producer = block.header.producer
+        if producer not in self.consensus.authorities and producer not in base.service_nodes:
+            return False
+        try:
+            check_block_stateless(block, self.consensus)
+        except SnodeError:
+            return False
+        return True
 
     def store_batch(self, batch: StagedBatch, *, defer_state: bool = False) -> StoredBatch:
         """Step 2: make a staged batch durable once its signatures check out: its rows are
@@ -385,6 +421,8 @@ class Node:
         """A validator's check of a round leader's block: every rule of a next block but the
         validators' signatures it cannot carry yet; SnodeError says what is wrong. The result is
         kept for the signed block, not applied again if it comes on this tip (`node.templates`)."""
+        if self.upgrade.stops_at(block.header.height):
+            raise CannotValidateYet(self.upgrade.refusal(block.header.height))
         self.templates.check(self._state, block, self.consensus, self.verifier, now)
 
     def produce_block(self, now: int) -> Block:
@@ -403,6 +441,7 @@ class Node:
         self.participation.keep_active(state, [k for u in undos for k, _ in u.service_nodes] if undos else None)
         activation = self.params.rules_at(state.height + 1) != self.params.rules_at(self._state.height + 1)
         self._state = state
+        self.upgrade.forget_pending(state.height)
         if not mined:
             mined = [txid(tx) for block in blocks for tx in block.transactions]
         self._pool_after(blocks, undos, mined, now)

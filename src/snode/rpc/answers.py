@@ -20,7 +20,7 @@ import msgspec
 
 from snode import __version__
 from snode.api.records import service_node_state
-from snode.api.types import InfoResult, ServiceNodesResult, ServiceNodeState
+from snode.api.types import InfoResult, ServiceNodesResult, ServiceNodeState, UpgradeRequired
 from snode.core import service_nodes as sn_rules
 from snode.core.credit import credit_at
 from snode.core.participation import Participation
@@ -70,6 +70,7 @@ class Answers:
             last_uptime_proof_rejection=node.own_proof.refusal,
             immutable_height=node.immutable_height,
             block_production=node.production_mode.value,
+            upgrade_required=upgrade_required(node, now),
         )
 
     def service_nodes(self) -> msgspec.Raw:
@@ -98,3 +99,9 @@ class Answers:
         return service_node_state(sn, node.height, node.params,
                                   last_uptime_proof=node.proofs.last_accepted(sn.pubkey),
                                   participation=node.participation.of(sn.pubkey))
+
+
+def upgrade_required(node: Node, now: int) -> UpgradeRequired | None:
+    """`get_info`'s `upgrade_required` (`node.upgrade.required`)."""
+    info = node.upgrade.required(node.height, now)
+    return None if info is None else UpgradeRequired(**info)
