@@ -72,6 +72,11 @@ class ForkRules:
     hash predates branch ids and stays what it always was."""
     min_sn_version: tuple[int, int, int]
     """The oldest snoded whose uptime proofs this fork's service nodes accept (issue #34 item 5)."""
+    proof_version: int = 1
+    """1: an uptime proof's `version` is free text nothing checks. 2: it is `MAJOR.MINOR.PATCH
+    NAME@HEIGHT` (the sender's snoded and the newest fork its schedule knows, `core.proofs.
+    ProofVersion`), a proof below `min_sn_version` or without it is refused as outdated, and its
+    node is decommissioned `outdated_software`, not deregistered within `upgrade_grace_blocks`."""
 
     @property
     def tx_version(self) -> int:
@@ -83,6 +88,7 @@ V1: Final = ForkRules(name="v1", block_version=1, tx_versions=(2,), branch_id=0,
 """The rules from genesis."""
 V2: Final = ForkRules(
     name="v2", block_version=2, tx_versions=(2,), branch_id=0x5632_0001, min_sn_version=(0, 2, 0),
+    proof_version=2,
 )
 """The first fork: block version 2 and a branch id in every signing hash. Not frozen yet: it
 is active on no network, so the state-commitment issue may still add to it (docs/UPGRADES.md)."""
@@ -218,6 +224,10 @@ class NetworkParams:
     """Seconds between two reachability tests of one node by a quorum member (a CurveZMQ
     handshake at the address its proof declares); a node failing them for longer than the
     decommission proof age is decommissioned as `unreachable`."""
+    upgrade_grace_blocks: int = 7 * BLOCKS_PER_DAY
+    """Blocks after a fork within which no node decommissioned `outdated_software` is
+    deregistered (Oxen's HARDFORK_DEREGISTRATION_GRACE_PERIOD: 7 days): its operator has that
+    long to upgrade."""
     forks: tuple[Fork, ...] = (Fork(V1, 0),)
     test_forks: bool = False
     """Devnet and regtest: `--test-fork` schedules forks at start (their tables hold v1 only)."""
@@ -232,6 +242,12 @@ class NetworkParams:
                 break
             rules = fork.rules
         return rules
+
+    def in_upgrade_grace(self, height: int) -> bool:
+        """Whether the block at `height` is within `upgrade_grace_blocks` of the fork it is on
+        (never for v1, from genesis)."""
+        fork = self.fork_of(self.rules_at(height))
+        return fork is not None and fork.height > 0 and height - fork.height < self.upgrade_grace_blocks
 
     def fork_of(self, rules: ForkRules) -> Fork | None:
         """The schedule's row of `rules` (None: a fork this network has not scheduled)."""
@@ -319,7 +335,7 @@ DEVNET: Final = NetworkParams(
     decommission_proof_age=30, proof_clock_tolerance=10, min_active_sns=4, private_public_ip_allowed=True,
     round_time=2, backstop_rounds=10, participation_cooldown=10, participation_grace=60,
     unlock_duration=30, deregistration_lock=40, pool_fill_window=50, reachability_interval=10,
-    test_forks=True,
+    test_forks=True, upgrade_grace_blocks=60,
 )
 REGTEST: Final = NetworkParams(
     name="regtest", network_id=0x534E0004, address_prefix="snr",
@@ -328,7 +344,7 @@ REGTEST: Final = NetworkParams(
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
     generate_on_demand=True, sn_blocks=False, round_time=2, backstop_rounds=10,
     participation_cooldown=10, participation_grace=60, unlock_duration=30, deregistration_lock=40,
-    pool_fill_window=50, reachability_interval=10, test_forks=True,
+    pool_fill_window=50, reachability_interval=10, test_forks=True, upgrade_grace_blocks=20,
 )
 
 NETWORKS: Final = {p.name: p for p in (MAINNET, TESTNET, DEVNET, REGTEST)}

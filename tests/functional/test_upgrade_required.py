@@ -50,7 +50,9 @@ def test_a_node_on_the_old_schedule_stops_at_the_fork_and_goes_on_once_restarted
     assert_equal((event["SNODE_STATE"], event["SNODE_HEIGHT"]), ("v2", str(H)), "the event's fork and height")
 
     log.info("The upgraded nodes make blocks up to H+2; the old one follows to H-1 and stops there")
-    up1.generate_blocks(blocks=H + 2)
+    up1.generate_blocks(blocks=H - 1)
+    sync_blocks([up1, up2, old])
+    up1.generate_blocks(blocks=3)
     sync_blocks([up1, up2])
     wait_until(lambda: old.get_info()["upgrade_required"]["pending_blocks"] >= 1, timeout=30,
                what="the old node to keep block H")

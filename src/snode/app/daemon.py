@@ -32,7 +32,7 @@ from snode.core.genesis import genesis_state
 from snode.common.clock import MockableClock, SystemClock
 from snode.net.peers import PeerManager
 from snode.net.relay import Relay
-from snode.app.config import Config, ConfigError, Endpoint
+from snode.app.config import Config, ConfigError, Endpoint, advertised_sn_version
 from snode.app.datadir import DataDir, check_writable
 from snode.app.rpc_access import AdminAccess
 from snode.node.events import SyncProgress
@@ -124,6 +124,7 @@ class Daemon:
         if cfg.service_node:
             # Quorumnet binds through ZeroMQ later; check the port now, before the data dir.
             bind_socket("--quorumnet-port", Endpoint(cfg.p2p_bind.host, cfg.quorumnet_port)).close()
+        advertised = advertised_sn_version(cfg.params.name)  # before the data dir: a refusal writes nothing
         check_writable(cfg.data_dir)
         datadir = DataDir(cfg.data_dir)
         try:
@@ -133,6 +134,7 @@ class Daemon:
             raise ConfigError(f"--data-dir: cannot use {cfg.data_dir}: {err.strerror or err}") from None
         setup_logging(cfg.log_level, datadir.log_file)
         node = self.node = self._open_node(datadir)
+        node.own_proof.advertised = advertised
         # After the data dir's checks: a refusal there is one line on stderr, with no log line
         # about descriptors before it.
         self.descriptors = DescriptorWatch(raise_soft_limit())

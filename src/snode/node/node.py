@@ -33,7 +33,7 @@ from snode.core.errors import InvalidBlock, SnodeError
 from snode.core.genesis import Consensus
 from snode.core.participation import block_updates
 from snode.core.production import build_block
-from snode.core.proofs import UptimeProof
+from snode.core.proofs import InvalidProof, ProofRefusal, UptimeProof, parse_proof_version, semver_text
 from snode.core.service_nodes import status_words
 from snode.core.pulse import Mode, production_mode
 from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
@@ -113,6 +113,11 @@ class Node:
         self.revision = 0  # counts every change an RPC answer can show (`rpc.answers` keeps each until it moves)
         for verdict in (OwnProofAccepted, OwnProofRefused):  # `OwnProof`'s changes of the proof book
             self.hub.subscribe(verdict, self._revise)
+        self.sn_versions: dict[bytes, str] = {}
+        """The `version` of each service node's last accepted proof (readiness for a fork)."""
+        self.outdated: dict[bytes, int] = {}
+        """Registered nodes whose proofs this node refuses as outdated: the last such proof's time."""
+        self.own_proof.upgrade_to = self.upgrade.upgrade_to
         self._owners = OwnerIndex()
         self.templates = CheckedTemplates()  # checked by this validator, for their signed blocks
 
@@ -248,13 +253,40 @@ class Node:
         a batch); every other rule is checked here, against the proofs recorded so far."""
         self.check_proof(proof, now, signature=not signature_checked)
         self.proofs.record(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port))
+        self._note_version(proof)
         self.revision += 1
         self.hub.publish(ProofAccepted(proof, source, relayed))
 
     def check_proof(self, proof: UptimeProof, now: int, *, signature: bool = True) -> None:
         """Whether this node would accept a peer's `proof` now, on the tip and after the proofs
         recorded so far (`signature` False: all but its signature); InvalidProof says why not."""
-        check_against(proof, self.params, self._state, now, self.proofs.history(proof.pubkey), signature=signature)
+        try:
+            check_against(proof, self.params, self._state, now, self.proofs.history(proof.pubkey), signature=signature)
+        except InvalidProof as err:
+            if err.code is ProofRefusal.OUTDATED and proof.pubkey in self._state.service_nodes:
+                self.outdated[proof.pubkey] = max(self.outdated.get(proof.pubkey, 0), proof.timestamp)
+            raise
+
+    def _note_version(self, proof: UptimeProof) -> None:
+        """What an accepted proof says of its node's snoded (readiness, `outdated`), and of a
+        fork this node may not know (`node.upgrade`)."""
+        registry = self._state.service_nodes
+        if len(self.sn_versions) > len(registry) + 256:  # bounded by the registry: the gone ones go
+            self.sn_versions = {k: v for k, v in self.sn_versions.items() if k in registry}
+            self.outdated = {k: v for k, v in self.outdated.items() if k in registry}
+        self.sn_versions[proof.pubkey] = proof.version
+        self.outdated.pop(proof.pubkey, None)
+        parsed = parse_proof_version(proof.version)
+        if parsed is not None and self.upgrade.is_news(parsed.fork_height, self.height):
+            active = sum(1 for sn in self._state.service_nodes.values() if sn.active)
+            self.upgrade.learn_from_proof(parsed.fork, parsed.fork_height, self.height,
+                                          version=semver_text(parsed.snoded), source=proof.pubkey.hex()[:16],
+                                          needed=active // 3)
+
+    def is_outdated(self, pubkey: bytes) -> bool:
+        """Whether this node refuses `pubkey`'s proofs as outdated, newer than its last accepted
+        one (`core.obligations.judge`: decommissioned `outdated_software`)."""
+        return self.outdated.get(pubkey, 0) > self.proofs.last_accepted(pubkey)
 
     def note_sync_target(self, best_peer_height: int) -> None:
         """The best height a peer has proven (the sync service's call); the target is 0 once

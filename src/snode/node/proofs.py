@@ -16,7 +16,7 @@ from collections.abc import Container
 import msgspec
 
 from snode.common import decode_reasons
-from snode.core.proofs import UptimeProof, check_proof, check_proof_rules
+from snode.core.proofs import UptimeProof, check_proof, check_proof_rules, check_proof_version
 from snode.core.state import ChainState
 from snode.params import PROOF_CLOCK_TOLERANCE, NetworkParams
 
@@ -51,6 +51,7 @@ def check_against(
     check = check_proof if signature else check_proof_rules
     check(proof, params, registered=proof.pubkey in state.service_nodes, now=now,
           last_accepted=history[0], previous_accepted=history[1])
+    check_proof_version(proof, params.rules_at(state.height + 1))
 
 
 class ProofBook:

@@ -119,7 +119,7 @@ class UpgradeWatch:
     def _is_news(self, height: int, tip: int) -> bool:
         """A fork at `height` is one this schedule lacks and this node has not passed."""
         scheduled = {fork.height for fork in self.params.forks}
-        return height > tip and height not in scheduled and height > _scheduled_top(self.params)
+        return tip < height < FAR_AHEAD and height not in scheduled and height > _scheduled_top(self.params)
 
     def _fork_at(self, height: int) -> LearntFork | None:
         return next((f for f in self.learnt if f.height == height), None)
@@ -159,8 +159,15 @@ class UpgradeWatch:
             if changed:
                 self._changed()
 
-    def learn_from_proof(self, name: str, height: int, tip: int, *, version: str) -> None:
-        """A service node's accepted proof says it knows fork `name` at `height`."""
+    def is_news(self, height: int, tip: int) -> bool:
+        """Whether a fork at `height`, named by a peer or a proof, is one this node lacks."""
+        return self._is_news(height, tip)
+
+    def learn_from_proof(self, name: str, height: int, tip: int, *, version: str, source: str,
+                         needed: int) -> None:
+        """A service node's accepted proof (its key `source`) says it knows fork `name` at
+        `height`; `needed` service nodes' proofs confirm it (a third of the active ones: a
+        few keys alone cannot stop the network at a height they make up)."""
         if not self._is_news(height, tip):
             return
         with self._lock:
@@ -172,8 +179,19 @@ class UpgradeWatch:
             label = printable(f"snoded/{version}", 32)
             if label not in fork.known_by and len(fork.known_by) < MAX_KNOWN_BY:
                 fork.known_by.append(label)
-            fork.confirmed = True
+            if source not in fork.addresses and len(fork.addresses) < MAX_ADDRESSES:
+                fork.addresses.append(source)
+            fork.confirmed = fork.confirmed or len(fork.addresses) >= max(needed, CONFIRMING_PEERS)
             self._changed()
+
+    def upgrade_to(self) -> str:
+        """What an operator installs for the fork learnt (an `outdated` proof refusal's words)."""
+        fork = next((f for f in self.learnt if f.confirmed), self.learnt[0] if self.learnt else None)
+        if fork is None:
+            return "a newer snoded"
+        rules = KNOWN_FORKS.get(fork.name)
+        version = f"{'.'.join(map(str, rules.min_sn_version))} or later" if rules else "a newer snoded"
+        return f"{version} (fork {fork.name} at height {fork.height}; {self.what_to_do(fork)})"
 
     # --- the stop -----------------------------------------------------------------------------
 
