@@ -11,7 +11,7 @@ import json
 import urllib.error
 import urllib.request
 
-from tests.functional.framework import assert_equal, connect_nodes, narrator, sync_blocks, wait_until
+from tests.functional.framework import assert_equal, connect_nodes, narrator, snode_cli, sync_blocks, wait_until
 from tests.functional.sn_helpers import notified, notify_script
 
 log = narrator(__name__)
@@ -43,6 +43,12 @@ def test_a_node_on_the_old_schedule_stops_at_the_fork_and_goes_on_once_restarted
     assert "snoded/" in info["known_by"][0], info
     assert f"UPGRADE REQUIRED: fork v2 at height {H}" in old.get_info()["status_line"], old.get_info()["status_line"]
     assert_equal(_get(old, "/readyz")[0], 200, "readiness before the fork height")
+    log.info("The upgraded nodes show v2 as their next fork, with readiness, in get_info and snode-cli status")
+    summary = f"fork v2 at {H} (in {H - 1} blocks): 0 of 0 active SNs ready; this node: ready"
+    assert_equal(up1.get_info()["next_fork"]["summary"], summary, "the upgraded node's next fork")
+    shown = snode_cli(up1, "status")
+    assert summary in shown.stdout, shown.stdout + shown.stderr
+    assert_equal(old.get_info()["next_fork"], None, "the old node's next fork (its schedule has none)")
     log.info("Its operator hears it through --notify")
     wait_until(lambda: any(e.get("SNODE_EVENT") == "upgrade_required" for e in notified(out)), timeout=30,
                what="the upgrade_required event")

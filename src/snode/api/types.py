@@ -237,6 +237,28 @@ class UpgradeRequired(Result, frozen=True):
     """What the operator does: the snoded or the `--test-fork` to start."""
 
 
+class NextFork(Result, frozen=True):
+    """`get_info`'s `next_fork`: the next fork of this daemon's schedule and the network's
+    readiness for it, from the service nodes' uptime proofs (issue #34 item 6; no on-chain vote)."""
+
+    fork: str
+    """Its name (`v2`)."""
+    height: int
+    """Its first block."""
+    blocks_left: int
+    """Blocks before it."""
+    eta_seconds: int | None
+    """About how long until then, at the network's block time (null on regtest)."""
+    active_sns: int
+    """Active service nodes."""
+    ready_sns: int
+    """Those whose last accepted proof says they know the fork (`node.readiness.knows`)."""
+    this_node: str
+    """`ready`, or why not (`outdated (snoded 0.1.0, 0.2.0 needed)`)."""
+    summary: str
+    """`fork v2 at 1,440 (in 100 blocks, ~3h 20m): 11 of 12 active SNs ready; this node: ready`."""
+
+
 class InfoResult(Result, frozen=True):
     """`get_info` (specification section 2.2, then the daemon's own fields)."""
 
@@ -270,6 +292,8 @@ class InfoResult(Result, frozen=True):
     """Who produces the next block: `authority` or `service_nodes`."""
     upgrade_required: UpgradeRequired | None = None
     """A fork this daemon does not know, learnt of from the network; null: none."""
+    next_fork: NextFork | None = None
+    """The next fork this daemon's schedule has (not one only known, far ahead), with readiness; null: none."""
 
 
 def sync_state(network: str, target_height: int, peer_count: int) -> str:

@@ -337,7 +337,7 @@ class UpgradeWatch:
             when = f"stopped at {info['height'] - 1}"
         else:
             eta = info["eta_seconds"]
-            when = f"in {info['blocks_left']} blocks" + (f", ~{_duration(eta)}" if eta else "")
+            when = f"in {info['blocks_left']} blocks" + (f", ~{duration(eta)}" if eta else "")
         return f"UPGRADE REQUIRED: fork {info['fork']} at height {info['height']} ({when}); {info['action']}"
 
     # --- persistence --------------------------------------------------------------------------
@@ -411,7 +411,7 @@ def _placeholder(fork: LearntFork) -> ForkRules:
                      min_sn_version=(0, 0, 0))
 
 
-def _duration(seconds: int) -> str:
+def duration(seconds: int) -> str:
     """`2d 3h`, `5h 10m`, `4m`: a countdown's words."""
     days, rest = divmod(seconds, DAY)
     hours, rest = divmod(rest, HOUR)

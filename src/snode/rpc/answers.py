@@ -20,12 +20,13 @@ import msgspec
 
 from snode import __version__
 from snode.api.records import service_node_state
-from snode.api.types import InfoResult, ServiceNodesResult, ServiceNodeState, UpgradeRequired
+from snode.api.types import InfoResult, NextFork, ServiceNodesResult, ServiceNodeState, UpgradeRequired
 from snode.core import service_nodes as sn_rules
 from snode.core.credit import credit_at
 from snode.core.participation import Participation
 from snode.core.state import ServiceNode
 from snode.node.node import Node
+from snode.node.readiness import next_fork
 
 _json = msgspec.json.Encoder()
 
@@ -71,6 +72,7 @@ class Answers:
             immutable_height=node.immutable_height,
             block_production=node.production_mode.value,
             upgrade_required=upgrade_required(node, now),
+            next_fork=_next_fork(node),
         )
 
     def service_nodes(self) -> msgspec.Raw:
@@ -105,3 +107,9 @@ def upgrade_required(node: Node, now: int) -> UpgradeRequired | None:
     """`get_info`'s `upgrade_required` (`node.upgrade.required`)."""
     info = node.upgrade.required(node.height, now)
     return None if info is None else UpgradeRequired(**info)
+
+
+def _next_fork(node: Node) -> NextFork | None:
+    """`get_info`'s `next_fork` (`node.readiness.next_fork`)."""
+    info = next_fork(node)
+    return None if info is None else NextFork(**info)

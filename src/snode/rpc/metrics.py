@@ -28,6 +28,7 @@ from snode import __version__
 from snode.core.credit import credit_at
 from snode.core.service_nodes import Status, is_payable, status
 from snode.node.node import Node
+from snode.node.readiness import next_fork
 from snode.rpc.counters import BUCKETS, EventCounters
 
 COUNTED = {
@@ -96,6 +97,13 @@ class NodeCollector(Collector):
                      1 if info and info["stopped"] else 0)
         yield _gauge("snode_upgrade_pending_blocks", "Blocks kept as cannot-validate-yet for that fork",
                      info["pending_blocks"] if info else 0)
+        fork = next_fork(node)
+        yield _gauge("snode_next_fork_height", "Height of the next fork this node's schedule has (0: none)",
+                     fork["height"] if fork else 0)
+        yield _gauge("snode_next_fork_ready_sns", "Active service nodes whose proofs say they know the next fork",
+                     fork["ready_sns"] if fork else 0)
+        yield _gauge("snode_next_fork_active_sns", "Active service nodes, of which ready_sns are ready",
+                     fork["active_sns"] if fork else 0)
 
     def _own(self) -> Iterator[Metric]:
         """This service node's own values; none when the daemon runs without --service-node."""
