@@ -6,7 +6,8 @@ changed: registered, funded, active, payable, decommissioned, recommissioned, un
 `proof_accepted` / `proof_refused` (the network's word on this node's own proofs), `reward`
 (a block's coinbase paid this node; `amount` is what the operator's wallet received from that
 coinbase, its fee and share and the block's fees when the operator made it), `sync_started` /
-`sync_finished`, `peer_banned`.
+`sync_finished`, `peer_banned`, `upgrade_required` (a fork this node does not know: `node.upgrade`;
+at once, then daily, then hourly in its last day).
 
 Each event gets a number, higher than any before it, also across restarts of the daemon (the
 first is the start's wall-clock time in microseconds): a web client that reconnects with the last
