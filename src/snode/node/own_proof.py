@@ -111,7 +111,7 @@ class OwnProof:
         last, _ = self.sent
         proof = self.make(max(now, last + 1))
         tip = self._tip()
-        check_against(proof, self._params, tip, now, self.sent)
+        check_against(proof, self._params, tip, now, self.sent, version=False)
         self.sent = (proof.timestamp, last)
         self._sent[proof.timestamp] = proof
         for old in sorted(self._sent)[:-KEEP_SENT]:
