@@ -78,6 +78,12 @@ def test_a_node_on_the_old_schedule_stops_at_the_fork_and_goes_on_once_restarted
         assert "banned" not in node.stderr_text(), node.log_tail()
         assert "invalid block" not in node.stderr_text(), node.log_tail()
 
+    log.info("Restarted on its old schedule past the fork, it still connects: it announces v2 as its next fork")
+    old.stop()
+    old.start()
+    assert_equal(old.get_info()["upgrade_required"]["stopped"], True, "what it learnt, after a restart")
+    connect_nodes(old, up1)
+    assert "dropping peer" not in up1.stderr_text() + old.stderr_text(), old.log_tail()
     log.info("Restarted with the schedule, it goes on from H-1 with the blocks it kept, before any peer")
     old.stop()
     old.start([f"--test-fork=v2@{H}"])
