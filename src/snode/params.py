@@ -79,6 +79,11 @@ class ForkRules:
     state_root: bool = False
     """Every header carries the root of the state after its block, and every node checks it
     (`core.state_root`, DESIGN.md section 13)."""
+    proof_version: int = 1
+    """1: an uptime proof's `version` is free text nothing checks. 2: it is `MAJOR.MINOR.PATCH
+    NAME@HEIGHT` (the sender's snoded and the newest fork its schedule knows, `core.proofs.
+    ProofVersion`), a proof below `min_sn_version` or without it is refused as outdated, and its
+    node is decommissioned `outdated_software`, not deregistered within `upgrade_grace_blocks`."""
 
     @property
     def tx_version(self) -> int:
@@ -92,6 +97,7 @@ V2: Final = ForkRules(
     name="v2", block_version=2, tx_versions=(2,), branch_id=0x5632_0001, min_sn_version=(0, 2, 0),
     equivocation_proofs=True,
     state_root=True,
+    proof_version=2,
 )
 """The first fork: block version 2 (whose header carries the state root) and a branch id in
 every signing hash. Not frozen yet: it
@@ -228,6 +234,10 @@ class NetworkParams:
     """Seconds between two reachability tests of one node by a quorum member (a CurveZMQ
     handshake at the address its proof declares); a node failing them for longer than the
     decommission proof age is decommissioned as `unreachable`."""
+    upgrade_grace_blocks: int = 7 * BLOCKS_PER_DAY
+    """Blocks after a fork within which no node decommissioned `outdated_software` is
+    deregistered (Oxen's HARDFORK_DEREGISTRATION_GRACE_PERIOD: 7 days): its operator has that
+    long to upgrade."""
     forks: tuple[Fork, ...] = (Fork(V1, 0),)
     assume_valid: bytes | None = None
     """The hash of a block this release assumes valid (Bitcoin Core's `-assumevalid`): a sync may
@@ -246,6 +256,12 @@ class NetworkParams:
                 break
             rules = fork.rules
         return rules
+
+    def in_upgrade_grace(self, height: int) -> bool:
+        """Whether the block at `height` is within `upgrade_grace_blocks` of the fork it is on
+        (never for v1, from genesis)."""
+        fork = self.fork_of(self.rules_at(height))
+        return fork is not None and fork.height > 0 and height - fork.height < self.upgrade_grace_blocks
 
     def fork_of(self, rules: ForkRules) -> Fork | None:
         """The schedule's row of `rules` (None: a fork this network has not scheduled)."""
@@ -333,7 +349,7 @@ DEVNET: Final = NetworkParams(
     decommission_proof_age=30, proof_clock_tolerance=10, min_active_sns=4, private_public_ip_allowed=True,
     round_time=2, backstop_rounds=10, participation_cooldown=10, participation_grace=60,
     unlock_duration=30, deregistration_lock=40, pool_fill_window=50, reachability_interval=10,
-    test_forks=True,
+    test_forks=True, upgrade_grace_blocks=60,
 )
 REGTEST: Final = NetworkParams(
     name="regtest", network_id=0x534E0004, address_prefix="snr",
@@ -342,7 +358,7 @@ REGTEST: Final = NetworkParams(
     decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
     generate_on_demand=True, sn_blocks=False, round_time=2, backstop_rounds=10,
     participation_cooldown=10, participation_grace=60, unlock_duration=30, deregistration_lock=40,
-    pool_fill_window=50, reachability_interval=10, test_forks=True,
+    pool_fill_window=50, reachability_interval=10, test_forks=True, upgrade_grace_blocks=20,
 )
 
 NETWORKS: Final = {p.name: p for p in (MAINNET, TESTNET, DEVNET, REGTEST)}

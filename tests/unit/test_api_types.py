@@ -62,6 +62,13 @@ SAMPLES: dict[Any, msgspec.Struct] = {
         version="0", top_block_hash="00" * 32, genesis_hash="11" * 32, mempool_size=1,
         service_node=False, service_node_count=2, peer_count=0, last_uptime_proof_rejection="",
     ),
+    T.UpgradeRequired: T.UpgradeRequired(fork="v2", height=20, blocks_left=3, eta_seconds=360,
+                                         known_by=["snoded/0.3.0"], confirmed=True, stopped=False,
+                                         pending_blocks=0, action="upgrade snoded (known by snoded/0.3.0)"),
+    T.NextFork: T.NextFork(fork="v2", height=1_440, blocks_left=100, eta_seconds=12_000, active_sns=12,
+                           ready_sns=11, this_node="ready",
+                           summary="fork v2 at 1,440 (in 100 blocks, ~3h 20m): 11 of 12 active SNs ready; "
+                                   "this node: ready"),
     T.HeightResult: T.HeightResult(height=5, hash="00" * 32),
     T.StakingRequirementResult: T.StakingRequirementResult(staking_requirement=200, height=5),
     T.StatusResult: T.StatusResult(status="OK"),

@@ -213,6 +213,52 @@ class RegistrationCmdResult(Result, frozen=True):
 
 # --- the node --------------------------------------------------------------------------------
 
+class UpgradeRequired(Result, frozen=True):
+    """`get_info`'s `upgrade_required`: a fork this daemon does not know, which it learnt of from
+    peers' fork announcements, blocks or service nodes' proofs (issue #34 item 4)."""
+
+    fork: str
+    """The fork's name (`v2`), or `unknown` (a fork this snoded has never heard of)."""
+    height: int
+    """Its first block: this daemon extends its chain up to the block before it."""
+    blocks_left: int
+    """Blocks until this daemon stops (0: stopped)."""
+    eta_seconds: int | None
+    """About how long until then, at the network's block time (null on regtest)."""
+    known_by: list[str]
+    """The snoded versions that announced it (peers' agents, escaped)."""
+    confirmed: bool
+    """A block, a proof or two peers' addresses say so: the daemon stops at `height`."""
+    stopped: bool
+    """Its tip is the block before `height`: it makes, signs and validates nothing further."""
+    pending_blocks: int
+    """Blocks of that fork kept as "cannot validate yet", for the snoded that knows it."""
+    action: str
+    """What the operator does: the snoded or the `--test-fork` to start."""
+
+
+class NextFork(Result, frozen=True):
+    """`get_info`'s `next_fork`: the next fork of this daemon's schedule and the network's
+    readiness for it, from the service nodes' uptime proofs (issue #34 item 6; no on-chain vote)."""
+
+    fork: str
+    """Its name (`v2`)."""
+    height: int
+    """Its first block."""
+    blocks_left: int
+    """Blocks before it."""
+    eta_seconds: int | None
+    """About how long until then, at the network's block time (null on regtest)."""
+    active_sns: int
+    """Active service nodes."""
+    ready_sns: int
+    """Those whose last accepted proof says they know the fork (`node.readiness.knows`)."""
+    this_node: str
+    """`ready`, or why not (`outdated (snoded 0.1.0, 0.2.0 needed)`)."""
+    summary: str
+    """`fork v2 at 1,440 (in 100 blocks, ~3h 20m): 11 of 12 active SNs ready; this node: ready`."""
+
+
 class InfoResult(Result, frozen=True):
     """`get_info` (specification section 2.2, then the daemon's own fields)."""
 
@@ -247,6 +293,10 @@ class InfoResult(Result, frozen=True):
     state_root: str = ""
     """The root of the state at the tip (hex), which the tip's header carries, from fork v2 on
     (DESIGN.md section 13); empty before."""
+    upgrade_required: UpgradeRequired | None = None
+    """A fork this daemon does not know, learnt of from the network; null: none."""
+    next_fork: NextFork | None = None
+    """The next fork this daemon's schedule has (not one only known, far ahead), with readiness; null: none."""
 
 
 def sync_state(network: str, target_height: int, peer_count: int) -> str:

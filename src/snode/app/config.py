@@ -14,6 +14,7 @@ from snode.common.files import default_data_dir
 from snode.common.endpoints import (
     ConfigError, Endpoint, looks_like_ip, parse_endpoint, parse_ip, parse_port, valid_hostname,
 )
+from snode.core.proofs import parse_semver, semver_text
 from snode.params import NETWORKS, NetworkParams, ScheduleError, schedule_test_forks
 from snode.services.notify import NotifyConfigError, parse_command as parse_notify
 
@@ -177,6 +178,7 @@ def _clock_offset(network: str) -> float:
 
 
 MEMPOOL_ENTRIES_VARIABLE = "SNODE_MEMPOOL_MAX_ENTRIES"
+TEST_SN_VERSION_VARIABLE = "SNODE_TEST_SN_VERSION"
 
 
 def _mempool_max_entries(network: str) -> int | None:
@@ -205,6 +207,19 @@ def _test_misbehave(network: str) -> str:
     if text not in MISBEHAVIOURS:
         raise ConfigError(f"{MISBEHAVE_VARIABLE}: '{text}' is not one of {', '.join(MISBEHAVIOURS)}")
     return text
+def advertised_sn_version(network: str) -> tuple[int, int, int] | None:
+    """`SNODE_TEST_SN_VERSION` (MAJOR.MINOR.PATCH): the snoded version this node's uptime proofs
+    say instead of its own, so that a devnet or regtest test plays an outdated node (issue #34
+    item 5); None: its own. ConfigError on mainnet and testnet, in one line."""
+    text = os.environ.get(TEST_SN_VERSION_VARIABLE, "").strip()
+    if not text:
+        return None
+    if network in ("mainnet", "testnet"):
+        raise ConfigError(f"{TEST_SN_VERSION_VARIABLE} is for devnet and regtest tests; unset it to run on {network}")
+    version = parse_semver(text)
+    if version is None or semver_text(version) != text:
+        raise ConfigError(f"{TEST_SN_VERSION_VARIABLE}: '{text}' is not a version MAJOR.MINOR.PATCH (example: 0.1.0)")
+    return version
 
 
 def _omq_public(text: str | None, service_node: bool) -> Endpoint | None:

@@ -32,7 +32,7 @@ from snode.core.genesis import genesis_state
 from snode.common.clock import MockableClock, SystemClock
 from snode.net.peers import PeerManager
 from snode.net.relay import Relay
-from snode.app.config import Config, ConfigError, Endpoint
+from snode.app.config import Config, ConfigError, Endpoint, advertised_sn_version
 from snode.app.datadir import DataDir, check_writable
 from snode.app.rpc_access import AdminAccess
 from snode.node.events import SyncProgress
@@ -42,6 +42,7 @@ from snode.node.verifier import VerifierPool
 from snode.node.writer import ChainWriter, store_thread
 from snode.rpc.counters import EventCounters
 from snode.services.event_feed import EventFeed
+from snode.node.upgrade import UpgradeWatch
 from snode.services.notify import Notifier
 from snode.rpc.health import unmet_conditions
 from snode.rpc.scrape import metrics_page
@@ -124,6 +125,7 @@ class Daemon:
         if cfg.service_node:
             # Quorumnet binds through ZeroMQ later; check the port now, before the data dir.
             bind_socket("--quorumnet-port", Endpoint(cfg.p2p_bind.host, cfg.quorumnet_port)).close()
+        advertised = advertised_sn_version(cfg.params.name)  # before the data dir: a refusal writes nothing
         check_writable(cfg.data_dir)
         datadir = DataDir(cfg.data_dir)
         try:
@@ -133,6 +135,7 @@ class Daemon:
             raise ConfigError(f"--data-dir: cannot use {cfg.data_dir}: {err.strerror or err}") from None
         setup_logging(cfg.log_level, datadir.log_file)
         node = self.node = self._open_node(datadir)
+        node.own_proof.advertised = advertised
         # After the data dir's checks: a refusal there is one line on stderr, with no log line
         # about descriptors before it.
         self.descriptors = DescriptorWatch(raise_soft_limit())
@@ -213,6 +216,8 @@ class Daemon:
         await GatedSite(runner, rpc_sock, shutdown_timeout=2.0).start()
         await peers.start(p2p_sock)
         syncer.start()
+        peers.spawn(relay.resume_pending(), "blocks kept for an unknown fork")
+        peers.spawn(feed.watch_upgrade(), "upgrade notices")
         omq = self._start_public_omq(methods, node)
         wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar, notifier, omq)
         self._start_tasks(node, wiring, methods)
@@ -318,7 +323,8 @@ class Daemon:
                 identity = Identity(key, cfg.public_ip, cfg.p2p_bind.port, cfg.quorumnet_port)
             node = Node(params=params, consensus=consensus, store=store, state=state, identity=identity,
                         producer_key=self._producer_key(datadir, consensus.authorities), clock=self.clock,
-                        verifier=verifier, pool_limits=_pool_limits(cfg))
+                        verifier=verifier, pool_limits=_pool_limits(cfg),
+                        upgrade=UpgradeWatch(params, datadir.path))
             node.assume_valid, node.trusted_checkpoint = cfg.assume_valid, cfg.trusted_checkpoint
             _check_trusted_checkpoint(store, cfg.trusted_checkpoint)
             return node

@@ -32,6 +32,7 @@ def judge(
     sn: ServiceNode, *, last_proof: int, now: int, params: NetworkParams, may_decommission: bool,
     participation: Participation | None = None, height: int = 0, unreachable_for: int = 0,
     equivocated: bool = False,
+    outdated: bool = False,
 ) -> Verdict | None:
     """The state change `sn` deserves now (the chain is at `height`), or None.
 
@@ -43,6 +44,9 @@ def judge(
     pass, or none failed yet). `equivocated`: this member holds a proof that the node signed two
     messages for one slot (fork v2): it is deregistered, active or not, whatever its credit and
     however long this member has been up (a proof is no view of uptime).
+    pass, or none failed yet). `outdated`: this member refuses the node's newer proofs as
+    outdated (a fork's `min_sn_version`): silent, it is decommissioned `outdated_software`, and
+    never deregistered within the fork's upgrade grace.
     """
     if not sn.funded:
         return None
@@ -54,11 +58,14 @@ def judge(
         failure = _failure(sn, last_proof, now, params, participation, unreachable_for)
         if failure is None:
             return None
+        if outdated and failure is Reason.MISSED_UPTIME_PROOFS and params.rules_at(height).proof_version >= 2:
+            failure = Reason.OUTDATED_SOFTWARE
         if credit_at(sn, height, params) < params.credit_min:
-            return Verdict(StateChangeKind.DEREGISTER, failure)
+            return None if _spared(failure, height, params) else Verdict(StateChangeKind.DEREGISTER, failure)
         return Verdict(StateChangeKind.DECOMMISSION, failure)
     if credit_at(sn, height, params) == 0:
-        return Verdict(StateChangeKind.DEREGISTER, Reason(sn.last_decommission_reason) or Reason.MISSED_UPTIME_PROOFS)
+        last = Reason(sn.last_decommission_reason) or Reason.MISSED_UPTIME_PROOFS
+        return None if _spared(last, height, params) else Verdict(StateChangeKind.DEREGISTER, last)
     if (sn.last_decommission_reason == Reason.MISSED_BLOCK_PRODUCTION
             and height - sn.last_state_change_height < params.participation_cooldown):
         return None
@@ -67,6 +74,11 @@ def judge(
             return Verdict(StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF)
         return Verdict(StateChangeKind.RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED)
     return None
+
+
+def _spared(reason: Reason, height: int, params: NetworkParams) -> bool:
+    """An outdated node is not deregistered within the upgrade grace after a fork."""
+    return reason is Reason.OUTDATED_SOFTWARE and params.in_upgrade_grace(height)
 
 
 def _failure(

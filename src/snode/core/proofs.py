@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import re
 from enum import IntEnum
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import msgspec
 
@@ -14,7 +15,7 @@ from snode.core.encoding import domain_hash, encode
 from snode.core.errors import SnodeError
 from snode.core.sigchecks import SigCheck
 from snode.core.types import PubKey, Signature, Timestamp
-from snode.params import NetworkParams
+from snode.params import ForkRules, NetworkParams
 
 Port = Annotated[int, msgspec.Meta(ge=1, le=65_535)]
 
@@ -33,6 +34,9 @@ class ProofRefusal(IntEnum):
     IP_NOT_THE_CONNECTION = 7
     """The declared IP is not the address the receiver sees the signer connect from."""
     SIGNATURE = 8
+    OUTDATED = 9
+    """From a fork whose proofs carry a structured version (`ForkRules.proof_version` 2): the
+    proof's snoded is below the fork's `min_sn_version`, or it says no version (an older one)."""
 
 
 class InvalidProof(SnodeError):
@@ -50,7 +54,8 @@ class BadProofSignature(InvalidProof):
         super().__init__(reason, ProofRefusal.SIGNATURE)
 
 
-def refusal_words(code: ProofRefusal, *, declared_ip: str, params: NetworkParams, seen_ip: bytes = b"") -> str:
+def refusal_words(code: ProofRefusal, *, declared_ip: str, params: NetworkParams, seen_ip: bytes = b"",
+                  upgrade_to: str = "a newer snoded") -> str:
     """A peer's refusal of this node's own proof, in our words, for the operator; `seen_ip` (a
     packed address) is where the peer sees this node connect from, if it said."""
     seen = f" ({ipaddress.ip_address(seen_ip)})" if len(seen_ip) in (4, 16) else ""
@@ -65,7 +70,60 @@ def refusal_words(code: ProofRefusal, *, declared_ip: str, params: NetworkParams
         ProofRefusal.IP_NOT_THE_CONNECTION: (f"declared IP {declared_ip} is not the address peers see "
                                              f"this node connect from{seen}: check --service-node-public-ip"),
         ProofRefusal.SIGNATURE: "the proof's signature does not verify",
+        ProofRefusal.OUTDATED: f"peers refuse this snoded's proofs as outdated: upgrade snoded to {upgrade_to}",
     }[code]
+
+
+Semver = tuple[int, int, int]
+
+_PROOF_VERSION = re.compile(r"(\d{1,5})\.(\d{1,5})\.(\d{1,5}) ([a-z][a-z0-9]{0,7})@(\d{1,10})")
+_SEMVER = re.compile(r"(\d{1,5})\.(\d{1,5})\.(\d{1,5})")
+
+
+class ProofVersion(NamedTuple):
+    """What a proof's `version` says from a fork of `proof_version` 2: `MAJOR.MINOR.PATCH NAME@HEIGHT`,
+    the sender's snoded and the newest fork its schedule knows (at FAR_AHEAD: known, not scheduled)."""
+
+    snoded: Semver
+    fork: str
+    fork_height: int
+
+    def text(self) -> str:
+        return f"{'.'.join(map(str, self.snoded))} {self.fork}@{self.fork_height}"
+
+
+def parse_proof_version(text: str) -> ProofVersion | None:
+    """A proof's structured version, None when `text` is not one (a free-text, v1 version)."""
+    match = _PROOF_VERSION.fullmatch(text)
+    if match is None:
+        return None
+    major, minor, patch, fork, height = match.groups()
+    return ProofVersion((int(major), int(minor), int(patch)), fork, int(height))
+
+
+def parse_semver(text: str) -> Semver | None:
+    """The MAJOR.MINOR.PATCH a version starts with (a v1 proof's free text, `0.2.0`), if any."""
+    match = _SEMVER.match(text)
+    return None if match is None else (int(match[1]), int(match[2]), int(match[3]))
+
+
+def semver_text(version: Semver) -> str:
+    return ".".join(map(str, version))
+
+
+def check_proof_version(proof: UptimeProof, rules: ForkRules) -> None:
+    """From a fork of `proof_version` 2 (`rules`, the fork of the receiver's next block): the
+    proof must say its snoded, at least the fork's `min_sn_version`; InvalidProof (OUTDATED)."""
+    if rules.proof_version < 2:
+        return
+    parsed = parse_proof_version(proof.version)
+    minimum = semver_text(rules.min_sn_version)
+    if parsed is None:
+        raise InvalidProof(f"proof of {proof.pubkey.hex()[:16]} says no snoded version, which fork {rules.name}'s "
+                           f"proofs carry (an older snoded; {minimum} or later needed)", ProofRefusal.OUTDATED)
+    if parsed.snoded < rules.min_sn_version:
+        raise InvalidProof(f"proof of {proof.pubkey.hex()[:16]} is from snoded {semver_text(parsed.snoded)}, below "
+                           f"the {minimum} fork {rules.name} needs", ProofRefusal.OUTDATED)
 
 
 class UptimeProof(msgspec.Struct, frozen=True, array_like=True):

@@ -46,6 +46,9 @@ class Reason(enum.IntEnum):
     UNREACHABLE = 5
     """Quorum members could not complete a CurveZMQ handshake at the address and quorumnet port
     its uptime proofs declare, for longer than the decommission proof age."""
+    OUTDATED_SOFTWARE = 6
+    """Its proofs are refused as outdated (below the fork's `min_sn_version`, issue #34 item 5):
+    from a fork of `proof_version` 2 only; never deregistered within `upgrade_grace_blocks`."""
     EQUIVOCATION = 7
     """Signed two blocks for one round, or two checkpoint votes for one height: deregistered
     whatever its credit, the proof carried in the state change (fork v2, `core.equivocation`)."""
@@ -268,6 +271,8 @@ def apply_state_change(
         raise InvalidStateChange(f"unknown state change kind {kind} or reason {reason}") from None
     if not sn.funded:
         raise InvalidStateChange("service node is not funded yet")
+    if why is Reason.OUTDATED_SOFTWARE and params.rules_at(height).proof_version < 2:
+        raise InvalidStateChange(f"reason outdated_software is not one of fork {params.rules_at(height).name}")
     match verdict:
         case StateChangeKind.ACTIVATE:
             return _activate(sn, why, height, params)
@@ -328,6 +333,9 @@ def _check_deregistration(sn: ServiceNode, reason: Reason, height: int, params: 
     whose credit has run out."""
     if reason in (Reason.NONE, Reason.FIRST_UPTIME_PROOF, Reason.UPTIME_PROOFS_RESUMED):
         raise InvalidStateChange(f"a deregistration needs a failure as its reason, not {reason.label or 'none'}")
+    if Reason.OUTDATED_SOFTWARE in (reason, sn.last_decommission_reason) and params.in_upgrade_grace(height):
+        raise InvalidStateChange(f"a node with outdated software is not deregistered within "
+                                 f"{params.upgrade_grace_blocks} blocks of a fork: its operator has that long")
     if reason is Reason.EQUIVOCATION:
         return  # not downtime, which credit covers: a key that signs twice is out at once
     credit = credit_at(sn, height, params)

@@ -384,14 +384,17 @@ class PeerManager:
 
     def _fork_status(self) -> P.ForkStatus:
         node = self.node
-        mine = fork_id(node.consensus.genesis_hash, node.params.forks, node.height)
+        mine = fork_id(node.consensus.genesis_hash, node.upgrade.schedule(), node.height)
         return P.ForkStatus(fork_hash=mine.hash, next_fork=mine.next)
 
     def _check_fork(self, peer: Peer, status: P.ForkStatus) -> None:
         """EIP-2124: a peer on another branch is dropped with one line, not banned (it is not
         misbehaving: one of the two nodes missed an upgrade)."""
         node = self.node
-        refusal = compatibility(node.consensus.genesis_hash, node.params.forks, node.height,
+        if status.next_fork and peer.hello is not None:  # a fork this schedule may lack (`node.upgrade`)
+            node.upgrade.learn_announcement(status.next_fork, node.height, agent=peer.hello.agent,
+                                            address=peer.key)
+        refusal = compatibility(node.consensus.genesis_hash, node.upgrade.schedule(), node.height,
                                 ForkId(status.fork_hash, status.next_fork))
         if refusal is not None:
             log.warning("dropping peer %s: %s", peer.name, refusal, extra=limited(peer))

@@ -34,6 +34,7 @@ from snode.core.crypto import verify
 from snode.core.types import Signature
 from snode.core.encoding import decode, encode
 from snode.core.errors import BadSignature, BlockFromFuture, DecodeError, SnodeError
+from snode.node.upgrade import CannotValidateYet
 from snode.core.transactions import Transaction, txid
 from snode.core.transition import check_block_stateless
 from snode.net import limits as L
@@ -142,6 +143,10 @@ class Relay:
         except StoreError as err:  # our disk, not the peer's block (a damaged database stops the daemon)
             log.error("could not store block %d from %s: %s", h.height, peer.name, err.reason)
             return
+        except CannotValidateYet:
+            # A block of a fork this node does not know: kept (`node.upgrade`), never the sender's fault.
+            peer.height = max(peer.height, h.height)
+            return
         except SnodeError as err:
             parked = self._accepting.pop(this, {})
             parked.pop(peer.key, None)
@@ -219,9 +224,34 @@ class Relay:
                 await self.writer.accept_block(child)
             except NotOnTip:
                 continue
+            except CannotValidateYet:
+                return  # kept by the node for a snoded that knows its fork
             except SnodeError as err:
                 log.info("dropped a waiting block %d: %s", child.header.height, err)
                 return
+
+    async def resume_pending(self) -> None:
+        """At start: the blocks an earlier run kept as "cannot validate yet" (`node.upgrade`),
+        tried on the tip again in height order (this run may know their fork); those it still
+        cannot validate stay kept. Sync then goes on from them."""
+        node = self.node
+        kept = node.upgrade.pending()
+        if not kept:
+            return
+        log.info("trying the %d blocks kept for a fork an earlier run did not know", len(kept))
+        for height, data in kept:
+            if height != node.height + 1:
+                continue
+            try:
+                block = decode(data, Block)
+                await self.writer.accept_block(block)
+            except (NotOnTip, DecodeError):
+                continue
+            except CannotValidateYet:
+                return
+            except SnodeError as err:
+                log.info("a block kept for an unknown fork, %d, is not valid here: %s", height, err.reason)
+        await self.apply_orphans()
 
     async def _on_new_transaction(self, peer: Peer, message: P.NewTransaction) -> None:
         try:

@@ -25,17 +25,19 @@ from snode.common.clock import Clock, SystemClock
 from snode.common.events import EventHub
 from snode.common.text import STATUS_LINE_LIMIT, printable
 from snode.core import mempool as mp
-from snode.core.blocks import Block, Checkpoint
+from snode.core.blocks import Block, Checkpoint, block_hash
 from snode.core.chain import locator_heights
 from snode.core.crypto import SigningKey
+from snode.core.encoding import encode
 from snode.core.errors import InvalidBlock, SnodeError
 from snode.core.genesis import Consensus
 from snode.core.production import build_block
-from snode.core.proofs import UptimeProof
+from snode.core.proofs import InvalidProof, ProofRefusal, UptimeProof, parse_proof_version, semver_text
 from snode.core.service_nodes import status_words
 from snode.core.pulse import Mode, production_mode
 from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
 from snode.core.transactions import Transaction, txid
+from snode.core.transition import check_block_stateless
 from snode.core.units import format_age
 from snode.node.batches import (
     Reorganization, StagedBatch, StaleBatch, StoredBatch, check_trusted, collector_paused, reorganization, stage,
@@ -48,6 +50,7 @@ from snode.node.own_proof import Identity, OwnProof
 from snode.node import saved
 from snode.node.proofs import check_against
 from snode.node.templates import CheckedTemplates
+from snode.node.upgrade import CannotValidateYet, UpgradeWatch
 from snode.node.verifier import InlineVerifier, Verifier
 from snode.params import NetworkParams
 from snode.store import DatabaseDamaged, StoreError
@@ -69,9 +72,11 @@ class Node:
         self, *, params: NetworkParams, consensus: Consensus, store: Store,
         state: ChainState, identity: Identity | None, producer_key: SigningKey | None,
         hub: EventHub | None = None, clock: Clock | None = None, verifier: Verifier | None = None,
-        pool_limits: mp.PoolLimits | None = None,
+        pool_limits: mp.PoolLimits | None = None, upgrade: UpgradeWatch | None = None,
     ) -> None:
         self.params = params
+        self.upgrade = upgrade if upgrade is not None else UpgradeWatch(params)
+        """What this node learnt of forks it does not know, and the blocks kept for them."""
         self.consensus = consensus
         self.store = store
         """The store; other layers reach it only through the node's methods."""
@@ -107,6 +112,11 @@ class Node:
         self.revision = 0  # counts every change an RPC answer can show (`rpc.answers` keeps each until it moves)
         for verdict in (OwnProofAccepted, OwnProofRefused):  # `OwnProof`'s changes of the proof book
             self.hub.subscribe(verdict, self._revise)
+        self.sn_versions: dict[bytes, str] = {}
+        """The `version` of each service node's last accepted proof (readiness for a fork)."""
+        self.outdated: dict[bytes, int] = {}
+        """Registered nodes whose proofs this node refuses as outdated: the last such proof's time."""
+        self.own_proof.upgrade_to = self.upgrade.upgrade_to
         self._owners = OwnerIndex()
         self.templates = CheckedTemplates()  # checked by this validator, for their signed blocks
         self.assume_valid: bytes | None = None
@@ -219,6 +229,9 @@ class Node:
                 f"proof: {format_age(now - last) if last else 'never'}")
         if self.identity is not None and self.own_proof.refused_reason:
             line += f", refused: {self.own_proof.refused_reason}"
+        upgrade = self.upgrade.status_part(self.height, now)
+        if upgrade:
+            line += f", {upgrade}"
         return printable(line, STATUS_LINE_LIMIT)
 
     # --- transactions and proofs --------------------------------------------------------------
@@ -244,13 +257,40 @@ class Node:
         a batch); every other rule is checked here, against the proofs recorded so far."""
         self.check_proof(proof, now, signature=not signature_checked)
         self.proofs.record(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port))
+        self._note_version(proof)
         self.revision += 1
         self.hub.publish(ProofAccepted(proof, source, relayed))
 
     def check_proof(self, proof: UptimeProof, now: int, *, signature: bool = True) -> None:
         """Whether this node would accept a peer's `proof` now, on the tip and after the proofs
         recorded so far (`signature` False: all but its signature); InvalidProof says why not."""
-        check_against(proof, self.params, self._state, now, self.proofs.history(proof.pubkey), signature=signature)
+        try:
+            check_against(proof, self.params, self._state, now, self.proofs.history(proof.pubkey), signature=signature)
+        except InvalidProof as err:
+            if err.code is ProofRefusal.OUTDATED and proof.pubkey in self._state.service_nodes:
+                self.outdated[proof.pubkey] = max(self.outdated.get(proof.pubkey, 0), proof.timestamp)
+            raise
+
+    def _note_version(self, proof: UptimeProof) -> None:
+        """What an accepted proof says of its node's snoded (readiness, `outdated`), and of a
+        fork this node may not know (`node.upgrade`)."""
+        registry = self._state.service_nodes
+        if len(self.sn_versions) > len(registry) + 256:  # bounded by the registry: the gone ones go
+            self.sn_versions = {k: v for k, v in self.sn_versions.items() if k in registry}
+            self.outdated = {k: v for k, v in self.outdated.items() if k in registry}
+        self.sn_versions[proof.pubkey] = proof.version
+        self.outdated.pop(proof.pubkey, None)
+        parsed = parse_proof_version(proof.version)
+        if parsed is not None and self.upgrade.is_news(parsed.fork_height, self.height):
+            active = sum(1 for sn in self._state.service_nodes.values() if sn.active)
+            self.upgrade.learn_from_proof(parsed.fork, parsed.fork_height, self.height,
+                                          version=semver_text(parsed.snoded), source=proof.pubkey.hex()[:16],
+                                          needed=active // 3)
+
+    def is_outdated(self, pubkey: bytes) -> bool:
+        """Whether this node refuses `pubkey`'s proofs as outdated, newer than its last accepted
+        one (`core.obligations.judge`: decommissioned `outdated_software`)."""
+        return self.outdated.get(pubkey, 0) > self.proofs.last_accepted(pubkey)
 
     def note_sync_target(self, best_peer_height: int) -> None:
         """The best height a peer has proven (the sync service's call); the target is 0 once
@@ -284,11 +324,39 @@ class Node:
         """
         check_trusted(blocks, self.trusted_checkpoint)
         base = after.state if after is not None else self._state
+        blocks = self._validatable(blocks, base)
         template = self.templates.of(blocks) if after is None and extending is None else None
         batch = stage(base, blocks, self.consensus, self.verifier, now, after=after, extending=extending,
                       template=template, assume_valid=self.assume_valid)
         self.templates.taken(batch.reused - (extending.reused if extending is not None else 0))
         return batch
+
+    def _validatable(self, blocks: list[Block], base: ChainState) -> list[Block]:
+        """The first of `blocks` this node may validate; those of a fork it does not know are
+        kept as "cannot validate yet" (`node.upgrade`), and CannotValidateYet is raised when
+        none is left."""
+        fine, kept = self.upgrade.sort(blocks, base.height, lambda block: self._could_produce(block, base))
+        if kept:
+            added = self.upgrade.park([(b.header.height, block_hash(b.header), encode(b)) for b in kept])
+            reason = self.upgrade.refusal(kept[0].header.height)
+            if added:
+                self.revision += 1
+                log.warning("%s (%d blocks kept)", reason, len(self.upgrade.pending()))
+            if not fine:
+                raise CannotValidateYet(reason)
+        return fine
+
+    def _could_produce(self, block: Block, base: ChainState) -> bool:
+        """Whether `block` is signed by a key that may make blocks (an authority, a registered
+        service node), its signature and transaction root checked."""
+        producer = block.header.producer
+        if producer not in self.consensus.authorities and producer not in base.service_nodes:
+            return False
+        try:
+            check_block_stateless(block, self.consensus)
+        except SnodeError:
+            return False
+        return True
 
     def store_batch(self, batch: StagedBatch, *, defer_state: bool = False) -> StoredBatch:
         """Step 2: make a staged batch durable once its signatures check out: its rows are
@@ -390,6 +458,8 @@ class Node:
         """A validator's check of a round leader's block: every rule of a next block but the
         validators' signatures it cannot carry yet; SnodeError says what is wrong. The result is
         kept for the signed block, not applied again if it comes on this tip (`node.templates`)."""
+        if self.upgrade.stops_at(block.header.height):
+            raise CannotValidateYet(self.upgrade.refusal(block.header.height))
         self.templates.check(self._state, block, self.consensus, self.verifier, now)
 
     def produce_block(self, now: int) -> Block:
@@ -408,6 +478,7 @@ class Node:
         self.participation.keep_active(state, [k for u in undos for k, _ in u.service_nodes] if undos else None)
         activation = self.params.rules_at(state.height + 1) != self.params.rules_at(self._state.height + 1)
         self._state = state
+        self.upgrade.forget_pending(state.height)
         if not mined:
             mined = [txid(tx) for block in blocks for tx in block.transactions]
         self._pool_after(blocks, undos, mined, now)

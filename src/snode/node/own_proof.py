@@ -25,7 +25,9 @@ from snode import __version__
 from snode.common.events import EventHub
 from snode.core.crypto import SigningKey
 from snode.core.obligations import quorum_signers
-from snode.core.proofs import ProofRefusal, UptimeProof, make_proof, refusal_words
+from snode.core.proofs import (
+    ProofRefusal, ProofVersion, Semver, UptimeProof, make_proof, parse_semver, refusal_words, semver_text,
+)
 from snode.core.state import ChainState
 from snode.node.events import OwnProofAccepted, OwnProofRefused, ProofAccepted
 from snode.node.proofs import ProofBook, check_against
@@ -76,6 +78,12 @@ class OwnProof:
         the refusal."""
         self.accepted_by = ""
         """The peer that acknowledged our last accepted proof."""
+        self.advertised: Semver | None = None
+        """The snoded version this node's proofs say instead of its own: devnet and regtest
+        tests only (`--test-sn-version`), to play an outdated node."""
+        self.upgrade_to: Callable[[], str] = lambda: "a newer snoded"
+        """What an `outdated` refusal tells the operator to install (`Node` sets it from
+        `node.upgrade`)."""
 
     def make(self, timestamp: int) -> UptimeProof:
         """A fresh uptime proof signed with this daemon's service-node key."""
@@ -83,8 +91,18 @@ class OwnProof:
         assert ident is not None
         return make_proof(
             ident.key, self._params, timestamp=timestamp, public_ip=ident.public_ip,
-            p2p_port=ident.p2p_port, quorumnet_port=ident.quorumnet_port, version=__version__,
+            p2p_port=ident.p2p_port, quorumnet_port=ident.quorumnet_port, version=self.version_text(),
         )
+
+    def version_text(self) -> str:
+        """What this node's proofs say in `version`: free text (its snoded's version, as ever)
+        on a fork of `proof_version` 1; from one of 2 (the fork of the next block), its snoded
+        and the newest fork its schedule knows (`core.proofs.ProofVersion`)."""
+        snoded = self.advertised or parse_semver(__version__) or (0, 0, 0)
+        if self._params.rules_at(self._tip().height + 1).proof_version < 2:
+            return semver_text(snoded) if self.advertised else __version__
+        newest = self._params.forks[-1]
+        return ProofVersion(snoded, newest.rules.name, newest.height).text()
 
     def send(self, now: int, *, alone: bool = False) -> UptimeProof:
         """Sign a proof newer than the last one sent and hand it to the network (P2P sends it to
@@ -93,7 +111,7 @@ class OwnProof:
         last, _ = self.sent
         proof = self.make(max(now, last + 1))
         tip = self._tip()
-        check_against(proof, self._params, tip, now, self.sent)
+        check_against(proof, self._params, tip, now, self.sent, version=False)
         self.sent = (proof.timestamp, last)
         self._sent[proof.timestamp] = proof
         for old in sorted(self._sent)[:-KEEP_SENT]:
@@ -133,7 +151,8 @@ class OwnProof:
         ident = self._identity
         if ident is None or timestamp <= self._book.last_accepted(ident.key.public):
             return  # the network took this proof or a later one: a refusal of it says nothing now
-        words = refusal_words(code, declared_ip=ident.public_ip, params=self._params, seen_ip=seen_ip)
+        words = refusal_words(code, declared_ip=ident.public_ip, params=self._params, seen_ip=seen_ip,
+                              upgrade_to=self.upgrade_to())
         self.refusal = f"uptime proof rejected by {by}: {words}"
         self.refused_reason = words
         self.refused_sent = timestamp

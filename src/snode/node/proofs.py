@@ -16,7 +16,7 @@ from collections.abc import Container
 import msgspec
 
 from snode.common import decode_reasons
-from snode.core.proofs import UptimeProof, check_proof, check_proof_rules
+from snode.core.proofs import UptimeProof, check_proof, check_proof_rules, check_proof_version
 from snode.core.state import ChainState
 from snode.params import PROOF_CLOCK_TOLERANCE, NetworkParams
 
@@ -42,7 +42,7 @@ _decoder = msgspec.msgpack.Decoder(list[_Saved])
 
 def check_against(
     proof: UptimeProof, params: NetworkParams, state: ChainState, now: int, history: tuple[int, int], *,
-    signature: bool = True,
+    signature: bool = True, version: bool = True,
 ) -> None:
     """`core.proofs.check_proof` of `proof` on the chain at `state` (its key registered there),
     after `history`: the (last, previous) proofs of its key it must be newer than and rate-limited
@@ -51,6 +51,8 @@ def check_against(
     check = check_proof if signature else check_proof_rules
     check(proof, params, registered=proof.pubkey in state.service_nodes, now=now,
           last_accepted=history[0], previous_accepted=history[1])
+    if version:  # False for this node's own proof: the network says whether its snoded is outdated
+        check_proof_version(proof, params.rules_at(state.height + 1))
 
 
 class ProofBook:

@@ -20,13 +20,14 @@ import msgspec
 
 from snode import __version__
 from snode.api.records import service_node_state
-from snode.api.types import InfoResult, ServiceNodesResult, ServiceNodeState
+from snode.api.types import InfoResult, NextFork, ServiceNodesResult, ServiceNodeState, UpgradeRequired
 from snode.core import service_nodes as sn_rules
 from snode.core.credit import credit_at
 from snode.core.participation import Participation
 from snode.core.state import ServiceNode
 from snode.core.state_root import tip_root
 from snode.node.node import Node
+from snode.node.readiness import next_fork
 
 _json = msgspec.json.Encoder()
 
@@ -72,6 +73,8 @@ class Answers:
             immutable_height=node.immutable_height,
             block_production=node.production_mode.value,
             state_root=tip_root(node.params.network_id, node.state),
+            upgrade_required=upgrade_required(node, now),
+            next_fork=_next_fork(node),
         )
 
     def service_nodes(self) -> msgspec.Raw:
@@ -100,3 +103,15 @@ class Answers:
         return service_node_state(sn, node.height, node.params,
                                   last_uptime_proof=node.proofs.last_accepted(sn.pubkey),
                                   participation=node.participation.of(sn.pubkey))
+
+
+def upgrade_required(node: Node, now: int) -> UpgradeRequired | None:
+    """`get_info`'s `upgrade_required` (`node.upgrade.required`)."""
+    info = node.upgrade.required(node.height, now)
+    return None if info is None else UpgradeRequired(**info)
+
+
+def _next_fork(node: Node) -> NextFork | None:
+    """`get_info`'s `next_fork` (`node.readiness.next_fork`)."""
+    info = next_fork(node)
+    return None if info is None else NextFork(**info)

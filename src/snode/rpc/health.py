@@ -27,6 +27,10 @@ def unmet_conditions(node: Node, now: int, *, peer_count: int, shortage: str | N
                      "--add-priority-node and that the P2P port reaches other daemons")
     if node.target_height:
         unmet.append(f"syncing: height {node.height} of {node.target_height}")
+    upgrade = node.upgrade.required(node.height, now)
+    if upgrade is not None and upgrade["stopped"]:
+        unmet.append(f"upgrade required: fork {upgrade['fork']} starts at height {upgrade['height']}, which "
+                     f"this snoded does not know; it stopped at {node.height}: {upgrade['action']}")
     ident = node.identity
     if ident is not None:
         record = node.state.service_nodes.get(ident.key.public)

@@ -28,6 +28,7 @@ from snode import __version__
 from snode.core.credit import credit_at
 from snode.core.service_nodes import Status, is_payable, status
 from snode.node.node import Node
+from snode.node.readiness import next_fork
 from snode.rpc.counters import BUCKETS, EventCounters
 
 COUNTED = {
@@ -76,7 +77,33 @@ class NodeCollector(Collector):
             sns.add_metric([s.value], n)
         yield sns
         yield from self._own()
+        yield from self._upgrade()
         yield self._latency()
+
+    def _upgrade(self) -> Iterator[Metric]:
+        """A fork this node does not know (`node.upgrade`): 1 and its height, blocks left, kept blocks."""
+        node = self.node
+        info = node.upgrade.required(node.height, node.now())
+        family = GaugeMetricFamily("snode_upgrade_required",
+                                   "1 when this node learnt of a fork it does not know (label: the fork)",
+                                   labels=["fork"])
+        family.add_metric([info["fork"] if info else ""], 1 if info else 0)
+        yield family
+        yield _gauge("snode_upgrade_fork_height", "Height of the fork this node does not know (0: none)",
+                     info["height"] if info else 0)
+        yield _gauge("snode_upgrade_blocks_left", "Blocks until this node stops for that fork (0: stopped or none)",
+                     info["blocks_left"] if info else 0)
+        yield _gauge("snode_upgrade_stopped", "1 when this node stopped at a fork it does not know",
+                     1 if info and info["stopped"] else 0)
+        yield _gauge("snode_upgrade_pending_blocks", "Blocks kept as cannot-validate-yet for that fork",
+                     info["pending_blocks"] if info else 0)
+        fork = next_fork(node)
+        yield _gauge("snode_next_fork_height", "Height of the next fork this node's schedule has (0: none)",
+                     fork["height"] if fork else 0)
+        yield _gauge("snode_next_fork_ready_sns", "Active service nodes whose proofs say they know the next fork",
+                     fork["ready_sns"] if fork else 0)
+        yield _gauge("snode_next_fork_active_sns", "Active service nodes, of which ready_sns are ready",
+                     fork["active_sns"] if fork else 0)
 
     def _own(self) -> Iterator[Metric]:
         """This service node's own values; none when the daemon runs without --service-node."""

@@ -21,6 +21,7 @@ from snode.core.credit import credit_at
 from snode.core.service_nodes import status_words
 from snode.core.units import format_age, format_coins, format_percent
 from snode.node.node import Node
+from snode.node.readiness import next_fork
 from snode.node.writer import ChainWriter
 from snode.rpc.methods import block_result
 from snode.rpc.web_node import HistoryCache, node_page
@@ -99,7 +100,20 @@ def _chain_card(node: Node, peer_count: int) -> str:
         ("block production", escape(node.production_mode.value)),
         ("immutable height", str(node.immutable_height)),
         ("peers", str(peer_count)),
+        *_fork_rows(node),
     ], "chain")
+
+
+def _fork_rows(node: Node) -> list[tuple[str, str]]:
+    """The next fork and its readiness; a fork this node does not know (`node.upgrade`)."""
+    rows = []
+    fork = next_fork(node)
+    if fork is not None:
+        rows.append(("next fork", escape(fork["summary"])))
+    part = node.upgrade.status_part(node.height, node.now())
+    if part:
+        rows.append(("upgrade", f"<strong>{escape(part)}</strong>"))
+    return rows
 
 
 def _node_card(node: Node, now: int) -> str:

@@ -6,7 +6,8 @@ changed: registered, funded, active, payable, decommissioned, recommissioned, un
 `proof_accepted` / `proof_refused` (the network's word on this node's own proofs), `reward`
 (a block's coinbase paid this node; `amount` is what the operator's wallet received from that
 coinbase, its fee and share and the block's fees when the operator made it), `sync_started` /
-`sync_finished`, `peer_banned`.
+`sync_finished`, `peer_banned`, `upgrade_required` (a fork this node does not know: `node.upgrade`;
+at once, then daily, then hourly in its last day).
 
 Each event gets a number, higher than any before it, also across restarts of the daemon (the
 first is the start's wall-clock time in microseconds): a web client that reconnects with the last
@@ -44,8 +45,11 @@ MAX_QUEUED: Final = 256
 RECENT: Final = 512
 """Events kept for clients that reconnect (Last-Event-ID); about 30 blocks' worth on a busy node."""
 
-OWN_EVENTS: Final = frozenset({"state", "proof_refused", "reward"})
+OWN_EVENTS: Final = frozenset({"state", "proof_refused", "reward", "upgrade_required"})
 """The events about this service node that the notify command runs for."""
+
+UPGRADE_LOOK: Final = 5.0
+"""Seconds between two looks at whether an `upgrade_required` event is due."""
 
 Event = dict[str, Any]
 Numbered = tuple[int, Event]
@@ -115,6 +119,16 @@ class EventFeed:
     def listen(self, listener: Callable[[Event], None]) -> None:
         """Call `listener` with every event about this service node (OWN_EVENTS)."""
         self._listeners.append(listener)
+
+    async def watch_upgrade(self) -> None:
+        """`upgrade_required` (this node learnt of a fork it does not know: `node.upgrade`) at
+        once, then daily, then hourly in the fork's last day; looked at every UPGRADE_LOOK seconds."""
+        node = self.node
+        while True:
+            event = node.upgrade.notice_due(node.height, node.now())
+            if event is not None:
+                self._emit(event)
+            await asyncio.sleep(UPGRADE_LOOK)
 
     def _emit(self, event: Event) -> None:
         event.setdefault("time", self.node.now())

@@ -2,10 +2,11 @@
 `-blocknotify` does for blocks.
 
 The command line is split once, like a shell would split it, and run without a shell. The event
-goes in environment variables: SNODE_EVENT (`state`, `proof_refused`, `reward`), SNODE_STATE
-(for `state`: `decommissioned`, `left`, ...), SNODE_REASON, SNODE_HEIGHT, SNODE_PUBKEY and
-SNODE_AMOUNT (for `reward`: the atomic units the operator's wallet received), each one line of
-printable text (`common.text.printable`: an operator's script may echo them). At
+goes in environment variables: SNODE_EVENT (`state`, `proof_refused`, `reward`,
+`upgrade_required`), SNODE_STATE (for `state`: `decommissioned`, `left`, ...; for
+`upgrade_required`: the fork this node does not know, its height in SNODE_HEIGHT), SNODE_REASON,
+SNODE_HEIGHT, SNODE_PUBKEY and SNODE_AMOUNT (for `reward`: the atomic units the operator's wallet
+received), each one line of printable text (`common.text.printable`: an operator's script may echo them). At
 most one runs at a time (later events wait, at most MAX_WAITING of them); one that runs longer
 than TIMEOUT seconds is killed by its pid; a failure is logged and never stops the daemon.
 """

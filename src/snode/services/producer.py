@@ -104,6 +104,8 @@ class BlockProducer:
     def _next_due(self, state: ChainState) -> float | None:
         """When this daemon has something to do next, or None while it has nothing."""
         params = self.node.params
+        if self.node.upgrade.stops_at(state.height + 1):
+            return None  # a fork this snoded does not know starts there: it makes no block (`node.upgrade`)
         authority = self.node.producer_key is not None and params.target_block_time > 0
         if self._mode is Mode.AUTHORITY:
             return state.timestamp + params.target_block_time if authority else None
@@ -117,7 +119,7 @@ class BlockProducer:
     async def _act(self, state: ChainState) -> None:
         """The time has come: the authority's block, or the round machine's tick."""
         node = self.node
-        if state is not node.state:
+        if state is not node.state or node.upgrade.stops_at(state.height + 1):
             return
         now = node.clock.time()
         if node.producer_key is not None and node.params.target_block_time > 0 and (

@@ -301,7 +301,7 @@ class ServiceNodeDuties:
                             params=node.params, may_decommission=warm,
                             participation=node.participation.of(sn.pubkey), height=height + 1,
                             unreachable_for=tests.unreachable_for(sn.pubkey, now) if tests else 0,
-                            equivocated=sn.pubkey in proven)
+                            equivocated=sn.pubkey in proven, outdated=node.is_outdated(sn.pubkey))
             if verdict is None:
                 continue
             message = state_change_hash(node.params.network_id, sn.pubkey, verdict.kind, verdict.reason, height)

@@ -37,6 +37,7 @@ from snode.net.protocol import ProtocolViolation
 from snode.net.relay import Relay, decode_block
 from snode.node.batches import StagedBatch, StaleBatch
 from snode.node.events import BlocksAdopted
+from snode.node.upgrade import CannotValidateYet
 from snode.node.writer import ChainWriter
 from snode.params import MAX_BLOCK_BYTES
 from snode.store.errors import StoreError
@@ -215,6 +216,10 @@ class Syncer:
             _believe_no_more(best, self.node.height)
         except ProtocolViolation as err:
             self.peers.misbehaving(best, SCORE_PROTOCOL, str(err))
+        except CannotValidateYet as err:
+            # A fork this node does not know: it stops here; the peer did nothing wrong.
+            log.info("sync from %s stops at %d: %s", best.name, self.node.height, err.reason, extra=limited(best))
+            _believe_no_more(best, self.node.height)
         except StaleBatch as err:
             log.debug("sync from %s: %s; asking again from the new tip", best.name, err)
         except StoreError as err:  # our disk, not the peer (a damaged database stops the daemon)

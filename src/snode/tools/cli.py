@@ -156,6 +156,11 @@ def status(ctx: click.Context) -> None:
                       f"mempool {counted(pool, 'transaction')}, {counted(info.peer_count, 'peer')}"))
     if info.last_uptime_proof_rejection:
         click.echo(_shown(f"last uptime proof rejection: {info.last_uptime_proof_rejection}"))
+    if info.next_fork is not None:
+        click.echo(_shown(info.next_fork.summary))
+    if info.upgrade_required is not None:
+        click.echo(_shown(f"UPGRADE REQUIRED: fork {info.upgrade_required.fork} at height "
+                          f"{info.upgrade_required.height}: {info.upgrade_required.action}"))
 
 
 @cli.command()
