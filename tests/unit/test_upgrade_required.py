@@ -4,6 +4,8 @@ survives a restart, and what it tells the operator."""
 
 from __future__ import annotations
 
+import logging
+
 import msgspec
 import pytest
 
@@ -12,12 +14,16 @@ from snode.core.crypto import SigningKey, hash32
 from snode.core.encoding import encode
 from snode.core.errors import InvalidBlock
 from snode.devchain import key_from_label
+from snode.net.protocol import ProtocolViolation
+from snode.net.relay import decode_block, peek_block
 from snode.node.node import Node
 from snode.node.upgrade import MAX_PENDING_BLOCKS, CannotValidateYet, UpgradeWatch
 from snode.node.verifier import InlineVerifier
 from snode.params import REGTEST, TESTNET, V2, Fork
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import FUNDS, PEOPLE, LabChain
+
+log = logging.getLogger(__name__)
 
 H = 6
 """The height of v2 on the upgraded chain."""
@@ -156,3 +162,18 @@ def test_notices_come_daily_then_hourly_in_the_last_day():
     assert watch.notice_due(late, 1_000 + 86_400 + 3_600) is not None
     info = watch.required(late, 0)
     assert info is not None and (info["blocks_left"], info["eta_seconds"]) == (99, 99 * 120)
+
+
+def test_a_peers_block_of_a_version_never_heard_of_is_not_its_fault():
+    log.info("bytes of a later fork's block: cannot validate yet, not a ProtocolViolation (no ban)")
+    _, old = _chains()
+    old.mine(H - 1)
+    following = old.block_with([])
+    future = encode(_resigned(following, old.authority))
+    for read in (decode_block, peek_block):
+        with pytest.raises(CannotValidateYet, match="a block of version 9, which this snoded does not know"):
+            read(future)
+        with pytest.raises(ProtocolViolation, match="does not decode"):
+            read(future[:-5])
+        with pytest.raises(ProtocolViolation, match="does not decode"):
+            read(encode([[1], 2]))

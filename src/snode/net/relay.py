@@ -25,11 +25,11 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from typing import Final
+from typing import Final, NoReturn
 
 import msgspec
 
-from snode.core.blocks import Block, BlockHeader, Checkpoint, Header, block_hash, producer_message
+from snode.core.blocks import HEADER_CLASSES, Block, BlockHeader, Checkpoint, Header, block_hash, producer_message
 from snode.core.crypto import verify
 from snode.core.types import Signature
 from snode.core.encoding import decode, encode
@@ -104,7 +104,11 @@ class Relay:
 
     async def _on_new_block(self, peer: Peer, message: P.NewBlock) -> None:
         node = self.node
-        head = peek_block(message.block)
+        try:
+            head = peek_block(message.block)
+        except CannotValidateYet as err:  # a later fork's block: not the sender's fault
+            log.debug("block from %s not read: %s", peer.name, err.reason)
+            return
         h = head.header
         this = block_hash(h)
         peer.known_blocks.append(this)  # not sent back to it when we adopt it
@@ -450,7 +454,7 @@ def peek_block(raw: bytes) -> BlockHead:
     try:
         return _peek.decode(raw)
     except msgspec.MsgspecError as err:
-        raise ProtocolViolation(f"sent a block that does not decode: {err}") from None
+        _refuse_undecodable(raw, str(err))
 
 
 def decode_block(raw: bytes) -> Block:
@@ -460,7 +464,32 @@ def decode_block(raw: bytes) -> Block:
     try:
         return decode(raw, Block)
     except DecodeError as err:
-        raise ProtocolViolation(f"sent a block that does not decode: {err.reason}") from None
+        _refuse_undecodable(raw, err.reason)
+
+
+_items: Final = msgspec.msgpack.Decoder(list[msgspec.Raw])
+"""An array's items, each left unread."""
+
+
+def _header_version(raw: bytes) -> int:
+    """The first item of a block's header, its version; 0 if the bytes do not say."""
+    try:
+        first = _items.decode(_items.decode(raw)[0])[0]
+        return msgspec.msgpack.decode(first, type=int)
+    except (msgspec.MsgspecError, IndexError):
+        return 0
+
+
+def _refuse_undecodable(raw: bytes, reason: str) -> NoReturn:
+    """A block that does not decode is the sender's fault (ProtocolViolation), unless its header
+    names a block version above every one this snoded knows: a later fork's block, which no
+    header record here can read (`core.blocks.HEADER_CLASSES`); that is CannotValidateYet, never
+    a ban (issue #34 item 4: the node learns the fork from its peers' ForkStatus)."""
+    version = _header_version(raw)
+    if version > max(HEADER_CLASSES):
+        raise CannotValidateYet(f"a block of version {version}, which this snoded does not know: "
+                                f"a later fork's (upgrade snoded)")
+    raise ProtocolViolation(f"sent a block that does not decode: {reason}")
 
 
 def _check_size(raw: bytes) -> None:

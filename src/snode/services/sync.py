@@ -451,6 +451,8 @@ class _Run:
             pass
         except BlockFromFuture as err:
             log.warning("sync from %s paused: %s (check both clocks)", self.peer.name, err.reason)
+        except CannotValidateYet as err:  # a fork this node does not know: the peer did nothing wrong
+            log.info("sync from %s stops at %d: %s", self.peer.name, self.syncer.node.height, err.reason)
         except ProtocolViolation as err:
             self.syncer.peers.misbehaving(self.peer, SCORE_PROTOCOL, str(err))
 
