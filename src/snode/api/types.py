@@ -213,6 +213,21 @@ class RegistrationCmdResult(Result, frozen=True):
 
 # --- the node --------------------------------------------------------------------------------
 
+class Departure(Result, frozen=True):
+    """How this service node's key left the registry, as the block that removed it records it."""
+
+    height: int
+    """The block that removed it."""
+    kind: str
+    """`deregistered`, `unlock` or `pool expired`."""
+    reason: str
+    """A deregistration's quorum reason (`missed_uptime_proofs`...); empty otherwise."""
+    stakes_unlock_height: int
+    """The first block that may spend the returned stakes."""
+    stakes_locked_blocks: int
+    """Blocks until a wallet at the tip can spend them (0: it can now)."""
+
+
 class InfoResult(Result, frozen=True):
     """`get_info` (specification section 2.2, then the daemon's own fields)."""
 
@@ -244,6 +259,17 @@ class InfoResult(Result, frozen=True):
     """The highest final height (a block with two checkpoints at or above it); 0 before any."""
     block_production: str = "authority"
     """Who produces the next block: `authority` or `service_nodes`."""
+    downtime_credit: int | None = None
+    """This service node's downtime credit in blocks; null when it is not a registered service node."""
+    credit_warning: str = ""
+    """What the credit means for the next outage when it is short of what one needs (an active
+    node below the decommission minimum is deregistered by it; a decommissioned one when it runs
+    out), with the stake lock; empty otherwise. The status line shows it too."""
+    departure: Departure | None = None
+    """How this service node's key left the registry (deregistered, unlocked, pool expired);
+    null while it is registered or for a key the chain never knew."""
+    registration_pending: bool = False
+    """A registration of this service node's key waits in the mempool."""
 
 
 def sync_state(network: str, target_height: int, peer_count: int) -> str:

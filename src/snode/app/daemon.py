@@ -42,6 +42,7 @@ from snode.node.verifier import VerifierPool
 from snode.node.writer import ChainWriter, store_thread
 from snode.rpc.counters import EventCounters
 from snode.services.event_feed import EventFeed
+from snode.services.departure import find_departure
 from snode.services.notify import Notifier
 from snode.rpc.health import unmet_conditions
 from snode.rpc.scrape import metrics_page
@@ -242,7 +243,8 @@ class Daemon:
         tasks += [asyncio.create_task(wiring.producer.run(), name="block production"),
                   asyncio.create_task(wiring.duties.run_proofs(), name="uptime proofs"),
                   asyncio.create_task(keep_saving(node, wiring.writer), name="proof book saves"),
-                  asyncio.create_task(self.descriptors.run(), name="descriptor watch")]
+                  asyncio.create_task(self.descriptors.run(), name="descriptor watch"),
+                  asyncio.create_task(find_departure(node, wiring.writer), name="own key's departure")]
         if not cfg.non_interactive and stdin_is_console():
             console = Console(node, methods, self.request_stop, cfg.data_dir)
             tasks.append(asyncio.create_task(console.run(), name="console"))

@@ -15,12 +15,13 @@ after a new block or a proof only the few records that changed are encoded again
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
 from snode import __version__
 from snode.api.records import service_node_state
-from snode.api.types import InfoResult, ServiceNodesResult, ServiceNodeState
+from snode.api.types import Departure, InfoResult, ServiceNodesResult, ServiceNodeState
 from snode.core import service_nodes as sn_rules
 from snode.core.credit import credit_at
 from snode.core.participation import Participation
@@ -70,6 +71,7 @@ class Answers:
             last_uptime_proof_rejection=node.own_proof.refusal,
             immutable_height=node.immutable_height,
             block_production=node.production_mode.value,
+            **own_standing(node),
         )
 
     def service_nodes(self) -> msgspec.Raw:
@@ -98,3 +100,21 @@ class Answers:
         return service_node_state(sn, node.height, node.params,
                                   last_uptime_proof=node.proofs.last_accepted(sn.pubkey),
                                   participation=node.participation.of(sn.pubkey))
+
+
+def own_standing(node: Node) -> dict[str, Any]:
+    """`get_info`'s fields on this service node's standing (`core.standing`): its downtime
+    credit and what it means, how its key left the registry, a registration in the mempool."""
+    ident = node.identity
+    if ident is None:
+        return {}
+    sn = node.state.service_nodes.get(ident.key.public)
+    d = node.departure if sn is None else None
+    return {
+        "downtime_credit": credit_at(sn, node.height, node.params) if sn is not None else None,
+        "credit_warning": node.credit_warning(),
+        "departure": None if d is None else Departure(
+            height=d.height, kind=d.kind, reason=d.reason, stakes_unlock_height=d.stakes_unlock_height,
+            stakes_locked_blocks=max(d.stakes_unlock_height - 1 - node.height, 0)),
+        "registration_pending": sn is None and node.registration_pending(),
+    }
