@@ -84,10 +84,13 @@ def test_registration_pending_then_active_then_short_of_credit_everywhere_the_st
     assert unmet_conditions(node, chain.now, peer_count=1)["unmet"] == [
         "service node registration pending: it waits in the mempool for a block"]
     chain.mine()
-    chain.change_state(SN.public, StateChangeKind.ACTIVATE)
+    active = chain.change_state(SN.public, StateChangeKind.ACTIVATE)
     events = _events(node)
     _catch_up(node, chain)
     assert node.sn_state_word() == "Active" and node.credit_warning() == ""
+    # Item 11: serving but not paid yet is named, and does not make the node unready by itself.
+    assert unmet_conditions(node, chain.now, peer_count=1)["warnings"] == [
+        f"not payable yet: rewards from height {active + 4} (4 blocks after activation)"]
     down = chain.change_state(SN.public, StateChangeKind.DECOMMISSION)
     chain.mine(9)
     back = chain.change_state(SN.public, StateChangeKind.RECOMMISSION)  # 60 - 2 x 10 = 40 left
@@ -162,3 +165,29 @@ def test_a_departure_reads_right_for_an_unlock():
     from snode.core.standing import Departure
     assert departure_words(Departure(90, "unlock", "", 100), 95, REGTEST) == (
         "unlocked at height 90; stakes returned, spendable from height 100")
+
+
+def test_stakes_and_balance_name_the_same_height_for_a_deregistrations_locked_stake():
+    """Issue #38, item 11: `stakes` said 168 where `balance` said 167 for the same coins."""
+    from snode.wallet.logic import Output, balance_lines, balance_of
+    from snode.wallet.staking import locked_line
+
+    chain = new_chain()
+    operator = key_from_label("operator")
+    chain.register(operator, SN, REGTEST.staking_requirement)
+    chain.mine()
+    chain.change_state(SN.public, StateChangeKind.ACTIVATE)
+    chain.change_state(SN.public, StateChangeKind.DECOMMISSION)
+    chain.mine(REGTEST.credit_initial)
+    chain.state_change(SN.public, StateChangeKind.DEREGISTER, Reason.MISSED_UPTIME_PROOFS)
+    chain.mine()
+    height = chain.state.height
+    (key, stake), = [(k, u) for k, u in chain.state.utxos.items()
+                     if u.owner == operator.public and u.amount == REGTEST.staking_requirement]
+    outputs = [Output(k[:32], int.from_bytes(k[32:], "big"), u.amount, u.unlock_height)
+               for k, u in chain.state.utxos.items() if u.owner == operator.public]
+    shown = balance_lines(balance_of(outputs, height, {}, pending=0, staked=0), 0, REGTEST.unlock_confirmations)
+    at = stake.unlock_height - 1
+    assert any(f"unlocking at height {at} (in {at - height} blocks)" in line for line in shown), shown
+    assert locked_line(SN.public.hex(), stake.amount, stake.unlock_height, "missed_uptime_proofs", height).endswith(
+        f"unlocking at height {at} (in {at - height} blocks)")

@@ -37,6 +37,8 @@ def check_writable(path: Path) -> None:
     if probe.exists() and not probe.is_dir():
         raise ConfigError(f"--data-dir: {probe} exists and is not a directory")
     if not os.access(probe, os.W_OK | os.X_OK):
+        if probe != path:  # the directory to create is not the problem: the one it goes in is
+            raise ConfigError(f"--data-dir: cannot create {path}: {probe} is not writable by this user")
         raise ConfigError(f"--data-dir: {path} is not writable by this user")
 
 

@@ -222,10 +222,10 @@ def unlocking_text(unlock_height: int, when: Callable[[int], str] | None = None)
 
 
 def balance_lines(balance: Balance, nodes: int, confirmations: int) -> list[str]:
-    """The lines `balance` prints: `Balance:` and `Unlocked balance:` first (bare coin amounts,
-    as scripts read them), then what is locked and until when, pending coins, stakes, and the
-    stakes that are unlocking."""
-    lines = [f"Balance: {format_coins(balance.total)}", f"Unlocked balance: {format_coins(balance.unlocked)}"]
+    """The lines `balance` prints: `Balance:` and `Unlocked balance:` first (the amount, then its
+    unit as on every other line: a script reads the first word after the colon), then what is
+    locked and until when, pending coins, stakes, and the stakes that are unlocking."""
+    lines = [f"Balance: {coins(balance.total)}", f"Unlocked balance: {coins(balance.unlocked)}"]
     locked = locked_text(balance)
     if locked is not None:
         lines.append(f"Locked: {locked}")
