@@ -62,6 +62,8 @@ SAMPLES: dict[Any, msgspec.Struct] = {
         version="0", top_block_hash="00" * 32, genesis_hash="11" * 32, mempool_size=1,
         service_node=False, service_node_count=2, peer_count=0, last_uptime_proof_rejection="",
     ),
+    T.Departure: T.Departure(height=120, kind="deregistered", reason="missed_uptime_proofs",
+                             stakes_unlock_height=160, stakes_locked_blocks=38),
     T.HeightResult: T.HeightResult(height=5, hash="00" * 32),
     T.StakingRequirementResult: T.StakingRequirementResult(staking_requirement=200, height=5),
     T.StatusResult: T.StatusResult(status="OK"),

@@ -13,6 +13,7 @@ import logging
 import signal
 import socket
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -133,6 +134,7 @@ class Daemon:
             raise ConfigError(f"--data-dir: cannot use {cfg.data_dir}: {err.strerror or err}") from None
         setup_logging(cfg.log_level, datadir.log_file)
         node = self.node = self._open_node(datadir)
+        datadir.mark_running()
         # After the data dir's checks: a refusal there is one line on stderr, with no log line
         # about descriptors before it.
         self.descriptors = DescriptorWatch(raise_soft_limit())
@@ -150,6 +152,8 @@ class Daemon:
         wiring = await self._wire(node, rpc_sock, p2p_sock)
         await self.stop_event.wait()
         await self._shut_down(node, wiring)
+        if wiring.writer.damaged is None:  # a damaged file stays marked: the next start checks it
+            datadir.mark_stopped()
         self.admin.close()
         datadir.unlock()
         log.info("stopped")
@@ -306,6 +310,11 @@ class Daemon:
             raise ConfigError(f"--data-dir: {err.reason}") from None
         verifier = VerifierPool()
         try:
+            if not datadir.stopped_cleanly():
+                started = time.monotonic()
+                store.check()  # damage found now is one line, not a stop at the first bad page read
+                log.info("the last stop was unclean: quick_check of %s found it sound in %.2f s",
+                         datadir.database, time.monotonic() - started)
             state = replay_stored_blocks(store, store.load_state(), consensus)
             _check_schedule_fits(store.get_block_by_height(state.height), params)
             self.saved_peers = store.load_peers()

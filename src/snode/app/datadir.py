@@ -22,6 +22,10 @@ from snode.params import NetworkParams
 from snode.store import DATABASE_FILE
 
 AUTHORITY_KEY_FILE = "authority_key"
+RUNNING_FILE = "running"
+"""Present from the moment a daemon has opened the data dir's database until it closed it cleanly:
+found at a start, the last stop was unclean (a crash, a kill, a power cut, or damage that
+stopped the daemon), so the database is checked before it is used."""
 LOG_FILE = "snoded.log"
 
 log = logging.getLogger(__name__)
@@ -68,6 +72,18 @@ class DataDir:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+
+    def stopped_cleanly(self) -> bool:
+        """Whether the last daemon on this data dir closed its database cleanly (or none ran)."""
+        return not (self.path / RUNNING_FILE).exists()
+
+    def mark_running(self) -> None:
+        """Say that a daemon uses the database (removed by `mark_stopped`)."""
+        (self.path / RUNNING_FILE).write_text(f"{os.getpid()}\n")
+
+    def mark_stopped(self) -> None:
+        """Say that the database was closed cleanly."""
+        (self.path / RUNNING_FILE).unlink(missing_ok=True)
 
     @property
     def database(self) -> Path:
