@@ -75,7 +75,8 @@ def test_console_in_a_terminal(tmp_path):
         child.sendline(encode_address(REGTEST.address_prefix, operator.public))
         child.expect(r"its amount, in coins or as a share of 200000 \(50%\) \[200000, the whole stake\]:")
         child.sendline("5")
-        child.expect("Failed to make registration command: operator contribution 5 is below the pool minimum")
+        child.expect(r"Failed to make registration command: operator contribution 5000000000 atomic units \(5 coins\) "
+                     "is below the pool minimum")
         child.expect("its amount")
         child.sendline("50%")
         child.expect(r"Operator fee, percent of the rewards, 0 to 10 \[0\]:")

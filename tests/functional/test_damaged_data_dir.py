@@ -177,3 +177,58 @@ def test_a_missing_service_node_key_is_refused_until_its_record_is_removed(nodes
     assert new != pubkey
     assert_equal(pub_file.read_text(), new + "\n")
     assert key_file.exists()
+
+
+def _refused_by_the_check(node: TestNode, db: Path) -> str:
+    """Start `node` expecting quick_check to refuse its database in one line; that line."""
+    code, stderr = _refused_start(node)
+    assert_equal(code, 1, stderr)
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert lines[0].startswith(
+        f"snoded: --data-dir: database {db} is damaged (quick_check after an unclean stop: "), lines
+    assert lines[0].endswith(f"); {RECOVER}"), lines
+    return lines[0]
+
+
+def test_a_start_after_an_unclean_stop_checks_the_database_and_refuses_damage_in_one_line(nodes: NodeSet) -> None:
+    """Issue #38, item 5: with pages of chain.sqlite3 overwritten, the daemon started, served,
+    and stopped at the first read of a bad page, again at every restart (`Restart=on-failure`)."""
+    node = nodes.add()
+    log.info("Mine 400 blocks, stop cleanly, start and kill -9: an unclean stop of a sound database")
+    db = _stopped_with_a_chain(node, 400)
+    leaves = _pages(db, "blocks", leaves=True)
+    node.start()
+    node.kill()
+    log.info("Started after it, the sound database passes the check and the daemon serves")
+    node.start()
+    assert_equal(node.get_info()["height"], 400)
+    assert "the last stop was unclean: quick_check of" in (node.data_dir / "snoded.log").read_text()
+    assert_equal(node.stop(), 0)
+    node.start()
+    node.kill()
+    log.info("Killed again, and the block table's pages damaged: refused in one line, not served")
+    _damage(db, leaves)
+    before = _digest(db)
+    _refused_by_the_check(node, db)
+    assert_equal(_digest(db), before, "a refused start leaves the database as it was")
+
+
+def test_a_daemon_stopped_by_damage_is_refused_at_its_next_start_not_served_again(nodes: NodeSet) -> None:
+    node = nodes.add()
+    db = _stopped_with_a_chain(node, 400)
+    leaves = _pages(db, "blocks", leaves=True)
+    node.start()
+    log.info("The block table damaged under the running daemon: a read of it stops the daemon")
+    _damage(db, leaves)
+    try:
+        node.get_block(height=1)
+    except JSONRPCException:
+        pass
+    process = node.process
+    assert process is not None
+    wait_until(lambda: process.poll() is not None, timeout=20, what="the daemon to stop")
+    assert_equal(process.returncode, 1)
+    log.info("As a service manager restarts it: refused by the check in one line, every time")
+    for _ in range(2):
+        _refused_by_the_check(node, db)

@@ -149,7 +149,7 @@ def test_the_admin_rpc_off_loopback_asks_for_its_cookie(nodes: NodeSet, tmp_path
     log.info("The wallet reads it from --data-dir; without it the daemon's 401 is its one line")
     wallet = Wallet(node, tmp_path, "reader")
     balance = wallet.run("balance", extra=["--data-dir", str(node.data_dir)])
-    assert balance.rc == 0 and "Balance: 0" in balance.out, balance.out + balance.err
+    assert balance.rc == 0 and "Balance: 0 coins" in balance.out, balance.out + balance.err
     refused = wallet.run("balance")
     assert_equal((refused.rc, refused.lines), (1, [f"Error: HTTP 401: {hint.strip()}"]))
 

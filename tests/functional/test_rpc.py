@@ -79,7 +79,9 @@ NO_OP = "No operator contribution given: "
     ({"operator_cut": "11", "contributor_addresses": ["A"], "contributor_amounts": [SOLO]}, "above the maximum of 10"),
     ({"operator_cut": "ten", "contributor_addresses": ["A"], "contributor_amounts": [SOLO]}, "not a decimal number"),
     ({"operator_cut": "-1", "contributor_addresses": ["A"], "contributor_amounts": [SOLO]}, "negative"),
-    ({"contributor_addresses": ["A"], "contributor_amounts": [POOL_MIN - 1]}, "below the pool minimum"),
+    ({"contributor_addresses": ["A"], "contributor_amounts": [POOL_MIN - 1]},
+     "operator contribution 99999999999999 atomic units (99999.999999999 coins) is below the pool minimum of "
+     "100000000000000 atomic units (100000 coins)"),  # in the units given, not coins (issue #38)
     ({"contributor_addresses": ["A"], "contributor_amounts": [SOLO + 1]}, "above the staking requirement"),
     ({"contributor_addresses": ["A"], "contributor_amounts": [SOLO], "staking_requirement": 1},
      "not this network's staking requirement"),

@@ -73,7 +73,8 @@ def test_register_cmd_and_nodes_table(nodes):
     assert "--amount" in out.stderr and "comma" in out.stderr
     out = snode_cli(node, "register-cmd", "--address", address_of(node, op), "--amount", "50")
     assert_equal(out.returncode, 1)
-    assert "Failed to make registration command: operator contribution 50 is below the pool minimum" in out.stderr
+    assert ("Failed to make registration command: operator contribution 50000000000 atomic units (50 coins) is "
+            "below the pool minimum of 100000000000000 atomic units (100000 coins)") in out.stderr
 
     log.info("nodes before any registration says there are none")
     out = snode_cli(node, "nodes")

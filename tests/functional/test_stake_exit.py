@@ -91,7 +91,8 @@ def test_an_unlock_request_keeps_the_node_working_until_its_height_then_returns_
     assert_equal(returned.payload, StakeReturn(bytes.fromhex(pubkey), 1))
     assert_equal(hub.get_transaction(txid=hub.get_block(height=left)["tx_ids"][1])["kind"], "stake_return")
     sync_blocks([hub, sn])
-    assert ", SN: not registered" in sn.get_info()["status_line"]
+    assert (f", SN: unlocked at height {left}; stakes returned, spendable from height {left + CONFIRMATIONS}"
+            in sn.get_info()["status_line"]), "not `not registered`: the chain knew the key (issue #38)"
     assert_equal(hub.get_locked_stakes(address=_address(operator))["stakes"], [])
 
     log.info("After %d confirmations the operator spends the whole stake", CONFIRMATIONS)

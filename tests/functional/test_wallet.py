@@ -60,7 +60,7 @@ def test_solo_registration_from_the_faucet(sn, tmp_path):
     # The coins count as unlocked once the tip is UNLOCK - 1 blocks past the block that paid them.
     unlock_at = sn.get_height()["height"] + UNLOCK - 1
     lines = operator.ok("balance").lines
-    assert_equal(lines[:3], ["Balance: 200100", "Unlocked balance: 0",
+    assert_equal(lines[:3], ["Balance: 200100 coins", "Unlocked balance: 0 coins",
                              f"Locked: 200100 coins, unlocking at height {unlock_at} (in {UNLOCK - 1} blocks)"])
     log.info("A transfer from locked coins is refused, saying when they unlock")
     operator.refused(f"transfer {faucet.address} 1",

@@ -107,7 +107,8 @@ class Wallet:
         """`balance`'s Balance and Unlocked balance lines, in atomic units."""
         out = self.ok("balance").lines
         pairs = dict(line.split(": ", 1) for line in out if ": " in line)
-        return {"balance": parse_coins(pairs["Balance"]), "unlocked": parse_coins(pairs["Unlocked balance"])}
+        return {"balance": parse_coins(pairs["Balance"].split()[0]),
+                "unlocked": parse_coins(pairs["Unlocked balance"].split()[0])}
 
 
 def registration_cmd(sn: Any, address: str, amount: int, cut: str = "0") -> str:

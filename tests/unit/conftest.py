@@ -24,7 +24,7 @@ from snode.core.crypto import SigningKey
 from snode.core.registration import sign_registration
 from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.mempool import Mempool
-from snode.core.state import ChainState, Contribution, ServiceNode, undo_block
+from snode.core.state import NO_HEIGHT, ChainState, Contribution, ServiceNode, undo_block
 from snode.core.transactions import (
     OutPoint, Payload, Registration, Reservation, Stake, Transaction, Transfer, TxOut,
     signing_hash,
@@ -199,6 +199,18 @@ class LabChain(DevChain):
             state = undo_block(state, undo)
         return replace(self, state=state, pool=Mempool(), now=state.timestamp + 1,
                        blocks=self.blocks[:at + 1], undos=self.undos[:at])
+
+
+def credit_record(*, active: bool, credit: int, since: int, funded: bool = True, activated: bool = True) -> ServiceNode:
+    """A funded solo (or, `funded` False, pool) node record with the given credit, changed at `since`."""
+    amount = REQUIREMENT if funded else POOL_MINIMUM
+    return ServiceNode(
+        pubkey=bytes(32), fee_ppm=0, registration_height=1, staking_requirement=REQUIREMENT,
+        contributors=(Contribution(bytes(32), amount, amount),), funded_height=1 if funded else NO_HEIGHT,
+        active=active, active_since=1 if activated else NO_HEIGHT, decommission_count=0,
+        last_reward_height=1, last_state_change_height=since, last_state_change_reason=0,
+        last_decommission_reason=0, credit=credit, credit_height=since,
+    )
 
 
 def new_chain() -> LabChain:

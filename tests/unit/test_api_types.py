@@ -69,6 +69,8 @@ SAMPLES: dict[Any, msgspec.Struct] = {
                            ready_sns=11, this_node="ready",
                            summary="fork v2 at 1,440 (in 100 blocks, ~3h 20m): 11 of 12 active SNs ready; "
                                    "this node: ready"),
+    T.Departure: T.Departure(height=120, kind="deregistered", reason="missed_uptime_proofs",
+                             stakes_unlock_height=160, stakes_locked_blocks=38),
     T.HeightResult: T.HeightResult(height=5, hash="00" * 32),
     T.StakingRequirementResult: T.StakingRequirementResult(staking_requirement=200, height=5),
     T.StatusResult: T.StatusResult(status="OK"),

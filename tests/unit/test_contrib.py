@@ -79,10 +79,23 @@ def _expected(alert: str, labels: dict[str, str], value: str = "") -> dict[str, 
             "exp_annotations": annotations}
 
 
-def test_the_alerts_fire_on_a_decommissioned_node_losing_credit_and_on_no_peers(tmp_path):
+def _promtool_rule_test(tmp_path, series: dict[str, str], checks: list[dict[str, Any]]) -> None:
+    """Run promtool's rule test of the alert rules on `series` (one value a minute)."""
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.skip("promtool is not installed (apt-get install prometheus)")
+    tests = {"rule_files": [str(ALERTS)], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [{"series": s, "values": v} for s, v in series.items()],
+        "alert_rule_test": checks,
+    }]}
+    spec = tmp_path / "alerts-test.yml"
+    spec.write_text(yaml.safe_dump(tests))
+    out = subprocess.run([promtool, "test", "rules", str(spec)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_alerts_fire_on_a_decommissioned_node_losing_credit_and_on_no_peers(tmp_path):
     # Minute by minute: active with peers, then decommissioned (credit running down) and alone.
     series = {
         'snode_own_state{state="Active",instance="a",job="snode"}': "1 1 0 0 0 0 0",
@@ -91,22 +104,39 @@ def test_the_alerts_fire_on_a_decommissioned_node_losing_credit_and_on_no_peers(
         'snode_own_payable{instance="a",job="snode"}': "1 1 0 0 0 0 0",
         'snode_peers{instance="a",job="snode"}': "3 0 0 0 0 0 0",
     }
-    tests = {"rule_files": [str(ALERTS)], "evaluation_interval": "1m", "tests": [{
-        "interval": "1m",
-        "input_series": [{"series": s, "values": v} for s, v in series.items()],
-        "alert_rule_test": [
-            {"eval_time": "1m", "alertname": "SnodeDecommissioned", "exp_alerts": []},
-            {"eval_time": "5m", "alertname": "SnodeDecommissioned",
-             "exp_alerts": [_expected("SnodeDecommissioned", {"state": "Decomm"})]},
-            {"eval_time": "1m", "alertname": "SnodeCreditRunningOut", "exp_alerts": []},
-            {"eval_time": "6m", "alertname": "SnodeCreditRunningOut",
-             "exp_alerts": [_expected("SnodeCreditRunningOut", {}, "55")]},
-            {"eval_time": "5m", "alertname": "SnodeNoPeers", "exp_alerts": []},
-            {"eval_time": "6m", "alertname": "SnodeNoPeers", "exp_alerts": [_expected("SnodeNoPeers", {})]},
-            {"eval_time": "6m", "alertname": "SnodeNotPayable", "exp_alerts": []},
-        ],
-    }]}
-    spec = tmp_path / "alerts-test.yml"
-    spec.write_text(yaml.safe_dump(tests))
-    out = subprocess.run([promtool, "test", "rules", str(spec)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
+    _promtool_rule_test(tmp_path, series, [
+        {"eval_time": "1m", "alertname": "SnodeDecommissioned", "exp_alerts": []},
+        {"eval_time": "5m", "alertname": "SnodeDecommissioned",
+         "exp_alerts": [_expected("SnodeDecommissioned", {"state": "Decomm"})]},
+        {"eval_time": "1m", "alertname": "SnodeCreditRunningOut", "exp_alerts": []},
+        {"eval_time": "6m", "alertname": "SnodeCreditRunningOut",
+         "exp_alerts": [_expected("SnodeCreditRunningOut", {}, "55")]},
+        {"eval_time": "5m", "alertname": "SnodeNoPeers", "exp_alerts": []},
+        {"eval_time": "6m", "alertname": "SnodeNoPeers", "exp_alerts": [_expected("SnodeNoPeers", {})]},
+        {"eval_time": "6m", "alertname": "SnodeNotPayable", "exp_alerts": []},
+    ])
+
+
+def test_the_credit_low_alert_fires_on_an_active_node_short_of_an_outage_and_deregistered_after(tmp_path):
+    """Issue #38, item 1: back Active with credit 40 (a recommission's penalty), the next outage
+    deregisters the node; SnodeCreditRunningOut, for decommissioned nodes only, said nothing."""
+    # Minute by minute: active with a full credit, recommissioned with 40, credit grows to 60, then
+    # (a second outage while it was short) deregistered.
+    series = {
+        'snode_own_state{state="Active",instance="a",job="snode"}': "1 1 1 1 1 0 0",
+        'snode_own_state{state="Deregistered",instance="a",job="snode"}': "0 0 0 0 0 1 1",
+        'snode_own_downtime_credit_blocks{instance="a",job="snode"}': "80 40 41 60 40 _ _",
+        'snode_own_downtime_credit_minimum_blocks{instance="a",job="snode"}': "60 60 60 60 60 _ _",
+    }
+    _promtool_rule_test(tmp_path, series, [
+        {"eval_time": "0m", "alertname": "SnodeCreditLow", "exp_alerts": []},
+        {"eval_time": "1m", "alertname": "SnodeCreditLow",
+         "exp_alerts": [_expected("SnodeCreditLow", {}, "40")]},
+        {"eval_time": "2m", "alertname": "SnodeCreditLow",
+         "exp_alerts": [_expected("SnodeCreditLow", {}, "41")]},
+        {"eval_time": "3m", "alertname": "SnodeCreditLow", "exp_alerts": []},
+        {"eval_time": "1m", "alertname": "SnodeCreditRunningOut", "exp_alerts": []},
+        {"eval_time": "4m", "alertname": "SnodeDeregistered", "exp_alerts": []},
+        {"eval_time": "5m", "alertname": "SnodeDeregistered",
+         "exp_alerts": [_expected("SnodeDeregistered", {"state": "Deregistered"})]},
+    ])

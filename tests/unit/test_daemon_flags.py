@@ -80,3 +80,20 @@ def test_a_deny_file_that_cannot_be_used_changes_nothing_and_says_why(
     assert read_denied(path) is None
     assert len(caplog.messages) == 2 and caplog.messages[0].startswith(f"{path}: ")
     assert words in caplog.messages[0]
+
+
+def test_not_writable_names_the_directory_that_is_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #38, item 11: a data dir to create inside a directory this user cannot write named the
+    data dir, which does not exist yet, as the one not writable. The kernel's answer is stood in
+    for (tests may run as root, whom permissions do not stop)."""
+    from snode.app import datadir
+
+    parent = tmp_path / "srv"
+    parent.mkdir()
+    monkeypatch.setattr(datadir.os, "access", lambda path, mode: Path(path) != parent)
+    with pytest.raises(ConfigError) as refused:
+        datadir.check_writable(parent / "snode" / "regtest")
+    assert str(refused.value) == (f"--data-dir: cannot create {parent / 'snode' / 'regtest'}: {parent} is not "
+                                  "writable by this user")
+    with pytest.raises(ConfigError, match=f"--data-dir: {parent} is not writable by this user"):
+        datadir.check_writable(parent)

@@ -145,6 +145,6 @@ def test_notify_command_errors_name_what_to_fix():
     assert event_environment({"event": "state", "state": "left", "reason": "unlock", "height": 3,
                               "pubkey": "ab"}) == {
         "SNODE_EVENT": "state", "SNODE_STATE": "left", "SNODE_REASON": "unlock", "SNODE_HEIGHT": "3",
-        "SNODE_PUBKEY": "ab", "SNODE_AMOUNT": ""}
+        "SNODE_PUBKEY": "ab", "SNODE_AMOUNT": "", "SNODE_CREDIT": ""}
     reward = event_environment({"event": "reward", "height": 9, "amount": 16_500_000_000})
     assert reward["SNODE_AMOUNT"] == "16500000000"

@@ -12,13 +12,13 @@ from snode.core.credit import credit_after_recommission, credit_at
 from snode.core.errors import BadSignature, InvalidBlock, InvalidStateChange, InvalidTransaction, MempoolRejection
 from snode.core.service_nodes import Reason, StateChangeKind, reward_winner_from_queue, status_words
 from snode.core.stake_exit import ReturnReason, stake_return_tx, stake_returns
-from snode.core.state import NO_HEIGHT, Contribution, ServiceNode, registry_index, undo_block
+from snode.core.state import registry_index, undo_block
 from snode.core.transactions import StakeReturn, StateChange, Transaction, TxOut, UnlockRequest, txid
 from snode.core.transition import apply_block
 from snode.core.txbuilder import build_unlock_request
 from snode.devchain import key_from_label
 from snode.params import COIN, MAINNET, REGTEST
-from tests.unit.conftest import POOL_MINIMUM, REQUIREMENT
+from tests.unit.conftest import POOL_MINIMUM, REQUIREMENT, credit_record as _record
 
 OPERATOR, ALICE, BOB, CAROL = (key_from_label(x) for x in ("operator", "alice", "bob", "carol"))
 UNLOCK = REGTEST.unlock_duration
@@ -214,17 +214,6 @@ def test_a_pool_filled_in_time_does_not_expire(chain):
 
 
 # --- downtime credit ----------------------------------------------------------------------
-
-def _record(*, active: bool, credit: int, since: int, funded: bool = True, activated: bool = True) -> ServiceNode:
-    amount = REQUIREMENT if funded else POOL_MINIMUM
-    return ServiceNode(
-        pubkey=bytes(32), fee_ppm=0, registration_height=1, staking_requirement=REQUIREMENT,
-        contributors=(Contribution(bytes(32), amount, amount),), funded_height=1 if funded else NO_HEIGHT,
-        active=active, active_since=1 if activated else NO_HEIGHT, decommission_count=0,
-        last_reward_height=1, last_state_change_height=since, last_state_change_reason=0,
-        last_decommission_reason=0, credit=credit, credit_height=since,
-    )
-
 
 @pytest.mark.parametrize(("active", "credit", "since", "height", "expected"), [
     # Active on mainnet: +1 block per 30 up (24 a day of 720), capped at 1,440.

@@ -103,3 +103,18 @@ def test_node_table_renders_records_as_plain_text() -> None:
 )
 def test_proof_age(last: int, now: int, shown: str) -> None:
     assert proof_age(last, now) == shown
+
+
+def test_the_node_table_shows_an_await_nodes_credit_as_the_rpc_says_it() -> None:
+    """Issue #38, item 11: `nodes` showed `-` where get_service_nodes said 60."""
+    record = {
+        "service_node_pubkey": "cd" * 32, "active": False, "funded": False, "payable": False,
+        "registration_height": 7, "total_contributed": 100_000 * COIN, "staking_requirement": 200_000 * COIN,
+        "operator_fee": 0, "contributors": [{}], "last_uptime_proof": 0, "decommission_count": 0,
+        "last_state_change_reason": "", "earned_downtime_blocks": 60, "requested_unlock_height": 0,
+    }
+    buffer = io.StringIO()
+    make_console(buffer).print(service_node_table([record], now=1_000))
+    header, _, row = buffer.getvalue().splitlines()
+    assert header.split()[-3:] == ["change", "credit", "unlock"]
+    assert row.split()[-3:] == ["-", "60", "-"]

@@ -117,7 +117,7 @@ def test_balance_counts_locked_coins_but_not_in_unlocked():
     assert balance.unlocked == 5 * COIN
     lines = balance_lines(balance, 1, 10)
     # The spec's contract lines come first with bare coin amounts (scripts read them).
-    assert lines[0] == "Balance: 14" and lines[1] == "Unlocked balance: 5"
+    assert lines[0] == "Balance: 14 coins" and lines[1] == "Unlocked balance: 5 coins"
     assert lines[2] == "Locked: 7 coins, unlocking at height 10 (in 1 block)"
     assert lines[3] == "Pending (unconfirmed): 2 coins, unlocking 10 confirmations after they are mined"
     assert "Staked: 100 coins on 1 service node" in lines
@@ -139,7 +139,7 @@ def test_several_unlock_heights_give_the_next_and_the_last():
 def test_nothing_locked_prints_no_locked_line():
     balance = balance_of([Output(bytes([1]) * 32, 0, COIN, 3)], 9, {}, pending=0, staked=0)
     assert balance_lines(balance, 0, 10)[:3] == [
-        "Balance: 1", "Unlocked balance: 1", "Staked: 0 coins on 0 service nodes"]
+        "Balance: 1 coin", "Unlocked balance: 1 coin", "Staked: 0 coins on 0 service nodes"]
 
 
 def test_locked_heights_match_when_the_chain_lets_them_be_spent(chain):

@@ -58,7 +58,7 @@ def test_balance_counts_unlocking_stakes_apart():
     balance = Balance(total=10 * COIN, unlocked=10 * COIN, pending=0, staked=260_000 * COIN, height=100,
                       unlocking=(Unlocking(bytes(32), 60_000 * COIN, 120),))
     lines = balance_lines(balance, nodes=2, confirmations=10)
-    assert lines[:2] == ["Balance: 10", "Unlocked balance: 10"]  # what scripts read, unchanged
+    assert lines[:2] == ["Balance: 10 coins", "Unlocked balance: 10 coins"]  # the amount first, then its unit
     assert "Staked: 200000 coins on 1 service node" in lines
     assert ("Unlocking: 60000 coins on 1 service node (the first unlocking at height 120, returned at "
             "height 121, spendable from height 131)") in lines
@@ -84,5 +84,6 @@ def test_stake_lines_say_when_a_stake_unlocks(chain):
                          f"(in {REGTEST.unlock_duration + 1} blocks)")
     total = stakes_lines([node], OPERATOR.public, unlock=lambda at: "soon")[-1]
     assert total == f"Total staked: 0 coins; unlocking: {REQUIREMENT // COIN} coins"  # as `balance` counts it
-    assert locked_line("ab" * 32, 5 * COIN, 90, "missed_uptime_proofs").endswith(
-        "Deregistered (missed_uptime_proofs)  locked by deregistration until height 90")
+    # As `balance` says it (issue #38): the output spendable in block 90 counts as unlocked at tip 89.
+    assert locked_line("ab" * 32, 5 * COIN, 90, "missed_uptime_proofs", 80).endswith(
+        "Deregistered (missed_uptime_proofs)  locked by deregistration, unlocking at height 89 (in 9 blocks)")

@@ -257,6 +257,19 @@ class NextFork(Result, frozen=True):
     """`ready`, or why not (`outdated (snoded 0.1.0, 0.2.0 needed)`)."""
     summary: str
     """`fork v2 at 1,440 (in 100 blocks, ~3h 20m): 11 of 12 active SNs ready; this node: ready`."""
+class Departure(Result, frozen=True):
+    """How this service node's key left the registry, as the block that removed it records it."""
+
+    height: int
+    """The block that removed it."""
+    kind: str
+    """`deregistered`, `unlock` or `pool expired`."""
+    reason: str
+    """A deregistration's quorum reason (`missed_uptime_proofs`...); empty otherwise."""
+    stakes_unlock_height: int
+    """The first block that may spend the returned stakes."""
+    stakes_locked_blocks: int
+    """Blocks until a wallet at the tip can spend them (0: it can now)."""
 
 
 class InfoResult(Result, frozen=True):
@@ -297,6 +310,17 @@ class InfoResult(Result, frozen=True):
     """A fork this daemon does not know, learnt of from the network; null: none."""
     next_fork: NextFork | None = None
     """The next fork this daemon's schedule has (not one only known, far ahead), with readiness; null: none."""
+    downtime_credit: int | None = None
+    """This service node's downtime credit in blocks; null when it is not a registered service node."""
+    credit_warning: str = ""
+    """What the credit means for the next outage when it is short of what one needs (an active
+    node below the decommission minimum is deregistered by it; a decommissioned one when it runs
+    out), with the stake lock; empty otherwise. The status line shows it too."""
+    departure: Departure | None = None
+    """How this service node's key left the registry (deregistered, unlocked, pool expired);
+    null while it is registered or for a key the chain never knew."""
+    registration_pending: bool = False
+    """A registration of this service node's key waits in the mempool."""
 
 
 def sync_state(network: str, target_height: int, peer_count: int) -> str:

@@ -158,11 +158,13 @@ class Console:
         own = node.identity.key.public.hex()
         found = await self.methods.get_service_nodes(GetServiceNodesParams(service_node_pubkeys=[own]))
         assert isinstance(found, ServiceNodesResult)  # a filtered answer is records, not pre-encoded
-        if not found.service_node_states:
-            return [f"service node {own}: not registered (height {node.height}); "
+        if not found.service_node_states:  # not registered, pending, or how the chain removed it
+            return [f"service node {own}: {node.sn_state_word()} (height {node.height}); "
                     "prepare_registration makes the command that registers it"]
         sn: ServiceNodeState = found.service_node_states[0]
-        return [f"service node {own}", *_record_lines(sn), self._proof_line(sn)]
+        warning = node.credit_warning()
+        return [f"service node {own}", *_record_lines(sn), self._proof_line(sn),
+                *([f"  WARNING: downtime {warning}"] if warning else [])]
 
     def _proof_line(self, sn: ServiceNodeState) -> str:
         own, now = self.node.own_proof, self.node.now()

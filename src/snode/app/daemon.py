@@ -13,6 +13,7 @@ import logging
 import signal
 import socket
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,7 @@ from snode.node.writer import ChainWriter, store_thread
 from snode.rpc.counters import EventCounters
 from snode.services.event_feed import EventFeed
 from snode.node.upgrade import UpgradeWatch
+from snode.services.departure import find_departure
 from snode.services.notify import Notifier
 from snode.rpc.health import unmet_conditions
 from snode.rpc.scrape import metrics_page
@@ -136,6 +138,7 @@ class Daemon:
         setup_logging(cfg.log_level, datadir.log_file)
         node = self.node = self._open_node(datadir)
         node.own_proof.advertised = advertised
+        datadir.mark_running()
         # After the data dir's checks: a refusal there is one line on stderr, with no log line
         # about descriptors before it.
         self.descriptors = DescriptorWatch(raise_soft_limit())
@@ -153,6 +156,8 @@ class Daemon:
         wiring = await self._wire(node, rpc_sock, p2p_sock)
         await self.stop_event.wait()
         await self._shut_down(node, wiring)
+        if wiring.writer.damaged is None:  # a damaged file stays marked: the next start checks it
+            datadir.mark_stopped()
         self.admin.close()
         datadir.unlock()
         log.info("stopped")
@@ -251,7 +256,8 @@ class Daemon:
         tasks += [asyncio.create_task(wiring.producer.run(), name="block production"),
                   asyncio.create_task(wiring.duties.run_proofs(), name="uptime proofs"),
                   asyncio.create_task(keep_saving(node, wiring.writer), name="proof book saves"),
-                  asyncio.create_task(self.descriptors.run(), name="descriptor watch")]
+                  asyncio.create_task(self.descriptors.run(), name="descriptor watch"),
+                  asyncio.create_task(find_departure(node, wiring.writer), name="own key's departure")]
         if not cfg.non_interactive and stdin_is_console():
             console = Console(node, methods, self.request_stop, cfg.data_dir)
             tasks.append(asyncio.create_task(console.run(), name="console"))
@@ -313,6 +319,11 @@ class Daemon:
             raise ConfigError(f"--data-dir: {err.reason}") from None
         verifier = VerifierPool()
         try:
+            if not datadir.stopped_cleanly():
+                started = time.monotonic()
+                store.check()  # damage found now is one line, not a stop at the first bad page read
+                log.info("the last stop was unclean: quick_check of %s found it sound in %.2f s",
+                         datadir.database, time.monotonic() - started)
             state = replay_stored_blocks(store, store.load_state(), consensus)
             _check_schedule_fits(store.get_block_by_height(state.height), params)
             self.saved_peers = store.load_peers()

@@ -22,6 +22,10 @@ from snode.params import NetworkParams
 from snode.store import DATABASE_FILE
 
 AUTHORITY_KEY_FILE = "authority_key"
+RUNNING_FILE = "running"
+"""Present from the moment a daemon has opened the data dir's database until it closed it cleanly:
+found at a start, the last stop was unclean (a crash, a kill, a power cut, or damage that
+stopped the daemon), so the database is checked before it is used."""
 LOG_FILE = "snoded.log"
 
 log = logging.getLogger(__name__)
@@ -37,6 +41,8 @@ def check_writable(path: Path) -> None:
     if probe.exists() and not probe.is_dir():
         raise ConfigError(f"--data-dir: {probe} exists and is not a directory")
     if not os.access(probe, os.W_OK | os.X_OK):
+        if probe != path:  # the directory to create is not the problem: the one it goes in is
+            raise ConfigError(f"--data-dir: cannot create {path}: {probe} is not writable by this user")
         raise ConfigError(f"--data-dir: {path} is not writable by this user")
 
 
@@ -66,6 +72,18 @@ class DataDir:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+
+    def stopped_cleanly(self) -> bool:
+        """Whether the last daemon on this data dir closed its database cleanly (or none ran)."""
+        return not (self.path / RUNNING_FILE).exists()
+
+    def mark_running(self) -> None:
+        """Say that a daemon uses the database (removed by `mark_stopped`)."""
+        (self.path / RUNNING_FILE).write_text(f"{os.getpid()}\n")
+
+    def mark_stopped(self) -> None:
+        """Say that the database was closed cleanly."""
+        (self.path / RUNNING_FILE).unlink(missing_ok=True)
 
     @property
     def database(self) -> Path:

@@ -24,12 +24,12 @@ def credit_at(sn: ServiceNode, height: int, params: NetworkParams) -> int:
     elapsed = max(height - sn.credit_height, 0)
     if sn.active:
         return min(params.credit_max, sn.credit + elapsed // params.credit_earn_blocks)
-    if _decommissioned(sn):
+    if decommissioned(sn):
         return max(0, sn.credit - elapsed)
     return sn.credit
 
 
-def _decommissioned(sn: ServiceNode) -> bool:
+def decommissioned(sn: ServiceNode) -> bool:
     """Funded, active once, not active now: the only state that spends credit."""
     return sn.funded and not sn.active and sn.active_since != NO_HEIGHT
 

@@ -12,7 +12,7 @@ from typing import Final, assert_never
 
 import msgspec
 
-from snode.core.credit import credit_after_recommission, credit_at
+from snode.core.credit import credit_after_recommission, credit_at, decommissioned
 from snode.core.errors import InvalidRegistration, InvalidStake, InvalidStateChange
 from snode.core.state import (  # reward_order_key lives with the queue it orders; named here too
     NO_HEIGHT, Contribution, RewardEntry, ServiceNode, reward_order_key,
@@ -59,6 +59,14 @@ class Reason(enum.IntEnum):
         return self.name.lower() if self is not Reason.NONE else ""
 
 
+def reason_label(reason: int) -> str:
+    """A reason number's operator-facing name; one this release does not know is shown as a number."""
+    try:
+        return Reason(reason).label
+    except ValueError:
+        return f"reason {reason}"
+
+
 class Status(str, enum.Enum):
     """Display status used by tools."""
 
@@ -79,8 +87,10 @@ def status(sn: ServiceNode) -> Status:
 def status_words(sn: ServiceNode) -> str:
     """The status line's `SN:` state: the node table's word (`status`), with what qualifies it
     in parentheses: a funded node the quorum has not activated yet (Decomm by the flags, but
-    never down), and an unlock request."""
+    never down), why a decommissioned node is out (the quorum's reason), and an unlock request."""
     notes = ["not activated yet"] if sn.funded and not sn.active and sn.active_since == NO_HEIGHT else []
+    if decommissioned(sn) and sn.last_decommission_reason:
+        notes.append(reason_label(sn.last_decommission_reason))
     if sn.requested_unlock_height:
         notes.append(f"unlocking at {sn.requested_unlock_height}")
     return status(sn).value + (f" ({', '.join(notes)})" if notes else "")

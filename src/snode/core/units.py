@@ -70,6 +70,15 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
+def duration(seconds: int) -> str:
+    """A rough human duration: `15 days`, `3 hours`, `2 minutes`, `40 seconds`."""
+    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60)):
+        if seconds >= size:
+            count = round(seconds / size)
+            return counted(count, unit)
+    return counted(seconds, "second")
+
+
 def coin_word(atomic: int) -> str:
     """`coin` for exactly one coin, `coins` for any other amount (0, 1.5, 2)."""
     return "coin" if atomic == COIN else "coins"

@@ -34,9 +34,10 @@ from snode.core.genesis import Consensus
 from snode.core.production import build_block
 from snode.core.proofs import InvalidProof, ProofRefusal, UptimeProof, parse_proof_version, semver_text
 from snode.core.service_nodes import status_words
+from snode.core.standing import Departure, credit_warning, departure_in, departure_words
 from snode.core.pulse import Mode, production_mode
 from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
-from snode.core.transactions import Transaction, txid
+from snode.core.transactions import Registration, Transaction, txid
 from snode.core.transition import check_block_stateless
 from snode.core.units import format_age
 from snode.node.batches import (
@@ -124,6 +125,10 @@ class Node:
         self.trusted_checkpoint: tuple[int, bytes] | None = None
         """(height, block hash) the chain must pass through (`--trusted-checkpoint`): a block at
         that height with another hash is refused, in a sync as in a reorganisation."""
+        self.departure: Departure | None = None
+        """How this service node's key last left the registry, from the block that removed it
+        (seen as it was adopted, or found looking back: `departure_before`); None while the key
+        is registered or no removal of it is known."""
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -211,17 +216,74 @@ class Node:
         return out
 
     def sn_state_word(self) -> str:
-        """The status line's `SN:` state: `no` (not a service node), `not registered`, or the
-        node table's word (`service_nodes.status_words`)."""
+        """The status line's `SN:` state: `no` (not a service node), the node table's word
+        (`service_nodes.status_words`), or for a key not in the registry: `registration pending`
+        (one waits in the mempool), how it left (`standing.departure_words`), else `not registered`."""
         if self.identity is None:
             return "no"
         node = self.state.service_nodes.get(self.identity.key.public)
-        return "not registered" if node is None else status_words(node)
+        if node is not None:
+            return status_words(node)
+        if self.registration_pending():
+            return "registration pending"
+        if self.departure is not None:
+            return departure_words(self.departure, self.height, self.params)
+        return "not registered"
+
+    def registration_pending(self) -> bool:
+        """A registration of this service node's key waits in the mempool."""
+        if self.identity is None:
+            return False
+        ids = self.pool.by_node.get(self.identity.key.public, ())
+        return any(isinstance(self.pool.entries[i].tx.payload, Registration) for i in ids if i in self.pool.entries)
+
+    def credit_warning(self) -> str:
+        """`standing.credit_warning` of this service node at the tip; empty when it is none or
+        not registered."""
+        node = self.state.service_nodes.get(self.identity.key.public) if self.identity is not None else None
+        return credit_warning(node, self.height, self.params) if node is not None else ""
+
+    def departure_before(self, high: int, count: int) -> tuple[bool, Departure | None]:
+        """On the store thread: look back from main-chain height `high` over at most `count`
+        blocks for the last one that names this service node's key. (True, its removal, or None
+        when that block removes nothing) once one does; (False, None) when none of them does.
+        The highest block naming a key that is not registered is the one that removed it: a
+        removed node leads no block and no transaction names it."""
+        assert self.identity is not None
+        key = self.identity.key.public
+        for height in range(high, max(high - count, 0), -1):
+            data = self.store.get_block_bytes(height)
+            if data is not None and key in data:
+                block = self.store.get_block_by_height(height)
+                assert block is not None
+                return True, departure_in(block, key, self.params)
+        return False, None
+
+    def note_departure(self, departure: Departure) -> None:
+        """The removal `departure_before` found, unless the key is registered (again) or a
+        removal adopted since is known."""
+        if self.identity is not None and self.departure is None \
+                and self.identity.key.public not in self._state.service_nodes:
+            self.departure = departure
+            self.revision += 1
+
+    def _departure_after(self, state: ChainState, blocks: list[Block]) -> None:
+        """Keep `departure` true when `state` replaces the tip by `blocks`."""
+        if self.identity is None:
+            return
+        key = self.identity.key.public
+        if key in state.service_nodes:
+            self.departure = None
+            return
+        # Registered and removed within one batch too (a sync): any removal the blocks carry.
+        found = next((d for b in reversed(blocks) if (d := departure_in(b, key, self.params)) is not None), None)
+        if found is not None:
+            self.departure = found
 
     def status_line(self, now: int) -> str:
         """`v<version>; Height: <n>, SN: <state>, proof: <age>` (the specification's fields,
-        always), then `, refused: <why>` while peers refuse this node's proofs; escaped
-        (`common.text`)."""
+        always), then `, refused: <why>` while peers refuse this node's proofs, and the credit's
+        warning while it is short of an outage (`standing.credit_warning`); escaped (`common.text`)."""
         # The network's view: the last proof a peer accepted, and why peers refuse the newer
         # ones if they do (a proof this node signed and sent is not yet a proof).
         last = self.proofs.last_accepted(self.identity.key.public) if self.identity is not None else 0
@@ -232,6 +294,9 @@ class Node:
         upgrade = self.upgrade.status_part(self.height, now)
         if upgrade:
             line += f", {upgrade}"
+        warning = self.credit_warning()
+        if warning:
+            line += f", {warning}"
         return printable(line, STATUS_LINE_LIMIT)
 
     # --- transactions and proofs --------------------------------------------------------------
@@ -477,6 +542,7 @@ class Node:
             self.participation.record_block(self._state, blocks[0])
         self.participation.keep_active(state, [k for u in undos for k, _ in u.service_nodes] if undos else None)
         activation = self.params.rules_at(state.height + 1) != self.params.rules_at(self._state.height + 1)
+        self._departure_after(state, blocks)
         self._state = state
         self.upgrade.forget_pending(state.height)
         if not mined:

@@ -15,12 +15,13 @@ after a new block or a proof only the few records that changed are encoded again
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
 from snode import __version__
 from snode.api.records import service_node_state
-from snode.api.types import InfoResult, NextFork, ServiceNodesResult, ServiceNodeState, UpgradeRequired
+from snode.api.types import Departure, InfoResult, NextFork, ServiceNodesResult, ServiceNodeState, UpgradeRequired
 from snode.core import service_nodes as sn_rules
 from snode.core.credit import credit_at
 from snode.core.participation import Participation
@@ -75,6 +76,7 @@ class Answers:
             state_root=tip_root(node.params.network_id, node.state),
             upgrade_required=upgrade_required(node, now),
             next_fork=_next_fork(node),
+            **own_standing(node),
         )
 
     def service_nodes(self) -> msgspec.Raw:
@@ -115,3 +117,19 @@ def _next_fork(node: Node) -> NextFork | None:
     """`get_info`'s `next_fork` (`node.readiness.next_fork`)."""
     info = next_fork(node)
     return None if info is None else NextFork(**info)
+def own_standing(node: Node) -> dict[str, Any]:
+    """`get_info`'s fields on this service node's standing (`core.standing`): its downtime
+    credit and what it means, how its key left the registry, a registration in the mempool."""
+    ident = node.identity
+    if ident is None:
+        return {}
+    sn = node.state.service_nodes.get(ident.key.public)
+    d = node.departure if sn is None else None
+    return {
+        "downtime_credit": credit_at(sn, node.height, node.params) if sn is not None else None,
+        "credit_warning": node.credit_warning(),
+        "departure": None if d is None else Departure(
+            height=d.height, kind=d.kind, reason=d.reason, stakes_unlock_height=d.stakes_unlock_height,
+            stakes_locked_blocks=max(d.stakes_unlock_height - 1 - node.height, 0)),
+        "registration_pending": sn is None and node.registration_pending(),
+    }

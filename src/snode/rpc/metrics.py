@@ -3,9 +3,10 @@
 Read from the node at each scrape (a collector, nothing cached): the chain, the service-node
 list, and this node's own state, the values an operator alerts on (contrib/prometheus/alerts.yml):
 `snode_own_state{state=...}` (one labelled gauge: 1 for the node's state in the node table's words,
-Active, Decomm, Await, or Unregistered while its key is not on the chain), the seconds since the
-network last accepted its uptime proof (+Inf before the first), its downtime credit, whether it is
-payable; peers and the sync lag in blocks; `snode_build_info`; the process metrics of
+Active, Decomm, Await, Unregistered while its key is not on the chain, or Deregistered once a quorum
+removed it), the seconds since the network last accepted its uptime proof (+Inf before the first),
+its downtime credit and the credit an outage needs (below it, the next outage deregisters an active
+node), whether it is payable; peers and the sync lag in blocks; `snode_build_info`; the process metrics of
 prometheus_client's collectors; and the admin RPC's latency per method, in seconds. The text
 format by default, OpenMetrics when the scraper's Accept header asks for it.
 """
@@ -40,8 +41,10 @@ COUNTED = {
     "peers_banned": "Peers banned for breaking the protocol",
 }
 UNREGISTERED: Final = "Unregistered"
-OWN_STATES: Final = (*(s.value for s in Status), UNREGISTERED)
-"""The values of `snode_own_state`'s label: the node table's words, and one for a key not on the chain."""
+DEREGISTERED: Final = "Deregistered"
+OWN_STATES: Final = (*(s.value for s in Status), UNREGISTERED, DEREGISTERED)
+"""The values of `snode_own_state`'s label: the node table's words, one for a key not on the chain,
+and one for a key a quorum deregistered (its stakes locked for the penalty)."""
 
 
 def _gauge(name: str, text: str, value: float, labels: dict[str, str] | None = None) -> GaugeMetricFamily:
@@ -112,7 +115,8 @@ class NodeCollector(Collector):
             return
         pubkey = node.identity.key.public
         sn = node.state.service_nodes.get(pubkey)
-        current = UNREGISTERED if sn is None else status(sn).value
+        current = status(sn).value if sn is not None else (
+            DEREGISTERED if node.departure is not None and node.departure.kind == "deregistered" else UNREGISTERED)
         state = GaugeMetricFamily(
             "snode_own_state", "This service node's state (1 for the current one)", labels=["state"])
         for word in OWN_STATES:
@@ -126,6 +130,9 @@ class NodeCollector(Collector):
                      node.now() - last if last else math.inf)
         yield _gauge("snode_own_downtime_credit_blocks", "This node's downtime credit, in blocks",
                      credit_at(sn, node.height, node.params))
+        yield _gauge("snode_own_downtime_credit_minimum_blocks",
+                     "Downtime credit an outage needs: an active node with less is deregistered by its next "
+                     "outage, not decommissioned", node.params.credit_min)
         yield _gauge("snode_own_payable", "1 when this node earns rewards",
                      1 if is_payable(sn, node.height, node.params) else 0)
 

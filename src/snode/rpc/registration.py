@@ -14,7 +14,7 @@ from snode.core.address import decode_address
 from snode.core.errors import InvalidAddress, InvalidAmount, InvalidRegistration
 from snode.core.registration import sign_registration
 from snode.core.transactions import Registration, Reservation
-from snode.core.units import format_coins, parse_percent_ppm
+from snode.core.units import coin_word, format_coins, parse_percent_ppm
 from snode.node.node import Node
 from snode.params import COIN, MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM
 
@@ -56,6 +56,10 @@ def _amounts(amounts: Any, net: Any) -> list[Any]:
     if first < net.pool_operator_min and net.pool_operator_min <= first * COIN <= net.staking_requirement:
         raise _no_operator(f"the operator amount {first} looks like coins; amounts are atomic units "
                            f"({first} coins = {first * COIN})")
+    if isinstance(first, int) and first < net.pool_operator_min:  # the chain's rule, in the units given
+        raise _fail(f"operator contribution {first} atomic units ({format_coins(first)} {coin_word(first)}) is "
+                    f"below the pool minimum of {net.pool_operator_min} atomic units "
+                    f"({format_coins(net.pool_operator_min)} coins)")
     for i, amount in enumerate(amounts):
         subject = (f"the operator amount {_shown(amount)}" if i == 0
                    else f"contributor_amounts[{i}] ({_shown(amount)})")

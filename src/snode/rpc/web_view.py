@@ -19,6 +19,7 @@ from snode.api.records import service_node_state
 from snode.api.types import BlockResult, ServiceNodeState, sync_state
 from snode.core.credit import credit_at
 from snode.core.service_nodes import status_words
+from snode.core.state import ServiceNode
 from snode.core.units import format_age, format_coins, format_percent
 from snode.node.node import Node
 from snode.node.readiness import next_fork
@@ -123,8 +124,10 @@ def _node_card(node: Node, now: int) -> str:
     pubkey = ident.key.public
     sn = node.state.service_nodes.get(pubkey)
     rows = [("key", key(pubkey.hex()))]
-    if sn is None:
-        return card("This node", rows + [("status", "not registered")], "this-node")
+    if sn is None:  # `registration pending`, how the key left the registry, or `not registered`
+        word = node.sn_state_word()
+        cls = ' class="bad"' if node.departure is not None and word.startswith("deregistered") else ""
+        return card("This node", rows + [("status", f"<span{cls}>{escape(word)}</span>")], "this-node")
     record = service_node_state(sn, node.height, node.params, last_uptime_proof=node.proofs.last_accepted(pubkey))
     last = node.proofs.last_accepted(pubkey)
     proof = f"{format_age(now - last)} ago, accepted by the network" if last else "none accepted yet"
@@ -136,10 +139,18 @@ def _node_card(node: Node, now: int) -> str:
                    f'<a href="/sn/{pubkey.hex()}">its page</a>'),
         ("uptime proof", proof),
         ("payable", "yes" if record.payable else "no"),
-        ("downtime credit", f"{credit_at(sn, node.height, node.params)} blocks"),
+        ("downtime credit", _credit(node, sn)),
         ("unlock", f"at height {sn.requested_unlock_height}" if sn.requested_unlock_height else "none requested"),
     ]
     return card("This node", rows, "this-node")
+
+
+def _credit(node: Node, sn: ServiceNode) -> str:
+    """`75 blocks`, or the credit's warning when it is short of an outage (`standing.credit_warning`)."""
+    warning = node.credit_warning()
+    if warning:
+        return f'<span class="bad">{escape(warning)}</span>'
+    return f"{credit_at(sn, node.height, node.params)} blocks"
 
 
 def _blocks(blocks: list[BlockResult], now: int) -> str:

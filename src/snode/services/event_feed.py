@@ -5,9 +5,11 @@ Events: `block` (a new tip), `reorganization`, `state` (this node's own service-
 changed: registered, funded, active, payable, decommissioned, recommissioned, unlocking, left),
 `proof_accepted` / `proof_refused` (the network's word on this node's own proofs), `reward`
 (a block's coinbase paid this node; `amount` is what the operator's wallet received from that
-coinbase, its fee and share and the block's fees when the operator made it), `sync_started` /
-`sync_finished`, `peer_banned`, `upgrade_required` (a fork this node does not know: `node.upgrade`;
-at once, then daily, then hourly in its last day).
+coinbase, its fee and share and the block's fees when the operator made it), `credit_low` (this
+active node's downtime credit is short of an outage: its next one deregisters it; `credit`, and
+`reason` in words with the stake lock and until when), `sync_started` / `sync_finished`,
+`peer_banned`, `upgrade_required` (a fork this node does not know: `node.upgrade`;
+at once, then daily, then hourly in its last day). A state event's `height` is the one the chain records for the change.
 
 Each event gets a number, higher than any before it, also across restarts of the daemon (the
 first is the start's wall-clock time in microseconds): a web client that reconnects with the last
@@ -29,6 +31,8 @@ from typing import Any, Final
 
 from snode.core import service_nodes as sn_rules
 from snode.core.blocks import Block, block_hash
+from snode.core.credit import credit_at
+from snode.core.standing import credit_warning, departure_in
 from snode.core.state import ServiceNode
 from snode.core.transactions import StateChange
 from snode.net.events import PeerBanned
@@ -45,7 +49,7 @@ MAX_QUEUED: Final = 256
 RECENT: Final = 512
 """Events kept for clients that reconnect (Last-Event-ID); about 30 blocks' worth on a busy node."""
 
-OWN_EVENTS: Final = frozenset({"state", "proof_refused", "reward", "upgrade_required"})
+OWN_EVENTS: Final = frozenset({"state", "proof_refused", "reward", "credit_low", "upgrade_required"})
 """The events about this service node that the notify command runs for."""
 
 UPGRADE_LOOK: Final = 5.0
@@ -79,6 +83,8 @@ class EventFeed:
         self._clients: set[Subscription] = set()
         self._listeners: list[Callable[[Event], None]] = []
         self._own = self._own_record()
+        self._credit_low = False
+        """The last block's `credit_low` condition (False at start: a short credit is told at the first block)."""
         self._syncing = False
         self._recent: deque[Numbered] = deque(maxlen=RECENT)
         self._last = time.time_ns() // 1000  # numbers stay above an earlier run's
@@ -157,6 +163,18 @@ class EventFeed:
         self._own = after
         for change in own_changes(before, after, event.height, self.node, event.blocks):
             self._emit(change)
+        self._credit(after, event.height)
+
+    def _credit(self, own: ServiceNode | None, height: int) -> None:
+        """A `credit_low` event when this active node's downtime credit falls short of an outage
+        (`standing.credit_warning`: its next one deregisters it), or is short at the first block
+        after a start; once again only after it has recovered."""
+        warning = credit_warning(own, height, self.node.params) if own is not None and own.active else ""
+        if warning and not self._credit_low:
+            assert own is not None
+            self._emit({"event": "credit_low", "credit": credit_at(own, height, self.node.params),
+                        "reason": warning, "height": own.credit_height, "pubkey": own.pubkey.hex()})
+        self._credit_low = bool(warning)
 
     def _on_sync(self, event: SyncProgress) -> None:
         syncing = event.target > 0
@@ -179,29 +197,39 @@ def own_changes(
         return []
     pubkey = (after or before).pubkey.hex()  # type: ignore[union-attr]  # one is not None
 
-    def state(name: str, reason: str = "") -> Event:
-        return {"event": "state", "state": name, "reason": reason, "height": height, "pubkey": pubkey}
+    def state(name: str, reason: str = "", at: int = height) -> Event:
+        # `at`: the height the chain records for the change, not the tip that brought it (a
+        # node that syncs after an outage learns of its decommission blocks later).
+        return {"event": "state", "state": name, "reason": reason, "height": at, "pubkey": pubkey}
 
     if after is None:
         assert before is not None
-        return [state("left", _why_left(before, blocks))]
+        removal = next((d for b in blocks if (d := departure_in(b, before.pubkey, node.params)) is not None), None)
+        return [state("left", _why_left(before, blocks), removal.height if removal is not None else height)]
     events = []
     if before is None:
-        events.append(state("registered"))
+        events.append(state("registered", at=after.registration_height))
     if after.funded and (before is None or not before.funded):
-        events.append(state("funded"))
+        events.append(state("funded", at=after.funded_height))
     if after.requested_unlock_height and (before is None or not before.requested_unlock_height):
-        events.append(state("unlocking", f"unlocks at height {after.requested_unlock_height}"))
+        events.append(state("unlocking", f"unlocks at height {after.requested_unlock_height}",
+                            after.requested_unlock_height - node.params.unlock_duration))
     was_active = before is not None and before.active
+    if was_active and after.active and before is not None and after.decommission_count > before.decommission_count:
+        # Down and back within one batch (a sync after an outage): both, at the chain's heights.
+        events.append(state("decommissioned", sn_rules.reason_label(after.last_decommission_reason),
+                            _change_height(blocks, after.pubkey, sn_rules.StateChangeKind.DECOMMISSION, height)))
+        was_active = False
     if after.active and not was_active:
         first = before is None or before.active_since == -1
-        reason = sn_rules.Reason(after.last_state_change_reason).label
-        events.append(state("active" if first else "recommissioned", reason))
+        reason = sn_rules.reason_label(after.last_state_change_reason)
+        events.append(state("active" if first else "recommissioned", reason, after.active_since))
     elif was_active and not after.active:
-        events.append(state("decommissioned", sn_rules.Reason(after.last_state_change_reason).label))
+        events.append(state("decommissioned", sn_rules.reason_label(after.last_decommission_reason),
+                            after.credit_height))
     payable = sn_rules.is_payable(after, height, node.params)
     if payable and not (before is not None and sn_rules.is_payable(before, height - len(blocks), node.params)):
-        events.append(state("payable"))
+        events.append(state("payable", at=after.active_since + node.params.payable_grace))
     paid = _paying_block(before, after, blocks)
     if paid is not None:
         received = sum(out.amount for out in paid.transactions[0].outputs if out.owner == after.operator)
@@ -225,6 +253,13 @@ def _paying_block(before: ServiceNode | None, after: ServiceNode, blocks: tuple[
                             for tx in block.transactions):
         return None
     return block
+
+
+def _change_height(blocks: tuple[Block, ...], pubkey: bytes, kind: int, default: int) -> int:
+    """The height of the last block of `blocks` whose state change of `kind` names `pubkey`."""
+    return next((b.header.height for b in reversed(blocks) for tx in b.transactions
+                 if isinstance(tx.payload, StateChange) and tx.payload.sn_pubkey == pubkey
+                 and tx.payload.kind == kind), default)
 
 
 def _why_left(before: ServiceNode, blocks: tuple[Block, ...]) -> str:

@@ -2,11 +2,12 @@
 `-blocknotify` does for blocks.
 
 The command line is split once, like a shell would split it, and run without a shell. The event
-goes in environment variables: SNODE_EVENT (`state`, `proof_refused`, `reward`,
+goes in environment variables: SNODE_EVENT (`state`, `proof_refused`, `reward`, `credit_low`,
 `upgrade_required`), SNODE_STATE (for `state`: `decommissioned`, `left`, ...; for
 `upgrade_required`: the fork this node does not know, its height in SNODE_HEIGHT), SNODE_REASON,
-SNODE_HEIGHT, SNODE_PUBKEY and SNODE_AMOUNT (for `reward`: the atomic units the operator's wallet
-received), each one line of printable text (`common.text.printable`: an operator's script may echo them). At
+SNODE_HEIGHT, SNODE_PUBKEY, SNODE_AMOUNT (for `reward`: the atomic units the operator's wallet
+received) and SNODE_CREDIT (for `credit_low`: the blocks of downtime credit left), each one line of
+printable text (`common.text.printable`: an operator's script may echo them). At
 most one runs at a time (later events wait, at most MAX_WAITING of them); one that runs longer
 than TIMEOUT seconds is killed by its pid; a failure is logged and never stops the daemon.
 """
@@ -53,6 +54,7 @@ def event_environment(event: dict[str, Any]) -> dict[str, str]:
     return {variable: printable(str(event.get(field, ""))) for variable, field in (
         ("SNODE_EVENT", "event"), ("SNODE_STATE", "state"), ("SNODE_REASON", "reason"),
         ("SNODE_HEIGHT", "height"), ("SNODE_PUBKEY", "pubkey"), ("SNODE_AMOUNT", "amount"),
+        ("SNODE_CREDIT", "credit"),
     )}
 
 

@@ -161,6 +161,29 @@ def status(ctx: click.Context) -> None:
     if info.upgrade_required is not None:
         click.echo(_shown(f"UPGRADE REQUIRED: fork {info.upgrade_required.fork} at height "
                           f"{info.upgrade_required.height}: {info.upgrade_required.action}"))
+    for line in standing_lines(info):
+        click.echo(_shown(line))
+
+
+def standing_lines(info: InfoResult) -> list[str]:
+    """What `status` adds on this service node's standing (get_info's fields): the credit's
+    warning, how the key left the registry, a registration waiting in the mempool."""
+    lines = []
+    if info.credit_warning:
+        lines.append(f"WARNING: downtime {info.credit_warning}")
+    d = info.departure
+    if d is not None and d.kind == "deregistered":
+        lock = (f"stakes locked, spendable from height {d.stakes_unlock_height} (in "
+                f"{counted(d.stakes_locked_blocks, 'block')})" if d.stakes_locked_blocks
+                else f"stakes spendable since height {d.stakes_unlock_height}")
+        lines.append(f"deregistered at height {d.height} for {d.reason}; {lock}; register the key "
+                     "again to serve (get_service_node_registration_cmd)")
+    elif d is not None:
+        lines.append(f"left the registry at height {d.height} ({d.kind}); stakes returned, spendable "
+                     f"from height {d.stakes_unlock_height}")
+    if info.registration_pending:
+        lines.append("registration pending: the registration waits in the mempool for a block")
+    return lines
 
 
 @cli.command()
@@ -480,6 +503,8 @@ def event_line(event: dict[str, Any]) -> str:
         text = f"uptime proof of {signed} accepted by {event['by']}"
     elif kind == "proof_refused":
         text = f"uptime proof refused by {event['by']}: {event['reason']}"
+    elif kind == "credit_low":
+        text = f"this node: downtime {event['reason']}"
     else:
         text = kind.replace("_", " ") + ": " + ", ".join(
             f"{k} {v}" for k, v in event.items() if k not in ("event", "time"))

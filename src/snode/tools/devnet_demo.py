@@ -140,7 +140,8 @@ def _wallet_ok(devnet: Devnet, name: str, *args: str) -> str:
 
 def _balance(devnet: Devnet, name: str) -> dict[str, str]:
     text = _wallet_ok(devnet, name, "--command", "balance")
-    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in text.splitlines()) if v}
+    # The amount of `Balance: 12.5 coins` (its first word; the unit follows it).
+    return {k.strip(): v.split()[0] for k, _, v in (line.partition(":") for line in text.splitlines()) if v.strip()}
 
 
 def run_story(devnet: Devnet, story: Story) -> None:

@@ -106,8 +106,9 @@ def service_node_table(records: Iterable[Mapping[str, Any]], *, now: int | None 
             row.append(proof_age(r["last_uptime_proof"], now))
         if with_reason:
             row.append(r.get("last_state_change_reason") or "-")
-            # Downtime credit in blocks; the unlock height once a contributor asked to unlock.
-            row.append(str(r.get("earned_downtime_blocks", 0)) if r.get("funded") else "-")
+            # Downtime credit in blocks, the RPC's number for every node (an Await node's is the
+            # credit it starts with); the unlock height once a contributor asked to unlock.
+            row.append(str(r.get("earned_downtime_blocks", 0)))
             row.append(str(r.get("requested_unlock_height") or "-"))
         table.add_row(*row)
     return table

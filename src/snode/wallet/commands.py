@@ -85,7 +85,7 @@ def _stake(service: WalletService, args: list[str], line: str) -> Reply:
 def _stakes(service: WalletService, args: list[str], line: str) -> Reply:
     nodes, pending = service.stakes()
     height = service.daemon.tip().height
-    locked = [locked_line(s.service_node_pubkey, s.amount, s.unlock_height or 0, s.reason)
+    locked = [locked_line(s.service_node_pubkey, s.amount, s.unlock_height or 0, s.reason, height)
               for s in service.locked_stakes()]
     return Reply(tuple(stakes_lines(
         nodes, service.key.public, pending, locked=locked,

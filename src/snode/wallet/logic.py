@@ -17,7 +17,7 @@ from snode.core.transactions import (
     Transaction, Transfer, TxKind, UnlockRequest, outpoint_key, payload_kind, payload_spend, txid,
 )
 from snode.core.txbuilder import Spendable
-from snode.core.units import coin_word, counted, format_coins
+from snode.core.units import coin_word, counted, duration, format_coins
 from snode.core.stake_exit import ReturnReason
 from snode.params import COIN, NetworkParams
 
@@ -222,10 +222,10 @@ def unlocking_text(unlock_height: int, when: Callable[[int], str] | None = None)
 
 
 def balance_lines(balance: Balance, nodes: int, confirmations: int) -> list[str]:
-    """The lines `balance` prints: `Balance:` and `Unlocked balance:` first (bare coin amounts,
-    as scripts read them), then what is locked and until when, pending coins, stakes, and the
-    stakes that are unlocking."""
-    lines = [f"Balance: {format_coins(balance.total)}", f"Unlocked balance: {format_coins(balance.unlocked)}"]
+    """The lines `balance` prints: `Balance:` and `Unlocked balance:` first (the amount, then its
+    unit as on every other line: a script reads the first word after the colon), then what is
+    locked and until when, pending coins, stakes, and the stakes that are unlocking."""
+    lines = [f"Balance: {coins(balance.total)}", f"Unlocked balance: {coins(balance.unlocked)}"]
     locked = locked_text(balance)
     if locked is not None:
         lines.append(f"Locked: {locked}")
@@ -253,15 +253,6 @@ def when(blocks: int, params: NetworkParams, now: float) -> str:
     seconds = blocks * params.target_block_time
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(now + seconds))
     return f"{text}, about {duration(seconds)}, around {date}"
-
-
-def duration(seconds: int) -> str:
-    """A rough human duration: `15 days`, `3 hours`, `2 minutes`, `40 seconds`."""
-    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60)):
-        if seconds >= size:
-            count = round(seconds / size)
-            return counted(count, unit)
-    return counted(seconds, "second")
 
 
 def not_enough(unlocked: int, amount: int, fee: int, balance: Balance, confirmations: int) -> str:

@@ -17,7 +17,7 @@ from snode.core.state import ServiceNode
 from snode.core.transactions import (
     Registration,
 )
-from snode.core.units import PERCENT_DECIMALS, format_coins, parse_coins, parse_percent_ppm
+from snode.core.units import PERCENT_DECIMALS, counted, format_coins, parse_coins, parse_percent_ppm
 from snode.params import PPM, NetworkParams
 from snode.wallet.errors import WalletError
 from snode.wallet.logic import PendingStake, coin_word, coins, unlocking_text
@@ -133,10 +133,14 @@ def stake_line(sn: ServiceNode, staker: bytes, pending: int = 0, unlock: Callabl
     return line
 
 
-def locked_line(sn_pubkey: str, amount: int, until: int, reason: str) -> str:
-    """A row of `stakes` for a stake a deregistration returned, still locked."""
-    return (f"{sn_pubkey}  mine: {format_coins(amount)}  Deregistered ({reason or 'failing'})  "
-            f"locked by deregistration until height {until}")
+def locked_line(sn_pubkey: str, amount: int, until: int, reason: str, height: int | None = None) -> str:
+    """A row of `stakes` for a stake a deregistration returned, still locked (`until`: the first
+    block that may spend it; `height`: the tip). Its height is `balance`'s: the tip from which
+    the stake counts as unlocked (a transfer then goes in the next block, `until`), so that the
+    two commands name the same height for the same coins."""
+    text = (f"{sn_pubkey}  mine: {format_coins(amount)}  Deregistered ({reason or 'failing'})  "
+            f"locked by deregistration, unlocking at height {until - 1}")
+    return text + (f" (in {counted(max(until - 1 - height, 0), 'block')})" if height is not None else "")
 
 
 def stakes_lines(
