@@ -59,9 +59,9 @@ from snode.core.encoding import encode
 from snode.core.registration import sign_registration
 from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import UtxoEntry
+from snode.core.state_change import sign_votes, state_change_tx
 from snode.core.transactions import (
-    TX_VERSION, OutPoint, Reservation, Stake, StateChange, Transaction, Transfer, TxOut, Vote,
-    state_change_hash, txid,
+    OutPoint, Reservation, Stake, Transaction, Transfer, TxOut, txid,
 )
 from snode.core.txbuilder import Spendable, build_spend
 from snode.params import COIN, REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_SEED
@@ -264,10 +264,8 @@ class ChainBuilder:
         funded = [sn for n, sn in enumerate(self.sn_keys) if n not in self.awaiting]
         kind, reason = StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF
         for sn in funded:
-            message = state_change_hash(self.params.network_id, sn.public, kind, reason, quorum_height)
-            vote = Vote(self.authority.public, self.authority.sign(message))
-            payload = StateChange(sn.public, kind, reason, quorum_height, (vote,))
-            self.send(Transaction(TX_VERSION, (), (), payload, ()))
+            votes = sign_votes([self.authority], self.params.network_id, sn.public, kind, reason, quorum_height)
+            self.send(state_change_tx(votes, sn.public, kind, reason, quorum_height))
         self.mine(1 + self.params.payable_grace)
         return len(funded)
 

@@ -18,11 +18,10 @@ from snode.core.genesis import Consensus, GenesisDoc, GenesisOutput, genesis_sta
 from snode.core.production import build_block
 from snode.core.registration import sign_registration
 from snode.core.service_nodes import Reason, StateChangeKind
-from snode.core.stake_exit import returned_outputs
 from snode.core.state import ChainState, Undo
+from snode.core.state_change import sign_votes, state_change_tx
 from snode.core.transactions import (
-    TX_VERSION, OutPoint, Reservation, Stake, StateChange, Transaction, Transfer, TxOut, Vote,
-    state_change_hash, txid,
+    OutPoint, Reservation, Stake, Transaction, Transfer, TxOut, txid,
 )
 from snode.core.transition import apply_block
 from snode.core.txbuilder import Spendable, build_spend, build_transfer, build_unlock_request
@@ -146,15 +145,11 @@ class DevChain:
     def state_change(self, sn_pubkey: bytes, kind: StateChangeKind, reason: Reason) -> bytes:
         """A state change voted by the quorum of the tip (the authority while bootstrapping)."""
         quorum = self.state.quorums[self.state.height]
-        message = state_change_hash(self.params.network_id, sn_pubkey, kind, reason, quorum.height)
         if self.authority.public not in quorum.members:
             raise ValueError("the tip's quorum is made of service nodes; the authority cannot vote")
-        votes = (Vote(self.authority.public, self.authority.sign(message)),)
-        node = self.state.service_nodes.get(sn_pubkey)
-        # A deregistration returns the stakes in its outputs.
-        outputs = returned_outputs(node) if kind == StateChangeKind.DEREGISTER and node else ()
-        tx = Transaction(TX_VERSION, (), outputs, StateChange(sn_pubkey, kind, reason, quorum.height, votes), ())
-        return self.submit(tx)
+        votes = sign_votes([self.authority], self.params.network_id, sn_pubkey, kind, reason, quorum.height)
+        target = self.state.service_nodes.get(sn_pubkey) or sn_pubkey
+        return self.submit(state_change_tx(votes, target, kind, reason, quorum.height))
 
     def request_unlock(self, contributor: SigningKey, sn_pubkey: bytes) -> bytes:
         """`contributor` asks to unlock its stake on a service node."""

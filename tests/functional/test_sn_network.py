@@ -266,7 +266,8 @@ def test_quorumnet_refuses_unregistered_keys(nodes):
 def test_forged_state_changes_are_rejected(nodes):
     from snode.core.encoding import encode
     from snode.core.service_nodes import Reason, StateChangeKind
-    from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
+    from snode.core.state_change import state_change_tx
+    from snode.core.transactions import Vote, state_change_hash
     from snode.params import REGTEST_AUTHORITY_SEED
     from snode.core.crypto import SigningKey
 
@@ -281,11 +282,10 @@ def test_forged_state_changes_are_rejected(nodes):
     pk = bytes.fromhex(sn.get_service_node_key()["service_node_pubkey"])
 
     def change(voter: SigningKey, *, sign_with: SigningKey | None = None) -> str:
-        message = state_change_hash(REGTEST.network_id, pk, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, height)
+        kind, reason = StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF
+        message = state_change_hash(REGTEST.network_id, pk, kind, reason, height)
         vote = Vote(voter.public, (sign_with or voter).sign(message))
-        payload = StateChange(pk, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, height, (vote,))
-        tx = Transaction(TX_VERSION, (), (), payload, ())
-        return encode(tx).hex()
+        return encode(state_change_tx([vote], pk, kind, reason, height)).hex()
 
     log.info("Send activations voted by an outsider, and by the authority with a forged "
              "signature: both refused, the node stays inactive")
