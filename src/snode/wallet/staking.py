@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from snode.common.text import fixed_hex
 from snode.core.address import SEPARATOR, decode_address, encode_address
 from snode.core.errors import InvalidAddress, InvalidAmount, InvalidRegistration, InvalidStake
 from snode.core.registration import parse_command
@@ -30,11 +31,8 @@ NO_ANSWERS: Final = frozenset({"no", "n"})
 
 def parse_pubkey(text: str) -> bytes:
     """A service node public key typed by a user (64 hex characters)."""
-    try:
-        raw = bytes.fromhex(text)
-    except ValueError:
-        raw = b""
-    if len(raw) != 32:
+    raw = fixed_hex(text, 32)
+    if raw is None:
         raise WalletError(
             f"service node public key '{text[:20]}' is not 64 hex characters: copy it from "
             "get_service_node_key"
