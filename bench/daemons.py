@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from snode.api.client import RpcClient, RpcUnavailable
-from snode.common.procs import child_pids
+from snode.common.procs import child_pids, cpu_seconds, memory_mib
 
 BENCH_DIR: Final = Path(__file__).resolve().parent
 REPO_DIR: Final = BENCH_DIR.parent
@@ -71,28 +71,13 @@ def compile_sources() -> None:
     compileall.compile_dir(REPO_DIR / "src", quiet=1)
 
 
-def process_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of process pid so far, all its threads (Linux /proc); None where
-    unknown."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-    # After the command name: state is field 3, utime and stime are fields 14 and 15.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def process_tree_cpu_seconds(pid: int) -> tuple[float, float] | None:
     """(the process's own, its living children's) user + system CPU seconds so far: a daemon and
     its signature workers (Linux /proc); None where unknown."""
-    own = process_cpu_seconds(pid)
+    own = cpu_seconds(pid)
     if own is None:
         return None
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return None
-    return own, sum(process_cpu_seconds(int(child)) or 0.0 for child in children)
+    return own, sum(cpu_seconds(child) or 0.0 for child in child_pids(pid))
 
 
 def stop_process(proc: subprocess.Popen[Any], timeout: float = STOP_TIMEOUT,
@@ -201,33 +186,19 @@ class Daemon:
 
     def peak_rss_mb(self) -> float | None:
         """The process's peak resident memory (VmHWM) in MiB, None if it cannot be read."""
-        try:
-            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-        except OSError:
-            return None
-        return None
+        return memory_mib(self.pid, "VmHWM")
 
     def cpu_seconds(self) -> float:
         """User + system CPU seconds the process (all its threads) and its live child
         processes (signature workers) have used so far."""
-        cpu = process_cpu_seconds(self.pid)
+        cpu = cpu_seconds(self.pid)
         if cpu is None:
             raise RuntimeError(f"no CPU time for {self.label} (pid {self.pid})")
-        return cpu + sum(process_cpu_seconds(child) or 0.0 for child in child_pids(self.pid))
+        return cpu + sum(cpu_seconds(child) or 0.0 for child in child_pids(self.pid))
 
     def workers_rss_mb(self) -> float:
         """Resident memory of its live child processes (signature workers), in MiB."""
-        total = 0.0
-        for child in child_pids(self.pid):
-            try:
-                for line in Path(f"/proc/{child}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) / 1024
-            except OSError:
-                pass
-        return total
+        return sum(memory_mib(child) or 0.0 for child in child_pids(self.pid))
 
     def log_tail(self, chars: int = 3_000) -> str:
         return self.stderr.read_text(errors="replace")[-chars:] if self.stderr.exists() else ""

@@ -50,9 +50,8 @@ from rich.console import Console
 
 from bench import daemons
 from bench.report import figures_table, verdict
-from bench.daemons import (
-    BENCH_DIR, RPC_NET, Daemon, child_env, loopback_ip, process_cpu_seconds, stop_process,
-)
+from bench.daemons import BENCH_DIR, RPC_NET, Daemon, child_env, loopback_ip, stop_process
+from snode.common.procs import cpu_seconds
 from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
 from snode.core.encoding import encode
@@ -411,9 +410,9 @@ def measure_get_info(rpc: RpcClient, servers: dict[str, Server], workdir: Path) 
         log(f"get_info load, pair {n + 1} of {LOAD_PAIRS} ({tool})")
         for name in (list(servers) if n % 2 == 0 else list(servers)[::-1]):
             server = servers[name]
-            before = process_cpu_seconds(server.pid)
+            before = cpu_seconds(server.pid)
             rate, count = load(server.host, server.port, LOAD_SECONDS)
-            after = process_cpu_seconds(server.pid)
+            after = cpu_seconds(server.pid)
             rates[name].append(rate)
             if before is not None and after is not None and count:
                 cpu[name].append((after - before) / count * 1e6)

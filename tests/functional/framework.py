@@ -32,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
-from snode.common.procs import child_pids
+from snode.common.procs import child_pids, stat_fields
 
 TIMEOUT_FACTOR = float(os.environ.get("SNODE_TIMEOUT_FACTOR", "1"))
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
@@ -118,11 +118,8 @@ def fuzz_settings(examples: int) -> settings:
 
 def process_gone(pid: int) -> bool:
     """True when process pid has ended (a zombie waiting for its parent counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] == "Z"
-    except OSError:
-        return True
+    fields = stat_fields(pid)
+    return fields is None or fields[0] == "Z"
 
 
 def assert_equal(actual: Any, expected: Any, what: str = "") -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.common.procs import process_args
 from snode.params import DEVNET
 
 
@@ -192,11 +193,8 @@ def spawn(entry: NodeEntry, genesis: Path, seed: str | None) -> int:
 
 def is_our_process(entry: NodeEntry) -> bool:
     """True when entry.pid still runs snoded on entry's data dir (pids get reused)."""
-    try:
-        cmdline = Path(f"/proc/{entry.pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return f"--data-dir={entry.data_dir}".encode() in cmdline
+    cmdline = process_args(entry.pid)
+    return cmdline is not None and f"--data-dir={entry.data_dir}".encode() in cmdline
 
 
 def wait_rpc(entry: NodeEntry, timeout: float = 30) -> None:
