@@ -61,6 +61,7 @@ def registered_solo(hub: Any, sn: Any, label: str, *, until: str = "active") -> 
     it), and mine until its record says `until` ("active" or "payable"); its public key."""
     operator = key_from_label(label)
     fund_and_unlock(hub, {operator.public: SOLO + COIN})
+    sync_blocks([hub, sn])
     register(sn, hub, operator, SOLO)
     hub.generate_blocks(blocks=1)
     pubkey: str = sn.get_service_node_key()["service_node_pubkey"]

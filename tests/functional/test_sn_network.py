@@ -33,7 +33,7 @@ from tests.functional.framework import (
 )
 from tests.functional.p2p import FakePeer
 from tests.functional.sn_helpers import (
-    POOL_MIN, SOLO, fund_and_unlock, mine_until, move_clocks, record, register, stake,
+    POOL_MIN, SOLO, fund_and_unlock, mine_until, move_clocks, record, register, registered_solo, stake,
 )
 
 log = narrator(__name__)
@@ -351,12 +351,7 @@ def test_a_second_daemon_with_the_same_key_refuses_to_go_on(nodes):
     hub = nodes.add()
     first = nodes.add(extra_args=["--service-node"])
     connect_nodes(first, hub)
-    op = key_from_label("doppel op")
-    fund_and_unlock(hub, {op.public: SOLO + COIN})
-    register(first, hub, op, SOLO)
-    hub.generate_blocks(blocks=1)
-    pk = first.get_service_node_key()["service_node_pubkey"]
-    mine_until(hub, lambda: record(hub, pk)["active"], timeout=60, what="the first daemon active")
+    pk = registered_solo(hub, first, "doppel op")
     log.info("Start a second daemon on a copy of its key: it listens two proof intervals, sees the "
              "first one's proofs and exits 1 with one line naming where they come from")
     second = nodes.add(extra_args=["--service-node"], start=False)
