@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from snode.api.client import RpcClient, RpcUnavailable
-from snode.common.procs import child_pids, cpu_seconds, memory_mib
+from snode.common.procs import child_pids, cpu_seconds, memory_mib, snoded_args, stop_process
 
 BENCH_DIR: Final = Path(__file__).resolve().parent
 REPO_DIR: Final = BENCH_DIR.parent
@@ -80,22 +80,6 @@ def process_tree_cpu_seconds(pid: int) -> tuple[float, float] | None:
     return own, sum(cpu_seconds(child) or 0.0 for child in child_pids(pid))
 
 
-def stop_process(proc: subprocess.Popen[Any], timeout: float = STOP_TIMEOUT,
-                 sig: int = signal.SIGTERM) -> bool:
-    """Send sig to this child by its pid; SIGKILL it if it has not stopped after timeout seconds.
-    True if it had to be killed."""
-    if proc.poll() is not None:
-        return False
-    proc.send_signal(sig)
-    try:
-        proc.wait(timeout)
-        return False
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        return True
-
-
 class Daemon:
     """One `snoded --regtest` (or `network`) subprocess on its own 127.x address, optionally
     under cProfile."""
@@ -117,11 +101,7 @@ class Daemon:
         self.rpc_port = rpc_port
         self.p2p_port = p2p_port
         runner = ["-m", "cProfile", "-o", str(profile_to)] if profile_to is not None else []
-        self.args = [
-            sys.executable, *runner, "-m", "snode.app.daemon", f"--{network}", "--non-interactive",
-            f"--data-dir={data_dir}", f"--rpc-admin={ip}:{rpc_port}", f"--p2p-bind-ip={ip}",
-            f"--p2p-bind-port={p2p_port}", *extra,
-        ]
+        self.args = [*snoded_args(network, data_dir, ip, rpc_port, p2p_port, python=runner), *extra]
         self.stderr = stderr if stderr is not None else data_dir.parent / f"{name or 'snoded'}.stderr"
         self.stdout = stdout
         self.start_timeout = start_timeout

@@ -1,12 +1,45 @@
-"""Processes as Linux's /proc shows them: for tests, benchmarks and tools that watch a daemon and
-its signature-verifying workers. Every reading is None (or empty) where the process is gone or
-the system has no /proc; nothing here raises for that.
+"""Daemon processes for tests, benchmarks and tools: the command line that starts a snoded, how
+one is stopped, and what Linux's /proc shows of it and its signature-verifying workers. Every
+reading is None (or empty) where the process is gone or the system has no /proc; nothing here
+raises for that.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+
+def snoded_args(
+    network: str, data_dir: Path | str, ip: str, rpc_port: int, p2p_port: int, *, python: Sequence[str] = (),
+) -> list[str]:
+    """The command line of a snoded on `network` with its data dir, its admin RPC and P2P on
+    `ip`, reading no console; `python`: interpreter options before `-m` (cProfile's)."""
+    return [
+        sys.executable, *python, "-m", "snode.app.daemon", *([f"--{network}"] if network != "mainnet" else []),
+        "--non-interactive", f"--data-dir={data_dir}", f"--rpc-admin={ip}:{rpc_port}", f"--p2p-bind-ip={ip}",
+        f"--p2p-bind-port={p2p_port}",
+    ]
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float, sig: int = signal.SIGTERM) -> bool:
+    """Send `sig` to this child by its pid; SIGKILL it if it has not stopped after `timeout`
+    seconds. True if it had to be killed."""
+    if proc.poll() is not None:
+        return False
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+        return False
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return True
 
 
 def child_pids(pid: int) -> list[int]:

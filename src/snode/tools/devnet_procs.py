@@ -11,7 +11,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import click
 
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
-from snode.common.procs import process_args
+from snode.common.procs import process_args, snoded_args
 from snode.params import DEVNET
 
 
@@ -171,10 +170,7 @@ def clear_stopped(base_dir: Path) -> list[str]:
 
 
 def _daemon_args(entry: NodeEntry, genesis: Path, seed: str | None) -> list[str]:
-    args = [sys.executable, "-m", "snode.app.daemon", "--devnet", "--non-interactive",
-            f"--data-dir={entry.data_dir}", f"--genesis={genesis}",
-            f"--rpc-admin={entry.ip}:{DEVNET.rpc_port}", f"--p2p-bind-ip={entry.ip}",
-            f"--p2p-bind-port={DEVNET.p2p_port}"]
+    args = snoded_args("devnet", entry.data_dir, entry.ip, DEVNET.rpc_port, DEVNET.p2p_port) + [f"--genesis={genesis}"]
     if entry.role == SERVICE_NODE:
         args += ["--service-node", f"--quorumnet-port={DEVNET.quorumnet_port}"]
     if seed is not None:
