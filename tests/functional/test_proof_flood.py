@@ -11,12 +11,11 @@ import msgspec
 from snode.common.procs import child_pids
 from snode.core.crypto import SigningKey
 from snode.core.proofs import make_proof
-from snode.devchain import key_from_label
 from snode.net import protocol as P
-from snode.params import COIN, REGTEST
+from snode.params import REGTEST
 from tests.functional.framework import connect_nodes, narrator, next_loopback_ip, wait_until
 from tests.functional.p2p import FakePeer
-from tests.functional.sn_helpers import SOLO, fund_and_unlock, mine_until, record, register
+from tests.functional.sn_helpers import record, registered_solos
 
 log = narrator(__name__)
 
@@ -31,14 +30,8 @@ def test_a_flood_of_proofs_is_checked_on_the_workers_and_a_forger_is_banned(node
     sns = [nodes.add(extra_args=["--service-node"]) for _ in range(SERVICE_NODES)]
     for sn in sns:
         connect_nodes(sn, hub)
-    ops = [key_from_label(f"flood op {i}") for i in range(SERVICE_NODES)]
-    fund_and_unlock(hub, {op.public: SOLO + COIN for op in ops})
-    for sn, op in zip(sns, ops):
-        register(sn, hub, op, SOLO)
-    hub.generate_blocks(blocks=1)
+    pks = registered_solos(hub, sns, [f"flood op {i}" for i in range(SERVICE_NODES)])
     keys = [SigningKey(bytes.fromhex((sn.data_dir / "key").read_text().strip())) for sn in sns]
-    pks = [k.public.hex() for k in keys]
-    mine_until(hub, lambda: all(record(hub, pk)["active"] for pk in pks), timeout=60, what="all SNs active")
     assert hub.process is not None
     assert child_pids(hub.process.pid) == [], "no signature worker before any large batch"
 

@@ -33,7 +33,8 @@ from tests.functional.framework import (
 )
 from tests.functional.p2p import FakePeer
 from tests.functional.sn_helpers import (
-    POOL_MIN, SOLO, fund_and_unlock, mine_until, move_clocks, record, register, registered_solo, stake,
+    POOL_MIN, SOLO, fund_and_unlock, mine_until, move_clocks, record, register, registered_solo, registered_solos,
+    stake,
 )
 
 log = narrator(__name__)
@@ -306,13 +307,7 @@ def test_service_node_quorum_decommissions_over_quorumnet(nodes):
     sns = [nodes.add(extra_args=["--service-node"]) for _ in range(REGTEST.min_active_sns)]
     for sn in sns:
         connect_nodes(sn, hub)
-    ops = [key_from_label(f"quorum op {i}") for i in range(len(sns))]
-    fund_and_unlock(hub, {op.public: SOLO + COIN for op in ops})
-    for sn, op in zip(sns, ops):
-        register(sn, hub, op, SOLO)
-    hub.generate_blocks(blocks=1)
-    pks = [sn.get_service_node_key()["service_node_pubkey"] for sn in sns]
-    mine_until(hub, lambda: all(record(hub, pk)["active"] for pk in pks), timeout=60, what="all SNs active")
+    pks = registered_solos(hub, sns, [f"quorum op {i}" for i in range(len(sns))])
     hub.generate_blocks(blocks=1)
     sync_blocks([hub, *sns])
     log.info("Wait until every SN has every SN's proof (and so its quorumnet address)")
@@ -383,13 +378,7 @@ def test_a_node_that_cannot_be_reached_where_it_says_is_decommissioned_unreachab
     sns = [nodes.add(extra_args=["--service-node"]) for _ in range(5)]
     for sn in sns:
         connect_nodes(sn, hub)
-    ops = [key_from_label(f"reach op {i}") for i in range(len(sns))]
-    fund_and_unlock(hub, {op.public: SOLO + COIN for op in ops})
-    for sn, op in zip(sns, ops):
-        register(sn, hub, op, SOLO)
-    hub.generate_blocks(blocks=1)
-    pks = [sn.get_service_node_key()["service_node_pubkey"] for sn in sns]
-    mine_until(hub, lambda: all(record(hub, pk)["active"] for pk in pks), timeout=60, what="all SNs active")
+    pks = registered_solos(hub, sns, [f"reach op {i}" for i in range(len(sns))])
     wait_until(lambda: all(record(sn, pk)["last_uptime_proof"] for sn in sns for pk in pks),
                timeout=30, what="every SN seeing every SN's proofs")
     victim, victim_pk, live = sns[-1], pks[-1], sns[:-1]
