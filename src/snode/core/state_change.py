@@ -32,13 +32,12 @@ def state_change_tx(
     """The state change (`kind`, `reason`) of `target` voted by the quorum of `quorum_height`.
 
     The votes go in voter order. A deregistration's outputs return each stake to its contributor
-    (`stake_exit.returned_outputs`), so it needs the node's record as `target`; any other kind
-    has no outputs and may name its node by public key alone.
+    (`stake_exit.returned_outputs`), read from the node's record as `target`; a node named by
+    public key alone gets none, so the rules refuse its deregistration (tests send one of an
+    unregistered node). Any other kind has no outputs.
     """
     if isinstance(target, ServiceNode):
         sn_pubkey, outputs = target.pubkey, returned_outputs(target) if kind == StateChangeKind.DEREGISTER else ()
-    elif kind == StateChangeKind.DEREGISTER:
-        raise ValueError("a deregistration returns the stakes: it needs the node's record, not its key")
     else:
         sn_pubkey, outputs = target, ()
     ordered = tuple(sorted(votes, key=lambda v: v.voter))
