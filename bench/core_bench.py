@@ -37,7 +37,6 @@ from snode.core import mempool as mp
 from snode.core.blocks import Block
 from snode.core.crypto import SigningKey, signature_cache, verify
 from snode.core.production import build_block
-from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state_root import after_block_with_root, state_checksum
 from snode.core.transition import SigCheck, apply_block, verify_serially
 from snode.core.txbuilder import build_transfer
@@ -103,15 +102,7 @@ def build_chain(spenders: Sequence[SigningKey], service_nodes: int = SERVICE_NOD
     allocations = {k.public: 200_001 * COIN for k in operators}
     allocations.update({k.public: 1_000 * COIN for k in spenders})
     chain = DevChain.create(allocations)
-    for start in range(0, service_nodes, REGISTRATIONS_PER_BLOCK):
-        for op, node in zip(operators[start:start + REGISTRATIONS_PER_BLOCK],
-                            nodes[start:start + REGISTRATIONS_PER_BLOCK]):
-            chain.register(op, node, chain.params.staking_requirement)
-        chain.mine()
-    # One block of activations: every vote cites the tip's quorum, which is still the authority.
-    for node in nodes:
-        chain.state_change(node.public, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF)
-    chain.mine()
+    chain.register_active(list(zip(operators, nodes)), per_block=REGISTRATIONS_PER_BLOCK)
     chain.mine(chain.params.payable_grace)
     active = sum(1 for sn in chain.state.service_nodes.values() if sn.active)
     if active != service_nodes:

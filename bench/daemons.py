@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from snode.api.client import RpcClient, RpcUnavailable
-from snode.common.procs import child_pids
+from snode.common.procs import child_pids, cpu_seconds, memory_mib, snoded_args, stop_process
 
 BENCH_DIR: Final = Path(__file__).resolve().parent
 REPO_DIR: Final = BENCH_DIR.parent
@@ -71,44 +71,13 @@ def compile_sources() -> None:
     compileall.compile_dir(REPO_DIR / "src", quiet=1)
 
 
-def process_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of process pid so far, all its threads (Linux /proc); None where
-    unknown."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-    # After the command name: state is field 3, utime and stime are fields 14 and 15.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def process_tree_cpu_seconds(pid: int) -> tuple[float, float] | None:
     """(the process's own, its living children's) user + system CPU seconds so far: a daemon and
     its signature workers (Linux /proc); None where unknown."""
-    own = process_cpu_seconds(pid)
+    own = cpu_seconds(pid)
     if own is None:
         return None
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return None
-    return own, sum(process_cpu_seconds(int(child)) or 0.0 for child in children)
-
-
-def stop_process(proc: subprocess.Popen[Any], timeout: float = STOP_TIMEOUT,
-                 sig: int = signal.SIGTERM) -> bool:
-    """Send sig to this child by its pid; SIGKILL it if it has not stopped after timeout seconds.
-    True if it had to be killed."""
-    if proc.poll() is not None:
-        return False
-    proc.send_signal(sig)
-    try:
-        proc.wait(timeout)
-        return False
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        return True
+    return own, sum(cpu_seconds(child) or 0.0 for child in child_pids(pid))
 
 
 class Daemon:
@@ -132,11 +101,7 @@ class Daemon:
         self.rpc_port = rpc_port
         self.p2p_port = p2p_port
         runner = ["-m", "cProfile", "-o", str(profile_to)] if profile_to is not None else []
-        self.args = [
-            sys.executable, *runner, "-m", "snode.app.daemon", f"--{network}", "--non-interactive",
-            f"--data-dir={data_dir}", f"--rpc-admin={ip}:{rpc_port}", f"--p2p-bind-ip={ip}",
-            f"--p2p-bind-port={p2p_port}", *extra,
-        ]
+        self.args = [*snoded_args(network, data_dir, ip, rpc_port, p2p_port, python=runner), *extra]
         self.stderr = stderr if stderr is not None else data_dir.parent / f"{name or 'snoded'}.stderr"
         self.stdout = stdout
         self.start_timeout = start_timeout
@@ -201,33 +166,19 @@ class Daemon:
 
     def peak_rss_mb(self) -> float | None:
         """The process's peak resident memory (VmHWM) in MiB, None if it cannot be read."""
-        try:
-            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-        except OSError:
-            return None
-        return None
+        return memory_mib(self.pid, "VmHWM")
 
     def cpu_seconds(self) -> float:
         """User + system CPU seconds the process (all its threads) and its live child
         processes (signature workers) have used so far."""
-        cpu = process_cpu_seconds(self.pid)
+        cpu = cpu_seconds(self.pid)
         if cpu is None:
             raise RuntimeError(f"no CPU time for {self.label} (pid {self.pid})")
-        return cpu + sum(process_cpu_seconds(child) or 0.0 for child in child_pids(self.pid))
+        return cpu + sum(cpu_seconds(child) or 0.0 for child in child_pids(self.pid))
 
     def workers_rss_mb(self) -> float:
         """Resident memory of its live child processes (signature workers), in MiB."""
-        total = 0.0
-        for child in child_pids(self.pid):
-            try:
-                for line in Path(f"/proc/{child}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) / 1024
-            except OSError:
-                pass
-        return total
+        return sum(memory_mib(child) or 0.0 for child in child_pids(self.pid))
 
     def log_tail(self, chars: int = 3_000) -> str:
         return self.stderr.read_text(errors="replace")[-chars:] if self.stderr.exists() else ""

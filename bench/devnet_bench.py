@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.blocks_bench import wait
-from bench.daemons import process_cpu_seconds
+from snode.common.procs import cpu_seconds, memory_mib
 from bench.report import verdict
 from snode.api.client import call_once as call
 from snode.params import DEVNET
@@ -49,13 +49,7 @@ def devnet(base: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+    return memory_mib(pid) or 0.0
 
 
 def run(minutes: float = MINUTES) -> dict[str, Any]:
@@ -80,7 +74,7 @@ def _measure(base: Path, minutes: float) -> dict[str, Any]:
     first = call(authority, "get_height")["height"]
     log(f"service nodes produce from height {first}; measuring {minutes:g} minutes")
     pids = {row["name"]: row["pid"] for row in rows}
-    cpu0 = {name: process_cpu_seconds(pid) or 0.0 for name, pid in pids.items()}
+    cpu0 = {name: cpu_seconds(pid) or 0.0 for name, pid in pids.items()}
     peak = {name: 0.0 for name in pids}
     started = time.monotonic()
     while time.monotonic() - started < minutes * 60:
@@ -88,7 +82,7 @@ def _measure(base: Path, minutes: float) -> dict[str, Any]:
             peak[name] = max(peak[name], rss_mib(pid))
         time.sleep(SAMPLE_S)  # a sampling period, not a wait for a condition
     span = time.monotonic() - started
-    cpu = {name: ((process_cpu_seconds(pid) or 0.0) - cpu0[name]) / span for name, pid in pids.items()}
+    cpu = {name: ((cpu_seconds(pid) or 0.0) - cpu0[name]) / span for name, pid in pids.items()}
     last = call(authority, "get_height")["height"]
     blocks = [call(authority, "get_block", {"height": h}) for h in range(first + 1, last + 1)]
     chain_span = blocks[-1]["timestamp"] - call(authority, "get_block", {"height": first})["timestamp"]

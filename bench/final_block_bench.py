@@ -22,14 +22,12 @@ from typing import Final
 import msgspec
 
 from snode.core import mempool as mp
-from snode.core.blocks import Block, block_hash
+from snode.core.blocks import Block
 from snode.core.crypto import SigningKey, signature_cache
-from snode.core.production import build_block
-from snode.core.pulse import Mode, production_mode, round_quorum, round_window, signer_set, validator_message
-from snode.core.service_nodes import Reason, StateChangeKind
+from snode.core.pulse import Mode, production_mode
 from snode.core.state import ChainState
 from snode.core.txbuilder import build_transfer
-from snode.devchain import DevChain, key_from_label
+from snode.devchain import DevChain, key_from_label, sn_block
 from snode.node.node import Node
 from snode.node.templates import CheckedTemplates
 from snode.node.verifier import InlineVerifier
@@ -52,12 +50,7 @@ def build_chain() -> tuple[DevChain, ChainState, dict[bytes, SigningKey], list[S
     allocations = {k.public: 200_001 * COIN for k in operators} | {k.public: 1_000 * COIN for k in spenders}
     chain = DevChain.create(allocations, params=DEVNET)
     genesis = chain.state
-    for op, node in zip(operators, nodes):
-        chain.register(op, node, chain.params.staking_requirement)
-    chain.mine()
-    for node in nodes:
-        chain.state_change(node.public, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF)
-    chain.mine()
+    chain.register_active(list(zip(operators, nodes)))
     chain.mine(chain.params.payable_grace)
     if production_mode(chain.state, DEVNET) is not Mode.SERVICE_NODES:
         raise AssertionError("the service nodes do not produce the next block")
@@ -77,14 +70,10 @@ def signed_block(chain: DevChain, keys: dict[bytes, SigningKey], spenders: list[
     for i, key in enumerate(spenders[:transfers]):
         tx = build_transfer(chain.spendable(key.public), key, spenders[i - 1].public, 10 * COIN, chain.params)
         pool, _ = mp.admit(pool, tx, state, chain.consensus, now=chain.now)
-    quorum = round_quorum(state, 0, DEVNET)
-    start, _ = round_window(state.timestamp, 0, DEVNET)
-    template, _ = build_block(state, pool, chain.consensus, keys[quorum.leader], timestamp=start)
-    if len(template.transactions) != transfers + 1:
-        raise AssertionError(f"the block holds {len(template.transactions) - 1} of {transfers} transfers")
-    message = validator_message(DEVNET.network_id, block_hash(template.header))
-    bitset, signatures = signer_set(quorum.validators, {v: keys[v].sign(message) for v in quorum.validators})
-    return template, msgspec.structs.replace(template, validator_bitset=bitset, validator_signatures=signatures)
+    block, _ = sn_block(state, chain.consensus, keys, pool=pool)
+    if len(block.transactions) != transfers + 1:
+        raise AssertionError(f"the block holds {len(block.transactions) - 1} of {transfers} transfers")
+    return msgspec.structs.replace(block, validator_bitset=0, validator_signatures=()), block
 
 
 def _cpu(fn: Callable[[], object]) -> float:

@@ -49,7 +49,6 @@ from rich.table import Table
 from snode.common.clock import MockableClock
 from snode.core.crypto import SigningKey, verify_uncached
 from snode.core.proofs import UptimeProof, make_proof, proof_message
-from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import undo_block
 from snode.devchain import DevChain, key_from_label
 from snode.net import protocol as P
@@ -99,12 +98,7 @@ def _chain() -> tuple[DevChain, list[SigningKey]]:
     operators = [key_from_label(f"intake bench operator {i}") for i in range(SERVICE_NODES)]
     keys = [key_from_label(f"intake bench node {i}") for i in range(SERVICE_NODES)]
     chain = DevChain.create({k.public: 200_001 * COIN for k in operators})
-    for op, key in zip(operators, keys):
-        chain.register(op, key, chain.params.staking_requirement)
-    chain.mine()
-    for key in keys:
-        chain.state_change(key.public, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF)
-    chain.mine()
+    chain.register_active(list(zip(operators, keys)))
     return chain, keys
 
 

@@ -31,7 +31,8 @@ from typing import Final
 from rich.console import Console
 
 from bench.blocks_profile import PARTS
-from bench.daemons import process_cpu_seconds, stop_process
+from bench.daemons import stop_process
+from snode.common.procs import cpu_seconds
 
 JIT_ENV: Final = "PYTHON_PERF_JIT_SUPPORT"
 SECONDS: Final = 60.0
@@ -245,7 +246,7 @@ class Recording:
     def start(self, pid: int) -> None:
         """Start recording process `pid` now."""
         self.pid = pid
-        self.cpu_start = process_cpu_seconds(pid)
+        self.cpu_start = cpu_seconds(pid)
         with open(self.log, "ab") as log:
             # -k 1: the samples on CLOCK_MONOTONIC, the jitdump's clock, which perf inject --jit needs
             self.proc = subprocess.Popen(
@@ -264,7 +265,7 @@ class Recording:
         """Read the process's CPU time as soon as perf has ended: call it often while it runs,
         so that /proc's figure covers the recorded window only."""
         if self.proc is not None and self.cpu_end is None and self.proc.poll() is not None:
-            self.cpu_end = process_cpu_seconds(self.pid)
+            self.cpu_end = cpu_seconds(self.pid)
 
     def wait(self) -> None:
         """Until perf record has written its file (bounded: its seconds and a minute)."""

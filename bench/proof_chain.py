@@ -19,7 +19,6 @@ from typing import Final
 
 from snode.core.crypto import SigningKey
 from snode.core.genesis import encode_genesis, genesis_state, regtest_genesis
-from snode.core.service_nodes import Reason, StateChangeKind
 from snode.devchain import DevChain
 from snode.params import COIN, REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_SEED
 from snode.store import DATABASE_FILE, ChainStore
@@ -66,25 +65,12 @@ def build_chain(data_dir: Path, service_nodes: int) -> BuiltChain:
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     (data_dir / GENESIS_FILE).write_bytes(encode_genesis(doc))
     with ChainStore.open(data_dir / DATABASE_FILE, genesis_block=block0, genesis_state=state) as store:
-
-        def mine(count: int = 1) -> None:
-            for _ in range(count):
-                chain.mine()
-                store.commit_block(chain.blocks[-1], chain.state, chain.undos[-1])
-
+        chain.on_block = store.commit_block
         for start in range(0, service_nodes, FUND_PER_TX):
             group = operators[start:start + FUND_PER_TX]
             chain.pay_many(faucet, {k.public: PARAMS.staking_requirement + COIN for k in group})
-            mine(PARAMS.unlock_confirmations)  # the faucet's change and the payments unlock
-        for start in range(0, service_nodes, REGISTRATIONS_PER_BLOCK):
-            for op, node in zip(operators[start:start + REGISTRATIONS_PER_BLOCK],
-                                nodes[start:start + REGISTRATIONS_PER_BLOCK]):
-                chain.register(op, node, PARAMS.staking_requirement)
-            mine()
-        # One block of activations: every vote cites the tip's quorum, still the authority's.
-        for node in nodes:
-            chain.state_change(node.public, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF)
-        mine()
+            chain.mine(PARAMS.unlock_confirmations)  # the faucet's change and the payments unlock
+        chain.register_active(list(zip(operators, nodes)), per_block=REGISTRATIONS_PER_BLOCK)
         if len(chain.pool):
             raise AssertionError(f"{len(chain.pool)} transactions did not fit in the setup blocks")
     sns = chain.state.service_nodes

@@ -50,18 +50,17 @@ from rich.console import Console
 
 from bench import daemons
 from bench.report import figures_table, verdict
-from bench.daemons import (
-    BENCH_DIR, RPC_NET, Daemon, child_env, loopback_ip, process_cpu_seconds, stop_process,
-)
+from bench.daemons import BENCH_DIR, RPC_NET, Daemon, child_env, loopback_ip, stop_process
+from snode.common.procs import cpu_seconds
 from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
 from snode.core.encoding import encode
 from snode.core.registration import sign_registration
 from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import UtxoEntry
+from snode.core.state_change import sign_votes, state_change_tx
 from snode.core.transactions import (
-    TX_VERSION, OutPoint, Reservation, Stake, StateChange, Transaction, Transfer, TxOut, Vote,
-    state_change_hash, txid,
+    OutPoint, Reservation, Stake, Transaction, Transfer, TxOut, txid,
 )
 from snode.core.txbuilder import Spendable, build_spend
 from snode.params import COIN, REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_SEED
@@ -264,10 +263,8 @@ class ChainBuilder:
         funded = [sn for n, sn in enumerate(self.sn_keys) if n not in self.awaiting]
         kind, reason = StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF
         for sn in funded:
-            message = state_change_hash(self.params.network_id, sn.public, kind, reason, quorum_height)
-            vote = Vote(self.authority.public, self.authority.sign(message))
-            payload = StateChange(sn.public, kind, reason, quorum_height, (vote,))
-            self.send(Transaction(TX_VERSION, (), (), payload, ()))
+            votes = sign_votes([self.authority], self.params.network_id, sn.public, kind, reason, quorum_height)
+            self.send(state_change_tx(votes, sn.public, kind, reason, quorum_height))
         self.mine(1 + self.params.payable_grace)
         return len(funded)
 
@@ -413,9 +410,9 @@ def measure_get_info(rpc: RpcClient, servers: dict[str, Server], workdir: Path) 
         log(f"get_info load, pair {n + 1} of {LOAD_PAIRS} ({tool})")
         for name in (list(servers) if n % 2 == 0 else list(servers)[::-1]):
             server = servers[name]
-            before = process_cpu_seconds(server.pid)
+            before = cpu_seconds(server.pid)
             rate, count = load(server.host, server.port, LOAD_SECONDS)
-            after = process_cpu_seconds(server.pid)
+            after = cpu_seconds(server.pid)
             rates[name].append(rate)
             if before is not None and after is not None and count:
                 cpu[name].append((after - before) / count * 1e6)

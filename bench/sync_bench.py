@@ -57,6 +57,7 @@ from bench import daemons
 from bench.daemons import P2P_PORT, SYNC_NET, Daemon, loopback_ip
 from bench.report import figures_table, verdict
 from bench.sync_chain import PARAMS, ChainStats, SyncChain
+from snode.common.procs import cpu_seconds
 from snode.core.blocks import Block, block_hash
 from snode.core.crypto import signature_cache
 from snode.core.encoding import decode
@@ -340,7 +341,7 @@ class TimedVerifier(VerifierPool):
         return TimedPending(super().submit(checks), self.wait)
 
     def workers_cpu_s(self) -> float:
-        return sum(daemons.process_cpu_seconds(pid) or 0.0 for pid in self.worker_pids())
+        return sum(cpu_seconds(pid) or 0.0 for pid in self.worker_pids())
 
 
 class TimedNode(Node):

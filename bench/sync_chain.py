@@ -36,9 +36,9 @@ from snode.core.genesis import encode_genesis, genesis_state, regtest_genesis
 from snode.core.registration import sign_registration
 from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import UtxoEntry
+from snode.core.state_change import sign_votes, state_change_tx
 from snode.core.transactions import (
-    TX_VERSION, OutPoint, Payload, Reservation, StateChange, Transaction, Transfer, TxOut, Vote,
-    state_change_hash, txid,
+    OutPoint, Payload, Reservation, Transaction, Transfer, TxOut, txid,
 )
 from snode.core.transition import SigCheck, apply_block, make_coinbase
 from snode.core.txbuilder import estimate_fee, payload_spend, sign_spend
@@ -185,12 +185,9 @@ class SyncChain:
     def _activate(self, index: int) -> Transaction:
         quorum = self.state.quorums[self.state.height]
         sn = self.sn_keys[index].public
-        message = state_change_hash(
-            PARAMS.network_id, sn, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, quorum.height
-        )
-        votes = (Vote(self.authority.public, self.authority.sign(message)),)
-        payload = StateChange(sn, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, quorum.height, votes)
-        return Transaction(TX_VERSION, (), (), payload, ())
+        kind, reason = StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF
+        votes = sign_votes([self.authority], PARAMS.network_id, sn, kind, reason, quorum.height)
+        return state_change_tx(votes, sn, kind, reason, quorum.height)
 
     def _transfer(self, payer: Wallet, height: int) -> tuple[Transaction, int]:
         assert payer.change is not None

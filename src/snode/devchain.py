@@ -8,21 +8,24 @@ reads the clock.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+import msgspec
 
 from snode.core import mempool as mp
 from snode.core.address import encode_address
-from snode.core.blocks import Block, block_hash
+from snode.core.blocks import Block, Checkpoint, block_hash
 from snode.core.crypto import SigningKey
 from snode.core.genesis import Consensus, GenesisDoc, GenesisOutput, genesis_state
 from snode.core.production import build_block
+from snode.core.pulse import RoundQuorum, round_quorum, round_window, signer_set, validator_message
 from snode.core.registration import sign_registration
 from snode.core.service_nodes import Reason, StateChangeKind
-from snode.core.stake_exit import returned_outputs
 from snode.core.state import ChainState, Undo
+from snode.core.state_change import sign_votes, state_change_tx
 from snode.core.transactions import (
-    TX_VERSION, OutPoint, Reservation, Stake, StateChange, Transaction, Transfer, TxOut, Vote,
-    state_change_hash, txid,
+    OutPoint, Reservation, Stake, Transaction, Transfer, TxOut, txid,
 )
 from snode.core.transition import apply_block
 from snode.core.txbuilder import Spendable, build_spend, build_transfer, build_unlock_request
@@ -32,6 +35,24 @@ from snode.params import REGTEST, ForkRules, NetworkParams
 def key_from_label(label: str) -> SigningKey:
     """A deterministic key for examples and tests (never for real funds)."""
     return SigningKey(hashlib.blake2b(label.encode(), digest_size=32).digest())
+
+
+def sn_block(
+    state: ChainState, consensus: Consensus, keys: Mapping[bytes, SigningKey], *, round: int = 0,
+    signers: int | None = None, checkpoint: Checkpoint | None = None, pool: mp.Mempool | None = None,
+) -> tuple[Block, RoundQuorum]:
+    """The service-node block of `round` on `state`: built at the round's start by its leader
+    from `pool` (none by default), signed by its first `signers` validators (all by default);
+    `keys` holds the nodes' keys by public key."""
+    params = consensus.params
+    quorum = round_quorum(state, round, params)
+    start, _ = round_window(state.timestamp, round, params)
+    block, _ = build_block(state, pool or mp.Mempool(), consensus, keys[quorum.leader], timestamp=start,
+                           round=round, checkpoint=checkpoint)
+    message = validator_message(params.network_id, block_hash(block.header))
+    chosen = quorum.validators[:len(quorum.validators) if signers is None else signers]
+    bitset, signatures = signer_set(quorum.validators, {v: keys[v].sign(message) for v in chosen})
+    return msgspec.structs.replace(block, validator_bitset=bitset, validator_signatures=signatures), quorum
 
 
 @dataclass
@@ -46,6 +67,8 @@ class DevChain:
     pool: mp.Mempool = field(default_factory=mp.Mempool)
     blocks: list[Block] = field(default_factory=list)
     undos: list[Undo] = field(default_factory=list)
+    on_block: Callable[[Block, ChainState, Undo], None] | None = None
+    """Told each block applied, with the state after it and its undo (a store's `commit_block`)."""
 
     @classmethod
     def create(
@@ -103,6 +126,8 @@ class DevChain:
         self.state, undo = apply_block(self.state, block, self.consensus, now=self.now)
         self.blocks.append(block)
         self.undos.append(undo)
+        if self.on_block is not None:
+            self.on_block(block, self.state, undo)
         self.pool, candidates = mp.after_block(
             self.pool, mined=[txid(tx) for tx in block.transactions],
             spent=[op.key() for tx in block.transactions for op in tx.inputs],
@@ -146,15 +171,23 @@ class DevChain:
     def state_change(self, sn_pubkey: bytes, kind: StateChangeKind, reason: Reason) -> bytes:
         """A state change voted by the quorum of the tip (the authority while bootstrapping)."""
         quorum = self.state.quorums[self.state.height]
-        message = state_change_hash(self.params.network_id, sn_pubkey, kind, reason, quorum.height)
         if self.authority.public not in quorum.members:
             raise ValueError("the tip's quorum is made of service nodes; the authority cannot vote")
-        votes = (Vote(self.authority.public, self.authority.sign(message)),)
-        node = self.state.service_nodes.get(sn_pubkey)
-        # A deregistration returns the stakes in its outputs.
-        outputs = returned_outputs(node) if kind == StateChangeKind.DEREGISTER and node else ()
-        tx = Transaction(TX_VERSION, (), outputs, StateChange(sn_pubkey, kind, reason, quorum.height, votes), ())
-        return self.submit(tx)
+        votes = sign_votes([self.authority], self.params.network_id, sn_pubkey, kind, reason, quorum.height)
+        target = self.state.service_nodes.get(sn_pubkey) or sn_pubkey
+        return self.submit(state_change_tx(votes, target, kind, reason, quorum.height))
+
+    def register_active(self, nodes: Sequence[tuple[SigningKey, SigningKey]], *, per_block: int = 250) -> None:
+        """Register each (operator, service node key) of `nodes` solo, the operator staking the
+        whole requirement, `per_block` registrations a block; then activate them all in one
+        block voted by the tip's quorum (the authority's while the authority produces)."""
+        for start in range(0, len(nodes), per_block):
+            for operator, sn_key in nodes[start:start + per_block]:
+                self.register(operator, sn_key, self.params.staking_requirement)
+            self.mine()
+        for _, sn_key in nodes:
+            self.state_change(sn_key.public, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF)
+        self.mine()
 
     def request_unlock(self, contributor: SigningKey, sn_pubkey: bytes) -> bytes:
         """`contributor` asks to unlock its stake on a service node."""

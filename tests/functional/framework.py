@@ -20,7 +20,6 @@ import logging
 import os
 import random
 import resource
-import signal
 import subprocess
 import sys
 import time
@@ -32,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
-from snode.common.procs import child_pids
+from snode.common.procs import child_pids, snoded_args, stat_fields, stop_process
 
 TIMEOUT_FACTOR = float(os.environ.get("SNODE_TIMEOUT_FACTOR", "1"))
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
@@ -118,11 +117,8 @@ def fuzz_settings(examples: int) -> settings:
 
 def process_gone(pid: int) -> bool:
     """True when process pid has ended (a zombie waiting for its parent counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] == "Z"
-    except OSError:
-        return True
+    fields = stat_fields(pid)
+    return fields is None or fields[0] == "Z"
 
 
 def assert_equal(actual: Any, expected: Any, what: str = "") -> None:
@@ -166,13 +162,8 @@ class TestNode:
         self._stderr = self.data_dir.parent / f"node{index}.stderr"
 
     def args(self, extra: list[str] | None = None) -> list[str]:
-        args = [
-            sys.executable, "-m", "snode.app.daemon",
-            *([f"--{self.network}"] if self.network != "mainnet" else []), "--non-interactive",
-            f"--data-dir={self.data_dir}", f"--rpc-admin={self.ip}:{self.rpc_port}",
-            f"--p2p-bind-ip={self.ip}", f"--p2p-bind-port={self.p2p_port}", "--log-level=2",
-        ]
-        return args + self.extra_args + list(extra or [])
+        args = snoded_args(self.network, self.data_dir, self.ip, self.rpc_port, self.p2p_port)
+        return args + ["--log-level=2"] + self.extra_args + list(extra or [])
 
     def start(self, extra: list[str] | None = None, *, wait: bool = True,
               env: dict[str, str] | None = None) -> None:
@@ -219,15 +210,8 @@ class TestNode:
         self.rpc.close()
         if self.process is None:
             return 0
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(scaled(timeout))
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-                raise AssertionError(
-                    f"node{self.index} did not stop within {scaled(timeout):.0f} s of SIGTERM") from None
+        if stop_process(self.process, scaled(timeout)):
+            raise AssertionError(f"node{self.index} did not stop within {scaled(timeout):.0f} s of SIGTERM")
         return self.process.returncode
 
     def child_pids(self) -> list[int]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 from typing import Any
 
+from snode.common.procs import memory_mib
 from snode.core.blocks import Block, make_block
 from snode.core.crypto import SigningKey
 from snode.core.proofs import UptimeProof
@@ -31,10 +31,10 @@ TXOUT_BYTES = 44
 def rss_mib(node: Any) -> float:
     """The daemon's resident memory now (VmRSS of /proc/<pid>/status), its workers apart."""
     assert node.process is not None
-    for line in Path(f"/proc/{node.process.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS line")
+    rss = memory_mib(node.process.pid)
+    if rss is None:
+        raise AssertionError("no VmRSS line")
+    return rss
 
 
 def assert_serving(node: Any) -> None:

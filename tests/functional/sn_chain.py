@@ -1,6 +1,6 @@
-"""The devnet's chain rebuilt in the test with the real core, and service-node blocks made with the
-nodes' own keys (read from their data dirs): what a hostile peer needs to send blocks that are
-right in every way but one.
+"""The devnet's chain rebuilt in the test with the real core, and the nodes' own keys (read from
+their data dirs): with `snode.devchain.sn_block`, what a hostile peer needs to send service-node
+blocks that are right in every way but one.
 """
 
 from __future__ import annotations
@@ -8,15 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
-from snode.core.blocks import Block, Checkpoint, block_hash
+from snode.core.blocks import Block
 from snode.core.crypto import SigningKey
 from snode.core.encoding import decode
 from snode.core.genesis import Consensus, genesis_state, parse_genesis
-from snode.core.mempool import Mempool
-from snode.core.production import build_block
-from snode.core.pulse import RoundQuorum, round_quorum, round_window, signer_set, validator_message
 from snode.core.state import ChainState
 from snode.core.transition import apply_block
 from snode.params import DEVNET
@@ -42,18 +37,3 @@ def rebuilt(node: Any, genesis: Path, up_to: int | None = None) -> tuple[ChainSt
         blocks.append(block)
     return state, consensus, blocks
 
-
-def sn_block(
-    state: ChainState, consensus: Consensus, keys: dict[bytes, SigningKey], *, round: int = 0,
-    signers: int | None = None, checkpoint: Checkpoint | None = None,
-) -> tuple[Block, RoundQuorum]:
-    """The block of `round` on `state` made by its leader, signed by its first `signers`
-    validators (all by default)."""
-    quorum = round_quorum(state, round, DEVNET)
-    start, _ = round_window(state.timestamp, round, DEVNET)
-    block, _ = build_block(state, Mempool(), consensus, keys[quorum.leader], timestamp=start,
-                           round=round, checkpoint=checkpoint)
-    message = validator_message(DEVNET.network_id, block_hash(block.header))
-    chosen = quorum.validators[:len(quorum.validators) if signers is None else signers]
-    bitset, signatures = signer_set(quorum.validators, {v: keys[v].sign(message) for v in chosen})
-    return msgspec.structs.replace(block, validator_bitset=bitset, validator_signatures=signatures), quorum

@@ -59,14 +59,24 @@ def record(node: Any, sn_pubkey: str) -> dict[str, Any]:
 def registered_solo(hub: Any, sn: Any, label: str, *, until: str = "active") -> str:
     """Register daemon `sn` as a solo node of key `label`'s operator through `hub` (connected to
     it), and mine until its record says `until` ("active" or "payable"); its public key."""
-    operator = key_from_label(label)
-    fund_and_unlock(hub, {operator.public: SOLO + COIN})
-    register(sn, hub, operator, SOLO)
+    return registered_solos(hub, [sn], [label], until=until)[0]
+
+
+def registered_solos(hub: Any, sns: list[Any], labels: list[str], *, until: str = "active") -> list[str]:
+    """Register each daemon of `sns` as a solo node of its key of `labels`' operator through
+    `hub` (connected to them all), in one block, and mine until every record says `until`
+    ("active" or "payable"); their public keys."""
+    operators = [key_from_label(label) for label in labels]
+    fund_and_unlock(hub, {operator.public: SOLO + COIN for operator in operators})
+    sync_blocks([hub, *sns])
+    for sn, operator in zip(sns, operators, strict=True):
+        register(sn, hub, operator, SOLO)
     hub.generate_blocks(blocks=1)
-    pubkey: str = sn.get_service_node_key()["service_node_pubkey"]
-    mine_until(hub, lambda: record(hub, pubkey)[until], timeout=60, what=f"the node {until}")
-    sync_blocks([hub, sn])
-    return pubkey
+    pubkeys: list[str] = [sn.get_service_node_key()["service_node_pubkey"] for sn in sns]
+    what = f"the node {until}" if len(sns) == 1 else f"all {len(sns)} nodes {until}"
+    mine_until(hub, lambda: all(record(hub, pk)[until] for pk in pubkeys), timeout=60, what=what)
+    sync_blocks([hub, *sns])
+    return pubkeys
 
 
 def mine_until(generator: Any, predicate: Any, *, timeout: float, what: str) -> Any:

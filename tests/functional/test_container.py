@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from snode import __version__
+from snode.common.procs import all_pids, process_args, stat_fields
 from snode.app.cli import VERSION_LINE
 from tests.functional.framework import assert_equal, narrator, scaled, wait_until
 
@@ -139,12 +140,10 @@ def answering(process: subprocess.Popen[bytes], volume: Path, log_file: Path) ->
 def descendants(pid: int) -> list[int]:
     """Every live process under pid (buildah run -> its chroot runtime -> exec -> snoded)."""
     parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # gone meanwhile
-        parents[int(stat.parent.name)] = int(fields[1])
+    for each in all_pids():
+        fields = stat_fields(each)
+        if fields is not None:  # else gone meanwhile
+            parents[each] = int(fields[1])
     found, todo = [], [pid]
     while todo:
         parent = todo.pop()
@@ -158,9 +157,8 @@ def stop(process: subprocess.Popen[bytes]) -> int:
     """SIGTERM to the daemon's pid (under buildah run), then wait for buildah run to end."""
     daemons = []
     for pid in descendants(process.pid):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
+        argv = process_args(pid)
+        if argv is None:
             continue
         # The Python running the snoded script, not buildah's chroot exec wrapper above it.
         if not argv[0].startswith(b"buildah") and any(a.endswith(b"/snoded") for a in argv[:2]):

@@ -24,6 +24,7 @@ import pytest
 
 from snode.api.client import RpcUnavailable
 from snode.common.descriptors import reserve_for
+from snode.common.procs import open_descriptors
 from snode.net.limits import MAX_PENDING_PER_IP
 from snode.net.zmq_guard import HANDSHAKE_S
 from snode.params import REGTEST
@@ -38,7 +39,9 @@ SHORT = "fewer than"
 
 
 def _open_fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
+    count = open_descriptors(pid)
+    assert count is not None, f"process {pid} is gone"
+    return count
 
 
 def _flood(ip: str, port: int, sources: list[str], each: int) -> list[socket.socket]:

@@ -14,10 +14,10 @@ import shlex
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from snode.common.procs import all_pids, process_args
 from tests.functional.devnet_helpers import ENV, devnet
 from tests.functional.framework import assert_equal, narrator, process_gone, scaled, wait_until
 
@@ -230,11 +230,4 @@ def test_up_that_fails_stops_what_it_started(tmp_path):
 def _running_on(data_dir) -> list[int]:
     """Pids of the processes whose command line names data_dir as --data-dir."""
     flag = f"--data-dir={data_dir}".encode()
-    found = []
-    for proc in os.listdir("/proc"):
-        try:
-            if proc.isdigit() and flag in Path(f"/proc/{proc}/cmdline").read_bytes().split(b"\0"):
-                found.append(int(proc))
-        except OSError:
-            continue
-    return found
+    return [pid for pid in all_pids() if flag in (process_args(pid) or ())]

@@ -16,14 +16,13 @@ from typing import Any
 
 import pytest
 
-from snode.devchain import key_from_label
 from snode.core.units import parse_coins
 from snode.params import COIN
 from tests.functional.framework import (
     assert_equal, connect_nodes, narrator, run_snoded, scaled, sync_blocks, wait_until,
 )
 from tests.functional.sn_helpers import (
-    SOLO, fund_and_unlock, mine_until, move_clocks, notified, notify_script, record, register,
+    SOLO, fund_and_unlock, mine_until, move_clocks, notified, notify_script, record, registered_solo,
 )
 from tests.functional.wallet_helpers import Wallet, registration_cmd
 
@@ -74,14 +73,8 @@ def test_watch_streams_events_and_notify_runs_for_the_nodes_own(nodes, tmp_path)
         log.info("Mine until watch prints a block: it is connected")
         mine_until(hub, lambda: any('"block"' in line for line in list(watch.lines)), timeout=30,
                    what="watch printing a block")
-        operator = key_from_label("events op")
-        fund_and_unlock(hub, {operator.public: SOLO + COIN})
-        sync_blocks([hub, sn])
         log.info("Register it and mine until the quorum activates it and it is payable")
-        register(sn, hub, operator, SOLO)
-        hub.generate_blocks(blocks=1)
-        pubkey = sn.get_service_node_key()["service_node_pubkey"]
-        mine_until(hub, lambda: record(hub, pubkey)["payable"], timeout=60, what="the node payable")
+        pubkey = registered_solo(hub, sn, "events op", until="payable")
         mine_until(hub, lambda: any(e.get("SNODE_EVENT") == "reward" for e in notified(out)),
                    timeout=60, what="a reward notified")
         sync_blocks([hub, sn])

@@ -19,16 +19,14 @@ from typing import Any
 import msgspec
 
 from snode.core.proofs import ProofRefusal
-from snode.devchain import key_from_label
 from snode.net import protocol as P
-from snode.params import COIN
 from snode.services.sn_duties import UNASKED_VERDICT
 from tests.functional.framework import (
-    assert_equal, connect_nodes, narrator, next_loopback_ip, sync_blocks, wait_until,
+    assert_equal, connect_nodes, narrator, next_loopback_ip, wait_until,
 )
 from tests.functional.p2p import FakePeer, cut_off_after
 from tests.functional.sn_helpers import (
-    SOLO, fund_and_unlock, mine_until, notified, notify_script, record, register,
+    notified, notify_script, record, registered_solo,
 )
 
 log = narrator(__name__)
@@ -73,14 +71,8 @@ def test_unasked_verdicts_ban_their_sender_and_reach_no_sink(nodes, tmp_path):
     hub = nodes.add()
     sn = nodes.add(extra_args=["--service-node", "--skip-doppelganger-check", f"--notify={script}"])
     connect_nodes(sn, hub)
-    operator = key_from_label("verdicts op")
-    fund_and_unlock(hub, {operator.public: SOLO + COIN})
-    sync_blocks([hub, sn])
-    register(sn, hub, operator, SOLO)
-    hub.generate_blocks(blocks=1)
-    pubkey = sn.get_service_node_key()["service_node_pubkey"]
+    pubkey = registered_solo(hub, sn, "verdicts op")
     key = bytes.fromhex(pubkey)
-    mine_until(hub, lambda: record(hub, pubkey)["active"], timeout=60, what="the service node active")
     wait_until(lambda: ", proof: never" not in sn.get_info()["status_line"], timeout=30,
                what="the hub acknowledging the node's proof")
     last = record(sn, pubkey)["last_uptime_proof"]

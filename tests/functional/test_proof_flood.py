@@ -5,18 +5,17 @@ that sends a forged one is banned while the honest peer stays."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import msgspec
 
+from snode.common.procs import child_pids
 from snode.core.crypto import SigningKey
 from snode.core.proofs import make_proof
-from snode.devchain import key_from_label
 from snode.net import protocol as P
-from snode.params import COIN, REGTEST
+from snode.params import REGTEST
 from tests.functional.framework import connect_nodes, narrator, next_loopback_ip, wait_until
 from tests.functional.p2p import FakePeer
-from tests.functional.sn_helpers import SOLO, fund_and_unlock, mine_until, record, register
+from tests.functional.sn_helpers import record, registered_solos
 
 log = narrator(__name__)
 
@@ -25,27 +24,16 @@ PER_NODE = 25
 """Proofs per node in the flood, a second apart: 100 in one write, above the batch threshold."""
 
 
-def children(pid: int) -> list[int]:
-    """The daemon's child processes (its signature workers)."""
-    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
 def test_a_flood_of_proofs_is_checked_on_the_workers_and_a_forger_is_banned(nodes):
     log.info("A hub and %d service nodes, registered and active", SERVICE_NODES)
     hub = nodes.add()
     sns = [nodes.add(extra_args=["--service-node"]) for _ in range(SERVICE_NODES)]
     for sn in sns:
         connect_nodes(sn, hub)
-    ops = [key_from_label(f"flood op {i}") for i in range(SERVICE_NODES)]
-    fund_and_unlock(hub, {op.public: SOLO + COIN for op in ops})
-    for sn, op in zip(sns, ops):
-        register(sn, hub, op, SOLO)
-    hub.generate_blocks(blocks=1)
+    pks = registered_solos(hub, sns, [f"flood op {i}" for i in range(SERVICE_NODES)])
     keys = [SigningKey(bytes.fromhex((sn.data_dir / "key").read_text().strip())) for sn in sns]
-    pks = [k.public.hex() for k in keys]
-    mine_until(hub, lambda: all(record(hub, pk)["active"] for pk in pks), timeout=60, what="all SNs active")
     assert hub.process is not None
-    assert children(hub.process.pid) == [], "no signature worker before any large batch"
+    assert child_pids(hub.process.pid) == [], "no signature worker before any large batch"
 
     log.info("A fake peer sends %d proofs (%d per node, passed off as relayed) in one write; another "
              "sends a forged one", SERVICE_NODES * PER_NODE, PER_NODE)
@@ -69,7 +57,7 @@ def test_a_flood_of_proofs_is_checked_on_the_workers_and_a_forger_is_banned(node
         assert forger.closed_by_node(), "the hub keeps talking to a peer that sent a forged proof"
         assert "sent a forged uptime proof" in hub.stderr_text()
         assert not relay.closed_by_node(timeout=1), "the hub dropped the honest peer"
-        assert len(children(hub.process.pid)) >= 1, "the flood was checked on the event loop, not the workers"
+        assert len(child_pids(hub.process.pid)) >= 1, "the flood was checked on the event loop, not the workers"
         log.info("The accepted proofs were relayed: every service node sees every other at its last proof")
         wait_until(lambda: all(record(sn, pk)["last_uptime_proof"] >= last for sn in sns for pk in pks
                                if pk != sn.get_service_node_key()["service_node_pubkey"]),

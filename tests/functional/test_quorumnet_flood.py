@@ -14,12 +14,12 @@ the next block carries. The daemon's CPU seconds over the flood are written to t
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 import zmq
 
+from snode.common.procs import cpu_seconds
 from snode.core.crypto import SigningKey, x25519_public
 from snode.core.encoding import encode
 from snode.core.finality import CheckpointVote
@@ -53,9 +53,9 @@ UNDECODABLE_EVERY = 100
 
 def _cpu_seconds(pid: int) -> float:
     """User and system CPU seconds process `pid` has used."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    seconds = cpu_seconds(pid)
+    assert seconds is not None, f"process {pid} is gone"
+    return seconds
 
 
 def _idle_cpu(pid: int) -> float:

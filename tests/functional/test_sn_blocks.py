@@ -23,6 +23,7 @@ from snode.core.blocks import Block, block_hash
 from snode.core.encoding import encode
 from snode.core.pulse import round_at
 from snode.core.transition import apply_block
+from snode.devchain import sn_block as chain_block
 from snode.net import protocol as P
 from snode.params import DEVNET
 from tests.functional.figures import write_figures
@@ -31,7 +32,6 @@ from tests.functional.framework import (
 )
 from tests.functional.p2p import FakePeer
 from tests.functional.sn_chain import rebuilt, sn_keys
-from tests.functional.sn_chain import sn_block as chain_block
 from tests.functional.sn_helpers import SnNet, leader_queue
 
 log = narrator(__name__)

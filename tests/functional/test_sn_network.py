@@ -33,7 +33,8 @@ from tests.functional.framework import (
 )
 from tests.functional.p2p import FakePeer
 from tests.functional.sn_helpers import (
-    POOL_MIN, SOLO, fund_and_unlock, mine_until, move_clocks, record, register, stake,
+    POOL_MIN, SOLO, fund_and_unlock, mine_until, move_clocks, record, register, registered_solo, registered_solos,
+    stake,
 )
 
 log = narrator(__name__)
@@ -266,7 +267,8 @@ def test_quorumnet_refuses_unregistered_keys(nodes):
 def test_forged_state_changes_are_rejected(nodes):
     from snode.core.encoding import encode
     from snode.core.service_nodes import Reason, StateChangeKind
-    from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
+    from snode.core.state_change import state_change_tx
+    from snode.core.transactions import Vote, state_change_hash
     from snode.params import REGTEST_AUTHORITY_SEED
     from snode.core.crypto import SigningKey
 
@@ -281,11 +283,10 @@ def test_forged_state_changes_are_rejected(nodes):
     pk = bytes.fromhex(sn.get_service_node_key()["service_node_pubkey"])
 
     def change(voter: SigningKey, *, sign_with: SigningKey | None = None) -> str:
-        message = state_change_hash(REGTEST.network_id, pk, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, height)
+        kind, reason = StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF
+        message = state_change_hash(REGTEST.network_id, pk, kind, reason, height)
         vote = Vote(voter.public, (sign_with or voter).sign(message))
-        payload = StateChange(pk, StateChangeKind.ACTIVATE, Reason.FIRST_UPTIME_PROOF, height, (vote,))
-        tx = Transaction(TX_VERSION, (), (), payload, ())
-        return encode(tx).hex()
+        return encode(state_change_tx([vote], pk, kind, reason, height)).hex()
 
     log.info("Send activations voted by an outsider, and by the authority with a forged "
              "signature: both refused, the node stays inactive")
@@ -306,13 +307,7 @@ def test_service_node_quorum_decommissions_over_quorumnet(nodes):
     sns = [nodes.add(extra_args=["--service-node"]) for _ in range(REGTEST.min_active_sns)]
     for sn in sns:
         connect_nodes(sn, hub)
-    ops = [key_from_label(f"quorum op {i}") for i in range(len(sns))]
-    fund_and_unlock(hub, {op.public: SOLO + COIN for op in ops})
-    for sn, op in zip(sns, ops):
-        register(sn, hub, op, SOLO)
-    hub.generate_blocks(blocks=1)
-    pks = [sn.get_service_node_key()["service_node_pubkey"] for sn in sns]
-    mine_until(hub, lambda: all(record(hub, pk)["active"] for pk in pks), timeout=60, what="all SNs active")
+    pks = registered_solos(hub, sns, [f"quorum op {i}" for i in range(len(sns))])
     hub.generate_blocks(blocks=1)
     sync_blocks([hub, *sns])
     log.info("Wait until every SN has every SN's proof (and so its quorumnet address)")
@@ -351,12 +346,7 @@ def test_a_second_daemon_with_the_same_key_refuses_to_go_on(nodes):
     hub = nodes.add()
     first = nodes.add(extra_args=["--service-node"])
     connect_nodes(first, hub)
-    op = key_from_label("doppel op")
-    fund_and_unlock(hub, {op.public: SOLO + COIN})
-    register(first, hub, op, SOLO)
-    hub.generate_blocks(blocks=1)
-    pk = first.get_service_node_key()["service_node_pubkey"]
-    mine_until(hub, lambda: record(hub, pk)["active"], timeout=60, what="the first daemon active")
+    pk = registered_solo(hub, first, "doppel op")
     log.info("Start a second daemon on a copy of its key: it listens two proof intervals, sees the "
              "first one's proofs and exits 1 with one line naming where they come from")
     second = nodes.add(extra_args=["--service-node"], start=False)
@@ -388,13 +378,7 @@ def test_a_node_that_cannot_be_reached_where_it_says_is_decommissioned_unreachab
     sns = [nodes.add(extra_args=["--service-node"]) for _ in range(5)]
     for sn in sns:
         connect_nodes(sn, hub)
-    ops = [key_from_label(f"reach op {i}") for i in range(len(sns))]
-    fund_and_unlock(hub, {op.public: SOLO + COIN for op in ops})
-    for sn, op in zip(sns, ops):
-        register(sn, hub, op, SOLO)
-    hub.generate_blocks(blocks=1)
-    pks = [sn.get_service_node_key()["service_node_pubkey"] for sn in sns]
-    mine_until(hub, lambda: all(record(hub, pk)["active"] for pk in pks), timeout=60, what="all SNs active")
+    pks = registered_solos(hub, sns, [f"reach op {i}" for i in range(len(sns))])
     wait_until(lambda: all(record(sn, pk)["last_uptime_proof"] for sn in sns for pk in pks),
                timeout=30, what="every SN seeing every SN's proofs")
     victim, victim_pk, live = sns[-1], pks[-1], sns[:-1]

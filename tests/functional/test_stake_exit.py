@@ -24,7 +24,7 @@ from tests.functional.framework import (
     assert_equal, assert_raises_rpc_error, connect_nodes, narrator, send_spend, snode_cli, sync_blocks,
 )
 from tests.functional.sn_helpers import (
-    POOL_MIN, SOLO, fund_and_unlock, mine_until, move_clocks, record, register, stake,
+    POOL_MIN, SOLO, fund_and_unlock, mine_until, move_clocks, record, registered_solo, stake,
 )
 
 log = narrator(__name__)
@@ -48,14 +48,8 @@ def _active_solo_node(nodes, label: str):
     hub = nodes.add()
     sn = nodes.add(extra_args=["--service-node"])
     connect_nodes(sn, hub)
-    operator = key_from_label(label)
-    fund_and_unlock(hub, {operator.public: SOLO + COIN})
-    sync_blocks([hub, sn])
-    register(sn, hub, operator, SOLO)
-    hub.generate_blocks(blocks=1)
-    pubkey = sn.get_service_node_key()["service_node_pubkey"]
-    mine_until(hub, lambda: record(hub, pubkey)["active"], timeout=60, what="the node active")
-    return hub, sn, operator, pubkey
+    pubkey = registered_solo(hub, sn, label)
+    return hub, sn, key_from_label(label), pubkey
 
 
 def test_an_unlock_request_keeps_the_node_working_until_its_height_then_returns_the_stake(nodes):

@@ -6,15 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import msgspec
-
-from snode.core.blocks import Block, Checkpoint, block_hash
+from snode import devchain
+from snode.core.blocks import Block, Checkpoint
 from snode.core.crypto import SigningKey
 from snode.core.mempool import Mempool
-from snode.core.production import build_block
-from snode.core.pulse import (
-    Mode, RoundQuorum, production_mode, round_quorum, round_window, signer_set, validator_message,
-)
+from snode.core.pulse import Mode, RoundQuorum, production_mode
 from snode.core.service_nodes import StateChangeKind
 from snode.core.state import ChainState
 from snode.devchain import key_from_label
@@ -46,14 +42,8 @@ def sn_block(
 ) -> tuple[Block, RoundQuorum]:
     """The block of `round` on `state`, built by its leader from `pool` (none by default) and
     signed by `signers` of its validators (all by default)."""
-    quorum = round_quorum(state, round, DEVNET)
-    start, _ = round_window(state.timestamp, round, DEVNET)
-    block, _ = build_block(state, pool or Mempool(), chain.consensus, KEYS[quorum.leader], timestamp=start,
-                           round=round, checkpoint=checkpoint)
-    message = validator_message(DEVNET.network_id, block_hash(block.header))
-    chosen = quorum.validators[:len(quorum.validators) if signers is None else signers]
-    bitset, signatures = signer_set(quorum.validators, {v: KEYS[v].sign(message) for v in chosen})
-    return msgspec.structs.replace(block, validator_bitset=bitset, validator_signatures=signatures), quorum
+    return devchain.sn_block(state, chain.consensus, KEYS, round=round, signers=signers, checkpoint=checkpoint,
+                             pool=pool)
 
 
 def advance(chain: LabChain, block: Block) -> None:

@@ -40,8 +40,8 @@ from snode.core.state import (
     ChainState, build_index, current_index, registry_index, undo_block, with_index,
 )
 from snode.core.credit import credit_at
-from snode.core.stake_exit import nodes_leaving, returned_outputs
-from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
+from snode.core.stake_exit import nodes_leaving
+from snode.core.state_change import sign_votes, state_change_tx
 from snode.devchain import DevChain, key_from_label
 from snode.params import COIN, REGTEST
 
@@ -184,13 +184,9 @@ class Run:
         )
         reason = Reason.MISSED_UPTIME_PROOFS if kind is StateChangeKind.DEREGISTER else Reason.NONE
         quorum = self.chain.state.quorums[self.chain.state.height]
-        message = state_change_hash(REGTEST.network_id, pubkey, kind, reason, quorum.height)
-        votes = tuple(
-            Vote(member, self.keys[member].sign(message)) for member in quorum.members[:quorum.needed]
-        )
-        payload = StateChange(pubkey, kind, reason, quorum.height, votes)
-        outputs = returned_outputs(node) if node is not None and kind is StateChangeKind.DEREGISTER else ()
-        self.chain.submit(Transaction(TX_VERSION, (), outputs, payload, ()))
+        voters = [self.keys[member] for member in quorum.members[:quorum.needed]]
+        votes = sign_votes(voters, REGTEST.network_id, pubkey, kind, reason, quorum.height)
+        self.chain.submit(state_change_tx(votes, node or pubkey, kind, reason, quorum.height))
 
 
 @pytest.fixture(scope="session")

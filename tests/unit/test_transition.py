@@ -9,10 +9,8 @@ import pytest
 from snode.core.blocks import make_block
 from snode.core.errors import BlockFromFuture, InvalidBlock, InvalidStateChange, InvalidTransaction
 from snode.core.service_nodes import Reason, StateChangeKind
-from snode.core.transactions import (
-    TX_VERSION, OutPoint, StateChange, Transaction, Transfer, TxOut, Vote, signing_hash,
-    state_change_hash, txid,
-)
+from snode.core.state_change import sign_votes, state_change_tx
+from snode.core.transactions import OutPoint, Transfer, TxOut, Vote, signing_hash, txid
 from snode.core.transition import apply_block
 from snode.devchain import key_from_label
 from snode.params import COIN, DEVNET, MAX_FUTURE_BLOCK_TIME, STATE_CHANGE_WINDOW
@@ -145,10 +143,8 @@ def test_transaction_signed_for_another_network_is_refused(chain):
 # --- state changes ------------------------------------------------------------------------
 
 def _vote(chain, pubkey, quorum_height, voters, kind=StateChangeKind.ACTIVATE):
-    message = state_change_hash(chain.params.network_id, pubkey, kind, Reason.FIRST_UPTIME_PROOF, quorum_height)
-    votes = tuple(Vote(k.public, k.sign(message)) for k in voters)
-    payload = StateChange(pubkey, kind, Reason.FIRST_UPTIME_PROOF, quorum_height, votes)
-    return Transaction(TX_VERSION, (), (), payload, ())
+    votes = sign_votes(voters, chain.params.network_id, pubkey, kind, Reason.FIRST_UPTIME_PROOF, quorum_height)
+    return state_change_tx(votes, pubkey, kind, Reason.FIRST_UPTIME_PROOF, quorum_height)
 
 
 def test_state_change_needs_the_quorum_of_a_recent_height(chain):

@@ -11,12 +11,11 @@ import pytest
 from snode.api.records import service_node_state
 from snode.core.errors import InvalidAmount, InvalidRegistration, InvalidStake
 from snode.core.registration import format_command
-from snode.core.state import ServiceNode
 from snode.core.transactions import Reservation
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST, TESTNET
 from snode.wallet.commands import COMMANDS, help_lines
-from snode.wallet.daemon import node_of
+from snode.wallet.daemon import NodeRecord, node_of
 from snode.wallet.logic import (
     Output, PendingStake, balance_lines, balance_of, coins, is_unclear, is_yes, mempool_spends,
     not_enough, parse_outputs, pool_effects, scan_block, spendable, split_command, transfer_lines,
@@ -37,20 +36,20 @@ NEWCOMER = key_from_label("wallet newcomer")  # no genesis funds
 REQUIREMENT = REGTEST.staking_requirement
 
 
-def wallet_view(chain, sn_pubkey: bytes) -> ServiceNode:
+def wallet_view(chain, sn_pubkey: bytes) -> NodeRecord:
     """The node as the wallet sees it: the daemon's get_service_nodes record of it, read back
     by the wallet (`wallet.daemon.node_of`)."""
     record = service_node_state(chain.node(sn_pubkey), chain.state.height, chain.params, last_uptime_proof=0)
     return node_of(record, PREFIX)
 
 
-def pool_node(chain, operator_amount=100_000 * COIN, reserved=()) -> ServiceNode:
+def pool_node(chain, operator_amount=100_000 * COIN, reserved=()) -> NodeRecord:
     chain.register(OPERATOR, SN, operator_amount, fee_ppm=50_000, reserved=reserved)
     chain.mine()
     return wallet_view(chain, SN.public)
 
 
-def pool_node_needing(chain, needed: int) -> ServiceNode:
+def pool_node_needing(chain, needed: int) -> NodeRecord:
     """The record of pool_node's node after BOB staked all but `needed` (it is open already)."""
     chain.stake(BOB, SN.public, chain.node(SN.public).staking_requirement
                 - chain.node(SN.public).total_contributed - needed)

@@ -12,6 +12,7 @@ import click
 
 from snode import __version__
 from snode.app.config import Config, ConfigError, build_config
+from snode.common.network_flags import given_networks, network_flags
 from snode.net.protocol import PROTOCOL_VERSION
 from snode.params import KNOWN_FORKS
 
@@ -52,9 +53,7 @@ def snoded_command(start: Callable[[Config], None]) -> click.Command:
                        "proofs, rewards; the event is in SNODE_EVENT, SNODE_STATE, SNODE_REASON, "
                        "SNODE_HEIGHT, SNODE_PUBKEY, SNODE_AMOUNT.")
     @click.option("--non-interactive", is_flag=True, help="Never read console commands from stdin.")
-    @click.option("--testnet", is_flag=True, help="Use the test network.")
-    @click.option("--devnet", is_flag=True, help="Use a local development network.")
-    @click.option("--regtest", is_flag=True, help="Regression-test network (blocks on demand).")
+    @network_flags
     @click.option("--genesis", metavar="FILE", help="Genesis document for this network.")
     @click.option("--test-fork", "test_forks", multiple=True, metavar="NAME@HEIGHT",
                   help="Devnet/regtest: schedule fork NAME at HEIGHT (repeatable, in order).")
@@ -67,7 +66,7 @@ def snoded_command(start: Callable[[Config], None]) -> click.Command:
     @click.version_option(__version__, "--version", prog_name="snoded", message=VERSION_LINE)
     def cli(testnet: bool, devnet: bool, regtest: bool, **flags: object) -> None:
         """snoded: the snode service-node daemon (mainnet unless a network flag is given)."""
-        chosen = [name for name, on in (("testnet", testnet), ("devnet", devnet), ("regtest", regtest)) if on]
+        chosen = given_networks(testnet, devnet, regtest)
         if len(chosen) > 1:
             raise ConfigError(f"--{chosen[0]} and --{chosen[1]}: give at most one network flag")
         # click hands the options over as `object`; build_config checks each one's value itself.

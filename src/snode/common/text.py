@@ -63,3 +63,13 @@ def printable(text: str, limit: int = DEFAULT_LIMIT) -> str:
         out.append(piece)
         size += len(piece)
     return "".join(out)
+
+
+def fixed_hex(text: object, size: int) -> bytes | None:
+    """The `size` bytes that `text` spells in hex (`bytes.fromhex`'s rules), or None when it is
+    not a string, not hex, or another length: each caller says in its own words what to fix."""
+    try:
+        raw = bytes.fromhex(text)  # type: ignore[arg-type]  # anything else is refused below
+    except (ValueError, TypeError):
+        return None
+    return raw if len(raw) == size else None

@@ -2,4 +2,14 @@
 
 Time and randomness enter as arguments; the shell (store, net, rpc, node, wallet, tools) owns
 sockets, the clock and the disk. `tests/unit/test_layering.py` enforces this.
+
+The modules in `__all__` are the core's face to the other packages; the rest is its own.
 """
+
+__all__ = [
+    "address", "blocks", "chain", "credit", "crypto", "encoding", "errors", "final_block", "finality",
+    "genesis", "mempool", "obligations", "participation", "production", "proofs", "pulse",
+    "registration", "round_actions", "round_messages", "rounds", "service_nodes", "sigchecks",
+    "stake_exit", "state", "state_change", "transactions", "transition", "txbuilder", "types", "units",
+    "utxo_set",
+]

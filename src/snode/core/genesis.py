@@ -13,6 +13,7 @@ import immutables
 import msgspec
 
 from snode.common import decode_reasons
+from snode.common.text import fixed_hex
 from snode.core.address import decode_address, encode_address
 from snode.core.blocks import ZERO_HASH, ZERO_SIGNATURE, Block, BlockHeader, block_hash, tx_root
 from snode.core.crypto import SigningKey
@@ -67,11 +68,7 @@ def parse_genesis(data: bytes, params: NetworkParams) -> GenesisDoc:
     if not doc.authorities:
         raise InvalidGenesis("genesis document names no authority key")
     for key in doc.authorities:
-        try:
-            raw = bytes.fromhex(key)
-        except ValueError:
-            raw = b""
-        if len(raw) != PUBKEY_BYTES:
+        if fixed_hex(key, PUBKEY_BYTES) is None:
             raise InvalidGenesis(f"genesis authority '{key}' is not a 32-byte hex public key")
     for out in doc.outputs:
         try:

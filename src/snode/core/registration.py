@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from snode.common.text import fixed_hex
 from snode.core.address import decode_address, encode_address
 from snode.core.crypto import SigningKey, verify
 from snode.core.errors import InvalidAddress, InvalidAmount, InvalidRegistration
@@ -99,11 +100,8 @@ def parse_command(line: str, params: NetworkParams) -> Registration:
 
 
 def _hex(text: str, size: int, what: str) -> bytes:
-    try:
-        raw = bytes.fromhex(text)
-    except ValueError:
-        raw = b""
-    if len(raw) != size:
+    raw = fixed_hex(text, size)
+    if raw is None:
         raise InvalidRegistration(f"{what} must be {size * 2} hex characters")
     return raw
 

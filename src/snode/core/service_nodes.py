@@ -7,8 +7,8 @@ an operator or staker needs to fix the problem.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
-from typing import Final, assert_never
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final, Protocol, assert_never
 
 import msgspec
 
@@ -75,7 +75,7 @@ class Status(str, enum.Enum):
     AWAIT = "Await"
 
 
-def status(sn: ServiceNode) -> Status:
+def status(sn: Stakeable) -> Status:
     """Active when active; Decomm when funded but not active; Await when not funded."""
     if sn.active:
         return Status.ACTIVE
@@ -188,12 +188,36 @@ def _mark_funded(sn: ServiceNode, height: int, params: NetworkParams) -> Service
 
 # --- contributions ------------------------------------------------------------------------
 
-def open_for_others(sn: ServiceNode) -> int:
+class Stakeable(Protocol):
+    """What the contribution and unlock rules and `status` read of a node: a `ServiceNode`, or a
+    client's own record of one (the wallet's, built from get_service_nodes)."""
+
+    @property
+    def pubkey(self) -> bytes: ...
+    @property
+    def staking_requirement(self) -> int: ...
+    @property
+    def contributors(self) -> Sequence[Contribution]: ...
+    @property
+    def active(self) -> bool: ...
+    @property
+    def funded(self) -> bool: ...
+    @property
+    def total_contributed(self) -> int: ...
+    @property
+    def total_reserved_unfilled(self) -> int: ...
+    @property
+    def requested_unlock_height(self) -> int: ...
+    @property
+    def leaves_at(self) -> int: ...
+
+
+def open_for_others(sn: Stakeable) -> int:
     """Atomic units a new, unreserved contributor may still put in."""
     return max(sn.staking_requirement - sn.total_contributed - sn.total_reserved_unfilled, 0)
 
 
-def min_contribution(sn: ServiceNode, staker: bytes) -> int:
+def min_contribution(sn: Stakeable, staker: bytes) -> int:
     """The least `staker` may contribute in one stake transaction.
 
     A reserved contributor must fill its reservation at once. Anyone else must put in at least the
@@ -208,7 +232,7 @@ def min_contribution(sn: ServiceNode, staker: bytes) -> int:
     return remaining // free_slots
 
 
-def check_stake(sn: ServiceNode | None, staker: bytes, amount: int, sn_pubkey: bytes) -> None:
+def check_stake(sn: Stakeable | None, staker: bytes, amount: int, sn_pubkey: bytes) -> None:
     """Every rule a contribution must follow."""
     if sn is None:
         raise InvalidStake(f"service node {sn_pubkey.hex()} is not registered")

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 import msgspec
 
 from snode.core.errors import InvalidTransaction
+from snode.core.service_nodes import Stakeable
 from snode.core.state import ChainState, ServiceNode, registry_index
 from snode.core.transactions import TX_VERSION, StakeReturn, Transaction, TxOut
 from snode.params import NetworkParams
@@ -43,6 +44,17 @@ def check_unlock_request(
 ) -> ServiceNode:
     """The record after a valid unlock request in block `height`; InvalidTransaction says why
     a request is refused."""
+    check_unlock_allowed(sn, sn_pubkey, contributor)
+    assert sn is not None  # refused above
+    unlock = height + params.unlock_duration
+    return msgspec.structs.replace(
+        sn, requested_unlock_height=unlock, leaves_at=unlock + 1, last_state_change_height=height,
+    )
+
+
+def check_unlock_allowed(sn: Stakeable | None, sn_pubkey: bytes, contributor: bytes) -> None:
+    """Refuse (InvalidTransaction, saying why) an unlock request of `contributor` on the node
+    `sn` of key `sn_pubkey` (None: not registered); the wallet asks before it signs one."""
     short = sn_pubkey.hex()
     if sn is None:
         raise InvalidTransaction(f"service node {short} is not registered")
@@ -58,10 +70,6 @@ def check_unlock_request(
             f"service node {short} already has an unlock request: it unlocks at height "
             f"{sn.requested_unlock_height}"
         )
-    unlock = height + params.unlock_duration
-    return msgspec.structs.replace(
-        sn, requested_unlock_height=unlock, leaves_at=unlock + 1, last_state_change_height=height,
-    )
 
 
 def returned_outputs(sn: ServiceNode) -> tuple[TxOut, ...]:

@@ -1,1 +1,8 @@
-"""The node: the one owner of the current chain state, the mempool and the event hub; the signature verifiers."""
+"""The node: the one owner of the current chain state, the mempool and the event hub; the signature verifiers.
+
+Others use the modules in `__all__`; the rest is its own.
+"""
+
+__all__ = [
+    "batches", "events", "node", "proofs", "saved", "verifier", "verify_worker", "writer",
+]

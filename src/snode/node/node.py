@@ -527,12 +527,6 @@ class Node:
             raise CannotValidateYet(self.upgrade.refusal(block.header.height))
         self.templates.check(self._state, block, self.consensus, self.verifier, now)
 
-    def produce_block(self, now: int) -> Block:
-        """Make, store and adopt the next block with this daemon's authority key."""
-        block = self.build_block(now)
-        self.accept_block(block, now)
-        return block
-
     def _adopt(self, state: ChainState, undos: list[Undo], blocks: list[Block], now: int, *,
                mined: list[bytes] | None = None) -> None:
         """Make `state` current after the store committed it (`undos`: the records of `blocks`,

@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from snode.common.clock import Clock, MockableClock
+from snode.common.text import fixed_hex
 from snode.core import service_nodes as sn_rules
 from snode.core.address import decode_address
 from snode.core.blocks import Block, block_hash
@@ -64,11 +65,8 @@ _OK = StatusResult(status="OK")
 
 
 def _hex32(name: str, text: str) -> bytes:
-    try:
-        raw = bytes.fromhex(text)
-    except (ValueError, TypeError):
-        raw = b""
-    if len(raw) != 32:
+    raw = fixed_hex(text, 32)
+    if raw is None:
         raise RpcError(E.INVALID_PARAMS, f"Invalid params: {name}: must be 64 hex characters")
     return raw
 

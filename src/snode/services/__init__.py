@@ -1,1 +1,8 @@
-"""Services that run on the node and the network: chain sync and the service-node duties."""
+"""Services that run on the node and the network: chain sync and the service-node duties.
+
+The app starts the services in `__all__`; the rest serve them.
+"""
+
+__all__ = [
+    "checkpoints", "event_feed", "notify", "producer", "saving", "sn_duties", "sync",
+]

@@ -28,10 +28,8 @@ from snode.core.obligations import accepts_vote, judge, quorum_signers
 from snode.core.proofs import BadProofSignature, InvalidProof, ProofRefusal, UptimeProof, proof_message
 from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import Quorum
-from snode.core.stake_exit import returned_outputs
-from snode.core.transactions import (
-    TX_VERSION, ProvenStateChange, StateChange, Transaction, Vote, state_change_hash,
-)
+from snode.core.state_change import state_change_tx
+from snode.core.transactions import Vote, state_change_hash
 from snode.net import protocol as P
 from snode.net.events import ProofMessage, QuorumMessageReceived
 from snode.net.limits import SCORE_JUNK_PROOF, SCORE_PROTOCOL, SCORE_UNASKED_VERDICT
@@ -351,19 +349,16 @@ class ServiceNodeDuties:
 
     def _submit(self, key: VoteKey, collected: dict[bytes, bytes]) -> None:
         sn_pubkey, kind, reason, quorum_height = key
-        votes = tuple(Vote(v, s) for v, s in sorted(collected.items()))
         target = self.node.state.service_nodes.get(sn_pubkey)
         if target is None:
             return
-        # A deregistration returns the stakes (locked for the penalty) in its own outputs.
-        outputs = returned_outputs(target) if kind == StateChangeKind.DEREGISTER else ()
-        change = StateChange(sn_pubkey, kind, reason, quorum_height, votes)
+        proof = None
         if reason == Reason.EQUIVOCATION:  # the proof goes with it (`tx_rules`): no proof, no change
             proof = self.equivocations.proof_of(sn_pubkey) if self.equivocations is not None else None
             if proof is None:
                 return
-            change = ProvenStateChange(sn_pubkey, kind, reason, quorum_height, votes, proof)
-        tx = Transaction(TX_VERSION, (), outputs, change, ())
+        tx = state_change_tx((Vote(v, s) for v, s in collected.items()), target, kind, reason, quorum_height,
+                             proof=proof)
         try:
             self.node.submit_transaction(tx, self.now())
         except SnodeError as err:

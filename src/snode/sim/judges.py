@@ -35,9 +35,9 @@ from snode.core.obligations import judge
 from snode.core.proofs import UptimeProof, make_proof
 from snode.core.pulse import signer_indexes
 from snode.core.service_nodes import StateChangeKind
-from snode.core.stake_exit import returned_outputs
 from snode.core.state import ChainState, Quorum, last_checkpoint, registry_index
-from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
+from snode.core.state_change import state_change_tx
+from snode.core.transactions import StateChange, Transaction, Vote, state_change_hash
 from snode.params import STATE_CHANGE_WINDOW
 from snode.sim.config import SimConfig
 from snode.sim.stage import Stage
@@ -181,10 +181,7 @@ class Judges:
         if len(arrived) < quorum.needed:
             self.counts.verdicts_short += 1
             return
-        votes = tuple(sorted(arrived[:quorum.needed], key=lambda v: v.voter))
-        sn = state.service_nodes[pubkey]
-        outputs = returned_outputs(sn) if kind == StateChangeKind.DEREGISTER else ()
-        tx = Transaction(TX_VERSION, (), outputs, StateChange(pubkey, kind, reason, state.height, votes), ())
+        tx = state_change_tx(arrived[:quorum.needed], state.service_nodes[pubkey], kind, reason, state.height)
         if self.submit(tx):
             self.pending[pubkey] = state.height
 

@@ -3,6 +3,9 @@
 One SQLite database per data dir (stdlib sqlite3, WAL, synchronous=FULL), one SQL transaction per
 block or per batch of blocks, so a crash at any moment leaves the state of the last committed
 block. See `chain_store.ChainStore`.
+
+Others use the names in `__all__`: the store, its records and errors, and the `errors`, `memory`
+(a store in memory, for tests and the simulator) and `protocol` modules; the rest is its own.
 """
 
 from snode.store.chain_store import DATABASE_FILE, ChainStore, Commit, PendingWrite, Undone
@@ -11,5 +14,5 @@ from snode.store.errors import DatabaseDamaged, StoreError, damaged
 
 __all__ = [
     "DATABASE_FILE", "ChainStore", "Commit", "DatabaseDamaged", "Encoded", "PendingWrite", "StoreError",
-    "Undone", "damaged",
+    "Undone", "damaged", "errors", "memory", "protocol",
 ]

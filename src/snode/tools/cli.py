@@ -25,6 +25,7 @@ import msgspec
 
 from snode import __version__
 
+from snode.common.network_flags import given_networks, network_flags
 from snode.core.errors import InvalidAmount
 from snode.core.units import coin_word, counted, format_coins, parse_coins, whole_number
 from snode.params import COIN, NETWORKS
@@ -123,10 +124,7 @@ def _print_json(value: Any) -> None:
 @click.option("--rpc-login-file", "login_file", metavar="FILE",
               help="Send the admin RPC login user:pass in FILE [SNODE_RPC_LOGIN, else the cookie].")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw JSON result.")
-@click.option("--testnet", "network", flag_value="testnet", help="Default to the testnet RPC port.")
-@click.option("--devnet", "network", flag_value="devnet",
-              help="A snode-devnet network: its processes by --node name (else the devnet RPC port).")
-@click.option("--regtest", "network", flag_value="regtest", help="Default to the regtest RPC port.")
+@network_flags
 @click.option("--node", metavar="NAME", help="With --devnet: the devnet process to ask (authority, node1, ...).")
 @click.option("--base-dir", type=click.Path(file_okay=False, path_type=Path),
               help="With --devnet: where the devnet lives [./devnet, or $SNODE_DEVNET_DIR].")
@@ -134,9 +132,13 @@ def _print_json(value: Any) -> None:
 @click.option("--server-key", metavar="HEX", help="With --omq: the daemon's service_node_x25519_pubkey.")
 @click.pass_context
 def cli(ctx: click.Context, rpc: str | None, data_dir: str | None, login_file: str | None, as_json: bool,
-        network: str | None, node: str | None, base_dir: Path | None, omq: str | None,
+        testnet: bool, devnet: bool, regtest: bool, node: str | None, base_dir: Path | None, omq: str | None,
         server_key: str | None) -> None:
     """snode-cli: watch and drive a snoded over its admin RPC (or its public OMQ port)."""
+    chosen = given_networks(testnet, devnet, regtest)
+    if len(chosen) > 1:
+        raise CliError(f"--{chosen[0]} and --{chosen[1]}: give at most one network flag")
+    network = chosen[0] if chosen else None
     ctx.obj = {"rpc": _daemon_url(rpc, network, node, base_dir), "json": as_json,
                "network": network or "mainnet", "omq": omq, "server_key": server_key,
                "data_dir": data_dir, "login_file": login_file, "base_dir": base_dir}

@@ -11,7 +11,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import click
 
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.common.procs import process_args, snoded_args
 from snode.params import DEVNET
 
 
@@ -170,10 +170,7 @@ def clear_stopped(base_dir: Path) -> list[str]:
 
 
 def _daemon_args(entry: NodeEntry, genesis: Path, seed: str | None) -> list[str]:
-    args = [sys.executable, "-m", "snode.app.daemon", "--devnet", "--non-interactive",
-            f"--data-dir={entry.data_dir}", f"--genesis={genesis}",
-            f"--rpc-admin={entry.ip}:{DEVNET.rpc_port}", f"--p2p-bind-ip={entry.ip}",
-            f"--p2p-bind-port={DEVNET.p2p_port}"]
+    args = snoded_args("devnet", entry.data_dir, entry.ip, DEVNET.rpc_port, DEVNET.p2p_port) + [f"--genesis={genesis}"]
     if entry.role == SERVICE_NODE:
         args += ["--service-node", f"--quorumnet-port={DEVNET.quorumnet_port}"]
     if seed is not None:
@@ -192,11 +189,8 @@ def spawn(entry: NodeEntry, genesis: Path, seed: str | None) -> int:
 
 def is_our_process(entry: NodeEntry) -> bool:
     """True when entry.pid still runs snoded on entry's data dir (pids get reused)."""
-    try:
-        cmdline = Path(f"/proc/{entry.pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return f"--data-dir={entry.data_dir}".encode() in cmdline
+    cmdline = process_args(entry.pid)
+    return cmdline is not None and f"--data-dir={entry.data_dir}".encode() in cmdline
 
 
 def wait_rpc(entry: NodeEntry, timeout: float = 30) -> None:

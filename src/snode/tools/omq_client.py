@@ -9,6 +9,8 @@ from typing import Any, Final
 import zmq
 from zmq.utils import z85
 
+from snode.common.text import fixed_hex
+
 TIMEOUT: Final = 10.0
 
 
@@ -21,11 +23,8 @@ def parse_server_key(text: str | None) -> bytes:
     if text is None:
         raise OmqError("--server-key: required with --omq (the daemon's service_node_x25519_pubkey, "
                        "64 hex characters, from get_service_node_key)")
-    try:
-        key = bytes.fromhex(text)
-    except ValueError:
-        key = b""
-    if len(key) != 32:
+    key = fixed_hex(text, 32)
+    if key is None:
         raise OmqError(f"--server-key: '{text[:20]}' is not 64 hex characters")
     return key
 

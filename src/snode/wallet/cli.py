@@ -27,6 +27,7 @@ from snode import __version__
 from snode.api.credentials import COMMAND_LINE_LOGIN, Login, client_login, cookie_dir_for
 from snode.common.endpoints import ConfigError
 from snode.common.files import default_data_dir
+from snode.common.network_flags import given_networks, network_flags
 from snode.common.usage_words import usage_words
 from snode.core.errors import SnodeError
 from snode.core.units import whole_number
@@ -56,7 +57,7 @@ def _echo(lines: tuple[str, ...]) -> None:
 
 
 def _network(testnet: bool, devnet: bool, regtest: bool) -> NetworkParams:
-    chosen = [name for name, on in (("testnet", testnet), ("devnet", devnet), ("regtest", regtest)) if on]
+    chosen = given_networks(testnet, devnet, regtest)
     if len(chosen) > 1:
         raise OptionError("choose one network: " + " or ".join(f"--{n}" for n in chosen))
     return NETWORKS[chosen[0]] if chosen else MAINNET
@@ -129,9 +130,7 @@ def _idle_seconds(ctx: click.Context, param: click.Parameter, value: str) -> int
               help="Admin RPC of snoded, HOST:PORT or http://HOST:PORT; HOST an IP address or a host "
                    "name (--rpc is the same option, as in snode-cli) [default: 127.0.0.1:<network's "
                    "admin RPC port>].")
-@click.option("--testnet", is_flag=True, help="Use the test network.")
-@click.option("--devnet", is_flag=True, help="Use a local development network.")
-@click.option("--regtest", is_flag=True, help="Use the regression-test network.")
+@network_flags
 @click.option("--test-fork", "test_forks", multiple=True, metavar="NAME@HEIGHT",
               help="Devnet/regtest: the daemon's --test-fork schedule, to sign for its forks (repeatable).")
 @click.option("--password-file", metavar="FILE",

@@ -9,6 +9,7 @@ daemon's code and message.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
@@ -22,7 +23,7 @@ from snode.api.types import ServiceNodeRewardsResult
 from snode.common.endpoints import ConfigError, parse_http_url
 from snode.core.address import decode_address
 from snode.core.errors import InvalidAddress
-from snode.core.state import NO_HEIGHT, Contribution, ServiceNode
+from snode.core.state import Contribution
 from snode.core.transactions import outpoint_key
 from snode.wallet.errors import DaemonError, option_error
 from snode.wallet.logic import Output
@@ -100,16 +101,40 @@ class DaemonClient:
                          {"service_node_pubkey": service_node_pubkey})
 
     def service_nodes(self, prefix: str, *, pubkeys: list[str] | None = None,
-                      contributor: str | None = None) -> list[ServiceNode]:
+                      contributor: str | None = None) -> list[NodeRecord]:
         """The service nodes every given filter lets through (get_service_nodes' filters), as
-        core records with what the staking rules read."""
+        the wallet's records of them."""
         params = GetServiceNodesParams(service_node_pubkeys=pubkeys or [], contributor=contributor)
         result = self.call("get_service_nodes", ServiceNodesResult[ServiceNodeState], params)
         return [node_of(record, prefix) for record in result.service_node_states]
 
 
-def node_of(record: ServiceNodeState, prefix: str) -> ServiceNode:
-    """A core ServiceNode view of one get_service_nodes record, enough for the staking rules."""
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """The wallet's record of a service node, from its get_service_nodes record: what the staking
+    rules (`core.service_nodes.Stakeable`) and the `stakes` lines read."""
+
+    pubkey: bytes
+    fee_ppm: int
+    staking_requirement: int
+    contributors: tuple[Contribution, ...]
+    active: bool
+    funded: bool
+    """The daemon's word: contributions reach the staking requirement."""
+    total_contributed: int
+    requested_unlock_height: int
+    """Height until which it works after an unlock request (0: none)."""
+    leaves_at: int
+    """The block that will remove it (0: none due)."""
+
+    @property
+    def total_reserved_unfilled(self) -> int:
+        """Atomic units reserved for contributors who have not paid yet."""
+        return sum(max(c.reserved - c.amount, 0) for c in self.contributors)
+
+
+def node_of(record: ServiceNodeState, prefix: str) -> NodeRecord:
+    """The wallet's record of one get_service_nodes record."""
     try:
         contributors = tuple(
             Contribution(decode_address(prefix, c.address), c.amount, c.reserved)
@@ -118,11 +143,9 @@ def node_of(record: ServiceNodeState, prefix: str) -> ServiceNode:
         pubkey = bytes.fromhex(record.service_node_pubkey)
     except (InvalidAddress, ValueError) as err:
         raise DaemonError(f"the daemon sent a service node record this wallet cannot read: {err}") from None
-    return ServiceNode(
-        pubkey=pubkey, fee_ppm=record.operator_fee, registration_height=record.registration_height,
-        staking_requirement=record.staking_requirement, contributors=contributors,
-        funded_height=NO_HEIGHT, active=record.active, active_since=NO_HEIGHT,
-        decommission_count=record.decommission_count, last_reward_height=0,
-        last_state_change_height=0, last_state_change_reason=0, last_decommission_reason=0,
-        requested_unlock_height=record.requested_unlock_height, leaves_at=record.leaves_at,
+    return NodeRecord(
+        pubkey=pubkey, fee_ppm=record.operator_fee, staking_requirement=record.staking_requirement,
+        contributors=contributors, active=record.active, funded=record.funded,
+        total_contributed=record.total_contributed, requested_unlock_height=record.requested_unlock_height,
+        leaves_at=record.leaves_at,
     )

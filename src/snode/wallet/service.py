@@ -16,14 +16,13 @@ from snode.core.blocks import Block
 from snode.core.crypto import SigningKey
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError, InvalidAmount, InvalidRegistration, InvalidTransaction
-from snode.core.state import ServiceNode
 from snode.core.transactions import Payload, Stake, Transaction, Transfer, TxOut
 from snode.core.service_nodes import status
-from snode.core.stake_exit import check_unlock_request
+from snode.core.stake_exit import check_unlock_allowed
 from snode.core.txbuilder import Spendable, build_spend, build_unlock_request, estimate_fee, payload_spend
 from snode.core.units import counted, format_coins, format_percent, parse_coins
 from snode.params import NetworkParams
-from snode.wallet.daemon import DaemonClient
+from snode.wallet.daemon import DaemonClient, NodeRecord
 from snode.wallet.errors import DaemonError, WalletError
 from snode.api.types import LockedStake
 from snode.wallet.logic import (
@@ -96,12 +95,12 @@ class WalletService:
         change, stakes = pool_effects(self._pool_txs(ours), self.key.public)
         return balance_of(outputs, height, ours, change, staked, stakes)
 
-    def _node(self, pubkey: bytes) -> ServiceNode | None:
+    def _node(self, pubkey: bytes) -> NodeRecord | None:
         """The daemon's record of one service node, or None when it is not registered."""
         found = self.daemon.service_nodes(self.params.address_prefix, pubkeys=[pubkey.hex()])
         return next((sn for sn in found if sn.pubkey == pubkey), None)
 
-    def my_nodes(self) -> list[ServiceNode]:
+    def my_nodes(self) -> list[NodeRecord]:
         """The service nodes this wallet has contributed to or is reserved on (the daemon
         filters them: a wallet does not download every node)."""
         return self.daemon.service_nodes(self.params.address_prefix, contributor=self.address)
@@ -118,7 +117,7 @@ class WalletService:
                           for sn in leaving)
         return replace(balance, unlocking=unlocking), len(nodes)
 
-    def stakes(self) -> tuple[list[ServiceNode], tuple[PendingStake, ...]]:
+    def stakes(self) -> tuple[list[NodeRecord], tuple[PendingStake, ...]]:
         """(the nodes this wallet is on or has a stake in the mempool for, those pending stakes)."""
         height, outputs = self._outputs()
         mine = {o.key for o in outputs}
@@ -222,7 +221,7 @@ class WalletService:
         pubkey = parse_pubkey(pubkey_text)
         sn = self._node(pubkey)
         height = self.daemon.tip().height
-        check_unlock_request(sn, pubkey, self.key.public, height + 1, self.params)
+        check_unlock_allowed(sn, pubkey, self.key.public)
         assert sn is not None  # refused above when not registered
         unlock = height + 1 + self.params.unlock_duration
         confirmations = self.params.unlock_confirmations

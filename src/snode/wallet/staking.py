@@ -1,6 +1,6 @@
 """The wallet's rules for service nodes: choosing and checking a stake, showing stakes, and
 checking a registration line before anything is sent. (A node's get_service_nodes record
-becomes a core ServiceNode in `wallet.daemon.node_of`.)"""
+becomes the wallet's `wallet.daemon.NodeRecord` in `node_of`.)"""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from snode.common.text import fixed_hex
 from snode.core.address import SEPARATOR, decode_address, encode_address
 from snode.core.errors import InvalidAddress, InvalidAmount, InvalidRegistration, InvalidStake
 from snode.core.registration import parse_command
 from snode.core.service_nodes import check_registration, check_stake, open_for_others, status
-from snode.core.state import ServiceNode
+from snode.core.service_nodes import Stakeable
 from snode.core.transactions import (
     Registration,
 )
@@ -30,11 +31,8 @@ NO_ANSWERS: Final = frozenset({"no", "n"})
 
 def parse_pubkey(text: str) -> bytes:
     """A service node public key typed by a user (64 hex characters)."""
-    try:
-        raw = bytes.fromhex(text)
-    except ValueError:
-        raw = b""
-    if len(raw) != 32:
+    raw = fixed_hex(text, 32)
+    if raw is None:
         raise WalletError(
             f"service node public key '{text[:20]}' is not 64 hex characters: copy it from "
             "get_service_node_key"
@@ -42,7 +40,7 @@ def parse_pubkey(text: str) -> bytes:
     return raw
 
 
-def still_needed(sn: ServiceNode, staker: bytes) -> int:
+def still_needed(sn: Stakeable, staker: bytes) -> int:
     """What the node still needs from `staker`: its reservation, or what is open to anyone."""
     mine = next((c for c in sn.contributors if c.owner == staker), None)
     if mine is not None and mine.reserved > mine.amount:
@@ -58,7 +56,7 @@ class StakeChoice:
     note: str | None = None
 
 
-def choose_stake(sn: ServiceNode | None, sn_pubkey: bytes, staker: bytes, text: str) -> StakeChoice:
+def choose_stake(sn: Stakeable | None, sn_pubkey: bytes, staker: bytes, text: str) -> StakeChoice:
     """The amount for `stake <pubkey> <amount>` or `stake <pubkey> <percent>%`.
 
     A percent is that share of what the node still needs; an amount above what it still needs is
@@ -114,7 +112,7 @@ def parse_stake_percent(text: str) -> int:
     return ppm
 
 
-def stake_line(sn: ServiceNode, staker: bytes, pending: int = 0, unlock: Callable[[int], str] | None = None) -> str:
+def stake_line(sn: Stakeable, staker: bytes, pending: int = 0, unlock: Callable[[int], str] | None = None) -> str:
     """One row of `stakes`: node key, my amount (and what is pending), status, node total /
     requirement, and when it unlocks once an unlock was requested (`unlock(blocks)` says when
     a number of blocks from now is)."""
@@ -144,7 +142,7 @@ def locked_line(sn_pubkey: str, amount: int, until: int, reason: str, height: in
 
 
 def stakes_lines(
-    nodes: Sequence[ServiceNode], staker: bytes, pending: Sequence[PendingStake] = (),
+    nodes: Sequence[Stakeable], staker: bytes, pending: Sequence[PendingStake] = (),
     *, unlock: Callable[[int], str] | None = None, locked: Sequence[str] = (),
 ) -> list[str]:
     """The lines of `stakes`: one row per node (stakes in the mempool marked `(pending)`, a
@@ -173,7 +171,7 @@ def stakes_lines(
     return lines
 
 
-def my_contribution(sn: ServiceNode, staker: bytes) -> int:
+def my_contribution(sn: Stakeable, staker: bytes) -> int:
     """Atomic units `staker` contributed to the node."""
     return sum(c.amount for c in sn.contributors if c.owner == staker)
 
