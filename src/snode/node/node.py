@@ -239,7 +239,7 @@ class Node:
         InvalidProof says why not. `signature_checked`: its signature was verified already (in
         a batch); every other rule is checked here, against the proofs recorded so far."""
         self.check_proof(proof, now, signature=not signature_checked)
-        self.proofs.record(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port))
+        self.proofs.record(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port), now=now)
         self.revision += 1
         self.hub.publish(ProofAccepted(proof, source, relayed))
 
@@ -247,6 +247,7 @@ class Node:
         """Whether this node would accept a peer's `proof` now, on the tip and after the proofs
         recorded so far (`signature` False: all but its signature); InvalidProof says why not."""
         check_against(proof, self.params, self._state, now, self.proofs.history(proof.pubkey), signature=signature)
+        self.proofs.check_endpoint(proof, now)
 
     def note_sync_target(self, best_peer_height: int) -> None:
         """The best height a peer has proven (the sync service's call); the target is 0 once
