@@ -38,6 +38,7 @@ from snode.app.rpc_access import AdminAccess
 from snode.node.events import SyncProgress
 from snode.node.batches import replay_stored_blocks
 from snode.node.disk_watch import DiskWatch
+from snode.net import address_file
 from snode.node.node import Identity, Node
 from snode.node.verifier import VerifierPool
 from snode.node.writer import ChainWriter, store_thread
@@ -173,7 +174,8 @@ class Daemon:
         peers = PeerManager(node, bind_ip=cfg.p2p_bind.host, listen_port=cfg.p2p_bind.port,
                             priority=[str(e) for e in cfg.priority_nodes],
                             saved_peers=self.saved_peers,
-                            save_peers=lambda addresses: writer.call(node.store.save_peers, addresses))
+                            save_peers=lambda addresses: writer.call(node.store.save_peers, addresses),
+                            book_file=cfg.data_dir / address_file.FILE_NAME)
         relay = Relay(peers, writer)
         syncer = Syncer(peers, relay, writer)
         # Imported where used: quorumnet (pyzmq), the progress bar (rich) and the metrics
