@@ -7,10 +7,13 @@ Attacks, each from loopback addresses of its own, for the attacked span:
   from IDLE_SOURCES addresses, held until the next round;
 - slowloris on its admin RPC: SLOW_PER_ROUND half-sent request heads a round;
 - a lying height: a P2P peer whose Hello claims height 10^9 and then says nothing;
-- dead dial targets: a P2P peer that sends Peers messages of addresses where nothing listens.
-Not run here (tests drive them against real daemons): a full mempool at the minimum fee against
-an honest high-fee transfer (`test_mempool_bounds.py`) and an insider's quorumnet flood
-(`test_quorumnet_flood.py`): both need keys and funds this devnet's tool does not hand out.
+- dead dial targets: a P2P peer that sends Peers messages of addresses where nothing listens;
+- an insider's quorumnet flood: another registered node's key (its data dir's `key`) on a
+  CurveZMQ DEALER to the victim's quorumnet, sending undecodable messages as fast as ZeroMQ
+  takes them, reconnecting once cut off (its key is then refused by ZAP for 600 s).
+Not run here (a test drives it against real daemons): a full mempool at the minimum fee against
+an honest high-fee transfer (`test_mempool_bounds.py`): it needs funds this devnet's tool does not
+hand out.
 
 Counts, quiet against attacked (timings on a loaded machine are not figures): blocks the victim
 produced and its share of all blocks, its uptime proofs the authority accepted (distinct
@@ -34,9 +37,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from bench.daemons import NET_WIDTH, SYNC_NET
+import zmq
+
 from snode.api.client import RpcFailure, RpcUnavailable, call_once
+from snode.common.data_dir import seed_of
+from snode.core.crypto import SigningKey, x25519_public
 from snode.net import protocol as P
 from snode.params import DEVNET
+from snode.tools.devnet_procs import devnet_node
 
 NODES: Final = 5
 SPAN_S: Final = 60.0
@@ -66,13 +74,15 @@ def devnet(base: Path, *args: str, timeout: float = 600) -> subprocess.Completed
 class Attacks:
     """The attack threads against one victim; `counts` says what they did."""
 
-    def __init__(self, victim_ip: str, prefix: str, genesis: bytes) -> None:
+    def __init__(self, victim_ip: str, prefix: str, genesis: bytes, *, victim_key: bytes,
+                 insider: SigningKey) -> None:
         self.victim, self.prefix, self.genesis = victim_ip, prefix, genesis
+        self.victim_key, self.insider = victim_key, insider
         self.stop = threading.Event()
         self.counts = {"quorumnet_idle_opened": 0, "admin_half_sent": 0, "lying_hellos": 0,
-                       "dead_addresses_sent": 0, "refused_or_cut": 0}
+                       "dead_addresses_sent": 0, "insider_junk_sent": 0, "refused_or_cut": 0}
         self._threads = [threading.Thread(target=t, daemon=True)
-                         for t in (self._idle, self._slowloris, self._liar, self._dead_targets)]
+                         for t in (self._idle, self._slowloris, self._liar, self._dead_targets, self._insider_flood)]
 
     def __enter__(self) -> Attacks:
         for thread in self._threads:
@@ -152,6 +162,29 @@ class Attacks:
         self._rounds(make)
 
 
+    def _insider_flood(self) -> None:
+        ctx = zmq.Context()
+        try:
+            while not self.stop.is_set():
+                sock = ctx.socket(zmq.DEALER)
+                sock.curve_secretkey = self.insider.x25519_secret()
+                sock.curve_publickey = x25519_public(self.insider.public)
+                sock.curve_serverkey = x25519_public(self.victim_key)
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.setsockopt(zmq.IMMEDIATE, 1)
+                sock.connect(f"tcp://{self.victim}:{DEVNET.quorumnet_port}")
+                until = time.monotonic() + ROUND_S
+                while time.monotonic() < until and not self.stop.is_set():
+                    try:
+                        sock.send(b"\xff junk from an insider", zmq.NOBLOCK)
+                        self.counts["insider_junk_sent"] += 1
+                    except zmq.Again:
+                        sock.poll(timeout=10, flags=zmq.POLLOUT)
+                sock.close()
+        finally:
+            ctx.term()
+
+
 def _record(rpc: str, pubkey: str) -> dict[str, Any] | None:
     found = call_once(rpc, "get_service_nodes", {"service_node_pubkeys": [pubkey]})["service_node_states"]
     return found[0] if found else None
@@ -206,15 +239,23 @@ def run(seconds: float = SPAN_S) -> dict[str, Any]:
             log(f"quiet span of {seconds:g} s, victim {victim['name']} {victim['ip']}")
             quiet = _span(authority, victim, seconds)
             genesis = bytes.fromhex(call_once(authority, "get_info")["genesis_hash"])
-            log(f"attacked span of {seconds:g} s")
-            with Attacks(victim["ip"], prefix, genesis) as attacks:
+            insider = SigningKey(seed_of((Path(_data_dir(base, rows[2]["name"])) / "key").read_bytes()))
+            log(f"attacked span of {seconds:g} s (the insider: {rows[2]['name']}'s key)")
+            with Attacks(victim["ip"], prefix, genesis, victim_key=bytes.fromhex(victim["sn_pubkey"]),
+                         insider=insider) as attacks:
                 attacked = _span(authority, victim, seconds)
             return {"nodes": NODES, "span_s": seconds, "quiet": quiet, "attacked": attacked,
-                    "attacks": dict(attacks.counts), "not_run": ["full mempool at the minimum fee",
-                                                                 "insider quorumnet flood"]}
+                    "attacks": dict(attacks.counts), "not_run": ["full mempool at the minimum fee"]}
         finally:
             down = devnet(base, "down")
             log(f"snode-devnet down: exit {down.returncode}")
+
+
+def _data_dir(base: Path, name: str) -> str:
+    """A devnet node's data dir, from the devnet's own record of it."""
+    entry = devnet_node(base, name)
+    assert entry is not None, name
+    return entry.data_dir
 
 
 def passed(results: dict[str, Any]) -> bool:
