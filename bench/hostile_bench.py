@@ -16,6 +16,10 @@ syncing daemon at full speed, against the quiet rate measured in the same run.
   daemon's peak RSS (VmHWM, its workers apart) against the quiet one's; the bans by reason; what
   the attackers sent and pulled.
 
+Then the honest node's share of service on a devnet while issue #33's attacks run against it
+(bench/hostile_service.py: quorumnet idle connections, admin slowloris, a lying height, dead
+dial targets), quiet against attacked; `--service-seconds 0` leaves it out (the smoke size does).
+
 `--blocks N` syncs a shorter chain. Everything listens on 127.x addresses only; every daemon
 and attacker is stopped by its own pid.
 """
@@ -35,7 +39,7 @@ from typing import Any, Final
 
 from rich.console import Console
 
-from bench import daemons
+from bench import daemons, hostile_service
 from bench.daemons import P2P_PORT, SYNC_NET, Daemon, loopback_ip
 from bench.hostile_peer import COUNTERS, attack
 from bench.report import figures_table, verdict
@@ -108,7 +112,7 @@ def _reason(text: str) -> str:
     return " ".join(w for w in text.split() if not any(c.isdigit() for c in w))[:70]
 
 
-def run(blocks: int = BLOCKS) -> dict[str, Any]:
+def run(blocks: int = BLOCKS, service_s: float = hostile_service.SPAN_S) -> dict[str, Any]:
     """Every figure of this benchmark (see `report`)."""
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="snode-hostile-bench-") as tmp:
@@ -136,6 +140,7 @@ def run(blocks: int = BLOCKS) -> dict[str, Any]:
     return {"blocks": blocks, "chain_mb": stats.bytes / 1e6, "quiet": quiet, "attacked": attacked,
             "quiet_blocks_per_s": quiet_rate, "ratio": attacked["blocks_per_s"] / quiet_rate,
             "quiet_cpu_ms_per_block": quiet_cpu, "cpu_ratio": quiet_cpu / attacked["cpu_ms_per_block"],
+            "service": hostile_service.run(service_s) if service_s > 0 else None,
             "total_s": time.perf_counter() - started}
 
 
@@ -165,19 +170,41 @@ def report(results: dict[str, Any], console: Console) -> None:
     bans = attacked["bans"]
     console.print(f"bans: {sum(bans.values())}" + "".join(f"\n  {n} x {reason}" for reason, n in
                                                          sorted(bans.items(), key=lambda kv: -kv[1])))
+    if results.get("service") is not None:
+        _report_service(results["service"], console)
     console.print(f"hostile benchmark took {results['total_s']:.0f} s")
+
+
+def _report_service(service: dict[str, Any], console: Console) -> None:
+    """The honest node's share of service, quiet against attacked (counts, not timings)."""
+    console.print(f"[bold]service on a devnet of {service['nodes']} service nodes, {service['span_s']:g} s quiet "
+                  f"then {service['span_s']:g} s attacked[/]")
+    table = figures_table("quiet (same run)")
+    quiet, attacked = service["quiet"], service["attacked"]
+    for label, key in (("blocks the victim produced", "victim_blocks"), ("blocks in all", "blocks"),
+                       ("victim's proofs accepted by the authority", "proofs_accepted"),
+                       ("victim's admin RPC answered (samples)", "answered"),
+                       ("samples seen decommissioned", "inactive_samples")):
+        table.add_row(label, f"{attacked[key]:,}", f"{quiet[key]:,}", "", "", "")
+    table.add_row("victim's share of blocks", f"{attacked['share']:.0%}", f"{quiet['share']:.0%}", "",
+                  "no loss", verdict(hostile_service.passed(service)))
+    console.print(table)
+    console.print("attacks: " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in service["attacks"].items())
+                  + "; not run here: " + ", ".join(service["not_run"]))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.hostile_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=BLOCKS, metavar="N",
                         help=f"blocks in the chain to sync (default {BLOCKS:,})")
+    parser.add_argument("--service-seconds", type=float, default=hostile_service.SPAN_S, metavar="S",
+                        help=f"each span of the devnet service phase (default {hostile_service.SPAN_S:g}; 0: none)")
     args = parser.parse_args()
     if args.blocks < 1_000:
         parser.error("--blocks must be at least 1,000")
     from snode.tools.tables import make_console
 
-    report(run(blocks=args.blocks), make_console())
+    report(run(blocks=args.blocks, service_s=args.service_seconds), make_console())
 
 
 if __name__ == "__main__":

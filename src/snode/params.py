@@ -227,9 +227,9 @@ class NetworkParams:
     """Seconds an uptime proof's timestamp may be off the receiver's clock. A proof stamped that
     far ahead counts as fresh that much longer, so a node that signs one before it dies is judged
     that much later: it must stay well inside `decommission_proof_age` (mainnet 300 of 1,800 s, a
-    sixth; devnet 10 of 30, a third, its `healthy_proof_age`: its nodes share a host or NTP-synced
-    clocks, and prove every 2 s). Regtest keeps 300: its tests move clocks and replay proofs
-    minutes apart, and no regtest node is judged by a quorum it does not drive itself."""
+    sixth; devnet and regtest 10 of 30, a third, their `healthy_proof_age`: their nodes share a
+    host or NTP-synced clocks, and prove every 2 s; regtest's tests move every node's clock at
+    once, `set_mock_time`, and a proof signed in between is refused once and taken 2 s later)."""
     reachability_interval: int = 300
     """Seconds between two reachability tests of one node by a quorum member (a CurveZMQ
     handshake at the address its proof declares); a node failing them for longer than the
@@ -355,7 +355,7 @@ REGTEST: Final = NetworkParams(
     name="regtest", network_id=0x534E0004, address_prefix="snr",
     p2p_port=38090, rpc_port=38091, quorumnet_port=38092, omq_port=38093, wallet_rpc_port=38094,
     target_block_time=0, proof_interval=2, healthy_proof_age=10,
-    decommission_proof_age=30, min_active_sns=4, private_public_ip_allowed=True,
+    decommission_proof_age=30, proof_clock_tolerance=10, min_active_sns=4, private_public_ip_allowed=True,
     generate_on_demand=True, sn_blocks=False, round_time=2, backstop_rounds=10,
     participation_cooldown=10, participation_grace=60, unlock_duration=30, deregistration_lock=40,
     pool_fill_window=50, reachability_interval=10, test_forks=True, upgrade_grace_blocks=20,

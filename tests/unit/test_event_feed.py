@@ -148,3 +148,17 @@ def test_notify_command_errors_name_what_to_fix():
         "SNODE_PUBKEY": "ab", "SNODE_AMOUNT": "", "SNODE_CREDIT": ""}
     reward = event_environment({"event": "reward", "height": 9, "amount": 16_500_000_000})
     assert reward["SNODE_AMOUNT"] == "16500000000"
+
+
+def test_a_command_that_writes_without_end_costs_its_last_bytes_only(caplog):
+    """Its stderr is read to the end and only STDERR_KEPT bytes kept (50 MB written here)."""
+    caplog.set_level(logging.WARNING, logger="snode.services.notify")
+
+    async def run() -> None:
+        loud = Notifier(parse_command("sh -c 'head -c 50000000 /dev/zero | tr \"\\0\" x >&2; echo end >&2; exit 3'"))
+        loud.on_event({"event": "reward", "height": 9})
+        await _finished(loud)
+    asyncio.run(run())
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "exited with 3 for a reward event" in line and "end" in line[-10:], line[-80:]
+    assert len(line) < 1_000, "the line shows the tail of what it wrote, not all of it"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import msgspec
 import pytest
@@ -15,6 +16,7 @@ from snode.devchain import key_from_label
 from snode.node.node import Node
 from snode.node.verifier import INLINE_BELOW, InlineVerifier, VerifierPool
 from snode.node.writer import ChainWriter, store_thread
+from snode.params import PROOF_CLOCK_TOLERANCE
 from snode.services.proof_intake import Arrival, ProofIntake
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import LabChain, wait_async
@@ -46,7 +48,10 @@ async def node(chain: LabChain) -> AsyncIterator[Node]:
     for operator, label in zip(OPERATORS, SN_LABELS):
         chain.new_node(operator=operator, sn_label=label)
     pool = VerifierPool(2)
-    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(genesis_block, genesis_state),
+    # The floods here span minutes of timestamps, a second apart (the proof rate's spacing):
+    # mainnet's clock tolerance, not regtest's 10 s.
+    params = replace(chain.params, proof_clock_tolerance=PROOF_CLOCK_TOLERANCE)
+    node = Node(params=params, consensus=chain.consensus, store=MemoryStore(genesis_block, genesis_state),
                 state=genesis_state, identity=None, producer_key=chain.authority, clock=MockableClock(),
                 verifier=pool)
     writer = ChainWriter(node, store_thread())
@@ -132,8 +137,9 @@ async def test_a_later_proof_never_overtakes_a_batch_that_is_out(chain: LabChain
     genesis_block, genesis_state = chain.blocks[0], chain.fork(at=0).state
     for operator, label in zip(OPERATORS, SN_LABELS):
         chain.new_node(operator=operator, sn_label=label)
-    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(genesis_block, genesis_state),
-                state=genesis_state, identity=None, producer_key=chain.authority, clock=MockableClock())
+    node = Node(params=replace(chain.params, proof_clock_tolerance=PROOF_CLOCK_TOLERANCE), consensus=chain.consensus,
+                store=MemoryStore(genesis_block, genesis_state), state=genesis_state, identity=None,
+                producer_key=chain.authority, clock=MockableClock())
     writer = ChainWriter(node, store_thread())
     try:
         for block in chain.blocks[1:]:

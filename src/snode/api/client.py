@@ -22,6 +22,11 @@ from snode.common.endpoints import http_endpoint
 
 T = TypeVar("T")
 
+MAX_ANSWER_BYTES = 64 << 20
+"""The largest answer read from a daemon (the largest real one, get_service_nodes of 10,000
+nodes, is a few MB): past it the call fails, so that a daemon that lies, or anything in its
+place on a non-loopback bind, cannot make a client take all its memory."""
+
 
 class RpcUnavailable(Exception):
     """The daemon could not be reached (not running, wrong address, connection closed)."""
@@ -69,7 +74,10 @@ class RpcClient:
             try:
                 self._conn.request(method, path, body=body, headers=hdrs)
                 resp = self._conn.getresponse()
-                data = resp.read()
+                data = resp.read(MAX_ANSWER_BYTES + 1)
+                if len(data) > MAX_ANSWER_BYTES:
+                    self.close()
+                    raise RpcUnavailable(f"{self.url} answered more than {MAX_ANSWER_BYTES:,} bytes")
                 if resp.getheader("Connection", "").lower() == "close":
                     self.close()
                 return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data

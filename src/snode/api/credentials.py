@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final
 
 from snode.common.endpoints import ConfigError
 from snode.common.files import too_open
+from snode.common.files import SMALL_FILE_BYTES, read_bounded
 
 if TYPE_CHECKING:  # the servers have aiohttp loaded; the clients (snode-cli, the wallet) need not
     from aiohttp import web
@@ -87,7 +88,7 @@ def read_login_file(path: str, option: str = LOGIN_FILE_OPTION) -> Login:
     if problem is not None:
         raise ConfigError(problem)
     try:
-        text = Path(path).read_text()
+        text = read_bounded(path, SMALL_FILE_BYTES).decode()
     except (OSError, UnicodeDecodeError) as err:
         reason = getattr(err, "strerror", None) or "it is not text"
         raise ConfigError(f"{option}: cannot read {path}: {reason}") from None
@@ -127,7 +128,7 @@ def remove_cookie(path: Path, login: Login) -> None:
 def read_cookie(path: Path) -> Login:
     """The login in a cookie file; ConfigError naming the file."""
     try:
-        text = path.read_text()
+        text = read_bounded(path, SMALL_FILE_BYTES).decode()
     except (OSError, UnicodeDecodeError) as err:
         reason = getattr(err, "strerror", None) or "it is not text"
         raise ConfigError(f"cannot read the RPC cookie {path}: {reason}") from None

@@ -52,6 +52,8 @@ class Config:
     """`SNODE_TEST_MISBEHAVE` (devnet and regtest tests only): `equivocate`, a round's leader
     signs a second template too; `drop-signatures`, it leaves out of its block every validator
     signature beyond those needed (`services.producer`). Empty: an honest node."""
+    db_growth_pages: int | None = None
+    """`SNODE_DB_GROWTH_PAGES` (devnet and regtest tests of a full disk); None: no cap."""
     rpc_login: Login | None = None
     """The operator's own admin RPC login (`--rpc-login-file`, SNODE_RPC_LOGIN); None: the
     cookie where the bind is not loopback, nothing on loopback (snode.app.rpc_access)."""
@@ -119,7 +121,8 @@ def build_config(
         skip_doppelganger_check=skip_doppelganger_check, test_misbehave=_test_misbehave(params.name),
         omq_public=_omq_public(omq_public, service_node),
         clock_offset=_clock_offset(params.name), mempool_max_entries=_mempool_max_entries(params.name),
-        rpc_login=operator_login(rpc_login_file, os.environ), assume_valid=parse_assume_valid(assume_valid, params),
+        db_growth_pages=_db_growth_pages(params.name), rpc_login=operator_login(rpc_login_file, os.environ),
+        assume_valid=parse_assume_valid(assume_valid, params),
         trusted_checkpoint=parse_trusted_checkpoint(trusted_checkpoint),
     )
 
@@ -183,13 +186,27 @@ TEST_SN_VERSION_VARIABLE = "SNODE_TEST_SN_VERSION"
 
 def _mempool_max_entries(network: str) -> int | None:
     """`SNODE_MEMPOOL_MAX_ENTRIES`: a small pool, so that a test fills it with a few transactions."""
-    text = os.environ.get(MEMPOOL_ENTRIES_VARIABLE, "").strip()
+    return _test_number(MEMPOOL_ENTRIES_VARIABLE, network, "number of transactions", 1_000_000)
+
+
+DB_GROWTH_VARIABLE = "SNODE_DB_GROWTH_PAGES"
+
+
+def _db_growth_pages(network: str) -> int | None:
+    """`SNODE_DB_GROWTH_PAGES`: the chain database may grow by that many pages after it is
+    opened (SQLite's `max_page_count`), so that a test meets a full disk (SQLITE_FULL) unprivileged."""
+    return _test_number(DB_GROWTH_VARIABLE, network, "number of pages", 1_000_000)
+
+
+def _test_number(variable: str, network: str, what: str, high: int) -> int | None:
+    """A devnet and regtest test's environment variable, a number from 1 to `high`; None unset."""
+    text = os.environ.get(variable, "").strip()
     if not text:
         return None
     if network in ("mainnet", "testnet"):
-        raise ConfigError(f"{MEMPOOL_ENTRIES_VARIABLE} is for devnet and regtest tests; unset it to run on {network}")
-    if not text.isdigit() or not 1 <= int(text) <= 1_000_000:
-        raise ConfigError(f"{MEMPOOL_ENTRIES_VARIABLE}: '{text}' is not a number of transactions (1 to 1000000)")
+        raise ConfigError(f"{variable} is for devnet and regtest tests; unset it to run on {network}")
+    if not text.isdigit() or not 1 <= int(text) <= high:
+        raise ConfigError(f"{variable}: '{text}' is not a {what} (1 to {high})")
     return int(text)
 
 

@@ -38,6 +38,8 @@ from snode.app.datadir import DataDir, check_writable
 from snode.app.rpc_access import AdminAccess
 from snode.node.events import SyncProgress
 from snode.node.batches import replay_stored_blocks
+from snode.node.disk_watch import DiskWatch
+from snode.net import address_file
 from snode.node.node import Identity, Node
 from snode.node.verifier import VerifierPool
 from snode.node.writer import ChainWriter, store_thread
@@ -171,7 +173,8 @@ class Daemon:
         peers -> relay -> writer -> node -> store; a proof goes peers -> relay -> (hub) SN
         duties -> node -> (hub) relay and quorum votes -> quorumnet."""
         cfg = self.config
-        writer = ChainWriter(node, store_thread(), on_damaged=self.fail)
+        disk = DiskWatch(cfg.data_dir)
+        writer = ChainWriter(node, store_thread(), on_damaged=self.fail, disk=disk)
         counters = EventCounters(node.hub)
         feed = EventFeed(node)
         notifier = Notifier(list(cfg.notify)) if cfg.notify else None
@@ -180,7 +183,8 @@ class Daemon:
         peers = PeerManager(node, bind_ip=cfg.p2p_bind.host, listen_port=cfg.p2p_bind.port,
                             priority=[str(e) for e in cfg.priority_nodes],
                             saved_peers=self.saved_peers,
-                            save_peers=lambda addresses: writer.call(node.store.save_peers, addresses))
+                            save_peers=lambda addresses: writer.call(node.store.save_peers, addresses),
+                            book_file=cfg.data_dir / address_file.FILE_NAME)
         relay = Relay(peers, writer)
         syncer = Syncer(peers, relay, writer)
         # Imported where used: quorumnet (pyzmq), the progress bar (rich) and the metrics
@@ -213,7 +217,8 @@ class Daemon:
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
                        metrics=metrics_page(node, counters, lambda: len(peers.peers)), observe=counters.observe_rpc,
                        unmet=lambda: unmet_conditions(node, node.now(), peer_count=len(peers.peers),
-                                                      shortage=self.descriptors.shortage()), events=feed,
+                                                      shortage=self.descriptors.shortage(),
+                                                      disk=disk.shortage()), events=feed,
                        discover=served_document, page=WebView(node, writer, lambda: len(peers.peers)).serve,
                        page_script=LIVE_SCRIPT, auth=self.admin.auth)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, **runner_options())
@@ -317,6 +322,8 @@ class Daemon:
             store = ChainStore.open(datadir.database, genesis_block=block0, genesis_state=state0)
         except StoreError as err:
             raise ConfigError(f"--data-dir: {err.reason}") from None
+        if cfg.db_growth_pages is not None:
+            store.limit_growth(cfg.db_growth_pages)
         verifier = VerifierPool()
         try:
             if not datadir.stopped_cleanly():

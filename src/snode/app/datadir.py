@@ -20,6 +20,7 @@ from snode.common.data_dir import (
 from snode.common.files import too_open
 from snode.params import NetworkParams
 from snode.store import DATABASE_FILE
+from snode.common.files import LARGE_FILE_BYTES, SMALL_FILE_BYTES, read_bounded
 
 AUTHORITY_KEY_FILE = "authority_key"
 RUNNING_FILE = "running"
@@ -117,7 +118,7 @@ class DataDir:
         """The public key in `key.pub`, or None when there is no such file; ValueError when its
         content is not a public key."""
         try:
-            text = (self.path / KEY_PUB_FILE).read_text().strip()
+            text = read_bounded(self.path / KEY_PUB_FILE, SMALL_FILE_BYTES).decode().strip()
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError) as err:
@@ -182,7 +183,9 @@ class DataDir:
             if problem is not None:
                 raise ConfigError(f"--data-dir: {problem}")
             try:
-                return SigningKey(seed_of(path.read_bytes()))
+                return SigningKey(seed_of(read_bounded(path, SMALL_FILE_BYTES)))
+            except OSError as err:
+                raise ConfigError(f"--data-dir: cannot read key file {path}: {err.strerror or err}") from None
             except ValueError:
                 raise ConfigError(
                     f"--data-dir: key file {path} is damaged (expected 64 hex characters); "
@@ -220,7 +223,7 @@ class DataDir:
 
 def _read_genesis(path: Path, params: NetworkParams, option: str) -> GenesisDoc:
     try:
-        return parse_genesis(path.read_bytes(), params)
+        return parse_genesis(read_bounded(path, LARGE_FILE_BYTES), params)
     except OSError as err:
         raise ConfigError(f"{option}: cannot read {path}: {err.strerror}") from None
     except InvalidGenesis as err:

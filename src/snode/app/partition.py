@@ -10,6 +10,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from snode.common.files import LARGE_FILE_BYTES, read_bounded
+
 if TYPE_CHECKING:  # quorumnet needs pyzmq, imported only by a service node
     from snode.net.peers import PeerManager
     from snode.net.quorumnet import QuorumNet
@@ -32,7 +34,8 @@ def read_denied(path: Path) -> frozenset[str] | None:
     """The addresses `path` lists (none when there is no such file); None, after a warning,
     when it cannot be read or holds a line that is not an IP address."""
     try:
-        ips = frozenset(line.strip() for line in path.read_text().splitlines() if line.strip())
+        text = read_bounded(path, LARGE_FILE_BYTES).decode()
+        ips = frozenset(line.strip() for line in text.splitlines() if line.strip())
     except FileNotFoundError:
         ips = frozenset()
     except (OSError, UnicodeDecodeError) as err:

@@ -3,11 +3,29 @@ private file (a key, a wallet, a cookie) is kept from the other users of the mac
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
+from typing import Final
 
 PRIVATE_MODE = 0o600
+
+SMALL_FILE_BYTES: Final = 4_096
+"""A key, a login, a cookie, a password or seed-words file is far smaller than this."""
+LARGE_FILE_BYTES: Final = 16 << 20
+"""A genesis document, a wallet file, a partition list: far smaller than this."""
+
+
+def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of `path`, read only up to `limit` + 1 (DESIGN.md section 11: bound before
+    you decode, files included): OSError (EFBIG, its strerror the one line to show) for a
+    larger file, as for one that cannot be read."""
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"it is larger than {limit:,} bytes")
+    return data
 
 
 def default_data_dir(network: str) -> Path:

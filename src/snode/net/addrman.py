@@ -142,6 +142,31 @@ class AddressBook:
             return None
         return _group(ip)
 
+    def records(self, now: float) -> tuple[bytes, list[AddressInfo]]:
+        """The book's key and its entries worth keeping across a restart (terrible ones are
+        not), for `net.address_file`."""
+        return self._key, [i for i in self._info.values() if not i.terrible(now)]
+
+    def restore(self, key: bytes, entries: Sequence[AddressInfo], now: float) -> int:
+        """Take back what `records` gave (into an empty book, before any `add`): the same key,
+        so every entry finds its own slot again; an entry that is not one this network dials,
+        or whose slot is taken (a file made by hand), is left out. How many were taken."""
+        assert not self._info, "restore into an empty book"
+        self._key = key
+        for saved in entries:
+            group = self._group_if_acceptable(saved.address)
+            if group is None or saved.address in self._info:
+                continue
+            info = AddressInfo(saved.address, group, saved.source_group, saved.seen, attempts=saved.attempts,
+                               last_try=saved.last_try, last_success=saved.last_success)
+            if info.terrible(now) or not self._take_new_slot(info, now):
+                continue
+            self._info[info.address] = info
+            if saved.tried:
+                self._promote(info, now, test_first=True)
+                self._collisions.discard(info.address)  # a hand-made file's collision: it stays new
+        return len(self._info)
+
     def to_save(self, now: float) -> list[str]:
         """The entries worth keeping across a restart, tried first (terrible ones are not)."""
         good = [i for i in self._info.values() if not i.terrible(now)]

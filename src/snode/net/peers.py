@@ -19,12 +19,14 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from snode import __version__
 from snode.common.endpoints import ip_endpoint
 from snode.common.text import printable
 from snode.core.errors import SnodeError
+from snode.net import address_file
 from snode.net import limits as L
 from snode.net import protocol as P
 from snode.net.addrman import AddressBook, network_group
@@ -55,9 +57,13 @@ class PeerManager:
 
     def __init__(self, node: Node, *, bind_ip: str, listen_port: int, priority: list[str],
                  saved_peers: Sequence[str] = (),
-                 save_peers: Callable[[list[str]], Awaitable[None]] | None = None) -> None:
+                 save_peers: Callable[[list[str]], Awaitable[None]] | None = None,
+                 book_file: Path | None = None) -> None:
         self.node = node
         self.save_peers = save_peers
+        self.book_file = book_file
+        """The address book's file (`net.address_file`, the data dir's peers.dat): read here,
+        written with the saved peers (every minute and at the stop)."""
         self.bind_ip = bind_ip
         self.listen_port = listen_port
         self.nonce = int.from_bytes(os.urandom(8), "big") >> 1
@@ -79,6 +85,9 @@ class PeerManager:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._server: asyncio.base_events.Server | None = None
         self._handlers: dict[type, Handler] = {}
+        if book_file is not None:
+            taken = address_file.load(book_file, self.known, time.time())
+            log.info("address book: %d entries from %s", taken, book_file)
         refused = self.dialer.load(saved_peers, time.time())
         if refused:
             log.warning("dropped %d saved peer addresses that this network does not dial (the first: %s); "
@@ -289,6 +298,12 @@ class PeerManager:
                 self.send(peer, P.Ping(self.nonce))
 
     async def _save_peers(self) -> None:
+        if self.book_file is not None:
+            try:
+                data = address_file.encode(self.known, time.time())  # on the loop, which owns the book
+                await asyncio.to_thread(address_file.write, self.book_file, data)
+            except OSError as err:
+                log.warning("could not save the address book to %s: %s", self.book_file, err.strerror or err)
         if self.save_peers is None:
             return
         try:

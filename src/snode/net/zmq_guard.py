@@ -31,6 +31,18 @@ What is counted: a connection still in its handshake is one accepted less than H
 (+1 s) ago, not yet closed, and not yet admitted (`admitted`: quorumnet's ZAP handler tells, per
 address, since a socket monitor's v1 events name no peer of a handshake); any older one that is
 still open has completed its handshake, since ZeroMQ would have closed it otherwise.
+Checked against libzmq's source (github.com/zeromq/libzmq at 6b708e4a, src/stream_engine_base.cpp
+and src/session_base.cpp): `stream_engine_base_t::error` calls `_socket->event_disconnected(..,
+_s)` and only then `unplug()` and `delete this`, whose destructor is the one `close(_s)`: every
+close an engine error causes (end-of-file after our shutdown, a reset, the handshake timer, a
+ZMTP or CURVE protocol error) is announced first, as relied on above. Two other paths close an
+engine's descriptor through `stream_engine_base_t::terminate` (unplug, delete) with no event: a
+session's destructor (the socket closed or unbound: our own stop, after which the guard reads no
+more events) and `session_base_t::pipe_terminated` for raw sockets only (ZMQ_STREAM, not used
+here). A ROUTER pipe terminated by the socket goes the first way. So a number can be reused
+without an event only when the socket itself is going away; and even then the guard reads the
+peer with getpeername on its own dup and acts only on what it reads, and an entry it keeps for
+a vanished connection ages out with the handshake window (HANDSHAKE_S + 1 s).
 """
 
 from __future__ import annotations

@@ -321,7 +321,7 @@ class Node:
         InvalidProof says why not. `signature_checked`: its signature was verified already (in
         a batch); every other rule is checked here, against the proofs recorded so far."""
         self.check_proof(proof, now, signature=not signature_checked)
-        self.proofs.record(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port))
+        self.proofs.record(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port), now=now)
         self._note_version(proof)
         self.revision += 1
         self.hub.publish(ProofAccepted(proof, source, relayed))
@@ -335,6 +335,7 @@ class Node:
             if err.code is ProofRefusal.OUTDATED and proof.pubkey in self._state.service_nodes:
                 self.outdated[proof.pubkey] = max(self.outdated.get(proof.pubkey, 0), proof.timestamp)
             raise
+        self.proofs.check_endpoint(proof, now)
 
     def _note_version(self, proof: UptimeProof) -> None:
         """What an accepted proof says of its node's snoded (readiness, `outdated`), and of a

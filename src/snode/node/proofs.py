@@ -16,11 +16,24 @@ from collections.abc import Container
 import msgspec
 
 from snode.common import decode_reasons
-from snode.core.proofs import UptimeProof, check_proof, check_proof_rules, check_proof_version
+from snode.core.proofs import (
+    InvalidProof, ProofRefusal, UptimeProof, check_proof, check_proof_rules, check_proof_version,
+)
 from snode.core.state import ChainState
 from snode.params import PROOF_CLOCK_TOLERANCE, NetworkParams
 
 log = logging.getLogger(__name__)
+
+ENDPOINT_CHANGES_BURST = 3
+"""Changes of a node's endpoint (declared IP, quorumnet port) taken at once: a node that moves
+and an operator who fixes `--service-node-public-ip` right after are never refused."""
+ENDPOINT_CHANGE_EVERY = 3_600
+"""Seconds that earn back one endpoint change (a token bucket per node, `EndpointChanges`). Every
+member probes the endpoint a node's proof declares, and a relayed proof's IP cannot be checked
+against its signer's connection: this bounds how often a registered node can turn the quorum's
+probes on an address of its choice (3 at once, then one an hour, 26 a day)."""
+MAX_ENDPOINT_BUCKETS = 20_000
+"""Nodes whose recent endpoint changes are remembered (the one idle longest goes first)."""
 
 STORE_KEY = "proof book"
 """The store's `node_meta` key of the saved book (`ProofBook.saved` / `restore`)."""
@@ -55,13 +68,39 @@ def check_against(
         check_proof_version(proof, params.rules_at(state.height + 1))
 
 
+class EndpointChanges:
+    """A token bucket per node for changes of its endpoint: `ENDPOINT_CHANGES_BURST` at once,
+    one more each `every` seconds (the receiver's clock). A node's first endpoint is no change."""
+
+    def __init__(self, *, burst: int = ENDPOINT_CHANGES_BURST, every: int = ENDPOINT_CHANGE_EVERY,
+                 capacity: int = MAX_ENDPOINT_BUCKETS) -> None:
+        self.burst, self.every, self.capacity = burst, every, capacity
+        self._buckets: dict[bytes, tuple[float, int]] = {}
+        """pubkey -> (tokens, when counted), oldest use first."""
+
+    def _tokens(self, pubkey: bytes, now: int) -> float:
+        tokens, then = self._buckets.get(pubkey, (float(self.burst), now))
+        return min(float(self.burst), tokens + max(0, now - then) / self.every)
+
+    def allowed(self, pubkey: bytes, now: int) -> bool:
+        return self._tokens(pubkey, now) >= 1
+
+    def spend(self, pubkey: bytes, now: int) -> None:
+        tokens = self._tokens(pubkey, now) - 1
+        self._buckets.pop(pubkey, None)
+        self._buckets[pubkey] = (max(0.0, tokens), now)
+        while len(self._buckets) > self.capacity:
+            del self._buckets[next(iter(self._buckets))]
+
+
 class ProofBook:
     """Last and previous accepted proof per service node, and where each can be reached."""
 
-    def __init__(self) -> None:
+    def __init__(self, changes: EndpointChanges | None = None) -> None:
         self._last: dict[bytes, int] = {}
         self._previous: dict[bytes, int] = {}
         self._endpoints: dict[bytes, tuple[str, int]] = {}
+        self.changes = changes or EndpointChanges()
         self.version = 0
         """Counts accepted proofs, so answers that show proof times (and saves) know when to
         refresh."""
@@ -79,8 +118,23 @@ class ProofBook:
         """(public IP, quorumnet port) from the node's last accepted proof, if any."""
         return self._endpoints.get(pubkey)
 
-    def record(self, pubkey: bytes, timestamp: int, endpoint: tuple[str, int]) -> None:
-        """Note an accepted proof (the node's call)."""
+    def check_endpoint(self, proof: UptimeProof, now: int) -> None:
+        """InvalidProof (RATE) if `proof` moves its node's endpoint and its node has no change
+        left (`EndpointChanges`); the receiver's log says which rule, the signer hears RATE."""
+        old = self._endpoints.get(proof.pubkey)
+        if old is not None and old != (proof.public_ip, proof.quorumnet_port) \
+                and not self.changes.allowed(proof.pubkey, now):
+            raise InvalidProof(
+                f"endpoint changes are rate-limited to {self.changes.burst} at once and one per "
+                f"{self.changes.every} s: {old[0]}:{old[1]} to {proof.public_ip}:{proof.quorumnet_port} "
+                "refused", ProofRefusal.RATE)
+
+    def record(self, pubkey: bytes, timestamp: int, endpoint: tuple[str, int], *, now: int | None = None) -> None:
+        """Note an accepted proof (the node's call); a new endpoint spends one of its node's
+        changes, counted at `now` (the proof's timestamp if not given)."""
+        old = self._endpoints.get(pubkey)
+        if old is not None and old != endpoint:
+            self.changes.spend(pubkey, timestamp if now is None else now)
         if pubkey in self._last:
             self._previous[pubkey] = self._last[pubkey]
         self._last[pubkey] = timestamp

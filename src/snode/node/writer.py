@@ -42,8 +42,10 @@ from snode.core.crypto import SigningKey
 from snode.core.production import build_block
 from snode.core.errors import SnodeError
 from snode.node.batches import Reorganization, StagedBatch
+from snode.node.disk_watch import DiskWatch
 from snode.node.node import Node
 from snode.store import DatabaseDamaged
+from snode.store.errors import WriteRefused
 
 RECHECK_PER_TURN: Final = 256
 """Pool transactions checked again per turn of the event loop after a change of tip: each is
@@ -70,9 +72,12 @@ class ChainWriter:
 
     def __init__(
         self, node: Node, executor: Executor | None = None, *,
-        on_damaged: Callable[[str], None] | None = None,
+        on_damaged: Callable[[str], None] | None = None, disk: DiskWatch | None = None,
     ) -> None:
         self.node = node
+        self.disk = disk
+        """Told of each refused write and of a commit after them (a daemon's: the WARNING lines
+        and /readyz's reason of a full disk)."""
         self._executor = executor
         self._lock = asyncio.Lock()
         self._on_damaged = on_damaged
@@ -97,6 +102,10 @@ class ChainWriter:
                 if self._on_damaged is not None:
                     self._on_damaged(err.reason)
             raise
+        except WriteRefused as err:
+            if self.disk is not None:
+                self.disk.refused(err)
+            raise
 
     async def _commit(self, store: Callable[[], S], adopt: Callable[[S], T]) -> T:
         """`store` on the store thread, then `adopt` its result on the loop. Cancelled in between,
@@ -113,6 +122,8 @@ class ChainWriter:
                 with contextlib.suppress(SnodeError):  # a rule broken after the stored blocks
                     adopt(step.result())
             raise
+        if self.disk is not None:
+            self.disk.written()
         try:
             return adopt(stored)
         finally:

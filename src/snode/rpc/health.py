@@ -27,10 +27,11 @@ from snode.core.units import format_age
 from snode.node.node import Node
 
 
-def unmet_conditions(node: Node, now: int, *, peer_count: int, shortage: str | None = None) -> dict[str, Any]:
+def unmet_conditions(node: Node, now: int, *, peer_count: int, shortage: str | None = None,
+                     disk: str | None = None) -> dict[str, Any]:
     """`{"ready", "height", "unmet": [...], "warnings": [...]}` for /readyz (`shortage`: the
-    descriptor watch's)."""
-    unmet = [] if shortage is None else [shortage]
+    descriptor watch's; `disk`: the disk watch's)."""
+    unmet = [reason for reason in (shortage, disk) if reason is not None]
     if sync_state(node.params.name, node.target_height, peer_count) == "no peers":
         unmet.append("no peers: this daemon cannot know it has the network's chain; check "
                      "--add-priority-node and that the P2P port reaches other daemons")

@@ -29,6 +29,17 @@ log = logging.getLogger(__name__)
 
 TIMEOUT: Final = 30.0
 MAX_WAITING: Final = 32
+STDERR_KEPT: Final = 4_096
+"""Bytes of a command's stderr kept (its last ones, for the log line of a failure): the rest is
+read and dropped, so a command that writes without end costs no memory."""
+
+
+async def _tail(stream: asyncio.StreamReader, keep: int = STDERR_KEPT) -> bytes:
+    """Read `stream` to its end, keeping its last `keep` bytes."""
+    kept = b""
+    while chunk := await stream.read(65_536):
+        kept = (kept + chunk)[-keep:]
+    return kept
 
 
 class NotifyConfigError(SnodeError):
@@ -93,7 +104,9 @@ class Notifier:
         self._proc = proc
         try:
             async with asyncio.timeout(TIMEOUT):
-                _, err_out = await proc.communicate()
+                assert proc.stderr is not None
+                err_out = await _tail(proc.stderr)
+                await proc.wait()
         except TimeoutError:
             proc.kill()  # by its pid: the process we started
             await proc.wait()
@@ -104,7 +117,7 @@ class Notifier:
             self._proc = None
         if proc.returncode != 0:
             log.warning("notify: %s exited with %d for a %s event: %s", self.argv[0], proc.returncode,
-                        event.get("event"), err_out.decode(errors="replace").strip()[-300:])
+                        event.get("event"), printable(err_out.decode(errors="replace").strip()[-300:]))
         else:
             log.info("notify: ran %s for a %s event", self.argv[0], event.get("event"))
 

@@ -211,13 +211,24 @@ class ServiceNodeDuties:
         if node.proofs.last_accepted(proof.pubkey) == proof.timestamp:
             return  # a copy of a proof we have: proofs reach us along several paths
         direct = not message.relayed
-        if direct and proof.public_ip != event.peer_ip:
-            log.info("refused uptime proof of %s from %s: declared IP %s, we see %s", proof.pubkey.hex()[:16],
-                     event.peer_name, proof.public_ip, event.peer_ip, extra=LIMITED)  # any peer can, 1,000/s
-            peers.send(event.peer, P.ProofRejected(proof.pubkey, proof.timestamp, ProofRefusal.IP_NOT_THE_CONNECTION,
-                                                   _packed(event.peer_ip)))
+        if proof.public_ip != event.peer_ip and (direct or self._from_its_signer(proof, event.peer_ip)):
+            log.info("refused uptime proof of %s from %s: declared IP %s, we see %s%s", proof.pubkey.hex()[:16],
+                     event.peer_name, proof.public_ip, event.peer_ip,
+                     "" if direct else " (passed off as relayed, from the address its last proof declared)",
+                     extra=LIMITED)  # any peer can, 1,000/s
+            if direct:
+                peers.send(event.peer, P.ProofRejected(proof.pubkey, proof.timestamp,
+                                                       ProofRefusal.IP_NOT_THE_CONNECTION, _packed(event.peer_ip)))
             return
         self.intake.add(Arrival(proof, event.peer, event.peer_name, message.relayed))
+
+    def _from_its_signer(self, proof: UptimeProof, peer_ip: str) -> bool:
+        """Whether a relayed proof comes from its signer's own connection: the address its
+        node's last accepted proof declared (checked against that node's connection, or
+        rate-limited as a change: `ProofBook.check_endpoint`). Such a proof's IP is checked as
+        a direct one's, so a node cannot move its endpoint by calling its own proof relayed."""
+        endpoint = self.node.proofs.endpoint(proof.pubkey)
+        return endpoint is not None and endpoint[0] == peer_ip
 
     def _on_verdict(self, event: ProofMessage, message: P.ProofRejected | P.ProofAck, own: bytes | None) -> None:
         """A peer's word on our proof: it counts only if we sent that proof to that peer and

@@ -45,6 +45,8 @@ from snode.sim.stage import Stage
 ACTIVATIONS_PER_BLOCK: Final = 1_000
 """Verdicts the quorum sends per block while nodes wait for activation (a 2 MB block holds
 about 2,600 state changes of 7 votes)."""
+SIM_IP: Final = "44.0.0.1"
+"""The public IP every simulated node's proof declares."""
 
 
 @dataclass
@@ -93,14 +95,15 @@ class Judges:
         stage = self.stage
         now = int(stage.net.now)
         interval = stage.params.proof_interval
-        for i, pubkey in enumerate(pubkeys):
+        for pubkey in pubkeys:
             self.phase[pubkey] = now - stage.rng.uniform(0, interval)
-            stage.node.accept_proof(self._proof(pubkey, i, now), now)
+            stage.node.accept_proof(self._proof(pubkey, now), now)
             self.watched.add(pubkey)
 
-    def _proof(self, pubkey: bytes, index: int, now: int) -> UptimeProof:
-        return make_proof(self.stage.keys[pubkey], self.stage.params, timestamp=now,
-                          public_ip=f"44.{index >> 16 & 255}.{index >> 8 & 255}.{index & 255}",
+    def _proof(self, pubkey: bytes, now: int) -> UptimeProof:
+        # One endpoint for every node, the one `_refresh` records: an endpoint that moved at each
+        # proof would be refused (`ProofBook.check_endpoint`), and the simulation probes nothing.
+        return make_proof(self.stage.keys[pubkey], self.stage.params, timestamp=now, public_ip=SIM_IP,
                           p2p_port=self.stage.params.p2p_port, quorumnet_port=self.stage.params.quorumnet_port,
                           version="sim")
 
@@ -115,7 +118,7 @@ class Judges:
         book = self.stage.node.proofs
         last = self._last_sent(pubkey, now)
         if last > book.last_accepted(pubkey):
-            book.record(pubkey, last, ("44.0.0.1", self.stage.params.quorumnet_port))
+            book.record(pubkey, last, (SIM_IP, self.stage.params.quorumnet_port))
 
     def sample_proofs(self) -> None:
         """Real proofs of a few running nodes, checked by the observer (timed)."""
@@ -127,7 +130,7 @@ class Judges:
             pubkey = stage.rng.choice(active)
             if not stage.is_up(pubkey) or stage.node.proofs.last_accepted(pubkey) > now - stage.params.proof_interval:
                 continue
-            proof = self._proof(pubkey, 0, now)
+            proof = self._proof(pubkey, now)
             started = time.process_time()
             stage.node.accept_proof(proof, now)
             counts.proof_check_s += time.process_time() - started

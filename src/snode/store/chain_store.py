@@ -82,6 +82,18 @@ class ChainStore:
         self._state_height = state_height
         self._deferred: rows.Deferred | None = None
 
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    def limit_growth(self, pages: int) -> None:
+        """Let the database grow by at most `pages` pages from its size now (SQLite's
+        `max_page_count`, for this connection): a write past it is refused as on a full disk
+        (SQLITE_FULL), which a test can make happen without privileges (`SNODE_DB_GROWTH_PAGES`)."""
+        (count,) = self._conn.execute("PRAGMA page_count").fetchone()
+        self._conn.execute(f"PRAGMA max_page_count = {int(count) + int(pages)}")
+
     @classmethod
     def open(
         cls, path: Path, *, genesis_block: Block, genesis_state: ChainState

@@ -20,6 +20,16 @@ class DatabaseDamaged(StoreError):
     its chain; the reason says how to recover."""
 
 
+class WriteRefused(StoreError):
+    """A write SQLite refused and rolled back, the file as the last commit left it: a full disk
+    (`full`: SQLITE_FULL, also a database at its `max_page_count`), a quota, a file-size limit, a
+    lock. The writer says so (`node.disk_watch.DiskWatch`) and the node goes on."""
+
+    def __init__(self, reason: str, *, full: bool) -> None:
+        super().__init__(reason)
+        self.full = full
+
+
 RECOVER: Final = ("restore the data dir from a backup, or start with a new data dir (copy the "
                 "key file `key` into it, if there is one) and let it sync")
 """What an operator does about a damaged database: the same advice as for a database of an
@@ -57,7 +67,8 @@ def read_error(path: Path, err: sqlite3.Error) -> StoreError:
 
 def write_error(path: Path, err: sqlite3.Error) -> StoreError:
     """The StoreError for a write the database refused (nothing is written): DatabaseDamaged
-    for a damaged file, a plain StoreError for a full disk or a lock."""
+    for a damaged file, WriteRefused for a full disk or a lock."""
     if is_damage(err):
         return damaged(path, str(err))
-    return StoreError(f"cannot write to database {path}: {err}")
+    full = str(getattr(err, "sqlite_errorname", "")).startswith("SQLITE_FULL")
+    return WriteRefused(f"cannot write to database {path}: {err}", full=full)

@@ -430,6 +430,8 @@ def _registration(ctx: click.Context, pubkey: str) -> tuple[ServiceNodeState | N
 
 
 WATCH_SILENCE = 60.0
+MAX_EVENT_LINE = 1 << 20
+"""The longest line of the event stream read (an event is a few hundred bytes)."""
 """Seconds without a byte (the daemon sends a keep-alive every 15 s) before `watch` gives up."""
 WATCH_CLOSED = "watch: the daemon closed the event stream (stopped, or this client fell behind)"
 
@@ -457,7 +459,9 @@ def watch(ctx: click.Context, count: int | None, proofs: bool) -> None:
             raise CliError(_shown(f"watch: the daemon answered {response.status}: "
                                   f"{response.read(300).decode(errors='replace').strip()}"))
         seen = 0
-        for raw in response:
+        while raw := response.readline(MAX_EVENT_LINE + 1):
+            if len(raw) > MAX_EVENT_LINE:
+                raise CliError(f"watch: the daemon sent an event line over {MAX_EVENT_LINE:,} bytes")
             line = raw.decode(errors="replace").rstrip("\r\n")
             if not line.startswith("data: "):
                 continue

@@ -29,6 +29,7 @@ from snode.common.data_dir import (
     GENESIS_FILE, KEY_FILE, KEY_PUB_FILE, DirLocked, create_file, key_file_text, seed_of, take_lock, write_atomically,
 )
 from snode.core.crypto import SigningKey
+from snode.common.files import LARGE_FILE_BYTES, SMALL_FILE_BYTES, read_bounded
 
 FORMAT: Final = "snode-service-node-key"
 VERSION: Final = 1
@@ -81,7 +82,7 @@ def data_dir_key(data_dir: Path) -> DataDirKey:
         raise KeyCommandError(f"--data-dir: {data_dir} {what}: give the data dir of the node (its snoded --data-dir)")
     path = data_dir / KEY_FILE
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, SMALL_FILE_BYTES)
     except FileNotFoundError:
         pub = data_dir / KEY_PUB_FILE
         ran = ""
@@ -193,7 +194,7 @@ def read_export(path: Path, network: str) -> tuple[KeyDocument, bytes]:
     """An exported key file's document and verified box, before any passphrase: KeyCommandError
     for a missing, damaged or foreign file, or one of another network."""
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, LARGE_FILE_BYTES)
     except FileNotFoundError:
         raise KeyCommandError(f"FILE: {path} does not exist") from None
     except IsADirectoryError:
@@ -272,7 +273,7 @@ def passphrase(password_file: str | None, *, new: bool) -> str:
 
 def _file_passphrase(password_file: str) -> str:
     try:
-        text = Path(password_file).read_text()
+        text = read_bounded(password_file, SMALL_FILE_BYTES).decode()
     except OSError as err:
         raise KeyCommandError(f"--password-file: cannot read {password_file}: {err.strerror or err}") from None
     except UnicodeDecodeError:

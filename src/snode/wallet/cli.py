@@ -38,6 +38,7 @@ from snode.wallet.errors import OptionError, WalletError, WalletFileError
 from snode.wallet.logic import is_unclear
 from snode.wallet.service import WalletService
 from snode.wallet.session import Session
+from snode.common.files import SMALL_FILE_BYTES, read_bounded
 
 PROG: Final = "snode-wallet"
 DEFAULT_IDLE_TIMEOUT: Final = 600
@@ -68,7 +69,7 @@ def _start(session: Session, generate: bool, restore_seed_file: str | None, inte
         raise OptionError("--generate and --restore-seed-file exclude each other: give one")
     if restore_seed_file is not None:
         try:
-            words = Path(restore_seed_file).read_text()
+            words = read_bounded(restore_seed_file, SMALL_FILE_BYTES).decode()
         except OSError as err:
             raise WalletError(f"cannot read seed file {restore_seed_file}: {err.strerror}") from None
         except UnicodeDecodeError:

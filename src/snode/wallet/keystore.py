@@ -34,6 +34,7 @@ from snode.core.crypto import SigningKey
 from snode.core.types import SEED_BYTES
 from snode.params import NetworkParams
 from snode.wallet.errors import WalletError, WalletFileError, WrongPassword
+from snode.common.files import LARGE_FILE_BYTES, read_bounded
 
 FORMAT: Final = "snode-wallet"
 VERSION: Final = 1
@@ -181,7 +182,7 @@ def load(path: str | os.PathLike[str], password: str, params: NetworkParams) -> 
     if problem is not None:
         raise WalletFileError(problem)
     try:
-        data = Path(path).read_bytes()
+        data = read_bounded(path, LARGE_FILE_BYTES)
     except FileNotFoundError:
         raise WalletFileError(
             f"wallet file {name} does not exist: create one with --generate or "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from aiohttp import web
 from snode.core.errors import SnodeError
 from snode.api import errors as E
 from snode.api.base import Params
+from snode.api.connections import GatedSite, runner_options
 from snode.api.credentials import (
     LOGIN_ENV, LOGIN_FILE_OPTION, WALLET_COOKIE_SUFFIX, BasicAuth, Login, is_loopback, new_cookie,
     operator_login, remove_cookie, write_cookie,
@@ -187,10 +189,16 @@ def rpc_access(wallet_file: Path, bind: Endpoint, login_file: str | None, disabl
 
 async def serve_forever(service: WalletService, bind: Endpoint, access: Access) -> None:
     """Serve until SIGINT or SIGTERM; the cookie exists while the server listens."""
-    runner = web.AppRunner(make_app(WalletRpc(service), bind, access.auth), access_log=None)
+    # The admin RPC's connection bounds (`api.connections`): a header deadline, and caps per
+    # client address and in all, so that a local process holding half-sent requests cannot take
+    # the wallet's descriptors or lock out its owner's calls (issue #33).
+    runner = web.AppRunner(make_app(WalletRpc(service), bind, access.auth), access_log=None, **runner_options())
     await runner.setup()
     try:
-        await web.TCPSite(runner, bind.host, bind.port).start()
+        family = socket.AF_INET6 if ":" in bind.host else socket.AF_INET
+        sock = socket.create_server((bind.host, bind.port), family=family, backlog=128)
+        sock.setblocking(False)
+        await GatedSite(runner, sock).start()
         if access.cookie is not None and access.login is not None:
             write_cookie(access.cookie, access.login)
     except OSError as err:

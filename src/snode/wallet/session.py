@@ -21,6 +21,7 @@ from snode.wallet import keystore
 from snode.wallet.daemon import DaemonClient
 from snode.wallet.errors import WalletError, WalletFileError, WrongPassword
 from snode.wallet.service import WalletService
+from snode.common.files import SMALL_FILE_BYTES, read_bounded
 
 PASSWORD_TRIES: Final = 3
 """Passwords typed on a terminal before the wallet gives up (a password file gets one try)."""
@@ -49,7 +50,7 @@ class Session:
         """
         if self.password_file is not None:
             try:
-                text = Path(self.password_file).read_text()
+                text = read_bounded(self.password_file, SMALL_FILE_BYTES).decode()
             except OSError as err:
                 raise WalletError(f"cannot read password file {self.password_file}: {err.strerror}") from None
             except UnicodeDecodeError:
