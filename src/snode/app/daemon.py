@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -199,7 +200,8 @@ class Daemon:
         methods = MethodTable(node, request_stop=self.request_stop, peers=peers, duties=duties,
                               writer=writer, clock=self.clock)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
-                       metrics=metrics_page(node, counters, lambda: len(peers.peers)), observe=counters.observe_rpc,
+                       metrics=metrics_page(node, counters, lambda: len(peers.peers), _quorum_figures(duties)),
+                       observe=counters.observe_rpc,
                        unmet=lambda: unmet_conditions(node, node.now(), peer_count=len(peers.peers),
                                                       shortage=self.descriptors.shortage()), events=feed,
                        discover=served_document, page=WebView(node, writer, lambda: len(peers.peers)).serve,
@@ -376,3 +378,13 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _quorum_figures(duties: ServiceNodeDuties) -> Callable[[], dict[str, int]] | None:
+    """A service node's quorumnet counts for /metrics (None without quorumnet)."""
+    quorumnet, tests = duties.quorumnet, duties.reachability
+    if quorumnet is None or tests is None:
+        return None
+    from snode.services.reachability import figures
+
+    return lambda: figures(quorumnet, tests)
