@@ -365,6 +365,17 @@ def _check_schedule_fits(tip: Block | None, params: NetworkParams) -> None:
         )
 
 
+def _quorum_figures(duties: ServiceNodeDuties) -> Callable[[], dict[str, int]] | None:
+    """A service node's quorumnet counts for /metrics (None without quorumnet)."""
+    quorumnet, tests = duties.quorumnet, duties.reachability
+    if quorumnet is None or tests is None:
+        return None
+    from snode.services.reachability import figures
+
+    return lambda: figures(quorumnet, tests)
+
+
+
 def start(config: Config) -> None:
     """Run a daemon on `config` until it stops; exit with its code."""
     start_from_env()  # SNODE_PROFILE: a developer's CPU profile (app/profiling.py)
@@ -379,12 +390,3 @@ def main(argv: list[str] | None = None) -> None:
 if __name__ == "__main__":
     main()
 
-
-def _quorum_figures(duties: ServiceNodeDuties) -> Callable[[], dict[str, int]] | None:
-    """A service node's quorumnet counts for /metrics (None without quorumnet)."""
-    quorumnet, tests = duties.quorumnet, duties.reachability
-    if quorumnet is None or tests is None:
-        return None
-    from snode.services.reachability import figures
-
-    return lambda: figures(quorumnet, tests)
