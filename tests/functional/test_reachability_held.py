@@ -73,7 +73,8 @@ def test_a_node_whose_listener_stops_but_whose_old_connections_live_on_is_decomm
     assert _connect_fails(victim.ip, DEVNET.quorumnet_port), "a new connection to the closed listener"
     height = watcher.get_info()["height"]
 
-    bound = refresh_s(DEVNET) + DEVNET.decommission_proof_age + PROBE_TIMEOUT + BLOCKS_OF_SLACK * DEVNET.target_block_time
+    bound = (refresh_s(DEVNET) + DEVNET.decommission_proof_age + PROBE_TIMEOUT
+             + BLOCKS_OF_SLACK * DEVNET.target_block_time)
     log.info("The quorum decommissions it as unreachable within %d s (refresh %d s + decommission age %d s + "
              "a probe's timeout + %d blocks)", bound, refresh_s(DEVNET), DEVNET.decommission_proof_age,
              BLOCKS_OF_SLACK)

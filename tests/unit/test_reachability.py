@@ -10,6 +10,7 @@ import asyncio
 import pytest
 
 from snode.core.obligations import judge
+from snode.core.crypto import SigningKey
 from snode.core.service_nodes import Reason
 from snode.params import DEVNET, MAINNET, NETWORKS, REGTEST, NetworkParams
 from snode.services.reachability import Check, ReachabilityTests, check_due, refresh_s
@@ -83,6 +84,7 @@ class _QuorumNet:
         self.holding = True
         self.listening = True
         self.handshakes = 0
+        self.key = SigningKey(b"\x02" * 32)
 
     def held(self, member: bytes) -> bool:
         return self.holding
@@ -149,3 +151,15 @@ def test_a_decommission_for_unreachable_follows_within_refresh_plus_the_decommis
     first = min(verdicts)
     assert verdicts[first].reason == Reason.UNREACHABLE
     assert first - stop_at <= REFRESH + DEVNET.decommission_proof_age + 2 * DEVNET.target_block_time
+
+
+def test_a_member_never_checks_itself():
+    node, net = _Node(DEVNET), _QuorumNet()
+    node.proofs.endpoints[net.key.public] = ("127.0.0.8", 38092)
+    tests = ReachabilityTests(node, net)  # type: ignore[arg-type]
+
+    async def run() -> None:
+        tests.schedule([net.key.public], 0)
+        await asyncio.sleep(0)
+    asyncio.run(run())
+    assert (net.handshakes, tests.counts[Check.HANDSHAKE]) == (0, 0)

@@ -103,8 +103,9 @@ class ReachabilityTests:
         for pubkey in pubkeys:
             if len(self._running) >= PROBES_AT_ONCE:
                 return
-            if pubkey in self._running or self.node.proofs.endpoint(pubkey) is None:
-                continue  # under way, or no proof yet: nowhere to test
+            if (pubkey in self._running or pubkey == self.quorumnet.key.public
+                    or self.node.proofs.endpoint(pubkey) is None):
+                continue  # under way, ourselves, or no proof yet: nowhere to test
             due = check_due(now, tested=self._tested.get(pubkey), fresh=self._fresh.get(pubkey),
                             held=partial(self.quorumnet.held, pubkey), interval=interval, refresh=refresh)
             if due is None:
