@@ -10,36 +10,18 @@ import math
 import platform
 import shutil
 import subprocess
-from typing import Any
 
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
 from snode import __version__
 from tests.contrib_files import alert_rules, dashboard_exprs, named_metrics
-from tests.functional.framework import TestNode, assert_equal, connect_nodes, narrator, scaled
+from tests.functional.framework import assert_equal, connect_nodes, narrator, scaled
+from tests.functional.metrics_helpers import samples, scrape, value
 from tests.functional.sn_helpers import record, registered_solo
 
 log = narrator(__name__)
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
-
-
-def scrape(node: TestNode, accept: str | None = None) -> tuple[str, str]:
-    status, headers, body = node.rpc.raw("", method="GET", path="/metrics",
-                                         headers={"Accept": accept} if accept else None)
-    assert_equal(status, 200)
-    return headers["content-type"], body.decode()
-
-
-def samples(node: TestNode) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of a text-format scrape: (name, sorted labels) -> value."""
-    _, text = scrape(node)
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(found: dict[tuple[str, Any], float], name: str, **labels: str) -> float:
-    return found[(name, tuple(sorted(labels.items())))]
 
 
 def _promtool_lints(text: str) -> None:

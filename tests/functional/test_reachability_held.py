@@ -19,7 +19,7 @@ from snode.params import DEVNET
 from snode.services.reachability import PROBE_TIMEOUT, refresh_s
 from tests.functional.framework import assert_equal, narrator, wait_until
 from tests.functional.sn_helpers import SnNet
-from tests.functional.test_metrics import samples, value
+from tests.functional.metrics_helpers import samples, value
 
 log = narrator(__name__)
 BLOCKS_OF_SLACK = 5

@@ -19,7 +19,7 @@ from snode.net.quorum_links import heartbeat_ms
 from snode.node.node import Node
 from tests.functional.framework import scaled
 from tests.unit.conftest import free_port, wait_async
-from tests.unit.test_quorumnet import run
+from tests.unit.quorumnet_pair import run
 
 from snode.net.quorumnet import QuorumNet  # noqa: E402  (needs pyzmq)
 
