@@ -72,6 +72,10 @@ class ForkRules:
     hash predates branch ids and stays what it always was."""
     min_sn_version: tuple[int, int, int]
     """The oldest snoded whose uptime proofs this fork's service nodes accept (issue #34 item 5)."""
+    equivocation_proofs: bool = False
+    """A quorum's `StateChange` may deregister a node with `Reason.EQUIVOCATION`, carrying the
+    proof that it signed two blocks for one round or two checkpoint votes for one height
+    (`core.equivocation`); before, no state change carries a proof or that reason."""
 
     @property
     def tx_version(self) -> int:
@@ -83,6 +87,7 @@ V1: Final = ForkRules(name="v1", block_version=1, tx_versions=(2,), branch_id=0,
 """The rules from genesis."""
 V2: Final = ForkRules(
     name="v2", block_version=2, tx_versions=(2,), branch_id=0x5632_0001, min_sn_version=(0, 2, 0),
+    equivocation_proofs=True,
 )
 """The first fork: block version 2 and a branch id in every signing hash. Not frozen yet: it
 is active on no network, so the state-commitment issue may still add to it (docs/UPGRADES.md)."""

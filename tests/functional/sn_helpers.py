@@ -97,7 +97,9 @@ def move_clocks(nodes: list[Any], timestamp: int, *, proving: list[Any], judges:
 class SnNet:
     """An authority daemon and `count` service-node daemons on a fresh devnet."""
 
-    def __init__(self, nodes: NodeSet, tmp_path: Path, count: int) -> None:
+    def __init__(self, nodes: NodeSet, tmp_path: Path, count: int, *, extra_args: tuple[str, ...] = (),
+                 env_of: dict[int, dict[str, str]] | None = None) -> None:
+        """`extra_args`: for every daemon; `env_of`: service node i's added environment."""
         self.operators = [key_from_label(f"sn blocks op {i}") for i in range(count)]
         authority = SigningKey(os.urandom(32))
         genesis = tmp_path / "genesis.json"
@@ -106,13 +108,15 @@ class SnNet:
             outputs=[GenesisOutput(encode_address(DEVNET.address_prefix, op.public), SOLO + COIN)
                      for op in self.operators],
         )))
-        self.authority = nodes.add(network="devnet", extra_args=[f"--genesis={genesis}"], start=False)
+        self.authority = nodes.add(network="devnet", extra_args=[f"--genesis={genesis}", *extra_args], start=False)
         self.authority.data_dir.mkdir(parents=True)
         (self.authority.data_dir / "authority_key").write_text(authority.seed.hex() + "\n")
         (self.authority.data_dir / "authority_key").chmod(0o600)
         self.authority.start()
-        self.sns = [nodes.add(network="devnet", extra_args=[f"--genesis={genesis}", "--service-node"])
-                    for _ in range(count)]
+        self.sns = [nodes.add(network="devnet", extra_args=[f"--genesis={genesis}", "--service-node", *extra_args],
+                              start=False) for _ in range(count)]
+        for i, sn in enumerate(self.sns):
+            sn.start(env=(env_of or {}).get(i))
         for sn in self.sns:
             connect_nodes(sn, self.authority)
         self.pubkeys = [sn.get_service_node_key()["service_node_pubkey"] for sn in self.sns]

@@ -11,7 +11,7 @@ import pytest
 from snode.core.errors import InvalidStateChange
 from snode.core.service_nodes import Reason, StateChangeKind, apply_state_change
 from snode.core.transactions import (
-    DEREGISTER_KIND, Coinbase, Payload, Registration, Reservation, Stake, StakeReturn, StateChange,
+    DEREGISTER_KIND, Coinbase, Payload, ProvenStateChange, Registration, Reservation, Stake, StakeReturn, StateChange,
     Transfer, TxKind, UnlockRequest, payload_kind, payload_spend,
 )
 
@@ -28,8 +28,11 @@ SAMPLES: dict[str, Payload] = {
 
 
 def test_every_payload_type_has_a_sample_and_a_kind() -> None:
-    assert {type(p) for p in SAMPLES.values()} == set(typing.get_args(Payload))
+    # A ProvenStateChange (fork v2, issue #33 item 8) is a StateChange with its proof: that kind.
+    assert {type(p) for p in SAMPLES.values()} | {ProvenStateChange} == set(typing.get_args(Payload))
     assert {k.value for k in TxKind} == set(SAMPLES)
+    proven = ProvenStateChange(bytes(32), 4, 7, 3, (), b"proof")
+    assert payload_kind(proven) is TxKind.STATE_CHANGE and payload_spend(proven) == 0
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))

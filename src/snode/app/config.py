@@ -47,6 +47,10 @@ class Config:
     """Seconds the daemon's clock is moved by (`SNODE_CLOCK_OFFSET`, devnet and regtest only)."""
     mempool_max_entries: int | None = None
     """`SNODE_MEMPOOL_MAX_ENTRIES` (devnet and regtest tests of a full pool); None: the default."""
+    test_misbehave: str = ""
+    """`SNODE_TEST_MISBEHAVE` (devnet and regtest tests only): `equivocate`, a round's leader
+    signs a second template too; `drop-signatures`, it leaves out of its block every validator
+    signature beyond those needed (`services.producer`). Empty: an honest node."""
     rpc_login: Login | None = None
     """The operator's own admin RPC login (`--rpc-login-file`, SNODE_RPC_LOGIN); None: the
     cookie where the bind is not loopback, nothing on loopback (snode.app.rpc_access)."""
@@ -107,7 +111,7 @@ def build_config(
         quorumnet_port=qnet, public_ip=ip, priority_nodes=nodes, log_level=int(log_level),
         non_interactive=non_interactive, genesis_file=genesis_path,
         rpc_allowed_hosts=tuple(allowed), notify=_notify_command(notify),
-        skip_doppelganger_check=skip_doppelganger_check,
+        skip_doppelganger_check=skip_doppelganger_check, test_misbehave=_test_misbehave(params.name),
         omq_public=_omq_public(omq_public, service_node),
         clock_offset=_clock_offset(params.name), mempool_max_entries=_mempool_max_entries(params.name),
         rpc_login=operator_login(rpc_login_file, os.environ),
@@ -143,6 +147,22 @@ def _mempool_max_entries(network: str) -> int | None:
     if not text.isdigit() or not 1 <= int(text) <= 1_000_000:
         raise ConfigError(f"{MEMPOOL_ENTRIES_VARIABLE}: '{text}' is not a number of transactions (1 to 1000000)")
     return int(text)
+
+
+MISBEHAVE_VARIABLE = "SNODE_TEST_MISBEHAVE"
+MISBEHAVIOURS = ("equivocate", "drop-signatures")
+
+
+def _test_misbehave(network: str) -> str:
+    """`SNODE_TEST_MISBEHAVE`: a misbehaving leader, for the tests of equivocation and framing."""
+    text = os.environ.get(MISBEHAVE_VARIABLE, "").strip()
+    if not text:
+        return ""
+    if network in ("mainnet", "testnet"):
+        raise ConfigError(f"{MISBEHAVE_VARIABLE} is for devnet and regtest tests; unset it to run on {network}")
+    if text not in MISBEHAVIOURS:
+        raise ConfigError(f"{MISBEHAVE_VARIABLE}: '{text}' is not one of {', '.join(MISBEHAVIOURS)}")
+    return text
 
 
 def _omq_public(text: str | None, service_node: bool) -> Endpoint | None:

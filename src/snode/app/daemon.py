@@ -49,6 +49,7 @@ from snode.rpc.scrape import metrics_page
 from snode.rpc.web_parts import LIVE_SCRIPT
 from snode.rpc.web_view import WebView
 from snode.services.checkpoints import CheckpointDuties
+from snode.services.equivocation import EquivocationWatch
 from snode.services.producer import BlockProducer
 from snode.services.saving import keep_saving
 from snode.services.sn_duties import ServiceNodeDuties
@@ -184,11 +185,14 @@ class Daemon:
 
             quorumnet = QuorumNet(node, node.identity.key, bind_ip=cfg.p2p_bind.host, port=cfg.quorumnet_port,
                                   descriptors=self.descriptors)
+        equivocations = EquivocationWatch(node, quorumnet) if quorumnet is not None else None
         duties = ServiceNodeDuties(
             node, peers, quorumnet=quorumnet, on_doppelganger=self.fail,
-            doppelganger_wait=0 if cfg.skip_doppelganger_check else 2 * cfg.params.proof_interval)
-        checkpoints = CheckpointDuties(node, peers, quorumnet) if quorumnet is not None else None
-        producer = BlockProducer(writer, quorumnet, checkpoints)
+            doppelganger_wait=0 if cfg.skip_doppelganger_check else 2 * cfg.params.proof_interval,
+            equivocations=equivocations)
+        checkpoints = CheckpointDuties(node, peers, quorumnet, equivocations) if quorumnet is not None else None
+        producer = BlockProducer(writer, quorumnet, checkpoints, equivocations=equivocations,
+                                 misbehave=cfg.test_misbehave)
         if quorumnet is not None:
             quorumnet.start()
         bar = None

@@ -31,6 +31,7 @@ class Verdict(NamedTuple):
 def judge(
     sn: ServiceNode, *, last_proof: int, now: int, params: NetworkParams, may_decommission: bool,
     participation: Participation | None = None, height: int = 0, unreachable_for: int = 0,
+    equivocated: bool = False,
 ) -> Verdict | None:
     """The state change `sn` deserves now (the chain is at `height`), or None.
 
@@ -39,10 +40,14 @@ def judge(
     seen everyone's proofs: a freshly restarted member must not vote the whole network out.
     `participation` is this member's record of the node's block-production duties;
     `unreachable_for`, how long this member's reachability tests of it have failed (0: they
-    pass, or none failed yet).
+    pass, or none failed yet). `equivocated`: this member holds a proof that the node signed two
+    messages for one slot (fork v2): it is deregistered, active or not, whatever its credit and
+    however long this member has been up (a proof is no view of uptime).
     """
     if not sn.funded:
         return None
+    if equivocated:
+        return Verdict(StateChangeKind.DEREGISTER, Reason.EQUIVOCATION)
     if sn.active:
         if not may_decommission:
             return None

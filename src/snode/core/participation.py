@@ -24,7 +24,9 @@ seconds whatever the decommission age promises. A node that stays away is still 
 stretch never ends (and its proofs stop, which the quorum judges first).
 
 The signer bitset is not covered by the block hash (see `core.pulse`), so the records built
-here are each node's own view of the chain, judged through the quorum's votes.
+here are each node's own view of the chain, judged through the quorum's votes; and a node counts
+a validator the bitset leaves out as done when it holds that validator's signature of the block
+from before the block came (`block_updates`' `witnessed`, docs/PARTICIPATION.md "Framing").
 """
 
 from __future__ import annotations
@@ -113,11 +115,14 @@ def fails_participation(history: Participation, params: NetworkParams, now: int)
     return failing(history, params) and now - history.failing_since >= params.participation_grace
 
 
-def block_updates(parent: ChainState, block: Block, params: NetworkParams) -> list[Update]:
+def block_updates(
+    parent: ChainState, block: Block, params: NetworkParams, witnessed: int = 0,
+) -> list[Update]:
     """The duties a block settles, judged from its parent's state: none for an authority block
-    (no round quorum made it)."""
+    (no round quorum made it). `witnessed`: a bitset of the round's validators that this node
+    knows signed the block though its bitset leaves them out (docs/PARTICIPATION.md "Framing")."""
     header = block.header
     if header.producer not in parent.service_nodes:
         return []
     quorums = [round_quorum(parent, r, params) for r in range(header.round + 1)]
-    return participation_updates(quorums, block.validator_bitset)
+    return participation_updates(quorums, block.validator_bitset | witnessed)

@@ -46,6 +46,9 @@ class Reason(enum.IntEnum):
     UNREACHABLE = 5
     """Quorum members could not complete a CurveZMQ handshake at the address and quorumnet port
     its uptime proofs declare, for longer than the decommission proof age."""
+    EQUIVOCATION = 7
+    """Signed two blocks for one round, or two checkpoint votes for one height: deregistered
+    whatever its credit, the proof carried in the state change (fork v2, `core.equivocation`)."""
 
     @property
     def label(self) -> str:
@@ -325,6 +328,8 @@ def _check_deregistration(sn: ServiceNode, reason: Reason, height: int, params: 
     whose credit has run out."""
     if reason in (Reason.NONE, Reason.FIRST_UPTIME_PROOF, Reason.UPTIME_PROOFS_RESUMED):
         raise InvalidStateChange(f"a deregistration needs a failure as its reason, not {reason.label or 'none'}")
+    if reason is Reason.EQUIVOCATION:
+        return  # not downtime, which credit covers: a key that signs twice is out at once
     credit = credit_at(sn, height, params)
     if sn.active and credit >= params.credit_min:
         raise InvalidStateChange(

@@ -29,6 +29,9 @@ from snode.core.errors import InvalidTransaction
 from snode.core.types import Amount, Hash32, Height, Ppm, PubKey, Signature, Timestamp
 from snode.params import KNOWN_FORKS, MAX_TX_BYTES
 
+MAX_EQUIVOCATION_PROOF: Final = 16 * 1024
+"""`StateChange.proof`'s limit (`core.equivocation.MAX_PROOF_BYTES`, which is this)."""
+
 TX_VERSION: Final = 2
 """The version forks v1 and v2 make (`ForkRules.tx_version`): its signatures commit to the spent
 outputs."""
@@ -126,6 +129,16 @@ class StateChange(msgspec.Struct, frozen=True, array_like=True, tag=4, gc=False)
     votes: tuple[Vote, ...]
 
 
+class ProvenStateChange(StateChange, frozen=True, array_like=True, tag=7, gc=False):
+    """Fork v2: a quorum's deregistration for equivocation, with the proof that every node
+    validating it checks itself (`core.equivocation`; `tx_rules`). A `StateChange` in all else:
+    whatever treats state changes treats this one too, and a plain `StateChange` keeps the tag
+    and bytes it has in v1."""
+
+    proof: Annotated[bytes, msgspec.Meta(max_length=MAX_EQUIVOCATION_PROOF)]
+    """The canonical encoding of an `equivocation.EquivocationProof` of the node's."""
+
+
 class StakeReturn(msgspec.Struct, frozen=True, array_like=True, tag=5, gc=False):
     """Made by the block rules only, right after the coinbase: a node leaves the registry at the
     end of its unlock period or of its pool fill window, and its outputs give every contributor
@@ -147,7 +160,9 @@ class UnlockRequest(msgspec.Struct, frozen=True, array_like=True, tag=6, gc=Fals
     """The operator's or a contributor's key: it must have a stake on the node."""
 
 
-Payload: TypeAlias = Union[Transfer, Coinbase, Registration, Stake, StateChange, StakeReturn, UnlockRequest]
+Payload: TypeAlias = Union[
+    Transfer, Coinbase, Registration, Stake, StateChange, StakeReturn, UnlockRequest, ProvenStateChange,
+]
 
 
 class TxKind(enum.Enum):

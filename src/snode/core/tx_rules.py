@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import assert_never
 
+from snode.core import equivocation
 from snode.core import service_nodes as sn_rules
 from snode.core.encoding import encode
 from snode.core.errors import BadSignature, InvalidStateChange, InvalidTransaction, WrongFork
@@ -23,8 +24,8 @@ from snode.core.state import (
 )
 from snode.core.stake_exit import check_unlock_request, returned_outputs
 from snode.core.transactions import (
-    Coinbase, Registration, Stake, StakeReturn, StateChange, Transaction, Transfer, TxOut, UnlockRequest,
-    check_stateless, registration_hash, signing_hash_of_encoded, state_change_hash, txid,
+    Coinbase, ProvenStateChange, Registration, Stake, StakeReturn, StateChange, Transaction, Transfer, TxOut,
+    UnlockRequest,    check_stateless, registration_hash, signing_hash_of_encoded, state_change_hash, txid,
 )
 from snode.core.units import format_coins
 from snode.params import KNOWN_FORKS, STATE_CHANGE_WINDOW, ForkRules
@@ -245,6 +246,7 @@ def _apply_state_change(
     )
     for vote in sc.votes:
         w.checks.append(SigCheck(vote.voter, message, vote.signature, f"state change vote by {vote.voter.hex()[:16]}"))
+    w.checks += _equivocation_checks(sc, node, consensus.params.rules_at(height), consensus.params.network_id)
     updated = sn_rules.apply_state_change(node, sc.kind, sc.reason, height, consensus.params)
     if updated is not None:
         if tx.outputs:
@@ -252,6 +254,29 @@ def _apply_state_change(
         w.service_nodes.set(sc.sn_pubkey, updated)
         return
     _deregister(w, tx, node, tx_id, height, consensus)
+
+
+def _equivocation_checks(sc: StateChange, node: ServiceNode, rules: ForkRules, network_id: int) -> list[SigCheck]:
+    """A state change for equivocation carries its proof (fork v2): a deregistration of this
+    node, for a slot of its current registration; the proof's signatures join the block's
+    checks. No other state change carries a proof, and before v2 none has the reason."""
+    if sc.reason != sn_rules.Reason.EQUIVOCATION and not isinstance(sc, ProvenStateChange):
+        return []
+    if not rules.equivocation_proofs:
+        raise InvalidStateChange(f"fork {rules.name} has no state change for equivocation")
+    if not isinstance(sc, ProvenStateChange):
+        raise InvalidStateChange("a state change for equivocation carries its proof (a ProvenStateChange)")
+    if sc.reason != sn_rules.Reason.EQUIVOCATION or sc.kind != sn_rules.StateChangeKind.DEREGISTER:
+        raise InvalidStateChange("a state change with a proof is a deregistration for equivocation")
+    try:
+        proof = equivocation.decode_proof(sc.proof)
+        if equivocation.offender(proof) != sc.sn_pubkey:
+            raise equivocation.InvalidEquivocation("its proof is of another node's equivocation")
+        if equivocation.offence_height(proof) <= node.registration_height:
+            raise equivocation.InvalidEquivocation("its proof is of a slot before the node's registration")
+        return equivocation.proof_checks(proof, network_id)
+    except equivocation.InvalidEquivocation as err:
+        raise InvalidStateChange(f"state change for equivocation: {err.reason}") from None
 
 
 def _deregister(

@@ -19,6 +19,7 @@ from snode.core.blocks import Block, BlockHeader
 from snode.core.chain import MAX_LOCATOR
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
+from snode.core.equivocation import EquivocationEvidence
 from snode.core.finality import CheckpointVote
 from snode.core.proofs import ProofRefusal, UptimeProof
 from snode.core.round_messages import BlockTemplate, ValidatorSignature
@@ -233,9 +234,10 @@ class QuorumVote(msgspec.Struct, frozen=True, array_like=True, tag=1):
     signature: Annotated[bytes, msgspec.Meta(min_length=64, max_length=64)]
 
 
-QuorumMessage: TypeAlias = Union[QuorumVote, BlockTemplate, ValidatorSignature, CheckpointVote]
+QuorumMessage: TypeAlias = Union[QuorumVote, BlockTemplate, ValidatorSignature, CheckpointVote, EquivocationEvidence]
 """What service nodes send each other over quorumnet: obligations votes; a round's template and
-its validators' signatures (`core.round_messages`); checkpoint votes (`core.finality`)."""
+its validators' signatures (`core.round_messages`); checkpoint votes (`core.finality`); proofs
+of equivocation (`core.equivocation`, tag 5, sent once fork v2 is active)."""
 
 
 def _tag(kind: type[msgspec.Struct]) -> int:

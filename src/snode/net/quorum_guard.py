@@ -22,6 +22,7 @@ from typing import Final, get_args
 
 import msgspec
 
+from snode.core.equivocation import EquivocationEvidence
 from snode.core.finality import CheckpointVote
 from snode.core.round_messages import BlockTemplate, ValidatorSignature
 from snode.net import limits as L
@@ -42,7 +43,8 @@ TEMPLATE_BURST: Final = 4.0
 """...and in one burst (a template held early for the next round, a leader of rounds in a row)."""
 SIGNATURE_RATE: Final = 1.0
 """Validator signatures per second from one member: a validator signs one template per round
-and sends it to that round's leader only..."""
+and sends it to that round's leader, and to every other active node as its witness
+(docs/PARTICIPATION.md "Framing"): one a round to each..."""
 SIGNATURE_BURST: Final = 8.0
 CHECKPOINT_VOTE_RATE: Final = 1.0
 """Checkpoint votes per second from one member: one per checkpoint height (every 4 blocks: 8 s
@@ -51,7 +53,11 @@ CHECKPOINT_VOTE_BURST: Final = 32.0
 """...and in one burst: a member that has just synced votes on every pending checkpoint height
 at once (at most the 4 the chain keeps waiting for, `transition.CHECKPOINT_WAIT`, and room to
 spare)."""
-
+EVIDENCE_RATE: Final = 1.0
+"""Equivocation proofs per second from one member: each offender's proof is sent once, by the
+node that made it or passed on by each member that checked it..."""
+EVIDENCE_BURST: Final = 16.0
+"""...and in one burst (several offenders at once)."""
 
 
 def _tag(kind: type[msgspec.Struct]) -> int:
@@ -67,6 +73,7 @@ BUDGETS: Final = {
     _tag(BlockTemplate): (TEMPLATE_RATE, TEMPLATE_BURST),
     _tag(ValidatorSignature): (SIGNATURE_RATE, SIGNATURE_BURST),
     _tag(CheckpointVote): (CHECKPOINT_VOTE_RATE, CHECKPOINT_VOTE_BURST),
+    _tag(EquivocationEvidence): (EVIDENCE_RATE, EVIDENCE_BURST),
 }
 """(rate, burst) by tag."""
 assert BUDGETS.keys() == KINDS.keys()

@@ -30,7 +30,6 @@ from snode.core.chain import locator_heights
 from snode.core.crypto import SigningKey
 from snode.core.errors import InvalidBlock, SnodeError
 from snode.core.genesis import Consensus
-from snode.core.participation import block_updates
 from snode.core.production import build_block
 from snode.core.proofs import UptimeProof
 from snode.core.service_nodes import status_words
@@ -399,7 +398,7 @@ class Node:
         applied on the current state; `mined`: their transaction ids, when known)."""
         self._owners.adopted(state, undos)
         if len(blocks) == 1 and abs(now - blocks[0].header.timestamp) <= LIVE_SECONDS:
-            self.participation.record(block_updates(self._state, blocks[0], self.params), blocks[0].header.timestamp)
+            self.participation.record_block(self._state, blocks[0])
         self.participation.keep_active(state, [k for u in undos for k, _ in u.service_nodes] if undos else None)
         activation = self.params.rules_at(state.height + 1) != self.params.rules_at(self._state.height + 1)
         self._state = state

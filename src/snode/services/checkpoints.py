@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from snode.core.blocks import Checkpoint
 from snode.core.encoding import encode
+from snode.core.equivocation import verified, vote_proof
 from snode.core.errors import SnodeError
 from snode.core.finality import (
     CheckpointVote, accepts_vote, assemble_checkpoint, checkpoint_checks, checkpoint_message,
@@ -30,8 +31,15 @@ from snode.node.node import Node
 
 if TYPE_CHECKING:
     from snode.net.quorumnet import QuorumNet
+    from snode.services.equivocation import EquivocationWatch
 
 log = logging.getLogger(__name__)
+
+MAX_SIGNED = 64
+"""Heights whose vote this daemon remembers (the chain waits on at most four at a time)."""
+MAX_FOREIGN = 256
+"""Votes for other blocks kept for a proof (each member can send only its own: quorumnet ties a
+vote to its sender)."""
 
 
 def _quorum(slot: CheckpointSlot) -> Quorum:
@@ -41,10 +49,19 @@ def _quorum(slot: CheckpointSlot) -> Quorum:
 class CheckpointDuties:
     """Votes, collected votes and complete checkpoints of the recent checkpoint heights."""
 
-    def __init__(self, node: Node, peers: PeerManager, quorumnet: QuorumNet | None) -> None:
+    def __init__(self, node: Node, peers: PeerManager, quorumnet: QuorumNet | None,
+                 equivocations: EquivocationWatch | None = None) -> None:
         self.node = node
         self.peers = peers
         self.quorumnet = quorumnet
+        self.equivocations = equivocations
+        """Where a proof that a member voted for two blocks at one height goes."""
+        self.signed: dict[int, bytes | None] = {h: None for h in _pending(node.state)}
+        """Height -> the block hash this daemon voted for there (None: one it may have voted on
+        before it started, which it leaves alone): it never signs a second hash for one height."""
+        self.foreign: dict[tuple[int, bytes], CheckpointVote] = {}
+        """(height, voter) -> a vote of that member for another block than ours, kept for a proof
+        should its vote for ours come too (`MAX_FOREIGN`)."""
         self.votes: dict[tuple[int, bytes], dict[bytes, bytes]] = {}
         """(height, block hash) -> voter -> signature, for the chain's pending slots."""
         self.complete: dict[int, Checkpoint] = {}
@@ -70,6 +87,7 @@ class CheckpointDuties:
         pending = _pending(state)
         # Forget what the chain no longer waits for.
         self.votes = {k: v for k, v in self.votes.items() if k[0] in pending}
+        self.foreign = {k: v for k, v in self.foreign.items() if k[0] in pending}
         self.complete = {h: c for h, c in self.complete.items() if h in pending}
         identity = self.node.identity
         if identity is None or self.quorumnet is None:
@@ -79,6 +97,10 @@ class CheckpointDuties:
             collected = self.votes.setdefault((slot.height, slot.block_hash), {})
             if me.public not in slot.members or me.public in collected:
                 continue
+            if self.signed.setdefault(slot.height, slot.block_hash) != slot.block_hash:
+                continue  # voted on this height already (or may have, before a restart)
+            if len(self.signed) > MAX_SIGNED:
+                del self.signed[min(self.signed)]
             message = checkpoint_message(self.node.params.network_id, slot.height, slot.block_hash)
             vote = CheckpointVote(slot.height, slot.block_hash, me.public, me.sign(message))
             self._add(slot, vote)
@@ -97,6 +119,7 @@ class CheckpointDuties:
         if self.votes.get((slot.height, slot.block_hash), {}).get(vote.voter) == vote.signature:
             return  # a copy of a vote we hold: nothing to check again
         if vote.block_hash != slot.block_hash or vote.voter not in slot.members:
+            self._foreign(slot, vote)
             self._junk(event.sender, SCORE_NOT_OURS,
                        "sent checkpoint votes for a block that is not ours, or from outside its quorum")
             return
@@ -104,6 +127,30 @@ class CheckpointDuties:
             self._junk(event.sender, SCORE_FORGED, "sent a checkpoint vote whose signature does not verify")
             return
         self._add(slot, vote)
+        other = self.foreign.pop((vote.height, vote.voter), None)
+        if other is not None:
+            self._prove(vote, other)
+
+    def _foreign(self, slot: CheckpointSlot, vote: CheckpointVote) -> None:
+        """A vote for another block at a pending height: the proof of an equivocation if we hold
+        the same member's vote for ours, else kept a while in case that one comes."""
+        signature = self.votes.get((slot.height, slot.block_hash), {}).get(vote.voter)
+        if signature is not None:
+            self._prove(CheckpointVote(slot.height, slot.block_hash, vote.voter, signature), vote)
+            return
+        if vote.block_hash == slot.block_hash:
+            return  # ours, from outside its quorum: no equivocation
+        if len(self.foreign) >= MAX_FOREIGN:
+            del self.foreign[next(iter(self.foreign))]
+        self.foreign[(vote.height, vote.voter)] = vote
+
+    def _prove(self, ours: CheckpointVote, other: CheckpointVote) -> None:
+        """Two votes of one member for one height: a proof, once the other's signature verifies."""
+        if self.equivocations is None or ours.block_hash == other.block_hash:
+            return
+        proof = vote_proof(ours, other)
+        if verified(proof, self.node.params.network_id) is None:
+            self.equivocations.found(proof)
 
     def _junk(self, member: bytes, points: int, reason: str) -> None:
         if self.quorumnet is not None:

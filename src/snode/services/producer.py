@@ -16,6 +16,7 @@ and back (`core.pulse.authority_reason` says why).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,9 +26,14 @@ import msgspec
 from snode.common.aio import wait_set
 from snode.common.logs import LIMITED
 from snode.core import rounds as R
-from snode.core.blocks import Block, block_hash
+from snode.core.blocks import Block, block_hash, producer_message
+from snode.core.encoding import decode, encode
+from snode.core.equivocation import EquivocationProof, block_proof
 from snode.core.errors import BlockFromFuture, SnodeError
-from snode.core.pulse import Mode, authority_reason, backstop_time, production_mode, validator_message
+from snode.core.pulse import (
+    Mode, authority_reason, backstop_time, production_mode, round_quorum, round_window, signer_indexes,
+    validator_message,
+)
 from snode.core.state import ChainState
 from snode.net.events import QuorumMessageReceived
 from snode.node.events import BlocksAdopted
@@ -36,11 +42,14 @@ from snode.services.checkpoints import CheckpointDuties
 
 if TYPE_CHECKING:  # pyzmq is imported only by a service node's daemon (start-up time)
     from snode.net.quorumnet import QuorumNet
+    from snode.services.equivocation import EquivocationWatch
 
 log = logging.getLogger(__name__)
 
 MIN_SLEEP = 0.05
 """Seconds: the shortest wait between two looks at the clock."""
+MAX_CHECKED = 8
+"""Templates a validator remembers for `BlockProducer._check_adopted`."""
 
 
 class BlockProducer:
@@ -48,12 +57,25 @@ class BlockProducer:
     node (if it is one)."""
 
     def __init__(self, writer: ChainWriter, quorumnet: QuorumNet | None,
-                 checkpoints: CheckpointDuties | None = None) -> None:
+                 checkpoints: CheckpointDuties | None = None, *,
+                 equivocations: EquivocationWatch | None = None, misbehave: str = "") -> None:
         self.writer = writer
         self.node = node = writer.node
         self.quorumnet = quorumnet
         self.checkpoints = checkpoints
         """Where a leader finds the checkpoint its block should carry."""
+        self.equivocations = equivocations
+        """Where a validator's proof that its leader sent two templates goes."""
+        self.misbehave = misbehave
+        """Test only (`SNODE_TEST_MISBEHAVE`, devnet and regtest): `equivocate` (two templates a
+        round) or `drop-signatures` (a block with only the signatures needed)."""
+        self.checked: dict[tuple[int, int], Block] = {}
+        """Validator: the template of each recent (height, round) it checked: a block of the same
+        slot from the same leader with another hash, adopted later, proves an equivocation
+        that the leader hid by sending the two to different validators (`_check_adopted`)."""
+        self.started = node.clock.time()
+        """A round that began before this is not led: the daemon that ran before a restart may have
+        signed a template for it, and a second one would be an equivocation."""
         self.machine: R.RoundMachine | None = None
         self._changed = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -122,6 +144,7 @@ class BlockProducer:
 
     def _on_blocks(self, event: BlocksAdopted) -> None:
         """A new tip: a new height to produce, perhaps a new mode."""
+        self._check_adopted(event.blocks)
         state = self.node.state
         mode = production_mode(state, self.node.params)
         if mode is not self._mode:
@@ -181,22 +204,35 @@ class BlockProducer:
         node = self.node
         match action:
             case R.BuildTemplate():
+                if round_window(node.state.timestamp, action.round, node.params)[0] < self.started:
+                    log.info("round %d of block %d began before this daemon started: not led", action.round,
+                             action.height)
+                    return []
                 checkpoint = self.checkpoints.best(node.state) if self.checkpoints is not None else None
                 block = await self.writer.template(node.leader_key(), action.timestamp, round=action.round,
                                                    checkpoint=checkpoint)
                 return machine.on_built(block, node.clock.time())
             case R.SendTemplate():
-                for validator in action.validators:
-                    self._send(validator, action.template)
+                second = self._second_template(action.template) if self.misbehave == "equivocate" else None
+                for i, validator in enumerate(action.validators):
+                    if second is None or i != 0:
+                        self._send(validator, action.template)
+                    if second is not None and i in (0, 1):
+                        self._send(validator, second)
             case R.CheckTemplate():
+                self.checked[(action.block.header.height, action.block.header.round)] = action.block
+                while len(self.checked) > MAX_CHECKED:
+                    del self.checked[next(iter(self.checked))]
                 valid = await self._check(action.block)
                 return machine.on_checked(action.block_hash, valid, node.clock.time())
             case R.SignTemplate():
                 assert node.identity is not None
                 key = node.identity.key
                 signature = key.sign(validator_message(node.params.network_id, action.block_hash))
-                self._send(action.leader, R.ValidatorSignature(
-                    action.height, action.round, action.block_hash, key.public, signature))
+                signed = R.ValidatorSignature(action.height, action.round, action.block_hash, key.public, signature)
+                self._send(action.leader, signed)
+                self._witnesses(signed, action.leader)
+                node.participation.witness(signed, node.height)  # its own view knows it signed
             case R.Broadcast():
                 await self._finish(action)
             case R.RoundFailed():
@@ -205,7 +241,61 @@ class BlockProducer:
             case R.Equivocation():
                 log.warning("leader %s sent two blocks for round %d of block %d; signing neither",
                             action.leader.hex()[:16], action.round, action.height)
+                if self.equivocations is not None:
+                    self.equivocations.found(_template_proof(action.first, action.second))
         return []
+
+    def _check_adopted(self, blocks: Sequence[Block]) -> None:
+        """A block adopted for a slot whose template this validator checked, by the same leader
+        on the same parent, with another hash: the leader signed both (the round machine checked
+        the template's signature, the block rules the block's)."""
+        for block in blocks:
+            header = block.header
+            seen = self.checked.pop((header.height, header.round), None)
+            if (seen is None or self.equivocations is None or seen.header.producer != header.producer
+                    or seen.header.prev_hash != header.prev_hash or block_hash(seen.header) == block_hash(header)):
+                continue
+            self.equivocations.found(block_proof(seen.header, seen.producer_signature, header,
+                                                 block.producer_signature))
+
+    def _witnesses(self, signed: R.ValidatorSignature, leader: bytes) -> None:
+        """A validator's signature goes to every other active service node too: a node that has
+        it before the block counts this validator's duty done even if the leader leaves it out
+        (docs/PARTICIPATION.md "Framing")."""
+        assert self.quorumnet is not None
+        for pubkey, sn in self.node.state.service_nodes.items():
+            if sn.active and pubkey not in (signed.validator, leader):
+                self.quorumnet.send(pubkey, signed)
+
+    def _second_template(self, template: R.BlockTemplate) -> R.BlockTemplate | None:
+        """Test only (`SNODE_TEST_MISBEHAVE=equivocate`): another template of the same round, one second
+        apart, signed too. The round's first validator gets only this one (it signs it, the
+        others sign the first and make the block: it proves the equivocation from the block),
+        the second gets both (it proves it at once and signs neither)."""
+        node = self.node
+        block = decode(template.block, Block)
+        start, end = round_window(node.state.timestamp, block.header.round, node.params)
+        moved = start if block.header.timestamp != start else start + 1
+        if moved >= end:
+            return None
+        header = msgspec.structs.replace(block.header, timestamp=moved)
+        signature = node.leader_key().sign(producer_message(node.params.network_id, block_hash(header)))
+        log.warning("SNODE_TEST_MISBEHAVE: two templates for round %d of block %d", template.round, template.height)
+        return R.BlockTemplate(template.height, template.round,
+                               encode(msgspec.structs.replace(block, header=header, producer_signature=signature)))
+
+    def _dropped(self, action: R.Broadcast) -> R.Broadcast:
+        """Test only (`SNODE_TEST_MISBEHAVE=drop-signatures`): the block with only the validator
+        signatures it needs, the lowest bits (a leader framing the others as missing their duty)."""
+        header = action.block.header
+        needed = round_quorum(self.node.state, header.round, self.node.params).needed
+        bits = signer_indexes(action.validator_bitset)[:needed]
+        if len(bits) == len(action.validator_signatures):
+            return action
+        log.warning("SNODE_TEST_MISBEHAVE: block %d carries %d of its %d validator signatures", header.height,
+                    len(bits), len(action.validator_signatures))
+        return dataclasses.replace(action, validator_bitset=sum(1 << i for i in bits),
+                                   validator_signatures=action.validator_signatures[:needed])
 
     def _send(self, member: bytes, message: R.BlockTemplate | R.ValidatorSignature) -> None:
         assert self.quorumnet is not None
@@ -228,6 +318,8 @@ class BlockProducer:
 
     async def _finish(self, action: R.Broadcast) -> None:
         """The leader has its signatures: the block goes to the node, then to every peer."""
+        if self.misbehave == "drop-signatures":
+            action = self._dropped(action)
         block = msgspec.structs.replace(
             action.block, validator_bitset=action.validator_bitset,
             validator_signatures=action.validator_signatures,
@@ -243,3 +335,9 @@ class BlockProducer:
             return
         log.info("led block %d %s in round %d with %d validator signatures", header.height,
                  block_hash(header).hex()[:16], header.round, len(action.validator_signatures))
+
+
+def _template_proof(first: R.BlockTemplate, second: R.BlockTemplate) -> EquivocationProof:
+    """The proof of a leader's two templates (the round machine checked both signatures)."""
+    a, b = decode(first.block, Block), decode(second.block, Block)
+    return block_proof(a.header, a.producer_signature, b.header, b.producer_signature)

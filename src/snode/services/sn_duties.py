@@ -29,7 +29,9 @@ from snode.core.proofs import BadProofSignature, InvalidProof, ProofRefusal, Upt
 from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import Quorum
 from snode.core.stake_exit import returned_outputs
-from snode.core.transactions import TX_VERSION, StateChange, Transaction, Vote, state_change_hash
+from snode.core.transactions import (
+    TX_VERSION, ProvenStateChange, StateChange, Transaction, Vote, state_change_hash,
+)
 from snode.net import protocol as P
 from snode.net.events import ProofMessage, QuorumMessageReceived
 from snode.net.limits import SCORE_JUNK_PROOF, SCORE_PROTOCOL, SCORE_UNASKED_VERDICT
@@ -43,6 +45,7 @@ from snode.services.reachability import ReachabilityTests
 
 if TYPE_CHECKING:  # pyzmq is imported only by a service node's daemon (start-up time)
     from snode.net.quorumnet import QuorumNet
+    from snode.services.equivocation import EquivocationWatch
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +123,8 @@ class ServiceNodeDuties:
     """Everything a daemon does for the service-node network besides blocks and transactions."""
 
     def __init__(self, node: Node, peers: PeerManager, *, quorumnet: QuorumNet | None,
-                 doppelganger_wait: float = 0, on_doppelganger: Callable[[str], None] | None = None) -> None:
+                 doppelganger_wait: float = 0, on_doppelganger: Callable[[str], None] | None = None,
+                 equivocations: EquivocationWatch | None = None) -> None:
         self.node = node
         self.peers = peers
         self.quorumnet = quorumnet
@@ -129,6 +133,8 @@ class ServiceNodeDuties:
         """Seconds to listen for another daemon's proofs of our key before sending ours (0: no
         check); `on_doppelganger` is told what was seen (the daemon stops with it)."""
         self.on_doppelganger = on_doppelganger
+        self.equivocations = equivocations
+        """The proofs of equivocation this node holds (`services.equivocation`), judged from v2."""
         self.doppelganger: str | None = None
         self.reachability = ReachabilityTests(node, quorumnet) if quorumnet is not None else None
         self.votes: dict[VoteKey, dict[bytes, bytes]] = {}
@@ -289,11 +295,13 @@ class ServiceNodeDuties:
         if tests is not None:
             tests.forget_gone(registry.keys())
             tests.schedule((sn.pubkey for sn in registry.values() if sn.funded), now)
+        proven = self._proven(height + 1)
         for sn in registry.values():
             verdict = judge(sn, last_proof=node.proofs.last_accepted(sn.pubkey), now=now,
                             params=node.params, may_decommission=warm,
                             participation=node.participation.of(sn.pubkey), height=height + 1,
-                            unreachable_for=tests.unreachable_for(sn.pubkey, now) if tests else 0)
+                            unreachable_for=tests.unreachable_for(sn.pubkey, now) if tests else 0,
+                            equivocated=sn.pubkey in proven)
             if verdict is None:
                 continue
             message = state_change_hash(node.params.network_id, sn.pubkey, verdict.kind, verdict.reason, height)
@@ -304,6 +312,12 @@ class ServiceNodeDuties:
                 if self.quorumnet is not None:
                     for member in quorum.members:
                         self.quorumnet.send(member, vote)
+
+    def _proven(self, height: int) -> frozenset[bytes]:
+        """The nodes whose equivocation this node can prove, where the fork of `height` judges it."""
+        if self.equivocations is None or not self.node.params.rules_at(height).equivocation_proofs:
+            return frozenset()
+        return frozenset(self.equivocations.proofs)
 
     def on_quorum_message(self, event: QuorumMessageReceived) -> None:
         if isinstance(event.message, P.QuorumVote):
@@ -343,7 +357,13 @@ class ServiceNodeDuties:
             return
         # A deregistration returns the stakes (locked for the penalty) in its own outputs.
         outputs = returned_outputs(target) if kind == StateChangeKind.DEREGISTER else ()
-        tx = Transaction(TX_VERSION, (), outputs, StateChange(sn_pubkey, kind, reason, quorum_height, votes), ())
+        change = StateChange(sn_pubkey, kind, reason, quorum_height, votes)
+        if reason == Reason.EQUIVOCATION:  # the proof goes with it (`tx_rules`): no proof, no change
+            proof = self.equivocations.proof_of(sn_pubkey) if self.equivocations is not None else None
+            if proof is None:
+                return
+            change = ProvenStateChange(sn_pubkey, kind, reason, quorum_height, votes, proof)
+        tx = Transaction(TX_VERSION, (), outputs, change, ())
         try:
             self.node.submit_transaction(tx, self.now())
         except SnodeError as err:
