@@ -17,8 +17,12 @@ Measures in one run:
 - the CPU each daemon spends per block (its process and threads over the measured blocks), and
   its median as a ratio of the floor, target <= 4 (issue #27);
 - the protocol's work a block beside the floor (`protocol_floor`: every validator signature a
-  block carries, the other nodes' uptime proofs and the reachability handshakes, counted from
-  devnet's parameters and priced in this process), and the CPU per block as a ratio of it;
+  block carries and the other nodes' uptime proofs, counted from devnet's parameters, and the
+  CurveZMQ handshakes each daemon counted over the measured blocks in /metrics, each priced in
+  this process), and the CPU per block as a ratio of it;
+- the fresh CurveZMQ handshakes a block per SN (`quorum_counts`: the daemons' own counts, in
+  and out, and their reachability checks passed by a held connection or made by a handshake):
+  counts, which the machine's load does not move;
 - with `python -m bench --profile blocks`: where the second service node's CPU goes per block
   (bench/blocks_profile.py: cProfile on its CPU clock inside the daemon, SNODE_PROFILE);
 - with `python -m bench --perf blocks` (Python 3.13 or newer, Linux perf): where the third one's
@@ -39,9 +43,10 @@ import tempfile
 import time
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import zmq
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
 from bench import blocks_profile, perf_split
@@ -147,14 +152,13 @@ def protocol_floor(floor: dict[str, float], results: dict[str, Any]) -> dict[str
     """What the protocol asks of each service node per block on top of `floor`, at this
     machine's prices: every validator signature a block carries verified (the floor counts the
     `needed` ones), the uptime proofs of the other nodes (one each per proof interval) verified,
-    and the reachability tests (each node tests each other one per reachability interval and is
-    tested by each: a node is at one end of 2 x (SNs - 1) handshakes an interval, so it pays
-    (SNs - 1) whole handshakes, both ends as measured). Counted from the network's parameters and
-    the measured block interval, not from the daemons."""
+    counted from the network's parameters and the measured block interval, and the CurveZMQ
+    handshakes the daemons counted (`quorum_counts`: whole handshakes, both ends as measured, a
+    block per SN, median)."""
     interval = results["block_interval_s"]
     others = SERVICE_NODES - 1
     proofs = others * interval / DEVNET.proof_interval
-    handshakes = others * interval / DEVNET.reachability_interval
+    handshakes = results["quorum"]["handshakes"]
     verify_one = floor["verify_s"] / results["needed"]
     extra_signatures = results["signatures_mean"] - results["needed"]
     parts = {"proofs": proofs, "handshakes": handshakes, "extra_signatures": extra_signatures,
@@ -163,6 +167,36 @@ def protocol_floor(floor: dict[str, float], results: dict[str, Any]) -> dict[str
              "handshakes_s": handshakes * floor["handshake_s"]}
     parts["floor_s"] = floor["floor_s"] + parts["signatures_s"] + parts["handshakes_s"]
     return parts
+
+
+QUORUM_COUNTS: Final = {
+    "in": ("snode_quorumnet_handshakes_total", {"side": "in"}),
+    "out": ("snode_quorumnet_handshakes_total", {"side": "out"}),
+    "held": ("snode_reachability_checks_total", {"by": "held"}),
+    "probed": ("snode_reachability_checks_total", {"by": "handshake"}),
+}
+"""What `quorum_counts` reads from each daemon's /metrics."""
+
+
+def scrape_counts(daemon: Daemon) -> dict[str, float]:
+    """The daemon's quorumnet counts now (QUORUM_COUNTS), from its /metrics."""
+    status, _, body = daemon.rpc.raw("", method="GET", path="/metrics")
+    if status != 200:
+        raise RuntimeError(f"{daemon.label}: /metrics answered {status}")
+    found = {(s.name, tuple(sorted(s.labels.items()))): s.value
+             for family in text_string_to_metric_families(body.decode()) for s in family.samples}
+    return {key: found.get((name, tuple(sorted(labels.items()))), 0.0)
+            for key, (name, labels) in QUORUM_COUNTS.items()}
+
+
+def quorum_counts(before: list[dict[str, float]], after: list[dict[str, float]], blocks: int) -> dict[str, float]:
+    """Per SN and block, medians over the SNs: handshakes in (answered by its listener), out (its
+    probes and connections), whole (their mean: each handshake has two ends, and the price
+    measured is both), and reachability checks passed by a held connection or by a handshake."""
+    per = {key: [(b[key] - a[key]) / blocks for a, b in zip(before, after)] for key in QUORUM_COUNTS}
+    whole = [(i + o) / 2 for i, o in zip(per["in"], per["out"])]
+    return {**{key: statistics.median(values) for key, values in per.items()},
+            "handshakes": statistics.median(whole), "handshakes_max": max(whole)}
 
 
 def chain_blocks(daemon: Daemon) -> list[Block]:
@@ -326,6 +360,7 @@ def measure(net: Network, blocks: int, profile: bool, recording: perf_split.Reco
         first = watcher.call("get_info")["height"] + 2
         log(f"service nodes produce from height {first - 1}; measuring {blocks} blocks")
         cpu0 = [d.cpu_seconds() for d in net.sns]
+        counts0 = [scrape_counts(d) for d in net.sns]
         if recording is not None:
             recording.start(net.sns[2].pid)
             log(f"perf records node3 (pid {net.sns[2].pid}) for {recording.seconds:g} s")
@@ -337,6 +372,7 @@ def measure(net: Network, blocks: int, profile: bool, recording: perf_split.Reco
 
         wait(measured, blocks * 4 + 60, f"{blocks} service-node blocks")
         cpu1 = [d.cpu_seconds() for d in net.sns]
+        counts1 = [scrape_counts(d) for d in net.sns]
         if recording is not None:
             recording.wait()
         if profile:
@@ -348,6 +384,7 @@ def measure(net: Network, blocks: int, profile: bool, recording: perf_split.Reco
             "records": records, "needed": DEVNET.signatures_needed(records[-1]["validator_count"]),
             "chain": chain_blocks(watcher), "times": [applied_times(d) for d in net.sns],
             "cpu": [1000 * (b - a) / blocks for a, b in zip(cpu0, cpu1)], "profile": samples,
+            "quorum": quorum_counts(counts0, counts1, blocks),
         }
     finally:
         if recording is not None:
@@ -376,7 +413,7 @@ def figures(measured: dict[str, Any], floor: dict[str, float], blocks: int) -> d
         "floor": floor, "ratio": p50 / floor["floor_s"], "ratio_p99": p99 / floor["floor_s"],
         "failed_rounds": sum(rounds), "signatures_mean": statistics.mean(signatures),
         "validators": records[-1]["validator_count"], "needed": measured["needed"],
-        "cpu_per_block_ms": measured["cpu"], "profile": measured["profile"],
+        "cpu_per_block_ms": measured["cpu"], "profile": measured["profile"], "quorum": measured["quorum"],
     }
 
 
@@ -421,6 +458,13 @@ def report(results: dict[str, Any], console: Console | None = None) -> None:
         f"{work['handshakes_s'] * 1000:.2f} ms (a block every {results['block_interval_s']:.2f} s): "
         f"CPU per block per SN is {statistics.median(cpu) / (work['floor_s'] * 1000):.1f}x it; "
         f"the issue's 4x of the floor is {CPU_TARGET * floor['floor_s'] / work['floor_s']:.1f}x it"
+    )
+    quorum = results["quorum"]
+    console.print(
+        f"fresh CurveZMQ handshakes a block per SN (counts, median): {quorum['handshakes']:.2f} whole "
+        f"(max {quorum['handshakes_max']:.2f}; in {quorum['in']:.2f}, out {quorum['out']:.2f}); "
+        f"reachability checks a block: {quorum['held']:.2f} passed by a held connection, "
+        f"{quorum['probed']:.2f} by a handshake"
     )
     if results.get("profile"):
         blocks_profile.report(results["profile"], console)

@@ -13,7 +13,7 @@ import pytest
 
 from snode.app.cli import snoded_command, warn_about_flags
 from snode.app.config import Config, ConfigError
-from snode.app.partition import DENY_FILE, read_denied, reload_denied
+from snode.app.partition import CLOSED_FILE, DENY_FILE, read_denied, reload_denied
 from snode.params import REGTEST
 
 
@@ -49,9 +49,16 @@ class Denying:
 
     def __init__(self) -> None:
         self.denied: list[frozenset[str]] = []
+        self.closed = False
 
     def deny(self, ips: frozenset[str]) -> None:
         self.denied.append(ips)
+
+    def close_listener(self, closed: bool) -> bool:
+        """quorumnet's fault-test listener: what it was told, and whether that changed it."""
+        changed = closed != self.closed
+        self.closed = closed
+        return changed
 
 
 def test_the_deny_file_cuts_off_its_addresses_and_no_file_heals(tmp_path: Path) -> None:
@@ -62,6 +69,22 @@ def test_the_deny_file_cuts_off_its_addresses_and_no_file_heals(tmp_path: Path) 
     reload_denied(tmp_path, peers, None)  # type: ignore[arg-type]
     assert peers.denied == [frozenset({"127.0.0.5", "127.0.0.6", "::1"}), frozenset()]
     assert quorumnet.denied == [frozenset({"127.0.0.5", "127.0.0.6", "::1"})]
+
+
+def test_the_closed_file_closes_quorumnets_listener_and_says_so_once(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    quorumnet = Denying()
+    with caplog.at_level(logging.WARNING, logger="snoded"):
+        (tmp_path / CLOSED_FILE).write_text("")
+        reload_denied(tmp_path, Denying(), quorumnet)  # type: ignore[arg-type]
+        reload_denied(tmp_path, Denying(), quorumnet)  # type: ignore[arg-type]
+        assert quorumnet.closed
+        (tmp_path / CLOSED_FILE).unlink()
+        reload_denied(tmp_path, Denying(), quorumnet)  # type: ignore[arg-type]
+    assert not quorumnet.closed
+    said = [m for m in caplog.messages if "quorumnet listener" in m]
+    assert said == ["partition: the quorumnet listener takes no new connection",
+                    "partition: the quorumnet listener takes new connections"]
 
 
 @pytest.mark.parametrize("content, words", [

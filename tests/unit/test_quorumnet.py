@@ -9,64 +9,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import zmq
-import uvloop
 
 from snode.core.crypto import x25519_public
-from snode.core.service_nodes import StateChangeKind
 from snode.devchain import key_from_label
 from snode.net import protocol as P
 from snode.net.events import QuorumMessageReceived
-from snode.node.node import Identity, Node
-from snode.node.verifier import InlineVerifier
-from snode.store.memory import MemoryStore
-from tests.functional.framework import next_loopback_ip, scaled
-from tests.unit.conftest import free_port, new_chain, wait_async
+from snode.node.node import Node
+from tests.functional.framework import scaled
+from tests.unit.conftest import free_port, wait_async
 
 from snode.net.quorumnet import MESSAGES_A_TURN, QuorumNet  # noqa: E402  (needs pyzmq)
-
-MEMBERS = ("quorumnet a", "quorumnet b")
-
-
-def members() -> list[tuple[Node, QuorumNet]]:
-    """Two registered, active service nodes of one chain, each a node with its QuorumNet (not
-    started) on its own loopback address, each knowing the other's endpoint."""
-    chain = new_chain()
-    keys = [key_from_label(label) for label in MEMBERS]
-    for operator, label in zip(("alice", "bob"), MEMBERS):
-        pubkey = chain.new_node(operator=operator, sn_label=label)
-        chain.change_state(pubkey, StateChangeKind.ACTIVATE)
-    out = []
-    for key in keys:
-        ip = next_loopback_ip()
-        port = free_port(ip)
-        node = Node(params=chain.params, consensus=chain.consensus,
-                    store=MemoryStore(chain.blocks[0], chain.fork(at=0).state), state=chain.state,
-                    identity=Identity(key, ip, port + 1, port), producer_key=None, verifier=InlineVerifier())
-        out.append((node, QuorumNet(node, key, bind_ip=ip, port=port)))
-    for node, _ in out:
-        for _, net in out:
-            node.proofs.record(net.key.public, int(time.time()), (net.bind_ip, net.port))
-    return out
-
-
-def run(test: Callable[[list[tuple[Node, QuorumNet]]], Awaitable[None]]) -> None:
-    """Run `test` on the daemon's event loop with both members' quorumnets started, stopping
-    them (every socket closed, the contexts ended) whatever it does."""
-    async def main() -> None:
-        pair = members()
-        for _, net in pair:
-            net.start()
-        try:
-            async with asyncio.timeout(scaled(60)):
-                await test(pair)
-        finally:
-            for _, net in pair:
-                await net.stop()
-    uvloop.run(main())
+from tests.unit.quorumnet_pair import MEMBERS, run  # noqa: E402
 
 
 def test_a_burst_larger_than_a_turn_arrives_whole_and_in_order():

@@ -15,6 +15,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -215,7 +216,8 @@ class Daemon:
         methods = MethodTable(node, request_stop=self.request_stop, peers=peers, duties=duties,
                               writer=writer, clock=self.clock)
         app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
-                       metrics=metrics_page(node, counters, lambda: len(peers.peers)), observe=counters.observe_rpc,
+                       metrics=metrics_page(node, counters, lambda: len(peers.peers), _quorum_figures(duties)),
+                       observe=counters.observe_rpc,
                        unmet=lambda: unmet_conditions(node, node.now(), peer_count=len(peers.peers),
                                                       shortage=self.descriptors.shortage(),
                                                       disk=disk.shortage()), events=feed,
@@ -408,6 +410,17 @@ def _check_schedule_fits(tip: Block | None, params: NetworkParams) -> None:
         )
 
 
+def _quorum_figures(duties: ServiceNodeDuties) -> Callable[[], dict[str, int]] | None:
+    """A service node's quorumnet counts for /metrics (None without quorumnet)."""
+    quorumnet, tests = duties.quorumnet, duties.reachability
+    if quorumnet is None or tests is None:
+        return None
+    from snode.services.reachability import figures
+
+    return lambda: figures(quorumnet, tests)
+
+
+
 def start(config: Config) -> None:
     """Run a daemon on `config` until it stops; exit with its code."""
     start_from_env()  # SNODE_PROFILE: a developer's CPU profile (app/profiling.py)
@@ -421,3 +434,4 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+

@@ -1,7 +1,11 @@
 """A fault test's network partition, on devnet and regtest only: on SIGUSR1 the daemon reads
 `<data-dir>/deny_ips` (an IP a line; no file: none) and cuts itself off from those addresses on
 P2P and quorumnet (tests/functional/test_network_faults.py). A file it cannot use leaves the
-partition as it was, with one warning naming the file."""
+partition as it was, with one warning naming the file.
+
+On the same signal, a `<data-dir>/quorumnet_closed` file (any content) closes the quorumnet
+listener to new connections while those it accepted before live on (`net.listen_filter`, Linux);
+without the file it takes them again (tests/functional/test_reachability_held.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +24,9 @@ log = logging.getLogger("snoded")  # the daemon's own lines, beside app/daemon.p
 
 DENY_FILE = "deny_ips"
 """In the data dir: the addresses a devnet or regtest daemon cuts itself off from on SIGUSR1."""
+CLOSED_FILE = "quorumnet_closed"
+"""In the data dir: while it exists, a devnet or regtest daemon's quorumnet listener takes no new
+connection (read on SIGUSR1)."""
 
 
 def _is_ip(text: str) -> bool:
@@ -51,6 +58,11 @@ def read_denied(path: Path) -> frozenset[str] | None:
 def reload_denied(data_dir: Path, peers: PeerManager, quorumnet: QuorumNet | None) -> None:
     """Cut the daemon off from the addresses `<data_dir>/deny_ips` lists now (the SIGUSR1
     handler's work), on P2P and on quorumnet where it runs one."""
+    if quorumnet is not None:
+        closed = (data_dir / CLOSED_FILE).exists()
+        if quorumnet.close_listener(closed):
+            log.warning("partition: the quorumnet listener %s", "takes no new connection" if closed
+                        else "takes new connections")
     ips = read_denied(data_dir / DENY_FILE)
     if ips is None:
         return

@@ -40,6 +40,7 @@ from snode.net.protocol import QuorumMessage, strict_decoder
 from snode.net.quorum_guard import (
     KINDS, SCORE_IMPERSONATION, SCORE_OVER_BUDGET, SCORE_UNDECODABLE, MemberGuard, message_tag, signer_of,
 )
+from snode.net.quorum_links import Link, set_heartbeats
 from snode.net.zmq_guard import Caps, ListenerGuard
 from snode.node.node import Node
 
@@ -93,12 +94,21 @@ class QuorumNet:
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._zap: zmq.Socket[bytes] | None = None
         self._router: zmq.Socket[bytes] | None = None
-        self._dealers: dict[bytes, tuple[str, zmq.Socket[bytes]]] = {}
+        self._dealers: dict[bytes, Link] = {}
+        """Our connection to each member we send to, at the address its proof declared then."""
         self._probes: dict[zmq.Socket[bytes], asyncio.Future[bool | None]] = {}
         """Reachability tests under way and their outcome: closed at stop, or the context never ends."""
         self.refused = 0
+        self.handshakes_in = 0
+        """CurveZMQ handshakes of others with our listener that reached ZAP (admitted or not)."""
+        self.probes = 0
+        """Fresh handshakes started as reachability tests (`probe`)."""
+        self._closed_handshakes = 0
+        """Handshakes of the links closed so far (`handshakes_out`)."""
         self.denied: frozenset[str] = frozenset()
         """Addresses this node is cut off from (`deny`)."""
+        self.listener_closed = False
+        """A fault test closed the listener to new connections (`close_listener`)."""
         self.members = MemberGuard()
         """Each member's budgets, score and ban."""
         self._delivering: tuple[bytes, zmq.Frame] | None = None
@@ -127,6 +137,7 @@ class QuorumNet:
     def zap_reply(self, request: list[bytes]) -> list[bytes]:
         """ZeroMQ's question about one CURVE handshake (a ZAP request) and this node's answer.
         A REP socket must answer every request it reads, so anything malformed gets a 400."""
+        self.handshakes_in += 1
         if len(request) != 7 or request[0] != b"1.0" or request[5] != b"CURVE":
             return _zap_answer(request, b"400", b"a CURVE request of ZAP 1.0 expected")
         if not self.admits(request[6]):
@@ -140,10 +151,23 @@ class QuorumNet:
         whose proof declares one of them (its queued messages are dropped), and a reachability
         test of one fails. A partition denies both ways, so nothing comes from them either."""
         self.denied = ips
-        for member, (address, sock) in list(self._dealers.items()):
-            if _address_ip(address) in ips:
-                sock.close(linger=0)
-                del self._dealers[member]
+        for member, link in list(self._dealers.items()):
+            if _address_ip(link.address) in ips:
+                self._drop_link(member)
+
+    def close_listener(self, closed: bool) -> bool:
+        """A fault test's closed listener (devnet and regtest only, `app.partition`): while
+        `closed`, the ROUTER's listening socket takes no new connection and those it accepted
+        before live on (`net.listen_filter`). True when this changed it."""
+        if closed == self.listener_closed or self._router is None:
+            return False
+        from snode.net.listen_filter import set_closed  # Linux only, and only fault tests use it
+
+        if not set_closed(self.port, closed):
+            log.warning("quorumnet: no listening socket on port %d to close or open", self.port)
+            return False
+        self.listener_closed = closed
+        return True
 
     def _refresh_allowed(self) -> None:
         registry = self.node.state.service_nodes
@@ -189,9 +213,8 @@ class QuorumNet:
             if not outcome.done():
                 outcome.set_result(None)
         self._probes.clear()
-        for _, sock in self._dealers.values():
-            sock.close(linger=0)
-        self._dealers.clear()
+        for member in list(self._dealers):
+            self._drop_link(member)
         if self.guard is not None:
             self.guard.close()
             self.guard = None
@@ -301,6 +324,7 @@ class QuorumNet:
         sock.setsockopt(zmq.CURVE_SERVERKEY, x25519_public(member))
         sock.setsockopt(zmq.MAXMSGSIZE, DEALER_MAX_MESSAGE)
         sock.setsockopt(zmq.RCVHWM, 1)
+        set_heartbeats(sock, self.node.params)
         if immediate:
             sock.setsockopt(zmq.IMMEDIATE, 1)
         return sock
@@ -308,27 +332,53 @@ class QuorumNet:
     def send(self, member: bytes, message: Any) -> bool:
         """Queue a message for SN `member` at the address of its last uptime proof; False when
         its address is not known yet or its queue is full."""
-        endpoint = self.node.proofs.endpoint(member)
-        if endpoint is None or member == self.key.public:
+        address = self._declared(member)
+        if address is None:
             return False
-        ip, port = endpoint
-        if ip in self.denied:
-            return False
-        address = f"tcp://[{ip}]:{port}" if ":" in ip else f"tcp://{ip}:{port}"
-        cached = self._dealers.get(member)
-        if cached is None or cached[0] != address:
-            if cached is not None:
-                cached[1].close(linger=0)
+        link = self._dealers.get(member)
+        if link is None or link.address != address:
+            if link is not None:
+                self._drop_link(member)
             sock = self._dealer(member)
             sock.setsockopt(zmq.SNDHWM, SEND_HWM)
             sock.setsockopt(zmq.LINGER, 0)
-            sock.connect(address)
-            cached = self._dealers[member] = (address, sock)
+            link = self._dealers[member] = Link(self._ctx, sock, address)
+            link.connect()
         try:
-            cached[1].send(encode(message), _NOBLOCK)
+            link.sock.send(encode(message), _NOBLOCK)
         except zmq.Again:
             return False
         return True
+
+    def _declared(self, member: bytes) -> str | None:
+        """The `tcp://` address of `member`'s quorumnet port as its last uptime proof declares
+        it; None for ourselves, a member with no proof yet, or one cut off (`deny`)."""
+        endpoint = self.node.proofs.endpoint(member)
+        if endpoint is None or member == self.key.public:
+            return None
+        ip, port = endpoint
+        if ip in self.denied:
+            return None
+        return f"tcp://[{ip}]:{port}" if ":" in ip else f"tcp://{ip}:{port}"
+
+    def _drop_link(self, member: bytes) -> None:
+        link = self._dealers.pop(member)
+        link.close()
+        self._closed_handshakes += link.handshakes
+
+    def held(self, member: bytes) -> bool:
+        """Whether we hold a live connection that we opened ourselves to the address and port
+        `member`'s current proof declares, its CurveZMQ handshake complete (so the other end
+        holds `member`'s key): what a reachability test may count as passed. A connection the
+        member opened to us never counts, nor one to an address its proof no longer declares."""
+        link = self._dealers.get(member)
+        return link is not None and link.address == self._declared(member) and link.is_live()
+
+    @property
+    def handshakes_out(self) -> int:
+        """CurveZMQ handshakes this node started as a client: reachability probes, and its
+        links' connections (completed or failed)."""
+        return self.probes + self._closed_handshakes + sum(link.handshakes for link in self._dealers.values())
 
     async def probe(self, member: bytes, timeout: float) -> bool | None:
         """Whether a CurveZMQ handshake with SN `member`, at the address and port its last
@@ -337,14 +387,12 @@ class QuorumNet:
 
         With ZMQ_IMMEDIATE a DEALER attaches a connection only once its handshake is complete,
         so the socket turns writable exactly then: no socket monitor is needed."""
-        endpoint = self.node.proofs.endpoint(member)
-        if endpoint is None or member == self.key.public:
-            return None
-        ip, port = endpoint
-        if ip in self.denied:
-            return False
+        address = self._declared(member)
+        if address is None:  # cut off from it (`deny`): a failed test; else no address to test
+            return False if self.node.proofs.endpoint(member) is not None and member != self.key.public else None
         loop = asyncio.get_running_loop()
         sock = self._dealer(member, immediate=True)
+        self.probes += 1
         outcome: asyncio.Future[bool | None] = loop.create_future()
         self._probes[sock] = outcome
 
@@ -355,7 +403,7 @@ class QuorumNet:
         loop.add_reader(int_option(sock, _FD), look)
         timer = loop.call_later(timeout, _settle, outcome, False)
         try:
-            sock.connect(f"tcp://[{ip}]:{port}" if ":" in ip else f"tcp://{ip}:{port}")
+            sock.connect(address)
             look()
             return await outcome
         except zmq.ZMQError:

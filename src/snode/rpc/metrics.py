@@ -56,10 +56,13 @@ def _gauge(name: str, text: str, value: float, labels: dict[str, str] | None = N
 class NodeCollector(Collector):
     """The node's values, read when scraped."""
 
-    def __init__(self, node: Node, counters: EventCounters, peer_count: Callable[[], int]) -> None:
+    def __init__(self, node: Node, counters: EventCounters, peer_count: Callable[[], int],
+                 quorum_figures: Callable[[], dict[str, int]] | None = None) -> None:
         self.node = node
         self.counters = counters
         self.peer_count = peer_count
+        self.quorum_figures = quorum_figures
+        """A service node's quorumnet counts (`services.reachability.figures`)."""
 
     def collect(self) -> Iterator[Metric]:
         node = self.node
@@ -81,6 +84,7 @@ class NodeCollector(Collector):
         yield sns
         yield from self._own()
         yield from self._upgrade()
+        yield from self._quorumnet()
         yield self._latency()
 
     def _upgrade(self) -> Iterator[Metric]:
@@ -107,6 +111,28 @@ class NodeCollector(Collector):
                      fork["ready_sns"] if fork else 0)
         yield _gauge("snode_next_fork_active_sns", "Active service nodes, of which ready_sns are ready",
                      fork["active_sns"] if fork else 0)
+
+    def _quorumnet(self) -> Iterator[Metric]:
+        """A service node's CurveZMQ handshakes and reachability checks (issue #37: counts that
+        do not depend on the machine's load)."""
+        if self.quorum_figures is None:
+            return
+        figures = self.quorum_figures()
+        handshakes = CounterMetricFamily(
+            "snode_quorumnet_handshakes", "CurveZMQ handshakes on quorumnet: in, answered by this node's "
+            "listener (ZAP asked); out, made by this node (reachability probes and its connections)",
+            labels=["side"])
+        for side in ("in", "out"):
+            handshakes.add_metric([side], figures[f"handshakes_{side}"])
+        yield handshakes
+        checks = CounterMetricFamily(
+            "snode_reachability_checks", "Reachability checks of other nodes: passed by a held connection, "
+            "or made by a fresh handshake", labels=["by"])
+        for by in ("held", "handshake"):
+            checks.add_metric([by], figures[f"checks_{by}"])
+        yield checks
+        yield CounterMetricFamily("snode_reachability_failures", "Fresh reachability handshakes that failed",
+                                  value=figures["checks_failed"])
 
     def _own(self) -> Iterator[Metric]:
         """This service node's own values; none when the daemon runs without --service-node."""
@@ -148,7 +174,8 @@ class NodeCollector(Collector):
         return family
 
 
-def registry_for(node: Node, counters: EventCounters, peer_count: Callable[[], int]) -> CollectorRegistry:
+def registry_for(node: Node, counters: EventCounters, peer_count: Callable[[], int],
+                 quorum_figures: Callable[[], dict[str, int]] | None = None) -> CollectorRegistry:
     """The registry /metrics exposes, made once (at the first scrape)."""
     registry = CollectorRegistry()
     for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
@@ -157,7 +184,7 @@ def registry_for(node: Node, counters: EventCounters, peer_count: Callable[[], i
     info.add_metric([], {"version": __version__, "network": node.params.name,
                          "python": platform.python_version()})
     registry.register(_Fixed([info]))
-    registry.register(NodeCollector(node, counters, peer_count))
+    registry.register(NodeCollector(node, counters, peer_count, quorum_figures))
     return registry
 
 

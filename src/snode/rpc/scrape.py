@@ -13,8 +13,8 @@ if TYPE_CHECKING:  # loaded at the first scrape
     from prometheus_client import CollectorRegistry
 
 
-def metrics_page(node: Node, counters: EventCounters,
-                 peer_count: Callable[[], int]) -> Callable[[str], tuple[bytes, str]]:
+def metrics_page(node: Node, counters: EventCounters, peer_count: Callable[[], int],
+                 quorum_figures: Callable[[], dict[str, int]] | None = None) -> Callable[[str], tuple[bytes, str]]:
     """GET /metrics for a scraper's Accept header: its body and content type. The registry is
     made at the first scrape, when prometheus_client loads."""
     made: list[CollectorRegistry] = []
@@ -23,6 +23,6 @@ def metrics_page(node: Node, counters: EventCounters,
         from snode.rpc.metrics import exposition, registry_for
 
         if not made:
-            made.append(registry_for(node, counters, peer_count))
+            made.append(registry_for(node, counters, peer_count, quorum_figures))
         return exposition(made[0], accept)
     return page
