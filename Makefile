@@ -13,7 +13,7 @@ LOCKS    := requirements.lock $(DEV_LOCK) requirements-binary.lock
 COMPILE := $(PY) -m compileall -q src
 
 .PHONY: demo walkthrough test lint bench reliability clean unit functional browser-test binary binary-test docs \
-	lock test-latest wheel-test container-test test-py313
+	lock test-latest wheel wheel-test container-test test-py313
 
 $(VENV):
 	$(PYTHON) -m venv $(VENV)
@@ -140,11 +140,14 @@ lock: $(STAMP)
 	$(COMPILE_LOCK) --extra binary -o requirements-binary.lock pyproject.toml
 
 # The sdist and the wheel as a release publishes them (the wheel built from the sdist), checked
-# by twine, then installed into a fresh venv outside the repository (tests/functional/test_wheel.py).
-wheel-test: $(RELEASE_STAMP)
+# by twine (`make wheel`), then installed into a fresh venv outside the repository
+# (`make wheel-test`, tests/functional/test_wheel.py).
+wheel: $(RELEASE_STAMP)
 	rm -rf dist/snode-*
 	$(PY) -m build --outdir dist .
 	$(VENV)/bin/twine check --strict dist/snode-*
+
+wheel-test: wheel
 	$(COMPILE)
 	$(PY) -m pytest -q -m wheel tests/functional/test_wheel.py
 
