@@ -11,6 +11,9 @@
 #   curl -u "$(docker exec snoded cat /data/rpc.cookie)" -H 'Content-Type: application/json' \
 #     -d '{"jsonrpc":"2.0","id":1,"method":"get_info"}' http://127.0.0.1:9231/json_rpc
 # or give snode-cli the data dir (`--data-dir` on the volume's host path) so it reads the cookie.
+# The specification's plain curl with no credential is an explicit choice: append --rpc-no-login
+# to `docker run` (one warning line at start). Only with the mapping on 127.0.0.1 as above: the
+# cookie is what keeps other containers on the bridge network from stopping the node.
 #
 # Ports: P2P (9230) and quorumnet (9232) are both TCP. Quorumnet is ZeroMQ over TCP with CurveZMQ;
 # the specification's note that quorumnet is "UDP when mapped through container port forwarding"

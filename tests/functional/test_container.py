@@ -97,13 +97,14 @@ def run_in(container: str, volume: Path, *command: str) -> list[str]:
             "--volume", f"{volume}:/data", container, "--", *command]
 
 
-def start_daemon(container: str, volume: Path, entrypoint: list[str], log_file: Path) -> subprocess.Popen[bytes]:
+def start_daemon(container: str, volume: Path, entrypoint: list[str], log_file: Path,
+                 *extra: str) -> subprocess.Popen[bytes]:
     """The image's entrypoint on regtest, its admin RPC on 0.0.0.0:ADMIN_PORT; its other ports
     moved off the defaults and onto loopback (the container shares this machine's network)."""
     with open(log_file, "ab") as out:
         return subprocess.Popen(
             run_in(container, volume, *entrypoint, "--regtest", f"--rpc-admin=0.0.0.0:{ADMIN_PORT}",
-                   "--p2p-bind-ip=127.0.0.1", "--p2p-bind-port=39230", "--quorumnet-port=39232"),
+                   "--p2p-bind-ip=127.0.0.1", "--p2p-bind-port=39230", "--quorumnet-port=39232", *extra),
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
 
 
@@ -209,10 +210,16 @@ def test_a_regtest_daemon_from_the_entrypoint_answers_from_outside_and_its_data_
     assert_equal(code, 0, f"exit code after SIGTERM:\n{log_file.read_text()[-3000:]}")
     assert not (volume / "rpc.cookie").exists(), "the cookie outlived a clean stop"
 
-    log.info("Started again on the same volume: the data dir reopens with the same key")
-    daemon = start_daemon(container, volume, image["Entrypoint"], log_file)
+    log.info("Started again on the same volume with --rpc-no-login (the specification's way: the "
+             "mapping restricted to loopback): the same key, answered with no credential, one warning")
+    log_file.write_bytes(b"")
+    daemon = start_daemon(container, volume, image["Entrypoint"], log_file, "--rpc-no-login")
     try:
         answering(daemon, volume, log_file)
+        assert not (volume / "rpc.cookie").exists(), "a cookie written though no login is asked"
         assert_equal(call(volume, "get_service_node_key")["service_node_pubkey"], key)
     finally:
         assert_equal(stop(daemon), 0)
+    warnings = [line for line in log_file.read_text().splitlines() if "admin RPC bound to" in line]
+    assert_equal(len(warnings), 1, "\n".join(warnings))
+    assert "asks no login (--rpc-no-login)" in warnings[0], warnings[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,3 +116,24 @@ def test_the_wallet_rpc_goes_without_a_login_only_on_loopback(tmp_path: Path) ->
     access = rpc_access(wallet, Endpoint("127.0.0.1", 38094), None, False, {})
     assert access.cookie == tmp_path / "w.rpc-cookie" and access.login is not None
     assert access.auth is not None and access.auth.allows(access.login.header())
+
+
+def test_no_login_is_a_choice_for_a_bind_off_loopback_and_never_beside_a_login(tmp_path: Path) -> None:
+    from snode.app.config import build_config
+    from snode.app.rpc_access import AdminAccess
+
+    def config(**flags: object) -> Any:
+        return build_config(network="regtest", data_dir=str(tmp_path), service_node=False, p2p_bind_ip=None,
+                            p2p_bind_port=None, rpc_admin="0.0.0.0:39231", public_ip=None, quorumnet_port=None,
+                            priority_nodes=(), log_level="2", non_interactive=True, genesis=None,
+                            **flags)  # type: ignore[arg-type]
+
+    access = AdminAccess.open(config(rpc_no_login=True))
+    assert (access.auth, access.cookie) == (None, None) and not (tmp_path / "rpc.cookie").exists()
+    assert AdminAccess.open(config()).auth is not None  # the default off loopback: the cookie
+    login = tmp_path / "login"
+    login.write_text("op:secret\n")
+    login.chmod(0o600)
+    with pytest.raises(ConfigError, match="--rpc-no-login: the admin RPC cannot ask no login and the login of "
+                                          "--rpc-login-file: give one of them"):
+        config(rpc_no_login=True, rpc_login_file=str(login))

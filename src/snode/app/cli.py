@@ -11,6 +11,7 @@ from collections.abc import Callable
 import click
 
 from snode import __version__
+from snode.api.credentials import is_loopback
 from snode.app.config import Config, ConfigError, build_config
 from snode.common.network_flags import given_networks, network_flags
 from snode.net.protocol import PROTOCOL_VERSION
@@ -35,6 +36,9 @@ def snoded_command(start: Callable[[Config], None]) -> click.Command:
     @click.option("--rpc-admin", metavar="IP:PORT", help="Admin RPC bind [127.0.0.1:9231]; keep it on loopback.")
     @click.option("--rpc-login-file", metavar="FILE", help="Admin RPC login user:pass in FILE [off; SNODE_RPC_LOGIN].")
     @click.option("--rpc-login", hidden=True, help="Refused: a login on the command line is public.")
+    @click.option("--rpc-no-login", is_flag=True,
+                  help="On a bind that is not loopback, ask no login either (a container whose port "
+                       "mapping is restricted to the host's loopback); off: the cookie is asked for.")
     @click.option("--rpc-allow-host", "rpc_allow_hosts", multiple=True, metavar="HOST",
                   help="Extra Host header value the admin RPC accepts (repeatable).")
     @click.option("--service-node-public-ip", "public_ip", metavar="IP", help="The node's real public IP.")
@@ -50,8 +54,9 @@ def snoded_command(start: Callable[[Config], None]) -> click.Command:
                        "another daemon running this service node's key.")
     @click.option("--notify", metavar="COMMAND",
                   help="Run COMMAND (no shell) for this node's own events: state changes, refused "
-                       "proofs, rewards; the event is in SNODE_EVENT, SNODE_STATE, SNODE_REASON, "
-                       "SNODE_HEIGHT, SNODE_PUBKEY, SNODE_AMOUNT.")
+                       "proofs, rewards, low downtime credit, a fork this snoded does not know; the "
+                       "event is in SNODE_EVENT, SNODE_STATE, SNODE_REASON, SNODE_HEIGHT, SNODE_PUBKEY, "
+                       "SNODE_AMOUNT, SNODE_CREDIT.")
     @click.option("--non-interactive", is_flag=True, help="Never read console commands from stdin.")
     @network_flags
     @click.option("--genesis", metavar="FILE", help="Genesis document for this network.")
@@ -80,6 +85,9 @@ def warn_about_flags(config: Config) -> None:
     nothing here, and a fault test's skewed clock."""
     if config.public_ip is not None and not config.service_node:
         log.warning("--service-node-public-ip is ignored without --service-node")
+    if config.rpc_no_login and is_loopback(config.rpc_admin.host):
+        log.warning("--rpc-no-login changes nothing on the loopback bind %s (it asks no login anyway)",
+                    config.rpc_admin)
     if config.clock_offset:
         log.warning("SNODE_CLOCK_OFFSET: this daemon's clock runs %+.3f s from the machine's "
                     "(a fault test's skewed clock)", config.clock_offset)

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from snode.api.credentials import COMMAND_LINE_LOGIN, Login, operator_login
+from snode.api.credentials import COMMAND_LINE_LOGIN, LOGIN_ENV, Login, operator_login
 from snode.common.clock import clock_offset
 from snode.common.files import default_data_dir
 from snode.common.endpoints import (
@@ -54,6 +54,9 @@ class Config:
     signature beyond those needed (`services.producer`). Empty: an honest node."""
     db_growth_pages: int | None = None
     """`SNODE_DB_GROWTH_PAGES` (devnet and regtest tests of a full disk); None: no cap."""
+    rpc_no_login: bool = False
+    """`--rpc-no-login`: a bind that is not loopback asks no login either (the specification's
+    container with its port mapped to the host's loopback); refused with a login."""
     rpc_login: Login | None = None
     """The operator's own admin RPC login (`--rpc-login-file`, SNODE_RPC_LOGIN); None: the
     cookie where the bind is not loopback, nothing on loopback (snode.app.rpc_access)."""
@@ -71,7 +74,7 @@ def build_config(
     non_interactive: bool, genesis: str | None, rpc_allow_hosts: tuple[str, ...] = (),
     notify: str | None = None, skip_doppelganger_check: bool = False, omq_public: str | None = None,
     rpc_login_file: str | None = None, rpc_login: str | None = None, test_forks: tuple[str, ...] = (),
-    assume_valid: str | None = None, trusted_checkpoint: str | None = None,
+    assume_valid: str | None = None, trusted_checkpoint: str | None = None, rpc_no_login: bool = False,
 ) -> Config:
     """Validate the flags' raw strings into a Config; ConfigError names the first bad option."""
     params = with_test_forks(NETWORKS[network], test_forks)
@@ -121,10 +124,21 @@ def build_config(
         skip_doppelganger_check=skip_doppelganger_check, test_misbehave=_test_misbehave(params.name),
         omq_public=_omq_public(omq_public, service_node),
         clock_offset=_clock_offset(params.name), mempool_max_entries=_mempool_max_entries(params.name),
-        db_growth_pages=_db_growth_pages(params.name), rpc_login=operator_login(rpc_login_file, os.environ),
+        db_growth_pages=_db_growth_pages(params.name), rpc_no_login=rpc_no_login,
+        rpc_login=_operator_login(rpc_login_file, rpc_no_login),
         assume_valid=parse_assume_valid(assume_valid, params),
         trusted_checkpoint=parse_trusted_checkpoint(trusted_checkpoint),
     )
+
+
+def _operator_login(rpc_login_file: str | None, rpc_no_login: bool) -> Login | None:
+    """The operator's login (`--rpc-login-file`, SNODE_RPC_LOGIN); ConfigError with
+    `--rpc-no-login`, which asks for none."""
+    login = operator_login(rpc_login_file, os.environ)
+    if login is not None and rpc_no_login:
+        raise ConfigError(f"--rpc-no-login: the admin RPC cannot ask no login and the login of "
+                          f"{'--rpc-login-file' if rpc_login_file else LOGIN_ENV}: give one of them")
+    return login
 
 
 def _genesis_path(genesis: str | None) -> Path | None:

@@ -38,6 +38,11 @@ class AdminAccess:
         """The access for config's bind; writes the cookie where one is needed (the data dir
         exists and is locked by now)."""
         bind = config.rpc_admin
+        if config.rpc_no_login and not is_loopback(bind.host):
+            log.warning("admin RPC bound to %s asks no login (--rpc-no-login): whoever reaches the port "
+                        "can stop this node; map it to the host's loopback only (-p 127.0.0.1:%d:%d)",
+                        bind, bind.port, bind.port)
+            return cls()
         if not is_loopback(bind.host):
             log.warning("admin RPC bound to %s: it must never be reachable from the internet; "
                         "restrict the port mapping to loopback", bind)
