@@ -17,7 +17,7 @@ from snode.devchain import key_from_label
 from snode.net.protocol import ProtocolViolation
 from snode.net.relay import decode_block, peek_block
 from snode.node.node import Node
-from snode.node.upgrade import MAX_PENDING_BLOCKS, CannotValidateYet, UpgradeWatch
+from snode.node.upgrade import MAX_ADDRESSES, MAX_PENDING_BLOCKS, CannotValidateYet, UpgradeWatch
 from snode.node.verifier import InlineVerifier
 from snode.params import REGTEST, TESTNET, V2, Fork
 from snode.store.memory import MemoryStore
@@ -75,9 +75,10 @@ def test_without_a_learnt_fork_a_v2_block_is_invalid_as_before():
 def test_from_a_learnt_fork_its_blocks_are_kept_and_the_node_stops_before_it():
     upgraded, old = _chains()
     node = _old_node(old)
-    _announced(node.upgrade, H)
-    assert node.upgrade.stop_height == H
+    _announced(node.upgrade, H, peers=5)
+    assert node.upgrade.stop_height is None  # announcements warn: any number of addresses is cheap
     assert node.accept_blocks(upgraded.blocks[1:], upgraded.now) == H - 1
+    assert node.upgrade.stop_height == H  # the fork's first block, by a producer that may make it
     assert [h for h, _ in node.upgrade.pending()] == [H, H + 1, H + 2]
     with pytest.raises(CannotValidateYet, match=f"block {H} is on fork v2 from height {H}") as caught:
         node.accept_block(upgraded.blocks[H], upgraded.now)
@@ -131,9 +132,22 @@ def test_announcements_of_own_or_passed_forks_are_not_news():
     assert watch.learnt == []
 
 
+def test_peers_never_stop_a_node_and_a_third_of_the_active_sns_proofs_do():
+    log.info("two addresses made up a fork (cheap for an attacker): a warning, never a stop of the node")
+    watch = UpgradeWatch(REGTEST)
+    _announced(watch, H, peers=MAX_ADDRESSES + 4)
+    assert watch.stop_height is None and watch.required(0, 0) is not None
+    log.info("the proofs of a third of 30 active service nodes confirm it: 9 do not, the tenth does")
+    for i in range(10):
+        assert watch.stop_height is None
+        watch.learn_from_proof("v2", H, 0, version="0.3.0", source=f"sn{i}", needed=10)
+    assert watch.stop_height == H
+
+
 def test_what_was_learnt_and_kept_survives_a_restart_until_the_schedule_knows_it(tmp_path):
     watch = UpgradeWatch(REGTEST, tmp_path)
-    _announced(watch, H)
+    for i in range(2):
+        watch.learn_from_proof("v2", H, 0, version="0.3.0", source=f"sn{i}", needed=0)
     watch.park([(H, b"\x01" * 32, b"block six"), (H + 1, b"\x02" * 32, b"block seven")])
     again = UpgradeWatch(REGTEST, tmp_path)
     assert again.stop_height == H and again.pending() == [(H, b"block six"), (H + 1, b"block seven")]

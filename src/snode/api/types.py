@@ -228,7 +228,8 @@ class UpgradeRequired(Result, frozen=True):
     known_by: list[str]
     """The snoded versions that announced it (peers' agents, escaped)."""
     confirmed: bool
-    """A block, a proof or two peers' addresses say so: the daemon stops at `height`."""
+    """A block of the fork, or the proofs of a third of the active service nodes, say so: the
+    daemon stops at `height` (peers' announcements alone only warn)."""
     stopped: bool
     """Its tip is the block before `height`: it makes, signs and validates nothing further."""
     pending_blocks: int

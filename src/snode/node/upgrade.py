@@ -13,9 +13,11 @@ their sender), in a bounded pending store persisted in the data dir, so that aft
 with the right schedule or a newer snoded it goes on from where it stopped. It never stops by
 date.
 
-A fork learnt from announcements alone stops the node only once CONFIRMING_PEERS distinct peer
-addresses announced it (one peer could otherwise stop it with a made-up height); a block or a
-service node's proof confirms it at once (each is signed by a key that may make it).
+Peers' announcements only warn: they never stop the node, however many addresses send them
+(addresses cost an attacker little, and a stop at a height two of them made up would halt every
+node that heard them: the whole network). What stops it is signed by keys that may make it: a
+block of the fork by a producer that may make it (its signature checked), or the accepted
+uptime proofs of a third of the active service nodes (at least CONFIRMING_PROOFS) naming it.
 
 The watch compares heights, which only `params.rules_at` may do in `core`: it lives in the
 node's shell, and asks the schedule only through `params`.
@@ -38,8 +40,9 @@ from snode.params import FAR_AHEAD, KNOWN_FORKS, MAX_BLOCK_BYTES, Fork, ForkRule
 
 log = logging.getLogger(__name__)
 
-CONFIRMING_PEERS: Final = 2
-"""Distinct peer addresses whose announcements of one fork height stop the node at it."""
+CONFIRMING_PROOFS: Final = 2
+"""The fewest service nodes whose proofs naming one fork stop the node at it (and a third of
+the active ones)."""
 MAX_LEARNT: Final = 4
 """Forks learnt and kept (the lowest heights: the first one is what stops the node)."""
 MAX_KNOWN_BY: Final = 8
@@ -74,8 +77,13 @@ class LearntFork:
     known_by: list[str] = field(default_factory=list)
     """The snoded names (peers' agents, escaped) that announced it."""
     addresses: list[str] = field(default_factory=list)
+    """Peer addresses that announced it (a warning only), the first MAX_ADDRESSES."""
     confirmed: bool = False
-    """A block, a proof or CONFIRMING_PEERS addresses say so: the node stops at `height`."""
+    """A block, or the proofs of a third of the active service nodes, say so: the node stops
+    at `height`."""
+    provers: set[str] = field(default_factory=set)
+    """The service nodes whose accepted proofs name it (until it is confirmed; not saved: the
+    proofs come again after a restart)."""
 
     def record(self) -> dict[str, Any]:
         return {"height": self.height, "name": self.name, "block_version": self.block_version,
@@ -139,7 +147,7 @@ class UpgradeWatch:
         return fork
 
     def learn_announcement(self, height: int, tip: int, *, agent: str, address: str) -> None:
-        """A peer's ForkStatus announces its next fork at `height`."""
+        """A peer's ForkStatus announces its next fork at `height`: a warning, never a stop."""
         if not height or not self._is_news(height, tip):
             return
         with self._lock:
@@ -154,8 +162,6 @@ class UpgradeWatch:
             if address not in fork.addresses and len(fork.addresses) < MAX_ADDRESSES:
                 fork.addresses.append(address)
                 changed = True
-            if not fork.confirmed and len(fork.addresses) >= CONFIRMING_PEERS:
-                fork.confirmed = changed = True
             if changed:
                 self._changed()
 
@@ -179,9 +185,9 @@ class UpgradeWatch:
             label = printable(f"snoded/{version}", 32)
             if label not in fork.known_by and len(fork.known_by) < MAX_KNOWN_BY:
                 fork.known_by.append(label)
-            if source not in fork.addresses and len(fork.addresses) < MAX_ADDRESSES:
-                fork.addresses.append(source)
-            fork.confirmed = fork.confirmed or len(fork.addresses) >= max(needed, CONFIRMING_PEERS)
+            if not fork.confirmed:
+                fork.provers.add(source)
+                fork.confirmed = len(fork.provers) >= max(needed, CONFIRMING_PROOFS)
             self._changed()
 
     def upgrade_to(self) -> str:
