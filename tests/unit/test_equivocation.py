@@ -5,7 +5,9 @@ validator whose signature a leader left out keeps its duty where a node witnesse
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
+from typing import Any
 
 import msgspec
 import pytest
@@ -28,6 +30,7 @@ from snode.devchain import key_from_label
 from snode.net import protocol as P
 from snode.net.events import QuorumMessageReceived
 from snode.net.quorum_guard import BUDGETS, SCORE_FORGED, message_tag
+from snode.services.producer import MAX_WITNESSES, witnesses
 from snode.node.node import Node
 from snode.node.own_proof import Identity
 from snode.services.checkpoints import CheckpointDuties
@@ -41,6 +44,8 @@ from tests.unit.sn_chain import KEYS, advance, new_sn_chain, sn_block
 NET = REGTEST.network_id
 LEADER = key_from_label("equivocating leader")
 OTHER = key_from_label("another node")
+
+log = logging.getLogger(__name__)
 
 
 def header(*, height: int = 10, round: int = 0, timestamp: int = 1_000, producer: bytes = LEADER.public,
@@ -406,3 +411,23 @@ def test_a_validator_that_checked_one_template_proves_the_equivocation_from_the_
     producer.checked = {(block.header.height, 0): block}
     producer._check_adopted([block])  # the block it checked: nothing
     assert len(found) == 1
+
+
+def test_a_validator_sends_its_signature_to_a_bounded_set_of_witnesses_the_next_judges_first():
+    def state(n: int) -> Any:
+        nodes = {bytes([i // 256, i % 256]) * 16: SimpleNamespace(active=i % 7 != 3) for i in range(n)}
+        judges = tuple(list(nodes)[-10:])
+        return SimpleNamespace(service_nodes=nodes, height=5, quorums={5: SimpleNamespace(members=judges)})
+
+    small, big = state(40), state(2_000)
+    validator, leader = list(small.service_nodes)[0], list(small.service_nodes)[1]
+    signed = ValidatorSignature(6, 0, b"\x07" * 32, validator, b"\x00" * 64)
+    log.info("a devnet's 40 nodes: every other active one")
+    assert sorted(witnesses(small, signed, leader)) == sorted(
+        pk for pk, sn in small.service_nodes.items() if sn.active and pk not in (validator, leader))
+    log.info("mainnet's size: %d, the tip's obligations quorum among them", MAX_WITNESSES)
+    chosen = witnesses(big, signed, list(big.service_nodes)[1])
+    assert len(chosen) == MAX_WITNESSES == len(set(chosen))
+    active_judges = [pk for pk in big.quorums[5].members if big.service_nodes[pk].active]
+    assert chosen[:len(active_judges)] == active_judges
+    assert all(big.service_nodes[pk].active for pk in chosen)

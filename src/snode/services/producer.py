@@ -19,7 +19,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -27,6 +27,7 @@ from snode.common.aio import wait_set
 from snode.common.logs import LIMITED
 from snode.core import rounds as R
 from snode.core.blocks import Block, block_hash, producer_message
+from snode.core.crypto import hash32
 from snode.core.encoding import decode, encode
 from snode.core.equivocation import EquivocationProof, block_proof
 from snode.core.errors import BlockFromFuture, SnodeError
@@ -261,13 +262,15 @@ class BlockProducer:
                                                  block.producer_signature))
 
     def _witnesses(self, signed: R.ValidatorSignature, leader: bytes) -> None:
-        """A validator's signature goes to every other active service node too: a node that has
-        it before the block counts this validator's duty done even if the leader leaves it out
-        (docs/PARTICIPATION.md "Framing")."""
+        """A validator's signature goes to other active service nodes too: a node that has it
+        before the block counts this validator's duty done even if the leader leaves it out
+        (docs/PARTICIPATION.md "Framing"). To every one up to MAX_WITNESSES of them; beyond,
+        to the tip's obligations quorum (the next judges) and the rest of MAX_WITNESSES drawn
+        by the block hash, so that a validator's duty costs it a bounded number of quorumnet
+        connections and handshakes at mainnet's size, never one per service node."""
         assert self.quorumnet is not None
-        for pubkey, sn in self.node.state.service_nodes.items():
-            if sn.active and pubkey not in (signed.validator, leader):
-                self.quorumnet.send(pubkey, signed)
+        for pubkey in witnesses(self.node.state, signed, leader):
+            self.quorumnet.send(pubkey, signed)
 
     def _second_template(self, template: R.BlockTemplate) -> R.BlockTemplate | None:
         """Test only (`SNODE_TEST_MISBEHAVE=equivocate`): another template of the same round, one second
@@ -343,3 +346,20 @@ def _template_proof(first: R.BlockTemplate, second: R.BlockTemplate) -> Equivoca
     """The proof of a leader's two templates (the round machine checked both signatures)."""
     a, b = decode(first.block, Block), decode(second.block, Block)
     return block_proof(a.header, a.producer_signature, b.header, b.producer_signature)
+
+
+MAX_WITNESSES: Final = 64
+"""The most service nodes a validator sends its signature to besides the leader (`witnesses`)."""
+
+
+def witnesses(state: ChainState, signed: R.ValidatorSignature, leader: bytes) -> list[bytes]:
+    """Who gets a validator's signature as its witness: every other active node up to
+    MAX_WITNESSES; beyond, the tip's obligations quorum and the rest drawn by the signed hash."""
+    others = [pk for pk, sn in state.service_nodes.items() if sn.active and pk not in (signed.validator, leader)]
+    if len(others) <= MAX_WITNESSES:
+        return others
+    quorum, eligible = state.quorums.get(state.height), set(others)
+    judges = [pk for pk in (quorum.members if quorum is not None else ()) if pk in eligible]
+    drawn = sorted((pk for pk in others if pk not in judges),
+                   key=lambda pk: hash32(signed.block_hash + pk))
+    return (judges + drawn)[:MAX_WITNESSES]
