@@ -105,11 +105,7 @@ def build_config(
             "node's real public IP, or uptime proofs fail"
         )
     nodes = tuple(parse_endpoint("--add-priority-node", n, allow_names=True) for n in priority_nodes)
-    allowed = []
-    for host in rpc_allow_hosts:
-        if not valid_hostname(host) and not looks_like_ip(host):
-            raise ConfigError(f"--rpc-allow-host: '{host}' is not a host name or IP address")
-        allowed.append(host.lower())
+    allowed = _allowed_hosts(rpc_allow_hosts)
     if data_dir is not None and not data_dir.strip():
         raise ConfigError("--data-dir: give a directory path (it is empty)")
     _check_distinct_ports(rpc.port, p2p_port, qnet if service_node else None)
@@ -125,10 +121,19 @@ def build_config(
         omq_public=_omq_public(omq_public, service_node),
         clock_offset=_clock_offset(params.name), mempool_max_entries=_mempool_max_entries(params.name),
         db_growth_pages=_db_growth_pages(params.name), rpc_no_login=rpc_no_login,
-        rpc_login=_operator_login(rpc_login_file, rpc_no_login),
-        assume_valid=parse_assume_valid(assume_valid, params),
+        rpc_login=_operator_login(rpc_login_file, rpc_no_login), assume_valid=parse_assume_valid(assume_valid, params),
         trusted_checkpoint=parse_trusted_checkpoint(trusted_checkpoint),
     )
+
+
+def _allowed_hosts(rpc_allow_hosts: tuple[str, ...]) -> list[str]:
+    """`--rpc-allow-host` values, lower case; ConfigError for one that is no host name or IP."""
+    allowed = []
+    for host in rpc_allow_hosts:
+        if not valid_hostname(host) and not looks_like_ip(host):
+            raise ConfigError(f"--rpc-allow-host: '{host}' is not a host name or IP address")
+        allowed.append(host.lower())
+    return allowed
 
 
 def _operator_login(rpc_login_file: str | None, rpc_no_login: bool) -> Login | None:

@@ -215,14 +215,7 @@ class Daemon:
             node.hub.subscribe(SyncProgress, lambda e: bar.update(e.height, e.target))
         methods = MethodTable(node, request_stop=self.request_stop, peers=peers, duties=duties,
                               writer=writer, clock=self.clock)
-        app = make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
-                       metrics=metrics_page(node, counters, lambda: len(peers.peers), _quorum_figures(duties)),
-                       observe=counters.observe_rpc,
-                       unmet=lambda: unmet_conditions(node, node.now(), peer_count=len(peers.peers),
-                                                      shortage=self.descriptors.shortage(),
-                                                      disk=disk.shortage()), events=feed,
-                       discover=served_document, page=WebView(node, writer, lambda: len(peers.peers)).serve,
-                       page_script=LIVE_SCRIPT, auth=self.admin.auth)
+        app = self._admin_app(node, methods, counters, feed, disk, duties)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, **runner_options())
         await runner.setup()
         await GatedSite(runner, rpc_sock, shutdown_timeout=2.0).start()
@@ -234,6 +227,20 @@ class Daemon:
         wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar, notifier, omq)
         self._start_tasks(node, wiring, methods)
         return wiring
+
+    def _admin_app(self, node: Node, methods: MethodTable, counters: EventCounters, feed: EventFeed,
+                   disk: DiskWatch, duties: ServiceNodeDuties) -> web.Application:
+        """The admin HTTP server's application: the RPC, /metrics, /readyz, /events, the web view."""
+        cfg, peers, writer = self.config, methods.peers, methods.writer
+        assert peers is not None
+        return make_app(methods, bind_host=cfg.rpc_admin.host, allowed_hosts=cfg.rpc_allowed_hosts,
+                        metrics=metrics_page(node, counters, lambda: len(peers.peers), _quorum_figures(duties)),
+                        observe=counters.observe_rpc,
+                        unmet=lambda: unmet_conditions(node, node.now(), peer_count=len(peers.peers),
+                                                       shortage=self.descriptors.shortage(),
+                                                       disk=disk.shortage()), events=feed,
+                        discover=served_document, page=WebView(node, writer, lambda: len(peers.peers)).serve,
+                        page_script=LIVE_SCRIPT, auth=self.admin.auth)
 
     def _start_public_omq(self, methods: MethodTable, node: Node) -> PublicOmq | None:
         endpoint = self.config.omq_public

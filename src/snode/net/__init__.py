@@ -4,6 +4,6 @@ Others use the modules in `__all__`; the rest is its own.
 """
 
 __all__ = [
-    "admission", "events", "limits", "peer", "peers", "protocol", "quorum_guard", "quorumnet", "relay",
-    "zmq_guard",
+    "address_file", "admission", "events", "limits", "peer", "peers", "protocol", "quorum_guard",
+    "quorumnet", "relay", "zmq_guard",
 ]

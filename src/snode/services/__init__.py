@@ -4,5 +4,6 @@ The app starts the services in `__all__`; the rest serve them.
 """
 
 __all__ = [
-    "checkpoints", "event_feed", "notify", "producer", "saving", "sn_duties", "sync",
+    "checkpoints", "departure", "equivocation", "event_feed", "notify", "producer", "reachability",
+    "saving", "sn_duties", "sync",
 ]
