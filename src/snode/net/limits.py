@@ -83,6 +83,13 @@ SYNC_BACKOFF_MAX_S: Final = 600.0
 """...up to this (a reconnect does not reset it; a good download does)."""
 MAX_SYNC_BACKOFFS: Final = 4_096
 """Addresses backed off at once; when full, the one whose backoff ends first goes."""
+MAX_SYNC_SOURCES: Final = 3
+"""Peers one sync downloads from (`services.sync_ranges`): each proved a height at or above the
+range it is asked, and each has at most one request out (`peer.Peer.pending`)."""
+SYNC_HEDGE_S: Final = 5.0
+"""Seconds a sync request waits for its answer before it is asked of another of its sync's
+peers as well (the first answer counts; the slower peer is backed off, not scored): a peer that
+answers just before each REQUEST_TIMEOUT costs a sync this, not the timeout."""
 
 # --- frames ---------------------------------------------------------------------------------
 

@@ -21,7 +21,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Final
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from snode.core.blocks import Block, block_hash
 from snode.core.errors import BlockFromFuture, SnodeError
@@ -30,7 +31,7 @@ from snode.core.transition import check_block_stateless
 from snode.net import protocol as P
 from snode.net.admission import limited
 from snode.net.events import BlocksAhead, PeerConnected
-from snode.net.limits import SCORE_PROTOCOL
+from snode.net.limits import SCORE_PROTOCOL, SCORE_SYNC_STALL, SCORE_SYNC_TIMEOUT, SYNC_HEDGE_S
 from snode.net.peer import Peer, PeerGone, RequestTimeout
 from snode.net.peers import PeerManager
 from snode.net.protocol import ProtocolViolation
@@ -43,6 +44,7 @@ from snode.params import MAX_BLOCK_BYTES
 from snode.store.errors import StoreError
 from snode.services import sync_machine as S
 from snode.services.sync_peers import Backoffs, Claim, check_tip, choose, target
+from snode.services.sync_ranges import Sources, hedge_wait
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,28 @@ could not fit its byte limit: it has at least this many bytes (`Node.blocks_afte
 
 class Preempted(Exception):
     """A peer proved a height while the sync waited on one that has proved and sent nothing."""
+
+
+class Blamed(ProtocolViolation):
+    """A ProtocolViolation of one of a sync's sources (not necessarily the one it started with)."""
+
+    def __init__(self, peer: Peer, reason: str) -> None:
+        super().__init__(reason)
+        self.peer = peer
+
+
+@dataclass(slots=True, eq=False)
+class _Ask:
+    """One request of the machine's, as asked of one of the sync's sources or more."""
+
+    locator: list[bytes]
+    top: bytes | None
+    """The block the range must follow (None: a request with the whole locator, which may
+    bring a fork)."""
+    sent: float
+    """When the machine asked it."""
+    tries: dict[Peer, tuple[asyncio.Future[P.Blocks], float]] = field(default_factory=dict)
+    """Peer -> its answer, and when it was asked."""
 
 
 class Syncer:
@@ -215,7 +239,7 @@ class Syncer:
             log.warning("sync from %s paused: %s (check both clocks)", best.name, err.reason)
             _believe_no_more(best, self.node.height)
         except ProtocolViolation as err:
-            self.peers.misbehaving(best, SCORE_PROTOCOL, str(err))
+            self.peers.misbehaving(err.peer if isinstance(err, Blamed) else best, SCORE_PROTOCOL, str(err))
         except CannotValidateYet as err:
             # A fork this node does not know: it stops here; the peer did nothing wrong.
             log.info("sync from %s stops at %d: %s", best.name, self.node.height, err.reason, extra=limited(best))
@@ -263,7 +287,8 @@ def signed_check(consensus: Consensus) -> Callable[[Block], str]:
 
 
 class _Run:
-    """One machine against one peer, and the batch it has staged."""
+    """One machine, the peers it downloads from (`sync_ranges.Sources`: `peer`, the one whose
+    answer it handles now, is one of them), and the batch it has staged."""
 
     def __init__(self, syncer: Syncer, peer: Peer) -> None:
         self.syncer = syncer
@@ -277,7 +302,12 @@ class _Run:
             clock=time.monotonic, whole_bytes=WHOLE_DOWNLOAD_BYTES,
         )
         self.held: StagedBatch | None = None
-        self.requests: list[asyncio.Future[P.Blocks]] = []
+        self.held_by = peer
+        """The source of the staged batch's blocks (a batch is joined only from one source)."""
+        self.sources = Sources([Claim(peer, peer.key, peer.height, peer.proven)])
+        self.last_height = node.height
+        """The height of the last block downloaded."""
+        self.requests: list[_Ask] = []
         self.preempt = asyncio.Event()
         """Set when another peer proves a height while this one has sent nothing (`Syncer._proved`)."""
         self.started, self.start_height = time.monotonic(), node.height
@@ -295,7 +325,7 @@ class _Run:
             if actions or machine.done:
                 continue
             try:
-                reply = await self._answer(self.requests.pop(0))
+                self.peer, reply, blocks, arrived = await self._answer(self.requests.pop(0))
             except RequestTimeout:
                 await self.execute(machine.on_timeout())
                 self.peer.close()  # a late answer must not pass for another's
@@ -308,28 +338,127 @@ class _Run:
                           self.peer.name, extra=limited(self.peer))
                 await self.execute(machine.on_preempted())
                 return
-            blocks = _decode(reply.blocks)
-            actions = machine.on_blocks(reply.height, blocks, sum(len(b) for b in reply.blocks),
-                                        self.syncer._arrived)
+            if blocks:
+                self.last_height = blocks[-1].header.height
+            actions = machine.on_blocks(reply.height, blocks, sum(len(b) for b in reply.blocks), arrived)
             self.peer.height = machine.peer_height
             self._progress()
 
-    async def _answer(self, request: asyncio.Future[P.Blocks]) -> P.Blocks:
-        """The peer's answer to `request` (`Peer.answer`), or Preempted."""
-        answer = asyncio.ensure_future(self.peer.answer(request))
-        preempt = asyncio.ensure_future(self.preempt.wait())
+    async def _answer(self, ask: _Ask) -> tuple[Peer, P.Blocks, list[Block], float]:
+        """The first good answer to `ask` from any peer it was asked of, decoded, and when it
+        came (on the machine's clock: as if asked when the machine asked it); asked of another
+        source as well after SYNC_HEDGE_S, or again when one fails. Preempted, or the failure
+        of the last source that could answer (then `peer` is that one)."""
+        waits: dict[asyncio.Future[P.Blocks], Peer] = {}
+        preempt: asyncio.Future[Any] = asyncio.ensure_future(self.preempt.wait())
         try:
-            await asyncio.wait((answer, preempt), return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:  # the sync is cancelled (the node stops): no wait outlives it
-            answer.cancel()
-            raise
+            while True:
+                for peer, (request, _) in ask.tries.items():
+                    if peer not in waits.values():
+                        waits[asyncio.ensure_future(peer.answer(request))] = peer
+                pending: list[asyncio.Future[Any]] = [*waits, preempt]
+                done, _ = await asyncio.wait(pending, timeout=self._hedge_in(ask),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    self._hedge(ask)
+                for task in [t for t in waits if t in done]:
+                    peer = waits.pop(task)
+                    got = self._took(ask, peer, task)
+                    if got is not None:
+                        self._settle(ask, peer)
+                        return got
+                if preempt.done():
+                    raise Preempted
         finally:
+            self._settle(ask, None)  # whatever is still out is owed
             preempt.cancel()
-        if answer.done():
-            return answer.result()
-        answer.cancel()
-        self.peer.blocks_owed += 1
-        raise Preempted
+            for task in waits:
+                task.cancel()
+
+    def _took(self, ask: _Ask, peer: Peer,
+              task: asyncio.Future[P.Blocks]) -> tuple[Peer, P.Blocks, list[Block], float] | None:
+        """`peer`'s answer to `ask`, decoded, or None when it failed and another source has the
+        request now (the failure is scored and backed off as ever, the peer left)."""
+        asked = ask.tries[peer][1]
+        try:
+            reply = task.result()
+            blocks = _decode(reply.blocks)
+        except ProtocolViolation as err:
+            raise Blamed(peer, str(err)) from None
+        except (RequestTimeout, PeerGone) as err:
+            del ask.tries[peer]
+            if not (ask.tries or self._again(ask, peer)):
+                self.peer = peer
+                raise
+            self._failed(peer, "did not answer a sync request in time" if isinstance(err, RequestTimeout)
+                         else "disconnected during a sync request", timeout=isinstance(err, RequestTimeout))
+            return None
+        if (ask.top is not None and blocks and blocks[0].header.prev_hash != ask.top
+                and (len(ask.tries) > 1 or self._again(ask, peer))):
+            del ask.tries[peer]
+            self._failed(peer, "sent blocks that do not follow the block they were asked after", stall=True)
+            return None
+        return peer, reply, blocks, self.syncer._arrived - (asked - ask.sent)
+
+    def _fill(self) -> None:
+        """Take on the peers that proved the next range (`Sources.fill`)."""
+        need = min(self.last_height + P.MAX_BLOCKS_PER_BATCH, self.machine.peer_height)
+        for taken in self.sources.fill(self.syncer._claims(), need, self.syncer.backoffs):
+            log.debug("sync: downloading from %s too (proven %d)", getattr(taken.peer, "name", "?"), taken.proven)
+
+    def _hedge_in(self, ask: _Ask) -> float:
+        """Seconds until `ask` is to be asked of another source too (or, with none to ask,
+        until we look for one again: a peer may prove the range meanwhile)."""
+        self._fill()
+        if self.sources.spare(ask.tries) is None:
+            return SYNC_HEDGE_S
+        return hedge_wait(max(asked for _, asked in ask.tries.values()), time.monotonic())
+
+    def _hedge(self, ask: _Ask) -> None:
+        spare = self.sources.spare(ask.tries)
+        if spare is not None:
+            assert isinstance(spare.peer, Peer)
+            log.debug("sync: asking %s too, %s has not answered in %.0f s", spare.peer.name,
+                      ", ".join(p.name for p in ask.tries), time.monotonic() - ask.sent)
+            self._send(ask, spare.peer)
+
+    def _again(self, ask: _Ask, failed: Peer) -> bool:
+        """Ask `ask` of another source than `failed`; whether one could be asked."""
+        other = self.sources.spare({*ask.tries, failed})
+        if other is None:
+            return False
+        assert isinstance(other.peer, Peer)
+        self._send(ask, other.peer)
+        return True
+
+    def _settle(self, ask: _Ask, winner: Peer | None) -> None:
+        """The answer to `ask` came from `winner`: the other peers asked owe theirs (dropped when
+        it comes); one asked before the winner was slower than it, and is left."""
+        won = ask.tries.pop(winner)[1] if winner is not None else 0.0
+        for peer, (request, asked) in ask.tries.items():
+            if not request.done():
+                request.cancel()
+                peer.blocks_owed += 1
+            if winner is not None and asked < won:
+                self._failed(peer, f"answered a sync request slower than {winner.name}", scored=False)
+        ask.tries.clear()
+
+    def _failed(self, peer: Peer, reason: str, *, timeout: bool = False, stall: bool = False,
+                scored: bool = True) -> None:
+        """A source failed a request another source took over: scored (a timeout as ever, a
+        wrong range as a stall), backed off and left; a timed-out one is closed (a late answer
+        must not pass for another's)."""
+        if scored:
+            points = SCORE_SYNC_TIMEOUT if timeout else SCORE_SYNC_STALL if stall else 0
+            if points:
+                self.syncer.peers.misbehaving(peer, points, reason)
+        self._backoff(reason, peer)
+        self.sources.drop(peer)
+        if timeout:
+            peer.close()
+
+    def _send(self, ask: _Ask, peer: Peer) -> None:
+        ask.tries[peer] = (peer.ask_blocks(ask.locator, P.MAX_BLOCKS_PER_BATCH), time.monotonic())
 
     async def execute(self, actions: list[S.Action]) -> None:
         """Do what the machine says, in order (a Stage's answer may add actions)."""
@@ -350,36 +479,48 @@ class _Run:
                 case S.Score():
                     self.syncer.peers.misbehaving(self.peer, action.points, action.reason)
                 case S.Backoff():
-                    self._backoff(action.reason)
+                    self._backoff(action.reason, self.peer)
                 case S.Ban():
-                    raise ProtocolViolation(action.reason)
+                    raise Blamed(self.peer, action.reason)
                 case S.Done():
                     self.peer.height = action.peer_height
                     self.peer.proven = min(self.peer.proven, action.peer_height)
 
-    def _backoff(self, reason: str) -> None:
-        """The peer did not deliver: not synced from, nor its height believed, for a while."""
-        seconds = self.syncer.backoffs.fail(self.peer.key)
+    def _backoff(self, reason: str, peer: Peer) -> None:
+        """`peer` did not deliver: not synced from, nor its height believed, for a while."""
+        seconds = self.syncer.backoffs.fail(peer.key)
         log.info("sync: peer %s %s; syncing from others, not from its address for %.0f s",
-                 self.peer.name, reason, seconds, extra=limited(self.peer))
+                 peer.name, reason, seconds, extra=limited(peer))
         self.syncer._update_target()
 
     async def _request(self, action: S.Request) -> None:
+        """Ask the machine's request: one with the whole locator (which may bring a fork) of the
+        first source, a pipelined range of the source whose turn it is."""
         locator = [action.top] if action.top is not None else []
+        if action.with_locator and self.machine.delivered:
+            first: object = self.peer  # the rest of the fork it showed
+        else:
+            self._fill()
+            turn = self.sources.next()
+            first = turn.peer if turn is not None else self.peer
         if action.with_locator:
             locator += await self.writer.call(self.syncer.node.locator)
-        self.requests.append(self.peer.ask_blocks(locator, P.MAX_BLOCKS_PER_BATCH))
+        assert isinstance(first, Peer)
+        ask = _Ask(locator, None if action.with_locator else action.top, time.monotonic())
+        self._send(ask, first)
+        self.requests.append(ask)
 
     async def _stage(self, action: S.Stage) -> list[S.Action]:
-        held = self.held
-        if action.join:
+        held, held_by = self.held, self.held_by
+        if action.join and held_by is self.peer:  # one source per batch: its bad block is that source's
             batch = await self.writer.stage_batch(action.blocks, extending=held)
         else:
             batch = await self.writer.stage_batch(action.blocks, after=held)
             if held is not None:
                 self.held = None
-                await self._store(held, more=batch.failure is None)
-        self.held = batch
+                await self._store(held, held_by, more=batch.failure is None)
+        self.held, self.held_by = batch, self.peer
+        self.sources.credit(self.peer, len(action.blocks))
         if batch.failure is None:
             self.peer.proven = max(self.peer.proven, batch.height)  # it delivered them
         more = self.machine.peer_height > action.blocks[-1].header.height
@@ -389,24 +530,24 @@ class _Run:
     async def _finish(self) -> None:
         batch, self.held = self.held, None
         if batch is not None:
-            await self._store(batch, more=False)
+            await self._store(batch, self.held_by, more=False)
 
-    async def _store(self, batch: StagedBatch, *, more: bool) -> None:
-        """Store and adopt a staged batch; an invalid block in it is the peer's fault. `more`:
-        another batch is staged after it, so the store may defer its state rows."""
+    async def _store(self, batch: StagedBatch, by: Peer, *, more: bool) -> None:
+        """Store and adopt a staged batch; an invalid block in it is the fault of `by`, its
+        source. `more`: another batch is staged after it, so the store may defer its state rows."""
         try:
             await self.writer.finish_batch(batch, defer_state=more)
         except (BlockFromFuture, StaleBatch, StoreError):
             raise
         except SnodeError as err:
-            raise ProtocolViolation(f"sent an invalid block during sync: {err.reason}") from None
-        self._delivered()
+            raise Blamed(by, f"sent an invalid block during sync: {err.reason}") from None
+        self._delivered(by)
 
-    def _delivered(self) -> None:
-        """The peer's blocks are on our chain: it is a good source, and what other peers
+    def _delivered(self, by: Peer) -> None:
+        """`by`'s blocks are on our chain: it is a good source, and what other peers
         claimed may be provable now."""
-        self.syncer.backoffs.succeeded(self.peer.key)
-        self.peer.proven = max(self.peer.proven, self.syncer.node.height)
+        self.syncer.backoffs.succeeded(by.key)
+        by.proven = max(by.proven, self.syncer.node.height)
         self.syncer._recheck_claims()
 
     async def _reorganize(self, branch: list[Block]) -> None:
@@ -415,8 +556,8 @@ class _Run:
         except (BlockFromFuture, StoreError):
             raise
         except SnodeError as err:
-            raise ProtocolViolation(f"sent an invalid fork: {err.reason}") from None
-        self._delivered()
+            raise Blamed(self.peer, f"sent an invalid fork: {err.reason}") from None
+        self._delivered(self.peer)
 
     def _progress(self) -> None:
         self.syncer._update_target()
@@ -435,17 +576,20 @@ class _Run:
     async def close(self) -> None:
         """Drop the requests still out; store the staged batch (its blocks are good once their
         signatures check out) unless the peer broke the rules."""
-        for request in self.requests:
-            if request.done() and not request.cancelled():
-                request.exception()
-            else:
-                request.cancel()
+        for ask in self.requests:
+            for peer, (request, _) in ask.tries.items():
+                if request.done() and not request.cancelled():
+                    request.exception()
+                else:
+                    request.cancel()
+                    peer.blocks_owed += 1
         self.requests.clear()
+        self._summary()
         if self.held is None:
             return
         batch, self.held = self.held, None
         try:
-            await self._store(batch, more=False)
+            await self._store(batch, self.held_by, more=False)
             await self.syncer.relay.apply_orphans()
         except StaleBatch:
             pass
@@ -454,7 +598,17 @@ class _Run:
         except CannotValidateYet as err:  # a fork this node does not know: the peer did nothing wrong
             log.info("sync from %s stops at %d: %s", self.peer.name, self.syncer.node.height, err.reason)
         except ProtocolViolation as err:
-            self.syncer.peers.misbehaving(self.peer, SCORE_PROTOCOL, str(err))
+            self.syncer.peers.misbehaving(err.peer if isinstance(err, Blamed) else self.held_by, SCORE_PROTOCOL,
+                                          str(err))
+
+    def _summary(self) -> None:
+        """How many blocks each source sent (INFO for a sync of more than one source or download)."""
+        got = self.sources.delivered
+        total = sum(got.values())
+        if total:
+            log.log(logging.INFO if len(got) > 1 or total >= P.MAX_BLOCKS_PER_BATCH else logging.DEBUG,
+                    "sync: %d blocks from %d peers (%s)", total, len(got),
+                    ", ".join(f"{getattr(p, 'name', '?')} {n}" for p, n in got.items()))
 
 
 def _decode(raws: list[bytes]) -> list[Block]:
