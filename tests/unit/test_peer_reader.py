@@ -1,7 +1,9 @@
 """The P2P reader (`peer.PeerProtocol` feeding `Peer`): frames are decoded where the bytes
 arrive, queued on the peer, and its connection's task is woken once per batch; reading stops
 while too many bytes of frames wait for the task, and a violation or the end of the connection
-reaches the task after the frames queued before it.
+reaches the task after the frames queued before it. The writer's flow control
+(`peer.PeerWriter`, ours on the public Protocol interface): a drain waits while the transport's
+buffer is above its high-water mark, and the connection's loss wakes it with its error.
 
 Each test that takes the `run` fixture runs a real loopback TCP connection (the far end a plain
 socket) on asyncio's loop and on uvloop, the daemon's; those through the peer manager run on
@@ -15,6 +17,7 @@ import asyncio
 import socket
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+import logging
 from typing import Any
 
 import pytest
@@ -25,6 +28,7 @@ from snode.net.peer import Peer, PeerProtocol
 from snode.net.peers import PeerManager
 from tests.unit.conftest import peer_manager, wait_async
 
+log = logging.getLogger(__name__)
 Scenario = Callable[[PeerProtocol, Peer, socket.socket], Awaitable[None]]
 
 
@@ -40,7 +44,7 @@ def _loops() -> list[str]:
 def run(request: Any) -> Iterator[Callable[[Scenario], None]]:
     """Run a scenario against a Peer over a fresh loopback connection, on the loop named."""
 
-    def go(scenario: Scenario, *, receive_buffer: int = 0) -> None:
+    def go(scenario: Scenario, *, receive_buffer: int = 0, send_buffer: int = 0) -> None:
         async def main() -> None:
             with socket.socket() as listener:
                 listener.bind(("127.0.0.1", 0))
@@ -48,6 +52,8 @@ def run(request: Any) -> Iterator[Callable[[Scenario], None]]:
                 ours = socket.socket()
                 if receive_buffer:
                     ours.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+                if send_buffer:
+                    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
                 ours.connect(listener.getsockname())
                 far, _ = listener.accept()
             _, protocol = await asyncio.get_running_loop().create_connection(
@@ -298,3 +304,94 @@ def test_a_closed_peer_that_does_not_read_is_ended_and_cut(monkeypatch: Any, flu
             await manager.stop()
 
     asyncio.run(scenario())
+
+
+HIGH = 64 * 1024
+"""The transport's high-water mark in the writer's tests (asyncio's default is also 64 KiB)."""
+
+
+def small_buffers(peer: Peer, far: socket.socket) -> None:
+    far.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    peer.transport.set_write_buffer_limits(high=HIGH)
+
+
+async def turns(count: int = 20) -> None:
+    """Let the loop run a few turns (what a drain that should not return is given)."""
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+def read_everything(far: socket.socket, size: int) -> threading.Thread:
+    def reader() -> None:
+        got = 0
+        while got < size:
+            got += len(far.recv(1 << 20))
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_drain_waits_while_the_buffer_is_over_its_high_water_mark(run: Any) -> None:
+    size = 4 << 20
+
+    async def scenario(protocol: PeerProtocol, peer: Peer, far: socket.socket) -> None:
+        small_buffers(peer, far)
+        await asyncio.wait_for(peer.writer.drain(), timeout=1)  # nothing written: at once
+        log.info("writing %d bytes the far end does not read", size)
+        peer.writer.write(b"\x00" * size)
+        assert peer.transport.get_write_buffer_size() > HIGH
+        drain = asyncio.ensure_future(peer.writer.drain())
+        await turns()
+        assert not drain.done(), "a drain waits while the buffer is over the high-water mark"
+        log.info("the far end reads: the drain returns once the buffer is at or below the mark")
+        reader = read_everything(far, size)
+        await asyncio.wait_for(drain, timeout=30)
+        assert peer.transport.get_write_buffer_size() <= HIGH
+        reader.join(timeout=30)
+        assert not reader.is_alive()
+        await asyncio.wait_for(peer.writer.drain(), timeout=1)
+
+    run(scenario, send_buffer=16 * 1024)
+
+
+def test_the_connection_s_loss_wakes_a_waiting_drain_and_fails_every_later_one(run: Any) -> None:
+    async def scenario(protocol: PeerProtocol, peer: Peer, far: socket.socket) -> None:
+        small_buffers(peer, far)
+        peer.writer.write(b"\x00" * (4 << 20))
+        drains = [asyncio.ensure_future(peer.writer.drain()) for _ in range(2)]
+        await turns()
+        assert not any(d.done() for d in drains)
+        log.info("the connection is cut: both waiting drains wake")
+        peer.transport.abort()
+        await asyncio.wait_for(peer.writer.wait_closed(), timeout=10)
+        done, _ = await asyncio.wait(drains, timeout=10)
+        assert len(done) == 2, "every waiting drain woken"
+        assert all(d.exception() is None for d in drains), "a clean loss (ours) wakes them without an error"
+        with pytest.raises(ConnectionResetError):
+            await peer.writer.drain()
+
+    run(scenario, send_buffer=16 * 1024)
+
+
+def test_a_loss_with_an_error_reaches_the_waiting_drain(run: Any) -> None:
+    """The error the transport reports (a reset, a broken pipe) is what the waiting drain raises;
+    a drain the relay gave up on (cancelled) is passed over."""
+
+    async def scenario(protocol: PeerProtocol, peer: Peer, far: socket.socket) -> None:
+        small_buffers(peer, far)
+        peer.writer.write(b"\x00" * (4 << 20))
+        given_up = asyncio.ensure_future(peer.writer.drain())
+        waiting = asyncio.ensure_future(peer.writer.drain())
+        await turns()
+        given_up.cancel()
+        await turns()
+        error = ConnectionResetError("reset by the far end")
+        protocol.connection_lost(error)  # what the transport calls when its write fails
+        with pytest.raises(ConnectionResetError, match="reset by the far end"):
+            await asyncio.wait_for(waiting, timeout=10)
+        assert given_up.cancelled()
+        with pytest.raises(ConnectionResetError, match="Connection lost"):
+            await peer.writer.drain()
+
+    run(scenario, send_buffer=16 * 1024)

@@ -8,8 +8,8 @@ peer manager (`peers.PeerManager`).
 Reading is an `asyncio.Protocol` (`PeerProtocol`): the bytes of each read are framed where they
 arrive, in `data_received`, and the complete frames queued on the Peer (`Peer.inbox`), so that
 a read costs one copy of its bytes and the connection's task is woken once per batch of frames,
-not once per read as a StreamReader's would be. Writing keeps asyncio's StreamWriter over the
-same protocol: its buffering and `drain` are what the relay and our write bound rely on.
+not once per read as a StreamReader's would be. Writing goes through a `PeerWriter` of ours over
+the same transport: its buffering and `drain` are what the relay and our write bound rely on.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, cast
+from typing import Any, Final, cast
 
 from snode.net import limits as L
 from snode.net import protocol as P
@@ -77,10 +77,78 @@ class TokenBucket:
         return max(0.0, min(amount, self.burst) - self.tokens) / self.rate
 
 
+class PeerWriter:
+    """A connection's writing: its transport, and a `drain` that waits while the transport's
+    buffer is above its high-water mark (the transport calls our protocol's `pause_writing` and
+    `resume_writing`, passed here). Once the connection is lost a drain raises: those waiting
+    then are woken with its error (none for a clean close), a later one gets ConnectionResetError.
+    Ours, on the public Protocol interface only (uvicorn's flow control is the model): no private
+    asyncio class holds it up, so a Python release cannot break it."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        self._paused = False
+        self._lost = asyncio.Event()
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.transport.get_extra_info(name, default)
+
+    def write(self, data: bytes) -> None:
+        self.transport.write(data)
+
+    def is_closing(self) -> bool:
+        return self.transport.is_closing()
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost.set()
+        if self._paused:  # (only a paused writer has drains waiting)
+            self._wake(exc)
+
+    def _wake(self, exc: Exception | None) -> None:
+        for waiter in self._waiters:
+            if waiter.done():
+                continue  # (its drain was cancelled)
+            if exc is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(exc)
+
+    async def drain(self) -> None:
+        """Return once the transport's buffer is at or below its high-water mark; raise once the
+        connection is lost."""
+        if self.transport.is_closing():
+            await asyncio.sleep(0)  # let a pending connection_lost run: a drain after a close raises
+        if self._lost.is_set():
+            raise ConnectionResetError("Connection lost")
+        if not self._paused:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            self._waiters.remove(waiter)
+
+    async def wait_closed(self) -> None:
+        """Return once the connection is lost (closed, or cut)."""
+        await self._lost.wait()
+
+
 class Peer:
     """One connection."""
 
-    def __init__(self, transport: asyncio.Transport, writer: asyncio.StreamWriter, *,
+    def __init__(self, transport: asyncio.Transport, writer: PeerWriter, *,
                  outbound: bool, dialled: str | None) -> None:
         self.transport = transport
         self.writer = writer
@@ -281,22 +349,19 @@ class Peer:
             asyncio.get_running_loop().call_later(L.CLOSE_GRACE_S, self.transport.abort)
 
 
-class PeerProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
-    """A P2P connection's transport events, passed to its `Peer` (made once it connects).
-    FlowControlMixin gives the StreamWriter its `drain` (paused while the kernel's buffer is
-    full); `connected` hears of each new Peer (the server's accept)."""
+class PeerProtocol(asyncio.Protocol):
+    """A P2P connection's transport events, passed to its `Peer` (made once it connects): reads
+    to the Peer, flow control to its `PeerWriter` (whose `drain` waits while the transport's
+    buffer is full); `connected` hears of each new Peer (the server's accept)."""
 
     def __init__(self, *, outbound: bool, dialled: str | None = None,
                  connected: Callable[[Peer], None] | None = None) -> None:
-        super().__init__()
         self.outbound, self.dialled, self._connected = outbound, dialled, connected
         self.peer: Peer | None = None
-        self._closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         stream = cast(asyncio.Transport, transport)  # a stream's (uvloop's is not a subclass)
-        writer = asyncio.StreamWriter(stream, self, None, asyncio.get_running_loop())
-        self.peer = Peer(stream, writer, outbound=self.outbound, dialled=self.dialled)
+        self.peer = Peer(stream, PeerWriter(stream), outbound=self.outbound, dialled=self.dialled)
         if self._connected is not None:
             try:
                 self._connected(self.peer)
@@ -314,12 +379,15 @@ class PeerProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         self.peer.end(ConnectionError("closed"))
         return True  # keep the transport: what we queued for it (a ban's reason) still goes out
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        if self.peer is not None:
-            self.peer.end(exc or ConnectionError("closed"))
-        if not self._closed.done():
-            self._closed.set_result(None)
+    def pause_writing(self) -> None:
+        assert self.peer is not None
+        self.peer.writer.pause_writing()
 
-    def _get_close_waiter(self, stream: asyncio.StreamWriter) -> asyncio.Future[None]:
-        return self._closed  # StreamWriter.wait_closed
+    def resume_writing(self) -> None:
+        assert self.peer is not None
+        self.peer.writer.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.peer is not None:
+            self.peer.writer.connection_lost(exc)
+            self.peer.end(exc or ConnectionError("closed"))
