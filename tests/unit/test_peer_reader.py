@@ -24,6 +24,7 @@ import pytest
 
 from snode.net import limits as L
 from snode.net import protocol as P
+from snode.net.limits import DEFAULT_LIMITS, PeerLimits
 from snode.net.peer import Peer, PeerProtocol
 from snode.net.peers import PeerManager
 from tests.unit.conftest import peer_manager, wait_async
@@ -44,7 +45,8 @@ def _loops() -> list[str]:
 def run(request: Any) -> Iterator[Callable[[Scenario], None]]:
     """Run a scenario against a Peer over a fresh loopback connection, on the loop named."""
 
-    def go(scenario: Scenario, *, receive_buffer: int = 0, send_buffer: int = 0) -> None:
+    def go(scenario: Scenario, *, receive_buffer: int = 0, send_buffer: int = 0,
+           limits: PeerLimits = DEFAULT_LIMITS) -> None:
         async def main() -> None:
             with socket.socket() as listener:
                 listener.bind(("127.0.0.1", 0))
@@ -57,7 +59,7 @@ def run(request: Any) -> Iterator[Callable[[Scenario], None]]:
                 ours.connect(listener.getsockname())
                 far, _ = listener.accept()
             _, protocol = await asyncio.get_running_loop().create_connection(
-                lambda: PeerProtocol(outbound=True), sock=ours)
+                lambda: PeerProtocol(outbound=True, limits=limits), sock=ours)
             assert protocol.peer is not None
             try:
                 await asyncio.wait_for(scenario(protocol, protocol.peer, far), timeout=60)
@@ -172,10 +174,8 @@ def test_what_follows_the_hello_waits_unread_for_the_handshake(run: Any) -> None
     run(scenario)
 
 
-def test_a_slow_task_stops_the_reading_over_the_bound_and_resumes_it_below_half(
-        run: Any, monkeypatch: Any) -> None:
+def test_a_slow_task_stops_the_reading_over_the_bound_and_resumes_it_below_half(run: Any) -> None:
     bound, size, count = 256 * 1024, 16 * 1024, 256  # 4 MiB sent, 16 times the bound
-    monkeypatch.setattr(L, "MAX_INBOX_BYTES", bound)
     frames = [P.frame(P.NewBlock(i.to_bytes(4, "big") * (size // 4))) for i in range(count)]
     read_size = 256 * 1024  # what one read of the transport takes at most (asyncio's and uvloop's)
     most = bound + read_size + len(frames[0])
@@ -200,7 +200,7 @@ def test_a_slow_task_stops_the_reading_over_the_bound_and_resumes_it_below_half(
         sender.join(timeout=10)
         assert not sender.is_alive()
 
-    run(scenario, receive_buffer=64 * 1024)
+    run(scenario, receive_buffer=64 * 1024, limits=PeerLimits(max_inbox_bytes=bound))
 
 
 def test_the_end_of_the_connection_mid_frame_ends_the_task_after_the_frames_before_it(run: Any) -> None:
@@ -274,13 +274,11 @@ def test_small_and_empty_frames_are_bounded_by_what_they_cost(run: Any) -> None:
     (L.CLOSE_FLUSH_MAX, 60.0),  # 8 MiB unsent, over the most a closed connection may flush: cut at once
     (16 * 1024 * 1024, 0.5),  # allowed to flush: cut after the grace
 ])
-def test_a_closed_peer_that_does_not_read_is_ended_and_cut(monkeypatch: Any, flush_max: int, grace: float) -> None:
+def test_a_closed_peer_that_does_not_read_is_ended_and_cut(flush_max: int, grace: float) -> None:
     """A ban (or an idle drop, a deny, an eviction) of a peer that reads nothing we send: its
     connection's task ends, its queued frames go, and the connection is cut instead of waiting
     forever to send what we queued for it."""
-    monkeypatch.setattr(L, "CLOSE_GRACE_S", grace)
-    monkeypatch.setattr(L, "CLOSE_FLUSH_MAX", flush_max)
-    manager, hello = peer_manager(5)
+    manager, hello = peer_manager(5, limits=PeerLimits(close_grace_s=grace, close_flush_max=flush_max))
 
     async def scenario() -> None:
         address, before = await listening(manager)

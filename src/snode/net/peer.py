@@ -20,24 +20,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, cast
 
-from snode.net import limits as L
 from snode.net import protocol as P
 from snode.net.bans import address_key
+from snode.net.limits import DEFAULT_LIMITS, PeerLimits
 from snode.net.protocol import FrameDecoder, ProtocolViolation
 
 log = logging.getLogger(__name__)
-
-REQUEST_TIMEOUT: Final = 30.0
-MAX_WRITE_BUFFER: Final = 32 * 1024 * 1024
-FLOOD_RATE: Final = 500.0
-"""Messages per second a peer may send on average..."""
-FLOOD_BURST: Final = 2_000.0
-"""...and in one burst."""
-KNOWN_BLOCKS: Final = 8
-HELLO_MAX_FRAME: Final = 4_096
-"""Until the handshake is done a peer may send only small frames."""
 
 
 class PeerGone(Exception):
@@ -148,9 +138,11 @@ class PeerWriter:
 class Peer:
     """One connection."""
 
-    def __init__(self, transport: asyncio.Transport, writer: PeerWriter, *,
-                 outbound: bool, dialled: str | None) -> None:
+    def __init__(self, transport: asyncio.Transport, writer: PeerWriter, *, outbound: bool, dialled: str | None,
+                 limits: PeerLimits = DEFAULT_LIMITS, clock: Callable[[], float] = time.monotonic) -> None:
         self.transport = transport
+        self.limits, self.clock = limits, clock
+        """Its bounds, and the monotonic clock its buckets and `last_heard` read."""
         self.writer = writer
         self.outbound = outbound
         self.dialled = dialled
@@ -169,7 +161,7 @@ class Peer:
         self.blocks_owed = 0
         """Answers to GetBlocks requests a sync gave up waiting for: dropped when they come, so
         that a late one never passes for the answer to a later request."""
-        self.decoder = FrameDecoder(max_frame=HELLO_MAX_FRAME, one_frame=True)
+        self.decoder = FrameDecoder(max_frame=limits.hello_max_frame, one_frame=True)
         self.inbox: deque[bytes] = deque()
         """Frames read but not handled yet, framed as they arrived (`received`)..."""
         self.inbox_bytes = 0
@@ -180,10 +172,10 @@ class Peer:
         """Why no more frames will come (ConnectionError, or the decoder's ProtocolViolation):
         raised to the connection's task once it has taken every frame queued before it."""
         self._wake: asyncio.Future[None] | None = None
-        now = time.monotonic()
-        self.bucket = TokenBucket(FLOOD_RATE, FLOOD_BURST, FLOOD_BURST, now)
-        self.proof_bucket = TokenBucket(L.PROOF_RATE, L.PROOF_BURST, L.PROOF_BURST, now)
-        self.upload = TokenBucket(L.UPLOAD_RATE, L.UPLOAD_BURST, L.UPLOAD_BURST, now)
+        now = clock()
+        self.bucket = TokenBucket(limits.flood_rate, limits.flood_burst, limits.flood_burst, now)
+        self.proof_bucket = TokenBucket(limits.proof_rate, limits.proof_burst, limits.proof_burst, now)
+        self.upload = TokenBucket(limits.upload_rate, limits.upload_burst, limits.upload_burst, now)
         """Bytes of blocks this peer may still pull (`relay`'s GetBlocks answers)."""
         self.last_heard = now
         """When its connection's task last took a complete frame of this peer's to handle."""
@@ -191,7 +183,7 @@ class Peer:
         """True while its connection waits for its bytes, every frame read before handled: only
         then can it be silent (`PeerManager` drops it after IDLE_TIMEOUT, the relay after an
         unanswered request). A peer whose frames wait unread behind our own slow handler is not."""
-        self.known_blocks: deque[bytes] = deque(maxlen=KNOWN_BLOCKS)
+        self.known_blocks: deque[bytes] = deque(maxlen=limits.known_blocks)
         """Hashes of the last blocks it sent us or we sent it (the relay sends a block once)."""
         self.last_block_at = 0.0
         """When this peer last sent us a block we adopted (eviction protects such peers)."""
@@ -213,13 +205,13 @@ class Peer:
             return
         if frames:
             self._queue(frames)
-            if self.decoder.holding or self.inbox_bytes > L.MAX_INBOX_BYTES:
+            if self.decoder.holding or self.inbox_bytes > self.limits.max_inbox_bytes:
                 self._pause(True)  # (holding: nothing more is read before the handshake's verdict)
             self._wake_up()  # its frames wait on us now: not silent
 
     def _queue(self, frames: list[bytes]) -> None:
         self.inbox.extend(frames)
-        self.inbox_bytes += sum(map(len, frames)) + L.INBOX_FRAME_COST * len(frames)
+        self.inbox_bytes += sum(map(len, frames)) + self.limits.inbox_frame_cost * len(frames)
 
     def end(self, why: Exception) -> None:
         """No more frames: `why` reaches the connection's task after those queued before it."""
@@ -249,9 +241,9 @@ class Peer:
         """The oldest queued frame (`last_heard` is now); reading resumes once half the bound
         is left."""
         payload = self.inbox.popleft()
-        self.inbox_bytes -= len(payload) + L.INBOX_FRAME_COST
-        self.last_heard = time.monotonic()
-        if self._paused and self.inbox_bytes <= L.MAX_INBOX_BYTES // 2 and not self.decoder.holding:
+        self.inbox_bytes -= len(payload) + self.limits.inbox_frame_cost
+        self.last_heard = self.clock()
+        if self._paused and self.inbox_bytes <= self.limits.max_inbox_bytes // 2 and not self.decoder.holding:
             self._pause(False)
         return payload
 
@@ -259,7 +251,7 @@ class Peer:
         """The handshake is done: frames of up to `max_frame` from now on, many a read (those that
         followed its Hello queued now); ProtocolViolation for one over it."""
         self._queue(self.decoder.open_up(max_frame))
-        if self.inbox_bytes <= L.MAX_INBOX_BYTES // 2:
+        if self.inbox_bytes <= self.limits.max_inbox_bytes // 2:
             self._pause(False)
 
     def _pause(self, pause: bool) -> None:
@@ -296,8 +288,9 @@ class Peer:
         """Queue an encoded frame; the frames queued in one event-loop turn go out in one write."""
         if self.writer.is_closing():
             return
-        if self.writer.transport.get_write_buffer_size() + self._out_bytes > MAX_WRITE_BUFFER:
-            raise ProtocolViolation("peer does not read what we send (write buffer over 32 MiB)")
+        most = self.limits.max_write_buffer
+        if self.writer.transport.get_write_buffer_size() + self._out_bytes > most:
+            raise ProtocolViolation(f"peer does not read what we send (write buffer over {most >> 20} MiB)")
         if not self._out:
             asyncio.get_running_loop().call_soon(self._flush)
         self._out.append(data)
@@ -322,7 +315,7 @@ class Peer:
     async def answer(self, request: asyncio.Future[P.Blocks]) -> P.Blocks:
         """Wait for the answer to `ask_blocks`; PeerGone on disconnect or timeout."""
         try:
-            async with asyncio.timeout(REQUEST_TIMEOUT):
+            async with asyncio.timeout(self.limits.request_timeout):
                 return await request
         except TimeoutError as err:
             raise RequestTimeout(f"{self.name} did not send the blocks it was asked for") from err
@@ -342,11 +335,11 @@ class Peer:
         self.inbox.clear()
         self.inbox_bytes = 0
         self.end(ConnectionError("closed"))
-        if self.transport.get_write_buffer_size() > L.CLOSE_FLUSH_MAX:
+        if self.transport.get_write_buffer_size() > self.limits.close_flush_max:
             self.transport.abort()  # a bulk answer it did not read: not worth holding
         elif not self.writer.is_closing():
             self.writer.close()
-            asyncio.get_running_loop().call_later(L.CLOSE_GRACE_S, self.transport.abort)
+            asyncio.get_running_loop().call_later(self.limits.close_grace_s, self.transport.abort)
 
 
 class PeerProtocol(asyncio.Protocol):
@@ -355,13 +348,16 @@ class PeerProtocol(asyncio.Protocol):
     buffer is full); `connected` hears of each new Peer (the server's accept)."""
 
     def __init__(self, *, outbound: bool, dialled: str | None = None,
-                 connected: Callable[[Peer], None] | None = None) -> None:
+                 connected: Callable[[Peer], None] | None = None,
+                 limits: PeerLimits = DEFAULT_LIMITS, clock: Callable[[], float] = time.monotonic) -> None:
         self.outbound, self.dialled, self._connected = outbound, dialled, connected
+        self.limits, self.clock = limits, clock
         self.peer: Peer | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         stream = cast(asyncio.Transport, transport)  # a stream's (uvloop's is not a subclass)
-        self.peer = Peer(stream, PeerWriter(stream), outbound=self.outbound, dialled=self.dialled)
+        self.peer = Peer(stream, PeerWriter(stream), outbound=self.outbound, dialled=self.dialled,
+                         limits=self.limits, clock=self.clock)
         if self._connected is not None:
             try:
                 self._connected(self.peer)
