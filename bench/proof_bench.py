@@ -79,7 +79,7 @@ from snode import __version__
 from snode.core.crypto import SigningKey, signature_cache, verify
 from snode.core.proofs import UptimeProof, make_proof, proof_message
 from snode.net import protocol as P
-from snode.net.peer import FLOOD_BURST, FLOOD_RATE
+from snode.net.limits import FLOOD_BURST, FLOOD_RATE
 from snode.tools.tables import make_console
 
 SERVICE_NODES: Final = 2_000

@@ -20,7 +20,7 @@ from snode.core.encoding import decode, encode
 from snode.core.transactions import Transaction
 from snode.net import limits as L
 from snode.net import protocol as P
-from snode.net.peer import REQUEST_TIMEOUT
+from snode.net.limits import REQUEST_TIMEOUT
 from snode.params import REGTEST, REGTEST_AUTHORITY_SEED
 from tests.functional.framework import connect_nodes, narrator, next_loopback_ip, wait_until
 from tests.functional.hostile import assert_serving, ban_reasons, fat_transactions, handshake, rss_mib

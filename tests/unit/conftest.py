@@ -33,6 +33,7 @@ from snode.core.transition import make_coinbase
 from snode.core.txbuilder import Spendable, build_spend, payload_spend
 from snode.devchain import DevChain, key_from_label
 from snode.net import protocol as P
+from snode.net.limits import DEFAULT_LIMITS, PeerLimits
 from snode.net.peers import PeerManager
 from snode.node.node import Identity, Node
 from snode.node.verifier import InlineVerifier
@@ -271,16 +272,17 @@ def sn_record(*, active: bool = True, funded: bool = True, active_since: int = 1
     )
 
 
-def peer_manager(nonce: int = 7) -> tuple[PeerManager, P.Hello]:
+def peer_manager(nonce: int = 7, *, limits: PeerLimits = DEFAULT_LIMITS,
+                 clock: Callable[[], float] = time.monotonic) -> tuple[PeerManager, P.Hello]:
     """A peer manager on a fresh chain's node (nothing listening yet: `start` it on a socket),
-    and the Hello a peer of that chain sends it (with `nonce`)."""
+    and the Hello a peer of that chain sends it (with `nonce`); its bounds and clock as given."""
     chain = new_chain()
     node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], chain.state),
                 state=chain.state, identity=None, producer_key=None, verifier=InlineVerifier(), clock=MockableClock())
     hello = P.Hello(network_id=chain.params.network_id, genesis_hash=chain.consensus.genesis_hash,
                     version=P.PROTOCOL_VERSION, agent="test/1", height=0, top_hash=chain.consensus.genesis_hash,
                     listen_port=0, nonce=nonce)
-    return PeerManager(node, bind_ip="127.0.0.1", listen_port=0, priority=[]), hello
+    return PeerManager(node, bind_ip="127.0.0.1", listen_port=0, priority=[], limits=limits, clock=clock), hello
 
 
 async def wait_async(predicate: Callable[[], bool], *, what: str, timeout: float = 20.0) -> None:

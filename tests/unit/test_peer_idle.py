@@ -1,6 +1,7 @@
 """A silent peer is pinged, then dropped, by the peer manager's ping round (every 2 s), not by a
 timer around each read: one connection's reads cost no timer, and silence still ends it after
-IDLE_TIMEOUT."""
+IDLE_TIMEOUT. The peer manager reads the clock it is given: these tests move a fake one instead
+of waiting for real time to pass."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from typing import Any
 
 from snode.common.clock import MockableClock
 from snode.common.events import EventHub
-from snode.net import peers as peers_module
 from snode.net import protocol as P
 from snode.net.peer import Peer
-from snode.net.peers import IDLE_TIMEOUT, PING_INTERVAL, PeerManager
+from snode.net.limits import IDLE_TIMEOUT, PING_INTERVAL
+from snode.net.peers import PeerManager
 from snode.net.relay import Relay
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
@@ -24,11 +25,24 @@ from snode.store.memory import MemoryStore
 from tests.unit.conftest import new_chain, peer_manager, wait_async
 
 
+class FakeClock:
+    """A monotonic clock that stands still until a test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+NOW = FakeClock()
+
+
 class Quiet:
     """What the ping round reads of a peer, and whether it was closed."""
 
     def __init__(self, silent_for: float) -> None:
-        self.last_heard = time.monotonic() - silent_for
+        self.last_heard = NOW() - silent_for
         self.name, self.outbound, self.closed = "127.0.0.9:9230", True, False
         self.hello: object | None = None
         self.waiting = True
@@ -42,7 +56,7 @@ class Quiet:
 
 def manager() -> Any:
     node: Any = type("Node", (), {"hub": EventHub(), "params": type("P", (), {"private_public_ip_allowed": True})})
-    return PeerManager(node, bind_ip="127.0.0.1", listen_port=0, priority=[])
+    return PeerManager(node, bind_ip="127.0.0.1", listen_port=0, priority=[], clock=NOW)
 
 
 def test_a_peer_silent_for_the_idle_timeout_is_dropped_and_a_talking_one_kept() -> None:
@@ -68,12 +82,12 @@ def test_only_a_peer_silent_for_the_ping_interval_is_pinged() -> None:
     assert gone.closed and not (talking.closed or quiet.closed or busy.closed)
 
 
-def test_a_peer_whose_frames_wait_behind_our_slow_handler_is_not_silent(monkeypatch: Any) -> None:
+def test_a_peer_whose_frames_wait_behind_our_slow_handler_is_not_silent() -> None:
     """Over a real socket: while our handler of its message runs long, the peer's next frames
     wait unread; it is not dropped as silent then, and once they are read and it sends nothing
     more while we wait for it, it is."""
-    monkeypatch.setattr(peers_module, "IDLE_TIMEOUT", 0.2)
-    manager, hello = peer_manager(7)
+    clock = FakeClock()
+    manager, hello = peer_manager(7, clock=clock)
     release, handling = asyncio.Event(), asyncio.Event()
 
     async def slow(peer: Peer, message: P.NewCheckpoint) -> None:
@@ -92,13 +106,13 @@ def test_a_peer_whose_frames_wait_behind_our_slow_handler_is_not_silent(monkeypa
             writer.write(P.frame(P.Ping(1)) * 3)  # its next frames, unread behind our handler
             await wait_async(lambda: bool(manager.peers), what="the handshake")
             [peer] = manager.peers
-            await asyncio.sleep(0.4)  # longer than the idle timeout
+            clock.now += IDLE_TIMEOUT + 1
             manager._ping_or_drop()
             assert not peer.writer.is_closing(), "dropped as silent while its frames waited on us"
             release.set()
             await wait_async(lambda: peer.waiting, what="its frames read and handled")
-            assert time.monotonic() - peer.last_heard < 0.3, "its frames were counted when read"
-            await asyncio.sleep(0.4)
+            assert peer.last_heard == clock.now, "its frames were counted when read"
+            clock.now += IDLE_TIMEOUT + 1
             manager._ping_or_drop()
             assert peer.writer.is_closing(), "silent while we waited for it, and kept"
         finally:

@@ -1,7 +1,9 @@
 """The P2P reader (`peer.PeerProtocol` feeding `Peer`): frames are decoded where the bytes
 arrive, queued on the peer, and its connection's task is woken once per batch; reading stops
 while too many bytes of frames wait for the task, and a violation or the end of the connection
-reaches the task after the frames queued before it.
+reaches the task after the frames queued before it. The writer's flow control
+(`peer.PeerWriter`, ours on the public Protocol interface): a drain waits while the transport's
+buffer is above its high-water mark, and the connection's loss wakes it with its error.
 
 Each test that takes the `run` fixture runs a real loopback TCP connection (the far end a plain
 socket) on asyncio's loop and on uvloop, the daemon's; those through the peer manager run on
@@ -15,16 +17,19 @@ import asyncio
 import socket
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+import logging
 from typing import Any
 
 import pytest
 
 from snode.net import limits as L
 from snode.net import protocol as P
+from snode.net.limits import DEFAULT_LIMITS, PeerLimits
 from snode.net.peer import Peer, PeerProtocol
 from snode.net.peers import PeerManager
 from tests.unit.conftest import peer_manager, wait_async
 
+log = logging.getLogger(__name__)
 Scenario = Callable[[PeerProtocol, Peer, socket.socket], Awaitable[None]]
 
 
@@ -40,7 +45,8 @@ def _loops() -> list[str]:
 def run(request: Any) -> Iterator[Callable[[Scenario], None]]:
     """Run a scenario against a Peer over a fresh loopback connection, on the loop named."""
 
-    def go(scenario: Scenario, *, receive_buffer: int = 0) -> None:
+    def go(scenario: Scenario, *, receive_buffer: int = 0, send_buffer: int = 0,
+           limits: PeerLimits = DEFAULT_LIMITS) -> None:
         async def main() -> None:
             with socket.socket() as listener:
                 listener.bind(("127.0.0.1", 0))
@@ -48,10 +54,12 @@ def run(request: Any) -> Iterator[Callable[[Scenario], None]]:
                 ours = socket.socket()
                 if receive_buffer:
                     ours.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+                if send_buffer:
+                    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
                 ours.connect(listener.getsockname())
                 far, _ = listener.accept()
             _, protocol = await asyncio.get_running_loop().create_connection(
-                lambda: PeerProtocol(outbound=True), sock=ours)
+                lambda: PeerProtocol(outbound=True, limits=limits), sock=ours)
             assert protocol.peer is not None
             try:
                 await asyncio.wait_for(scenario(protocol, protocol.peer, far), timeout=60)
@@ -166,10 +174,8 @@ def test_what_follows_the_hello_waits_unread_for_the_handshake(run: Any) -> None
     run(scenario)
 
 
-def test_a_slow_task_stops_the_reading_over_the_bound_and_resumes_it_below_half(
-        run: Any, monkeypatch: Any) -> None:
+def test_a_slow_task_stops_the_reading_over_the_bound_and_resumes_it_below_half(run: Any) -> None:
     bound, size, count = 256 * 1024, 16 * 1024, 256  # 4 MiB sent, 16 times the bound
-    monkeypatch.setattr(L, "MAX_INBOX_BYTES", bound)
     frames = [P.frame(P.NewBlock(i.to_bytes(4, "big") * (size // 4))) for i in range(count)]
     read_size = 256 * 1024  # what one read of the transport takes at most (asyncio's and uvloop's)
     most = bound + read_size + len(frames[0])
@@ -194,7 +200,7 @@ def test_a_slow_task_stops_the_reading_over_the_bound_and_resumes_it_below_half(
         sender.join(timeout=10)
         assert not sender.is_alive()
 
-    run(scenario, receive_buffer=64 * 1024)
+    run(scenario, receive_buffer=64 * 1024, limits=PeerLimits(max_inbox_bytes=bound))
 
 
 def test_the_end_of_the_connection_mid_frame_ends_the_task_after_the_frames_before_it(run: Any) -> None:
@@ -268,13 +274,11 @@ def test_small_and_empty_frames_are_bounded_by_what_they_cost(run: Any) -> None:
     (L.CLOSE_FLUSH_MAX, 60.0),  # 8 MiB unsent, over the most a closed connection may flush: cut at once
     (16 * 1024 * 1024, 0.5),  # allowed to flush: cut after the grace
 ])
-def test_a_closed_peer_that_does_not_read_is_ended_and_cut(monkeypatch: Any, flush_max: int, grace: float) -> None:
+def test_a_closed_peer_that_does_not_read_is_ended_and_cut(flush_max: int, grace: float) -> None:
     """A ban (or an idle drop, a deny, an eviction) of a peer that reads nothing we send: its
     connection's task ends, its queued frames go, and the connection is cut instead of waiting
     forever to send what we queued for it."""
-    monkeypatch.setattr(L, "CLOSE_GRACE_S", grace)
-    monkeypatch.setattr(L, "CLOSE_FLUSH_MAX", flush_max)
-    manager, hello = peer_manager(5)
+    manager, hello = peer_manager(5, limits=PeerLimits(close_grace_s=grace, close_flush_max=flush_max))
 
     async def scenario() -> None:
         address, before = await listening(manager)
@@ -298,3 +302,94 @@ def test_a_closed_peer_that_does_not_read_is_ended_and_cut(monkeypatch: Any, flu
             await manager.stop()
 
     asyncio.run(scenario())
+
+
+HIGH = 64 * 1024
+"""The transport's high-water mark in the writer's tests (asyncio's default is also 64 KiB)."""
+
+
+def small_buffers(peer: Peer, far: socket.socket) -> None:
+    far.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    peer.transport.set_write_buffer_limits(high=HIGH)
+
+
+async def turns(count: int = 20) -> None:
+    """Let the loop run a few turns (what a drain that should not return is given)."""
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+def read_everything(far: socket.socket, size: int) -> threading.Thread:
+    def reader() -> None:
+        got = 0
+        while got < size:
+            got += len(far.recv(1 << 20))
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_drain_waits_while_the_buffer_is_over_its_high_water_mark(run: Any) -> None:
+    size = 4 << 20
+
+    async def scenario(protocol: PeerProtocol, peer: Peer, far: socket.socket) -> None:
+        small_buffers(peer, far)
+        await asyncio.wait_for(peer.writer.drain(), timeout=1)  # nothing written: at once
+        log.info("writing %d bytes the far end does not read", size)
+        peer.writer.write(b"\x00" * size)
+        assert peer.transport.get_write_buffer_size() > HIGH
+        drain = asyncio.ensure_future(peer.writer.drain())
+        await turns()
+        assert not drain.done(), "a drain waits while the buffer is over the high-water mark"
+        log.info("the far end reads: the drain returns once the buffer is at or below the mark")
+        reader = read_everything(far, size)
+        await asyncio.wait_for(drain, timeout=30)
+        assert peer.transport.get_write_buffer_size() <= HIGH
+        reader.join(timeout=30)
+        assert not reader.is_alive()
+        await asyncio.wait_for(peer.writer.drain(), timeout=1)
+
+    run(scenario, send_buffer=16 * 1024)
+
+
+def test_the_connection_s_loss_wakes_a_waiting_drain_and_fails_every_later_one(run: Any) -> None:
+    async def scenario(protocol: PeerProtocol, peer: Peer, far: socket.socket) -> None:
+        small_buffers(peer, far)
+        peer.writer.write(b"\x00" * (4 << 20))
+        drains = [asyncio.ensure_future(peer.writer.drain()) for _ in range(2)]
+        await turns()
+        assert not any(d.done() for d in drains)
+        log.info("the connection is cut: both waiting drains wake")
+        peer.transport.abort()
+        await asyncio.wait_for(peer.writer.wait_closed(), timeout=10)
+        done, _ = await asyncio.wait(drains, timeout=10)
+        assert len(done) == 2, "every waiting drain woken"
+        assert all(d.exception() is None for d in drains), "a clean loss (ours) wakes them without an error"
+        with pytest.raises(ConnectionResetError):
+            await peer.writer.drain()
+
+    run(scenario, send_buffer=16 * 1024)
+
+
+def test_a_loss_with_an_error_reaches_the_waiting_drain(run: Any) -> None:
+    """The error the transport reports (a reset, a broken pipe) is what the waiting drain raises;
+    a drain the relay gave up on (cancelled) is passed over."""
+
+    async def scenario(protocol: PeerProtocol, peer: Peer, far: socket.socket) -> None:
+        small_buffers(peer, far)
+        peer.writer.write(b"\x00" * (4 << 20))
+        given_up = asyncio.ensure_future(peer.writer.drain())
+        waiting = asyncio.ensure_future(peer.writer.drain())
+        await turns()
+        given_up.cancel()
+        await turns()
+        error = ConnectionResetError("reset by the far end")
+        protocol.connection_lost(error)  # what the transport calls when its write fails
+        with pytest.raises(ConnectionResetError, match="reset by the far end"):
+            await asyncio.wait_for(waiting, timeout=10)
+        assert given_up.cancelled()
+        with pytest.raises(ConnectionResetError, match="Connection lost"):
+            await peer.writer.drain()
+
+    run(scenario, send_buffer=16 * 1024)

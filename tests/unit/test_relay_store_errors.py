@@ -15,7 +15,8 @@ from snode.core.blocks import Block
 from snode.core.encoding import encode
 from snode.core.errors import SnodeError
 from snode.net import protocol as P
-from snode.net.relay import MAX_PARKED, Relay
+from snode.net.limits import MAX_PARKED
+from snode.net.relay import Relay
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.node.writer import ChainWriter

@@ -7,6 +7,7 @@ network group of them) may make this node keep in memory, compute, or send.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 # --- misbehaviour (Bitcoin Core's Misbehaving) -----------------------------------------------
@@ -64,7 +65,7 @@ before it is kept. One sync runs at a time, so this is both per peer and overall
 # --- sync: which peer's height counts, and peers that stall -----------------------------------
 
 SCORE_SYNC_TIMEOUT: Final = 20
-"""A peer that did not answer a sync request within `peer.REQUEST_TIMEOUT` (30 s)..."""
+"""A peer that did not answer a sync request within REQUEST_TIMEOUT (30 s)..."""
 SCORE_SYNC_STALL: Final = 20
 """...or answered it too slowly or too short (`SYNC_STALL_S`, `MIN_SYNC_RATE`): an honest peer
 may be slow now and then, one that does it five times within the hour is banned."""
@@ -93,6 +94,9 @@ answers just before each REQUEST_TIMEOUT costs a sync this, not the timeout."""
 
 # --- frames ---------------------------------------------------------------------------------
 
+HELLO_MAX_FRAME: Final = 4_096
+"""Until the handshake is done a peer may send only small frames."""
+
 MAX_CONTROL_FRAME: Final = 64 * 1024
 """Bytes in a frame of any message but a block, a batch of blocks, a transaction or a checkpoint
 (the largest, Peers, is 26 KB at most), refused on its tag before the rest is read; those four
@@ -109,10 +113,41 @@ queue (about 41 bytes in CPython), rounded up."""
 CLOSE_GRACE_S: Final = 5.0
 """Seconds a closed connection may still take to send what we queued for it (a ban's reason)
 before it is cut: a peer that does not read cannot hold a closed connection open."""
+MAX_WRITE_BUFFER: Final = 32 * 1024 * 1024
+"""Bytes we queued for a peer and it has not read yet (the transport's buffer and this loop
+turn's frames): over it the peer is banned, it does not read what we send."""
 CLOSE_FLUSH_MAX: Final = 64 * 1024
 """Bytes still unsent that a closed connection may take the grace to send; with more (a bulk
 answer the peer did not read) it is cut at once: closed connections no longer count against a
 peer's connection limits, so they must not hold our memory either."""
+
+# --- messages, silence, requests ----------------------------------------------------------------
+
+FLOOD_RATE: Final = 500.0
+"""Messages per second a peer may send on average..."""
+FLOOD_BURST: Final = 2_000.0
+"""...and in one burst."""
+HANDSHAKE_TIMEOUT: Final = 10.0
+"""Seconds a new connection may take to send its Hello."""
+IDLE_TIMEOUT: Final = 90.0
+"""Seconds a peer may be silent (no complete frame while we wait for its bytes) before it is
+dropped (`PeerManager`'s ping round)."""
+PING_INTERVAL: Final = 30.0
+"""A peer silent this long is pinged (each round until it answers or is dropped); one that talks
+is not: pings to every peer every 2 s were a quarter of a service node's P2P messages."""
+REQUEST_TIMEOUT: Final = 30.0
+"""Seconds a peer may take to answer a GetBlocks of ours (`Peer.answer`)."""
+BACKOFF_MAX: Final = 30.0
+"""Seconds at most between redials of a priority node."""
+KNOWN_BLOCKS: Final = 8
+"""Hashes of the last blocks a peer sent us or we sent it (the relay sends a block once)."""
+SEEN_TX_CACHE: Final = 50_000
+"""Transactions remembered as seen, all peers together (the oldest out)."""
+MAX_PARKED: Final = 16
+"""Copies of a block kept while its first copy is at the writer, one per address (`Peer.key`)
+and none from the first copy's: one peer's forgeries cannot crowd out the others' copies. More
+peers than this rarely send one block at once; a copy beyond is dropped, as a copy after
+adoption is."""
 
 # --- uptime proofs ---------------------------------------------------------------------------
 
@@ -244,3 +279,34 @@ EVICT_PROTECT_BLOCKS: Final = 4
 EVICT_PROTECT_LONGEST: Final = 0.5
 """...and this share of the rest, the longest connected, are never evicted; of the others, the
 youngest connection of the most crowded network group makes room."""
+
+
+@dataclass(frozen=True, slots=True)
+class PeerLimits:
+    """The bounds a P2P connection, the peer manager and the relay enforce, as one record that
+    they take as an argument (as h11's Connection takes its max_incomplete_event_size): the
+    daemon passes the defaults, the constants above; a test passes small ones."""
+
+    hello_max_frame: int = HELLO_MAX_FRAME
+    max_inbox_bytes: int = MAX_INBOX_BYTES
+    inbox_frame_cost: int = INBOX_FRAME_COST
+    max_write_buffer: int = MAX_WRITE_BUFFER
+    close_grace_s: float = CLOSE_GRACE_S
+    close_flush_max: int = CLOSE_FLUSH_MAX
+    flood_rate: float = FLOOD_RATE
+    flood_burst: float = FLOOD_BURST
+    proof_rate: float = PROOF_RATE
+    proof_burst: float = PROOF_BURST
+    upload_rate: float = UPLOAD_RATE
+    upload_burst: float = UPLOAD_BURST
+    upload_drain_timeout: float = UPLOAD_DRAIN_TIMEOUT
+    handshake_timeout: float = HANDSHAKE_TIMEOUT
+    idle_timeout: float = IDLE_TIMEOUT
+    ping_interval: float = PING_INTERVAL
+    request_timeout: float = REQUEST_TIMEOUT
+    known_blocks: int = KNOWN_BLOCKS
+    seen_tx_cache: int = SEEN_TX_CACHE
+    max_parked: int = MAX_PARKED
+
+
+DEFAULT_LIMITS: Final = PeerLimits()

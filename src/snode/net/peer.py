@@ -8,8 +8,8 @@ peer manager (`peers.PeerManager`).
 Reading is an `asyncio.Protocol` (`PeerProtocol`): the bytes of each read are framed where they
 arrive, in `data_received`, and the complete frames queued on the Peer (`Peer.inbox`), so that
 a read costs one copy of its bytes and the connection's task is woken once per batch of frames,
-not once per read as a StreamReader's would be. Writing keeps asyncio's StreamWriter over the
-same protocol: its buffering and `drain` are what the relay and our write bound rely on.
+not once per read as a StreamReader's would be. Writing goes through a `PeerWriter` of ours over
+the same transport: its buffering and `drain` are what the relay and our write bound rely on.
 """
 
 from __future__ import annotations
@@ -20,24 +20,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, cast
+from typing import Any, cast
 
-from snode.net import limits as L
 from snode.net import protocol as P
 from snode.net.bans import address_key
+from snode.net.limits import DEFAULT_LIMITS, PeerLimits
 from snode.net.protocol import FrameDecoder, ProtocolViolation
 
 log = logging.getLogger(__name__)
-
-REQUEST_TIMEOUT: Final = 30.0
-MAX_WRITE_BUFFER: Final = 32 * 1024 * 1024
-FLOOD_RATE: Final = 500.0
-"""Messages per second a peer may send on average..."""
-FLOOD_BURST: Final = 2_000.0
-"""...and in one burst."""
-KNOWN_BLOCKS: Final = 8
-HELLO_MAX_FRAME: Final = 4_096
-"""Until the handshake is done a peer may send only small frames."""
 
 
 class PeerGone(Exception):
@@ -77,12 +67,82 @@ class TokenBucket:
         return max(0.0, min(amount, self.burst) - self.tokens) / self.rate
 
 
+class PeerWriter:
+    """A connection's writing: its transport, and a `drain` that waits while the transport's
+    buffer is above its high-water mark (the transport calls our protocol's `pause_writing` and
+    `resume_writing`, passed here). Once the connection is lost a drain raises: those waiting
+    then are woken with its error (none for a clean close), a later one gets ConnectionResetError.
+    Ours, on the public Protocol interface only (uvicorn's flow control is the model): no private
+    asyncio class holds it up, so a Python release cannot break it."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        self._paused = False
+        self._lost = asyncio.Event()
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.transport.get_extra_info(name, default)
+
+    def write(self, data: bytes) -> None:
+        self.transport.write(data)
+
+    def is_closing(self) -> bool:
+        return self.transport.is_closing()
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost.set()
+        if self._paused:  # (only a paused writer has drains waiting)
+            self._wake(exc)
+
+    def _wake(self, exc: Exception | None) -> None:
+        for waiter in self._waiters:
+            if waiter.done():
+                continue  # (its drain was cancelled)
+            if exc is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(exc)
+
+    async def drain(self) -> None:
+        """Return once the transport's buffer is at or below its high-water mark; raise once the
+        connection is lost."""
+        if self.transport.is_closing():
+            await asyncio.sleep(0)  # let a pending connection_lost run: a drain after a close raises
+        if self._lost.is_set():
+            raise ConnectionResetError("Connection lost")
+        if not self._paused:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            self._waiters.remove(waiter)
+
+    async def wait_closed(self) -> None:
+        """Return once the connection is lost (closed, or cut)."""
+        await self._lost.wait()
+
+
 class Peer:
     """One connection."""
 
-    def __init__(self, transport: asyncio.Transport, writer: asyncio.StreamWriter, *,
-                 outbound: bool, dialled: str | None) -> None:
+    def __init__(self, transport: asyncio.Transport, writer: PeerWriter, *, outbound: bool, dialled: str | None,
+                 limits: PeerLimits = DEFAULT_LIMITS, clock: Callable[[], float] = time.monotonic) -> None:
         self.transport = transport
+        self.limits, self.clock = limits, clock
+        """Its bounds, and the monotonic clock its buckets and `last_heard` read."""
         self.writer = writer
         self.outbound = outbound
         self.dialled = dialled
@@ -101,7 +161,7 @@ class Peer:
         self.blocks_owed = 0
         """Answers to GetBlocks requests a sync gave up waiting for: dropped when they come, so
         that a late one never passes for the answer to a later request."""
-        self.decoder = FrameDecoder(max_frame=HELLO_MAX_FRAME, one_frame=True)
+        self.decoder = FrameDecoder(max_frame=limits.hello_max_frame, one_frame=True)
         self.inbox: deque[bytes] = deque()
         """Frames read but not handled yet, framed as they arrived (`received`)..."""
         self.inbox_bytes = 0
@@ -112,10 +172,10 @@ class Peer:
         """Why no more frames will come (ConnectionError, or the decoder's ProtocolViolation):
         raised to the connection's task once it has taken every frame queued before it."""
         self._wake: asyncio.Future[None] | None = None
-        now = time.monotonic()
-        self.bucket = TokenBucket(FLOOD_RATE, FLOOD_BURST, FLOOD_BURST, now)
-        self.proof_bucket = TokenBucket(L.PROOF_RATE, L.PROOF_BURST, L.PROOF_BURST, now)
-        self.upload = TokenBucket(L.UPLOAD_RATE, L.UPLOAD_BURST, L.UPLOAD_BURST, now)
+        now = clock()
+        self.bucket = TokenBucket(limits.flood_rate, limits.flood_burst, limits.flood_burst, now)
+        self.proof_bucket = TokenBucket(limits.proof_rate, limits.proof_burst, limits.proof_burst, now)
+        self.upload = TokenBucket(limits.upload_rate, limits.upload_burst, limits.upload_burst, now)
         """Bytes of blocks this peer may still pull (`relay`'s GetBlocks answers)."""
         self.last_heard = now
         """When its connection's task last took a complete frame of this peer's to handle."""
@@ -123,7 +183,7 @@ class Peer:
         """True while its connection waits for its bytes, every frame read before handled: only
         then can it be silent (`PeerManager` drops it after IDLE_TIMEOUT, the relay after an
         unanswered request). A peer whose frames wait unread behind our own slow handler is not."""
-        self.known_blocks: deque[bytes] = deque(maxlen=KNOWN_BLOCKS)
+        self.known_blocks: deque[bytes] = deque(maxlen=limits.known_blocks)
         """Hashes of the last blocks it sent us or we sent it (the relay sends a block once)."""
         self.last_block_at = 0.0
         """When this peer last sent us a block we adopted (eviction protects such peers)."""
@@ -145,13 +205,13 @@ class Peer:
             return
         if frames:
             self._queue(frames)
-            if self.decoder.holding or self.inbox_bytes > L.MAX_INBOX_BYTES:
+            if self.decoder.holding or self.inbox_bytes > self.limits.max_inbox_bytes:
                 self._pause(True)  # (holding: nothing more is read before the handshake's verdict)
             self._wake_up()  # its frames wait on us now: not silent
 
     def _queue(self, frames: list[bytes]) -> None:
         self.inbox.extend(frames)
-        self.inbox_bytes += sum(map(len, frames)) + L.INBOX_FRAME_COST * len(frames)
+        self.inbox_bytes += sum(map(len, frames)) + self.limits.inbox_frame_cost * len(frames)
 
     def end(self, why: Exception) -> None:
         """No more frames: `why` reaches the connection's task after those queued before it."""
@@ -181,9 +241,9 @@ class Peer:
         """The oldest queued frame (`last_heard` is now); reading resumes once half the bound
         is left."""
         payload = self.inbox.popleft()
-        self.inbox_bytes -= len(payload) + L.INBOX_FRAME_COST
-        self.last_heard = time.monotonic()
-        if self._paused and self.inbox_bytes <= L.MAX_INBOX_BYTES // 2 and not self.decoder.holding:
+        self.inbox_bytes -= len(payload) + self.limits.inbox_frame_cost
+        self.last_heard = self.clock()
+        if self._paused and self.inbox_bytes <= self.limits.max_inbox_bytes // 2 and not self.decoder.holding:
             self._pause(False)
         return payload
 
@@ -191,7 +251,7 @@ class Peer:
         """The handshake is done: frames of up to `max_frame` from now on, many a read (those that
         followed its Hello queued now); ProtocolViolation for one over it."""
         self._queue(self.decoder.open_up(max_frame))
-        if self.inbox_bytes <= L.MAX_INBOX_BYTES // 2:
+        if self.inbox_bytes <= self.limits.max_inbox_bytes // 2:
             self._pause(False)
 
     def _pause(self, pause: bool) -> None:
@@ -228,8 +288,9 @@ class Peer:
         """Queue an encoded frame; the frames queued in one event-loop turn go out in one write."""
         if self.writer.is_closing():
             return
-        if self.writer.transport.get_write_buffer_size() + self._out_bytes > MAX_WRITE_BUFFER:
-            raise ProtocolViolation("peer does not read what we send (write buffer over 32 MiB)")
+        most = self.limits.max_write_buffer
+        if self.writer.transport.get_write_buffer_size() + self._out_bytes > most:
+            raise ProtocolViolation(f"peer does not read what we send (write buffer over {most >> 20} MiB)")
         if not self._out:
             asyncio.get_running_loop().call_soon(self._flush)
         self._out.append(data)
@@ -254,7 +315,7 @@ class Peer:
     async def answer(self, request: asyncio.Future[P.Blocks]) -> P.Blocks:
         """Wait for the answer to `ask_blocks`; PeerGone on disconnect or timeout."""
         try:
-            async with asyncio.timeout(REQUEST_TIMEOUT):
+            async with asyncio.timeout(self.limits.request_timeout):
                 return await request
         except TimeoutError as err:
             raise RequestTimeout(f"{self.name} did not send the blocks it was asked for") from err
@@ -274,29 +335,29 @@ class Peer:
         self.inbox.clear()
         self.inbox_bytes = 0
         self.end(ConnectionError("closed"))
-        if self.transport.get_write_buffer_size() > L.CLOSE_FLUSH_MAX:
+        if self.transport.get_write_buffer_size() > self.limits.close_flush_max:
             self.transport.abort()  # a bulk answer it did not read: not worth holding
         elif not self.writer.is_closing():
             self.writer.close()
-            asyncio.get_running_loop().call_later(L.CLOSE_GRACE_S, self.transport.abort)
+            asyncio.get_running_loop().call_later(self.limits.close_grace_s, self.transport.abort)
 
 
-class PeerProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
-    """A P2P connection's transport events, passed to its `Peer` (made once it connects).
-    FlowControlMixin gives the StreamWriter its `drain` (paused while the kernel's buffer is
-    full); `connected` hears of each new Peer (the server's accept)."""
+class PeerProtocol(asyncio.Protocol):
+    """A P2P connection's transport events, passed to its `Peer` (made once it connects): reads
+    to the Peer, flow control to its `PeerWriter` (whose `drain` waits while the transport's
+    buffer is full); `connected` hears of each new Peer (the server's accept)."""
 
     def __init__(self, *, outbound: bool, dialled: str | None = None,
-                 connected: Callable[[Peer], None] | None = None) -> None:
-        super().__init__()
+                 connected: Callable[[Peer], None] | None = None,
+                 limits: PeerLimits = DEFAULT_LIMITS, clock: Callable[[], float] = time.monotonic) -> None:
         self.outbound, self.dialled, self._connected = outbound, dialled, connected
+        self.limits, self.clock = limits, clock
         self.peer: Peer | None = None
-        self._closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         stream = cast(asyncio.Transport, transport)  # a stream's (uvloop's is not a subclass)
-        writer = asyncio.StreamWriter(stream, self, None, asyncio.get_running_loop())
-        self.peer = Peer(stream, writer, outbound=self.outbound, dialled=self.dialled)
+        self.peer = Peer(stream, PeerWriter(stream), outbound=self.outbound, dialled=self.dialled,
+                         limits=self.limits, clock=self.clock)
         if self._connected is not None:
             try:
                 self._connected(self.peer)
@@ -314,12 +375,15 @@ class PeerProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         self.peer.end(ConnectionError("closed"))
         return True  # keep the transport: what we queued for it (a ban's reason) still goes out
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        if self.peer is not None:
-            self.peer.end(exc or ConnectionError("closed"))
-        if not self._closed.done():
-            self._closed.set_result(None)
+    def pause_writing(self) -> None:
+        assert self.peer is not None
+        self.peer.writer.pause_writing()
 
-    def _get_close_waiter(self, stream: asyncio.StreamWriter) -> asyncio.Future[None]:
-        return self._closed  # StreamWriter.wait_closed
+    def resume_writing(self) -> None:
+        assert self.peer is not None
+        self.peer.writer.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.peer is not None:
+            self.peer.writer.connection_lost(exc)
+            self.peer.end(exc or ConnectionError("closed"))

@@ -20,7 +20,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 from snode import __version__
 from snode.common.endpoints import ip_endpoint
@@ -35,18 +35,12 @@ from snode.net.admission import admit, limited
 from snode.net.bans import Bans, Scores, address_key
 from snode.net.dialer import Dialer
 from snode.net.events import PeerBanned, PeerConnected, PeerDisconnected
-from snode.net.peer import FLOOD_RATE, Peer, PeerGone, PeerProtocol
+from snode.net.limits import DEFAULT_LIMITS, PeerLimits
+from snode.net.peer import Peer, PeerGone, PeerProtocol
 from snode.net.protocol import ProtocolViolation
 from snode.node.node import Node
 
 log = logging.getLogger(__name__)
-
-HANDSHAKE_TIMEOUT: Final = 10.0
-IDLE_TIMEOUT: Final = 90.0
-PING_INTERVAL: Final = 30.0
-"""A peer silent this long is pinged (each round until it answers or is dropped); one that talks
-is not: pings to every peer every 2 s were a quarter of a service node's P2P messages."""
-BACKOFF_MAX: Final = 30.0
 
 M = TypeVar("M")
 Handler = Callable[[Peer, Any], Awaitable[None]]
@@ -58,8 +52,12 @@ class PeerManager:
     def __init__(self, node: Node, *, bind_ip: str, listen_port: int, priority: list[str],
                  saved_peers: Sequence[str] = (),
                  save_peers: Callable[[list[str]], Awaitable[None]] | None = None,
-                 book_file: Path | None = None) -> None:
+                 book_file: Path | None = None, limits: PeerLimits = DEFAULT_LIMITS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.node = node
+        self.limits, self.clock = limits, clock
+        """Every connection's bounds (`limits.PeerLimits`), and the monotonic clock that its
+        silence, its bans and its scores are judged by (the address book keeps wall time)."""
         self.save_peers = save_peers
         self.book_file = book_file
         """The address book's file (`net.address_file`, the data dir's peers.dat): read here,
@@ -103,7 +101,8 @@ class PeerManager:
 
     async def start(self, sock: Any) -> None:
         self._server = await asyncio.get_running_loop().create_server(
-            lambda: PeerProtocol(outbound=False, connected=self._inbound), sock=sock)
+            lambda: PeerProtocol(outbound=False, connected=self._inbound, limits=self.limits, clock=self.clock),
+            sock=sock)
         self._spawn(self._maintain(), "maintain")
         for address in self.priority:
             self._spawn(self._keep_connected(address), f"priority {address}")
@@ -145,7 +144,7 @@ class PeerManager:
 
     def ban_list(self) -> list[dict[str, Any]]:
         return [{"ip": key, "seconds_left": int(left), "reason": reason}
-                for key, left, reason in self.bans.items(time.monotonic())]
+                for key, left, reason in self.bans.items(self.clock())]
 
     def deny(self, ips: frozenset[str]) -> None:
         """Cut this node off from `ips`, and only those (empty: from none): close the connections
@@ -156,13 +155,13 @@ class PeerManager:
             peer.close()
 
     def is_banned(self, ip: str) -> bool:
-        return ip in self.denied or self.bans.banned(address_key(ip), time.monotonic())
+        return ip in self.denied or self.bans.banned(address_key(ip), self.clock())
 
     def ban(self, peer: Peer, reason: str) -> None:
         """Ban the peer's address (`bans.address_key`: an IPv6 /64) and close every connection
         from it."""
         reason = printable(reason)  # it may quote the peer (a decode error): shown by get_peers and watch
-        self.bans.ban(peer.key, reason, time.monotonic())
+        self.bans.ban(peer.key, reason, self.clock())
         self.scores.forget(peer.key)
         log.warning("banned peer %s for %d s: %s", peer.name, L.BAN_SECONDS, reason)
         for other in [p for p in self._connections if p.key == peer.key] + [peer]:
@@ -174,7 +173,7 @@ class PeerManager:
         across reconnects, decaying: `bans.Scores`); at BAN_THRESHOLD the address is banned
         with `reason` (`limits` holds each offence's points)."""
         assert isinstance(peer, Peer)
-        now = time.monotonic()
+        now = self.clock()
         if self.bans.banned(peer.key, now):
             return  # banned once already: one ban, one reason
         score = self.scores.add(peer.key, points, now)
@@ -210,7 +209,8 @@ class PeerManager:
             local = (self.bind_ip, 0) if self.bind_ip not in ("0.0.0.0", "::") else None
             async with asyncio.timeout(5):
                 _, protocol = await asyncio.get_running_loop().create_connection(
-                    lambda: PeerProtocol(outbound=True, dialled=address), parsed[0], parsed[1], local_addr=local)
+                    lambda: PeerProtocol(outbound=True, dialled=address, limits=self.limits, clock=self.clock),
+                    parsed[0], parsed[1], local_addr=local)
         except (OSError, TimeoutError) as err:
             log.debug("cannot connect to %s: %s", address, err)
             self._dial_errors[address] = str(err) or "timed out"
@@ -248,11 +248,11 @@ class PeerManager:
             if not handshook and error is not None and address not in self._unreachable:
                 self._unreachable.add(address)
                 log.warning("priority node %s cannot be reached (%s); trying again, backing off to every %d s",
-                            address, error, BACKOFF_MAX)
-            if handshook and time.monotonic() - started > BACKOFF_MAX:
+                            address, error, L.BACKOFF_MAX)
+            if handshook and time.monotonic() - started > L.BACKOFF_MAX:
                 delay = 1.0
             await asyncio.sleep(delay)
-            delay = min(delay * 2, BACKOFF_MAX)
+            delay = min(delay * 2, L.BACKOFF_MAX)
 
     async def _maintain(self) -> None:
         """Fill outbound slots from the address book; save it now and then."""
@@ -289,12 +289,12 @@ class PeerManager:
 
     def _ping_or_drop(self) -> None:
         """Ping a peer silent for PING_INTERVAL, drop one silent for IDLE_TIMEOUT (no timer a read)."""
-        now = time.monotonic()
+        now = self.clock()
         for peer in list(self.peers):
-            if peer.silent_since(now - IDLE_TIMEOUT):
+            if peer.silent_since(now - self.limits.idle_timeout):
                 log.info("dropping peer %s: silent for too long", peer.name, extra=limited(peer))
                 peer.close()
-            elif peer.hello is not None and peer.silent_since(now - PING_INTERVAL):
+            elif peer.hello is not None and peer.silent_since(now - self.limits.ping_interval):
                 self.send(peer, P.Ping(self.nonce))
 
     async def _save_peers(self) -> None:
@@ -318,7 +318,7 @@ class PeerManager:
         self._connections.add(peer)
         try:
             peer.send(self._hello())
-            async with asyncio.timeout(HANDSHAKE_TIMEOUT):
+            async with asyncio.timeout(self.limits.handshake_timeout):
                 first = await self._next_message(peer)
             if not isinstance(first, P.Hello):
                 raise ProtocolViolation(f"first message was {type(first).__name__}, not Hello")
@@ -386,7 +386,7 @@ class PeerManager:
                              f"proof flooding: more than {L.PROOF_RATE:.0f} uptime proofs per second")
             return None
         if not peer.bucket.take(now):
-            raise ProtocolViolation(f"flooding: more than {FLOOD_RATE:.0f} messages per second")
+            raise ProtocolViolation(f"flooding: more than {self.limits.flood_rate:.0f} messages per second")
         return message
 
     def _hello(self) -> P.Hello:

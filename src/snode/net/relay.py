@@ -39,6 +39,7 @@ from snode.core.transactions import Transaction, txid
 from snode.core.transition import check_block_stateless
 from snode.net import limits as L
 from snode.net import protocol as P
+from snode.net.limits import DEFAULT_LIMITS, PeerLimits
 from snode.net.events import BlocksAhead, CheckpointMessage, PeerConnected, PeerDisconnected, ProofMessage
 from snode.net.orphans import OrphanPool
 from snode.net.proof_gossip import INV_INTERVAL, ProofGossip
@@ -52,26 +53,20 @@ from snode.store.errors import StoreError
 
 log = logging.getLogger(__name__)
 
-SEEN_TX_CACHE: Final = 50_000
-MAX_PARKED: Final = 16
-"""Copies of a block kept while its first copy is at the writer, one per address (`Peer.key`)
-and none from the first copy's: one peer's forgeries cannot crowd out the others' copies. More
-peers than this rarely send one block at once; a copy beyond is dropped, as a copy after
-adoption is."""
-
 
 class Relay:
     """Gossip of blocks, transactions and proofs for one node."""
 
-    def __init__(self, peers: PeerManager, writer: ChainWriter) -> None:
+    def __init__(self, peers: PeerManager, writer: ChainWriter, *, limits: PeerLimits = DEFAULT_LIMITS) -> None:
         self.peers = peers
+        self.limits = limits
         self.writer = writer
         self.node = writer.node
         self.orphans = OrphanPool()
         self._seen_txs: OrderedDict[bytes, None] = OrderedDict()
         self._accepting: dict[bytes, dict[str, tuple[Peer, P.NewBlock]]] = {}
         """The blocks from peers that the writer is accepting now, by hash, with the copies that
-        other peers sent meanwhile, by address (MAX_PARKED at most; the first copy's address
+        other peers sent meanwhile, by address (`max_parked` at most; the first copy's address
         under its key too, holding nothing to take up)."""
         self.gossip = ProofGossip(registry=lambda: self.node.state.service_nodes,
                                   accepted_at=self.node.proofs.last_accepted,
@@ -118,7 +113,7 @@ class Relay:
         if parked is not None:
             # Another peer's copy is at the writer: judged once, not decoded again; this one is
             # taken up only if that one turns out to be a forgery of it (`_after_forgery`).
-            if peer.key not in parked and len(parked) <= MAX_PARKED:
+            if peer.key not in parked and len(parked) <= self.limits.max_parked:
                 parked[peer.key] = (peer, message)
             return
         if h.prev_hash != node.state.tip_hash and not self.could_produce(h.producer):
@@ -275,7 +270,7 @@ class Relay:
 
     def _remember_tx(self, tid: bytes) -> None:
         self._seen_txs[tid] = None
-        while len(self._seen_txs) > SEEN_TX_CACHE:
+        while len(self._seen_txs) > self.limits.seen_tx_cache:
             self._seen_txs.popitem(last=False)
 
     async def _on_proof(self, peer: Peer, message: P.Proof | P.ProofRejected | P.ProofAck) -> None:
@@ -378,11 +373,11 @@ class Relay:
         answer before it has left our buffer, and once the peer's upload budget has paid off
         what it pulled before."""
         try:
-            async with asyncio.timeout(L.UPLOAD_DRAIN_TIMEOUT):
+            async with asyncio.timeout(self.limits.upload_drain_timeout):
                 await peer.writer.drain()
         except TimeoutError:
             raise PeerGone(f"{peer.name} did not read the blocks it asked for") from None
-        await asyncio.sleep(peer.upload.wait(time.monotonic(), 1))
+        await asyncio.sleep(peer.upload.wait(peer.clock(), 1))
         node = self.node
         height = node.height
         blocks = await self.writer.call(node.blocks_after, message.locator, message.max_count, P.MAX_BATCH_BYTES)
