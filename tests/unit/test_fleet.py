@@ -45,6 +45,30 @@ def test_fork_fields_are_the_get_info_fields_that_name_a_fork() -> None:
     assert fork_fields(["not", "a", "mapping"]) == {}
 
 
+def test_the_next_fork_and_an_upgrade_required_are_their_sentences_on_the_line() -> None:
+    """get_info's `next_fork` and `upgrade_required` are objects (issue #34): the line shows the
+    sentence `snode-cli status` shows, not nothing."""
+    summary = "fork v2 at 80 (in 17 blocks, ~1m): 3 of 3 active SNs ready; this node: ready"
+    info = {"height": 62, "next_fork": {"fork": "v2", "height": 80, "summary": summary},
+            "upgrade_required": {"fork": "v3", "height": 90, "action": "install a snoded that knows v3"}}
+    upgrade = "UPGRADE REQUIRED: fork v3 at height 90: install a snoded that knows v3"
+    fields = fork_fields(info)
+    assert fields == {"next_fork_summary": summary, "upgrade_required_summary": upgrade}
+    view = View("n", "http://127.0.0.1:1", height=62, version="0.2.0", state="not a service node", fork=fields)
+    assert lines([view], now=NOW) == [f"n  not a service node, height 62, v0.2.0, {summary}, {upgrade}"]
+
+
+def test_a_key_that_left_the_registry_says_how_as_the_status_line_does() -> None:
+    from snode.api.types import Departure
+    from snode.tools.fleet import _read_record
+    view = View("n", "http://127.0.0.1:1")
+    _read_record(view, None, Departure(height=99, kind="deregistered", reason="unreachable",
+                                       stakes_unlock_height=139, stakes_locked_blocks=0))
+    assert (view.state, view.reason) == ("deregistered at height 99", "unreachable")
+    _read_record(view, None, None)
+    assert (view.state, view.reason) == ("not registered", "")
+
+
 def test_the_fleet_file_names_nodes_with_an_optional_login(tmp_path: Path) -> None:
     login = tmp_path / "login"
     login.write_text("ops:secret\n")

@@ -62,16 +62,22 @@ def test_held_is_asked_only_when_a_check_is_due():
 
 
 class _Proofs:
-    def __init__(self) -> None:
+    def __init__(self, node: _Node) -> None:
         self.endpoints: dict[bytes, tuple[str, int]] = {KEY: ("127.0.0.9", 38092)}
+        self.node = node
+        self.silent_since: int | None = None
+        """When the node stopped sending proofs (None: it proves every moment)."""
 
     def endpoint(self, pubkey: bytes) -> tuple[str, int] | None:
         return self.endpoints.get(pubkey)
 
+    def last_accepted(self, pubkey: bytes) -> int:
+        return self.node.clock if self.silent_since is None else self.silent_since
+
 
 class _Node:
     def __init__(self, params: NetworkParams) -> None:
-        self.params, self.proofs, self.clock = params, _Proofs(), 0
+        self.params, self.proofs, self.clock = params, _Proofs(self), 0
 
     def now(self) -> int:
         return self.clock
@@ -163,3 +169,27 @@ def test_a_member_never_checks_itself():
         await asyncio.sleep(0)
     asyncio.run(run())
     assert (net.handshakes, tests.counts[Check.HANDSHAKE]) == (0, 0)
+
+
+def test_failures_while_the_node_is_silent_too_are_no_unreachable_streak():
+    """A node down (no proofs, no handshakes) is missed proofs' case: back and proving, its
+    reachability is judged from its first failure after that, not from before its outage (the
+    devnet trial: deregistered `unreachable` at its recommission, 6 s after its restart)."""
+    node, net = _Node(DEVNET), _QuorumNet()
+    tests = ReachabilityTests(node, net)  # type: ignore[arg-type]
+
+    async def run(start: int, end: int) -> None:
+        for now in range(start, end, 2):
+            node.clock = now
+            tests.schedule([KEY], now)
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+    net.listening = False  # proving but unreachable: a streak
+    asyncio.run(run(1, 20))
+    assert tests.failing_since.get(KEY) is not None
+    node.proofs.silent_since = 20  # then down altogether
+    asyncio.run(run(20, 120))
+    assert KEY not in tests.failing_since and tests.unreachable_for(KEY, 120) == 0
+    node.proofs.silent_since = None  # back and proving, still not reachable: a new streak
+    asyncio.run(run(120, 140))
+    assert tests.failing_since[KEY] >= 120

@@ -9,6 +9,7 @@ import msgspec
 
 from snode.devchain import key_from_label
 from snode.node.node import Node
+from snode.node.own_proof import Identity
 from snode.node.readiness import knows, next_fork
 from snode.node.verifier import InlineVerifier
 from snode.params import FAR_AHEAD, REGTEST, TESTNET, V2, Fork
@@ -53,6 +54,19 @@ def test_the_summary_counts_active_nodes_whose_proofs_know_the_fork():
                                       "this node: ready")
     node.own_proof.advertised = (0, 1, 0)
     assert next_fork(node)["this_node"] == "outdated (snoded 0.1.0, 0.2.0 needed)"  # type: ignore[index]
+
+
+def test_a_service_node_counts_itself_by_its_own_schedule():
+    node = _node(REGTEST.with_test_forks((Fork(V2, 1_440),)))
+    own, peer = key_from_label("own"), key_from_label("peer").public
+    node.identity = Identity(own, "203.0.113.9", 1, 2)
+    registry = {k: msgspec.structs.replace(sn_record(), pubkey=k) for k in (own.public, peer)}
+    node._state = dataclasses.replace(node.state, service_nodes=node.state.service_nodes.update(registry))
+    node.sn_versions[peer] = "0.2.0 v2@1440"  # its own proofs are never in sn_versions
+    info = next_fork(node)
+    assert info is not None and (info["active_sns"], info["ready_sns"]) == (2, 2)
+    node.own_proof.advertised = (0, 1, 0)
+    assert next_fork(node)["ready_sns"] == 1  # type: ignore[index]
 
 
 def test_a_fork_only_known_far_ahead_is_not_shown():

@@ -169,7 +169,9 @@ def test_a_transaction_signed_for_v1_is_refused_on_v2_with_its_reason():
     chain.mine(H - 2)
     v1 = chain.transfer_tx(ALICE, BOB.public, COIN)  # for block H-1: v1
     chain.mine(1)
-    with pytest.raises(WrongFork, match=f"is signed for fork v1; this chain is on v2 from height {H}: sign it again"):
+    # On regtest the refusal names the daemon's schedule: a wallet without the same --test-fork signs for v1 again.
+    with pytest.raises(WrongFork, match=f"is signed for fork v1; this chain is on v2 from height {H}: sign it again "
+                       f"with the daemon's schedule \\(--test-fork v2@{H}\\)"):
         chain.submit(v1)
     chain.submit(chain.transfer_tx(ALICE, BOB.public, COIN))  # signed again, for v2
     with pytest.raises(InvalidBlock, match="bad signature"):  # in a block: refused all the same
@@ -261,3 +263,11 @@ def test_a_node_empties_its_pool_of_what_the_new_fork_refuses_with_one_line_per_
     lines = [r.getMessage() for r in caplog.records if "left the mempool" in r.getMessage()]
     assert len(lines) == 1 and lines[0].startswith(f"fork v2 from height {H}: 2 transfer transactions left the mempool")
     assert "is signed for fork v1" in lines[0]
+
+
+def test_the_wrong_fork_hint_is_for_test_forks_only():
+    from snode.core.tx_rules import _test_fork_hint
+    from snode.params import MAINNET
+    assert _test_fork_hint(MAINNET) == ""  # mainnet's schedule is the release's: no flag to name
+    assert _test_fork_hint(REGTEST) == " with no --test-fork (the daemon has none)"
+    assert _test_fork_hint(forked_chain().params) == f" with the daemon's schedule (--test-fork v2@{H})"

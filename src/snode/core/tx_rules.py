@@ -28,7 +28,7 @@ from snode.core.transactions import (
     UnlockRequest,    check_stateless, registration_hash, signing_hash_of_encoded, state_change_hash, txid,
 )
 from snode.core.units import format_coins
-from snode.params import KNOWN_FORKS, STATE_CHANGE_WINDOW, ForkRules
+from snode.params import KNOWN_FORKS, STATE_CHANGE_WINDOW, ForkRules, NetworkParams
 
 
 class Working:
@@ -369,8 +369,17 @@ def _wrong_fork(tx: Transaction, signed_for: ForkRules, height: int, consensus: 
         theirs = params.fork_of(signed_for)
         when = f"starts at height {theirs.height}" if theirs is not None else "this network has not scheduled"
         return (f"transaction {short} is signed for fork {signed_for.name}, which {when}; this "
-                f"chain is on {here.name}: sign it again")
+                f"chain is on {here.name}: sign it again{_test_fork_hint(params)}")
     start = params.fork_of(here)
     since = f" from height {start.height}" if start is not None else ""
     return (f"transaction {short} is signed for fork {signed_for.name}; this chain is on "
-            f"{here.name}{since}: sign it again")
+            f"{here.name}{since}: sign it again{_test_fork_hint(params)}")
+
+
+def _test_fork_hint(params: NetworkParams) -> str:
+    """On devnet and regtest a wallet knows a `--test-fork` only when given the same flag: the
+    refusal names the daemon's, since signing again without it is refused again."""
+    if not params.test_forks:
+        return ""
+    flags = " ".join(f"--test-fork {f.rules.name}@{f.height}" for f in params.forks[1:])
+    return f" with the daemon's schedule ({flags})" if flags else " with no --test-fork (the daemon has none)"

@@ -40,11 +40,14 @@ def next_fork(node: Node) -> dict[str, Any] | None:
     if fork is None or fork.height >= FAR_AHEAD:
         return None
     active = [pk for pk, sn in node.state.service_nodes.items() if sn.active]
-    ready = sum(1 for pk in active if knows(node.sn_versions.get(pk, ""), fork))
+    this = _this_node(node, fork)
+    # A node's own proofs never reach its sn_versions (that holds peers' proofs): it counts
+    # itself by its own schedule and snoded, else every SN saw one fewer than its peers do.
+    own = node.identity.key.public if node.identity is not None else None
+    ready = sum(1 for pk in active if (this == "ready" if pk == own else knows(node.sn_versions.get(pk, ""), fork)))
     left = fork.height - node.height - 1
     spacing = node.params.target_block_time
     eta = left * spacing if spacing > 0 else None
-    this = _this_node(node, fork)
     when = f"in {left} blocks" + (f", ~{duration(eta)}" if eta else "")
     summary = (f"fork {fork.rules.name} at {fork.height:,} ({when}): {ready} of {len(active)} active SNs ready; "
                f"this node: {this}")

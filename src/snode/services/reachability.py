@@ -6,7 +6,10 @@ closed quorumnet port, could otherwise stay active while no other service node c
 Each node is tested at most once per `reachability_interval`, at most PROBES_AT_ONCE at a time;
 the time of the first failed test since the last passed one is kept, and the judge decommissions
 an active node whose tests have failed for longer than the decommission proof age (reason
-`unreachable`).
+`unreachable`). Only tests of a node whose proofs are not missed count: a failure while it is
+silent too (past the decommission proof age) ends the streak (it is down: missed proofs), so
+that a node back from an outage is not deregistered at its recommission for failures from
+before it came back.
 
 The connections we already hold (issue #37, item 1). A live quorumnet connection that this
 member opened itself to the address and port the node's current proof declares, its handshake
@@ -150,10 +153,23 @@ class ReachabilityTests:
             return
         self.failed += 1
         self._fresh.pop(pubkey, None)  # a held connection no longer vouches for it
+        if not self._proving(pubkey):
+            # Silent as well: down, which missed proofs judge. A streak kept through it would
+            # deregister the node as `unreachable` the moment it is back and recommissioned,
+            # on failures from before it came back.
+            self.failing_since.pop(pubkey, None)
+            return
         if pubkey not in self.failing_since:
             self.failing_since[pubkey] = self.node.now()
             log.info("reachability: no quorumnet handshake with %s at %s (its declared address)",
                      pubkey.hex()[:16], endpoint)
+
+
+    def _proving(self, pubkey: bytes) -> bool:
+        """Whether `pubkey`'s proofs are not missed (its last accepted one within the decommission
+        proof age): unreachable is a node that proves it is up where no member can reach it."""
+        last = self.node.proofs.last_accepted(pubkey)
+        return last > 0 and self.node.now() - last <= self.node.params.decommission_proof_age
 
 
 def figures(quorumnet: QuorumNet, tests: ReachabilityTests) -> dict[str, int]:

@@ -27,7 +27,7 @@ import msgspec
 
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.credentials import Login, read_login_file
-from snode.api.types import InfoResult, ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState
+from snode.api.types import Departure, InfoResult, ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState
 from snode.common.endpoints import ConfigError, parse_http_url
 from snode.core.units import counted
 
@@ -148,7 +148,7 @@ def look(member: Member, timeout: float) -> View:
                                   ServiceNodesResult[ServiceNodeState])
         record = next((r for r in found.service_node_states
                        if r.service_node_pubkey == key.service_node_pubkey), None)
-        _read_record(view, record)
+        _read_record(view, record, info.departure)
     except RpcUnavailable as err:
         view.error = str(err)
     except RpcFailure as err:
@@ -160,9 +160,10 @@ def look(member: Member, timeout: float) -> View:
     return view
 
 
-def _read_record(view: View, record: ServiceNodeState | None) -> None:
-    if record is None:
-        view.state = "not registered"
+def _read_record(view: View, record: ServiceNodeState | None, departure: Departure | None = None) -> None:
+    if record is None:  # how the key left the registry (get_info.departure), as the status line says
+        view.state = f"{departure.kind} at height {departure.height}" if departure else "not registered"
+        view.reason = departure.reason if departure else ""
         return
     view.state = record.status
     if record.status == "Decomm":
@@ -173,12 +174,26 @@ def _read_record(view: View, record: ServiceNodeState | None) -> None:
     view.last_reward_height = record.last_reward_height if record.last_reward_height > since else None
 
 
+SUMMARY: Final = "_summary"
+"""The end of a fork field's name that is a whole sentence, shown alone on the line."""
+
+
 def fork_fields(info: Any) -> dict[str, Any]:
     """The fields of a `get_info` answer about forks (a name holding `fork`: the next fork, its
     height, its readiness), as given; empty for a daemon that has none."""
     if not isinstance(info, Mapping):
         return {}
-    return {k: v for k, v in info.items() if isinstance(k, str) and "fork" in k and isinstance(v, (str, int, float))}
+    fields = {k: v for k, v in info.items() if isinstance(k, str) and "fork" in k and isinstance(v, (str, int, float))}
+    # Since the readiness (issue #34) `next_fork` is an object whose `summary` is the sentence
+    # `snode-cli status` shows, and `upgrade_required` one too: each is shown as that sentence
+    # (a `..._summary` field).
+    ahead, upgrade = info.get("next_fork"), info.get("upgrade_required")
+    if isinstance(ahead, Mapping) and isinstance(ahead.get("summary"), str):
+        fields["next_fork_summary"] = ahead["summary"]
+    if isinstance(upgrade, Mapping):
+        fields["upgrade_required_summary"] = (f"UPGRADE REQUIRED: fork {upgrade.get('fork')} at height "
+                                              f"{upgrade.get('height')}: {upgrade.get('action')}")
+    return fields
 
 
 def lines(views: Sequence[View], *, now: float | None = None) -> list[str]:
@@ -201,7 +216,7 @@ def _line(view: View, top: int, now: float) -> str:
                  + (f", syncing to {view.target_height}" if view.target_height else ""))
     parts.append(f"v{view.version}")
     if view.fork:
-        parts.append(", ".join(f"{k} {v}" for k, v in view.fork.items()))
+        parts.append(", ".join(str(v) if k.endswith(SUMMARY) else f"{k} {v}" for k, v in view.fork.items()))
     if view.credit_blocks is not None:
         parts.append(f"last reward {view.last_reward_height}" if view.last_reward_height is not None
                      else "no reward yet")
