@@ -231,3 +231,33 @@ def _running_on(data_dir) -> list[int]:
     """Pids of the processes whose command line names data_dir as --data-dir."""
     flag = f"--data-dir={data_dir}".encode()
     return [pid for pid in all_pids() if flag in (process_args(pid) or ())]
+
+
+def test_up_with_a_test_fork_runs_every_daemon_and_wallet_on_that_schedule(tmp_path):
+    base = tmp_path / "forked"
+    log.info("A malformed --test-fork is one line, and nothing starts")
+    bad = devnet(base, "up", "--nodes", "1", "--test-fork", "v2")
+    assert_equal((bad.returncode, bad.stderr.strip()),
+                 (1, "snode-devnet: --test-fork: 'v2' is not NAME@HEIGHT (example: v2@20)"))
+    assert not (base / "devnet.json").exists()
+    log.info("up --test-fork v2@40: devnet.json keeps it, each daemon shows v2 as its next fork")
+    out = devnet(base, "up", "--nodes", "1", "--test-fork", "v2@40")
+    try:
+        assert_equal(out.returncode, 0, out.stderr)
+        assert "forks scheduled: --test-fork=v2@40" in out.stdout, out.stdout
+        assert_equal(json.loads((base / "devnet.json").read_text())["test_forks"], ["v2@40"])
+        for name in ("authority", "node1"):
+            cli = subprocess.run([sys.executable, "-m", "snode.tools.cli", "--devnet", "--node", name, "status"],
+                                 capture_output=True, text=True, timeout=scaled(60), stdin=subprocess.DEVNULL,
+                                 env={**ENV, "SNODE_DEVNET_DIR": str(base)})
+            assert_equal(cli.returncode, 0, cli.stderr)
+            assert "fork v2 at 40" in cli.stdout, cli.stdout
+        log.info("stop and start node1: it comes back on the same schedule")
+        assert_equal(devnet(base, "stop", "node1").returncode, 0)
+        started = devnet(base, "start", "node1")
+        assert_equal(started.returncode, 0, started.stderr)
+        pid = next(n["pid"] for n in json.loads((base / "devnet.json").read_text())["nodes"] if n["name"] == "node1")
+        args = process_args(pid)
+        assert args is not None and b"--test-fork=v2@40" in args, args
+    finally:
+        devnet(base, "down")

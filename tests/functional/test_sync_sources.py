@@ -17,7 +17,6 @@ from snode.core.blocks import Block
 from snode.core.encoding import decode
 from snode.net import limits as L
 from snode.net import protocol as P
-from snode.net.peer import REQUEST_TIMEOUT
 from tests.functional.framework import connect_nodes, narrator, next_loopback_ip, sync_blocks, wait_until
 from tests.functional.hostile import assert_serving, handshake
 from tests.functional.p2p import FakePeer
@@ -96,11 +95,11 @@ def test_a_source_that_holds_its_request_costs_the_hedge_not_the_timeout(nodes):
         started = time.monotonic()
         connect_nodes(victim, a)
         connect_nodes(victim, b)
-        bound = L.SYNC_HEDGE_S + 15  # under REQUEST_TIMEOUT: before, the sync waited it out (30.8 s here)
+        bound = L.SYNC_HEDGE_S + 15  # under L.REQUEST_TIMEOUT: before, the sync waited it out (30.8 s here)
         wait_until(lambda: victim.get_info()["height"] == height, timeout=bound, what="the victim synced")
         took = time.monotonic() - started
         log.info("Synced %d blocks in %.1f s beside the staller (hedge %.0f s, timeout %d s)", height, took,
-                 L.SYNC_HEDGE_S, REQUEST_TIMEOUT)
+                 L.SYNC_HEDGE_S, L.REQUEST_TIMEOUT)
         text = victim.stderr_text()
         assert f"sync: peer {source}:" in text and "answered a sync request slower than" in text, \
             "the staller was not left for a faster source"

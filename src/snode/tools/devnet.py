@@ -65,15 +65,21 @@ base_dir_option = click.option(
               help="Register every node from an operator wallet funded by the genesis.")
 @click.option("--ip-prefix", default=IP_PREFIX, show_default=True,
               help="The authority listens on <prefix>1, node i on <prefix><i+1> (or set SNODE_DEVNET_IP_PREFIX).")
+@click.option("--test-fork", "test_forks", multiple=True, metavar="NAME@HEIGHT",
+              help="Schedule fork NAME at HEIGHT on every daemon and wallet of the devnet (repeatable, in order).")
 @click.pass_obj
-def up_cmd(base_dir: Path, count: int, register: bool, ip_prefix: str) -> None:
+def up_cmd(base_dir: Path, count: int, register: bool, ip_prefix: str, test_forks: tuple[str, ...]) -> None:
     """Write a genesis, start the authority and the service-node daemons and a funded faucet
     wallet (and register the nodes)."""
-    devnet = up(base_dir, count, ip_prefix, register=count if register else 0, say=click.echo)
+    devnet = up(base_dir, count, ip_prefix, register=count if register else 0, say=click.echo,
+                test_forks=test_forks)
     click.echo(f"devnet of {counted(count, 'service node')} and the authority running in {base_dir}")
     click.echo(f"faucet wallet: {devnet.faucet_dir / 'faucet.wallet'} (password in faucet.password)")
     for n in devnet.nodes:
         click.echo(f"  {n.name}: pid {n.pid}, admin RPC {n.rpc_url}, data dir {n.data_dir}")
+    if devnet.test_forks:
+        flags = " ".join(f"--test-fork={f}" for f in devnet.test_forks)
+        click.echo(f"forks scheduled: {flags} (give a wallet or snoded of your own the same)")
     click.echo(f"stop it with: {command_line(base_dir, 'down')}")
 
 

@@ -22,7 +22,7 @@ from rich.table import Table
 from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
 from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
-from snode.params import COIN, DEVNET
+from snode.params import COIN, DEVNET, ScheduleError, schedule_test_forks
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.types import InfoResult, RegistrationCmdResult, ServiceNodeKeyResult
 from snode.tools.devnet_procs import (
@@ -38,7 +38,8 @@ def run_wallet(devnet: Devnet, name: str, *args: str,
     wallets = devnet.faucet_dir
     # The first daemon still running (the story may have stopped the authority).
     node = daemon or next((n for n in devnet.nodes if is_our_process(n)), devnet.nodes[0])
-    cmd = [sys.executable, "-m", "snode.wallet", "--devnet", f"--wallet-file={wallets / (name + '.wallet')}",
+    cmd = [sys.executable, "-m", "snode.wallet", "--devnet", *(f"--test-fork={f}" for f in devnet.test_forks),
+           f"--wallet-file={wallets / (name + '.wallet')}",
            f"--password-file={wallets / (name + '.password')}", f"--daemon-address={node.ip}:{DEVNET.rpc_port}", *args]
     return subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
 
@@ -68,7 +69,7 @@ def create_wallet(devnet: Devnet, name: str, seed: bytes | None = None) -> str:
 
 
 def up(base_dir: Path, count: int, ip_prefix: str = IP_PREFIX, *, register: int = 0,
-       say: Callable[[str], None] = lambda _: None) -> Devnet:
+       say: Callable[[str], None] = lambda _: None, test_forks: tuple[str, ...] = ()) -> Devnet:
     """Write the genesis, start the authority and `count` service-node daemons, make the faucet
     wallet; register the last `register` nodes, each from an operator wallet of its own (paid
     by the genesis): with all of them, the network reaches service-node block production alone."""
@@ -76,6 +77,10 @@ def up(base_dir: Path, count: int, ip_prefix: str = IP_PREFIX, *, register: int 
         raise DevnetError("--nodes must be between 1 and 200")
     if not ip_prefix.startswith("127.") or ip_prefix.count(".") != 3 or not ip_prefix.endswith("."):
         raise DevnetError(f"IP prefix '{ip_prefix}' must be a loopback prefix such as 127.0.100.")
+    try:
+        schedule_test_forks(DEVNET, test_forks)
+    except ScheduleError as err:
+        raise DevnetError(f"--test-fork: {err}") from None
     if clear_stopped(base_dir):
         say(f"removed the stopped devnet's data dirs, wallets and genesis from {base_dir}")
     base_dir.mkdir(parents=True, exist_ok=True)
@@ -83,14 +88,15 @@ def up(base_dir: Path, count: int, ip_prefix: str = IP_PREFIX, *, register: int 
     faucet_seed = os.urandom(32)
     operators = [os.urandom(32) for _ in range(min(register, count))]
     _write_genesis(base_dir / "genesis.json", authority, SigningKey(faucet_seed), operators)
-    devnet = Devnet(base_dir, [NodeEntry(AUTHORITY, AUTHORITY, f"{ip_prefix}1", 0, str(base_dir / AUTHORITY))])
+    devnet = Devnet(base_dir, [NodeEntry(AUTHORITY, AUTHORITY, f"{ip_prefix}1", 0, str(base_dir / AUTHORITY))],
+                    list(test_forks))
     devnet.nodes += [NodeEntry(f"node{i}", SERVICE_NODE, f"{ip_prefix}{i + 1}", 0, str(base_dir / f"node{i}"))
                      for i in range(1, count + 1)]
     key_file = Path(devnet.authority.data_dir) / "authority_key"
     key_file.parent.mkdir(parents=True, exist_ok=True)
     _write_private(key_file, authority.seed.hex() + "\n")
     for entry in devnet.nodes:
-        entry.pid = spawn(entry, base_dir / "genesis.json", _seed_of(devnet, entry))
+        entry.pid = spawn(entry, base_dir / "genesis.json", _seed_of(devnet, entry), devnet.test_forks)
         devnet.save()
     try:
         for entry in devnet.nodes:
@@ -163,7 +169,7 @@ def _wait_synced(entry: NodeEntry, timeout: float = 60) -> None:
 
 def restart(devnet: Devnet, entry: NodeEntry) -> None:
     """Start a stopped process again with the same data dir."""
-    entry.pid = spawn(entry, devnet.base_dir / "genesis.json", _seed_of(devnet, entry))
+    entry.pid = spawn(entry, devnet.base_dir / "genesis.json", _seed_of(devnet, entry), devnet.test_forks)
     devnet.save()
     wait_rpc(entry)
 

@@ -12,7 +12,8 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import click
@@ -62,13 +63,16 @@ class NodeEntry:
 class Devnet:
     base_dir: Path
     nodes: list[NodeEntry]
+    test_forks: list[str] = field(default_factory=list)
+    """The `--test-fork NAME@HEIGHT` values every daemon and wallet of it runs with (`up
+    --test-fork`): kept in devnet.json, so that `start` and the wallets follow the same schedule."""
 
     @classmethod
     def load(cls, base_dir: Path) -> "Devnet":
         path = base_dir / STATE_FILE
         try:
             raw = json.loads(path.read_text())
-            return cls(base_dir, [NodeEntry(**n) for n in raw["nodes"]])
+            return cls(base_dir, [NodeEntry(**n) for n in raw["nodes"]], [str(f) for f in raw.get("test_forks", [])])
         except FileNotFoundError:
             raise DevnetError(f"no devnet in {base_dir} (no {STATE_FILE}); start one with: "
                               f"{command_line(base_dir, 'up')}") from None
@@ -78,7 +82,8 @@ class Devnet:
 
     def save(self) -> None:
         tmp = self.base_dir / f".{STATE_FILE}.tmp"
-        tmp.write_text(json.dumps({"nodes": [asdict(n) for n in self.nodes]}, indent=2) + "\n")
+        tmp.write_text(json.dumps({"nodes": [asdict(n) for n in self.nodes], "test_forks": self.test_forks},
+                                  indent=2) + "\n")
         os.replace(tmp, self.base_dir / STATE_FILE)
 
     @property
@@ -169,8 +174,9 @@ def clear_stopped(base_dir: Path) -> list[str]:
     return sorted(p.name for p in ours)
 
 
-def _daemon_args(entry: NodeEntry, genesis: Path, seed: str | None) -> list[str]:
+def _daemon_args(entry: NodeEntry, genesis: Path, seed: str | None, test_forks: Sequence[str]) -> list[str]:
     args = snoded_args("devnet", entry.data_dir, entry.ip, DEVNET.rpc_port, DEVNET.p2p_port) + [f"--genesis={genesis}"]
+    args += [f"--test-fork={fork}" for fork in test_forks]
     if entry.role == SERVICE_NODE:
         args += ["--service-node", f"--quorumnet-port={DEVNET.quorumnet_port}"]
     if seed is not None:
@@ -178,11 +184,11 @@ def _daemon_args(entry: NodeEntry, genesis: Path, seed: str | None) -> list[str]
     return args
 
 
-def spawn(entry: NodeEntry, genesis: Path, seed: str | None) -> int:
+def spawn(entry: NodeEntry, genesis: Path, seed: str | None, test_forks: Sequence[str] = ()) -> int:
     log = Path(entry.data_dir) / "daemon.out"
     Path(entry.data_dir).mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        proc = subprocess.Popen(_daemon_args(entry, genesis, seed), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(_daemon_args(entry, genesis, seed, test_forks), stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     return proc.pid
 
