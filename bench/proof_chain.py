@@ -50,6 +50,8 @@ class BuiltChain:
     service_nodes: int
     active_service_nodes: int
     build_s: float
+    chain: DevChain
+    """The chain itself, at the tip written (no longer committing to the store), to mine on."""
 
 
 def build_chain(data_dir: Path, service_nodes: int) -> BuiltChain:
@@ -73,6 +75,7 @@ def build_chain(data_dir: Path, service_nodes: int) -> BuiltChain:
         chain.register_active(list(zip(operators, nodes)), per_block=REGISTRATIONS_PER_BLOCK)
         if len(chain.pool):
             raise AssertionError(f"{len(chain.pool)} transactions did not fit in the setup blocks")
+    chain.on_block = None
     sns = chain.state.service_nodes
     missing = [k for k in nodes if k.public not in sns]
     if missing:
@@ -80,5 +83,5 @@ def build_chain(data_dir: Path, service_nodes: int) -> BuiltChain:
     return BuiltChain(
         sn_keys=nodes, height=chain.state.height, tip_hash=chain.state.tip_hash,
         service_nodes=len(sns), active_service_nodes=sum(1 for sn in sns.values() if sn.active),
-        build_s=time.perf_counter() - started,
+        build_s=time.perf_counter() - started, chain=chain,
     )
