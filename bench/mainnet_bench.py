@@ -351,6 +351,9 @@ def run(sizes: Sequence[int] = SIZES, compressions: Sequence[int] = COMPRESSIONS
                 figures = measure(built, spare, data_dir, compression, window_s, idle_s)
                 figures.update(service_nodes=built.service_nodes, chain_build_s=built.build_s)
                 runs.append(figures)
+                real = figures["real"]
+                log(f"{size:,} SNs, {compression}x: {real['cpu'] * 100:.2f} % of a core, in "
+                    f"{real['in'] / 1e3:.1f} kB/s, out {real['out'] / 1e3:.1f} kB/s at the real cadence")
     return {"runs": runs, "peers": PEERS, "announcers": ANNOUNCERS, "window_s": window_s, "idle_s": idle_s,
             "wall_s": time.perf_counter() - started}
 
