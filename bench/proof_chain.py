@@ -2,7 +2,9 @@
 nodes, built in-process with DevChain and written into a data dir that `snoded --regtest` opens.
 
 It starts from the built-in regtest genesis (the published authority and faucet keys), so any
-`snoded --regtest` accepts it. The faucet funds one operator key per service node (1,000 payments
+`snoded --regtest` accepts it; a chain of more service nodes than the built-in faucet can stake
+(about 4,999) gets a larger faucet allocation in its own genesis.json, which the daemon reads from
+the data dir. The faucet funds one operator key per service node (1,000 payments
 a transaction, the faucet's change unlocking in between); each operator registers its service
 node with a real registration transaction signed by the service node's own key (250 a block);
 one block of authority-voted state changes activates them all. About 40 blocks in all, built in
@@ -17,8 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+import msgspec
+
 from snode.core.crypto import SigningKey
-from snode.core.genesis import encode_genesis, genesis_state, regtest_genesis
+from snode.core.genesis import GenesisDoc, encode_genesis, genesis_state, regtest_genesis
 from snode.devchain import DevChain
 from snode.params import COIN, REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_SEED
 from snode.store import DATABASE_FILE, ChainStore
@@ -28,6 +32,8 @@ GENESIS_FILE: Final = "genesis.json"
 FUND_PER_TX: Final = 1_000
 """Payments per faucet transaction (about 44 bytes each; a transaction holds 100 KB)."""
 REGISTRATIONS_PER_BLOCK: Final = 250
+SPILL_BLOCKS: Final = 4
+"""Blocks mined after the activations for those that did not fit in the first (2 MB a block)."""
 
 
 def sn_key(index: int) -> SigningKey:
@@ -50,12 +56,25 @@ class BuiltChain:
     service_nodes: int
     active_service_nodes: int
     build_s: float
+    chain: DevChain
+    """The chain itself, at the tip written (no longer committing to the store), to mine on."""
+
+
+def funded_genesis(service_nodes: int) -> GenesisDoc:
+    """The built-in regtest genesis, its faucet's allocation raised where it cannot stake
+    `service_nodes` (with a tenth to spare for the fees)."""
+    doc = regtest_genesis()
+    (faucet,) = doc.outputs
+    needed = service_nodes * (PARAMS.staking_requirement + COIN) * 11 // 10
+    if needed <= faucet.amount:
+        return doc
+    return msgspec.structs.replace(doc, outputs=[msgspec.structs.replace(faucet, amount=needed)])
 
 
 def build_chain(data_dir: Path, service_nodes: int) -> BuiltChain:
     """Build the chain and write it into `data_dir` (genesis.json and the store)."""
     started = time.perf_counter()
-    doc = regtest_genesis()
+    doc = funded_genesis(service_nodes)
     state, block0, consensus = genesis_state(doc, PARAMS)
     chain = DevChain(params=PARAMS, authority=SigningKey(REGTEST_AUTHORITY_SEED), state=state,
                      consensus=consensus, now=state.timestamp, blocks=[block0])
@@ -71,8 +90,13 @@ def build_chain(data_dir: Path, service_nodes: int) -> BuiltChain:
             chain.pay_many(faucet, {k.public: PARAMS.staking_requirement + COIN for k in group})
             chain.mine(PARAMS.unlock_confirmations)  # the faucet's change and the payments unlock
         chain.register_active(list(zip(operators, nodes)), per_block=REGISTRATIONS_PER_BLOCK)
+        for _ in range(SPILL_BLOCKS):  # 10,000 activations fill more than one block
+            if not len(chain.pool):
+                break
+            chain.mine()
         if len(chain.pool):
             raise AssertionError(f"{len(chain.pool)} transactions did not fit in the setup blocks")
+    chain.on_block = None
     sns = chain.state.service_nodes
     missing = [k for k in nodes if k.public not in sns]
     if missing:
@@ -80,5 +104,5 @@ def build_chain(data_dir: Path, service_nodes: int) -> BuiltChain:
     return BuiltChain(
         sn_keys=nodes, height=chain.state.height, tip_hash=chain.state.tip_hash,
         service_nodes=len(sns), active_service_nodes=sum(1 for sn in sns.values() if sn.active),
-        build_s=time.perf_counter() - started,
+        build_s=time.perf_counter() - started, chain=chain,
     )

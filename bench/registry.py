@@ -34,6 +34,8 @@ BENCHMARKS: Final = (
               {"service_nodes": 40, "trial_count": 1}),
     Benchmark("intake", "bench.intake_bench", "CPU per peer proof on the loop thread, in process", 1, False,
               {"trial_count": 1}),
+    Benchmark("mainnet", "bench.mainnet_bench", "one snoded's CPU and bytes at mainnet's cadence, 2k and 10k SNs",
+              8, True, {"sizes": (40,), "compressions": (20,), "window_s": 4.0, "idle_s": 1.0}),
     Benchmark("blocks", "bench.blocks_bench", "service-node block latency and CPU on a 12-node devnet", 6, True),
     Benchmark("scale", "bench.scale_bench", "snode-sim per-block cost at 1k to 10k SNs", 15, False),
     Benchmark("devnet", "bench.devnet_bench", "12 real daemons for 10 minutes: blocks, RSS, CPU", 12, True),

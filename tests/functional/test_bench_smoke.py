@@ -68,6 +68,13 @@ def test_hostile_bench_syncs_while_attacked(tmp_path: Path):
     assert figures["attacked"]["blocks_per_s"] > 0 and figures["attacked"]["attack"]
 
 
+def test_mainnet_bench_feeds_a_daemon_announced_proofs_and_blocks(tmp_path: Path):
+    (run,) = smoke(tmp_path, "mainnet", 90)["runs"]
+    assert run["service_nodes"] == 40 and run["compression"] == 20
+    assert run["fed"]["proofs"] > 0 and run["fed"]["blocks"] >= 1 and run["asked"] > 0
+    assert run["real"]["cpu"] > 0 and run["real"]["in"] > 0 and run["real"]["out"] > 0
+
+
 def test_benchmarks_and_tests_use_disjoint_addresses():
     assert set(BENCH_OCTETS).isdisjoint(TEST_OCTETS) and max(BENCH_OCTETS) <= 255, (BENCH_OCTETS, TEST_OCTETS)
 
