@@ -22,10 +22,12 @@ def test_rewards_are_the_coinbase_outputs_the_operator_got(sn, tmp_path):
     mine(sn)
     pubkey = sn.get_service_node_key()["service_node_pubkey"]
     mine_until(sn, lambda: record(sn, pubkey)["payable"], timeout=60, what="the node payable")
-    mine(sn, 40)
+    log.info("A 1,000-block regtest run (issue #38 item 8): mined on to height 1,000")
+    mine(sn, 1_000 - sn.get_height()["height"])
 
     log.info("Every coinbase output to the operator, read from the blocks themselves")
     tip = sn.get_height()["height"]
+    assert_equal(tip, 1_000, "the run's height")
     paid = {}
     for height in range(1, tip + 1):
         coinbase = decode(bytes.fromhex(sn.get_block(height=height)["block_hex"]), Block).transactions[0]
