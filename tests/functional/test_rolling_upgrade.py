@@ -11,12 +11,15 @@ tips are H-1, H and H+1 agree on the network's tip once restarted; a fresh node 
 genesis across H; a transaction signed for v2 is refused before H and one signed for v1 after it,
 each with its reason; a fresh node on the old schedule is refused after H in one line, not
 banned (the old service node, connected before H, kept its peers).
+A second, short test makes a reorganisation of 2 blocks across H between two halves of a regtest
+chain (a partitioned half of the devnet would be minutes of backstop rounds).
 
 `make upgrade-test` runs it (marker `upgrade`, outside `make test`); .ci/run runs that target.
 """
 
 from __future__ import annotations
 
+import shutil
 import time
 from typing import Any
 
@@ -26,10 +29,11 @@ from snode.core.blocks import Block
 from snode.core.encoding import decode, encode
 from snode.core.transactions import Transfer, TxOut
 from snode.core.txbuilder import build_spend
-from snode.params import DEVNET, V1, V2, ForkRules
+from snode.devchain import key_from_label
+from snode.params import COIN, DEVNET, REGTEST, V1, V2, ForkRules
 from tests.functional.figures import write_figures
 from tests.functional.framework import (
-    assert_equal, assert_raises_rpc_error, connect_nodes, narrator, scaled, spendable_outputs, sync_blocks,
+    assert_equal, assert_raises_rpc_error, connect_nodes, faucet_key, narrator, scaled, spendable_outputs, sync_blocks,
     wait_until,
 )
 from tests.functional.sn_helpers import SnNet, record
@@ -159,7 +163,7 @@ def test_a_rolling_upgrade_of_twelve_service_nodes_crosses_the_fork_without_cost
     wait_until(lambda: net.authority.get_info()["height"] >= H + 3, timeout=120, what=f"block {H + 3}")
     before = _failed_rounds(net.authority, rolled + 1, H - 1)
     log.info("Failed rounds from the end of the restarts to %d: %d", H - 1, before)
-    assert before <= 1, before
+    assert failed + before <= RESTART_SLACK * len(away), (failed, before, len(away))
 
     log.info("Block %d is version 2 with a state root; block %d is version 1", H, H - 1)
     assert_equal(_header(net.authority, H - 1).version, 1, "block H-1's version")
@@ -242,3 +246,38 @@ def _refused(net: SnNet, signed_for: ForkRules, reason: str) -> None:
     tx = build_spend(spendable_outputs(net.authority, op), op, [TxOut(op.public, 1000)], Transfer(), DEVNET,
                      signed_for=signed_for)
     assert_raises_rpc_error(None, reason, net.authority.send_raw_transaction, tx_hex=encode(tx).hex())
+
+
+def test_a_reorganisation_of_two_blocks_across_the_fork_on_regtest(nodes):
+    """Two regtest halves of one chain at H-1: one mines H and H+1 (with a transaction signed for
+    v2), the other H to H+2; joined, the first reorganises its 2 blocks across H onto the longer
+    branch, whose block H is version 2 too, and its transaction is back in its mempool."""
+    H = 6
+    fork = f"--test-fork=v2@{H}"
+    a = nodes.add(extra_args=[fork])
+    a.generate_blocks(blocks=H - 1)
+    log.info("One chain to %d, copied into a second data dir: two halves that do not see each other", H - 1)
+    assert_equal(a.stop(), 0, "the first half's exit code")
+    b = nodes.add(extra_args=[fork], start=False)
+    b.data_dir.mkdir(parents=True)
+    for name in ("chain.sqlite3", "chain.sqlite3-wal"):
+        if (a.data_dir / name).exists():
+            shutil.copyfile(a.data_dir / name, b.data_dir / name)
+    a.start()
+    b.start()
+    assert_equal(b.get_info()["height"], H - 1, "the second half's height")
+    to = key_from_label("rolling reorg payee").public
+    tx = build_spend(spendable_outputs(a, faucet_key()), faucet_key(), [TxOut(to, COIN)], Transfer(), REGTEST,
+                     signed_for=V2)
+    txid = a.send_raw_transaction(tx_hex=encode(tx).hex())["txid"]
+    a.generate_blocks(blocks=2)
+    assert txid in a.get_block(height=H)["tx_ids"]
+    b.generate_blocks(blocks=3)
+    log.info("Joined: the first half reorganises blocks %d and %d onto the other's %d..%d", H, H + 1, H, H + 2)
+    connect_nodes(a, b)
+    sync_blocks([a, b])
+    assert "reorganized" in a.stderr_text(), a.log_tail()
+    assert_equal(a.get_info()["height"], H + 2, "the tip after the reorganisation")
+    assert_equal((_header(a, H - 1).version, _header(a, H).version), (1, 2), "versions of blocks H-1 and H")
+    wait_until(lambda: txid in [t["txid"] for t in a.get_mempool()["transactions"]], timeout=30,
+               what="the undone v2 transaction back in the mempool")
