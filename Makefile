@@ -13,7 +13,7 @@ LOCKS    := requirements.lock $(DEV_LOCK) requirements-binary.lock
 COMPILE := $(PY) -m compileall -q src
 
 .PHONY: demo walkthrough test lint bench reliability clean unit functional browser-test binary binary-test docs \
-	lock test-latest wheel-test container-test test-py313 upgrade-test
+	lock test-latest wheel-test container-test test-py313
 
 $(VENV):
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,7 @@ test-latest:
 
 # The rolling upgrade of a 12-SN devnet across fork v2 (issue #34 item 8, docs/UPGRADES.md "A
 # rolling upgrade"): a few minutes of 16 daemons, so a target of its own, which .ci/run runs.
+.PHONY: upgrade-test
 upgrade-test: $(STAMP)
 	$(COMPILE)
 	$(PY) -m pytest -q -p no:xdist -m upgrade tests/functional
