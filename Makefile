@@ -54,7 +54,7 @@ test-latest:
 	$(LATEST_VENV)/bin/python -m pytest $(PYTEST_ALL) tests
 
 # The rolling upgrade of a 12-SN devnet across fork v2 (issue #34 item 8, docs/UPGRADES.md "A
-# rolling upgrade"): a few minutes of 16 daemons, so a target of its own, which .ci/run runs.
+# rolling upgrade, proven"): a few minutes of 16 daemons, so a target of its own, which .ci/run runs.
 .PHONY: upgrade-test
 upgrade-test: $(STAMP)
 	$(COMPILE)
