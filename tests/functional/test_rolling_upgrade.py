@@ -152,12 +152,14 @@ def test_a_rolling_upgrade_of_twelve_service_nodes_crosses_the_fork_without_cost
              "one by one; node%d stays on the old schedule", H, AHEAD, COUNT - 1, old.index)
     away, rolled, failed = _rolled(net, fork, old, observers, start, H)
 
-    log.info("The old node learns of v2 from its peers and says so before the height")
+    _refused(net, V2, f"is signed for fork v2, which starts at height {H}; this chain is on v1: sign it again")
+    log.info("The old node learns of v2 from its peers and says so before the height (a warning: peers' "
+             "announcements alone never stop a node)")
     for peer in net.sns[:2]:
         _linked(old, peer)
-    wait_until(lambda: (old.get_info().get("upgrade_required") or {}).get("confirmed"), timeout=60,
+    wait_until(lambda: (old.get_info().get("upgrade_required") or {}).get("fork") == "v2", timeout=60,
                what="the old node to learn of v2")
-    _refused(net, V2, f"is signed for fork v2, which starts at height {H}; this chain is on v1: sign it again")
+    assert f"UPGRADE REQUIRED: fork v2 at height {H}" in old.get_info()["status_line"], old.get_info()["status_line"]
     _kill_at(observers, [H - 1, H, H + 1], [net.authority])
     upgraded = [net.authority, *net.sns[:-1]]
     wait_until(lambda: net.authority.get_info()["height"] >= H + 3, timeout=120, what=f"block {H + 3}")
