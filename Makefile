@@ -32,7 +32,7 @@ walkthrough: $(STAMP)
 	$(COMPILE)
 	$(PY) -m snode.tools.walkthrough
 
-PYTEST_ALL := -n 2 --dist load --maxschedchunk 1 -q --durations=25 -m "not browser and not binary and not wheel and not container"
+PYTEST_ALL := -n 2 --dist load --maxschedchunk 1 -q --durations=25 -m "not browser and not binary and not wheel and not container and not upgrade"
 test: $(STAMP)
 	$(COMPILE)
 	$(PY) -m pytest $(PYTEST_ALL) tests
@@ -52,6 +52,13 @@ test-latest:
 	$(LATEST_VENV)/bin/python -m mypy
 	$(LATEST_VENV)/bin/python -m ruff check src tests bench
 	$(LATEST_VENV)/bin/python -m pytest $(PYTEST_ALL) tests
+
+# The rolling upgrade of a 12-SN devnet across fork v2 (issue #34 item 8, docs/UPGRADES.md "A
+# rolling upgrade, proven"): a few minutes of 16 daemons, so a target of its own, which .ci/run runs.
+.PHONY: upgrade-test
+upgrade-test: $(STAMP)
+	$(COMPILE)
+	$(PY) -m pytest -q -p no:xdist -m upgrade tests/functional
 
 # The web view in headless Chromium (Debian's package, installed when missing; we run as root on
 # CI machines, otherwise this asks for sudo).
