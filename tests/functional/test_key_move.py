@@ -85,6 +85,12 @@ def test_a_key_moved_to_a_new_data_dir_serves_there_and_a_copy_beside_it_is_stop
     out = _cli("--regtest", "--data-dir", str(new_home.data_dir), "key", "show")
     assert_equal(out.stdout.splitlines()[0], f"service-node key {pk}")
     assert out.stdout.splitlines()[2].startswith("registration: not checked: no daemon given"), out.stdout
+    log.info("--data-dir after the command reads the same, and given both ways the two must agree")
+    after = _cli("--regtest", "key", "show", "--data-dir", str(new_home.data_dir))
+    assert_equal(after.stdout, out.stdout, after.stderr)
+    twice = _cli("--regtest", "--data-dir", str(tmp_path), "key", "show", "--data-dir", str(new_home.data_dir))
+    assert_equal((twice.returncode, twice.stderr.strip()),
+                 (1, f"snode-cli: --data-dir given twice, as {tmp_path} and as {new_home.data_dir}; give it once"))
 
     log.info("Start the new home beside the old one: the doppelganger check stops it")
     new_home.start()

@@ -337,7 +337,24 @@ def key() -> None:
 PASSWORD_FILE_HELP = "Read the passphrase from the first line of FILE (never give it on the command line)."
 
 
+def _late_data_dir(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """`--data-dir` after `key ...` as before it (`snode-cli --data-dir D key show`); given both
+    ways, the two must agree."""
+    if value is None:
+        return
+    given = ctx.obj.get("data_dir")
+    if given is not None and Path(given).expanduser() != Path(value).expanduser():
+        raise CliError(f"--data-dir given twice, as {given} and as {value}; give it once")
+    ctx.obj["data_dir"] = value
+
+
+key_data_dir_option = click.option(
+    "--data-dir", metavar="PATH", expose_value=False, callback=_late_data_dir,
+    help="The data dir whose key this is (also accepted before the command) [the network's default].")
+
+
 @key.command("export")
+@key_data_dir_option
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--password-file", metavar="FILE", help=PASSWORD_FILE_HELP)
 @click.option("--force", is_flag=True, help="Replace FILE if it exists.")
@@ -359,6 +376,7 @@ def key_export(ctx: click.Context, file: Path, password_file: str | None, force:
 
 
 @key.command("import")
+@key_data_dir_option
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--password-file", metavar="FILE", help=PASSWORD_FILE_HELP)
 @click.option("--force", is_flag=True, help="Replace the data dir's own service-node key (it is lost unless exported).")
@@ -380,6 +398,7 @@ def key_import(ctx: click.Context, file: Path, password_file: str | None, force:
 
 
 @key.command("show")
+@key_data_dir_option
 @click.pass_context
 def key_show(ctx: click.Context) -> None:
     """The data dir's service-node key: its public key, its file, whether it is registered."""
