@@ -32,7 +32,7 @@ walkthrough: $(STAMP)
 	$(COMPILE)
 	$(PY) -m snode.tools.walkthrough
 
-PYTEST_ALL := -n 2 --dist load --maxschedchunk 1 -q --durations=25 -m "not browser and not binary and not wheel and not container and not upgrade"
+PYTEST_ALL := -n 2 --dist load --maxschedchunk 1 -q --durations=25 -m "not browser and not binary and not wheel and not container and not upgrade and not scenario"
 test: $(STAMP)
 	$(COMPILE)
 	$(PY) -m pytest $(PYTEST_ALL) tests
@@ -59,6 +59,14 @@ test-latest:
 upgrade-test: $(STAMP)
 	$(COMPILE)
 	$(PY) -m pytest -q -p no:xdist -m upgrade tests/functional
+
+# The longest stories (the whole demo, a restart against the decommission age, a skewed clock):
+# minutes each, apart from `make test` so that it stays under 15 minutes on CI's 2 cores;
+# .ci/run runs them too.
+.PHONY: scenario-test
+scenario-test: $(STAMP)
+	$(COMPILE)
+	$(PY) -m pytest -n 2 --dist load -q -m scenario tests/functional
 
 # The web view in headless Chromium (Debian's package, installed when missing; we run as root on
 # CI machines, otherwise this asks for sudo).

@@ -140,6 +140,7 @@ def test_up_register_reaches_service_node_block_production(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_demo_runs_the_operator_flow(tmp_path):
     log.info("Run the whole demo; its output must state every step of the lifecycle")
     out = devnet(tmp_path / "demo", "demo", timeout=300)

@@ -61,6 +61,7 @@ def restart_with_offset(net: SnNet, node: Any, offset: float) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_a_skewed_clock_keeps_its_place_within_the_window_and_loses_it_beyond(nodes, tmp_path):
     log.info("An authority and %d service nodes take over block production", NODES)
     net = SnNet(nodes, tmp_path, NODES)

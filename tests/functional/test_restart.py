@@ -29,6 +29,7 @@ def chain_time(node: Any) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.scenario
 def test_a_restart_shorter_than_the_decommission_age_costs_nothing_and_staying_away_does(nodes, tmp_path):
     log.info("An authority and %d service nodes take over block production", NODES)
     net = SnNet(nodes, tmp_path, NODES)
