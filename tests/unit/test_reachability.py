@@ -20,6 +20,13 @@ INTERVAL, REFRESH = DEVNET.reachability_interval, refresh_s(DEVNET)
 KEY = b"\x01" * 32
 
 
+
+async def _turns(n: int) -> None:
+    """Let the probes `schedule` started run `n` loop turns: an ordering step on a fake clock,
+    never a wait for time to pass (each turn is one `asyncio.sleep(0)`)."""
+    for _ in range(n):
+        await asyncio.sleep(0)  # one loop turn, an ordering step not a wait
+
 def due(now: int, tested: int | None, fresh: int | None, held: bool) -> Check | None:
     return check_due(now, tested=tested, fresh=fresh, held=lambda: held, interval=INTERVAL, refresh=REFRESH)
 
@@ -113,8 +120,7 @@ def _simulate(params: NetworkParams, until: int, stop_at: int | None, block_s: i
             node.clock = now
             net.listening = stop_at is None or now < stop_at
             tests.schedule([KEY], now)
-            await asyncio.sleep(0)
-            await asyncio.sleep(0)
+            await _turns(2)
     asyncio.run(run())
     return net, tests, node, tests.failing_since.get(KEY)
 
@@ -166,7 +172,7 @@ def test_a_member_never_checks_itself():
 
     async def run() -> None:
         tests.schedule([net.key.public], 0)
-        await asyncio.sleep(0)
+        await _turns(1)
     asyncio.run(run())
     assert (net.handshakes, tests.counts[Check.HANDSHAKE]) == (0, 0)
 
@@ -182,8 +188,7 @@ def test_failures_while_the_node_is_silent_too_are_no_unreachable_streak():
         for now in range(start, end, 2):
             node.clock = now
             tests.schedule([KEY], now)
-            await asyncio.sleep(0)
-            await asyncio.sleep(0)
+            await _turns(2)
     net.listening = False  # proving but unreachable: a streak
     asyncio.run(run(1, 20))
     assert tests.failing_since.get(KEY) is not None
