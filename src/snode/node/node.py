@@ -43,7 +43,7 @@ from snode.core.units import format_age
 from snode.node.batches import (
     Reorganization, StagedBatch, StaleBatch, StoredBatch, check_trusted, collector_paused, reorganization, stage,
 )
-from snode.node.events import BlocksAdopted, ChainReorganized, OwnProofAccepted, OwnProofRefused, ProofAccepted
+from snode.node.events import BlocksAdopted, ChainReorganized, ProofAccepted
 from snode.node.events import SyncProgress, TransactionAdmitted
 from snode.node.owners import OwnerIndex
 from snode.node.participation import LIVE_SECONDS, ParticipationBook
@@ -110,9 +110,9 @@ class Node:
         self.participation = ParticipationBook(params)
         """This node's view of every SN's block-production duties; only the node writes it."""
         self._target_height = 0
-        self.revision = 0  # counts every change an RPC answer can show (`rpc.answers` keeps each until it moves)
-        for verdict in (OwnProofAccepted, OwnProofRefused):  # `OwnProof`'s changes of the proof book
-            self.hub.subscribe(verdict, self._revise)
+        self._revision = 0
+        self._seen: tuple[mp.Mempool | None, tuple[object, ...]] = (None, ())
+        """What `revision` last saw: the mempool (held, so compared by identity) and the rest."""
         self.sn_versions: dict[bytes, str] = {}
         """The `version` of each service node's last accepted proof (readiness for a fork)."""
         self.outdated: dict[bytes, int] = {}
@@ -156,6 +156,20 @@ class Node:
     def immutable_height(self) -> int:
         """The highest final height (no reorganisation may undo a block at or below it)."""
         return immutable_height(self._state)
+
+    @property
+    def revision(self) -> int:
+        """Counts the changes an RPC answer can show (`rpc.answers` keeps each until it moves).
+        Derived from the values those answers read (the tip, the mempool, the sync target, this
+        key's departure, and the versions of the proof book, our own proof's verdicts, the
+        participation book and the upgrade watch): no writer has to remember to count."""
+        pool, seen = self._seen
+        now = (self._state.tip_hash, self.target_height, self.departure, self.proofs.version,
+               self.own_proof.version, self.participation.version, self.upgrade.revision)
+        if pool is not self.pool or seen != now:
+            self._seen = (self.pool, now)
+            self._revision += 1
+        return self._revision
 
     def now(self) -> int:
         """The daemon's clock, in whole seconds (a regtest node's may be mocked)."""
@@ -265,7 +279,6 @@ class Node:
         if self.identity is not None and self.departure is None \
                 and self.identity.key.public not in self._state.service_nodes:
             self.departure = departure
-            self.revision += 1
 
     def _departure_after(self, state: ChainState, blocks: list[Block]) -> None:
         """Keep `departure` true when `state` replaces the tip by `blocks`."""
@@ -306,7 +319,6 @@ class Node:
         SnodeError says why not. `source` is the peer it came from, if any."""
         before = len(self.pool)
         self.pool, entry = mp.admit(self.pool, tx, self.state, self.consensus, now=now, verifier=self.verifier)
-        self.revision += 1
         self._accepted += 1
         left = before + 1 - len(self.pool)
         # One line per transaction only at DEBUG: anyone can send thousands; each block's line counts them.
@@ -323,7 +335,6 @@ class Node:
         self.check_proof(proof, now, signature=not signature_checked)
         self.proofs.record(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port), now=now)
         self._note_version(proof)
-        self.revision += 1
         self.hub.publish(ProofAccepted(proof, source, relayed))
 
     def check_proof(self, proof: UptimeProof, now: int, *, signature: bool = True) -> None:
@@ -362,11 +373,7 @@ class Node:
         """The best height a peer has proven (the sync service's call); the target is 0 once
         the node has it."""
         self._target_height = target = best_peer_height if best_peer_height > self.height else 0
-        self.revision += 1
         self.hub.publish(SyncProgress(self.height, target))
-
-    def _revise(self, _event: object = None) -> None:
-        self.revision += 1
 
     # --- blocks: the three steps --------------------------------------------------------------
 
@@ -406,7 +413,6 @@ class Node:
             added = self.upgrade.park([(b.header.height, block_hash(b.header), encode(b)) for b in kept])
             reason = self.upgrade.refusal(kept[0].header.height)
             if added:
-                self.revision += 1
                 log.warning("%s (%d blocks kept)", reason, len(self.upgrade.pending()))
             if not fine:
                 raise CannotValidateYet(reason)
@@ -518,7 +524,6 @@ class Node:
         still the tip (on a newer one they may be valid)."""
         if stale and built_on is self._state:
             self.pool = mp.remove(self.pool, stale)
-            self.revision += 1
 
     def check_template(self, block: Block, now: int) -> None:
         """A validator's check of a round leader's block: every rule of a next block but the
@@ -545,7 +550,6 @@ class Node:
         self._pool_after(blocks, undos, mined, now)
         if activation:
             self._readmit_pool(state, now)
-        self.revision += 1
         last = blocks[-1]
         log.info("block %d %s: %d transaction%s%s; mempool %d (%d accepted since the last block)",
                  last.header.height, state.tip_hash.hex()[:16],
@@ -575,10 +579,7 @@ class Node:
         for tx_id in batch:
             del queue[tx_id]
         if batch:
-            before = self.pool
             self.pool = mp.recheck(self.pool, batch, self._state, self.consensus, now=self.now())
-            if self.pool is not before:
-                self.revision += 1
         return len(queue)
 
     def _readmit_pool(self, state: ChainState, now: int) -> None:

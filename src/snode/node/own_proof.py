@@ -81,6 +81,9 @@ class OwnProof:
         self.advertised: Semver | None = None
         """The snoded version this node's proofs say instead of its own: devnet and regtest
         tests only (`--test-sn-version`), to play an outdated node."""
+        self.version = 0
+        """Counts the network's verdicts on our proofs (an acceptance, a refusal), so answers
+        that show them (`Node.revision`) know when to refresh."""
         self.upgrade_to: Callable[[], str] = lambda: "a newer snoded"
         """What an `outdated` refusal tells the operator to install (`Node` sets it from
         `node.upgrade`)."""
@@ -143,6 +146,7 @@ class OwnProof:
         if self.refused_reason and timestamp >= self.refused_sent:
             log.info("uptime proof accepted again, by %s", by)
             self.refused_reason = ""
+        self.version += 1
         self._hub.publish(OwnProofAccepted(timestamp, by))
 
     def refused(self, by: str, timestamp: int, code: ProofRefusal, seen_ip: bytes = b"") -> None:
@@ -156,6 +160,7 @@ class OwnProof:
         self.refusal = f"uptime proof rejected by {by}: {words}"
         self.refused_reason = words
         self.refused_sent = timestamp
+        self.version += 1
         log.warning("%s", self.refusal)
         self._hub.publish(OwnProofRefused(by, words))
 

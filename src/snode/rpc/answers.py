@@ -1,9 +1,9 @@
 """The admin RPC answers that callers poll many times a second, kept encoded until they can change.
 
 `get_info` (monitoring, tools and wallets poll it) and the whole `get_service_nodes` list (2,000
-records take milliseconds to encode) are encoded once per node revision: `Node.revision` counts
-every change either answer can show (a new tip or a reorganisation, the mempool, an accepted
-uptime proof, the network's verdict on our own, the sync target). `get_info` also shows two
+records take milliseconds to encode) are encoded once per node revision: `Node.revision` moves
+with every change either answer can show (a new tip or a reorganisation, the mempool, an accepted
+uptime proof, the network's verdict on our own, the sync target), derived from those values. `get_info` also shows two
 things that are not the node's: the peer count (the peer manager's) and the clock's second (the
 status line's proof age), so its key holds them beside the revision.
 
