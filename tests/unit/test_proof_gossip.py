@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -35,9 +36,33 @@ def gossip(accepted: dict[bytes, int] | None = None, left: set[str] | None = Non
     """Peers are names: those that start with "out" we dialled; those in `left` are gone."""
     book = accepted if accepted is not None else {}
     gone = left if left is not None else set()
-    return ProofGossip(registry=lambda: REGISTERED, accepted_at=lambda key: book.get(key, 0),
-                       connected=lambda peer: peer not in gone, outbound=lambda peer: str(peer).startswith("out"),
-                       clock=lambda: NOW, address=address)
+    return ProofGossip(Side(book, gone, address), StoppedClock())
+
+
+class StoppedClock:
+    def time(self) -> float:
+        return NOW
+
+
+@dataclass
+class Side:
+    """The node and the peers as the gossip sees them (`proof_gossip.GossipSide`)."""
+
+    book: dict[bytes, int]
+    gone: set[str]
+    address: Callable[[Hashable], Hashable]
+
+    def registry(self) -> frozenset[bytes]:
+        return REGISTERED
+
+    def accepted_at(self, key: bytes) -> int:
+        return self.book.get(key, 0)
+
+    def connected(self, peer: Hashable) -> bool:
+        return peer not in self.gone
+
+    def outbound(self, peer: Hashable) -> bool:
+        return str(peer).startswith("out")
 
 
 def state(g: ProofGossip, peer: str) -> PeerProofs:

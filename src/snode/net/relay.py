@@ -25,6 +25,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Container, Hashable
 from typing import Final, NoReturn
 
 import msgspec
@@ -54,6 +55,28 @@ from snode.store.errors import StoreError
 log = logging.getLogger(__name__)
 
 
+class _GossipSide:
+    """The node and the peers as the proof gossip sees them (`proof_gossip.GossipSide`)."""
+
+    def __init__(self, relay: Relay) -> None:
+        self._node, self._peers = relay.node, relay.peers
+
+    def registry(self) -> Container[bytes]:
+        return self._node.state.service_nodes
+
+    def accepted_at(self, pubkey: bytes) -> int:
+        return self._node.proofs.last_accepted(pubkey)
+
+    def connected(self, peer: Hashable) -> bool:
+        return peer in self._peers.peers
+
+    def outbound(self, peer: Hashable) -> bool:
+        return isinstance(peer, Peer) and peer.outbound
+
+    def address(self, peer: Hashable) -> Hashable:
+        return peer.key if isinstance(peer, Peer) else peer
+
+
 class Relay:
     """Gossip of blocks, transactions and proofs for one node."""
 
@@ -68,12 +91,7 @@ class Relay:
         """The blocks from peers that the writer is accepting now, by hash, with the copies that
         other peers sent meanwhile, by address (`max_parked` at most; the first copy's address
         under its key too, holding nothing to take up)."""
-        self.gossip = ProofGossip(registry=lambda: self.node.state.service_nodes,
-                                  accepted_at=self.node.proofs.last_accepted,
-                                  connected=lambda peer: peer in self.peers.peers,
-                                  outbound=lambda peer: isinstance(peer, Peer) and peer.outbound,
-                                  clock=self.node.now,
-                                  address=lambda peer: peer.key if isinstance(peer, Peer) else peer)
+        self.gossip = ProofGossip(_GossipSide(self), self.node.clock)
         peers.on(P.NewBlock, self._on_new_block)
         peers.on(P.NewTransaction, self._on_new_transaction)
         peers.on(P.Proof, self._on_proof)

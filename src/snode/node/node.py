@@ -101,11 +101,11 @@ class Node:
         making them all at once."""
         self._accepted = 0  # transactions admitted since the last block, for its log line
         self.proofs = restored.proofs
-        """This node's view of every SN's uptime proofs; only the node writes it."""
+        """This node's view of every SN's uptime proofs; only the node writes it (`record_proof`)."""
         self.saved = saved.SavedState(restored)
         """What of the proof book and the mempool is saved as it is now (kept across restarts)."""
         self.own_proof = OwnProof(params, identity, self.keys, book=self.proofs, hub=self.hub,
-                                  tip=lambda: self._state)
+                                  tip=lambda: self._state, record=self.record_proof)
         """This daemon's own proofs: signing and sending them, and the network's word on them."""
         self.participation = ParticipationBook(params)
         """This node's view of every SN's block-production duties; only the node writes it."""
@@ -333,9 +333,16 @@ class Node:
         InvalidProof says why not. `signature_checked`: its signature was verified already (in
         a batch); every other rule is checked here, against the proofs recorded so far."""
         self.check_proof(proof, now, signature=not signature_checked)
-        self.proofs.record(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port), now=now)
+        self.record_proof(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port), now=now)
         self._note_version(proof)
         self.hub.publish(ProofAccepted(proof, source, relayed))
+
+    def record_proof(self, pubkey: bytes, timestamp: int, endpoint: tuple[str, int], *,
+                     now: int | None = None) -> None:
+        """The one writer of the proof book (`ProofBook.record`): a proof of `pubkey` the network
+        accepted (a peer's, checked by `accept_proof`; our own, as `OwnProof` hands it; the
+        simulation's, as its judges hand them)."""
+        self.proofs.record(pubkey, timestamp, endpoint, now=now)
 
     def check_proof(self, proof: UptimeProof, now: int, *, signature: bool = True) -> None:
         """Whether this node would accept a peer's `proof` now, on the tip and after the proofs
