@@ -19,11 +19,11 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
-from snode import __version__
 from snode.common.clock import Clock, SystemClock
 from snode.common.events import EventHub
-from snode.common.text import STATUS_LINE_LIMIT, printable
 from snode.core import mempool as mp
 from snode.core.blocks import Block, Checkpoint, block_hash
 from snode.core.chain import locator_heights
@@ -32,14 +32,14 @@ from snode.core.encoding import encode
 from snode.core.errors import InvalidBlock, SnodeError
 from snode.core.genesis import Consensus
 from snode.core.production import build_block
-from snode.core.proofs import InvalidProof, ProofRefusal, UptimeProof, parse_proof_version, semver_text
-from snode.core.service_nodes import status_words
-from snode.core.standing import Departure, credit_warning, departure_in, departure_words
+from snode.core.proofs import (
+    InvalidProof, ProofRefusal, Semver, UptimeProof, parse_proof_version, parse_semver, semver_text,
+)
+from snode.core.standing import Departure, credit_warning, departure_in
 from snode.core.pulse import Mode, production_mode
 from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
 from snode.core.transactions import Registration, Transaction, txid
 from snode.core.transition import check_block_stateless
-from snode.core.units import format_age
 from snode.node.batches import (
     Reorganization, StagedBatch, StaleBatch, StoredBatch, check_trusted, collector_paused, reorganization, stage,
 )
@@ -48,7 +48,7 @@ from snode.node.events import SyncProgress, TransactionAdmitted
 from snode.node.owners import OwnerIndex
 from snode.node.participation import LIVE_SECONDS, ParticipationBook
 from snode.node.own_proof import Identity, OwnProof
-from snode.node import saved
+from snode.node import saved, status
 from snode.node.proofs import check_against
 from snode.node.templates import CheckedTemplates
 from snode.node.upgrade import CannotValidateYet, UpgradeWatch
@@ -58,6 +58,8 @@ from snode.store import DatabaseDamaged, StoreError
 from snode.store.protocol import Store
 
 log = logging.getLogger(__name__)
+
+E = TypeVar("E")
 
 STATE_FLUSH_BLOCKS = 3_000
 """A syncing node writes the state tables at most this many blocks apart (ChainStore's `defer_state`); after
@@ -175,6 +177,23 @@ class Node:
         """The daemon's clock, in whole seconds (a regtest node's may be mocked)."""
         return int(self.clock.time())
 
+    @property
+    def proof_refusal(self) -> str:
+        """Why a peer last refused this node's own proof ('' if none has; get_info's
+        `last_uptime_proof_rejection`), kept after a later proof is accepted."""
+        return self.own_proof.refusal
+
+    @property
+    def refused_reason(self) -> str:
+        """Why peers refuse this node's proofs now, in our words ('' while they do not)."""
+        return self.own_proof.refused_reason if self.identity is not None else ""
+
+    @property
+    def own_snoded(self) -> Semver:
+        """The snoded version this node's proofs say (its own, or `--test-sn-version`'s)."""
+        own = self.own_proof
+        return own.advertised or parse_semver(own.version_text()) or (0, 0, 0)
+
     def block_at(self, height: int) -> Block | None:
         """The main-chain block at `height`, None above the tip."""
         return self.store.get_block_by_height(height) if 0 <= height <= self.height else None
@@ -230,19 +249,8 @@ class Node:
         return out
 
     def sn_state_word(self) -> str:
-        """The status line's `SN:` state: `no` (not a service node), the node table's word
-        (`service_nodes.status_words`), or for a key not in the registry: `registration pending`
-        (one waits in the mempool), how it left (`standing.departure_words`), else `not registered`."""
-        if self.identity is None:
-            return "no"
-        node = self.state.service_nodes.get(self.identity.key.public)
-        if node is not None:
-            return status_words(node)
-        if self.registration_pending():
-            return "registration pending"
-        if self.departure is not None:
-            return departure_words(self.departure, self.height, self.params)
-        return "not registered"
+        """The status line's `SN:` state (`node.status.sn_state_word`)."""
+        return status.sn_state_word(self)
 
     def registration_pending(self) -> bool:
         """A registration of this service node's key waits in the mempool."""
@@ -294,25 +302,24 @@ class Node:
             self.departure = found
 
     def status_line(self, now: int) -> str:
-        """`v<version>; Height: <n>, SN: <state>, proof: <age>` (the specification's fields,
-        always), then `, refused: <why>` while peers refuse this node's proofs, and the credit's
-        warning while it is short of an outage (`standing.credit_warning`); escaped (`common.text`)."""
-        # The network's view: the last proof a peer accepted, and why peers refuse the newer
-        # ones if they do (a proof this node signed and sent is not yet a proof).
-        last = self.proofs.last_accepted(self.identity.key.public) if self.identity is not None else 0
-        line = (f"v{__version__}; Height: {self.height}, SN: {self.sn_state_word()}, "
-                f"proof: {format_age(now - last) if last else 'never'}")
-        if self.identity is not None and self.own_proof.refused_reason:
-            line += f", refused: {self.own_proof.refused_reason}"
-        upgrade = self.upgrade.status_part(self.height, now)
-        if upgrade:
-            line += f", {upgrade}"
-        warning = self.credit_warning()
-        if warning:
-            line += f", {warning}"
-        return printable(line, STATUS_LINE_LIMIT)
+        """The operator's status line (`node.status.status_line`)."""
+        return status.status_line(self, now)
 
     # --- transactions and proofs --------------------------------------------------------------
+
+    def publish(self, event: object) -> None:
+        """Tell the node's subscribers what happened (the layers on the node publish theirs
+        here too: `net.events`)."""
+        self.hub.publish(event)
+
+    def subscribe(self, kind: type[E], handler: Callable[[E], None]) -> None:
+        """Call `handler` for every event of type `kind` published on this node's hub."""
+        self.hub.subscribe(kind, handler)
+
+    def send_proof(self, now: int, *, alone: bool = False) -> UptimeProof:
+        """Sign this service node's next uptime proof and hand it to the network (`OwnProof.send`)."""
+        return self.own_proof.send(now, alone=alone)
+
 
     def submit_transaction(self, tx: Transaction, now: int, *, source: object = None) -> bytes:
         """Admit a transaction to the mempool (P2P relays it on TransactionAdmitted);
@@ -645,6 +652,24 @@ class Node:
                 continue
 
     # --- closing ------------------------------------------------------------------------------
+
+    def save_peers(self, addresses: Sequence[str]) -> None:
+        """On the store thread: replace the saved peer addresses."""
+        self.store.save_peers(addresses)
+
+    def proofs_to_save(self) -> dict[str, bytes]:
+        """The proof book as the store keeps it, if it changed since the last save (`node.saved`);
+        on the event loop. Hand it to `write_saved` on the store thread."""
+        return self.saved.changed(self.proofs)
+
+    def write_saved(self, items: dict[str, bytes]) -> None:
+        """On the store thread: store what `proofs_to_save` took."""
+        saved.write(self.store, items)
+
+    def saved_not_written(self) -> None:
+        """What `proofs_to_save` took was not written: it is taken again next time."""
+        self.saved.not_written()
+
 
     def flush_state(self) -> None:
         """Write the state the store deferred during a sync (`store_batch(defer_state=...)`); a refused
