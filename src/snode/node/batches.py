@@ -10,6 +10,7 @@ the bad one and refuses the rest.
 
 from __future__ import annotations
 
+import bisect
 import gc
 import logging
 from collections.abc import Iterator, Sequence
@@ -129,6 +130,33 @@ def stage(
     with collector_paused():
         _apply_into(batch, blocks, consensus, verifier, now, template, assumed_valid(blocks, assume_valid))
     return batch
+
+
+def store_staged(store: Store, batch: StagedBatch, *, defer_state: bool, flush_blocks: int) -> StoredBatch:
+    """`Node.store_batch`: write a staged batch's rows while its last signature checks finish,
+    then commit them, or roll them back on a bad signature and commit the blocks before the bad
+    one alone. `defer_state`: the store may keep the state rows in memory (`ChainStore.write`),
+    while the stored state is fewer than `flush_blocks` blocks behind."""
+    commits, failure = batch.commits, batch.failure
+    if not commits:
+        return StoredBatch(batch.base, [], failure)
+    defer = defer_state and failure is None and batch.state.height - store.state_height() < flush_blocks
+    with collector_paused():
+        pending = store.write([], commits, defer_state=defer)
+        try:
+            bad = batch.first_bad_signature()
+        except BaseException:
+            pending.rollback()
+            raise
+        if bad < 0:
+            pending.commit()
+        else:
+            pending.rollback()
+            failure = InvalidBlock(f"{batch.checks[bad].what} has a bad signature")
+            commits = batch.valid_prefix(bisect.bisect_right(batch.ends, bad))
+            if commits:
+                store.commit_blocks(commits)
+    return StoredBatch(batch.base, commits, failure)
 
 
 def check_trusted(blocks: Sequence[Block], trusted: tuple[int, bytes] | None) -> None:

@@ -16,7 +16,6 @@ fields; other layers read them or call its methods.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import logging
 from collections.abc import Callable, Sequence
@@ -29,7 +28,7 @@ from snode.core.blocks import Block, Checkpoint, block_hash
 from snode.core.chain import locator_heights
 from snode.core.crypto import SigningKey
 from snode.core.encoding import encode
-from snode.core.errors import InvalidBlock, SnodeError
+from snode.core.errors import SnodeError
 from snode.core.genesis import Consensus
 from snode.core.production import build_block
 from snode.core.proofs import (
@@ -41,7 +40,7 @@ from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
 from snode.core.transactions import Registration, Transaction, txid
 from snode.core.transition import check_block_stateless
 from snode.node.batches import (
-    Reorganization, StagedBatch, StaleBatch, StoredBatch, check_trusted, collector_paused, reorganization, stage,
+    Reorganization, StagedBatch, StaleBatch, StoredBatch, check_trusted, reorganization, stage, store_staged,
 )
 from snode.node.events import BlocksAdopted, ChainReorganized, ProofAccepted
 from snode.node.events import SyncProgress, TransactionAdmitted
@@ -455,27 +454,7 @@ class Node:
         """
         if batch.base is not self._state:
             raise StaleBatch(f"batch staged on height {batch.base.height} is not on the tip ({self.height})")
-        commits, failure = batch.commits, batch.failure
-        if not commits:
-            return StoredBatch(batch.base, [], failure)
-        defer = (defer_state and failure is None
-                 and batch.state.height - self.store.state_height() < STATE_FLUSH_BLOCKS)
-        with collector_paused():
-            pending = self.store.write([], commits, defer_state=defer)
-            try:
-                bad = batch.first_bad_signature()
-            except BaseException:
-                pending.rollback()
-                raise
-            if bad < 0:
-                pending.commit()
-            else:
-                pending.rollback()
-                failure = InvalidBlock(f"{batch.checks[bad].what} has a bad signature")
-                commits = batch.valid_prefix(bisect.bisect_right(batch.ends, bad))
-                if commits:
-                    self.store.commit_blocks(commits)
-        return StoredBatch(batch.base, commits, failure)
+        return store_staged(self.store, batch, defer_state=defer_state, flush_blocks=STATE_FLUSH_BLOCKS)
 
     def adopt_batch(self, stored: StoredBatch, now: int) -> int:
         """Step 3: make the stored blocks current, then raise the error that stopped the batch
