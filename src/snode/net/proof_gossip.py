@@ -49,6 +49,7 @@ from snode.common.clock import Clock
 
 from snode.core.proofs import UptimeProof
 from snode.net import limits as L
+from snode.net.limits import DEFAULT_LIMITS, PeerLimits
 from snode.params import PROOF_CLOCK_TOLERANCE
 from snode.net.proof_peers import PARKED, Answer, Peer, PeerProofs, Want, bound
 from snode.net.protocol import MAX_PROOF_IDS, GetProofs, ProofId, ProofInv
@@ -89,7 +90,10 @@ class GossipSide(Protocol):
 class ProofGossip:
     """One node's proof announcements: pending, served, wanted, per peer."""
 
-    def __init__(self, side: GossipSide, clock: Clock) -> None:
+    def __init__(self, side: GossipSide, clock: Clock, *, limits: PeerLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
+        """Its bounds that tests make small (`PeerLimits.max_known_proofs_per_peer`); the others are
+        the module constants (`limits`)."""
         self.side = side
         """The node and its peers, as the gossip sees them."""
         self.clock = clock
@@ -130,7 +134,7 @@ class ProofGossip:
         if state is None and side.connected(peer):
             self._connections += 1
             state = self.peers[peer] = PeerProofs(outbound=side.outbound(peer), address=side.address(peer),
-                                                  order=self._connections)
+                                                  order=self._connections, cap=self.limits.max_known_proofs_per_peer)
         return state
 
     # --- out ----------------------------------------------------------------------------------
@@ -232,7 +236,7 @@ class ProofGossip:
                 if want.due == PARKED:  # an announcer that may have room: looked at again
                     self._schedule(key, want, now if state.outbound else now + L.INBOUND_ASK_DELAY)
             self._offer(state, key)
-        bound(known)
+        bound(known, state.cap)
         return self._ask(state, ask, now)
 
     def answered(self, peer: Peer, proofs: list[UptimeProof], now: float) -> Answer:

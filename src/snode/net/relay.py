@@ -92,7 +92,7 @@ class Relay:
         """The blocks from peers that the writer is accepting now, by hash, with the copies that
         other peers sent meanwhile, by address (`max_parked` at most; the first copy's address
         under its key too, holding nothing to take up)."""
-        self.gossip = ProofGossip(_GossipSide(self), self.node.clock)
+        self.gossip = ProofGossip(_GossipSide(self), self.node.clock, limits=limits)
         peers.on(P.NewBlock, self._on_new_block)
         peers.on(P.NewTransaction, self._on_new_transaction)
         peers.on(P.Proof, self._on_proof)
