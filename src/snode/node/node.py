@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from snode.common.clock import Clock, SystemClock
@@ -40,7 +41,8 @@ from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
 from snode.core.transactions import Registration, Transaction, txid
 from snode.core.transition import check_block_stateless
 from snode.node.batches import (
-    Reorganization, StagedBatch, StaleBatch, StoredBatch, check_trusted, reorganization, stage, store_staged,
+    VERIFY_CHUNK, Reorganization, StagedBatch, StaleBatch, StoredBatch, check_trusted, reorganization, stage,
+    store_staged,
 )
 from snode.node.events import BlocksAdopted, ChainReorganized, ProofAccepted
 from snode.node.events import SyncProgress, TransactionAdmitted
@@ -67,6 +69,15 @@ signatures). 5,000 synced 100,000 blocks about 2 % faster, but a start-up after 
 took 2.7 s with 4,000 to apply, too close to the 3 s restart target."""
 
 
+@dataclass(frozen=True, slots=True)
+class NodeLimits:
+    """The bounds of the node's own work, as one record (tests pass small ones)."""
+
+    state_flush_blocks: int = STATE_FLUSH_BLOCKS
+    verify_chunk: int = VERIFY_CHUNK
+    """Signature checks handed to the verifier at a time, at least (`batches.stage`)."""
+
+
 class Node:
     """Chain state, mempool and this daemon's service-node identity, over an injected store."""
 
@@ -75,8 +86,10 @@ class Node:
         state: ChainState, identity: Identity | None, producer_key: SigningKey | None,
         hub: EventHub | None = None, clock: Clock | None = None, verifier: Verifier | None = None,
         pool_limits: mp.PoolLimits | None = None, upgrade: UpgradeWatch | None = None,
+        limits: NodeLimits | None = None,
     ) -> None:
         self.params = params
+        self.limits = limits if limits is not None else NodeLimits()
         self.upgrade = upgrade if upgrade is not None else UpgradeWatch(params)
         """What this node learnt of forks it does not know, and the blocks kept for them."""
         self.consensus = consensus
@@ -413,7 +426,7 @@ class Node:
         blocks = self._validatable(blocks, base)
         template = self.templates.of(blocks) if after is None and extending is None else None
         batch = stage(base, blocks, self.consensus, self.verifier, now, after=after, extending=extending,
-                      template=template, assume_valid=self.assume_valid)
+                      template=template, assume_valid=self.assume_valid, chunk=self.limits.verify_chunk)
         self.templates.taken(batch.reused - (extending.reused if extending is not None else 0))
         return batch
 
@@ -450,11 +463,11 @@ class Node:
         touched. StaleBatch when the batch's parent is no longer the tip.
 
         `defer_state`: a sync batch with more to come; the store may keep its state rows in
-        memory (`ChainStore.write`), up to STATE_FLUSH_BLOCKS blocks.
+        memory (`ChainStore.write`), up to `limits.state_flush_blocks` (STATE_FLUSH_BLOCKS) blocks.
         """
         if batch.base is not self._state:
             raise StaleBatch(f"batch staged on height {batch.base.height} is not on the tip ({self.height})")
-        return store_staged(self.store, batch, defer_state=defer_state, flush_blocks=STATE_FLUSH_BLOCKS)
+        return store_staged(self.store, batch, defer_state=defer_state, flush_blocks=self.limits.state_flush_blocks)
 
     def adopt_batch(self, stored: StoredBatch, now: int) -> int:
         """Step 3: make the stored blocks current, then raise the error that stopped the batch
