@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from snode.node.node import Node
-from snode.node.views import NetNode, NodeView, SavingNode
+from snode.node.views import NetNode, NodeView, SavingNode, SimNode
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "snode"
 VIEWED = {
@@ -18,14 +18,15 @@ VIEWED = {
     "rpc/scrape.py": "NodeView", "rpc/web_view.py": "NodeView", "rpc/web_node.py": "NodeView",
     "rpc/registration.py": "NodeView", "node/readiness.py": "NodeView", "node/status.py": "NodeView",
     "net/peers.py": "NetNode", "net/relay.py": "NetNode", "services/saving.py": "SavingNode",
+    "sim/stage.py": "SimNode",
 }
 """Each module typed against a view, and its view."""
 REACHING = re.compile(r"(?<!\w)node\.(hub\.publish\(|store\b|own_proof\.(refusal|refused_reason)\b)")
 
 
-def views_of(node: Node) -> tuple[NodeView, NetNode, SavingNode]:
+def views_of(node: Node) -> tuple[NodeView, NetNode, SavingNode, SimNode]:
     """Never called: mypy holds `Node` to every view here."""
-    return node, node, node
+    return node, node, node, node
 
 
 def imported_names(path: Path) -> set[str]:

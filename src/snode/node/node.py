@@ -11,7 +11,8 @@ on the caller's thread, for tests and for the simulation.
 The node is built from what it is given: a store (`store.protocol.Store`: SQLite, or in
 memory), a signature verifier (`Verifier`: worker processes, or inline), an event hub and a
 clock. It opens nothing itself, so many nodes can share one process. Only the node writes its
-fields; other layers read them or call its methods.
+fields; other layers read them or call its methods, most through the narrow view they need
+(`node.views`: mypy holds them to it).
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ and pages and the readiness summary read: the sync target, the participation boo
 standing and its proofs' word, the stored blocks. It writes nothing and holds no store or event
 hub (the admin RPC's method table, which changes the chain through its writer, holds the node
 itself). `NetNode` is what the peer manager and the relay use: the tip's reads, the transaction
-intake, the event hub's publish and subscribe, and the blocks they serve to peers. `SavingNode`
-is what the proof book's saver needs. `Node` is each of them; a test may hand any object that is.
+intake, the event hub's publish and subscribe, and the blocks they serve to peers. `SimNode` is
+what the simulation's helpers read of their observing node and the proofs and templates they hand
+it. `SavingNode` is what the proof book's saver needs. `Node` is each of them; a test may hand any object that is.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from snode.core import mempool as mp
 from snode.core.blocks import Block
 from snode.core.genesis import Consensus
 from snode.core.participation import Participation
-from snode.core.proofs import Semver
+from snode.core.proofs import Semver, UptimeProof
 from snode.core.pulse import Mode
 from snode.core.standing import Departure
 from snode.core.state import ChainState, Undo, UtxoEntry
@@ -115,6 +116,23 @@ class NetNode(ChainView, Protocol):
     def subscribe(self, kind: type[E], handler: Callable[[E], None]) -> None: ...
     def submit_transaction(self, tx: Transaction, now: int, *, source: object = None) -> bytes: ...
     def blocks_after(self, locator: list[bytes], max_count: int, max_bytes: int) -> list[bytes]: ...
+
+
+class SimNode(ChainView, Protocol):
+    """What the simulation's helpers (`sim.judges`, `sim.rounds`, through `sim.stage.Stage`) use
+    of the observing node: the tip's reads, the books, and the proofs and templates they hand it."""
+
+    @property
+    def participation(self) -> ParticipationView: ...
+    @property
+    def production_mode(self) -> Mode: ...
+
+    def block_and_undo(self, height: int) -> tuple[Block, Undo] | None: ...
+    def accept_proof(self, proof: UptimeProof, now: int, *, source: object | None = None,
+                     relayed: bool = False, signature_checked: bool = False) -> None: ...
+    def record_proof(self, pubkey: bytes, timestamp: int, endpoint: tuple[str, int], *,
+                     now: int | None = None) -> None: ...
+    def check_template(self, block: Block, now: int) -> None: ...
 
 
 class SavingNode(Protocol):
