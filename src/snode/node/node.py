@@ -126,8 +126,9 @@ class Node:
         """This node's view of every SN's block-production duties; only the node writes it."""
         self._target_height = 0
         self._revision = 0
-        self._seen: tuple[mp.Mempool | None, tuple[object, ...]] = (None, ())
-        """What `revision` last saw: the mempool (held, so compared by identity) and the rest."""
+        self._seen: tuple[mp.Mempool | None, int, bytes, int, Departure | None] = (None, -1, b"", 0, None)
+        """What `revision` last saw: the mempool (held, so compared by identity), the sum of the
+        books' versions, the tip's hash, the sync target and the departure."""
         self.sn_versions: dict[bytes, str] = {}
         """The `version` of each service node's last accepted proof (readiness for a fork)."""
         self.outdated: dict[bytes, int] = {}
@@ -178,11 +179,13 @@ class Node:
         Derived from the values those answers read (the tip, the mempool, the sync target, this
         key's departure, and the versions of the proof book, our own proof's verdicts, the
         participation book and the upgrade watch): no writer has to remember to count."""
-        pool, seen = self._seen
-        now = (self._state.tip_hash, self.target_height, self.departure, self.proofs.version,
-               self.own_proof.version, self.participation.version, self.upgrade.revision)
-        if pool is not self.pool or seen != now:
-            self._seen = (self.pool, now)
+        # One pass, in the order things change most: each version only grows, so their sum is
+        # the same only while none of them moved.
+        state, seen = self._state, self._seen
+        versions = self.proofs.version + self.own_proof.version + self.participation.version + self.upgrade.revision
+        if (seen[0] is not self.pool or seen[1] != versions or seen[2] != state.tip_hash
+                or seen[3] != self._target_height or seen[4] is not self.departure):
+            self._seen = (self.pool, versions, state.tip_hash, self._target_height, self.departure)
             self._revision += 1
         return self._revision
 
