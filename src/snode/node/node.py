@@ -89,8 +89,7 @@ class Node:
         pool_limits: mp.PoolLimits | None = None, upgrade: UpgradeWatch | None = None,
         limits: NodeLimits | None = None,
     ) -> None:
-        self.params = params
-        self.limits = limits if limits is not None else NodeLimits()
+        self.params, self.limits = params, limits if limits is not None else NodeLimits()
         self.upgrade = upgrade if upgrade is not None else UpgradeWatch(params)
         """What this node learnt of forks it does not know, and the blocks kept for them."""
         self.consensus = consensus
@@ -124,11 +123,9 @@ class Node:
         """This daemon's own proofs: signing and sending them, and the network's word on them."""
         self.participation = ParticipationBook(params)
         """This node's view of every SN's block-production duties; only the node writes it."""
-        self._target_height = 0
-        self._revision = 0
+        self._target_height = self._revision = 0
         self._seen: tuple[mp.Mempool | None, int, bytes, int, Departure | None] = (None, -1, b"", 0, None)
-        """What `revision` last saw: the mempool (held, so compared by identity), the sum of the
-        books' versions, the tip's hash, the sync target and the departure."""
+        """What `revision` last saw (the mempool held, so compared by identity: `revision`)."""
         self.sn_versions: dict[bytes, str] = {}
         """The `version` of each service node's last accepted proof (readiness for a fork)."""
         self.outdated: dict[bytes, int] = {}
