@@ -17,10 +17,10 @@ import zmq
 
 from snode.core.encoding import encode
 from snode.core.transactions import Transfer, TxOut
-from snode.core.txbuilder import sign_spend
+from snode.core.txbuilder import build_spend, sign_spend
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
-from snode.rpc.omq_public import BURST, PUBLIC_INFO_FIELDS, RATE, transaction_cost
+from snode.rpc.omq_public import ANSWER_BYTES_PER_TOKEN, BURST, PUBLIC_INFO_FIELDS, RATE, transaction_cost
 from tests.functional.framework import (
     assert_equal, faucet_key, narrator, run_snoded, scaled, send_spend, spendable_outputs, wait_until,
 )
@@ -201,3 +201,46 @@ def test_transactions_whose_signatures_fail_cost_a_client_by_their_size(public_s
     finally:
         honest.close()
     assert_equal(node.get_info()["mempool_size"], 1)
+
+
+def test_big_answers_cost_a_client_by_their_size(public_sn):
+    """`get_block` of a full block is megabytes of JSON, made on the event loop: at one request
+    each, one client had 20 of them a second. An answer now costs its client a request for each
+    64 KiB of it (ANSWER_BYTES_PER_TOKEN), charged once made."""
+    node, server_key = public_sn
+    owner = key_from_label("public omq big block")
+    log.info("A block of about 1.8 MB: 20 transactions of 2,300 outputs each")
+    send_spend(node, faucet_key(), [TxOut(owner.public, 10_000 * COIN)] * 20, Transfer())
+    node.generate_blocks(blocks=1 + REGTEST.unlock_confirmations)
+    for coin in spendable_outputs(node, owner):
+        tx = build_spend([coin], owner, [TxOut(owner.public, COIN)] * 2_300, Transfer(), REGTEST)
+        node.send_raw_transaction(tx_hex=encode(tx).hex())
+    block = node.get_block(hash=node.generate_blocks(blocks=1)["blocks"][0])
+    assert len(block["block_hex"]) > 3_000_000, len(block["block_hex"])
+    request = [b"get_block", b'{"height": %d}' % block["height"]]
+    copies = int(BURST)
+    client = Client(node, server_key)
+    try:
+        started = time.monotonic()
+        for _ in range(copies):
+            client.sock.send_multipart(request)
+        statuses, size = [], 0
+        for _ in range(copies):
+            assert client.sock.poll(int(scaled(60) * 1000)), "every request is answered"
+            status, body = client.sock.recv_multipart()
+            statuses.append(status.decode())
+            size = max(size, len(body))
+        elapsed = time.monotonic() - started
+    finally:
+        client.close()
+    served = statuses.count("200")
+    log.info("%d copies of a %d-byte answer asked at once: %d served, %d refused as rate-limited", copies, size,
+             served, statuses.count("429"))
+    assert_equal(served + statuses.count("429"), copies)
+    assert 1 <= served <= (BURST + RATE * elapsed) / (size / ANSWER_BYTES_PER_TOKEN) + 1, (served, elapsed)
+    log.info("Small answers come again once the debt is paid")
+    fresh = Client(node, server_key)
+    try:
+        wait_until(lambda: fresh.ask(b"get_height")[0] == "200", timeout=20, what="get_height served again")
+    finally:
+        fresh.close()

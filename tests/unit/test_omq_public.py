@@ -32,6 +32,16 @@ def test_a_transaction_costs_its_size_in_kib_and_leaves_the_bucket_in_debt():
     assert buckets.take("1.2.3.4", 100.0 + 2 * BURST / RATE + 0.1)
 
 
+def test_an_answer_charged_after_the_fact_makes_the_next_request_wait():
+    buckets = TokenBuckets()
+    assert buckets.take("1.2.3.4", 100.0)
+    buckets.charge("1.2.3.4", BURST + RATE)  # a big answer: the burst and a second more
+    assert not buckets.take("1.2.3.4", 101.0)
+    assert buckets.take("1.2.3.4", 101.2)
+    buckets.charge("9.9.9.9", 5.0)  # a client never seen: nothing to charge
+    assert sum(buckets.take("9.9.9.9", 101.2) for _ in range(100)) == BURST
+
+
 @pytest.mark.parametrize(("frames", "status", "text"), [
     ([], b"400", "got 0 frames"),
     ([b"get_height", b"", b""], b"400", "got 3 frames"),
