@@ -53,7 +53,8 @@ class EquivocationWatch:
         self.proofs: dict[bytes, EquivocationProof] = {}
         self._sent: set[bytes] = set()
         """Offenders whose proof this node has sent to every service node (once each)."""
-        node.hub.subscribe(QuorumMessageReceived, self._on_message)
+        node.hub.subscribe(QuorumMessageReceived, self._on_message,
+                           topics=(ValidatorSignature, EquivocationEvidence))
         node.hub.subscribe(BlocksAdopted, self._on_blocks)
 
     @property

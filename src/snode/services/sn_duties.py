@@ -144,7 +144,7 @@ class ServiceNodeDuties:
         node.hub.subscribe(ProofAccepted, self._on_proof_out)
         node.hub.subscribe(ProofMessage, self.on_peer_proof)
         node.hub.subscribe(BlocksAdopted, self.on_new_blocks)
-        node.hub.subscribe(QuorumMessageReceived, self.on_quorum_message)
+        node.hub.subscribe(QuorumMessageReceived, self.on_quorum_message, topics=(P.QuorumVote,))
 
     def now(self) -> int:
         return self.node.now()
