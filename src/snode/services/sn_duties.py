@@ -141,7 +141,7 @@ class ServiceNodeDuties:
         self.submitted: set[VoteKey] = set()
         self.intake = ProofIntake(node, self._proof_verdict)
         self.asked = Asked()
-        node.hub.subscribe(ProofAccepted, self._on_proof_out)
+        node.hub.subscribe(ProofAccepted, self._on_proof_out, topics=(type(None),))  # ours: from no peer
         node.hub.subscribe(ProofMessage, self.on_peer_proof)
         node.hub.subscribe(BlocksAdopted, self.on_new_blocks)
         node.hub.subscribe(QuorumMessageReceived, self.on_quorum_message, topics=(P.QuorumVote,))
