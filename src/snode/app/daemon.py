@@ -39,6 +39,7 @@ from snode.app.datadir import DataDir, check_writable
 from snode.app.rpc_access import AdminAccess
 from snode.node.events import SyncProgress
 from snode.node.batches import replay_stored_blocks
+from snode.node.checksum_primer import ChecksumPrimer
 from snode.node.disk_watch import DiskWatch
 from snode.net import address_file
 from snode.node.node import Identity, Node
@@ -198,6 +199,7 @@ class Daemon:
             quorumnet = QuorumNet(node, node.identity.key, bind_ip=cfg.p2p_bind.host, port=cfg.quorumnet_port,
                                   descriptors=self.descriptors)
         equivocations = EquivocationWatch(node, quorumnet) if quorumnet is not None else None
+        ChecksumPrimer(node)  # lives by its subscription to the node's hub
         duties = ServiceNodeDuties(
             node, peers, quorumnet=quorumnet, on_doppelganger=self.fail,
             doppelganger_wait=0 if cfg.skip_doppelganger_check else 2 * cfg.params.proof_interval,

@@ -37,6 +37,7 @@ from snode.core.service_nodes import status_words
 from snode.core.standing import Departure, credit_warning, departure_in, departure_words
 from snode.core.pulse import Mode, production_mode
 from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
+from snode.core.state_root import Checksum, with_checksum
 from snode.core.transactions import Registration, Transaction, txid
 from snode.core.transition import check_block_stateless
 from snode.core.units import format_age
@@ -174,6 +175,11 @@ class Node:
         block = self.store.get_block(hash_)
         assert block is not None, "every main-chain block is stored"
         return block, self.store.get_undo(hash_)
+
+    def keep_checksum(self, checksum: Checksum) -> None:
+        """Keep `checksum`, the tip state's, with it (`node.checksum_primer`: summed off the
+        loop before fork v2); the store writes it with the next block."""
+        self._state = with_checksum(self._state, checksum)
 
     def block_by_hash(self, hash_: bytes) -> Block | None:
         """Any stored block by its hash (main chain or undone by a reorg), or None."""
