@@ -331,9 +331,14 @@ class Node:
         here too: `net.events`)."""
         self.hub.publish(event)
 
-    def subscribe(self, kind: type[E], handler: Callable[[E], None]) -> None:
-        """Call `handler` for every event of type `kind` published on this node's hub."""
-        self.hub.subscribe(kind, handler)
+    def subscribe(self, kind: type[E], handler: Callable[[E], None], *, topics: tuple[type, ...] = ()) -> None:
+        """Call `handler` for every event of type `kind` published on this node's hub (with
+        `topics`, only those whose topic field holds one of them: `EventHub.subscribe`)."""
+        self.hub.subscribe(kind, handler, topics=topics)
+
+    def hub_counts(self) -> tuple[int, int]:
+        """(events published, subscriber calls) on this node's hub so far (`/metrics`)."""
+        return self.hub.published, self.hub.deliveries
 
     def send_proof(self, now: int, *, alone: bool = False) -> UptimeProof:
         """Sign this service node's next uptime proof and hand it to the network (`OwnProof.send`)."""

@@ -75,6 +75,11 @@ class NodeCollector(Collector):
         yield _gauge("snode_peers", "Connected P2P peers", self.peer_count())
         yield _gauge("snode_mempool_transactions", "Transactions in the mempool", len(node.pool))
         yield _gauge("snode_immutable_height", "Highest final height", node.immutable_height)
+        published, deliveries = node.hub_counts()
+        yield CounterMetricFamily("snode_event_hub_events", "Events published on the daemon's event hub",
+                                  value=published)
+        yield CounterMetricFamily("snode_event_hub_deliveries", "Calls of the event hub's subscribers",
+                                  value=deliveries)
         sns = GaugeMetricFamily("snode_service_nodes", "Registered service nodes by status", labels=["status"])
         counts = {s: 0 for s in Status}
         for sn in node.state.service_nodes.values():

@@ -67,7 +67,7 @@ class CheckpointDuties:
         self.complete: dict[int, Checkpoint] = {}
         """Checkpoints ready to be carried, by height."""
         node.subscribe(BlocksAdopted, self._on_blocks)
-        node.subscribe(QuorumMessageReceived, self._on_vote)
+        node.subscribe(QuorumMessageReceived, self._on_vote, topics=(CheckpointVote,))
         node.subscribe(CheckpointMessage, self._on_checkpoint)
 
     def best(self, state: ChainState) -> Checkpoint | None:

@@ -62,7 +62,8 @@ class EquivocationWatch:
         """Offenders whose proof this node has sent to every service node (once each)."""
         self._resend_at = 0
         """The tip height at or after which held proofs go again to the tip's quorum."""
-        node.subscribe(QuorumMessageReceived, self._on_message)
+        node.subscribe(QuorumMessageReceived, self._on_message,
+                       topics=(ValidatorSignature, EquivocationEvidence))
         node.subscribe(BlocksAdopted, self._on_blocks)
 
     @property

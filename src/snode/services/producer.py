@@ -82,7 +82,7 @@ class BlockProducer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._mode = production_mode(node.state, node.params)
         node.subscribe(BlocksAdopted, self._on_blocks)
-        node.subscribe(QuorumMessageReceived, self._on_message)
+        node.subscribe(QuorumMessageReceived, self._on_message, topics=(R.BlockTemplate, R.ValidatorSignature))
 
     # --- the loop -----------------------------------------------------------------------------
 
