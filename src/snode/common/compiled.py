@@ -39,6 +39,8 @@ else:
 
 COMPILABLE: Final = (
     "snode.net.peer",
+    "snode.net.peers",
+    "snode.net.proof_gossip",
     "snode.common.events",
     "snode.core.encoding",
 )

@@ -40,6 +40,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Container, Hashable, Iterable
 from typing import Final
 
+from snode.common.compiled import mypyc_attr
 from snode.core.proofs import UptimeProof
 from snode.net import limits as L
 from snode.params import PROOF_CLOCK_TOLERANCE
@@ -54,6 +55,7 @@ cost of up to a second a hop."""
 Requests = list[tuple[Peer, GetProofs]]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # a test counts its calls (`make compiled`)
 class ProofGossip:
     """One node's proof announcements: pending, served, wanted, per peer."""
 
