@@ -20,11 +20,10 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec
-from types import ModuleType
-from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 C = TypeVar("C")
@@ -38,18 +37,17 @@ else:
         return lambda cls: cls
 
 COMPILABLE: Final = (
-    "snode.net.peer",
-    "snode.net.peers",
     "snode.net.proof_gossip",
     "snode.common.events",
-    "snode.core.encoding",
 )
-"""What `make compiled` compiles: the P2P reading and writing of each connection (`net.peer`:
-`PeerProtocol.data_received`, `Peer.received`, `take`, `send_frame`, `_flush`), the peer
-manager's message loop (`net.peers`), the proof gossip, the event hub and the codec. A module
+"""What `make compiled` compiles: the proof gossip's bookkeeping and the event hub. A module
 that defines a msgspec Struct with options (`frozen=True, array_like=True, tag=...`) cannot be
 here: mypyc drops a class's keywords, and with them the canonical encoding (tests/unit/test_compiled.py
-checks it), which rules out `net.protocol`'s framing, `core.proofs`' rules and `net.relay`."""
+checks it), which rules out `net.protocol`'s framing, `core.proofs`' rules and `net.relay`.
+`net.peer` cannot either: a compiled class takes no weak reference, and the service-node duties
+key their open proof verdicts by peer in a WeakKeyDictionary (a compiled daemon logged "cannot
+create weak reference to 'Peer' object" for every proof). `core.encoding` and `net.peers`
+compile and pass the tests but measured no faster (docs/PERFORMANCE.md, "mypyc")."""
 
 GROUP: Final = "snode.compiled"
 """mypyc's group name: the compiled modules share one runtime library, `snode/compiled__mypyc*.so`."""

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from snode.common.compiled import mypyc_attr
 from snode.net import protocol as P
 from snode.net.bans import address_key
 from snode.net.limits import DEFAULT_LIMITS, PeerLimits
@@ -136,7 +135,6 @@ class PeerWriter:
         await self._lost.wait()
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # the tests' peers are Peers (`make compiled`)
 class Peer:
     """One connection."""
 
