@@ -25,7 +25,6 @@ from snode.common.events import EventHub
 from snode.node.events import BlocksAdopted
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
-from snode.node import writer as writer_module
 from snode.node.writer import ChainWriter, store_thread
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import POOL_MINIMUM, LabChain, node_on
@@ -174,7 +173,7 @@ async def test_a_batch_cancelled_while_the_store_commits_it_is_adopted_all_the_s
 
 
 async def test_pool_rechecks_after_a_block_run_in_slices_between_turns_of_the_loop(
-    chain: LabChain, monkeypatch: pytest.MonkeyPatch,
+    chain: LabChain,
 ) -> None:
     """Issue #33 item 4: a block that changes a node makes every pooled transaction naming it
     need the rules again; a daemon's writer checks them RECHECK_PER_TURN at a time, each slice
@@ -190,8 +189,7 @@ async def test_pool_rechecks_after_a_block_run_in_slices_between_turns_of_the_lo
     stakes = [node.submit_transaction(build_spend([c], alice, [], Stake(sn, 10_000 * COIN), chain.params), chain.now)
               for c in coins]  # each valid on its own: together they over-fill the node
     filler = chain.block_with([chain.stake_tx(dave, sn, 100_000 * COIN)])
-    monkeypatch.setattr(writer_module, "RECHECK_PER_TURN", 10)
-    writer = ChainWriter(node, store_thread())
+    writer = ChainWriter(node, store_thread(), recheck_per_turn=10)
     try:
         await writer.accept_block(filler)
         assert all(s in node.pool for s in stakes), "nothing is rechecked on the block's own turn"

@@ -16,7 +16,7 @@ this module knows none of them.
 from __future__ import annotations
 
 import logging
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -30,7 +30,7 @@ class EventHub:
     """Subscriptions by event type, and in-order delivery."""
 
     def __init__(self) -> None:
-        self._handlers: dict[type, tuple[Handler, ...]] = {}
+        self._handlers: defaultdict[type, tuple[Handler, ...]] = defaultdict(tuple)
         """A tuple per type, replaced (never changed) by (un)subscribe: a delivery under way
         goes on with the handlers it started with, with no copy per event."""
         self._queue: deque[Any] = deque()

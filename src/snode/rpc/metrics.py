@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 from snode import __version__
 from snode.core.credit import credit_at
 from snode.core.service_nodes import Status, is_payable, status
-from snode.node.node import Node
+from snode.node.views import NodeView
 from snode.node.readiness import next_fork
 from snode.rpc.counters import BUCKETS, EventCounters
 
@@ -56,7 +56,7 @@ def _gauge(name: str, text: str, value: float, labels: dict[str, str] | None = N
 class NodeCollector(Collector):
     """The node's values, read when scraped."""
 
-    def __init__(self, node: Node, counters: EventCounters, peer_count: Callable[[], int],
+    def __init__(self, node: NodeView, counters: EventCounters, peer_count: Callable[[], int],
                  quorum_figures: Callable[[], dict[str, int]] | None = None) -> None:
         self.node = node
         self.counters = counters
@@ -174,7 +174,7 @@ class NodeCollector(Collector):
         return family
 
 
-def registry_for(node: Node, counters: EventCounters, peer_count: Callable[[], int],
+def registry_for(node: NodeView, counters: EventCounters, peer_count: Callable[[], int],
                  quorum_figures: Callable[[], dict[str, int]] | None = None) -> CollectorRegistry:
     """The registry /metrics exposes, made once (at the first scrape)."""
     registry = CollectorRegistry()
