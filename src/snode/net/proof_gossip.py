@@ -47,6 +47,7 @@ from typing import Final, Protocol
 
 from snode.common.clock import Clock
 
+from snode.common.compiled import mypyc_attr
 from snode.core.proofs import UptimeProof
 from snode.net import limits as L
 from snode.net.limits import DEFAULT_LIMITS, PeerLimits
@@ -87,6 +88,7 @@ class GossipSide(Protocol):
         ...
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # a test counts its calls (`make compiled`)
 class ProofGossip:
     """One node's proof announcements: pending, served, wanted, per peer."""
 
