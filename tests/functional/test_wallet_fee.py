@@ -12,6 +12,9 @@ and mined by the next block.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from snode.api import errors as E
 from snode.core.encoding import encode
 from snode.core.transactions import Transfer, TxOut
@@ -19,7 +22,9 @@ from snode.core.txbuilder import build_spend, transfer_at_rate
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
 from snode.wallet.logic import fee_rate
-from tests.functional.framework import assert_equal, assert_raises_rpc_error, fund, narrator, spendable_outputs
+from tests.functional.framework import (
+    assert_equal, assert_raises_rpc_error, fund, narrator, scaled, spendable_outputs, wait_until,
+)
 from tests.functional.wallet_helpers import Wallet
 
 POOL_ENTRIES = 8
@@ -47,7 +52,8 @@ def _fill_and_raise(node) -> None:
     node.send_raw_transaction(tx_hex=encode(rich).hex())
 
 
-def test_a_wallet_transfer_is_taken_and_mined_while_the_pool_floor_is_raised(nodes, tmp_path):
+def _small_pool_and_wallets(nodes, tmp_path):
+    """A regtest daemon with a pool of POOL_ENTRIES, the spam coins and a funded wallet, unlocked."""
     node = nodes.add(start=False)
     node.start(env={"SNODE_MEMPOOL_MAX_ENTRIES": str(POOL_ENTRIES)})
     assert_equal(node.get_info()["mempool_min_fee_rate"], REGTEST.fee_per_byte, "an empty pool: the minimum")
@@ -56,6 +62,11 @@ def test_a_wallet_transfer_is_taken_and_mined_while_the_pool_floor_is_raised(nod
     fund(node, {**{key_from_label(f"fee coin {i}").public: 2 * COIN for i in range(POOL_ENTRIES + 2)},
                 payer.public: 10 * COIN})
     node.generate_blocks(blocks=1 + REGTEST.unlock_confirmations)
+    return node, payer, other
+
+
+def test_a_wallet_transfer_is_taken_and_mined_while_the_pool_floor_is_raised(nodes, tmp_path):
+    node, payer, other = _small_pool_and_wallets(nodes, tmp_path)
     log.info("Fill the pool of %d at the minimum fee; one paying 100x evicts one and raises the floor", POOL_ENTRIES)
     _fill_and_raise(node)
     info = node.get_info()
@@ -78,3 +89,34 @@ def test_a_wallet_transfer_is_taken_and_mined_while_the_pool_floor_is_raised(nod
     block = node.get_block(hash=node.generate_blocks(blocks=1)["blocks"][0])
     assert tx_id in block["tx_ids"]
     assert_equal(other.balances()["balance"], COIN)
+
+
+def test_a_pool_that_rises_between_the_prompt_and_yes_gets_one_line_and_the_next_try_is_taken(nodes, tmp_path):
+    node, payer, other = _small_pool_and_wallets(nodes, tmp_path)
+    log.info("The wallet builds a transfer at the chain's minimum (the pool is empty) and asks")
+    out_path = tmp_path / "transfer.out"
+    with open(out_path, "w") as out:
+        wallet = subprocess.Popen(
+            [sys.executable, "-m", "snode.wallet", *payer.args(), "--command", f"transfer {other.address} 1"],
+            stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until(lambda: "(Yes/No)" in out_path.read_text(), what="the wallet's question")
+        log.info("Before the Yes, a spam wave fills the pool and raises its floor")
+        _fill_and_raise(node)
+        rate = node.get_info()["mempool_min_fee_rate"]
+        assert wallet.stdin is not None
+        wallet.stdin.write("Yes\n")
+        wallet.stdin.close()
+        assert_equal(wallet.wait(timeout=scaled(60)), 1)
+    finally:
+        if wallet.poll() is None:
+            wallet.kill()
+            wallet.wait()
+    errors = [line for line in out_path.read_text().splitlines() if line.startswith("Error:")]
+    log.info("The refusal: %s", errors)
+    assert len(errors) == 1 and "the daemon's mempool now asks at least" in errors[0], out_path.read_text()
+    assert "nothing was sent: run the command again" in errors[0] and "Traceback" not in out_path.read_text()
+    assert_equal(node.get_info()["mempool_size"], POOL_ENTRIES)
+    log.info("Run again, the transfer pays the pool's %d a byte plus the margin and is taken", rate)
+    tx_id = payer.ok(f"transfer {other.address} 1", yes=True).txid()
+    assert tx_id in {t["txid"] for t in node.get_mempool()["transactions"]}

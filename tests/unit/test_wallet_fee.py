@@ -149,8 +149,10 @@ def test_a_refusal_by_the_pool_at_submit_is_one_line_with_its_rate_and_what_to_d
                "least 2400 (the pool's minimum since it evicted; it falls back over time)")
     daemon = _Daemon(chain, {**OLD_INFO, "mempool_min_fee_rate": MIN}, refusal)
     service, pending = _transfer(chain, daemon)
-    with pytest.raises(DaemonError, match=r"mempool now asks at least 2400 atomic units a byte.*nothing was "
-                                          r"sent: run the command again") as err:
+    paid = pending.fee // len(encode(pending.tx))
+    with pytest.raises(DaemonError, match=rf"mempool now asks at least 2400 atomic units a byte and this "
+                                          rf"transaction pays {paid} .*nothing was sent: run the command again"
+                       ) as err:
         service.submit(pending)
     assert "\n" not in str(err.value) and err.value.code == -4
     daemon.refusal = "transaction rejected: it spends an output that does not exist"

@@ -286,10 +286,11 @@ class WalletService:
             needs = POOL_REFUSAL.search(str(err))
             if needs is None:
                 raise
+            paid = pending.fee // len(encode(pending.tx))
             raise DaemonError(
-                f"the daemon's mempool now asks at least {needs[1]} atomic units a byte, more than this "
-                f"transaction's fee of {coins(pending.fee)} pays (it filled up since the fee was read); "
-                "nothing was sent: run the command again to pay the pool's current minimum", err.code,
+                f"the daemon's mempool now asks at least {needs[1]} atomic units a byte and this transaction "
+                f"pays {paid} (the pool filled up since its fee was read); nothing was sent: run the command "
+                "again to pay the pool's current minimum", err.code,
             ) from None
 
 
