@@ -7,7 +7,9 @@ registration was taken meanwhile. Here a regtest daemon with a pool of 8 (`SNODE
 is filled with transfers at the minimum and one paying 100x evicts one, so its floor rises;
 `get_info` says the pool's minimum, a transfer at the chain's minimum is refused with it, and a
 plain `snode-wallet transfer` pays that rate plus the wallet's margin, is taken into the full pool
-and mined by the next block.
+and mined by the next block. An operator's registration is taken likewise; a pool that rises
+between the wallet's question and the Yes gets one Error line with its rate, nothing sent, and the
+same command run again is taken.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from snode.wallet.logic import fee_rate
 from tests.functional.framework import (
     assert_equal, assert_raises_rpc_error, fund, narrator, scaled, spendable_outputs, wait_until,
 )
-from tests.functional.wallet_helpers import Wallet
+from tests.functional.sn_helpers import SOLO
+from tests.functional.wallet_helpers import Wallet, registration_cmd
 
 POOL_ENTRIES = 8
 log = narrator(__name__)
@@ -52,15 +55,15 @@ def _fill_and_raise(node) -> None:
     node.send_raw_transaction(tx_hex=encode(rich).hex())
 
 
-def _small_pool_and_wallets(nodes, tmp_path):
-    """A regtest daemon with a pool of POOL_ENTRIES, the spam coins and a funded wallet, unlocked."""
-    node = nodes.add(start=False)
+def _small_pool_and_wallets(nodes, tmp_path, extra_args=None, paid=10 * COIN):
+    """A regtest daemon with a pool of POOL_ENTRIES, the spam coins and a wallet paid `paid`, unlocked."""
+    node = nodes.add(start=False, extra_args=extra_args)
     node.start(env={"SNODE_MEMPOOL_MAX_ENTRIES": str(POOL_ENTRIES)})
     assert_equal(node.get_info()["mempool_min_fee_rate"], REGTEST.fee_per_byte, "an empty pool: the minimum")
     payer, other = Wallet(node, tmp_path, "payer"), Wallet(node, tmp_path, "other")
     log.info("Fund %d spam coins and the wallet, and wait for them to unlock", POOL_ENTRIES + 2)
     fund(node, {**{key_from_label(f"fee coin {i}").public: 2 * COIN for i in range(POOL_ENTRIES + 2)},
-                payer.public: 10 * COIN})
+                payer.public: paid})
     node.generate_blocks(blocks=1 + REGTEST.unlock_confirmations)
     return node, payer, other
 
@@ -120,3 +123,23 @@ def test_a_pool_that_rises_between_the_prompt_and_yes_gets_one_line_and_the_next
     log.info("Run again, the transfer pays the pool's %d a byte plus the margin and is taken", rate)
     tx_id = payer.ok(f"transfer {other.address} 1", yes=True).txid()
     assert tx_id in {t["txid"] for t in node.get_mempool()["transactions"]}
+
+
+def test_an_operator_registers_right_after_a_spam_wave(nodes, tmp_path):
+    sn, operator, _ = _small_pool_and_wallets(nodes, tmp_path, ["--service-node"], SOLO + 10 * COIN)
+    log.info("A spam wave fills the service node daemon's pool and raises its floor")
+    _fill_and_raise(sn)
+    rate = sn.get_info()["mempool_min_fee_rate"]
+    assert rate >= 2 * REGTEST.fee_per_byte, rate
+    log.info("The operator pastes the registration command: it pays %d a byte plus the margin", rate)
+    done = operator.ok(registration_cmd(sn, operator.address, SOLO), yes=True)
+    tx_id = done.txid()
+    pooled = {t["txid"]: t for t in sn.get_mempool()["transactions"]}
+    assert tx_id in pooled and pooled[tx_id]["kind"] == "registration", done.out
+    assert pooled[tx_id]["fee"] / pooled[tx_id]["size"] >= fee_rate(rate, REGTEST.fee_per_byte)
+    assert any(line.startswith("Transaction fee: ") for line in done.lines), done.out
+    log.info("The next block mines it: the node is registered")
+    sn.generate_blocks(blocks=1)
+    pubkey = sn.get_service_node_key()["service_node_pubkey"]
+    listed = sn.get_service_nodes(service_node_pubkeys=[pubkey])["service_node_states"]
+    assert_equal([r["service_node_pubkey"] for r in listed], [pubkey])
