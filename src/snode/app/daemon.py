@@ -185,7 +185,7 @@ class Daemon:
         peers = PeerManager(node, bind_ip=cfg.p2p_bind.host, listen_port=cfg.p2p_bind.port,
                             priority=[str(e) for e in cfg.priority_nodes],
                             saved_peers=self.saved_peers,
-                            save_peers=lambda addresses: writer.call(node.store.save_peers, addresses),
+                            save_peers=lambda addresses: writer.call(node.save_peers, addresses),
                             book_file=cfg.data_dir / address_file.FILE_NAME)
         relay = Relay(peers, writer)
         syncer = Syncer(peers, relay, writer)
@@ -214,7 +214,7 @@ class Daemon:
             from snode.app.progress import SyncProgressBar
 
             bar = SyncProgressBar()
-            node.hub.subscribe(SyncProgress, lambda e: bar.update(e.height, e.target))
+            node.subscribe(SyncProgress, lambda e: bar.update(e.height, e.target))
         methods = MethodTable(node, request_stop=self.request_stop, peers=peers, duties=duties,
                               writer=writer, clock=self.clock)
         app = self._admin_app(node, methods, counters, feed, disk, duties)

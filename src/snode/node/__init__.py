@@ -5,5 +5,5 @@ Others use the modules in `__all__`; the rest is its own.
 
 __all__ = [
     "batches", "checksum_primer", "disk_watch", "events", "node", "proofs", "readiness", "saved", "upgrade",
-    "verifier", "verify_worker", "writer",
+    "verifier", "verify_worker", "views", "writer",
 ]

@@ -56,7 +56,7 @@ class ChecksumPrimer:
     def __init__(self, node: Node) -> None:
         self.node = node
         self._task: asyncio.Task[bool] | None = None
-        node.hub.subscribe(BlocksAdopted, self._on_blocks)
+        node.subscribe(BlocksAdopted, self._on_blocks)
 
     def due(self, state: ChainState) -> bool:
         """Whether `state` has no checksum and one of the next PRIME_BLOCKS heights needs it."""

@@ -62,8 +62,9 @@ class EquivocationWatch:
         """Offenders whose proof this node has sent to every service node (once each)."""
         self._resend_at = 0
         """The tip height at or after which held proofs go again to the tip's quorum."""
-        node.hub.subscribe(QuorumMessageReceived, self._on_message)
-        node.hub.subscribe(BlocksAdopted, self._on_blocks)
+        node.subscribe(QuorumMessageReceived, self._on_message,
+                       topics=(ValidatorSignature, EquivocationEvidence))
+        node.subscribe(BlocksAdopted, self._on_blocks)
 
     @property
     def judged(self) -> bool:
