@@ -322,6 +322,10 @@ class InfoResult(Result, frozen=True):
     null while it is registered or for a key the chain never knew."""
     registration_pending: bool = False
     """A registration of this service node's key waits in the mempool."""
+    mempool_min_fee_rate: int = 0
+    """The fee per byte (atomic units, rounded up) this daemon's mempool asks of a transaction
+    arriving now: the chain's minimum, or more while its floor is raised after evicting or while it
+    is full. 0: a daemon older than this field (a wallet pays the chain's minimum then)."""
 
 
 def sync_state(network: str, target_height: int, peer_count: int) -> str:

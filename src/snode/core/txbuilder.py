@@ -37,20 +37,25 @@ def _size(inputs: Sequence[OutPoint], outputs: Sequence[TxOut], payload: Payload
     return len(encode(Transaction(TX_VERSION, tuple(inputs), tuple(outputs), payload, dummy)))
 
 
-def estimate_fee(n_inputs: int, outputs: Sequence[TxOut], payload: Payload, params: NetworkParams) -> int:
-    """The minimum fee of a transaction with n_inputs inputs, these outputs and change."""
+def estimate_fee(
+    n_inputs: int, outputs: Sequence[TxOut], payload: Payload, params: NetworkParams, *, rate: int | None = None,
+) -> int:
+    """The fee of a transaction with n_inputs inputs, these outputs and change at `rate` atomic
+    units a byte (None: the chain's minimum, `params.fee_per_byte`; a wallet pays more while its
+    daemon's pool asks more)."""
     # The widest output index, as for the change: an input naming output 300 is 2 bytes longer
     # than one naming output 0, and the estimate must never be too low.
     inputs = [OutPoint(bytes(32), 65_535)] * n_inputs
     change = TxOut(bytes(32), 2**62)
-    return params.fee_per_byte * _size(inputs, [*outputs, change], payload)
+    return (params.fee_per_byte if rate is None else rate) * _size(inputs, [*outputs, change], payload)
 
 
 def build_spend(
     spendable: Sequence[Spendable], key: SigningKey, outputs: Sequence[TxOut], payload: Payload,
-    params: NetworkParams, *, signed_for: ForkRules = V1,
+    params: NetworkParams, *, signed_for: ForkRules = V1, rate: int | None = None,
 ) -> Transaction:
-    """Pick inputs of `key` (largest first), add change, pay the minimum fee, sign.
+    """Pick inputs of `key` (largest first), add change, pay the fee at `rate` a byte (None: the
+    chain's minimum), sign.
 
     InvalidTransaction says how much is missing when the spendable outputs are not enough.
     """
@@ -64,9 +69,9 @@ def build_spend(
     for item in mine:
         chosen.append(item)
         total += item[1].amount
-        if total >= target + estimate_fee(len(chosen), outputs, payload, params):
+        if total >= target + estimate_fee(len(chosen), outputs, payload, params, rate=rate):
             break
-    fee = estimate_fee(max(len(chosen), 1), outputs, payload, params)
+    fee = estimate_fee(max(len(chosen), 1), outputs, payload, params, rate=rate)
     if total < target + fee:
         raise InvalidTransaction(
             f"unlocked balance {format_coins(total)} is not enough: {format_coins(target)} "

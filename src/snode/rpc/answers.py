@@ -14,6 +14,7 @@ after a new block or a proof only the few records that changed are encoded again
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -22,8 +23,10 @@ import msgspec
 from snode import __version__
 from snode.api.records import service_node_state
 from snode.api.types import Departure, InfoResult, NextFork, ServiceNodesResult, ServiceNodeState, UpgradeRequired
+from snode.core import mempool as mp
 from snode.core import service_nodes as sn_rules
 from snode.core.credit import credit_at
+from snode.core.genesis import Consensus
 from snode.core.participation import Participation
 from snode.core.state import ServiceNode
 from snode.core.state_root import tip_root
@@ -31,6 +34,10 @@ from snode.node.views import NodeView
 from snode.node.readiness import next_fork
 
 _json = msgspec.json.Encoder()
+
+_ROOM = 4_096
+"""Bytes of a wallet's transaction (a registration with reservations and a few inputs): a pool
+without that much room takes it only in place of lower rates."""
 
 _Stamp = tuple[int, bool, Participation, int]
 """What a record's encoding shows besides the record itself: proof time, payable, participation, credit."""
@@ -77,6 +84,7 @@ class Answers:
             if node.params.rules_at(node.state.height).state_root else "",  # a checksum summed before v2 is no root yet
             upgrade_required=upgrade_required(node, now),
             next_fork=_next_fork(node),
+            mempool_min_fee_rate=mempool_min_fee_rate(node.pool, node.consensus, now),
             **own_standing(node),
         )
 
@@ -106,6 +114,19 @@ class Answers:
         return service_node_state(sn, node.height, node.params,
                                   last_uptime_proof=node.proofs.last_accepted(sn.pubkey),
                                   participation=node.participation.of(sn.pubkey))
+
+
+def mempool_min_fee_rate(pool: mp.Mempool, consensus: Consensus, now: int) -> int:
+    """`get_info`'s `mempool_min_fee_rate`: the fee per byte, rounded up, the pool asks of an
+    arrival now: the chain's minimum; its raised floor (`mempool.floor_rate`) when above; and when
+    it is full (no room for a wallet's transaction), the price of the place of one of its lowest
+    rates (the top of their fee-rate step plus the increment, as `mempool.admit` asks)."""
+    rate = max(float(consensus.params.fee_per_byte), mp.floor_rate(pool, consensus, now))
+    limits = pool.limits
+    if pool.steps and (len(pool.entries) >= limits.max_entries or pool.total_bytes + _ROOM > limits.max_bytes):
+        lowest = 2.0 ** ((pool.steps[0] + 1) / mp.RATE_STEPS_PER_DOUBLING) - 1.0
+        rate = max(rate, lowest + mp.incremental_rate(consensus))
+    return math.ceil(rate)
 
 
 def upgrade_required(node: NodeView, now: int) -> UpgradeRequired | None:

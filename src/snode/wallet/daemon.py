@@ -15,7 +15,7 @@ from typing import Any, Final, TypeVar
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.credentials import Login
 from snode.api.types import (
-    BlockResult, GetServiceNodesParams, HeightResult, LockedStakesResult, MempoolResult, OutputsResult,
+    BlockResult, GetServiceNodesParams, HeightResult, InfoResult, LockedStakesResult, MempoolResult, OutputsResult,
     SendTxResult,
     ServiceNodesResult, ServiceNodeState, TransactionResult,
 )
@@ -70,6 +70,15 @@ class DaemonClient:
     def transaction(self, tx_id: str) -> TransactionResult:
         """A transaction of the chain or the mempool."""
         return self.call("get_transaction", TransactionResult, {"txid": tx_id})
+
+    def pool_fee_rate(self) -> int:
+        """The fee per byte the daemon's mempool asks now (get_info's `mempool_min_fee_rate`); 0
+        when the daemon does not say (older than the field, or get_info refused): the caller
+        pays the chain's minimum then."""
+        try:
+            return self.call("get_info", InfoResult).mempool_min_fee_rate
+        except DaemonError:
+            return 0
 
     def send(self, tx_hex: str) -> str:
         """Send an encoded transaction; its id (hex)."""

@@ -255,6 +255,22 @@ def when(blocks: int, params: NetworkParams, now: float) -> str:
     return f"{text}, about {duration(seconds)}, around {date}"
 
 
+FEE_MARGIN_PERCENT: Final = 10
+"""What a wallet pays above its daemon's raised pool minimum (`mempool_min_fee_rate`). Between the
+reading and the submit the floor only falls (it halves back once blocks come) unless the pool
+evicts again: a new eviction of the same spam raises it by about one fee-rate step (1.1 %), and a
+peer that evicted later than our daemon asks a few percent more; 10 % covers both, and costs 10 %
+more fee only while a pool is raised (at the chain's minimum the wallet pays exactly that)."""
+
+
+def fee_rate(pool_rate: int, minimum: int) -> int:
+    """The fee per byte a wallet pays: the chain's `minimum`, or the pool's raised rate plus
+    FEE_MARGIN_PERCENT (rounded up) when the daemon asks more."""
+    if pool_rate <= minimum:
+        return minimum
+    return pool_rate + -(-pool_rate * FEE_MARGIN_PERCENT // 100)
+
+
 def not_enough(unlocked: int, amount: int, fee: int, balance: Balance, confirmations: int) -> str:
     """The refusal when the unlocked coins cannot pay `amount` plus `fee`, with when more unlock."""
     text = (f"unlocked balance {format_coins(unlocked)} is not enough: {coins(amount)} plus a fee "

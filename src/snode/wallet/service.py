@@ -7,9 +7,11 @@ confirmation in between; the wallet RPC submits at once.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Final
 
 from snode.core.address import decode_address, encode_address
 from snode.core.blocks import Block
@@ -26,10 +28,14 @@ from snode.wallet.daemon import DaemonClient, NodeRecord
 from snode.wallet.errors import DaemonError, WalletError
 from snode.api.types import LockedStake
 from snode.wallet.logic import (
-    Balance, Output, PendingStake, TransferRecord, Unlocking, balance_of, coins, not_enough,
+    Balance, Output, PendingStake, TransferRecord, Unlocking, balance_of, coins, fee_rate, not_enough,
     pool_effects, scan_block, spendable, when,
 )
 from snode.wallet.staking import check_registration_line, choose_stake, my_contribution, parse_pubkey
+
+
+POOL_REFUSAL: Final = re.compile(r"mempool is full: .* needs at least (\d+)")
+"""The daemon's refusal by its pool's minimum fee rate (`core.mempool`), with the rate it asks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +260,9 @@ class WalletService:
         available = spendable(mine, self.key.public, height, pool_spent)
         target = sum(o.amount for o in outputs) + payload_spend(payload)
         have = sum(entry.amount for _, entry in available)
-        fee = estimate_fee(max(len(available), 1), outputs, payload, self.params)
+        # What the daemon's pool asks now (raised after a spam wave evicted), not only the chain's minimum.
+        rate = fee_rate(self.daemon.pool_fee_rate(), self.params.fee_per_byte)
+        fee = estimate_fee(max(len(available), 1), outputs, payload, self.params, rate=rate)
         if have < target + fee:  # what build_spend would refuse, said with when more unlocks
             balance = self._balance_of(height, mine, pool_spent, 0)
             raise InvalidTransaction(
@@ -263,12 +271,27 @@ class WalletService:
         # Signed for the fork of the next block: the one it can enter (a block later, across a
         # fork, it would be refused with that reason and must be made again).
         tx = build_spend(available, self.key, outputs, payload, self.params,
-                         signed_for=self.params.rules_at(height + 1))
+                         signed_for=self.params.rules_at(height + 1), rate=rate)
         return tx, fee_of(tx, available)
 
     def submit(self, pending: Pending) -> str:
-        """Send the transaction; its id (hex). DaemonError when the daemon refuses it."""
-        return self.daemon.send(encode(pending.tx).hex())
+        """Send the transaction; its id (hex). DaemonError when the daemon refuses it.
+
+        A refusal by the pool's minimum (it evicted again after the fee was read: a race) is not
+        rebuilt at a higher fee here: the user confirmed this fee. The refusal says the pool's
+        minimum now and to run the command again, which pays it."""
+        try:
+            return self.daemon.send(encode(pending.tx).hex())
+        except DaemonError as err:
+            needs = POOL_REFUSAL.search(str(err))
+            if needs is None:
+                raise
+            paid = pending.fee // len(encode(pending.tx))
+            raise DaemonError(
+                f"the daemon's mempool now asks at least {needs[1]} atomic units a byte and this transaction "
+                f"pays {paid} (the pool filled up since its fee was read); nothing was sent: run the command "
+                "again to pay the pool's current minimum", err.code,
+            ) from None
 
 
 def fee_of(tx: Transaction, spent: list[Spendable]) -> int:
