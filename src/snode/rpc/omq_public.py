@@ -41,7 +41,7 @@ PUBLIC_METHODS: Final = frozenset({
 """What the public port answers; everything else (admin, regtest) is 404 here."""
 PUBLIC_INFO_FIELDS: Final = (
     "height", "target_height", "network", "version", "top_block_hash", "genesis_hash",
-    "service_node_count", "block_production", "immutable_height",
+    "service_node_count", "block_production", "immutable_height", "mempool_min_fee_rate",
 )
 """`get_info` without what only the operator should see (status line, peers, proof refusals)."""
 MAX_MESSAGE: Final = 1 << 20
