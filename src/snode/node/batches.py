@@ -105,13 +105,15 @@ class StoredBatch:
 def stage(
     base: ChainState, blocks: list[Block], consensus: Consensus, verifier: Verifier, now: int, *,
     after: StagedBatch | None = None, extending: StagedBatch | None = None,
-    template: CheckedTemplate | None = None, assume_valid: bytes | None = None,
+    template: CheckedTemplate | None = None, assume_valid: bytes | None = None, assumed: int = 0,
 ) -> StagedBatch:
     """`Node.stage_batch`: apply `blocks` on `base` (the tip, or `after`'s state), or joined to
     `extending`, handing their signatures to `verifier` in chunks. `template`: a check of one
     of them as a template, whose result that block takes if it is provably the same block on
     the same parent (`apply_final`). `assume_valid`: a block hash; the blocks before it among
-    `blocks` (its ancestors: each is applied on the one before) skip their input signatures."""
+    `blocks` (its ancestors: each is applied on the one before) skip their input signatures;
+    `assumed`: how many of `blocks`, from the first, are known to be its ancestors otherwise (the
+    header chain of a sync: `services.sync_headers.HeaderChain.assumed`), skipping them too."""
     if extending is not None:
         if after is not None:
             raise ValueError("stage_batch takes `after` or `extending`, not both")
@@ -127,7 +129,8 @@ def stage(
         if after is not None and after.failure is not None:
             batch.failure = after.failure  # nothing can follow an invalid block
     with collector_paused():
-        _apply_into(batch, blocks, consensus, verifier, now, template, assumed_valid(blocks, assume_valid))
+        _apply_into(batch, blocks, consensus, verifier, now, template,
+                    max(assumed, assumed_valid(blocks, assume_valid)))
     return batch
 
 
