@@ -4,7 +4,8 @@ the blocks below that block skip their input signature checks; with `--trusted-c
 peer whose header chain has another block at its height is refused in one line (not banned) and
 the node syncs from one whose chain passes through it; a liar that proved a huge height with a
 header the authority's key signed and then sends endless fake headers costs the node no memory
-(one hash kept every 50 headers) and is banned for its first broken answer.
+(one hash kept every 50 headers) and is banned for its first broken answer; a peer of protocol 4
+is never sent GetHeaders (it would ban its sender) and is synced from by blocks alone.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import re
 import time
 
-from snode.core.blocks import block_hash, make_block
+from snode.core.blocks import Block, block_hash, make_block
 from snode.core.crypto import SigningKey
+from snode.core.encoding import decode
 from snode.net import limits as L
 from snode.net import protocol as P
 from snode.params import REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_GENESIS_TIMESTAMP
@@ -143,3 +145,24 @@ def test_a_liar_sending_endless_fake_headers_is_bounded_then_banned(nodes):
     connect_nodes(victim, honest)
     wait_until(lambda: victim.get_info()["height"] == 50, timeout=30, what="the victim synced")
     assert victim.get_info()["target_height"] == 0
+
+
+def test_a_peer_of_protocol_4_is_synced_from_by_blocks_alone(nodes):
+    source = nodes.add()
+    _mine(source, L.HEADERS_FIRST_MIN + 100)
+    height = source.get_info()["height"]
+    tip = bytes.fromhex(source.get_block(height=height)["block_hex"])
+    victim = nodes.add()
+    log.info("A peer of protocol 4 proves height %d, enough for headers first from a peer of 5", height)
+    old = FakePeer(victim, source_ip=next_loopback_ip())
+    try:
+        old.send(old.hello(version=P.HEADERS_VERSION - 1))
+        assert isinstance(old.receive(), P.Hello)
+        old.send(P.tip_header(decode(tip, Block)))
+        asked = old.receive_until(lambda m: isinstance(m, (P.GetBlocks, P.GetHeaders)))
+        assert isinstance(asked, P.GetBlocks), "a GetHeaders went to a peer of protocol 4 (it bans its sender)"
+    finally:
+        old.close()
+    log.info("A real daemon syncs from the node as ever")
+    connect_nodes(victim, source)
+    sync_blocks([source, victim], timeout=120)

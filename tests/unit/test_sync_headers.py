@@ -5,6 +5,8 @@ anchors, and which blocks it shows to be ancestors of the assume-valid block."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from snode.core.blocks import Block, block_hash, make_block
@@ -13,7 +15,7 @@ from snode.core.errors import SnodeError
 from snode.devchain import key_from_label
 from snode.net import protocol as P
 from snode.params import REGTEST
-from snode.services.sync_headers import Contradicts, HeaderChain, Misled
+from snode.services.sync_headers import Contradicts, HeaderChain, Misled, blocks_named
 from tests.unit.test_assume_valid import _forged_chain, _node
 
 KEY = key_from_label("headers")
@@ -130,3 +132,33 @@ def test_the_header_messages_are_bounded():
     assert P.frame_limit(frame[4:6]) == (P.MAX_HEADERS_BYTES + P.MAX_CONTROL_FRAME, "Headers")
     assert decode(encode(message.headers[0]), P.SignedHeader) == message.headers[0]
     assert (P.GetHeaders.__struct_config__.tag, P.Headers.__struct_config__.tag) == (26, 27)
+
+
+class _Serving:
+    """A peer's GetBlocks side as `blocks_named` uses it: its main chain, served after a hash."""
+
+    def __init__(self, blocks: list[Block]) -> None:
+        self.blocks = blocks
+        self.asked: list[bytes] = []
+
+    def ask_blocks(self, locator: list[bytes], max_count: int) -> list[bytes]:
+        self.asked.append(locator[0])
+        at = next(i for i, b in enumerate(self.blocks) if block_hash(b.header) == locator[0]) + 1
+        return [encode(b) for b in self.blocks[at:at + max_count]]
+
+    async def answer(self, raws: list[bytes]) -> P.Blocks:
+        return P.Blocks(blocks=raws, height=self.blocks[-1].header.height)
+
+
+def test_the_blocks_a_header_chain_names_are_fetched_and_checked_back_to_it():
+    genesis = _blocks(1)[0]
+    blocks = _blocks(700, parent=block_hash(genesis.header), first=2)
+    chain = HeaderChain(1, block_hash(genesis.header), genesis.header.timestamp, REGTEST, every=50)
+    assert chain.extend(_signed(blocks), NOW) == ""
+    got = asyncio.run(blocks_named(_Serving([genesis, *blocks]), chain, 51, 601))  # type: ignore[arg-type]
+    assert [b.header.height for b in got] == list(range(51, 601))
+    other = [genesis, *blocks[:200], *_blocks(500, parent=block_hash(blocks[199].header), first=202, salt=1)]
+    with pytest.raises(P.ProtocolViolation, match="not the block 250 its header chain names"):
+        asyncio.run(blocks_named(_Serving(other), chain, 51, 601))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="keeps no hash at 51"):
+        asyncio.run(blocks_named(_Serving(other), chain, 52, 601))  # type: ignore[arg-type]
