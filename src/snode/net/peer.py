@@ -193,8 +193,6 @@ class Peer:
         self.pending: asyncio.Future[P.Blocks] | None = None
         self.headers_pending: asyncio.Future[P.Headers] | None = None
         """Our GetHeaders it has not answered yet (one at a time: `services.sync_headers`)."""
-        self.headers_owed = 0
-        """Answers to GetHeaders a sync gave up waiting for (dropped when they come)."""
         self.connected_at = time.time()
         self._out: list[bytes] = []
         self._out_bytes = 0

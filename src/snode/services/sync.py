@@ -181,9 +181,8 @@ class Syncer:
             peer.pending.set_result(message)
 
     async def _on_headers(self, peer: Peer, message: P.Headers) -> None:
-        if peer.headers_owed:
-            peer.headers_owed -= 1  # the late answer to a request we gave up on
-            return
+        """The answer to our GetHeaders (a sync that gives up on one closes the peer, so no
+        late answer is owed)."""
         request = peer.headers_pending
         if request is None or request.done():
             raise ProtocolViolation("sent Headers it was not asked for")
