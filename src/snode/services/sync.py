@@ -315,6 +315,7 @@ class Syncer:
         node = self.node
         checkpoint = node.trusted_checkpoint
         limit = max(peer.proven, checkpoint[0] if checkpoint is not None else 0)
+        started = time.monotonic()
         try:
             chain = await download(peer, self.writer, limit, self._new_chain(peer), node.now)
         except Contradicts as err:
@@ -339,9 +340,9 @@ class Syncer:
             self._stalled(peer, f"has a header chain only to {chain.tip_height}, below the trusted "
                                 f"checkpoint's height {checkpoint[0]}", 0)
             return False
-        log.info("sync: the header chain of %s leads from %d to %d%s", peer.name, chain.base_height,
+        log.info("sync: the header chain of %s leads from %d to %d%s (%.1f s)", peer.name, chain.base_height,
                  chain.tip_height, f", through the assume-valid block {chain.assumed_height}"
-                 if chain.assumed_height else "", extra=limited(peer))
+                 if chain.assumed_height else "", time.monotonic() - started, extra=limited(peer))
         self._chain = chain
         return chain
 
