@@ -43,6 +43,7 @@ import cProfile
 import gc
 import io
 import pstats
+import re
 import shutil
 import statistics
 import tempfile
@@ -268,7 +269,16 @@ def _sync_once(data_dir: Path, source: Daemon, tip_hash: bytes, blocks: int = BL
         "source_cpu_s": source_cpu,
         "peak_rss_mb": peak_rss,
         "workers_rss_mb": workers_rss,
+        **_header_figures(syncing.log_tail(1 << 30)),
     }
+
+
+def _header_figures(text: str) -> dict[str, float]:
+    """From a syncing daemon's log: the seconds its header chain took to download (0: none was)
+    and the blocks that skipped their input signatures below the assume-valid block."""
+    took = re.findall(r"sync: the header chain of \S+ leads from \d+ to \d+[^(]*\(([\d.]+) s\)", text)
+    skipped = re.findall(r"sync: (\d+) blocks below the assume-valid block \d+ skipped", text)
+    return {"headers_s": sum(map(float, took)), "assumed_blocks": sum(map(int, skipped))}
 
 
 # --- where the time goes: an in-process replay of the last blocks -------------------------
@@ -592,6 +602,11 @@ def report(results: dict[str, Any], console: Console) -> None:
     table.add_row("    start-up excluded", f"{assumed_sync['blocks_per_s_after_start']:,.0f} blocks/s",
                   f"{sync['blocks_per_s_after_start']:,.0f} blocks/s", f"{assumed_sync['speedup_after_start']:.2f}",
                   "(informational)", "")
+    table.add_row("    CPU per block (daemon and its workers), with vs without",
+                  f"{assumed_sync['cpu_ms_per_block_after_start']:.3f} ms",
+                  f"{sync['cpu_ms_per_block_after_start']:.3f} ms",
+                  f"{sync['cpu_ms_per_block_after_start'] / assumed_sync['cpu_ms_per_block_after_start']:.2f}",
+                  "(informational)", "")
     table.add_row(f"in-process replay, last {rp['blocks']:,}", f"{rp['blocks_per_s']:,.0f} blocks/s",
                   f"{rp['bound_blocks_per_s']:,.0f} blocks/s", f"{rp['ratio']:.3f}", "(informational)", "")
     assumed = rp["assume_valid"]
@@ -599,6 +614,13 @@ def report(results: dict[str, Any], console: Console) -> None:
                   f"{assumed['blocks_per_s']:,.0f} blocks/s", f"{rp['blocks_per_s']:,.0f} blocks/s",
                   f"{assumed['blocks_per_s'] / rp['blocks_per_s']:.2f}", "(informational)", "")
     console.print(table)
+    console.print(
+        f"headers first: the header chain took {sync['headers_s']:.1f} s of the sync "
+        f"({assumed_sync['headers_s']:.1f} s with --assume-valid, where {assumed_sync['assumed_blocks']:,} of "
+        f"{chain['blocks']:,} blocks skipped their input signatures); assume-valid per run (rate, CPU per block): "
+        + "; ".join(f"{r['assume_valid']['speedup']:.2f}, "
+                    f"{r['cpu_ms_per_block_after_start'] / r['assume_valid']['cpu_ms_per_block_after_start']:.2f}"
+                    for r in results["runs"]))
     console.print("every sync run (ratio from daemon start / start-up excluded / CPU share; bound): " + "; ".join(
         f"{r['ratio']:.3f} / {r['ratio_after_start']:.3f} / {r['cpu_share']:.3f}; {r['bound_blocks_per_s']:,.0f}"
         for r in results["runs"]
