@@ -6,6 +6,9 @@ anchors, and which blocks it shows to be ancestors of the assume-valid block."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
@@ -15,6 +18,7 @@ from snode.core.errors import SnodeError
 from snode.devchain import key_from_label
 from snode.net import protocol as P
 from snode.params import REGTEST
+from snode.services.sync import _tip_to_hold
 from snode.services.sync_headers import Contradicts, HeaderChain, Misled, blocks_named
 from tests.unit.test_assume_valid import _forged_chain, _node
 
@@ -162,3 +166,14 @@ def test_the_blocks_a_header_chain_names_are_fetched_and_checked_back_to_it():
         asyncio.run(blocks_named(_Serving(other), chain, 51, 601))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="keeps no hash at 51"):
         asyncio.run(blocks_named(_Serving(other), chain, 52, 601))  # type: ignore[arg-type]
+
+
+def test_a_peer_is_asked_for_headers_up_to_the_tip_header_it_sent_checked_or_not():
+    blocks = _blocks(3)
+    peer = SimpleNamespace(tip_header=P.tip_header(blocks[2]), proven=1, proven_tip=(1, block_hash(blocks[0].header)))
+    hold = cast(Callable[[object], tuple[int, bytes]], _tip_to_hold)
+    assert hold(peer) == (3, block_hash(blocks[2].header)), "an unchecked tip header above what it proved"
+    peer.tip_header = None
+    assert hold(peer) == (1, block_hash(blocks[0].header))
+    peer.proven = 2  # proven by blocks it delivered, not by a tip header
+    assert hold(peer) == (2, b"")

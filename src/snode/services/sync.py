@@ -303,10 +303,11 @@ class Syncer:
             return False
         checkpoint = node.trusted_checkpoint
         below = checkpoint is not None and checkpoint[0] > node.height
-        if not below and peer.proven - node.height < HEADERS_FIRST_MIN:
+        ahead = _tip_to_hold(peer)[0]
+        if not below and ahead - node.height < HEADERS_FIRST_MIN:
             return False
         return not (chain is not None and chain.passed_checkpoint
-                    and chain.base_height <= node.height < chain.tip_height and chain.tip_height >= peer.proven)
+                    and chain.base_height <= node.height < chain.tip_height and chain.tip_height >= ahead)
 
     async def _header_chain(self, peer: Peer) -> HeaderChain | bool:
         """`peer`'s header chain (`sync_headers.download`), kept; False when not to sync from
@@ -314,7 +315,7 @@ class Syncer:
         failed the request: scored and backed off as a block request's failure is)."""
         node = self.node
         checkpoint = node.trusted_checkpoint
-        limit = max(peer.proven, checkpoint[0] if checkpoint is not None else 0)
+        limit = max(_tip_to_hold(peer)[0], checkpoint[0] if checkpoint is not None else 0)
         started = time.monotonic()
         try:
             chain = await download(peer, self.writer, limit, self._new_chain(peer), node.now)
@@ -350,8 +351,9 @@ class Syncer:
         node = self.node
 
         def make(height: int, hash_: bytes, timestamp: int | None) -> HeaderChain:
+            tip = _tip_to_hold(peer)
             return HeaderChain(height, hash_, timestamp, node.params, assume_valid=node.assume_valid,
-                               checkpoint=node.trusted_checkpoint, proven=peer.proven_tip)
+                               checkpoint=node.trusted_checkpoint, proven=tip if tip[1] else None)
         return make
 
     def _refuse(self, peer: Peer, reason: str) -> None:
@@ -375,6 +377,19 @@ class Syncer:
         log.info("sync: peer %s %s; syncing from others, not from its address for %.0f s",
                  peer.name, reason, seconds, extra=limited(peer))
         self._update_target()
+
+
+def _tip_to_hold(peer: Peer) -> tuple[int, bytes]:
+    """The tip `peer`'s header chain must reach and hold: the tip header it sent that we could
+    not check yet (its producer unknown to our chain: a fresh node far behind a network of
+    service nodes), when higher than what it proved; else the last tip header that proved its
+    height (hash b'' when none did)."""
+    hinted = peer.tip_header
+    if hinted is not None and hinted.header.height > peer.proven:
+        return hinted.header.height, block_hash(hinted.header)
+    if peer.proven_tip is not None and peer.proven_tip[0] == peer.proven:
+        return peer.proven_tip
+    return peer.proven, b""
 
 
 def _believe_no_more(peer: Peer, height: int) -> None:

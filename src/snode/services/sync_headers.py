@@ -14,11 +14,12 @@ blocks are checked in full when they come.
 Memory (Bitcoin Core's headers presync, without its second download): nothing of a header is
 kept but the hash of each HEADER_COMMIT_EVERY-th one (32 bytes per 50 headers), and the chain
 may run at most MAX_HEADER_CHAIN headers ahead of the block it follows (3.2 MB kept at the
-bound; a longer one bans its sender). A peer is asked only for what it proved (its checked tip
-header, `sync_peers.check_tip`) and a chain that does not hold the tip it proved is refused
-(scored as a staller, not banned: a reorganisation can explain it), so a peer that proved
-nothing is asked for no header at all, and one that proved a lie by a producer's key it holds
-(the limit `sync_peers` names) costs at most MAX_HEADER_CHAIN hashed headers and 3.2 MB.
+bound; a longer one bans its sender). A peer is asked only up to the tip header it sent (one
+that proved its height, `sync_peers.check_tip`, or one kept unchecked because its producer is
+not registered on our chain yet: a fresh node behind a network of service nodes), and a chain
+that does not hold that tip is refused (scored as a staller, not banned: a reorganisation can
+explain it). A peer that sent no tip header and proved nothing is asked for no header at all;
+one that sent a lying tip header costs at most MAX_HEADER_CHAIN hashed headers and 3.2 MB.
 
 What the chain is for:
 
