@@ -52,6 +52,9 @@ from snode.services.sync_ranges import Sources, hedge_wait
 log = logging.getLogger(__name__)
 
 PROGRESS_EVERY: Final = 5.0
+TIP_HEADER_WAIT_S: Final = 1.0
+"""How long a sync that starts on a version-5 peer's Hello waits for its tip header (it comes
+one round trip after the handshake)."""
 SYNC_STORE_BLOCKS: Final = 2 * P.MAX_BLOCKS_PER_BATCH
 """Blocks a syncing node stores per transaction: two downloads. A sync commit rewrites most
 pages of the state and transaction tables whatever its size, so 1,000 blocks cost about a
@@ -108,6 +111,8 @@ class Syncer:
         peers.on(P.Headers, self._on_headers)
         self._chain: HeaderChain | None = None
         """The last header chain downloaded (reused while it still leads above our height)."""
+        self._tip_arrived = asyncio.Event()
+        """Set whenever a peer's tip header comes (`_await_tip_header`)."""
         self._contradicting: dict[str, None] = {}
         """Addresses whose header chain contradicts the trusted checkpoint: never synced from
         (bounded: MAX_SYNC_BACKOFFS, the oldest out)."""
@@ -135,6 +140,7 @@ class Syncer:
         forged = self._check_claim(peer, message)
         if forged:
             raise ProtocolViolation(forged)
+        self._tip_arrived.set()
         self._wanted.set()
 
     def _check_claim(self, peer: Peer, tip: P.TipHeader) -> str:
@@ -275,6 +281,7 @@ class Syncer:
     async def sync_from(self, peer: Peer) -> None:
         """Sync from one peer until we have its chain (or it fails us)."""
         node = self.node
+        await self._await_tip_header(peer)
         chain = await self._header_chain(peer) if self._wants_headers(peer) else self._chain
         if chain is False:
             return
@@ -293,6 +300,24 @@ class Syncer:
                          chain.assumed_blocks - assumed, chain.assumed_height)
             await run.close()
             await self.writer.flush_state()  # whatever deferred state a sync that ended early left
+
+    async def _await_tip_header(self, peer: Peer) -> None:
+        """A sync that starts on the height a peer of version 5 hinted at in its Hello, far above
+        ours, waits for the tip header it sends right after the handshake (TIP_HEADER_WAIT_S at
+        most), so that it can download the header chain up to it; a peer that sends none (a liar
+        that only claims) is synced from by blocks, as before."""
+        node = self.node
+        if (peer.hello is None or peer.hello.version < P.HEADERS_VERSION or peer.tip_header is not None
+                or peer.proven > node.height or peer.height - node.height < HEADERS_FIRST_MIN):
+            return
+        deadline = time.monotonic() + TIP_HEADER_WAIT_S
+        while peer.tip_header is None and peer.proven <= node.height and not peer.writer.is_closing():
+            self._tip_arrived.clear()
+            try:
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0)):
+                    await self._tip_arrived.wait()
+            except TimeoutError:
+                return
 
     def _wants_headers(self, peer: Peer) -> bool:
         """Whether a sync from `peer` downloads its header chain first: a peer of version 5, a
