@@ -19,6 +19,9 @@ verification alone allows):
   figures by up to 2x, so the syncing daemon's CPU time per block (all threads and its verify
   workers, from /proc) is reported against the CPU time that verifying the same signatures
   takes: a share that their load moves less;
+- the same sync with `--assume-valid` (the tip's hash) right after each run: the syncing daemon
+  downloads the header chain first (peer protocol 5) and the blocks below the tip skip their
+  input signature checks; its rate against the full run's just before it (same run, same load);
 - where the time goes: the last 2,000 blocks replayed in-process through `Node.stage_batch` and
   `finish_batch`, pipelined as the daemon's sync loop does
   on a copy of the store at height 18,000, timed by phase (decode, apply_block's rules,
@@ -40,6 +43,7 @@ import cProfile
 import gc
 import io
 import pstats
+import re
 import shutil
 import statistics
 import tempfile
@@ -187,6 +191,11 @@ def measure_syncs(
             log(f"sync {number} of {runs}: starting an empty snoded")
             syncs.append(_sync_once(workdir / f"syncing-{number}", source, tip_hash, blocks))
             shutil.rmtree(workdir / f"syncing-{number}", ignore_errors=True)
+            log(f"sync {number} of {runs} again, with --assume-valid (the tip)")
+            assumed = _sync_once(workdir / f"assumed-{number}", source, tip_hash, blocks,
+                                 extra=[f"--assume-valid={tip_hash.hex()}"])
+            syncs[-1]["assume_valid"] = assumed
+            shutil.rmtree(workdir / f"assumed-{number}", ignore_errors=True)
             log("measuring Ed25519 verification again")
             limits.append(verify_rates(sample))
     finally:
@@ -194,12 +203,13 @@ def measure_syncs(
     return syncs, limits
 
 
-def _sync_once(data_dir: Path, source: Daemon, tip_hash: bytes, blocks: int = BLOCKS) -> dict[str, Any]:
-    """Start an empty snoded with `source` as its priority node and time its sync of `blocks`
-    blocks, polling get_info every POLL_S (every POLL_NEAR_END_S over the last
+def _sync_once(data_dir: Path, source: Daemon, tip_hash: bytes, blocks: int = BLOCKS,
+               extra: Sequence[str] = ()) -> dict[str, Any]:
+    """Start an empty snoded (with `extra` flags) with `source` as its priority node and time its
+    sync of `blocks` blocks, polling get_info every POLL_S (every POLL_NEAR_END_S over the last
     POLL_NEAR_END_BLOCKS)."""
     syncing = Daemon(loopback_ip(SYNC_NET, 2), data_dir, name=data_dir.name, log=log,
-                     extra=[f"--add-priority-node={source.ip}:{P2P_PORT}"])
+                     extra=[f"--add-priority-node={source.ip}:{P2P_PORT}", *extra])
     try:
         source_cpu0 = source.cpu_seconds()
         started = syncing.start()
@@ -259,7 +269,16 @@ def _sync_once(data_dir: Path, source: Daemon, tip_hash: bytes, blocks: int = BL
         "source_cpu_s": source_cpu,
         "peak_rss_mb": peak_rss,
         "workers_rss_mb": workers_rss,
+        **_header_figures(syncing.log_tail(1 << 30)),
     }
+
+
+def _header_figures(text: str) -> dict[str, float]:
+    """From a syncing daemon's log: the seconds its header chain took to download (0: none was)
+    and the blocks that skipped their input signatures below the assume-valid block."""
+    took = re.findall(r"sync: the header chain of \S+ leads from \d+ to \d+[^(]*\(([\d.]+) s\)", text)
+    skipped = re.findall(r"sync: (\d+) blocks below the assume-valid block \d+ skipped", text)
+    return {"headers_s": sum(map(float, took)), "assumed_blocks": sum(map(int, skipped))}
 
 
 # --- where the time goes: an in-process replay of the last blocks -------------------------
@@ -502,6 +521,10 @@ def run(profile: bool = False, blocks: int = BLOCKS, runs: int = SYNC_RUNS) -> d
         sync["verify_alone_cpu_ms"] = 1000 * sigs_per_block / max(limit["per_cpu_s"] for limit in around)
         sync["cpu_share"] = sync["verify_alone_cpu_ms"] / sync["cpu_ms_per_block_after_start"]
     median = sorted(syncs, key=lambda r: r["ratio"])[len(syncs) // 2]
+    for sync in syncs:  # each assume-valid sync against the full one of the same run, just before it
+        sync["assume_valid"]["speedup"] = sync["assume_valid"]["blocks_per_s"] / sync["blocks_per_s"]
+        sync["assume_valid"]["speedup_after_start"] = (sync["assume_valid"]["blocks_per_s_after_start"]
+                                                       / sync["blocks_per_s_after_start"])
     verify_rate = max(limit["threads"] for limit in limits)
     verify_cpu_rate = max(limit["per_cpu_s"] for limit in limits)
     replay_sigs = breakdown["signatures"] / breakdown["blocks"]
@@ -572,6 +595,18 @@ def report(results: dict[str, Any], console: Console) -> None:
                       verdict(sync["peak_rss_mb"] * 1.048576 < RSS_TARGET_MB))
         table.add_row("  + its signature workers (RSS at the end)", f"{sync['workers_rss_mb']:.0f} MiB",
                       "", "", "", "")
+    assumed_sync = sync["assume_valid"]
+    table.add_row("  the same with --assume-valid (the tip) vs full verification, same run",
+                  f"{assumed_sync['blocks_per_s']:,.0f} blocks/s", f"{sync['blocks_per_s']:,.0f} blocks/s",
+                  f"{assumed_sync['speedup']:.2f}", "(informational)", "")
+    table.add_row("    start-up excluded", f"{assumed_sync['blocks_per_s_after_start']:,.0f} blocks/s",
+                  f"{sync['blocks_per_s_after_start']:,.0f} blocks/s", f"{assumed_sync['speedup_after_start']:.2f}",
+                  "(informational)", "")
+    table.add_row("    CPU per block (daemon and its workers), with vs without",
+                  f"{assumed_sync['cpu_ms_per_block_after_start']:.3f} ms",
+                  f"{sync['cpu_ms_per_block_after_start']:.3f} ms",
+                  f"{sync['cpu_ms_per_block_after_start'] / assumed_sync['cpu_ms_per_block_after_start']:.2f}",
+                  "(informational)", "")
     table.add_row(f"in-process replay, last {rp['blocks']:,}", f"{rp['blocks_per_s']:,.0f} blocks/s",
                   f"{rp['bound_blocks_per_s']:,.0f} blocks/s", f"{rp['ratio']:.3f}", "(informational)", "")
     assumed = rp["assume_valid"]
@@ -579,6 +614,13 @@ def report(results: dict[str, Any], console: Console) -> None:
                   f"{assumed['blocks_per_s']:,.0f} blocks/s", f"{rp['blocks_per_s']:,.0f} blocks/s",
                   f"{assumed['blocks_per_s'] / rp['blocks_per_s']:.2f}", "(informational)", "")
     console.print(table)
+    console.print(
+        f"headers first: the header chain took {sync['headers_s']:.1f} s of the sync "
+        f"({assumed_sync['headers_s']:.1f} s with --assume-valid, where {assumed_sync['assumed_blocks']:,} of "
+        f"{chain['blocks']:,} blocks skipped their input signatures); assume-valid per run (rate, CPU per block): "
+        + "; ".join(f"{r['assume_valid']['speedup']:.2f}, "
+                    f"{r['cpu_ms_per_block_after_start'] / r['assume_valid']['cpu_ms_per_block_after_start']:.2f}"
+                    for r in results["runs"]))
     console.print("every sync run (ratio from daemon start / start-up excluded / CPU share; bound): " + "; ".join(
         f"{r['ratio']:.3f} / {r['ratio_after_start']:.3f} / {r['cpu_share']:.3f}; {r['bound_blocks_per_s']:,.0f}"
         for r in results["runs"]

@@ -11,35 +11,9 @@ from snode.app.config import parse_assume_valid, parse_trusted_checkpoint
 from snode.common.endpoints import ConfigError
 from snode.core.blocks import block_hash, sign_block
 from snode.core.errors import SnodeError
-from snode.core.transition import apply_block
 from snode.devchain import key_from_label
-from snode.node.node import Node
-from snode.node.verifier import InlineVerifier
-from snode.params import COIN, MAINNET, REGTEST, TESTNET
-from snode.store.memory import MemoryStore
-
-
-def _forged_chain(chain_factory):
-    """A chain whose block 1 holds a transfer with a forged input signature, then two good
-    blocks; (its genesis state, the chain)."""
-    chain = chain_factory()
-    genesis = chain.state
-    tx = chain.transfer_tx(key_from_label("alice"), key_from_label("bob").public, COIN)
-    forged = msgspec.structs.replace(tx, signatures=(bytes(64),) * len(tx.signatures))
-    block = chain.block_with([forged])
-    chain.state, undo = apply_block(chain.state, block, chain.consensus, verifier=lambda checks: -1)
-    chain.blocks.append(block)
-    chain.undos.append(undo)
-    chain.now = block.header.timestamp
-    chain.mine(2)
-    return genesis, chain
-
-
-def _node(chain, genesis, assume_valid: bytes | None) -> Node:
-    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], genesis),
-                state=genesis, identity=None, producer_key=None, verifier=InlineVerifier())
-    node.assume_valid = assume_valid
-    return node
+from snode.params import MAINNET, REGTEST, TESTNET
+from tests.unit.forged_chain import forged_chain as _forged_chain, node_on as _node
 
 
 def test_the_ancestors_of_the_assume_valid_block_skip_their_input_signatures(chain_factory):

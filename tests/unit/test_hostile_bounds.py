@@ -11,6 +11,7 @@ from typing import get_args
 import pytest
 
 from snode.core.blocks import Block, BlockHeader, BlockHeaderV2, Checkpoint
+from snode.core.encoding import encode
 from snode.core.proofs import ProofRefusal, UptimeProof
 from snode.net import limits as L
 from snode.net import protocol as P
@@ -155,6 +156,17 @@ def _largest_tip_header(big: int) -> P.TipHeader:
     return P.TipHeader(header, bytes(64), 2**64 - 1, (bytes(64),) * 64)
 
 
+def _largest_headers(big: int) -> list[P.Headers]:
+    """Headers as a sender makes them (`Node.headers_after`): MAX_HEADERS of a plain version-2
+    header, and as many of the largest header as MAX_HEADERS_BYTES holds (the sender stops there,
+    not at the count that would decode)."""
+    plain = BlockHeaderV2(big, bytes(32), big, bytes(32), bytes(32), big, None, bytes(32))
+    largest = _largest_tip_header(big).header
+    fit = P.MAX_HEADERS_BYTES // (len(encode(largest)) + 66)
+    return [P.Headers([P.SignedHeader(plain, bytes(64))] * P.MAX_HEADERS, big),
+            P.Headers([P.SignedHeader(largest, bytes(64))] * fit, big)]
+
+
 def test_every_message_at_its_largest_fits_its_frame_limit() -> None:
     wide, big = "\U0010ffff", 2**63 - 1  # 4 bytes in UTF-8; the widest integer
     hello = P.Hello(big, bytes(32), big, wide * 64, big, bytes(32), 65_535, big)
@@ -169,6 +181,7 @@ def test_every_message_at_its_largest_fits_its_frame_limit() -> None:
         P.Blocks([bytes(P.MAX_BATCH_BYTES // P.MAX_BLOCKS_PER_BATCH)] * P.MAX_BLOCKS_PER_BATCH, big),
         P.ProofInv([(bytes(32), big)] * P.MAX_PROOF_IDS), P.GetProofs([(bytes(32), big)] * P.MAX_PROOF_IDS),
         P.Proofs([proof] * P.MAX_PROOF_IDS), _largest_tip_header(big), P.ForkStatus(bytes(4), big),
+        P.GetHeaders([bytes(32)] * 64, P.MAX_HEADERS), *_largest_headers(big),
     ]
     assert {type(m) for m in messages} == set(get_args(P.Message))
     for message in messages:

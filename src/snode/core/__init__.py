@@ -7,7 +7,7 @@ The modules in `__all__` are the core's face to the other packages; the rest is 
 """
 
 __all__ = [
-    "address", "blocks", "chain", "credit", "crypto", "encoding", "equivocation", "errors",
+    "address", "block_head", "blocks", "chain", "credit", "crypto", "encoding", "equivocation", "errors",
     "final_block", "finality", "genesis", "mempool", "obligations", "participation", "production",
     "proofs", "pulse", "registration", "round_actions", "round_messages", "rounds",
     "service_nodes", "sigchecks", "stake_exit", "standing", "state", "state_change", "state_root",

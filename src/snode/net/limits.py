@@ -196,6 +196,23 @@ MAX_KNOWN_PROOFS_PER_PEER: Final = 20_000
 did to it), so that we do not announce it there, and whose proof we announced to it and it may
 fetch; when full the oldest entry goes."""
 
+# --- header chains (peer protocol 5: `services.sync_headers`) --------------------------------
+
+MAX_HEADER_CHAIN: Final = 5_000_000
+"""Headers a header chain downloaded from one peer may run ahead of the block it follows (19
+years of mainnet's 2-minute blocks); a peer whose chain goes further is banned. What is kept of
+it: the hash of every HEADER_COMMIT_EVERY-th header, 32 bytes each (3.2 MB at the bound), never
+the headers themselves."""
+HEADER_COMMIT_EVERY: Final = 50
+"""The heights whose hashes a header chain keeps (multiples of it). A download's blocks are
+known ancestors of the assume-valid block up to the highest kept height in it whose hash
+matches: the blocks above it in that download (49 at most of 500) are verified in full."""
+HEADERS_FIRST_MIN: Final = 2_000
+"""A sync from a peer of version 5 that proved at least this many blocks more than we have (one
+Headers answer's worth, `protocol.MAX_HEADERS`) downloads its header chain first (and every sync
+does while a trusted checkpoint lies above our height); a shorter one fetches blocks at once, as
+before: the round trip would cost more than the signatures it could spare."""
+
 # --- serving blocks --------------------------------------------------------------------------
 
 UPLOAD_RATE: Final = 8 * 1024 * 1024

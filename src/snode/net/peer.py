@@ -20,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from snode.net import protocol as P
 from snode.net.bans import address_key
@@ -28,6 +28,7 @@ from snode.net.limits import DEFAULT_LIMITS, PeerLimits
 from snode.net.protocol import FrameDecoder, ProtocolViolation
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 class PeerGone(Exception):
@@ -156,6 +157,8 @@ class Peer:
         self.proven = 0
         """...and the height something proved it has (`services.sync_peers`): a valid tip
         header, a block of its we adopted or kept, blocks it delivered in a sync."""
+        self.proven_tip: tuple[int, bytes] | None = None
+        """(height, hash) of the last tip header that proved its height: its header chain must hold it."""
         self.tip_header: P.TipHeader | None = None
         """Its last TipHeader that did not prove its height yet (checked again as we learn)."""
         self.blocks_owed = 0
@@ -188,6 +191,8 @@ class Peer:
         self.last_block_at = 0.0
         """When this peer last sent us a block we adopted (eviction protects such peers)."""
         self.pending: asyncio.Future[P.Blocks] | None = None
+        self.headers_pending: asyncio.Future[P.Headers] | None = None
+        """Our GetHeaders it has not answered yet (one at a time: `services.sync_headers`)."""
         self.connected_at = time.time()
         self._out: list[bytes] = []
         self._out_bytes = 0
@@ -304,33 +309,56 @@ class Peer:
     def ask_blocks(self, locator: list[bytes], max_count: int) -> asyncio.Future[P.Blocks]:
         """Send GetBlocks now (not at the end of this loop turn, so that the peer works while
         we do) and return the future its answer will resolve."""
-        self.pending = asyncio.get_running_loop().create_future()
-        if self.writer.is_closing():
-            self.pending.set_exception(ConnectionError("peer closed"))
-            return self.pending
-        self.send(P.GetBlocks(locator=locator[:P.MAX_LOCATOR], max_count=max_count))
-        self._flush()
+        self.pending = self._ask(P.GetBlocks(locator=locator[:P.MAX_LOCATOR], max_count=max_count))
         return self.pending
 
     async def answer(self, request: asyncio.Future[P.Blocks]) -> P.Blocks:
         """Wait for the answer to `ask_blocks`; PeerGone on disconnect or timeout."""
         try:
-            async with asyncio.timeout(self.limits.request_timeout):
-                return await request
-        except TimeoutError as err:
-            raise RequestTimeout(f"{self.name} did not send the blocks it was asked for") from err
-        except ConnectionError as err:
-            raise PeerGone(f"{self.name} went away before it sent the blocks it was asked for") from err
+            return await self._awaited(request, "blocks")
         finally:
             if self.pending is request:
                 self.pending = None
+
+    def ask_headers(self, locator: list[bytes], max_count: int) -> asyncio.Future[P.Headers]:
+        """Send GetHeaders now and return the future its Headers answer will resolve."""
+        self.headers_pending = self._ask(P.GetHeaders(locator=locator[:P.MAX_LOCATOR], max_count=max_count))
+        return self.headers_pending
+
+    async def answer_headers(self, request: asyncio.Future[P.Headers]) -> P.Headers:
+        """Wait for the answer to `ask_headers`; RequestTimeout, or PeerGone on disconnect."""
+        try:
+            return await self._awaited(request, "headers")
+        finally:
+            if self.headers_pending is request:
+                self.headers_pending = None
+
+    def _ask(self, message: P.Message) -> asyncio.Future[Any]:
+        """Send a request now; the future its answer will resolve (failed at once if closed)."""
+        request: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.writer.is_closing():
+            request.set_exception(ConnectionError("peer closed"))
+            return request
+        self.send(message)
+        self._flush()
+        return request
+
+    async def _awaited(self, request: asyncio.Future[_T], what: str) -> _T:
+        try:
+            async with asyncio.timeout(self.limits.request_timeout):
+                return await request
+        except TimeoutError as err:
+            raise RequestTimeout(f"{self.name} did not send the {what} it was asked for") from err
+        except ConnectionError as err:
+            raise PeerGone(f"{self.name} went away before it sent the {what} it was asked for") from err
 
     def close(self) -> None:
         """End the connection: its task is woken (its queued frames are dropped) and ends once
         out of any handler; what we queued for the peer goes out within CLOSE_GRACE_S if it is
         small (CLOSE_FLUSH_MAX), then the connection is cut."""
-        if self.pending is not None and not self.pending.done():
-            self.pending.set_exception(ConnectionError("peer closed"))
+        for request in (self.pending, self.headers_pending):
+            if request is not None and not request.done():
+                request.set_exception(ConnectionError("peer closed"))
         self._flush()  # frames queued in this turn (a rejection, a ban's last words) still go out
         self.inbox.clear()
         self.inbox_bytes = 0

@@ -27,16 +27,19 @@ from snode.core.types import Hash32, Height, Signature, Timestamp
 from snode.net.limits import MAX_CONTROL_FRAME
 from snode.params import MAX_BLOCK_BYTES, MAX_TX_BYTES
 
-PROTOCOL_VERSION: Final = 4
-"""4: right after the handshake each side sends a peer of version 4 or later its fork identity
-(`ForkStatus`, EIP-2124: `net.fork_id`), and a node announces its tip to version-4 peers as a
-`TipHeader` (the tip's header and signatures, so that the receiver can check the height it
-claims), right after the handshake and whenever a batch moves it; older peers still get `Tip`.
-3: a relayed uptime proof is announced by its id (`ProofInv`) and sent only to a peer that asks
-for it (`GetProofs`, answered by one `Proofs`); a node sends these three only to peers of
-version 3 or later, and still pushes relayed proofs (`Proof`) to version-2 peers. 2: a proof
-verdict names the proof it answers (its timestamp) and carries a `ProofRefusal` code, not text;
-the version-1 ProofRejected (tag 12, free text) is gone from the wire."""
+PROTOCOL_VERSION: Final = 5
+"""5: a syncing node far behind first downloads the header chain (`GetHeaders`, answered by one
+`Headers`), sent only to peers of version 5 or later (`HEADERS_VERSION`); an older peer is
+synced from by blocks alone, as before. 4: right after the handshake each side sends a peer of
+version 4 or later its fork identity (`ForkStatus`, EIP-2124: `net.fork_id`), and a node
+announces its tip to version-4 peers as a `TipHeader` (the tip's header and signatures, so that
+the receiver can check the height it claims), right after the handshake and whenever a batch
+moves it; older peers still get `Tip`. 3: a relayed uptime proof is announced by its id
+(`ProofInv`) and sent only to a peer that asks for it (`GetProofs`, answered by one `Proofs`); a
+node sends these three only to peers of version 3 or later, and still pushes relayed proofs
+(`Proof`) to version-2 peers. 2: a proof verdict names the proof it answers (its timestamp) and
+carries a `ProofRefusal` code, not text; the version-1 ProofRejected (tag 12, free text) is gone
+from the wire."""
 MIN_PROTOCOL_VERSION: Final = 2
 """Peers announcing an older version are dropped at the handshake: their verdicts would not decode."""
 FORK_ID_VERSION: Final = 4
@@ -46,6 +49,13 @@ PROOF_INV_VERSION: Final = 3
 """The first version that takes ProofInv, GetProofs and Proofs (an older peer bans their sender)."""
 TIP_HEADER_VERSION: Final = 4
 """The first version that takes TipHeader (an older peer bans its sender)."""
+HEADERS_VERSION: Final = 5
+"""The first version that takes GetHeaders and Headers (an older peer bans their sender)."""
+MAX_HEADERS: Final = 2_000
+"""Headers in one Headers answer (a GetHeaders asks for at most this many)."""
+MAX_HEADERS_BYTES: Final = 1024 * 1024
+"""Bytes of headers one Headers answer carries at most (the sender stops before it: a header
+that carries a checkpoint is larger); its frame limit is this and some room."""
 MAX_PROOF_IDS: Final = 128
 """Proof ids in one ProofInv or GetProofs, and proofs in one Proofs: 128 of the largest uptime
 proof (about 430 bytes, its text fields all 4-byte characters) fit MAX_CONTROL_FRAME."""
@@ -181,6 +191,33 @@ class NewCheckpoint(msgspec.Struct, frozen=True, array_like=True, tag=13):
     """The canonical encoding of a `blocks.Checkpoint`."""
 
 
+class SignedHeader(msgspec.Struct, frozen=True, array_like=True):
+    """A block's header and its producer's signature: what a header chain is downloaded as."""
+
+    header: Header
+    producer_signature: Signature
+
+
+class GetHeaders(msgspec.Struct, frozen=True, array_like=True, tag=26):
+    """Headers of main-chain blocks after the first locator hash on the receiver's main chain
+    (version 5): answered by exactly one Headers."""
+
+    locator: Annotated[list[Hash32], msgspec.Meta(max_length=MAX_LOCATOR)]
+    max_count: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEADERS)]
+
+
+class Headers(msgspec.Struct, frozen=True, array_like=True, tag=27):
+    """The answer to one GetHeaders: consecutive main-chain headers (possibly none, at most
+    MAX_HEADERS and MAX_HEADERS_BYTES of them), and the sender's height when it answered."""
+
+    headers: Annotated[list[SignedHeader], msgspec.Meta(max_length=MAX_HEADERS)]
+    height: Height
+
+
+def signed_header(block: Block) -> SignedHeader:
+    return SignedHeader(block.header, block.producer_signature)
+
+
 ProofId: TypeAlias = tuple[Hash32, Timestamp]
 """An uptime proof as announced: its signer's key and its timestamp (a node accepts one proof per
 key and timestamp, so this names it)."""
@@ -220,6 +257,7 @@ class ForkStatus(msgspec.Struct, frozen=True, array_like=True, tag=20):
 Message: TypeAlias = Union[
     Hello, Ping, Pong, Tip, GetBlocks, Blocks, NewBlock, NewTransaction, GetPeers, Peers, Proof,
     ProofRejected, NewCheckpoint, ProofAck, ProofInv, GetProofs, Proofs, TipHeader, ForkStatus,
+    GetHeaders, Headers,
 ]
 
 
@@ -250,6 +288,7 @@ _NAMES: Final = {_tag(kind): kind.__name__ for kind in get_args(Message)}
 _FRAME_LIMITS: Final = {
     _tag(NewBlock): MAX_BLOCK_BYTES + BLOCK_OVERHEAD, _tag(Blocks): MAX_FRAME,
     _tag(NewTransaction): MAX_TX_BYTES + BLOCK_OVERHEAD, _tag(NewCheckpoint): MAX_CHECKPOINT + BLOCK_OVERHEAD,
+    _tag(Headers): MAX_HEADERS_BYTES + MAX_CONTROL_FRAME,
 }
 assert min(_FRAME_LIMITS.values()) >= MAX_CONTROL_FRAME  # so FrameDecoder reads a tag only above it
 

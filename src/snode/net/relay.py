@@ -102,6 +102,7 @@ class Relay:
         peers.on(P.GetProofs, self._on_get_proofs)
         peers.on(P.Proofs, self._on_proofs)
         peers.on(P.GetBlocks, self._on_get_blocks)
+        peers.on(P.GetHeaders, self._on_get_headers)
         peers.on(P.NewCheckpoint, self._on_checkpoint)
         node = self.node
         node.subscribe(BlocksAdopted, self._relay_blocks)
@@ -391,17 +392,33 @@ class Relay:
         """One request at a time (the peer's messages wait while this runs): answered once the
         answer before it has left our buffer, and once the peer's upload budget has paid off
         what it pulled before."""
+        await self._upload_turn(peer)
+        node = self.node
+        height = node.height
+        blocks = await self.writer.call(node.blocks_after, message.locator, message.max_count, P.MAX_BATCH_BYTES)
+        peer.upload.charge(sum(len(b) for b in blocks))
+        peer.send(P.Blocks(blocks=blocks, height=height))
+
+    async def _on_get_headers(self, peer: Peer, message: P.GetHeaders) -> None:
+        """As a GetBlocks (one at a time, the same upload budget): the headers, bounded by
+        MAX_HEADERS_BYTES."""
+        await self._upload_turn(peer)
+        node = self.node
+        height = node.height
+        heads = await self.writer.call(node.headers_after, message.locator, message.max_count, P.MAX_HEADERS_BYTES)
+        reply = P.frame(P.Headers(headers=[P.SignedHeader(h, s) for h, s in heads], height=height))
+        peer.upload.charge(len(reply))
+        self.peers.send_frame(peer, reply)
+
+    async def _upload_turn(self, peer: Peer) -> None:
+        """Once our answer before has left our buffer and the peer's upload budget has paid off
+        what it pulled before."""
         try:
             async with asyncio.timeout(self.limits.upload_drain_timeout):
                 await peer.writer.drain()
         except TimeoutError:
             raise PeerGone(f"{peer.name} did not read the blocks it asked for") from None
         await asyncio.sleep(peer.upload.wait(peer.clock(), 1))
-        node = self.node
-        height = node.height
-        blocks = await self.writer.call(node.blocks_after, message.locator, message.max_count, P.MAX_BATCH_BYTES)
-        peer.upload.charge(sum(len(b) for b in blocks))
-        peer.send(P.Blocks(blocks=blocks, height=height))
 
     # --- out ----------------------------------------------------------------------------------
 

@@ -106,13 +106,16 @@ class StoredBatch:
 def stage(
     base: ChainState, blocks: list[Block], consensus: Consensus, verifier: Verifier, now: int, *,
     after: StagedBatch | None = None, extending: StagedBatch | None = None,
-    template: CheckedTemplate | None = None, assume_valid: bytes | None = None, chunk: int = VERIFY_CHUNK,
+    template: CheckedTemplate | None = None, assume_valid: bytes | None = None, assumed: int = 0,
+    chunk: int = VERIFY_CHUNK,
 ) -> StagedBatch:
     """`Node.stage_batch`: apply `blocks` on `base` (the tip, or `after`'s state), or joined to
     `extending`, handing their signatures to `verifier` in chunks. `template`: a check of one
     of them as a template, whose result that block takes if it is provably the same block on
     the same parent (`apply_final`). `assume_valid`: a block hash; the blocks before it among
-    `blocks` (its ancestors: each is applied on the one before) skip their input signatures.
+    `blocks` (its ancestors: each is applied on the one before) skip their input signatures;
+    `assumed`: how many of `blocks`, from the first, are known to be its ancestors otherwise (the
+    header chain of a sync: `services.sync_headers.HeaderChain.assumed`), skipping them too.
     `chunk`: the checks handed to the verifier at a time, at least (VERIFY_CHUNK)."""
     if extending is not None:
         if after is not None:
@@ -129,7 +132,8 @@ def stage(
         if after is not None and after.failure is not None:
             batch.failure = after.failure  # nothing can follow an invalid block
     with collector_paused():
-        _apply_into(batch, blocks, consensus, verifier, now, template, assumed_valid(blocks, assume_valid), chunk)
+        _apply_into(batch, blocks, consensus, verifier, now, template,
+                    max(assumed, assumed_valid(blocks, assume_valid)), chunk)
     return batch
 
 

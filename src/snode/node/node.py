@@ -26,7 +26,8 @@ from typing import TypeVar
 from snode.common.clock import Clock, SystemClock
 from snode.common.events import EventHub
 from snode.core import mempool as mp
-from snode.core.blocks import Block, Checkpoint, block_hash
+from snode.core.block_head import block_head
+from snode.core.blocks import Block, Checkpoint, Header, block_hash
 from snode.core.chain import locator_heights
 from snode.core.crypto import SigningKey
 from snode.core.encoding import encode
@@ -82,6 +83,10 @@ class NodeLimits:
 
 class Node:
     """Chain state, mempool and this daemon's service-node identity, over an injected store."""
+
+    assumed_ancestors: Callable[[Sequence[Block]], int] | None = None
+    """While a sync holds a header chain that reached the assume-valid block: how many of a
+    batch's blocks, from the first, are that block's ancestors (they skip input signatures)."""
 
     def __init__(
         self, *, params: NetworkParams, consensus: Consensus, store: Store,
@@ -251,12 +256,7 @@ class Node:
     def blocks_after(self, locator: list[bytes], max_count: int, max_bytes: int) -> list[bytes]:
         """Canonical bytes of main-chain blocks after the first locator hash on the main chain
         (after genesis when none is)."""
-        start = 1
-        for h in locator:
-            height = self.store.main_chain_height(h)
-            if height is not None:
-                start = height + 1
-                break
+        start = self._start_after(locator)
         out: list[bytes] = []
         size = 0
         for height in range(start, min(start + max_count, self.height + 1)):
@@ -265,6 +265,32 @@ class Node:
                 break
             out.append(data)
             size += len(data)
+        return out
+
+    def _start_after(self, locator: list[bytes]) -> int:
+        """The height after the first locator hash on the main chain (1 when none is)."""
+        for h in locator:
+            height = self.store.main_chain_height(h)
+            if height is not None:
+                return height + 1
+        return 1
+
+    def headers_after(self, locator: list[bytes], max_count: int, max_bytes: int) -> list[tuple[Header, bytes]]:
+        """On the store thread: (header, producer signature) of the main-chain blocks after the
+        first locator hash on the main chain (GetHeaders), at most `max_count` and about
+        `max_bytes` (a header and its signature: its encoding and 66 bytes)."""
+        start = self._start_after(locator)
+        out: list[tuple[Header, bytes]] = []
+        size = 0
+        for height in range(start, min(start + max_count, self.height + 1)):
+            data = self.store.get_block_bytes(height)
+            if data is None:
+                break
+            header, signature, length = block_head(data)
+            size += length + 66
+            if out and size > max_bytes:
+                break
+            out.append((header, signature))
         return out
 
     def sn_state_word(self) -> str:
@@ -438,7 +464,8 @@ class Node:
         blocks = self._validatable(blocks, base)
         template = self.templates.of(blocks) if after is None and extending is None else None
         batch = stage(base, blocks, self.consensus, self.verifier, now, after=after, extending=extending,
-                      template=template, assume_valid=self.assume_valid, chunk=self.limits.verify_chunk)
+                      template=template, assume_valid=self.assume_valid, chunk=self.limits.verify_chunk,
+                      assumed=self.assumed_ancestors(blocks) if self.assumed_ancestors is not None else 0)
         self.templates.taken(batch.reused - (extending.reused if extending is not None else 0))
         return batch
 

@@ -18,7 +18,7 @@ from typing import Protocol, TypeVar
 
 from snode.common.clock import Clock
 from snode.core import mempool as mp
-from snode.core.blocks import Block
+from snode.core.blocks import Block, Header
 from snode.core.genesis import Consensus
 from snode.core.participation import Participation
 from snode.core.proofs import Semver, UptimeProof
@@ -117,6 +117,7 @@ class NetNode(ChainView, Protocol):
     def subscribe(self, kind: type[E], handler: Callable[[E], None], *, topics: tuple[type, ...] = ()) -> None: ...
     def submit_transaction(self, tx: Transaction, now: int, *, source: object = None) -> bytes: ...
     def blocks_after(self, locator: list[bytes], max_count: int, max_bytes: int) -> list[bytes]: ...
+    def headers_after(self, locator: list[bytes], max_count: int, max_bytes: int) -> list[tuple[Header, bytes]]: ...
 
 
 class SimNode(ChainView, Protocol):

@@ -31,7 +31,9 @@ from snode.core.transition import check_block_stateless
 from snode.net import protocol as P
 from snode.net.admission import limited
 from snode.net.events import BlocksAhead, PeerConnected
-from snode.net.limits import SCORE_PROTOCOL, SCORE_SYNC_STALL, SCORE_SYNC_TIMEOUT, SYNC_HEDGE_S
+from snode.net.limits import (
+    HEADERS_FIRST_MIN, MAX_SYNC_BACKOFFS, SCORE_PROTOCOL, SCORE_SYNC_STALL, SCORE_SYNC_TIMEOUT, SYNC_HEDGE_S,
+)
 from snode.net.peer import Peer, PeerGone, RequestTimeout
 from snode.net.peers import PeerManager
 from snode.net.protocol import ProtocolViolation
@@ -43,12 +45,16 @@ from snode.node.writer import ChainWriter
 from snode.params import MAX_BLOCK_BYTES
 from snode.store.errors import StoreError
 from snode.services import sync_machine as S
+from snode.services.sync_headers import Contradicts, HeaderChain, Misled, download
 from snode.services.sync_peers import Backoffs, Claim, check_tip, choose, target
 from snode.services.sync_ranges import Sources, hedge_wait
 
 log = logging.getLogger(__name__)
 
 PROGRESS_EVERY: Final = 5.0
+TIP_HEADER_WAIT_S: Final = 1.0
+"""How long a sync that starts on a version-5 peer's Hello waits for its tip header (it comes
+one round trip after the handshake)."""
 SYNC_STORE_BLOCKS: Final = 2 * P.MAX_BLOCKS_PER_BATCH
 """Blocks a syncing node stores per transaction: two downloads. A sync commit rewrites most
 pages of the state and transaction tables whatever its size, so 1,000 blocks cost about a
@@ -102,6 +108,14 @@ class Syncer:
         peers.on(P.Tip, self._on_tip)
         peers.on(P.TipHeader, self._on_tip_header)
         peers.on(P.Blocks, self._on_blocks)
+        peers.on(P.Headers, self._on_headers)
+        self._chain: HeaderChain | None = None
+        """The last header chain downloaded (reused while it still leads above our height)."""
+        self._tip_arrived = asyncio.Event()
+        """Set whenever a peer's tip header comes (`_await_tip_header`)."""
+        self._contradicting: dict[str, None] = {}
+        """Addresses whose header chain contradicts the trusted checkpoint: never synced from
+        (bounded: MAX_SYNC_BACKOFFS, the oldest out)."""
         hub = self.node.hub
         hub.subscribe(PeerConnected, self._on_peer_connected)
         hub.subscribe(BlocksAhead, self._on_blocks_ahead)
@@ -126,6 +140,7 @@ class Syncer:
         forged = self._check_claim(peer, message)
         if forged:
             raise ProtocolViolation(forged)
+        self._tip_arrived.set()
         self._wanted.set()
 
     def _check_claim(self, peer: Peer, tip: P.TipHeader) -> str:
@@ -140,7 +155,8 @@ class Syncer:
             peer.tip_header = tip
             return ""
         peer.tip_header = None
-        peer.proven = max(peer.proven, tip.header.height)
+        if tip.header.height >= peer.proven:
+            peer.proven, peer.proven_tip = tip.header.height, (tip.header.height, block_hash(tip.header))
         self._proved(peer)
         return ""
 
@@ -169,6 +185,14 @@ class Syncer:
         if peer.pending is not None and not peer.pending.done():
             self._arrived = time.monotonic()
             peer.pending.set_result(message)
+
+    async def _on_headers(self, peer: Peer, message: P.Headers) -> None:
+        """The answer to our GetHeaders (a sync that gives up on one closes the peer, so no
+        late answer is owed)."""
+        request = peer.headers_pending
+        if request is None or request.done():
+            raise ProtocolViolation("sent Headers it was not asked for")
+        request.set_result(message)
 
     def _on_peer_connected(self, event: PeerConnected) -> None:
         peer = event.peer
@@ -200,7 +224,7 @@ class Syncer:
 
     def _claims(self) -> list[Claim]:
         return [Claim(p, p.key, p.height, p.proven) for p in self.peers.peers
-                if p.hello is not None and not p.writer.is_closing()]
+                if p.hello is not None and not p.writer.is_closing() and p.key not in self._contradicting]
 
     def _update_target(self) -> None:
         self.node.note_sync_target(target(self._claims(), self.backoffs))
@@ -257,15 +281,140 @@ class Syncer:
     async def sync_from(self, peer: Peer) -> None:
         """Sync from one peer until we have its chain (or it fails us)."""
         node = self.node
+        await self._await_tip_header(peer)
+        chain = await self._header_chain(peer) if self._wants_headers(peer) else self._chain
+        if chain is False:
+            return
         if peer.height - node.height >= P.MAX_BLOCKS_PER_BATCH:
             node.verifier.start()  # a sync of whole downloads: its workers come up now
         run = self._run = _Run(self, peer)
+        node.assumed_ancestors = chain.assumed if isinstance(chain, HeaderChain) else None
+        assumed = chain.assumed_blocks if isinstance(chain, HeaderChain) else 0
         try:
             await run.drive()
         finally:
             self._run = None
+            node.assumed_ancestors = None
+            if isinstance(chain, HeaderChain) and chain.assumed_blocks > assumed:
+                log.info("sync: %d blocks below the assume-valid block %d skipped their input signature checks",
+                         chain.assumed_blocks - assumed, chain.assumed_height)
             await run.close()
             await self.writer.flush_state()  # whatever deferred state a sync that ended early left
+
+    async def _await_tip_header(self, peer: Peer) -> None:
+        """A sync that starts on the height a peer of version 5 hinted at in its Hello, far above
+        ours, waits for the tip header it sends right after the handshake (TIP_HEADER_WAIT_S at
+        most), so that it can download the header chain up to it; a peer that sends none (a liar
+        that only claims) is synced from by blocks, as before."""
+        node = self.node
+        if (peer.hello is None or peer.hello.version < P.HEADERS_VERSION or peer.tip_header is not None
+                or peer.proven > node.height or peer.height - node.height < HEADERS_FIRST_MIN):
+            return
+        deadline = time.monotonic() + TIP_HEADER_WAIT_S
+        while peer.tip_header is None and peer.proven <= node.height and not peer.writer.is_closing():
+            self._tip_arrived.clear()
+            try:
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0)):
+                    await self._tip_arrived.wait()
+            except TimeoutError:
+                return
+
+    def _wants_headers(self, peer: Peer) -> bool:
+        """Whether a sync from `peer` downloads its header chain first: a peer of version 5, a
+        trusted checkpoint above our height or HEADERS_FIRST_MIN blocks proven above it, and no
+        header chain kept that leads as far (and passed the checkpoint)."""
+        node, chain = self.node, self._chain
+        if peer.hello is None or peer.hello.version < P.HEADERS_VERSION:
+            return False
+        checkpoint = node.trusted_checkpoint
+        below = checkpoint is not None and checkpoint[0] > node.height
+        ahead = _tip_to_hold(peer)[0]
+        if not below and ahead - node.height < HEADERS_FIRST_MIN:
+            return False
+        return not (chain is not None and chain.passed_checkpoint
+                    and chain.base_height <= node.height < chain.tip_height and chain.tip_height >= ahead)
+
+    async def _header_chain(self, peer: Peer) -> HeaderChain | bool:
+        """`peer`'s header chain (`sync_headers.download`), kept; False when not to sync from
+        it (it contradicts the trusted checkpoint, fell short of it or of what it proved, or
+        failed the request: scored and backed off as a block request's failure is)."""
+        node = self.node
+        checkpoint = node.trusted_checkpoint
+        limit = max(_tip_to_hold(peer)[0], checkpoint[0] if checkpoint is not None else 0)
+        started = time.monotonic()
+        try:
+            chain = await download(peer, self.writer, limit, self._new_chain(peer), node.now)
+        except Contradicts as err:
+            self._refuse(peer, str(err))
+            return False
+        except Misled as err:
+            self._stalled(peer, str(err), SCORE_SYNC_STALL)
+            return False
+        except RequestTimeout:
+            self._stalled(peer, "did not answer a header request in time", SCORE_SYNC_TIMEOUT)
+            peer.close()  # a late answer must not pass for another's
+            return False
+        except PeerGone:
+            self._stalled(peer, "disconnected during a header request", 0)
+            return False
+        if chain.proven is not None and chain.tip_height < chain.proven[0] and not chain.ended:
+            self._stalled(peer, f"sent a header chain that ends at {chain.tip_height}, below the "
+                                f"tip {chain.proven[0]} it proved", SCORE_SYNC_STALL)
+            return False
+        if not chain.passed_checkpoint:
+            assert checkpoint is not None
+            self._stalled(peer, f"has a header chain only to {chain.tip_height}, below the trusted "
+                                f"checkpoint's height {checkpoint[0]}", 0)
+            return False
+        log.info("sync: the header chain of %s leads from %d to %d%s (%.1f s)", peer.name, chain.base_height,
+                 chain.tip_height, f", through the assume-valid block {chain.assumed_height}"
+                 if chain.assumed_height else "", time.monotonic() - started, extra=limited(peer))
+        self._chain = chain
+        return chain
+
+    def _new_chain(self, peer: Peer) -> Callable[[int, bytes, int | None], HeaderChain]:
+        node = self.node
+
+        def make(height: int, hash_: bytes, timestamp: int | None) -> HeaderChain:
+            tip = _tip_to_hold(peer)
+            return HeaderChain(height, hash_, timestamp, node.params, assume_valid=node.assume_valid,
+                               checkpoint=node.trusted_checkpoint, proven=tip if tip[1] else None)
+        return make
+
+    def _refuse(self, peer: Peer, reason: str) -> None:
+        """`peer`'s chain contradicts the trusted checkpoint: one line, never synced from again."""
+        log.warning("sync: peer %s %s; not syncing from it", peer.name, reason, extra=limited(peer))
+        if len(self._contradicting) >= MAX_SYNC_BACKOFFS:
+            del self._contradicting[next(iter(self._contradicting))]
+        self._contradicting[peer.key] = None
+        self._update_target()
+
+    def _stalled(self, peer: Peer, reason: str, points: int) -> None:
+        """`peer` failed its header chain: scored (`points`), backed off, believed no higher than us."""
+        if points:
+            self.peers.misbehaving(peer, points, reason)
+        self.backoff(reason, peer)
+        _believe_no_more(peer, self.node.height)
+
+    def backoff(self, reason: str, peer: Peer) -> None:
+        """`peer` did not deliver: not synced from, nor its height believed, for a while."""
+        seconds = self.backoffs.fail(peer.key)
+        log.info("sync: peer %s %s; syncing from others, not from its address for %.0f s",
+                 peer.name, reason, seconds, extra=limited(peer))
+        self._update_target()
+
+
+def _tip_to_hold(peer: Peer) -> tuple[int, bytes]:
+    """The tip `peer`'s header chain must reach and hold: the tip header it sent that we could
+    not check yet (its producer unknown to our chain: a fresh node far behind a network of
+    service nodes), when higher than what it proved; else the last tip header that proved its
+    height (hash b'' when none did)."""
+    hinted = peer.tip_header
+    if hinted is not None and hinted.header.height > peer.proven:
+        return hinted.header.height, block_hash(hinted.header)
+    if peer.proven_tip is not None and peer.proven_tip[0] == peer.proven:
+        return peer.proven_tip
+    return peer.proven, b""
 
 
 def _believe_no_more(peer: Peer, height: int) -> None:
@@ -487,11 +636,7 @@ class _Run:
                     self.peer.proven = min(self.peer.proven, action.peer_height)
 
     def _backoff(self, reason: str, peer: Peer) -> None:
-        """`peer` did not deliver: not synced from, nor its height believed, for a while."""
-        seconds = self.syncer.backoffs.fail(peer.key)
-        log.info("sync: peer %s %s; syncing from others, not from its address for %.0f s",
-                 peer.name, reason, seconds, extra=limited(peer))
-        self.syncer._update_target()
+        self.syncer.backoff(reason, peer)
 
     async def _request(self, action: S.Request) -> None:
         """Ask the machine's request: one with the whole locator (which may bring a fork) of the

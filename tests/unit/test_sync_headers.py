@@ -1,0 +1,179 @@
+"""The header chain of headers-first sync (issue #36 item 5 and the header side of item 3),
+without sockets: what a header must be to be taken, what is kept of it (one hash every
+HEADER_COMMIT_EVERY, the chain bounded), the trusted checkpoint and the tip a peer proved as
+anchors, and which blocks it shows to be ancestors of the assume-valid block."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import cast
+
+import pytest
+
+from snode.core.blocks import Block, block_hash, make_block
+from snode.core.encoding import decode, encode
+from snode.core.errors import SnodeError
+from snode.devchain import key_from_label
+from snode.net import protocol as P
+from snode.params import REGTEST
+from snode.services.sync import _tip_to_hold
+from snode.services.sync_headers import Contradicts, HeaderChain, Misled, blocks_named
+from tests.unit.forged_chain import forged_chain as _forged_chain, node_on as _node
+
+KEY = key_from_label("headers")
+START = 1_767_225_600
+
+
+def _blocks(count: int, parent: bytes = bytes(32), first: int = 1, salt: int = 0) -> list[Block]:
+    """`count` empty consecutive blocks after `parent` (a chain of headers, no state behind it)."""
+    out = []
+    for height in range(first, first + count):
+        block = make_block(version=1, height=height, prev_hash=parent, timestamp=START + height + salt,
+                           transactions=(), producer_key=KEY, network_id=REGTEST.network_id)
+        out.append(block)
+        parent = block_hash(block.header)
+    return out
+
+
+def _signed(blocks: list[Block]) -> list[P.SignedHeader]:
+    return [P.signed_header(b) for b in blocks]
+
+
+def _chain(**kw) -> HeaderChain:
+    return HeaderChain(0, bytes(32), START, REGTEST, **kw)
+
+
+NOW = START + 10**6
+
+
+def test_a_chain_keeps_one_hash_every_few_heights_and_nothing_else():
+    blocks = _blocks(1_000)
+    chain = _chain(every=50)
+    for at in range(0, 1_000, 200):
+        assert chain.extend(_signed(blocks[at:at + 200]), NOW) == ""
+    assert (chain.tip_height, chain.tip_hash) == (1_000, block_hash(blocks[-1].header))
+    assert len(chain.kept) == 20 * 32, "one 32-byte hash every 50 headers"
+    assert chain.kept_at(500) == block_hash(blocks[499].header) and chain.kept_at(501) is None
+    assert chain.names(1_000, block_hash(blocks[-1].header)) and chain.names(500, bytes(32)) is False
+
+
+def test_headers_that_break_a_stateless_rule_are_refused_with_a_reason():
+    blocks = _blocks(10)
+    assert "do not form a chain" in _chain().extend(_signed(blocks[1:]), NOW)
+    assert "do not form a chain" in _chain().extend(_signed([blocks[0], blocks[2]]), NOW)
+    early_block = make_block(version=1, height=2, prev_hash=block_hash(blocks[0].header), timestamp=START - 5,
+                             transactions=(), producer_key=KEY, network_id=REGTEST.network_id)
+    assert "timestamped before its parent" in _chain().extend(_signed([blocks[0], early_block]), NOW)
+    forged = P.SignedHeader(blocks[1].header, bytes(64))
+    assert "bad producer signature" in _chain().extend([P.signed_header(blocks[0]), forged], NOW)
+    assert "more than 5 headers longer" in _chain(cap=5).extend(_signed(blocks), NOW)
+
+
+def test_a_header_of_the_wrong_version_for_its_fork_is_refused():
+    v2 = make_block(version=2, height=1, prev_hash=bytes(32), timestamp=START + 1, transactions=(),
+                    producer_key=KEY, network_id=REGTEST.network_id, state_root=bytes(32))
+    if REGTEST.rules_at(1).block_version == 2:
+        v2 = _blocks(1)[0]
+    assert "blocks of its height are version" in _chain().extend([P.signed_header(v2)], NOW)
+
+
+def test_a_header_from_the_future_ends_the_chain_there():
+    blocks = _blocks(5)
+    chain = _chain()
+    assert chain.extend(_signed(blocks), START + 3 - 200) == ""
+    assert chain.ended and chain.tip_height == 0
+
+
+def test_the_trusted_checkpoint_and_the_proven_tip_are_anchors():
+    blocks = _blocks(10)
+    other = _blocks(10, salt=1)
+    chain = _chain(checkpoint=(5, block_hash(blocks[4].header)))
+    assert not chain.passed_checkpoint
+    assert chain.extend(_signed(blocks), NOW) == "" and chain.passed_checkpoint
+    with pytest.raises(Contradicts, match="at height 5, not the trusted checkpoint"):
+        _chain(checkpoint=(5, block_hash(blocks[4].header))).extend(_signed(other), NOW)
+    with pytest.raises(Misled, match="without the tip header 7"):
+        _chain(proven=(7, block_hash(blocks[6].header))).extend(_signed(other), NOW)
+
+
+def test_only_blocks_linked_to_a_kept_hash_below_the_assume_valid_block_are_assumed():
+    blocks = _blocks(300)
+    chain = _chain(every=50, assume_valid=block_hash(blocks[249].header))
+    assert chain.extend(_signed(blocks), NOW) == "" and chain.assumed_height == 250
+    assert chain.ancestors(blocks[0:120]) == 100, "up to the kept height 100"
+    assert chain.ancestors(blocks[100:300]) == 149, "up to the block before the assume-valid one"
+    assert chain.ancestors(blocks[250:300]) == 0, "above it nothing"
+    assert chain.ancestors(blocks[10:40]) == 0, "no kept height in the download"
+    assert chain.ancestors(_blocks(120, salt=1)) == 0, "another chain's blocks"
+    assert _chain(every=50).assumed(blocks) == 0
+
+
+def test_a_batch_proven_by_the_header_chain_skips_input_signatures_and_nothing_else(chain_factory):
+    genesis, chain = _forged_chain(chain_factory)
+    blocks = chain.blocks[1:]
+    headers = HeaderChain(0, block_hash(chain.blocks[0].header), chain.blocks[0].header.timestamp, chain.params,
+                          assume_valid=block_hash(blocks[-1].header), every=1)
+    assert headers.extend(_signed(blocks), chain.now + 10**6) == ""
+    node = _node(chain, genesis, None)
+    with pytest.raises(SnodeError, match="input 0 has a bad signature"):
+        node.accept_blocks(blocks[:2], chain.now)
+    node = _node(chain, genesis, None)
+    node.assumed_ancestors = headers.assumed
+    assert node.accept_blocks(blocks[:2], chain.now) == 2, "the forged input is below the assume-valid block"
+
+
+def test_the_header_messages_are_bounded():
+    blocks = _blocks(3)
+    message = P.Headers(headers=_signed(blocks), height=3)
+    assert P.parse(encode(message)) == message
+    asked = P.GetHeaders([bytes(32)], P.MAX_HEADERS)
+    assert P.parse(encode(asked)) == asked
+    with pytest.raises(P.ProtocolViolation):
+        P.parse(encode(P.GetHeaders([bytes(32)], P.MAX_HEADERS + 1)))
+    frame = P.frame(message)
+    assert P.frame_limit(frame[4:6]) == (P.MAX_HEADERS_BYTES + P.MAX_CONTROL_FRAME, "Headers")
+    assert decode(encode(message.headers[0]), P.SignedHeader) == message.headers[0]
+    assert (P.GetHeaders.__struct_config__.tag, P.Headers.__struct_config__.tag) == (26, 27)
+
+
+class _Serving:
+    """A peer's GetBlocks side as `blocks_named` uses it: its main chain, served after a hash."""
+
+    def __init__(self, blocks: list[Block]) -> None:
+        self.blocks = blocks
+        self.asked: list[bytes] = []
+
+    def ask_blocks(self, locator: list[bytes], max_count: int) -> list[bytes]:
+        self.asked.append(locator[0])
+        at = next(i for i, b in enumerate(self.blocks) if block_hash(b.header) == locator[0]) + 1
+        return [encode(b) for b in self.blocks[at:at + max_count]]
+
+    async def answer(self, raws: list[bytes]) -> P.Blocks:
+        return P.Blocks(blocks=raws, height=self.blocks[-1].header.height)
+
+
+def test_the_blocks_a_header_chain_names_are_fetched_and_checked_back_to_it():
+    genesis = _blocks(1)[0]
+    blocks = _blocks(700, parent=block_hash(genesis.header), first=2)
+    chain = HeaderChain(1, block_hash(genesis.header), genesis.header.timestamp, REGTEST, every=50)
+    assert chain.extend(_signed(blocks), NOW) == ""
+    got = asyncio.run(blocks_named(_Serving([genesis, *blocks]), chain, 51, 601))  # type: ignore[arg-type]
+    assert [b.header.height for b in got] == list(range(51, 601))
+    other = [genesis, *blocks[:200], *_blocks(500, parent=block_hash(blocks[199].header), first=202, salt=1)]
+    with pytest.raises(P.ProtocolViolation, match="not the block 250 its header chain names"):
+        asyncio.run(blocks_named(_Serving(other), chain, 51, 601))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="keeps no hash at 51"):
+        asyncio.run(blocks_named(_Serving(other), chain, 52, 601))  # type: ignore[arg-type]
+
+
+def test_a_peer_is_asked_for_headers_up_to_the_tip_header_it_sent_checked_or_not():
+    blocks = _blocks(3)
+    peer = SimpleNamespace(tip_header=P.tip_header(blocks[2]), proven=1, proven_tip=(1, block_hash(blocks[0].header)))
+    hold = cast(Callable[[object], tuple[int, bytes]], _tip_to_hold)
+    assert hold(peer) == (3, block_hash(blocks[2].header)), "an unchecked tip header above what it proved"
+    peer.tip_header = None
+    assert hold(peer) == (1, block_hash(blocks[0].header))
+    peer.proven = 2  # proven by blocks it delivered, not by a tip header
+    assert hold(peer) == (2, b"")
