@@ -236,9 +236,9 @@ async def _started(writer: ChainWriter, first: P.SignedHeader, locator: list[byt
     """The chain of an answer to our locator: on the block of ours its first header follows."""
     parent, base = first.header.prev_hash, first.header.height - 1
     node = writer.node
-    if parent not in locator or await writer.call(node.store.block_hash_at, base) != parent:
+    if parent not in locator or await writer.call(node.main_chain_hash, base) != parent:
         raise ProtocolViolation("sent headers that follow none of the blocks it was asked after")
-    block = await writer.call(node.store.get_block_by_height, base) if base else None
+    block = await writer.call(node.block_at, base) if base else None
     return make(base, parent, block.header.timestamp if block is not None else None)
 
 
