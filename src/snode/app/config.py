@@ -65,6 +65,9 @@ class Config:
     signatures of its ancestors (None: checks them all)."""
     trusted_checkpoint: tuple[int, bytes] | None = None
     """`--trusted-checkpoint HEIGHT:HASH`: a block the chain must pass through (None: none)."""
+    snapshots: bool = False
+    """`--snapshots` / `--no-snapshots` (default: on for a service node): write snapshots of the
+    state at final heights and serve them to peers (`services.snapshots`)."""
 
 
 def build_config(
@@ -75,6 +78,7 @@ def build_config(
     notify: str | None = None, skip_doppelganger_check: bool = False, omq_public: str | None = None,
     rpc_login_file: str | None = None, rpc_login: str | None = None, test_forks: tuple[str, ...] = (),
     assume_valid: str | None = None, trusted_checkpoint: str | None = None, rpc_no_login: bool = False,
+    snapshots: bool | None = None,
 ) -> Config:
     """Validate the flags' raw strings into a Config; ConfigError names the first bad option."""
     params = with_test_forks(NETWORKS[network], test_forks)
@@ -123,6 +127,7 @@ def build_config(
         db_growth_pages=_db_growth_pages(params.name), rpc_no_login=rpc_no_login,
         rpc_login=_operator_login(rpc_login_file, rpc_no_login), assume_valid=parse_assume_valid(assume_valid, params),
         trusted_checkpoint=parse_trusted_checkpoint(trusted_checkpoint),
+        snapshots=service_node if snapshots is None else snapshots,
     )
 
 

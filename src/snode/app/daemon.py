@@ -58,6 +58,7 @@ from snode.services.equivocation import EquivocationWatch
 from snode.services.producer import BlockProducer
 from snode.services.saving import keep_saving
 from snode.services.sn_duties import ServiceNodeDuties
+from snode.services.snapshots import SnapshotMaker
 from snode.services.sync import Syncer
 from snode.app.systemd import notify, status_message
 from snode.api.connections import GatedSite, runner_options
@@ -94,6 +95,7 @@ class Wiring:
     bar: SyncProgressBar | None
     notifier: Notifier | None = None
     omq: PublicOmq | None = None
+    snapshots: SnapshotMaker | None = None
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
 
@@ -224,7 +226,8 @@ class Daemon:
         peers.spawn(relay.resume_pending(), "blocks kept for an unknown fork")
         peers.spawn(feed.watch_upgrade(), "upgrade notices")
         omq = self._start_public_omq(methods, node)
-        wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar, notifier, omq)
+        wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar, notifier, omq,
+                        snapshots=self._snapshots(node, writer))
         self._start_tasks(node, wiring, methods)
         return wiring
 
@@ -241,6 +244,12 @@ class Daemon:
                                                        disk=disk.shortage()), events=feed,
                         discover=served_document, page=WebView(node, writer, lambda: len(peers.peers)).serve,
                         page_script=LIVE_SCRIPT, auth=self.admin.auth)
+
+    def _snapshots(self, node: Node, writer: ChainWriter) -> SnapshotMaker | None:
+        """The snapshots this node writes and serves (`--snapshots`), or None."""
+        if not self.config.snapshots:
+            return None
+        return SnapshotMaker(node, writer, self.config.data_dir)
 
     def _start_public_omq(self, methods: MethodTable, node: Node) -> PublicOmq | None:
         endpoint = self.config.omq_public
@@ -272,6 +281,8 @@ class Daemon:
                   asyncio.create_task(keep_saving(node, wiring.writer), name="proof book saves"),
                   asyncio.create_task(self.descriptors.run(), name="descriptor watch"),
                   asyncio.create_task(find_departure(node, wiring.writer), name="own key's departure")]
+        if wiring.snapshots is not None:
+            tasks.append(asyncio.create_task(wiring.snapshots.run(), name="snapshots"))
         if not cfg.non_interactive and stdin_is_console():
             console = Console(node, methods, self.request_stop, cfg.data_dir)
             tasks.append(asyncio.create_task(console.run(), name="console"))

@@ -1,0 +1,178 @@
+"""Writing snapshots of the state at final heights, and what is served of them (issue #36 item 2).
+
+A node with snapshots on (`--snapshots`, the default of a service node) writes one each time a
+height that is a multiple of the network's `snapshot_interval` (and of fork v2 on, whose
+headers carry the root) becomes final: checkpointed twice over (`immutable_height`), or on
+regtest, whose authority chain has no checkpoints, `snapshot_depth` blocks below the tip.
+
+The tip has moved on by then. The state at the snapshot height is made from the tip's state in
+memory, taking back the blocks above it with their stored undo records (each names its parent,
+so the walk follows the very chain of the state it started from, whatever the tip does
+meanwhile), and keeps its checksum doing so (`state_root.undo_summed`). That state is immutable
+(persistent maps), so it is read as one consistent state without holding a read transaction
+open on the store's one connection (EXCLUSIVE locking: a second connection is refused, and a long
+read on the one would hold off every commit for its length). Its root must be the one the
+block's stored header carries, or nothing is written. Building the chunks (about 15 us an entry,
+for their lanes) and writing them run on a thread of their own, never on the event loop or the
+store thread; the files go in atomically (`store.snapshot`), the newest two kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+
+from snode.core import snapshot as core
+from snode.core.blocks import header_state_root
+from snode.core.crypto import hash32
+from snode.core.snapshot import Manifest, SnapshotError
+from snode.core.state import ChainState
+from snode.core.state_root import current_checksum, header_root, undo_summed
+from snode.node.events import BlocksAdopted, ChainReorganized
+from snode.node.node import Node
+from snode.node.writer import ChainWriter
+from snode.store.errors import StoreError
+from snode.store.protocol import Store
+from snode.store.snapshot import Snapshots, read_chunk
+
+log = logging.getLogger(__name__)
+
+MAX_UNDO_DEPTH = 1_000
+"""Blocks above a final height taken back to reach it at most (finality trails the tip by a few
+checkpoint intervals; a node that fell further behind writes the next one instead)."""
+
+
+def settled_height(node: Node) -> int:
+    """The highest height a snapshot may be written at now: final, or on a network with a
+    `snapshot_depth`, that many blocks below the tip."""
+    depth = node.params.snapshot_depth
+    return max(node.immutable_height, node.height - depth if depth else 0)
+
+
+def due_height(node: Node, written: int) -> int | None:
+    """The snapshot height to write now, above `written` (None: none is due)."""
+    interval = node.params.snapshot_interval
+    height = settled_height(node) // interval * interval
+    if height <= written or height <= 0 or not node.params.rules_at(height).state_root:
+        return None
+    if node.height - height > MAX_UNDO_DEPTH:
+        return None
+    return height
+
+
+def state_at(store: Store, tip: ChainState, height: int) -> ChainState:
+    """The state after the block at `height` of `tip`'s chain, from `tip` and the stored undo
+    records of the blocks above it (each names its parent); its checksum kept. On the store thread."""
+    state = tip
+    while state.height > height:
+        state = undo_summed(state, store.get_undo(state.tip_hash))
+    return state
+
+
+def snapshot_of(state: ChainState, network_id: int, carried: bytes | None) -> tuple[Manifest, list[bytes]]:
+    """The manifest and chunks of `state`, whose block's header carries root `carried`;
+    SnapshotError when the state's root is not that one (never written: a bug, said in one line)."""
+    checksum = current_checksum(state)
+    if checksum is None or carried is None:
+        raise SnapshotError(f"the state at height {state.height} has no state root to check it by")
+    root = header_root(network_id, state, checksum)
+    if root != carried:
+        raise SnapshotError(f"the state at height {state.height} has root {root.hex()}, not its header's "
+                            f"{carried.hex()}")
+    return core.build(state, network_id, root)
+
+
+class SnapshotMaker:
+    """A daemon's snapshots: written as heights become final, listed and read for peers."""
+
+    def __init__(self, node: Node, writer: ChainWriter, data_dir: Path) -> None:
+        self.node = node
+        self.writer = writer
+        self.snapshots = Snapshots(data_dir)
+        self.served: list[tuple[Manifest, Path]] = []
+        """The snapshots this node offers peers, oldest first (checked when listed)."""
+        self._wake = asyncio.Event()
+        node.hub.subscribe(BlocksAdopted, lambda _: self._wake.set())
+        node.hub.subscribe(ChainReorganized, lambda _: self._wake.set())
+
+    async def run(self) -> None:
+        """List the snapshots on disk, then write each one that falls due, until cancelled."""
+        await asyncio.to_thread(self._list)
+        self._wake.set()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            written = self.served[-1][0].height if self.served else 0
+            height = due_height(self.node, written)
+            if height is not None:
+                await self.write(height)
+
+    def _list(self) -> None:
+        self.snapshots.clear_unfinished()
+        served = []
+        for path in self.snapshots.paths():
+            try:
+                served.append((self.snapshots.verified(path), path))
+            except SnapshotError as err:
+                log.warning("not serving snapshot %s: %s (the directory was changed outside snoded; delete it)",
+                            path.name, err.reason)
+        self.served = served
+
+    async def write(self, height: int) -> Path | None:
+        """Write the snapshot of the state at `height` of the tip's chain; its directory, or None
+        when it could not be (one WARNING line, tried again at the next snapshot height)."""
+        started = time.monotonic()
+        network_id = self.node.params.network_id
+        try:
+            state = await self.writer.call(state_at, self.node.store, self.node.state, height)
+            block = await self.writer.call(self.node.store.get_block, state.tip_hash)
+            carried = header_state_root(block.header) if block is not None else None
+            manifest, path = await asyncio.to_thread(self._build_and_write, state, network_id, carried)
+        except (SnapshotError, StoreError) as err:
+            log.warning("no snapshot of height %d: %s", height, err.reason)
+            return None
+        except OSError as err:
+            log.warning("no snapshot of height %d: cannot write it (%s); trying again at the next one",
+                        height, err.strerror or err)
+            return None
+        kept = {p.name for p in self.snapshots.paths()}
+        self.served = [(m, p) for m, p in self.served if p.name in kept and p != path] + [(manifest, path)]
+        log.info("wrote the snapshot of height %d (%d chunks, %d bytes) in %.2f s", height, len(manifest.chunks),
+                 sum(c.size for c in manifest.chunks), time.monotonic() - started)
+        return path
+
+    def _build_and_write(self, state: ChainState, network_id: int, carried: bytes | None) -> tuple[Manifest, Path]:
+        manifest, chunks = snapshot_of(state, network_id, carried)
+        return manifest, self.snapshots.write(manifest, chunks)
+
+    def offer(self, height: int) -> tuple[Manifest, Path] | None:
+        """The served snapshot of `height` (0: the newest), or None."""
+        if not self.served:
+            return None
+        if height == 0:
+            return self.served[-1]
+        return next(((m, p) for m, p in self.served if m.height == height), None)
+
+    async def chunk(self, height: int, number: int) -> bytes | None:
+        """Chunk `number` of the served snapshot of `height`, checked against its manifest
+        (read on a thread); None when there is none, or its file is not the manifest's any more
+        (then the snapshot is no longer served, in one WARNING line)."""
+        offered = self.offer(height)
+        if offered is None or not 0 <= number < len(offered[0].chunks):
+            return None
+        manifest, path = offered
+        try:
+            data = await asyncio.to_thread(read_chunk, path, number)
+        except OSError as err:
+            log.warning("not serving snapshot %s any more: chunk %d cannot be read (%s)", path.name, number, err)
+            self.served = [(m, p) for m, p in self.served if p != path]
+            return None
+        info = manifest.chunks[number]
+        if len(data) != info.size or hash32(data) != info.hash:
+            log.warning("not serving snapshot %s any more: chunk %d is not the one its manifest lists (the "
+                        "directory was changed outside snoded; delete it)", path.name, number)
+            self.served = [(m, p) for m, p in self.served if p != path]
+            return None
+        return data
