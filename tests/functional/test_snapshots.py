@@ -9,10 +9,12 @@ from pathlib import Path
 
 from snode.core.blocks import Block, block_hash, header_state_root
 from snode.core.encoding import decode
-from snode.core.snapshot import check_manifest
+from snode.core.snapshot import CHUNK_FRAME, Manifest, check_chunk, check_manifest
+from snode.net import protocol as P
 from snode.params import REGTEST
 from snode.store.snapshot import Snapshots
-from tests.functional.framework import assert_equal, narrator, wait_until
+from tests.functional.framework import assert_equal, narrator, next_loopback_ip, wait_until
+from tests.functional.p2p import FakePeer
 
 log = narrator(__name__)
 V2_AT = 2
@@ -41,3 +43,34 @@ def test_a_node_writes_snapshots_at_settled_heights_and_keeps_the_newest_two(nod
         header = _header(node, manifest.height)
         check_manifest(manifest, REGTEST.network_id, header.height, block_hash(header), header_state_root(header))
     assert_equal(node.get_info()["height"], 17, "the tip")
+
+
+def test_peers_get_a_snapshot_in_bounded_checked_chunks_and_a_node_without_answers_none(nodes):
+    log.info("A node with snapshots and one without, fork v2 at %d", V2_AT)
+    server = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", "--snapshots"])
+    plain = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}"])
+    server.generate_blocks(blocks=8)
+    wait_until(lambda: _written(server.data_dir) == [5], timeout=30)
+    log.info("A peer of protocol %d asks for the newest snapshot: the block and its manifest", P.SNAPSHOT_VERSION)
+    peer = FakePeer(server, source_ip=next_loopback_ip())
+    peer.handshake()
+    peer.send(P.GetSnapshot(0))
+    offer = peer.receive_until(lambda m: isinstance(m, P.Snapshot))
+    block = decode(offer.block, Block)
+    manifest = decode(offer.manifest, Manifest)
+    check_manifest(manifest, REGTEST.network_id, 5, block_hash(block.header), header_state_root(block.header))
+    log.info("Every chunk it lists comes in one bounded frame and passes its check")
+    for number in range(len(manifest.chunks)):
+        peer.send(P.GetChunk(5, number))
+        chunk = peer.receive_until(lambda m: isinstance(m, P.SnapshotChunk))
+        assert len(chunk.data) <= CHUNK_FRAME
+        check_chunk(manifest, number, chunk.data)
+    log.info("A chunk it does not have, and a node without snapshots: 'none' (empty answers)")
+    peer.send(P.GetChunk(5, len(manifest.chunks)))
+    assert_equal(peer.receive_until(lambda m: isinstance(m, P.SnapshotChunk)).data, b"", "a chunk past the last")
+    other = FakePeer(plain, source_ip=next_loopback_ip())
+    other.handshake()
+    other.send(P.GetSnapshot(0))
+    assert_equal(other.receive_until(lambda m: isinstance(m, P.Snapshot)), P.Snapshot(b"", b""), "no snapshots")
+    peer.close()
+    other.close()

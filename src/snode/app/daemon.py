@@ -58,7 +58,7 @@ from snode.services.equivocation import EquivocationWatch
 from snode.services.producer import BlockProducer
 from snode.services.saving import keep_saving
 from snode.services.sn_duties import ServiceNodeDuties
-from snode.services.snapshots import SnapshotMaker
+from snode.services.snapshots import SnapshotMaker, SnapshotServer
 from snode.services.sync import Syncer
 from snode.app.systemd import notify, status_message
 from snode.api.connections import GatedSite, runner_options
@@ -190,6 +190,7 @@ class Daemon:
                             book_file=cfg.data_dir / address_file.FILE_NAME)
         relay = Relay(peers, writer)
         syncer = Syncer(peers, relay, writer)
+        snapshots = self._snapshots(node, writer, peers)
         # Imported where used: quorumnet (pyzmq), the progress bar (rich) and the metrics
         # (prometheus_client) are about 60 ms of a start-up that is 0.4 s in all, and only a
         # service node, a terminal, or a /metrics request needs them.
@@ -227,7 +228,7 @@ class Daemon:
         peers.spawn(feed.watch_upgrade(), "upgrade notices")
         omq = self._start_public_omq(methods, node)
         wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar, notifier, omq,
-                        snapshots=self._snapshots(node, writer))
+                        snapshots=snapshots)
         self._start_tasks(node, wiring, methods)
         return wiring
 
@@ -245,11 +246,12 @@ class Daemon:
                         discover=served_document, page=WebView(node, writer, lambda: len(peers.peers)).serve,
                         page_script=LIVE_SCRIPT, auth=self.admin.auth)
 
-    def _snapshots(self, node: Node, writer: ChainWriter) -> SnapshotMaker | None:
-        """The snapshots this node writes and serves (`--snapshots`), or None."""
-        if not self.config.snapshots:
-            return None
-        return SnapshotMaker(node, writer, self.config.data_dir)
+    def _snapshots(self, node: Node, writer: ChainWriter, peers: PeerManager) -> SnapshotMaker | None:
+        """The snapshots this node writes and serves (`--snapshots`), or None; peers' snapshot
+        requests are answered either way ("none" without)."""
+        maker = SnapshotMaker(node, writer, self.config.data_dir) if self.config.snapshots else None
+        SnapshotServer(peers, writer, maker)
+        return maker
 
     def _start_public_omq(self, methods: MethodTable, node: Node) -> PublicOmq | None:
         endpoint = self.config.omq_public

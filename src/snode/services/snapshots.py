@@ -22,14 +22,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from snode.core import snapshot as core
-from snode.core.blocks import header_state_root
+from snode.core.blocks import Block, block_hash, header_state_root
 from snode.core.crypto import hash32
+from snode.core.encoding import decode_trusted, encode
 from snode.core.snapshot import Manifest, SnapshotError
 from snode.core.state import ChainState
 from snode.core.state_root import current_checksum, header_root, undo_summed
+from snode.net import protocol as P
+from snode.net.limits import SNAPSHOT_UPLOAD_BURST, SNAPSHOT_UPLOAD_RATE
+from snode.net.peer import Peer, PeerGone, TokenBucket
+from snode.net.peers import PeerManager
 from snode.node.events import BlocksAdopted, ChainReorganized
 from snode.node.node import Node
 from snode.node.writer import ChainWriter
@@ -176,3 +182,51 @@ class SnapshotMaker:
             self.served = [(m, p) for m, p in self.served if p != path]
             return None
         return data
+
+
+class SnapshotServer:
+    """Answers peers' GetSnapshot and GetChunk (peer protocol 5) from a node's snapshots, or
+    "none" (empty answers) for a node without them. A peer's requests are handled one at a
+    time (its next message waits), each once the answer before has left our buffer, within its
+    UPLOAD_RATE and the node's SNAPSHOT_UPLOAD_RATE."""
+
+    def __init__(self, peers: PeerManager, writer: ChainWriter, maker: SnapshotMaker | None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.writer = writer
+        self.maker = maker
+        self.clock = clock
+        self.budget = TokenBucket(SNAPSHOT_UPLOAD_RATE, SNAPSHOT_UPLOAD_BURST, SNAPSHOT_UPLOAD_BURST, clock())
+        """Bytes of snapshots all peers together may still pull."""
+        peers.on(P.GetSnapshot, self._on_get_snapshot)
+        peers.on(P.GetChunk, self._on_get_chunk)
+
+    async def _paced(self, peer: Peer) -> None:
+        """Wait until the last answer to `peer` left our buffer and both budgets allow another."""
+        try:
+            async with asyncio.timeout(peer.limits.upload_drain_timeout):
+                await peer.writer.drain()
+        except TimeoutError:
+            raise PeerGone(f"{peer.name} did not read the snapshot it asked for") from None
+        await asyncio.sleep(max(peer.upload.wait(peer.clock(), 1), self.budget.wait(self.clock(), 1)))
+
+    def _charge(self, peer: Peer, size: int) -> None:
+        peer.upload.charge(size)
+        self.budget.charge(size)
+
+    async def _on_get_snapshot(self, peer: Peer, message: P.GetSnapshot) -> None:
+        await self._paced(peer)
+        offered = self.maker.offer(message.height) if self.maker is not None else None
+        answer = P.Snapshot(b"", b"")
+        if offered is not None:
+            manifest = offered[0]
+            block = await self.writer.call(self.writer.node.store.get_block_bytes, manifest.height)
+            if block is not None and block_hash(decode_trusted(block, Block).header) == manifest.block_hash:
+                answer = P.Snapshot(block, encode(manifest))
+        self._charge(peer, len(answer.block) + len(answer.manifest))
+        peer.send(answer)
+
+    async def _on_get_chunk(self, peer: Peer, message: P.GetChunk) -> None:
+        await self._paced(peer)
+        data = await self.maker.chunk(message.height, message.number) if self.maker is not None else None
+        self._charge(peer, len(data or b""))
+        peer.send(P.SnapshotChunk(message.height, message.number, data or b""))
