@@ -80,7 +80,7 @@ def test_the_executables_run_without_python_of_ours(bare, tmp_path):
     log.info("--version of each, from %s with PATH=%s and no virtualenv", where, env["PATH"])
     for program in PROGRAMS:
         out = _run([str(where / program), "--version"], env)
-        detail = " (peer protocol 4; forks v1, v2)" if program == "snoded" else ""
+        detail = " (peer protocol 5; forks v1, v2)" if program == "snoded" else ""
         assert_equal((out.returncode, out.stdout.strip()), (0, f"{program} v0.2.0{detail}"))
     log.info("A copy under another name says how to use it")
     shutil.copy2(where / "snoded", where / "other")

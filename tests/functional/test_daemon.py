@@ -33,7 +33,7 @@ PAYEE = key_from_label("mempool payee")
 def test_version_and_help():
     log.info("--version prints the version; --help names every flag")
     out = run_snoded(["--version"])
-    assert_equal((out.returncode, out.stdout.strip()), (0, "snoded v0.2.0 (peer protocol 4; forks v1, v2)"))
+    assert_equal((out.returncode, out.stdout.strip()), (0, "snoded v0.2.0 (peer protocol 5; forks v1, v2)"))
     out = run_snoded(["--help"])
     assert out.returncode == 0
     for flag in ("--service-node", "--data-dir", "--p2p-bind-ip", "--p2p-bind-port", "--rpc-admin",

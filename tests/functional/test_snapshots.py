@@ -6,6 +6,7 @@ a new node given only the trusted point fetches one from peers and syncs on from
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 from snode.core.blocks import Block, block_hash, header_state_root
 from snode.core.encoding import decode
@@ -17,11 +18,19 @@ from tests.functional.framework import assert_equal, narrator, next_loopback_ip,
 from tests.functional.p2p import FakePeer
 
 log = narrator(__name__)
+T = TypeVar("T")
 V2_AT = 2
 
 
 def _header(node, height: int):
     return decode(bytes.fromhex(node.get_block(height=height)["block_hex"]), Block).header
+
+
+def _answer(peer: FakePeer, kind: type[T]) -> T:
+    """The next message of `kind` the node sends `peer` (the others skipped)."""
+    message = peer.receive_until(lambda m: isinstance(m, kind))
+    assert isinstance(message, kind)
+    return message
 
 
 def _written(data_dir: Path) -> list[int]:
@@ -55,22 +64,22 @@ def test_peers_get_a_snapshot_in_bounded_checked_chunks_and_a_node_without_answe
     peer = FakePeer(server, source_ip=next_loopback_ip())
     peer.handshake()
     peer.send(P.GetSnapshot(0))
-    offer = peer.receive_until(lambda m: isinstance(m, P.Snapshot))
+    offer = _answer(peer, P.Snapshot)
     block = decode(offer.block, Block)
     manifest = decode(offer.manifest, Manifest)
     check_manifest(manifest, REGTEST.network_id, 5, block_hash(block.header), header_state_root(block.header))
     log.info("Every chunk it lists comes in one bounded frame and passes its check")
     for number in range(len(manifest.chunks)):
         peer.send(P.GetChunk(5, number))
-        chunk = peer.receive_until(lambda m: isinstance(m, P.SnapshotChunk))
+        chunk = _answer(peer, P.SnapshotChunk)
         assert len(chunk.data) <= CHUNK_FRAME
         check_chunk(manifest, number, chunk.data)
     log.info("A chunk it does not have, and a node without snapshots: 'none' (empty answers)")
     peer.send(P.GetChunk(5, len(manifest.chunks)))
-    assert_equal(peer.receive_until(lambda m: isinstance(m, P.SnapshotChunk)).data, b"", "a chunk past the last")
+    assert_equal(_answer(peer, P.SnapshotChunk).data, b"", "a chunk past the last")
     other = FakePeer(plain, source_ip=next_loopback_ip())
     other.handshake()
     other.send(P.GetSnapshot(0))
-    assert_equal(other.receive_until(lambda m: isinstance(m, P.Snapshot)), P.Snapshot(b"", b""), "no snapshots")
+    assert_equal(_answer(other, P.Snapshot), P.Snapshot(b"", b""), "no snapshots")
     peer.close()
     other.close()
