@@ -14,7 +14,9 @@ from snode.core.snapshot import CHUNK_FRAME, Manifest, check_chunk, check_manife
 from snode.net import protocol as P
 from snode.params import REGTEST
 from snode.store.snapshot import Snapshots
-from tests.functional.framework import assert_equal, narrator, next_loopback_ip, wait_until
+from tests.functional.framework import (
+    assert_equal, connect_nodes, narrator, next_loopback_ip, sync_blocks, wait_until,
+)
 from tests.functional.p2p import FakePeer
 
 log = narrator(__name__)
@@ -83,3 +85,26 @@ def test_peers_get_a_snapshot_in_bounded_checked_chunks_and_a_node_without_answe
     assert_equal(_answer(other, P.Snapshot), P.Snapshot(b"", b""), "no snapshots")
     peer.close()
     other.close()
+
+
+def _trusted(node, height: int) -> str:
+    return f"--trusted-checkpoint={height}:{block_hash(_header(node, height)).hex()}"
+
+
+def test_a_new_node_given_a_trusted_point_starts_from_the_snapshot_and_syncs_on(nodes):
+    log.info("Two nodes with snapshots at heights 5 and 10 (tip 12)")
+    servers = [nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", "--snapshots"]) for _ in range(2)]
+    connect_nodes(servers[1], servers[0])
+    servers[0].generate_blocks(blocks=12)
+    sync_blocks(servers)
+    wait_until(lambda: all(_written(server.data_dir) == [5, 10] for server in servers), timeout=30)
+    log.info("A new node with only the trusted point 10 fetches the snapshot from both and syncs on")
+    fresh = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", _trusted(servers[0], 10)])
+    for server in servers:
+        connect_nodes(fresh, server)
+    servers[0].generate_blocks(blocks=2)
+    sync_blocks([*servers, fresh])
+    assert_equal(fresh.get_info()["state_root"], servers[0].get_info()["state_root"], "the root at the tip")
+    assert "loaded the snapshot of height 10" in fresh.log_tail(200)
+    log.info("Blocks below the snapshot were never downloaded")
+    assert_equal(fresh.get_info()["history_start"], 10, "where its history starts")

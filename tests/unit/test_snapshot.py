@@ -160,11 +160,11 @@ def test_a_download_keeps_each_stored_chunk_and_drops_one_that_does_not_match(sn
     _, manifest, chunks = snap
     download = Download(tmp_path)
     assert download.manifest() is None
-    download.start(manifest)
+    download.start(manifest, b"block")
     download.put(0, chunks[0])
     download.put(2, chunks[2])
     (download.path / "chunk-0003").write_bytes(b"half")  # edited, or what an older crash left
     again = Download(tmp_path)
-    assert again.manifest() == manifest
+    assert again.manifest() == manifest and again.block() == b"block"
     assert again.stored(manifest) == {0, 2}
     assert not (download.path / "chunk-0003").exists()

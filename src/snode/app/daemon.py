@@ -58,8 +58,10 @@ from snode.services.equivocation import EquivocationWatch
 from snode.services.producer import BlockProducer
 from snode.services.saving import keep_saving
 from snode.services.sn_duties import ServiceNodeDuties
+from snode.services.snapshot_sync import SnapshotFetch
 from snode.services.snapshots import SnapshotMaker, SnapshotServer
 from snode.services.sync import Syncer
+from snode.core.snapshot import SnapshotError
 from snode.app.systemd import notify, status_message
 from snode.api.connections import GatedSite, runner_options
 from snode.common.descriptors import DescriptorWatch, raise_soft_limit
@@ -223,7 +225,7 @@ class Daemon:
         await runner.setup()
         await GatedSite(runner, rpc_sock, shutdown_timeout=2.0).start()
         await peers.start(p2p_sock)
-        syncer.start()
+        self._start_sync(node, writer, peers, syncer)
         peers.spawn(relay.resume_pending(), "blocks kept for an unknown fork")
         peers.spawn(feed.watch_upgrade(), "upgrade notices")
         omq = self._start_public_omq(methods, node)
@@ -245,6 +247,31 @@ class Daemon:
                                                        disk=disk.shortage()), events=feed,
                         discover=served_document, page=WebView(node, writer, lambda: len(peers.peers)).serve,
                         page_script=LIVE_SCRIPT, auth=self.admin.auth)
+
+    def _start_sync(self, node: Node, writer: ChainWriter, peers: PeerManager, syncer: Syncer) -> None:
+        """Start the sync; first, for a data dir holding genesis only and a trusted point at a
+        v2 height, the snapshot at that point (`services.snapshot_sync`)."""
+        trusted = self.config.trusted_checkpoint or self.config.params.trusted_snapshot
+        if trusted is None or node.height != 0:
+            syncer.start()
+            return
+        if not self.config.params.rules_at(trusted[0]).state_root:
+            log.info("the trusted point %d is below fork v2 (no state root to check a snapshot by): syncing from "
+                     "genesis", trusted[0])
+            syncer.start()
+            return
+        fetch = SnapshotFetch(node, writer, peers, self.config.data_dir, trusted)
+        node.snapshot_download = fetch.progress
+
+        async def fetch_then_sync() -> None:
+            try:
+                await fetch.run()
+            except SnapshotError as err:
+                self.fail(f"--trusted-checkpoint: the snapshot cannot be loaded: {err.reason}")
+                return
+            syncer.start()
+
+        peers.spawn(fetch_then_sync(), "snapshot download")
 
     def _snapshots(self, node: Node, writer: ChainWriter, peers: PeerManager) -> SnapshotMaker | None:
         """The snapshots this node writes and serves (`--snapshots`), or None; peers' snapshot
@@ -366,6 +393,7 @@ class Daemon:
                         verifier=verifier, pool_limits=_pool_limits(cfg),
                         upgrade=UpgradeWatch(params, datadir.path))
             node.assume_valid, node.trusted_checkpoint = cfg.assume_valid, cfg.trusted_checkpoint
+            node.history_start = store.history_start()
             _check_trusted_checkpoint(store, cfg.trusted_checkpoint)
             return node
         except BaseException as err:

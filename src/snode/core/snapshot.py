@@ -280,3 +280,15 @@ def load(manifest: Manifest, entries: Iterable[tuple[str, Any, Any]]) -> ChainSt
     return with_checksum(state, total(manifest))
 
 
+
+
+def stored_entries(manifest: Manifest, number: int, data: bytes) -> list[tuple[str, Any, Any]]:
+    """The entries of chunk `number`, stored after `check_chunk` passed on it: its hash must
+    still be the manifest's (then its bytes are those checked), and its lanes are not summed
+    again. SnapshotError when the hash differs (the file changed since)."""
+    info = manifest.chunks[number]
+    if len(data) != info.size or hash32(data) != info.hash:
+        raise SnapshotError(f"stored chunk {number} is not the one its manifest lists")
+    chunk = decode(data, Chunk)
+    names = [MAP_NAMES[t] for t, _, _ in chunk.rows]
+    return [(name, _native_key(name, raw), _decoded(name, value)) for name, (_, raw, value) in zip(names, chunk.rows)]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
+from typing import Any
 
 from snode import __version__
 from snode.common.clock import Clock, SystemClock
@@ -68,6 +69,13 @@ took 2.7 s with 4,000 to apply, too close to the 3 s restart target."""
 
 class Node:
     """Chain state, mempool and this daemon's service-node identity, over an injected store."""
+
+    history_start: int = 1
+    """The lowest height above genesis whose block this node holds: 1, or the height of the
+    snapshot it started from (`services.snapshot_sync`; the blocks below are not downloaded)."""
+    snapshot_download: Any = None
+    """The progress of the snapshot download under way (`services.snapshot_sync.Progress`:
+    `words()`, `record()`, `done`), or None: no download."""
 
     def __init__(
         self, *, params: NetworkParams, consensus: Consensus, store: Store,
@@ -527,6 +535,13 @@ class Node:
         if self.upgrade.stops_at(block.header.height):
             raise CannotValidateYet(self.upgrade.refusal(block.header.height))
         self.templates.check(self._state, block, self.consensus, self.verifier, now)
+
+    def adopt_snapshot(self, block: Block, state: ChainState, now: int) -> None:
+        """Make `state`, loaded from a snapshot and stored with `block` as the tip
+        (`ChainStore.adopt_snapshot`), current; the history starts at its height."""
+        self._owners = OwnerIndex()
+        self.history_start = state.height
+        self._adopt(state, [], [block], now)
 
     def _adopt(self, state: ChainState, undos: list[Undo], blocks: list[Block], now: int, *,
                mined: list[bytes] | None = None) -> None:

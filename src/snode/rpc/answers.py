@@ -21,7 +21,9 @@ import msgspec
 
 from snode import __version__
 from snode.api.records import service_node_state
-from snode.api.types import Departure, InfoResult, NextFork, ServiceNodesResult, ServiceNodeState, UpgradeRequired
+from snode.api.types import (
+    Departure, InfoResult, NextFork, ServiceNodesResult, ServiceNodeState, SnapshotDownload, UpgradeRequired,
+)
 from snode.core import service_nodes as sn_rules
 from snode.core.credit import credit_at
 from snode.core.participation import Participation
@@ -75,6 +77,8 @@ class Answers:
             block_production=node.production_mode.value,
             state_root=tip_root(node.params.network_id, node.state),
             upgrade_required=upgrade_required(node, now),
+            history_start=node.history_start,
+            snapshot_download=SnapshotDownload(**node.snapshot_download.record()) if node.snapshot_download else None,
             next_fork=_next_fork(node),
             **own_standing(node),
         )

@@ -25,6 +25,7 @@ from snode.common.files import read_bounded
 from snode.core.crypto import hash32
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
+from snode.params import MAX_BLOCK_BYTES
 from snode.core.snapshot import CHUNK_FRAME, MANIFEST_BYTES, Manifest, SnapshotError
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ DIR_NAME: Final = "snapshots"
 KEEP: Final = 2
 """Snapshots kept: the newest two (a peer downloading the older one finishes it)."""
 MANIFEST: Final = "manifest"
+BLOCK: Final = "block"
 DOWNLOAD: Final = "download"
 
 
@@ -137,11 +139,20 @@ class Download:
             self.discard()
             return None
 
-    def start(self, manifest: Manifest) -> None:
-        """Begin a download of `manifest` (a checked one), dropping any other under way."""
+    def start(self, manifest: Manifest, block: bytes) -> None:
+        """Begin a download of `manifest` (a checked one) of the block `block` (its encoding),
+        dropping any other under way. The block goes first: a manifest stored means both are."""
         self.discard()
         self.path.mkdir(parents=True)
+        _write_file(self.path / BLOCK, block)
         _write_file(self.path / MANIFEST, encode(manifest))
+
+    def block(self) -> bytes | None:
+        """The encoded block of the download under way, or None."""
+        try:
+            return read_bounded(self.path / BLOCK, MAX_BLOCK_BYTES)
+        except OSError:
+            return None
 
     def stored(self, manifest: Manifest) -> set[int]:
         """The chunks of `manifest` already stored whole and matching it; a stored file that does
