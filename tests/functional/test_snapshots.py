@@ -17,6 +17,7 @@ from snode.store.snapshot import Snapshots
 from tests.functional.framework import (
     assert_equal, connect_nodes, narrator, next_loopback_ip, sync_blocks, wait_until,
 )
+from tests.functional.hostile import ban_reasons
 from tests.functional.p2p import FakePeer
 
 log = narrator(__name__)
@@ -108,3 +109,76 @@ def test_a_new_node_given_a_trusted_point_starts_from_the_snapshot_and_syncs_on(
     assert "loaded the snapshot of height 10" in fresh.log_tail(200)
     log.info("Blocks below the snapshot were never downloaded")
     assert_equal(fresh.get_info()["history_start"], 10, "where its history starts")
+
+
+# --- faults (issue #36 item 7) ---------------------------------------------------------------------
+
+def _servers(nodes, envs: list[dict[str, str]]) -> list:
+    """Nodes with snapshots at heights 5 and 10 (tip 12), each started with its environment."""
+    servers = []
+    for env in envs:
+        server = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", "--snapshots"], start=False)
+        server.start(env=env)
+        servers.append(server)
+    for server in servers[1:]:
+        connect_nodes(server, servers[0])
+    servers[0].generate_blocks(blocks=12)
+    sync_blocks(servers)
+    wait_until(lambda: all(_written(s.data_dir) == [5, 10] for s in servers), timeout=30)
+    return servers
+
+
+def _download(node) -> dict:
+    return node.get_info()["snapshot_download"] or {}
+
+
+def test_a_peer_serving_an_altered_chunk_is_banned_and_the_sync_finishes_from_the_others(nodes):
+    log.info("Three servers; the first serves its chunks with a byte flipped (SNODE_TEST_MISBEHAVE)")
+    liar, *honest = _servers(nodes, [{"SNODE_TEST_MISBEHAVE": "alter-snapshot-chunk"}, {}, {}])
+    fresh = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", _trusted(honest[0], 10)])
+    log.info("The new node meets the liar first: its manifest checks, the chunk it sends does not")
+    fresh.add_peer(address=f"{liar.ip}:{liar.p2p_port}")
+    wait_until(lambda: liar.ip in ban_reasons(fresh), timeout=30)
+    assert "is not the one its manifest lists" in ban_reasons(fresh)[liar.ip]
+    log.info("It fetches that chunk again from the honest servers (met through the liar, or dialled) and syncs on")
+    for server in honest:
+        connect_nodes(fresh, server)
+    sync_blocks([*honest, fresh])
+    assert_equal(fresh.get_info()["state_root"], honest[0].get_info()["state_root"], "the root at the tip")
+    assert_equal(_download(fresh)["done"], True, "the download is done")
+
+
+def test_kill_9_during_the_download_resumes_without_fetching_a_stored_chunk_again(nodes):
+    (slow,) = _servers(nodes, [{"SNODE_TEST_MISBEHAVE": "slow-snapshot"}])
+    fresh = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", _trusted(slow, 10)])
+    fresh.add_peer(address=f"{slow.ip}:{slow.p2p_port}")
+    log.info("The server answers each chunk 0.3 s late; the new node is killed after 3 chunks")
+    wait_until(lambda: _download(fresh).get("chunks", 0) >= 3, timeout=30)
+    fresh.kill()
+    stored = len([p for p in (Snapshots(fresh.data_dir).root / "download").iterdir() if p.name.startswith("chunk-")])
+    log.info("%d chunks were stored when it died; restarted, it fetches only the others", stored)
+    fresh.start()
+    fresh.add_peer(address=f"{slow.ip}:{slow.p2p_port}")
+    sync_blocks([slow, fresh])
+    download = _download(fresh)
+    assert_equal(download["fetched_chunks"], download["total_chunks"] - stored, "chunks fetched after the restart")
+    assert f"resuming the snapshot download of height 10: {stored} of {download['total_chunks']}" in fresh.log_tail(400)
+
+
+def test_a_full_disk_stops_the_download_with_one_line_and_it_resumes_with_space(nodes):
+    (server,) = _servers(nodes, [{}])
+    fresh = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", _trusted(server, 10)], start=False)
+    fresh.start(env={"SNODE_SNAPSHOT_DOWNLOAD_BYTES": "400"})
+    fresh.add_peer(address=f"{server.ip}:{server.p2p_port}")
+    log.info("Room for 400 bytes of chunks: the download stops, in one WARNING line")
+    stopped = "snapshot download stopped: cannot store chunk"
+    wait_until(lambda: stopped in fresh.log_tail(400), timeout=30)
+    assert "No space left" in fresh.log_tail(400)
+    assert_equal(fresh.log_tail(400).count(stopped), 1, "WARNING lines for the full disk")
+    assert_equal(fresh.get_info()["height"], 0, "nothing loaded")
+    log.info("Restarted with space, it goes on from the chunks it stored")
+    fresh.stop()
+    fresh.start()
+    fresh.add_peer(address=f"{server.ip}:{server.p2p_port}")
+    sync_blocks([server, fresh])
+    assert_equal(_download(fresh)["done"], True, "the download is done")

@@ -342,6 +342,8 @@ class SnapshotDownload(msgspec.Struct, frozen=True, kw_only=True):
     total_bytes: int
     peers: int
     """Peers the chunks are fetched from now."""
+    fetched_chunks: int
+    """Chunks fetched by this run of the daemon (a resumed download fetches none it stored)."""
     eta: int
     """Seconds left at the rate so far (0: not known yet)."""
     done: bool

@@ -260,7 +260,7 @@ class Daemon:
                      "genesis", trusted[0])
             syncer.start()
             return
-        fetch = SnapshotFetch(node, writer, peers, self.config.data_dir, trusted)
+        fetch = SnapshotFetch(node, writer, peers, self.config.data_dir, trusted, cap=self.config.snapshot_download_cap)
         node.snapshot_download = fetch.progress
 
         async def fetch_then_sync() -> None:
@@ -277,7 +277,7 @@ class Daemon:
         """The snapshots this node writes and serves (`--snapshots`), or None; peers' snapshot
         requests are answered either way ("none" without)."""
         maker = SnapshotMaker(node, writer, self.config.data_dir) if self.config.snapshots else None
-        SnapshotServer(peers, writer, maker)
+        SnapshotServer(peers, writer, maker, misbehave=self.config.test_misbehave)
         return maker
 
     def _start_public_omq(self, methods: MethodTable, node: Node) -> PublicOmq | None:

@@ -66,7 +66,9 @@ class Progress:
     peers: int = 0
     started: float = field(default_factory=time.monotonic)
     fetched: int = 0
-    """Bytes fetched in this run (the ETA's rate; stored chunks of an earlier run not counted)."""
+    """Bytes fetched in this run (the ETA's rate; stored chunks of an earlier run not counted)..."""
+    fetched_chunks: int = 0
+    """...and chunks."""
     done: bool = False
 
     def eta(self) -> float | None:
@@ -86,17 +88,17 @@ class Progress:
     def record(self) -> dict[str, Any]:
         return {"height": self.height, "chunks": self.chunks, "total_chunks": self.total_chunks,
                 "bytes": self.bytes, "total_bytes": self.total_bytes, "peers": self.peers,
-                "eta": round(self.eta() or 0), "done": self.done}
+                "fetched_chunks": self.fetched_chunks, "eta": round(self.eta() or 0), "done": self.done}
 
 
 class SnapshotFetch:
     """Fetch, check, store and load the snapshot at the trusted point (see the module's text)."""
 
     def __init__(self, node: Node, writer: ChainWriter, peers: PeerManager, data_dir: Path,
-                 trusted: tuple[int, bytes]) -> None:
+                 trusted: tuple[int, bytes], *, cap: int | None = None) -> None:
         self.node, self.writer, self.peers = node, writer, peers
         self.height, self.hash = trusted
-        self.download = Download(data_dir)
+        self.download = Download(data_dir, cap)
         self.progress = Progress(self.height)
         self._asked: dict[Peer, tuple[type, int, asyncio.Future[Any]]] = {}
         """The one request out on each peer: the answer's kind, the chunk (-1: a snapshot), and its future."""
@@ -253,6 +255,7 @@ class SnapshotFetch:
         p.chunks += 1
         p.bytes += len(data)
         p.fetched += len(data)
+        p.fetched_chunks += 1
 
     # --- the whole ----------------------------------------------------------------------------
 

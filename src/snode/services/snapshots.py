@@ -77,7 +77,8 @@ def state_at(store: Store, tip: ChainState, height: int) -> ChainState:
     return state
 
 
-def snapshot_of(state: ChainState, network_id: int, carried: bytes | None) -> tuple[Manifest, list[bytes]]:
+def snapshot_of(state: ChainState, network_id: int, carried: bytes | None,
+                chunk_bytes: int = core.CHUNK_BYTES) -> tuple[Manifest, list[bytes]]:
     """The manifest and chunks of `state`, whose block's header carries root `carried`;
     SnapshotError when the state's root is not that one (never written: a bug, said in one line)."""
     checksum = current_checksum(state)
@@ -87,7 +88,7 @@ def snapshot_of(state: ChainState, network_id: int, carried: bytes | None) -> tu
     if root != carried:
         raise SnapshotError(f"the state at height {state.height} has root {root.hex()}, not its header's "
                             f"{carried.hex()}")
-    return core.build(state, network_id, root)
+    return core.build(state, network_id, root, chunk_bytes)
 
 
 class SnapshotMaker:
@@ -150,7 +151,8 @@ class SnapshotMaker:
         return path
 
     def _build_and_write(self, state: ChainState, network_id: int, carried: bytes | None) -> tuple[Manifest, Path]:
-        manifest, chunks = snapshot_of(state, network_id, carried)
+        manifest, chunks = snapshot_of(state, network_id, carried, min(self.node.params.snapshot_chunk_bytes,
+                                                                        core.CHUNK_BYTES))
         return manifest, self.snapshots.write(manifest, chunks)
 
     def offer(self, height: int) -> tuple[Manifest, Path] | None:
@@ -191,8 +193,12 @@ class SnapshotServer:
     UPLOAD_RATE and the node's SNAPSHOT_UPLOAD_RATE."""
 
     def __init__(self, peers: PeerManager, writer: ChainWriter, maker: SnapshotMaker | None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, *, misbehave: str = "") -> None:
         self.writer = writer
+        self.misbehave = misbehave
+        """`SNODE_TEST_MISBEHAVE` (devnet and regtest tests): `alter-snapshot-chunk` serves each
+        chunk with its last byte flipped (the asker bans it at the first); `slow-snapshot` answers
+        each chunk 0.3 s late."""
         self.maker = maker
         self.clock = clock
         self.budget = TokenBucket(SNAPSHOT_UPLOAD_RATE, SNAPSHOT_UPLOAD_BURST, SNAPSHOT_UPLOAD_BURST, clock())
@@ -228,5 +234,9 @@ class SnapshotServer:
     async def _on_get_chunk(self, peer: Peer, message: P.GetChunk) -> None:
         await self._paced(peer)
         data = await self.maker.chunk(message.height, message.number) if self.maker is not None else None
+        if data and self.misbehave == "alter-snapshot-chunk":
+            data = data[:-1] + bytes([data[-1] ^ 1])
+        elif data and self.misbehave == "slow-snapshot":
+            await asyncio.sleep(0.3)
         self._charge(peer, len(data or b""))
         peer.send(P.SnapshotChunk(message.height, message.number, data or b""))

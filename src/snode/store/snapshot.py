@@ -13,8 +13,9 @@ in one line and neither served nor loaded.
 
 from __future__ import annotations
 
-import logging
+import errno
 import os
+import logging
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
@@ -125,8 +126,11 @@ class Download:
     """A snapshot being fetched: `<data dir>/snapshots/download/`, its manifest and each checked
     chunk as it came, each file whole or absent (so a restart resumes it)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, cap: int | None = None) -> None:
         self.path = data_dir / DIR_NAME / DOWNLOAD
+        self.cap = cap
+        """Bytes of chunks it may store (a test's full disk, `SNODE_SNAPSHOT_DOWNLOAD_BYTES`); None: no cap."""
+        self.stored_bytes = 0
 
     def manifest(self) -> Manifest | None:
         """The manifest of the download under way, or None (none, or one that cannot be read)."""
@@ -168,6 +172,7 @@ class Download:
                 data = b""
             if len(data) == info.size and hash32(data) == info.hash:
                 have.add(number)
+                self.stored_bytes += len(data)
             else:
                 log.warning("stored snapshot chunk %d does not match its manifest: fetching it again", number)
                 path.unlink()
@@ -175,7 +180,10 @@ class Download:
 
     def put(self, number: int, data: bytes) -> None:
         """Store checked chunk `number` (whole, or not at all: OSError on a full disk)."""
+        if self.cap is not None and self.stored_bytes + len(data) > self.cap:
+            raise OSError(errno.ENOSPC, f"No space left on device (the test's cap of {self.cap} bytes)")
         _write_file(self.path / _chunk_name(number), data)
+        self.stored_bytes += len(data)
 
     def chunk(self, number: int) -> bytes:
         return read_chunk(self.path, number)
