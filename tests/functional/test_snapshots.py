@@ -5,6 +5,7 @@ a new node given only the trusted point fetches one from peers and syncs on from
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TypeVar
 
@@ -15,7 +16,8 @@ from snode.net import protocol as P
 from snode.params import REGTEST
 from snode.store.snapshot import Snapshots
 from tests.functional.framework import (
-    assert_equal, connect_nodes, narrator, next_loopback_ip, sync_blocks, wait_until,
+    assert_equal, assert_raises_rpc_error, connect_nodes, narrator, next_loopback_ip, snode_cli, sync_blocks,
+    wait_until,
 )
 from tests.functional.hostile import ban_reasons
 from tests.functional.p2p import FakePeer
@@ -107,8 +109,20 @@ def test_a_new_node_given_a_trusted_point_starts_from_the_snapshot_and_syncs_on(
     sync_blocks([*servers, fresh])
     assert_equal(fresh.get_info()["state_root"], servers[0].get_info()["state_root"], "the root at the tip")
     assert "loaded the snapshot of height 10" in fresh.log_tail(200)
-    log.info("Blocks below the snapshot were never downloaded")
+    log.info("Blocks below the snapshot were never downloaded: RPCs say so in one line, never wrongly")
     assert_equal(fresh.get_info()["history_start"], 10, "where its history starts")
+    assert_raises_rpc_error(None, "block 5 is not on this node: it started from the snapshot of height 10 and holds "
+                            "no block between genesis and it (not downloaded)", fresh.get_block, height=5)
+    assert_equal(fresh.get_block(height=10)["block_hex"], servers[0].get_block(height=10)["block_hex"], "block 10")
+    status = snode_cli(fresh, "status").stdout
+    assert "history: from height 10 (started from its snapshot" in status, status
+    log.info("Restarted, it keeps its history's start and syncs on")
+    fresh.stop()
+    fresh.start()
+    connect_nodes(fresh, servers[0])
+    servers[0].generate_blocks(blocks=1)
+    sync_blocks([servers[0], fresh])
+    assert_equal(fresh.get_info()["history_start"], 10, "where its history starts, after a restart")
 
 
 # --- faults (issue #36 item 7) ---------------------------------------------------------------------
@@ -126,6 +140,12 @@ def _servers(nodes, envs: list[dict[str, str]]) -> list:
     sync_blocks(servers)
     wait_until(lambda: all(_written(s.data_dir) == [5, 10] for s in servers), timeout=30)
     return servers
+
+
+def _unmet(node) -> list[str]:
+    """/readyz's unmet conditions (503 while any)."""
+    _, _, data = node.rpc.raw("", method="GET", path="/readyz")
+    return json.loads(data)["unmet"]
 
 
 def _download(node) -> dict:
@@ -152,7 +172,13 @@ def test_kill_9_during_the_download_resumes_without_fetching_a_stored_chunk_agai
     (slow,) = _servers(nodes, [{"SNODE_TEST_MISBEHAVE": "slow-snapshot"}])
     fresh = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", _trusted(slow, 10)])
     fresh.add_peer(address=f"{slow.ip}:{slow.p2p_port}")
-    log.info("The server answers each chunk 0.3 s late; the new node is killed after 3 chunks")
+    log.info("The server answers each chunk 1 s late: the status line and snode-cli status show the download")
+    wait_until(lambda: _download(fresh).get("chunks", 0) >= 1, timeout=30)
+    info = fresh.get_info()
+    assert "snapshot 10: " in info["status_line"] and " chunks, " in info["status_line"], info["status_line"]
+    assert "snapshot 10: [" in snode_cli(fresh, "status").stdout
+    assert any(u.startswith("downloading the snapshot 10: ") for u in _unmet(fresh)), "/readyz while downloading"
+    log.info("The new node is killed after 3 chunks")
     wait_until(lambda: _download(fresh).get("chunks", 0) >= 3, timeout=30)
     fresh.kill()
     stored = len([p for p in (Snapshots(fresh.data_dir).root / "download").iterdir() if p.name.startswith("chunk-")])
@@ -162,6 +188,7 @@ def test_kill_9_during_the_download_resumes_without_fetching_a_stored_chunk_agai
     sync_blocks([slow, fresh])
     download = _download(fresh)
     assert_equal(download["fetched_chunks"], download["total_chunks"] - stored, "chunks fetched after the restart")
+    assert_equal(_unmet(fresh), [], "/readyz once at the tip")
     assert f"resuming the snapshot download of height 10: {stored} of {download['total_chunks']}" in fresh.log_tail(400)
 
 

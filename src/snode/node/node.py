@@ -302,6 +302,8 @@ class Node:
         upgrade = self.upgrade.status_part(self.height, now)
         if upgrade:
             line += f", {upgrade}"
+        if self.snapshot_download is not None and not self.snapshot_download.done:
+            line += f", {self.snapshot_download.words()}"
         warning = self.credit_warning()
         if warning:
             line += f", {warning}"

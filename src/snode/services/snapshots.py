@@ -198,7 +198,7 @@ class SnapshotServer:
         self.misbehave = misbehave
         """`SNODE_TEST_MISBEHAVE` (devnet and regtest tests): `alter-snapshot-chunk` serves each
         chunk with its last byte flipped (the asker bans it at the first); `slow-snapshot` answers
-        each chunk 0.3 s late."""
+        each chunk 1 s late."""
         self.maker = maker
         self.clock = clock
         self.budget = TokenBucket(SNAPSHOT_UPLOAD_RATE, SNAPSHOT_UPLOAD_BURST, SNAPSHOT_UPLOAD_BURST, clock())
@@ -237,6 +237,6 @@ class SnapshotServer:
         if data and self.misbehave == "alter-snapshot-chunk":
             data = data[:-1] + bytes([data[-1] ^ 1])
         elif data and self.misbehave == "slow-snapshot":
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(1.0)
         self._charge(peer, len(data or b""))
         peer.send(P.SnapshotChunk(message.height, message.number, data or b""))
