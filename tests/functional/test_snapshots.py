@@ -209,3 +209,39 @@ def test_a_full_disk_stops_the_download_with_one_line_and_it_resumes_with_space(
     fresh.add_peer(address=f"{server.ip}:{server.p2p_port}")
     sync_blocks([server, fresh])
     assert_equal(_download(fresh)["done"], True, "the download is done")
+
+
+def test_a_snapshot_whose_block_is_not_the_trusted_hash_is_refused_whatever_its_signatures(nodes):
+    (server,) = _servers(nodes, [{}])
+    wrong = block_hash(_header(server, 9)).hex()
+    log.info("A trusted point naming height 10 with block 9's hash: the server's block 10 is validly signed, "
+             "but not that block")
+    fresh = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", f"--trusted-checkpoint=10:{wrong}"])
+    fresh.add_peer(address=f"{server.ip}:{server.p2p_port}")
+    wait_until(lambda: server.ip in ban_reasons(fresh), timeout=30)
+    assert f"not the trusted point's {wrong}" in ban_reasons(fresh)[server.ip]
+    assert_equal((fresh.get_info()["height"], _download(fresh)["chunks"]), (0, 0), "nothing fetched, nothing loaded")
+
+
+def test_a_snapshot_directory_edited_outside_snoded_is_named_in_one_line_and_never_served(nodes):
+    (server,) = _servers(nodes, [{}])
+    server.stop()
+    path = Snapshots(server.data_dir).paths()[-1]
+    chunk = path / "chunk-0001"
+    chunk.write_bytes(chunk.read_bytes()[:-1] + b"\x00")
+    log.info("Chunk 1 of the snapshot of height 10 edited while the node was stopped")
+    server.start()
+    line = f"not serving snapshot {path.name}: {path}: chunk 1 is not the one its manifest lists (the directory"
+    wait_until(lambda: line in server.log_tail(100), timeout=30)
+    log.info("Named in one line; the node writes that snapshot again from its chain, and serves only that")
+    wait_until(lambda: "wrote the snapshot of height 10" in server.log_tail(100), timeout=30)
+    peer = FakePeer(server, source_ip=next_loopback_ip())
+    peer.handshake()
+    peer.send(P.GetSnapshot(10))
+    offer = _answer(peer, P.Snapshot)
+    manifest = decode(offer.manifest, Manifest)
+    header = decode(offer.block, Block).header
+    check_manifest(manifest, REGTEST.network_id, 10, block_hash(header), header_state_root(header))
+    peer.send(P.GetChunk(10, 1))
+    check_chunk(manifest, 1, _answer(peer, P.SnapshotChunk).data)
+    peer.close()
