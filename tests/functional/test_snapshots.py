@@ -86,6 +86,11 @@ def test_peers_get_a_snapshot_in_bounded_checked_chunks_and_a_node_without_answe
     other.handshake()
     other.send(P.GetSnapshot(0))
     assert_equal(_answer(other, P.Snapshot), P.Snapshot(b"", b""), "no snapshots")
+    log.info("A snapshot answer nobody asked for is misbehaviour: banned")
+    other.send(P.SnapshotChunk(5, 0, b"unasked"))
+    assert other.closed_by_node()
+    assert_equal(ban_reasons(plain)[other.sock.getsockname()[0]], "sent a SnapshotChunk it was not asked for",
+                 "the ban's reason")
     peer.close()
     other.close()
 

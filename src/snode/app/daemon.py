@@ -255,13 +255,16 @@ class Daemon:
         if trusted is None or node.height != 0:
             syncer.start()
             return
-        if not self.config.params.rules_at(trusted[0]).state_root:
-            log.info("the trusted point %d is below fork v2 (no state root to check a snapshot by): syncing from "
-                     "genesis", trusted[0])
+        params = self.config.params
+        if not params.rules_at(trusted[0]).state_root or trusted[0] % params.snapshot_interval:
+            log.info("no snapshot is written at the trusted point %d (snapshots are at multiples of %d from fork "
+                     "v2, whose headers carry the state root): syncing from genesis", trusted[0],
+                     params.snapshot_interval)
             syncer.start()
             return
         fetch = SnapshotFetch(node, writer, peers, self.config.data_dir, trusted, cap=self.config.snapshot_download_cap)
         node.snapshot_download = fetch.progress
+        self.snapshot_server.answers = fetch.on_answer
 
         async def fetch_then_sync() -> None:
             try:
@@ -277,7 +280,7 @@ class Daemon:
         """The snapshots this node writes and serves (`--snapshots`), or None; peers' snapshot
         requests are answered either way ("none" without)."""
         maker = SnapshotMaker(node, writer, self.config.data_dir) if self.config.snapshots else None
-        SnapshotServer(peers, writer, maker, misbehave=self.config.test_misbehave)
+        self.snapshot_server = SnapshotServer(peers, writer, maker, misbehave=self.config.test_misbehave)
         return maker
 
     def _start_public_omq(self, methods: MethodTable, node: Node) -> PublicOmq | None:

@@ -104,12 +104,12 @@ class SnapshotFetch:
         """The one request out on each peer: the answer's kind, the chunk (-1: a snapshot), and its future."""
         self._left: set[Peer] = set()
         """Peers not to ask again in this download (no snapshot, a timeout, a bad answer)."""
-        peers.on(P.Snapshot, self._on_answer)
-        peers.on(P.SnapshotChunk, self._on_answer)
 
     # --- answers ------------------------------------------------------------------------------
 
-    async def _on_answer(self, peer: Peer, message: P.Snapshot | P.SnapshotChunk) -> None:
+    async def on_answer(self, peer: Peer, message: P.Snapshot | P.SnapshotChunk) -> None:
+        """A peer's Snapshot or SnapshotChunk (`SnapshotServer.answers`): the answer to our one
+        request out on it, or misbehaviour."""
         asked = self._asked.get(peer)
         number = message.number if isinstance(message, P.SnapshotChunk) else -1
         if asked is None or asked[0] is not type(message) or asked[1] != number or asked[2].done():

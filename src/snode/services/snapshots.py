@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from snode.core import snapshot as core
@@ -33,7 +33,7 @@ from snode.core.snapshot import Manifest, SnapshotError
 from snode.core.state import ChainState
 from snode.core.state_root import current_checksum, header_root, undo_summed
 from snode.net import protocol as P
-from snode.net.limits import SNAPSHOT_UPLOAD_BURST, SNAPSHOT_UPLOAD_RATE
+from snode.net.limits import SCORE_BAD_SNAPSHOT, SNAPSHOT_UPLOAD_BURST, SNAPSHOT_UPLOAD_RATE
 from snode.net.peer import Peer, PeerGone, TokenBucket
 from snode.net.peers import PeerManager
 from snode.node.events import BlocksAdopted, ChainReorganized
@@ -203,8 +203,20 @@ class SnapshotServer:
         self.clock = clock
         self.budget = TokenBucket(SNAPSHOT_UPLOAD_RATE, SNAPSHOT_UPLOAD_BURST, SNAPSHOT_UPLOAD_BURST, clock())
         """Bytes of snapshots all peers together may still pull."""
+        self.peers = peers
+        self.answers: Callable[[Peer, P.Snapshot | P.SnapshotChunk], Awaitable[None]] | None = None
+        """Where the answers to our own snapshot requests go (a download's `on_answer`); None: no
+        download, and an answer is one we never asked for."""
         peers.on(P.GetSnapshot, self._on_get_snapshot)
         peers.on(P.GetChunk, self._on_get_chunk)
+        peers.on(P.Snapshot, self._on_answer)
+        peers.on(P.SnapshotChunk, self._on_answer)
+
+    async def _on_answer(self, peer: Peer, message: P.Snapshot | P.SnapshotChunk) -> None:
+        if self.answers is not None:
+            await self.answers(peer, message)
+        else:
+            self.peers.misbehaving(peer, SCORE_BAD_SNAPSHOT, f"sent a {type(message).__name__} it was not asked for")
 
     async def _paced(self, peer: Peer) -> None:
         """Wait until the last answer to `peer` left our buffer and both budgets allow another."""
