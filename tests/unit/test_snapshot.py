@@ -168,3 +168,48 @@ def test_a_download_keeps_each_stored_chunk_and_drops_one_that_does_not_match(sn
     assert again.manifest() == manifest and again.block() == b"block"
     assert again.stored(manifest) == {0, 2}
     assert not (download.path / "chunk-0003").exists()
+
+
+# --- the state at a snapshot height, and loading it into a store --------------------------------------
+
+def test_the_state_at_a_height_below_the_tip_is_made_from_undo_records_with_its_root(fresh_chain):
+    """What a node writes at a final height: the tip's state with the blocks above taken back,
+    its checksum kept, its root the one that block's header carries; a wrong root is refused."""
+    from snode.services.snapshots import snapshot_of, state_at
+
+    chain = v2_chain(fresh_chain, blocks=4)
+    undos = {block_hash(b.header): u for b, u in zip(chain.blocks[1:], chain.undos)}
+
+    class Undos:
+        """The one store read `state_at` makes: a block's undo record by its hash."""
+
+        def get_undo(self, hash_):
+            return undos[hash_]
+
+    store = Undos()
+    target = chain.blocks[-3].header
+    state = state_at(store, chain.state, target.height)
+    assert (state.height, state.tip_hash) == (target.height, block_hash(target))
+    manifest, chunks = snapshot_of(state, chain.params.network_id, header_state_root(target), 2_000)
+    S.check_manifest(manifest, chain.params.network_id, target.height, block_hash(target), header_state_root(target))
+    with pytest.raises(S.SnapshotError, match=f"the state at height {target.height} has root .*, not its header's"):
+        snapshot_of(state, chain.params.network_id, bytes(32))
+
+
+def test_a_snapshot_loads_into_a_store_holding_genesis_only(snap, tmp_path):
+    from snode.store.chain_store import ChainStore
+    from tests.unit.test_state_root import genesis_of
+
+    chain, manifest, chunks = snap
+    state = S.load(manifest, [e for n, data in enumerate(chunks) for e in S.check_chunk(manifest, n, data)])
+    path = tmp_path / "chain.sqlite3"
+    with ChainStore.open(path, genesis_block=chain.blocks[0], genesis_state=genesis_of(chain)) as store:
+        assert store.history_start() == 1
+        store.adopt_snapshot(chain.blocks[-1], state)
+        with pytest.raises(ValueError, match="genesis only"):
+            store.adopt_snapshot(chain.blocks[-1], state)
+    with ChainStore.open(path, genesis_block=chain.blocks[0], genesis_state=genesis_of(chain)) as store:
+        assert store.tip() == (state.height, state.tip_hash)
+        assert store.history_start() == state.height
+        assert store.load_state() == chain.state
+        assert current_checksum(store.load_state()) == state_checksum(chain.state)

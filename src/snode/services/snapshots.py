@@ -24,13 +24,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Protocol
 
 from snode.core import snapshot as core
 from snode.core.blocks import Block, block_hash, header_state_root
 from snode.core.crypto import hash32
 from snode.core.encoding import decode_trusted, encode
 from snode.core.snapshot import Manifest, SnapshotError
-from snode.core.state import ChainState
+from snode.core.state import ChainState, Undo
 from snode.core.state_root import current_checksum, header_root, undo_summed
 from snode.net import protocol as P
 from snode.net.limits import SCORE_BAD_SNAPSHOT, SNAPSHOT_UPLOAD_BURST, SNAPSHOT_UPLOAD_RATE
@@ -40,7 +41,6 @@ from snode.node.events import BlocksAdopted, ChainReorganized
 from snode.node.node import Node
 from snode.node.writer import ChainWriter
 from snode.store.errors import StoreError
-from snode.store.protocol import Store
 from snode.store.snapshot import Snapshots, read_chunk
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,13 @@ def due_height(node: Node, written: int) -> int | None:
     return height
 
 
-def state_at(store: Store, tip: ChainState, height: int) -> ChainState:
+class UndoRecords(Protocol):
+    """What `state_at` reads of the store: a stored block's undo record by its hash."""
+
+    def get_undo(self, hash_: bytes) -> Undo: ...
+
+
+def state_at(store: UndoRecords, tip: ChainState, height: int) -> ChainState:
     """The state after the block at `height` of `tip`'s chain, from `tip` and the stored undo
     records of the blocks above it (each names its parent); its checksum kept. On the store thread."""
     state = tip
