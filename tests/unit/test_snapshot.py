@@ -197,8 +197,14 @@ def test_the_state_at_a_height_below_the_tip_is_made_from_undo_records_with_its_
 
 
 def test_a_snapshot_loads_into_a_store_holding_genesis_only(snap, tmp_path):
+    from snode.core.state import undo_block
     from snode.store.chain_store import ChainStore
-    from tests.unit.test_state_root import genesis_of
+
+    def genesis_of(chain):
+        state = chain.state
+        for undo in reversed(chain.undos):
+            state = undo_block(state, undo)
+        return state
 
     chain, manifest, chunks = snap
     state = S.load(manifest, [e for n, data in enumerate(chunks) for e in S.check_chunk(manifest, n, data)])
