@@ -239,7 +239,7 @@ def test_a_snapshot_directory_edited_outside_snoded_is_named_in_one_line_and_nev
     line = f"not serving snapshot {path.name}: {path}: chunk 1 is not the one its manifest lists (the directory"
     wait_until(lambda: line in server.log_tail(100), timeout=30)
     log.info("Named in one line; the node writes that snapshot again from its chain, and serves only that")
-    wait_until(lambda: "wrote the snapshot of height 10" in server.log_tail(100), timeout=30)
+    wait_until(lambda: server.log_tail(400).count("wrote the snapshot of height 10") == 2, timeout=30)
     peer = FakePeer(server, source_ip=next_loopback_ip())
     peer.handshake()
     peer.send(P.GetSnapshot(10))
