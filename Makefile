@@ -13,7 +13,7 @@ LOCKS    := requirements.lock $(DEV_LOCK) requirements-binary.lock
 COMPILE := $(PY) -m compileall -q src
 
 .PHONY: demo walkthrough test lint bench reliability clean unit functional browser-test binary binary-test docs \
-	lock test-latest wheel wheel-test container-test test-py313
+	lock test-latest wheel wheel-test container-test test-py313 compiled pure test-compiled
 
 $(VENV):
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,24 @@ upgrade-test: $(STAMP)
 scenario-test: $(STAMP)
 	$(COMPILE)
 	$(PY) -m pytest -n 2 --dist load -q -m scenario tests/functional
+
+# Issue #37 item 4: the hot modules of snode.common.compiled (COMPILABLE) compiled with mypyc, in
+# place beside their sources (git ignores the .so files); optional: without a C compiler it says
+# so in one line and snode stays pure Python. `make pure` removes them; SNODE_PURE_PYTHON=1 runs
+# the sources even where they are built. `make test-compiled`: the unit suite on the compiled
+# modules (it checks that they are the ones imported), then back to pure, the reference.
+compiled: $(STAMP)
+	$(PY) -m snode.tools.mypyc_build
+
+pure: $(STAMP)
+	$(PY) -m snode.tools.mypyc_build --pure
+
+test-compiled: $(STAMP)
+	@$(PY) -m snode.tools.mypyc_build --require; rc=$$?; \
+	if [ $$rc = 3 ]; then echo "test-compiled: skipped (nothing can be compiled here)"; exit 0; fi; \
+	[ $$rc = 0 ] || exit $$rc; \
+	$(COMPILE); SNODE_EXPECT_COMPILED=1 $(PY) -m pytest -n 2 -q tests/unit; rc=$$?; \
+	$(PY) -m snode.tools.mypyc_build --pure; exit $$rc
 
 # The web view in headless Chromium (Debian's package, installed when missing; we run as root on
 # CI machines, otherwise this asks for sudo).
@@ -185,4 +203,5 @@ test-py313:
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis
+	find src -name '*.so' -delete
 	find src bench tests -name __pycache__ -prune -exec rm -rf {} +

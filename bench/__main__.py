@@ -23,6 +23,7 @@ from typing import Any
 
 from bench import perf_split, results
 from bench.registry import BENCHMARKS, BY_NAME, DEFAULT
+from snode.common import compiled
 from snode.tools.tables import make_console
 
 
@@ -68,6 +69,7 @@ def main() -> int:
         print(f"{parser.prog}: {refused}", file=sys.stderr)
         return 2
     console = make_console()
+    console.print(compiled.describe())  # what ran: the sources, or `make compiled`'s modules (daemons inherit it)
     started = time.perf_counter()
     figures: dict[str, Any] = {}
     for bench in chosen:

@@ -176,17 +176,31 @@ QUORUM_COUNTS: Final = {
     "probed": ("snode_reachability_checks_total", {"by": "handshake"}),
 }
 """What `quorum_counts` reads from each daemon's /metrics."""
+HUB_COUNTS: Final[dict[str, tuple[str, dict[str, str]]]] = {
+    "events": ("snode_event_hub_events_total", {}),
+    "deliveries": ("snode_event_hub_deliveries_total", {}),
+}
+"""What `hub_counts` reads: the event hub's events published and subscriber calls (issue #37 item 3)."""
 
 
 def scrape_counts(daemon: Daemon) -> dict[str, float]:
-    """The daemon's quorumnet counts now (QUORUM_COUNTS), from its /metrics."""
+    """The daemon's quorumnet and event hub counts now (QUORUM_COUNTS, HUB_COUNTS), from its /metrics."""
     status, _, body = daemon.rpc.raw("", method="GET", path="/metrics")
     if status != 200:
         raise RuntimeError(f"{daemon.label}: /metrics answered {status}")
     found = {(s.name, tuple(sorted(s.labels.items()))): s.value
              for family in text_string_to_metric_families(body.decode()) for s in family.samples}
     return {key: found.get((name, tuple(sorted(labels.items()))), 0.0)
-            for key, (name, labels) in QUORUM_COUNTS.items()}
+            for key, (name, labels) in {**QUORUM_COUNTS, **HUB_COUNTS}.items()}
+
+
+def hub_counts(before: list[dict[str, float]], after: list[dict[str, float]], blocks: int) -> dict[str, float]:
+    """Event hub events and deliveries per SN and block: median and max over the SNs."""
+    out: dict[str, float] = {}
+    for key in HUB_COUNTS:
+        per = [(b[key] - a[key]) / blocks for a, b in zip(before, after)]
+        out[key], out[f"{key}_max"] = statistics.median(per), max(per)
+    return out
 
 
 def quorum_counts(before: list[dict[str, float]], after: list[dict[str, float]], blocks: int) -> dict[str, float]:
@@ -384,7 +398,7 @@ def measure(net: Network, blocks: int, profile: bool, recording: perf_split.Reco
             "records": records, "needed": DEVNET.signatures_needed(records[-1]["validator_count"]),
             "chain": chain_blocks(watcher), "times": [applied_times(d) for d in net.sns],
             "cpu": [1000 * (b - a) / blocks for a, b in zip(cpu0, cpu1)], "profile": samples,
-            "quorum": quorum_counts(counts0, counts1, blocks),
+            "quorum": quorum_counts(counts0, counts1, blocks), "hub": hub_counts(counts0, counts1, blocks),
         }
     finally:
         if recording is not None:
@@ -414,6 +428,7 @@ def figures(measured: dict[str, Any], floor: dict[str, float], blocks: int) -> d
         "failed_rounds": sum(rounds), "signatures_mean": statistics.mean(signatures),
         "validators": records[-1]["validator_count"], "needed": measured["needed"],
         "cpu_per_block_ms": measured["cpu"], "profile": measured["profile"], "quorum": measured["quorum"],
+        "hub": measured["hub"],
     }
 
 
@@ -465,6 +480,11 @@ def report(results: dict[str, Any], console: Console | None = None) -> None:
         f"(max {quorum['handshakes_max']:.2f}; in {quorum['in']:.2f}, out {quorum['out']:.2f}); "
         f"reachability checks a block: {quorum['held']:.2f} passed by a held connection, "
         f"{quorum['probed']:.2f} by a handshake"
+    )
+    hub = results["hub"]
+    console.print(
+        f"event hub a block per SN (counts, median): {hub['events']:.1f} events (max {hub['events_max']:.1f}), "
+        f"{hub['deliveries']:.1f} deliveries to subscribers (max {hub['deliveries_max']:.1f})"
     )
     if results.get("profile"):
         blocks_profile.report(results["profile"], console)

@@ -44,6 +44,14 @@ COUNTS: Final = (
     ("signatures verified", ("nacl/bindings/crypto_sign.py", "crypto_sign_open")),
     ("blocks received from peers", ("snode/net/relay.py", "_on_new_block")),
     ("uptime proofs received from peers", ("snode/net/relay.py", "_on_proof")),
+    ("  announcements received (ProofInv)", ("snode/net/relay.py", "_on_proof_inv")),
+    ("  proofs asked of us (GetProofs)", ("snode/net/relay.py", "_on_get_proofs")),
+    ("  answers received (Proofs)", ("snode/net/relay.py", "_on_proofs")),
+    ("P2P frames sent", ("snode/net/peer.py", "send_frame")),
+    ("P2P writes (a peer's frames of a turn)", ("snode/net/peer.py", "_flush")),
+    ("quorumnet messages sent", ("snode/net/quorumnet.py", "send")),
+    ("quorumnet messages received", ("snode/net/quorumnet.py", "_deliver")),
+    ("event hub events", ("snode/common/events.py", "publish")),
 )
 
 

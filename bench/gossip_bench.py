@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import functools
 import heapq
-import inspect
 import itertools
 import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from snode.core.proofs import UptimeProof
@@ -28,6 +27,39 @@ NODES = 12
 DIALS = 4
 HOP = 0.005
 PROOF_INTERVAL = 2.0
+
+
+class _Side:
+    """One node of the mesh as its gossip sees it (`proof_gossip.GossipSide`)."""
+
+    def __init__(self, registered: frozenset[bytes], book: dict[bytes, int], links: set[int],
+                 dialled: set[int]) -> None:
+        self._registered, self._book, self._links, self._dialled = registered, book, links, dialled
+
+    def registry(self) -> frozenset[bytes]:
+        return self._registered
+
+    def accepted_at(self, key: bytes) -> int:
+        return self._book.get(key, 0)
+
+    def connected(self, peer: Hashable) -> bool:
+        return peer in self._links
+
+    def outbound(self, peer: Hashable) -> bool:
+        return peer in self._dialled
+
+    def address(self, peer: Hashable) -> Hashable:
+        return peer
+
+
+class _MeshClock:
+    """The mesh's simulated time, as a node's clock (seconds)."""
+
+    def __init__(self, mesh: Mesh) -> None:
+        self._mesh = mesh
+
+    def time(self) -> float:
+        return int(self._mesh.now) + 10**9
 
 
 class Mesh:
@@ -57,12 +89,7 @@ class Mesh:
                 self._call(i, "state", self.gossip[i].state, j)
 
     def _gossip(self, i: int, registered: frozenset[bytes]) -> ProofGossip:
-        book = self.books[i]
-        keys: dict[str, Any] = {"registry": lambda: registered}
-        if "registered" in inspect.signature(ProofGossip).parameters:  # the code before 2026-11-27
-            keys = {"registered": registered.__contains__}
-        return ProofGossip(**keys, accepted_at=lambda key: book.get(key, 0), connected=self.links[i].__contains__,
-                           outbound=self.dialled[i].__contains__, clock=lambda: int(self.now) + 10**9)
+        return ProofGossip(_Side(registered, self.books[i], self.links[i], self.dialled[i]), _MeshClock(self))
 
     def _call(self, i: int, name: str, method: Callable[..., Any], *args: Any) -> Any:
         self.calls[name] += 1

@@ -18,7 +18,8 @@ syncing daemon at full speed, against the quiet rate measured in the same run.
 
 Then the honest node's share of service on a devnet while issue #33's attacks run against it
 (bench/hostile_service.py: quorumnet idle connections, admin slowloris, a lying height, dead
-dial targets), quiet against attacked; `--service-seconds 0` leaves it out (the smoke size does).
+dial targets, an insider's quorumnet flood, a full mempool against an honest transfer paying 100x
+the minimum fee), quiet against attacked; `--service-seconds 0` leaves it out.
 
 `--blocks N` syncs a shorter chain. Everything listens on 127.x addresses only; every daemon
 and attacker is stopped by its own pid.
@@ -39,7 +40,7 @@ from typing import Any, Final
 
 from rich.console import Console
 
-from bench import daemons, hostile_service
+from bench import daemons, hostile_mempool, hostile_service
 from bench.daemons import P2P_PORT, SYNC_NET, Daemon, loopback_ip
 from bench.hostile_peer import COUNTERS, attack
 from bench.report import figures_table, verdict
@@ -188,9 +189,20 @@ def _report_service(service: dict[str, Any], console: Console) -> None:
         table.add_row(label, f"{attacked[key]:,}", f"{quiet[key]:,}", "", "", "")
     table.add_row("victim's share of blocks", f"{attacked['share']:.0%}", f"{quiet['share']:.0%}", "",
                   "no loss", verdict(hostile_service.passed(service)))
+    mempool = service["mempool"]
+    rounds = mempool["mempool_rounds"]
+    table.add_row("honest 100x-fee transfers into a full pool: accepted at once", f"{mempool['honest_accepted']} "
+                  f"of {rounds}", "", "", "all", verdict(rounds > 0 and mempool["honest_accepted"] == rounds))
+    table.add_row(f"  mined within {hostile_mempool.MINED_WITHIN} blocks", f"{mempool['honest_mined']} of {rounds}",
+                  "", "", "all", verdict(rounds > 0 and mempool["honest_mined"] == rounds))
+    table.add_row("  most entries in the victim's pool", f"{mempool['pool_entries_max']:,} "
+                  f"({mempool['pool_bytes_max']:,} bytes)", "", "", f"<= {mempool['pool_entries_bound']:,}",
+                  verdict(mempool["pool_entries_max"] <= mempool["pool_entries_bound"]))
     console.print(table)
     console.print("attacks: " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in service["attacks"].items())
-                  + "; not run here: " + ", ".join(service["not_run"]))
+                  + f"; mempool: {mempool['mempool_flood_sent']:,} transfers at the minimum fee sent over P2P, "
+                  f"{mempool['mempool_void_rounds']} rounds not counted (a block emptied the pool first), "
+                  f"honest transfers mined at most {mempool['mined_blocks_max']} blocks after")
 
 
 def main() -> None:

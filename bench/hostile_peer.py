@@ -36,12 +36,13 @@ COUNTERS: Final = ("connections", "bytes_sent", "bytes_pulled", "closed_by_victi
 class Connection:
     """One attacker connection: frames out, frames in, nothing more."""
 
-    def __init__(self, ip: str, port: int, source_ip: str, genesis: bytes) -> None:
+    def __init__(self, ip: str, port: int, source_ip: str, genesis: bytes, *,
+                 network_id: int = REGTEST.network_id) -> None:
         self.sock = socket.create_connection((ip, port), timeout=10, source_address=(source_ip, 0))
         self.decoder = P.FrameDecoder()
         self.inbox: list[bytes] = []
         self.sent = 0
-        self.send(P.Hello(network_id=REGTEST.network_id, genesis_hash=genesis, version=P.PROTOCOL_VERSION,
+        self.send(P.Hello(network_id=network_id, genesis_hash=genesis, version=P.PROTOCOL_VERSION,
                           agent="hostile/1", height=0, top_hash=genesis, listen_port=0,
                           nonce=int.from_bytes(os.urandom(7), "big")))
         hello = P.parse(self.next_frame())

@@ -11,15 +11,19 @@ Attacks, each from loopback addresses of its own, for the attacked span:
 - an insider's quorumnet flood: another registered node's key (its data dir's `key`) on a
   CurveZMQ DEALER to the victim's quorumnet, sending undecodable messages as fast as ZeroMQ
   takes them, reconnecting once cut off (its key is then refused by ZAP for 600 s).
-Not run here (a test drives it against real daemons): a full mempool at the minimum fee against
-an honest high-fee transfer (`test_mempool_bounds.py`): it needs funds this devnet's tool does not
-hand out.
+- a full mempool (bench/hostile_mempool.py): a stranger's transfers at the minimum fee over P2P
+  fill the victim's pool (POOL_ENTRIES on every daemon of this devnet), then an honest user's
+  transfer at 100x the minimum fee goes to its admin RPC, ROUNDS times; the funds come from
+  `snode-devnet faucet`.
 
 Counts, quiet against attacked (timings on a loaded machine are not figures): blocks the victim
 produced and its share of all blocks, its uptime proofs the authority accepted (distinct
 timestamps sampled), its admin RPC answering each sample, and whether it was ever seen
-decommissioned. The target is no loss: never decommissioned, every sample answered, proofs
-accepted in the attacked span at least 80% as often as in the quiet one.
+decommissioned; and of the mempool rounds, the honest transfers accepted into the full pool at
+once and mined within MINED_WITHIN blocks, and the most entries and bytes the victim's pool held.
+The target is no loss: never decommissioned, every sample answered, proofs accepted in the
+attacked span at least 80% as often as in the quiet one, every honest transfer accepted and mined,
+the pool never over its bound.
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
+from bench import hostile_mempool
 from bench.daemons import NET_WIDTH, SYNC_NET
+from bench.hostile_mempool import MempoolAttack
 import zmq
 
 from snode.api.client import RpcFailure, RpcUnavailable, call_once
@@ -67,22 +73,31 @@ def _prefix() -> str:
 
 
 def devnet(base: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`snode-devnet` on `base`; its daemons get the mempool attack's small pool (`ENV`)."""
     return subprocess.run([sys.executable, "-m", "snode.tools.devnet", "--base-dir", str(base), *args],
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                          env=dict(os.environ, **hostile_mempool.ENV))
+
+
+def faucet(base: Path, address: str, amount: str) -> None:
+    paid = devnet(base, "faucet", address, amount, timeout=120)
+    if paid.returncode != 0:
+        raise RuntimeError(f"snode-devnet faucet failed: {paid.stderr.strip()}")
 
 
 class Attacks:
     """The attack threads against one victim; `counts` says what they did."""
 
     def __init__(self, victim_ip: str, prefix: str, genesis: bytes, *, victim_key: bytes,
-                 insider: SigningKey) -> None:
+                 insider: SigningKey, mempool: MempoolAttack) -> None:
         self.victim, self.prefix, self.genesis = victim_ip, prefix, genesis
         self.victim_key, self.insider = victim_key, insider
         self.stop = threading.Event()
         self.counts = {"quorumnet_idle_opened": 0, "admin_half_sent": 0, "lying_hellos": 0,
                        "dead_addresses_sent": 0, "insider_junk_sent": 0, "refused_or_cut": 0}
         self._threads = [threading.Thread(target=t, daemon=True)
-                         for t in (self._idle, self._slowloris, self._liar, self._dead_targets, self._insider_flood)]
+                         for t in (self._idle, self._slowloris, self._liar, self._dead_targets, self._insider_flood,
+                                   lambda: mempool.run(self.stop))]
 
     def __enter__(self) -> Attacks:
         for thread in self._threads:
@@ -92,7 +107,7 @@ class Attacks:
     def __exit__(self, *_: object) -> None:
         self.stop.set()
         for thread in self._threads:
-            thread.join(30)
+            thread.join(hostile_mempool.MINED_TIMEOUT_S + 30)
 
     def _open(self, source: str, port: int) -> socket.socket | None:
         try:
@@ -227,28 +242,40 @@ def run(seconds: float = SPAN_S) -> dict[str, Any]:
         if up.returncode != 0:
             raise RuntimeError(f"snode-devnet up failed: {up.stderr.strip()[-500:]}")
         try:
-            rows = json.loads(devnet(base, "status", "--json").stdout)
-            authority = rows[0]["rpc"]
-            deadline = time.monotonic() + 300
-            while call_once(authority, "get_info")["block_production"] != "service_nodes":
-                if time.monotonic() > deadline:
-                    raise RuntimeError("no service-node block production within 300 s")
-                time.sleep(1)  # polled: the devnet's own pace
-            victim = rows[1]
+            rows, funds = _ready(base)
+            authority, victim = rows[0]["rpc"], rows[1]
             victim["ip"] = victim["rpc"].split("//")[1].rsplit(":", 1)[0]
             log(f"quiet span of {seconds:g} s, victim {victim['name']} {victim['ip']}")
             quiet = _span(authority, victim, seconds)
             genesis = bytes.fromhex(call_once(authority, "get_info")["genesis_hash"])
             insider = SigningKey(seed_of((Path(_data_dir(base, rows[2]["name"])) / "key").read_bytes()))
+            mempool = MempoolAttack(funds, victim_ip=victim["ip"], victim_rpc=victim["rpc"], authority_rpc=authority,
+                                    source=f"{prefix}180", genesis=genesis)
             log(f"attacked span of {seconds:g} s (the insider: {rows[2]['name']}'s key)")
             with Attacks(victim["ip"], prefix, genesis, victim_key=bytes.fromhex(victim["sn_pubkey"]),
-                         insider=insider) as attacks:
+                         insider=insider, mempool=mempool) as attacks:
                 attacked = _span(authority, victim, seconds)
             return {"nodes": NODES, "span_s": seconds, "quiet": quiet, "attacked": attacked,
-                    "attacks": dict(attacks.counts), "not_run": ["full mempool at the minimum fee"]}
+                    "attacks": dict(attacks.counts), "mempool": dict(mempool.counts), "not_run": []}
         finally:
             down = devnet(base, "down")
             log(f"snode-devnet down: exit {down.returncode}")
+
+
+def _ready(base: Path) -> tuple[list[dict[str, Any]], hostile_mempool.Funds]:
+    """The devnet's rows once its service nodes produce the blocks, and the mempool attack's
+    transfers, signed (funded by the faucet while the devnet gets there)."""
+    rows = json.loads(devnet(base, "status", "--json").stdout)
+    authority = rows[0]["rpc"]
+    log(f"snode-devnet faucet: {hostile_mempool.FLOOD_OUTPUTS:,} outputs for the mempool flood")
+    funds = hostile_mempool.fund(lambda address, amount: faucet(base, address, amount), authority)
+    deadline = time.monotonic() + 300
+    while call_once(authority, "get_info")["block_production"] != "service_nodes":
+        if time.monotonic() > deadline:
+            raise RuntimeError("no service-node block production within 300 s")
+        time.sleep(1)  # polled: the devnet's own pace
+    hostile_mempool.prepare(funds, authority)
+    return rows, funds
 
 
 def _data_dir(base: Path, name: str) -> str:
@@ -261,4 +288,30 @@ def _data_dir(base: Path, name: str) -> str:
 def passed(results: dict[str, Any]) -> bool:
     quiet, attacked = results["quiet"], results["attacked"]
     return (attacked["inactive_samples"] == 0 and attacked["answered"] == attacked["samples"]
-            and attacked["proofs_accepted"] >= PROOF_TARGET * quiet["proofs_accepted"])
+            and attacked["proofs_accepted"] >= PROOF_TARGET * quiet["proofs_accepted"]
+            and hostile_mempool.passed(results["mempool"]))
+
+
+def main() -> None:
+    """`python -m bench.hostile_service`: the devnet phase alone (`python -m bench hostile` runs it
+    after its sync phase), its table on stdout and, with --json, its counts in a file."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.hostile_service", description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=SPAN_S, metavar="S",
+                        help=f"each span, quiet and attacked (default {SPAN_S:g})")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write the counts to FILE as JSON")
+    args = parser.parse_args()
+    if args.seconds <= 0:
+        parser.error("--seconds must be above 0")
+    from bench.hostile_bench import _report_service
+    from snode.tools.tables import make_console
+
+    results = run(args.seconds)
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    _report_service(results, make_console())
+
+
+if __name__ == "__main__":
+    main()

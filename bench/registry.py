@@ -51,6 +51,8 @@ BENCHMARKS: Final = (
     Benchmark("gossip_relay", "bench.gossip_relay", "the relay's CPU around a round of proofs", 1, False, tool=True),
     Benchmark("reader_compare", "bench.reader_compare", "P2P reader CPU, a commit's against today's", 1, False,
               tool=True),
+    Benchmark("compiled", "bench.compiled_bench", "the compiled modules (make compiled) against their sources, "
+              "per operation", 1, False, tool=True),
 )
 """The tools print their figures from `main`, with no `run` and `report` to call from here."""
 

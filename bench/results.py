@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from snode.common import compiled
+
 REPO_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -34,7 +36,8 @@ def write(path: Path, figures: dict[str, Any], *, smoke: bool) -> None:
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "commit": _commit(),
         "machine": {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform(), "load_average": os.getloadavg()},
+                    "platform": platform.platform(), "load_average": os.getloadavg(),
+                    "compiled": compiled.compiled_modules()},
         "smoke": smoke,
         "benchmarks": figures,
     }

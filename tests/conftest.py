@@ -19,6 +19,8 @@ import os
 import pytest
 from hypothesis import settings
 
+from snode.common import compiled
+
 os.environ.setdefault("SNODE_TEST_WALLET_KDF", "min")
 
 settings.register_profile("default", max_examples=50, deadline=None)
@@ -32,3 +34,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     test as it frees, so the long ones overlap from the start and the short ones fill the end,
     instead of one long test starting last while the other worker idles."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_report_header() -> str:
+    """Which modules run compiled (`make compiled`), or "none (pure Python)"."""
+    return compiled.describe()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A compiled module older than its source would test the old code: refuse, in one line."""
+    old = compiled.stale()
+    if old:
+        pytest.exit(f"{', '.join(old)} changed since `make compiled`: run `make compiled` again, or `make pure`",
+                    returncode=4)

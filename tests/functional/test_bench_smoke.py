@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench.daemons import BENCH_OCTETS
 from tests.functional.framework import TEST_OCTETS, narrator, scaled
 
@@ -66,6 +68,22 @@ def test_hostile_bench_syncs_while_attacked(tmp_path: Path):
     figures = smoke(tmp_path, "hostile", 90)
     assert figures["blocks"] == 300 and figures["quiet_blocks_per_s"] > 0
     assert figures["attacked"]["blocks_per_s"] > 0 and figures["attacked"]["attack"]
+
+
+@pytest.mark.scenario
+def test_hostile_service_phase_runs_every_attack_and_the_mempool_rounds(tmp_path: Path):
+    out = tmp_path / "service.json"
+    log.info("python -m bench.hostile_service --seconds 5 --json %s: a 5-node devnet, quiet then attacked", out.name)
+    run = subprocess.run([sys.executable, "-m", "bench.hostile_service", "--seconds", "5", "--json", str(out)],
+                         cwd=REPO, capture_output=True, text=True, timeout=scaled(300))
+    assert run.returncode == 0, run.stderr[-3000:]
+    service = json.loads(out.read_text())
+    assert service["nodes"] == 5 and service["quiet"]["samples"] > 0 and service["attacked"]["samples"] > 0
+    assert all(service["attacks"][k] > 0 for k in ("quorumnet_idle_opened", "lying_hellos", "insider_junk_sent"))
+    mempool = service["mempool"]
+    log.info("The mempool rounds: %s", mempool)
+    assert mempool["mempool_flood_sent"] >= mempool["pool_entries_bound"] and mempool["mempool_rounds"] >= 1
+    assert mempool["pool_entries_max"] == mempool["pool_entries_bound"] and service["not_run"] == []
 
 
 def test_mainnet_bench_feeds_a_daemon_announced_proofs_and_blocks(tmp_path: Path):

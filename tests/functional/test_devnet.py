@@ -17,8 +17,12 @@ import sys
 
 import pytest
 
+from snode.api.client import call_once
 from snode.common.procs import all_pids, process_args
-from tests.functional.devnet_helpers import ENV, devnet
+from snode.core.address import encode_address
+from snode.core.crypto import SigningKey
+from snode.params import COIN, DEVNET
+from tests.functional.devnet_helpers import ENV, devnet, rows
 from tests.functional.framework import assert_equal, narrator, process_gone, scaled, wait_until
 
 log = narrator(__name__)
@@ -260,5 +264,45 @@ def test_up_with_a_test_fork_runs_every_daemon_and_wallet_on_that_schedule(tmp_p
         pid = next(n["pid"] for n in json.loads((base / "devnet.json").read_text())["nodes"] if n["name"] == "node1")
         args = process_args(pid)
         assert args is not None and b"--test-fork=v2@40" in args, args
+    finally:
+        devnet(base, "down")
+
+
+def test_faucet_pays_an_address_and_says_why_not_in_one_line(tmp_path):
+    base = tmp_path / "net"
+    address = encode_address(DEVNET.address_prefix, SigningKey(b"\x07" * 32).public)
+    log.info("devnet up --nodes 1, then faucet ADDRESS 12.5: the faucet wallet pays it")
+    up = devnet(base, "up", "--nodes", "1")
+    try:
+        assert_equal(up.returncode, 0, up.stderr)
+        paid = devnet(base, "faucet", address, "12.5")
+        assert_equal(paid.returncode, 0, paid.stderr)
+        tx_id = paid.stdout.strip().rsplit(" ", 1)[-1]
+        assert_equal(paid.stdout.strip(), f"sent 12.5 coins to {address}: transaction {tx_id}")
+        node1 = rows(base)[1]["rpc"]
+        wait_until(lambda: [(o["txid"], o["amount"]) for o in call_once(node1, "get_outputs", {"address": address})
+                            ["outputs"]] == [(tx_id, 12 * COIN + COIN // 2)], timeout=30,
+                   what="node1 sees the faucet's output mined")
+        log.info("Without an amount it pays %s coins; a second payment needs no unlock", "1000")
+        again = devnet(base, "faucet", address)
+        assert_equal(again.returncode, 0, again.stderr)
+        assert again.stdout.startswith(f"sent 1000 coins to {address}: transaction "), again.stdout
+        log.info("A wrong address or amount: one line each, nothing sent")
+        for args, line in (
+            (["snd1bad"], "snode-devnet: faucet: address contains characters that are not in an address: 'b'"),
+            (["sn1" + address[4:]], "snode-devnet: faucet: address 'sn1" + address[4:13]
+             + "...' has the wrong network prefix: addresses on this network begin with 'snd1'"),
+            ([address, "abc"], f"snode-devnet: the faucet could not pay {address}: amount 'abc' is not a "
+                               "decimal number: give digits such as 1.5"),
+        ):
+            refused = devnet(base, "faucet", *args)
+            assert_equal((refused.returncode, refused.stdout, refused.stderr.strip()), (1, "", line))
+        log.info("With every daemon stopped: one line saying how to start one")
+        for name in ("node1", "authority"):
+            assert_equal(devnet(base, "stop", name).returncode, 0)
+        stopped = devnet(base, "faucet", address)
+        assert_equal((stopped.returncode, stopped.stderr.strip()),
+                     (1, "snode-devnet: no daemon of this devnet is running; start one with: "
+                         f"snode-devnet --base-dir {base} start authority"))
     finally:
         devnet(base, "down")

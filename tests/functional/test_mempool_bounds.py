@@ -13,30 +13,16 @@ from __future__ import annotations
 
 from snode.api import errors as E
 from snode.core.encoding import encode
-from snode.core.transactions import TX_VERSION, Transaction, Transfer, TxOut, signing_hash
-from snode.core.txbuilder import build_spend
+from snode.core.transactions import Transfer, TxOut
+from snode.core.txbuilder import build_spend, transfer_at_rate
 from snode.devchain import key_from_label
-from snode.params import COIN, REGTEST, V1
+from snode.params import COIN, REGTEST
 from tests.functional.framework import (
     assert_equal, assert_raises_rpc_error, connect_nodes, fund, narrator, spendable_outputs, wait_until,
 )
 
 POOL_ENTRIES = 8
 log = narrator(__name__)
-
-
-def _at_rate(coin, key, to: bytes, rate: int) -> Transaction:
-    """A transfer of all of `coin` but its fee to `to`, paying exactly `rate` atomic units a byte."""
-    outpoint, held = coin
-    fee = rate * 150
-    while True:
-        unsigned = Transaction(TX_VERSION, (outpoint,), (TxOut(to, held.amount - fee),), Transfer(), ())
-        spent = [TxOut(held.owner, held.amount)]
-        signature = key.sign(signing_hash(unsigned, spent, REGTEST.network_id, V1.branch_id))
-        tx = Transaction(TX_VERSION, (outpoint,), (TxOut(to, held.amount - fee),), Transfer(), (signature,))
-        if fee == rate * len(encode(tx)):
-            return tx
-        fee = rate * len(encode(tx))
 
 
 def test_a_full_pool_takes_a_transfer_paying_100x_the_minimum(nodes):
@@ -62,7 +48,8 @@ def test_a_full_pool_takes_a_transfer_paying_100x_the_minimum(nodes):
                             tx_hex=encode(ninth).hex())
     log.info("A transfer paying 100x the minimum, sent to node1, reaches node0 over P2P and is taken")
     last = POOL_ENTRIES + 1
-    rich = _at_rate(coins[last][0], key_from_label(f"pool coin {last}"), sender.public, 100 * REGTEST.fee_per_byte)
+    rich = transfer_at_rate(coins[last][0], key_from_label(f"pool coin {last}"), sender.public,
+                            100 * REGTEST.fee_per_byte, REGTEST)
     rich_id = peer.send_raw_transaction(tx_hex=encode(rich).hex())["txid"]
     wait_until(lambda: any(t["txid"] == rich_id for t in full.get_mempool()["transactions"]),
                what="the 100x transfer in node0's full pool")

@@ -8,13 +8,22 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from typing import Any
 
+import msgspec
 import pytest
 import zmq
 
-from snode.rpc.omq_public import PUBLIC_INFO_FIELDS
-from tests.functional.framework import assert_equal, narrator, run_snoded, scaled, wait_until
+from snode.core.encoding import encode
+from snode.core.transactions import Transfer, TxOut
+from snode.core.txbuilder import build_spend, sign_spend
+from snode.devchain import key_from_label
+from snode.params import COIN, REGTEST
+from snode.rpc.omq_public import ANSWER_BYTES_PER_TOKEN, BURST, PUBLIC_INFO_FIELDS, RATE, transaction_cost
+from tests.functional.framework import (
+    assert_equal, faucet_key, narrator, run_snoded, scaled, send_spend, spendable_outputs, wait_until,
+)
 
 log = narrator(__name__)
 
@@ -139,3 +148,99 @@ def test_snode_cli_uses_the_public_port_and_bad_options_are_one_line(public_sn, 
     assert_equal((done.returncode, done.stderr.strip().splitlines()[-1]),
                  (1, "snoded: --omq-public: needs --service-node (the port's CurveZMQ server key is the "
                      "service node's key)"))
+
+
+def test_transactions_whose_signatures_fail_cost_a_client_by_their_size(public_sn):
+    """A transaction's signatures are checked before it can be refused: one of 900 inputs with
+    its last signature bad made the daemon check 900 signatures for each copy a client sent, at
+    the 20 requests a second every client has (80 sent at once held the event loop 29 s). A
+    transaction now costs its client a request for each KiB of it (TX_BYTES_PER_TOKEN)."""
+    node, server_key = public_sn
+    spender = key_from_label("public omq spender")
+    copies = 2 * int(BURST)
+    inputs = 900
+    log.info("Give one key %d outputs, mined and unlocked", inputs)
+    send_spend(node, faucet_key(), [TxOut(spender.public, COIN)] * inputs, Transfer())
+    node.generate_blocks(blocks=1 + REGTEST.unlock_confirmations)
+    coins = spendable_outputs(node, spender)
+    assert_equal(len(coins), inputs)
+    signed = sign_spend(spender, coins, [TxOut(spender.public, inputs * COIN - COIN)], Transfer(), REGTEST)
+    forged = msgspec.structs.replace(signed, signatures=signed.signatures[:-1] + (bytes(64),))
+    raw = encode(forged)
+    request = [b"send_raw_transaction", b'{"tx_hex": "' + raw.hex().encode() + b'"}']
+    cost = transaction_cost(*request)
+    log.info("A %d-byte transaction whose last signature is bad, %d copies sent at once (cost %d each)",
+             len(raw), copies, cost)
+    client = Client(node, server_key)
+    try:
+        started = time.monotonic()
+        for _ in range(copies):
+            client.sock.send_multipart(request)
+        asked = time.monotonic()
+        node.get_info()
+        stalled = time.monotonic() - asked
+        statuses = []
+        for _ in range(copies):
+            assert client.sock.poll(int(scaled(60) * 1000)), "every request is answered"
+            status, body = client.sock.recv_multipart()
+            assert status == b"429" or b"bad signature" in body, body
+            statuses.append(status.decode())
+        elapsed = time.monotonic() - started
+    finally:
+        client.close()
+    checked = statuses.count("400")
+    log.info("%d checked (%d signatures each), %d refused unread as rate-limited; the admin RPC's get_info "
+             "meanwhile took %.2f s", checked, inputs, statuses.count("429"), stalled)
+    assert 1 <= checked <= (BURST + RATE * elapsed) / cost + 1, (checked, elapsed)
+    log.info("The honest transaction goes through the same port once the bucket refills; it is pooled")
+    honest = Client(node, server_key)
+    try:
+        good = b'{"tx_hex": "' + encode(signed).hex().encode() + b'"}'
+        wait_until(lambda: honest.ask(b"send_raw_transaction", good)[0] == "200", timeout=10,
+                   what="the valid transaction taken")
+    finally:
+        honest.close()
+    assert_equal(node.get_info()["mempool_size"], 1)
+
+
+def test_big_answers_cost_a_client_by_their_size(public_sn):
+    """`get_block` of a full block is megabytes of JSON, made on the event loop: at one request
+    each, one client had 20 of them a second. An answer now costs its client a request for each
+    64 KiB of it (ANSWER_BYTES_PER_TOKEN), charged once made."""
+    node, server_key = public_sn
+    owner = key_from_label("public omq big block")
+    log.info("A block of about 1.8 MB: 20 transactions of 2,300 outputs each")
+    send_spend(node, faucet_key(), [TxOut(owner.public, 10_000 * COIN)] * 20, Transfer())
+    node.generate_blocks(blocks=1 + REGTEST.unlock_confirmations)
+    for coin in spendable_outputs(node, owner):
+        tx = build_spend([coin], owner, [TxOut(owner.public, COIN)] * 2_300, Transfer(), REGTEST)
+        node.send_raw_transaction(tx_hex=encode(tx).hex())
+    block = node.get_block(hash=node.generate_blocks(blocks=1)["blocks"][0])
+    assert len(block["block_hex"]) > 3_000_000, len(block["block_hex"])
+    request = [b"get_block", b'{"height": %d}' % block["height"]]
+    copies = int(BURST)
+    client = Client(node, server_key)
+    try:
+        started = time.monotonic()
+        for _ in range(copies):
+            client.sock.send_multipart(request)
+        statuses, size = [], 0
+        for _ in range(copies):
+            assert client.sock.poll(int(scaled(60) * 1000)), "every request is answered"
+            status, body = client.sock.recv_multipart()
+            statuses.append(status.decode())
+            size = max(size, len(body))
+        elapsed = time.monotonic() - started
+    finally:
+        client.close()
+    served = statuses.count("200")
+    log.info("%d copies of a %d-byte answer asked at once: %d served, %d refused as rate-limited", copies, size,
+             served, statuses.count("429"))
+    assert_equal(served + statuses.count("429"), copies)
+    assert 1 <= served <= (BURST + RATE * elapsed) / (size / ANSWER_BYTES_PER_TOKEN) + 1, (served, elapsed)
+    log.info("Small answers come again once the debt is paid")
+    fresh = Client(node, server_key)
+    try:
+        wait_until(lambda: fresh.ask(b"get_height")[0] == "200", timeout=20, what="get_height served again")
+    finally:
+        fresh.close()

@@ -34,7 +34,7 @@ from snode.services.producer import MAX_WITNESSES, witnesses
 from snode.node.node import Node
 from snode.node.own_proof import Identity
 from snode.services.checkpoints import CheckpointDuties
-from snode.services.equivocation import EquivocationWatch
+from snode.services.equivocation import RESEND_BLOCKS, EquivocationWatch
 from snode.services.producer import BlockProducer
 from snode.node.participation import WITNESSED_PER_VALIDATOR, ParticipationBook
 from snode.params import DEVNET, REGTEST, schedule_test_forks
@@ -323,6 +323,25 @@ def test_a_proof_this_node_made_goes_to_every_service_node_and_leaves_with_its_o
     chain.submit(_deregistration(chain, pubkey, watch.proof_of(pubkey)))
     node.accept_blocks(chain.mine(), chain.now)
     assert watch.proofs == {}
+
+
+def test_a_held_proof_goes_again_to_the_tips_quorum_every_few_blocks_until_its_offender_leaves() -> None:
+    chain, pubkey, watch, qnet, node = _watched()
+    watch.found(decode_proof(_proof_at(chain, chain.state.height)))
+    first = len(qnet.sent)
+    for _ in range(RESEND_BLOCKS - 1):
+        node.accept_blocks(chain.mine(), chain.now)
+    assert len(qnet.sent) == first  # not again within RESEND_BLOCKS of the first send
+    node.accept_blocks(chain.mine(), chain.now)
+    again = qnet.sent[first:]
+    members = set(chain.state.quorums[chain.state.height].members) - {pubkey}
+    assert {m for m, _ in again} == members and all(isinstance(p, EquivocationEvidence) for _, p in again)
+    chain.submit(_deregistration(chain, pubkey, watch.proof_of(pubkey)))
+    node.accept_blocks(chain.mine(), chain.now)
+    sent = len(qnet.sent)
+    for _ in range(RESEND_BLOCKS):
+        node.accept_blocks(chain.mine(), chain.now)
+    assert watch.proofs == {} and len(qnet.sent) == sent
 
 
 def test_before_v2_a_proof_is_kept_but_not_sent_and_the_quorum_does_not_judge_it() -> None:

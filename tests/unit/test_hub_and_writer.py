@@ -12,6 +12,7 @@ import asyncio
 import logging
 import threading
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 
@@ -25,7 +26,6 @@ from snode.common.events import EventHub
 from snode.node.events import BlocksAdopted
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
-from snode.node import writer as writer_module
 from snode.node.writer import ChainWriter, store_thread
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import POOL_MINIMUM, LabChain, node_on
@@ -74,6 +74,40 @@ def test_a_failing_subscriber_is_logged_and_the_others_still_hear(caplog: pytest
     hub.unsubscribe(Ping, broken)
     hub.publish(Ping(8))
     assert heard == [7, 8]
+
+
+@dataclass(frozen=True)
+class Said:
+    """An event with a topic: subscribers may take only some kinds of `what`."""
+
+    TOPIC: ClassVar[str] = "what"
+    what: object
+
+
+def test_an_event_with_a_topic_reaches_only_the_subscribers_of_its_kind_in_order() -> None:
+    hub = EventHub()
+    seen: list[str] = []
+    hub.subscribe(Said, lambda e: seen.append(f"ints {e.what}"), topics=(int,))
+    hub.subscribe(Said, lambda e: seen.append(f"all {e.what}"))
+    hub.subscribe(Said, lambda e: seen.append(f"texts {e.what}"), topics=(str, bytes))
+    hub.publish(Said(1))
+    hub.publish(Said("a"))
+    hub.publish(Said(2.5))  # a kind nobody takes but the one that takes all
+    assert seen == ["ints 1", "all 1", "all a", "texts a", "all 2.5"]
+    assert (hub.published, hub.deliveries) == (3, 5)  # not 9: nobody is called for what it does not take
+    late: list[object] = []
+    hub.subscribe(Said, lambda e: late.append(e.what), topics=(int,))  # routes made again
+    hub.publish(Said(3))
+    assert seen[-2:] == ["ints 3", "all 3"] and late == [3]
+    handler = hub._subscribed[Said][0][0]
+    hub.unsubscribe(Said, handler)
+    hub.publish(Said(4))
+    assert seen[-1] == "all 4" and "ints 4" not in seen and late == [3, 4]
+
+
+def test_topics_need_a_type_that_names_its_topic() -> None:
+    with pytest.raises(TypeError, match="Ping has no TOPIC"):
+        EventHub().subscribe(Ping, lambda e: None, topics=(int,))
 
 
 def test_the_mockable_clock_is_real_until_set_and_refuses_negative_times() -> None:
@@ -174,7 +208,7 @@ async def test_a_batch_cancelled_while_the_store_commits_it_is_adopted_all_the_s
 
 
 async def test_pool_rechecks_after_a_block_run_in_slices_between_turns_of_the_loop(
-    chain: LabChain, monkeypatch: pytest.MonkeyPatch,
+    chain: LabChain,
 ) -> None:
     """Issue #33 item 4: a block that changes a node makes every pooled transaction naming it
     need the rules again; a daemon's writer checks them RECHECK_PER_TURN at a time, each slice
@@ -190,8 +224,7 @@ async def test_pool_rechecks_after_a_block_run_in_slices_between_turns_of_the_lo
     stakes = [node.submit_transaction(build_spend([c], alice, [], Stake(sn, 10_000 * COIN), chain.params), chain.now)
               for c in coins]  # each valid on its own: together they over-fill the node
     filler = chain.block_with([chain.stake_tx(dave, sn, 100_000 * COIN)])
-    monkeypatch.setattr(writer_module, "RECHECK_PER_TURN", 10)
-    writer = ChainWriter(node, store_thread())
+    writer = ChainWriter(node, store_thread(), recheck_per_turn=10)
     try:
         await writer.accept_block(filler)
         assert all(s in node.pool for s in stakes), "nothing is rechecked on the block's own turn"

@@ -4,6 +4,7 @@ then finished (stored once the signatures check out, adopted), pipelined as the 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import msgspec
@@ -12,11 +13,9 @@ import pytest
 from snode.core.blocks import Block
 from snode.core.errors import InvalidBlock
 from snode.core.state import ChainState, undo_block
-from snode.node import batches as batches_module
-from snode.node import node as node_module
 from snode.node import verifier as verifier_module
 from snode.node.batches import StaleBatch
-from snode.node.node import Node
+from snode.node.node import Node, NodeLimits
 from snode.params import COIN
 from snode.store import DATABASE_FILE, ChainStore
 from snode.devchain import key_from_label
@@ -46,16 +45,15 @@ def genesis_of(chain: LabChain) -> ChainState:
 
 
 @pytest.fixture
-def node(tmp_path: Path, mined: tuple[LabChain, list[Block]], monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
+def node(tmp_path: Path, mined: tuple[LabChain, list[Block]]) -> Iterator[Node]:
     """A node at genesis whose verifier gets its checks in small hand-offs (so a batch here
     spans several, and several workers)."""
     chain, _ = mined
     genesis_state = genesis_of(chain)
-    monkeypatch.setattr(batches_module, "VERIFY_CHUNK", 16)
-    monkeypatch.setattr(verifier_module, "INLINE_BELOW", 8)
     store = ChainStore.open(tmp_path / DATABASE_FILE, genesis_block=chain.blocks[0], genesis_state=genesis_state)
     the_node = Node(params=chain.params, consensus=chain.consensus, store=store, state=store.load_state(),
-                    identity=None, producer_key=None, verifier=verifier_module.VerifierPool())
+                    identity=None, producer_key=None, limits=NodeLimits(verify_chunk=16),
+                    verifier=verifier_module.VerifierPool(limits=verifier_module.VerifierLimits(inline_below=8)))
     yield the_node
     the_node.close()
 
@@ -211,10 +209,10 @@ def test_a_rule_broken_in_the_extension_keeps_the_blocks_before_it(
 
 
 def test_sync_batches_defer_the_state_up_to_a_bound_and_close_writes_it(
-    node: Node, mined: tuple[LabChain, list[Block]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    node: Node, mined: tuple[LabChain, list[Block]], tmp_path: Path
 ) -> None:
     chain, blocks = mined
-    monkeypatch.setattr(node_module, "STATE_FLUSH_BLOCKS", 50)
+    node.limits = replace(node.limits, state_flush_blocks=50)
     state_heights = []
     for start in range(0, 100, 20):
         staged = node.stage_batch(blocks[start:start + 20], chain.now)

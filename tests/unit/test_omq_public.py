@@ -8,7 +8,9 @@ import types
 
 import pytest
 
-from snode.rpc.omq_public import BURST, RATE, RequestError, TokenBuckets, parse_request
+from snode.rpc.omq_public import (
+    BURST, RATE, TX_BYTES_PER_TOKEN, RequestError, TokenBuckets, parse_request, transaction_cost,
+)
 
 
 def test_a_bucket_allows_a_burst_then_its_rate():
@@ -17,6 +19,27 @@ def test_a_bucket_allows_a_burst_then_its_rate():
     assert not buckets.take("1.2.3.4", 100.0)
     assert buckets.take("5.6.7.8", 100.0), "another client has its own bucket"
     assert sum(buckets.take("1.2.3.4", 101.0) for _ in range(100)) == RATE  # one second later
+
+
+def test_a_transaction_costs_its_size_in_kib_and_leaves_the_bucket_in_debt():
+    assert transaction_cost(b"get_height", b"") == 1.0
+    assert transaction_cost(b"send_raw_transaction", b'{"tx_hex": "00"}') == 1.0
+    assert transaction_cost(b"send_raw_transaction", b"0" * (2 * TX_BYTES_PER_TOKEN * 10)) == 10.0
+    assert transaction_cost(b"send_raw_transaction", b"0" * (1 << 20)) == BURST, "never more than a full bucket"
+    buckets = TokenBuckets()
+    assert buckets.take("1.2.3.4", 100.0, 3 * BURST), "a full bucket takes any one request"
+    assert not buckets.take("1.2.3.4", 100.0 + 2 * BURST / RATE), "two bursts in debt: paid back at RATE a second"
+    assert buckets.take("1.2.3.4", 100.0 + 2 * BURST / RATE + 0.1)
+
+
+def test_an_answer_charged_after_the_fact_makes_the_next_request_wait():
+    buckets = TokenBuckets()
+    assert buckets.take("1.2.3.4", 100.0)
+    buckets.charge("1.2.3.4", BURST + RATE)  # a big answer: the burst and a second more
+    assert not buckets.take("1.2.3.4", 101.0)
+    assert buckets.take("1.2.3.4", 101.2)
+    buckets.charge("9.9.9.9", 5.0)  # a client never seen: nothing to charge
+    assert sum(buckets.take("9.9.9.9", 101.2) for _ in range(100)) == BURST
 
 
 @pytest.mark.parametrize(("frames", "status", "text"), [
@@ -68,9 +91,9 @@ def test_a_flood_from_one_client_lets_the_event_loop_run_between_requests():
                            host=ip, port=free_port(ip))
         take = server.buckets.take
 
-        def counted(client: str, now: float) -> bool:
+        def counted(client: str, now: float, cost: float = 1.0) -> bool:
             seen_at.append(turns)
-            return take(client, now)
+            return take(client, now, cost)
 
         server.buckets.take = counted  # type: ignore[method-assign]
         server.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from snode.core.encoding import encode
 from snode.core.proofs import UptimeProof
 from snode.net import limits as L
 from snode.net import protocol as P
+from snode.net.limits import DEFAULT_LIMITS, PeerLimits
 from snode.net.proof_gossip import PeerProofs, ProofGossip
 from snode.net.proof_peers import PARKED
 from snode.net.protocol import MAX_PROOF_IDS, GetProofs
@@ -31,13 +33,38 @@ def proof(key: bytes, timestamp: int) -> UptimeProof:
 
 
 def gossip(accepted: dict[bytes, int] | None = None, left: set[str] | None = None,
-           address: Callable[[Hashable], Hashable] = lambda peer: peer) -> ProofGossip:
+           address: Callable[[Hashable], Hashable] = lambda peer: peer,
+           limits: PeerLimits = DEFAULT_LIMITS, kind: type[ProofGossip] = ProofGossip) -> ProofGossip:
     """Peers are names: those that start with "out" we dialled; those in `left` are gone."""
     book = accepted if accepted is not None else {}
     gone = left if left is not None else set()
-    return ProofGossip(registry=lambda: REGISTERED, accepted_at=lambda key: book.get(key, 0),
-                       connected=lambda peer: peer not in gone, outbound=lambda peer: str(peer).startswith("out"),
-                       clock=lambda: NOW, address=address)
+    return kind(Side(book, gone, address), StoppedClock(), limits=limits)
+
+
+class StoppedClock:
+    def time(self) -> float:
+        return NOW
+
+
+@dataclass
+class Side:
+    """The node and the peers as the gossip sees them (`proof_gossip.GossipSide`)."""
+
+    book: dict[bytes, int]
+    gone: set[str]
+    address: Callable[[Hashable], Hashable]
+
+    def registry(self) -> frozenset[bytes]:
+        return REGISTERED
+
+    def accepted_at(self, key: bytes) -> int:
+        return self.book.get(key, 0)
+
+    def connected(self, peer: Hashable) -> bool:
+        return peer not in self.gone
+
+    def outbound(self, peer: Hashable) -> bool:
+        return str(peer).startswith("out")
 
 
 def state(g: ProofGossip, peer: str) -> PeerProofs:
@@ -209,15 +236,14 @@ def test_announcers_are_bounded_per_peer_and_inbound_ones_in_all() -> None:
     assert g.announced("out-c", [late], now=0) == GetProofs([late])
 
 
-def test_what_a_peer_is_known_to_have_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_what_a_peer_is_known_to_have_is_bounded() -> None:
     """By each way it is learnt: a proof it pushes (`learn`), its announcement, ours to it."""
     g = gossip()
     known = state(g, "a")
     for _ in range(L.MAX_KNOWN_PROOFS_PER_PEER + 10):
         known.learn(os.urandom(32), 1)
     assert len(known.known) == L.MAX_KNOWN_PROOFS_PER_PEER
-    monkeypatch.setattr(L, "MAX_KNOWN_PROOFS_PER_PEER", 8)
-    g = gossip({key: 10 for key in MANY[:12]})
+    g = gossip({key: 10 for key in MANY[:12]}, limits=PeerLimits(max_known_proofs_per_peer=8))
     g.announced("out-a", [(key, 10) for key in MANY[:12]], now=0)  # all of them had
     assert list(state(g, "out-a").known) == MANY[4:12], "the newest 8"
     for key in MANY[:12]:
@@ -276,32 +302,35 @@ def test_reconnecting_does_not_put_an_announcer_ahead() -> None:
     assert g.failures == {"x": 1}, "an accepted copy clears its address"
 
 
-def test_wants_whose_announcers_have_their_fill_wait_without_work(monkeypatch: pytest.MonkeyPatch) -> None:
+class Counting(ProofGossip):
+    """Counts the wants it looks at (a subclass: a compiled ProofGossip's methods cannot be
+    replaced on it, `make test-compiled`)."""
+
+    calls = 0
+
+    def _choose(self, announcers: list[Any], asks: dict[Any, list[P.ProofId]]) -> Any:
+        self.calls += 1
+        return super()._choose(announcers, asks)
+
+
+def test_wants_whose_announcers_have_their_fill_wait_without_work() -> None:
     """Five peers announce twice what may be asked of them: what is not asked waits (parked)
     and `due` does not look at it again; it is asked when its announcer answers, within room."""
-    g = gossip()
-    calls = 0
-    choose = g._choose
-
-    def counting(*args: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        return choose(*args)
-
-    monkeypatch.setattr(g, "_choose", counting)
+    g = gossip(kind=Counting)
+    assert isinstance(g, Counting)
     cap, peers = L.MAX_PROOFS_ASKED_PER_PEER, [f"out-{n}" for n in range(5)]
     for n, peer in enumerate(peers):
         announce(g, peer, [(key, 10) for key in MANY[n * 2 * cap:(n + 1) * 2 * cap]])
     assert all(state(g, p).asked == cap for p in peers)
     g.due(0)
-    calls = 0
+    g.calls = 0
     for second in range(1, 30):
         assert g.due(second) == []
-    assert calls == 0, "parked wants cost nothing while their announcers are full"
+    assert g.calls == 0, "parked wants cost nothing while their announcers are full"
     answer = g.answered("out-0", [], now=30)  # its first GetProofs: room for that many more
     assert sum(len(request.ids) for _, request in answer.requests) == MAX_PROOF_IDS
     assert {peer for peer, _ in answer.requests} == {"out-0"} and state(g, "out-0").asked == cap
-    assert calls == MAX_PROOF_IDS, "only the wants asked now were looked at"
+    assert g.calls == MAX_PROOF_IDS, "only the wants asked now were looked at"
 
 
 def test_an_inbound_peer_offers_a_bounded_share_one_id_a_signer_and_none_from_the_future() -> None:

@@ -5,7 +5,8 @@ and a peer's) on a stopped clock: the clock's second is part of get_info's key, 
 still, a kept answer can only be refreshed by the node's revision (`Node.revision`). For each kind
 of change the node can make (a transaction admitted, a block, a reorganisation, a peer's uptime
 proof, the network's word on our own proof either way, the sync target, stale transactions dropped
-while building a block) the kept get_info or get_service_nodes answer must show it at once; the
+while building a block, and the records written straight, past any Node method: the mempool, the
+proof book, the upgrade watch) the kept get_info or get_service_nodes answer must show it at once; the
 peer count and the clock's second, which are not the node's, must show too. With nothing changed,
 both answers are the very objects kept.
 """
@@ -22,6 +23,7 @@ import pytest
 from snode import __version__
 from snode.api import types as T
 from snode.common.clock import MockableClock
+from snode.core import mempool as mp
 from snode.core.proofs import ProofRefusal, make_proof
 from snode.core.service_nodes import StateChangeKind
 from snode.devchain import key_from_label
@@ -156,9 +158,33 @@ async def drop_stale_transactions_while_leading_a_round(lab: Lab) -> Shows:
     return lambda info, _: info.mempool_size == 0
 
 
+async def swap_the_pool_straight(lab: Lab) -> Shows:
+    """A mempool written without any Node method: nothing counts it but `Node.revision` itself."""
+    node = lab.node
+    node.pool, _ = mp.admit(node.pool, lab.chain.transfer_tx(BOB, DAVE.public, COIN), node.state, node.consensus,
+                            now=lab.now, verifier=node.verifier)
+    return lambda info, _: info.mempool_size == 1
+
+
+async def record_a_proof_straight_in_the_book(lab: Lab) -> Shows:
+    """A proof written in the book without `Node.accept_proof` (the simulation's judges did so)."""
+    lab.node.proofs.record(PEER_SN.public, lab.now, ("203.0.113.6", 9232))
+    return lambda _, listed: proof_time(listed, PEER_SN.public) == lab.now
+
+
+async def learn_of_a_fork_straight_in_the_upgrade_watch(lab: Lab) -> Shows:
+    """Proofs tell the upgrade watch of a fork this node does not know, written past
+    `Node.accept_proof`: get_info says what to do (`UpgradeWatch.revision` counts it)."""
+    for source in ("ab", "cd", "ef"):
+        lab.node.upgrade.learn_from_proof("zeta", lab.node.height + 3, lab.node.height, version="9.0.0",
+                                          source=source * 8, needed=0)
+    return lambda info, _: info.upgrade_required is not None
+
+
 CHANGES = [admit_a_transaction, adopt_a_block, reorganise, accept_a_peers_proof, our_proof_accepted,
            our_proof_refused, note_a_sync_target, drop_stale_transactions_while_building,
-           drop_stale_transactions_while_leading_a_round]
+           drop_stale_transactions_while_leading_a_round, swap_the_pool_straight,
+           record_a_proof_straight_in_the_book, learn_of_a_fork_straight_in_the_upgrade_watch]
 
 
 @pytest.mark.parametrize("change", CHANGES, ids=lambda f: f.__name__)

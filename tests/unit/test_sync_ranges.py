@@ -19,7 +19,7 @@ from snode.core.crypto import SigningKey
 from snode.core.encoding import encode
 from snode.net import protocol as P
 from snode.net.limits import MAX_SYNC_SOURCES, SCORE_SYNC_STALL, SCORE_SYNC_TIMEOUT, SYNC_HEDGE_S
-from snode.net.peer import Peer, RequestTimeout
+from snode.net.peer import Peer, PeerWriter, RequestTimeout
 from snode.params import REGTEST
 from snode.services import sync_ranges
 from snode.services.sync import Syncer, _Ask, _Run
@@ -116,7 +116,7 @@ class _Source(Peer):
     def __init__(self, key: str, proven: int, reply: P.Blocks | None = None, *, fail: bool = False) -> None:
         self.ip, self.port, self.key, self.height, self.proven = key, 9230, key, proven, proven
         self.hello, self.tip_header, self.blocks_owed, self.pending = object(), None, 0, None  # type: ignore[assignment]
-        self.writer = SimpleNamespace(is_closing=lambda: False)  # type: ignore[assignment]
+        self.writer = PeerWriter(SimpleNamespace(is_closing=lambda: False))  # type: ignore[arg-type]
         self.outbound, self.reply, self.fail, self.asked, self.closed = True, reply, fail, 0, False
 
     def ask_blocks(self, locator: list[bytes], max_count: int) -> asyncio.Future[P.Blocks]:

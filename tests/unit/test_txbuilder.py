@@ -7,7 +7,7 @@ import pytest
 from snode.core.encoding import encode
 from snode.core.errors import InvalidTransaction
 from snode.core.transactions import Transfer, TxOut
-from snode.core.txbuilder import build_transfer, estimate_fee
+from snode.core.txbuilder import build_transfer, estimate_fee, transfer_at_rate
 from snode.devchain import key_from_label
 from snode.params import COIN
 
@@ -22,6 +22,16 @@ def test_transfer_pays_exactly_the_minimum_fee_and_returns_change(chain):
     assert tx.outputs[1].owner == ALICE.public
     assert fee == estimate_fee(1, [TxOut(BOB.public, 5 * COIN)], Transfer(), chain.params)
     assert fee >= chain.params.fee_per_byte * len(encode(tx))
+    chain.submit(tx)
+
+
+@pytest.mark.parametrize("times", [1, 100])
+def test_transfer_at_rate_pays_exactly_that_rate_a_byte(chain, times):
+    rate = times * chain.params.fee_per_byte
+    (coin,) = chain.spendable(ALICE.public)
+    tx = transfer_at_rate(coin, ALICE, BOB.public, rate, chain.params)
+    assert [o.owner for o in tx.outputs] == [BOB.public]
+    assert coin[1].amount - tx.outputs[0].amount == rate * len(encode(tx))
     chain.submit(tx)
 
 

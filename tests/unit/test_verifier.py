@@ -122,15 +122,22 @@ def test_start_brings_the_workers_up_before_the_first_batch(pool: VerifierPool) 
 
 
 def test_workers_that_cannot_start_leave_the_checks_inline(
-    pool: VerifierPool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(verifier_module, "RETRY_START_S", 0.0)  # tried again at the next batch
-    with monkeypatch.context() as patch:
-        patch.setattr(sys, "executable", "/nonexistent/python")
-        pool.start()
-        assert pool.worker_pids() == []
-        assert "cannot start a signature worker process" in caplog.text
-        assert pool(checks(300, bad=(211,))) == 211  # inline
-        assert pool.submit(checks(100)).result() == -1
-    assert pool(checks(300, bad=(7,))) == 7
-    assert len(pool.worker_pids()) == 2
+    now = [1_000.0]
+    pool = VerifierPool(2, clock=lambda: now[0])  # a fake clock times the retry
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(sys, "executable", "/nonexistent/python")
+            pool.start()
+            assert pool.worker_pids() == []
+            assert "cannot start a signature worker process" in caplog.text
+            assert pool(checks(300, bad=(211,))) == 211  # inline
+            assert pool.submit(checks(100)).result() == -1
+        assert pool(checks(300, bad=(5,))) == 5
+        assert pool.worker_pids() == [], "not tried again before RETRY_START_S"
+        now[0] += verifier_module.RETRY_START_S
+        assert pool(checks(300, bad=(7,))) == 7
+        assert len(pool.worker_pids()) == 2
+    finally:
+        pool.close()

@@ -39,6 +39,7 @@ from snode.app.datadir import DataDir, check_writable
 from snode.app.rpc_access import AdminAccess
 from snode.node.events import SyncProgress
 from snode.node.batches import replay_stored_blocks
+from snode.node.checksum_primer import ChecksumPrimer
 from snode.node.disk_watch import DiskWatch
 from snode.net import address_file
 from snode.node.node import Identity, Node
@@ -188,7 +189,7 @@ class Daemon:
         peers = PeerManager(node, bind_ip=cfg.p2p_bind.host, listen_port=cfg.p2p_bind.port,
                             priority=[str(e) for e in cfg.priority_nodes],
                             saved_peers=self.saved_peers,
-                            save_peers=lambda addresses: writer.call(node.store.save_peers, addresses),
+                            save_peers=lambda addresses: writer.call(node.save_peers, addresses),
                             book_file=cfg.data_dir / address_file.FILE_NAME)
         relay = Relay(peers, writer)
         syncer = Syncer(peers, relay, writer)
@@ -203,6 +204,7 @@ class Daemon:
             quorumnet = QuorumNet(node, node.identity.key, bind_ip=cfg.p2p_bind.host, port=cfg.quorumnet_port,
                                   descriptors=self.descriptors)
         equivocations = EquivocationWatch(node, quorumnet) if quorumnet is not None else None
+        ChecksumPrimer(node)  # lives by its subscription to the node's hub
         duties = ServiceNodeDuties(
             node, peers, quorumnet=quorumnet, on_doppelganger=self.fail,
             doppelganger_wait=0 if cfg.skip_doppelganger_check else 2 * cfg.params.proof_interval,
@@ -217,7 +219,7 @@ class Daemon:
             from snode.app.progress import SyncProgressBar
 
             bar = SyncProgressBar()
-            node.hub.subscribe(SyncProgress, lambda e: bar.update(e.height, e.target))
+            node.subscribe(SyncProgress, lambda e: bar.update(e.height, e.target))
         methods = MethodTable(node, request_stop=self.request_stop, peers=peers, duties=duties,
                               writer=writer, clock=self.clock)
         app = self._admin_app(node, methods, counters, feed, disk, duties)

@@ -5,6 +5,6 @@ Every module here is offered to every layer (`__all__`).
 """
 
 __all__ = [
-    "aio", "clock", "data_dir", "decode_reasons", "descriptors", "endpoints", "entry", "events",
+    "aio", "clock", "compiled", "data_dir", "decode_reasons", "descriptors", "endpoints", "entry", "events",
     "files", "logs", "network_flags", "procs", "sealed", "text", "usage_words",
 ]

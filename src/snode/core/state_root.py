@@ -156,6 +156,24 @@ def before_block(checksum: Checksum, state: ChainState, undo: Undo) -> Checksum:
     return with_entries(checksum, removed, added)
 
 
+def caught_up(checksum: Checksum, old: ChainState, new: ChainState, undos: Iterable[Undo]) -> Checksum:
+    """The checksum of `new` from `checksum`, that of `old`, an ancestor of it, and the undo
+    records of the blocks between them (any order): each key one of them touched is taken out
+    at its value in `old` and put back at its value in `new`. O(keys touched), whatever the size
+    of the state: what a checksum summed off the event loop needs to reach the tip."""
+    touched = {(name, key) for undo in undos for name in MAP_NAMES for key, _ in getattr(undo, name)}
+    added, removed = [], []
+    for name, key in touched:
+        before, after = getattr(old, name).get(key), getattr(new, name).get(key)
+        if before == after:
+            continue
+        if before is not None:
+            removed.append((name, key, before))
+        if after is not None:
+            added.append((name, key, after))
+    return with_entries(checksum, added, removed)
+
+
 def state_root(network_id: int, state: ChainState, checksum: Checksum) -> Hash32:
     """The root of `state` whose entries' checksum is `checksum`: BLAKE2b-256 of the domain,
     the network, the height, timestamp and coins issued, and the checksum. The tip's own hash

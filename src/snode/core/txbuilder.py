@@ -23,7 +23,7 @@ from snode.core.transactions import (  # payload_spend: named here too, where th
 
 __all__ = [
     "Spendable", "build_spend", "build_transfer", "build_unlock_request", "estimate_fee",
-    "payload_spend", "sign_spend",
+    "payload_spend", "sign_spend", "transfer_at_rate",
 ]
 from snode.core.types import SIGNATURE_BYTES
 from snode.core.units import format_coins
@@ -100,6 +100,22 @@ def build_transfer(
 ) -> Transaction:
     """A signed transfer of `amount` to public key `to`."""
     return build_spend(spendable, key, [TxOut(to, amount)], Transfer(), params, signed_for=signed_for)
+
+
+def transfer_at_rate(
+    coin: Spendable, key: SigningKey, to: bytes, rate: int, params: NetworkParams, *, signed_for: ForkRules = V1,
+) -> Transaction:
+    """All of `coin` but its fee to public key `to`, the fee exactly `rate` atomic units a byte of
+    the signed transaction (a test or benchmark that needs a given fee rate, not a wallet's)."""
+    outpoint, held = coin
+    fee = rate * _size([outpoint], [TxOut(to, held.amount)], Transfer())
+    for _ in range(8):  # the amount's encoding may shrink with the fee: settles in a step or two
+        tx = sign_spend(key, [coin], [TxOut(to, held.amount - fee)], Transfer(), params, signed_for=signed_for)
+        size = len(encode(tx))
+        if fee == rate * size:
+            return tx
+        fee = rate * size
+    raise InvalidTransaction(f"no fee of exactly {rate} a byte fits a transfer of {format_coins(held.amount)}")
 
 
 def build_unlock_request(

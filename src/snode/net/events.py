@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from snode.core.blocks import Checkpoint
 from snode.net import protocol as P
@@ -23,6 +24,8 @@ class ProofMessage:
 class QuorumMessageReceived:
     """A registered service node sent a quorumnet message."""
 
+    TOPIC: ClassVar[str] = "message"
+    """Subscribers take the kinds they handle (`EventHub.subscribe(..., topics=...)`)."""
     message: P.QuorumMessage
     sender: bytes
     """The member whose connection brought it (its registered Ed25519 key, as ZAP admitted it):

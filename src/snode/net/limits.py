@@ -321,6 +321,7 @@ class PeerLimits:
     known_blocks: int = KNOWN_BLOCKS
     seen_tx_cache: int = SEEN_TX_CACHE
     max_parked: int = MAX_PARKED
+    max_known_proofs_per_peer: int = MAX_KNOWN_PROOFS_PER_PEER
 
 
 DEFAULT_LIMITS: Final = PeerLimits()

@@ -38,7 +38,7 @@ from snode.net.events import PeerBanned, PeerConnected, PeerDisconnected
 from snode.net.limits import DEFAULT_LIMITS, PeerLimits
 from snode.net.peer import Peer, PeerGone, PeerProtocol
 from snode.net.protocol import ProtocolViolation
-from snode.node.node import Node
+from snode.node.views import NetNode
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ Handler = Callable[[Peer, Any], Awaitable[None]]
 class PeerManager:
     """All peers of one node."""
 
-    def __init__(self, node: Node, *, bind_ip: str, listen_port: int, priority: list[str],
+    def __init__(self, node: NetNode, *, bind_ip: str, listen_port: int, priority: list[str],
                  saved_peers: Sequence[str] = (),
                  save_peers: Callable[[list[str]], Awaitable[None]] | None = None,
                  book_file: Path | None = None, limits: PeerLimits = DEFAULT_LIMITS,
@@ -166,7 +166,7 @@ class PeerManager:
         log.warning("banned peer %s for %d s: %s", peer.name, L.BAN_SECONDS, reason)
         for other in [p for p in self._connections if p.key == peer.key] + [peer]:
             other.close()
-        self.node.hub.publish(PeerBanned(peer.key, reason, L.BAN_SECONDS))
+        self.node.publish(PeerBanned(peer.key, reason, L.BAN_SECONDS))
 
     def misbehaving(self, peer: object, points: int, reason: str) -> None:
         """Add `points` to the score of the peer's address (Bitcoin Core's Misbehaving; kept
@@ -339,7 +339,7 @@ class PeerManager:
             if first.version >= P.FORK_ID_VERSION:
                 peer.send(self._fork_status())
             peer.send(P.GetPeers())
-            self.node.hub.publish(PeerConnected(peer, peer.height))
+            self.node.publish(PeerConnected(peer, peer.height))
             while not peer.writer.is_closing():
                 message = await self._next_message(peer)
                 if message is not None:
@@ -358,7 +358,7 @@ class PeerManager:
             if peer in self.peers:
                 self.peers.discard(peer)
                 log.info("peer %s disconnected", peer.name, extra=limited(peer))
-                self.node.hub.publish(PeerDisconnected(peer))
+                self.node.publish(PeerDisconnected(peer))
         return handshook
 
     def _reached(self, peer: Peer) -> None:

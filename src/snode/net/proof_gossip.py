@@ -31,17 +31,26 @@ but was not accepted within PROOF_JUDGE_TIMEOUT, and when the peer asked goes.
 
 A peer's state lives from its handshake to its disconnect (`gone`) and is never made again for
 a peer that is gone (`connected`): a proof judged after its sender left leaves nothing behind.
+
+What it asks of the node and the peers comes through one small interface (`GossipSide`: the
+relay's answers them) and its one clock is the node's (`common.clock.Clock`), read for the
+horizon of ids it wants; the deadlines are the caller's timer readings (`now` arguments, the
+event loop's monotonic time: a mocked clock moves what is judged, never how often it acts).
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Callable, Container, Hashable, Iterable
-from typing import Final
+from collections.abc import Container, Hashable, Iterable
+from typing import Final, Protocol
 
+from snode.common.clock import Clock
+
+from snode.common.compiled import mypyc_attr
 from snode.core.proofs import UptimeProof
 from snode.net import limits as L
+from snode.net.limits import DEFAULT_LIMITS, PeerLimits
 from snode.params import PROOF_CLOCK_TOLERANCE
 from snode.net.proof_peers import PARKED, Answer, Peer, PeerProofs, Want, bound
 from snode.net.protocol import MAX_PROOF_IDS, GetProofs, ProofId, ProofInv
@@ -54,26 +63,43 @@ cost of up to a second a hop."""
 Requests = list[tuple[Peer, GetProofs]]
 
 
+class GossipSide(Protocol):
+    """What the gossip asks of its node and its peers (the relay answers: `net.relay`)."""
+
+    def registry(self) -> Container[bytes]:
+        """The registered service nodes' keys now (only those are remembered or asked); looked
+        up once a message, not once an id."""
+        ...
+
+    def accepted_at(self, pubkey: bytes) -> int:
+        """The timestamp of the node's last accepted proof of a key (0: none)."""
+        ...
+
+    def connected(self, peer: Peer) -> bool:
+        """Whether a peer is connected and handshaken (state is made only for such a peer)."""
+        ...
+
+    def outbound(self, peer: Peer) -> bool:
+        """Whether we dialled a peer (asked first)."""
+        ...
+
+    def address(self, peer: Peer) -> Hashable:
+        """A peer's address key (`Peer.key`): its connections share their failures."""
+        ...
+
+
+@mypyc_attr(allow_interpreted_subclasses=True)  # a test counts its calls (`make compiled`)
 class ProofGossip:
     """One node's proof announcements: pending, served, wanted, per peer."""
 
-    def __init__(self, *, registry: Callable[[], Container[bytes]], accepted_at: Callable[[bytes], int],
-                 connected: Callable[[Peer], bool], outbound: Callable[[Peer], bool],
-                 clock: Callable[[], int], address: Callable[[Peer], Hashable] = lambda peer: peer) -> None:
-        self.registry = registry
-        """The registered service nodes' keys now (only those are remembered or asked); looked
-        up once a message, not once an id."""
-        self.accepted_at = accepted_at
-        """The timestamp of the node's last accepted proof of a key (0: none)."""
-        self.connected = connected
-        """Whether a peer is connected and handshaken (state is made only for such a peer)."""
-        self.outbound = outbound
-        """Whether we dialled a peer (asked first)."""
+    def __init__(self, side: GossipSide, clock: Clock, *, limits: PeerLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
+        """Its bounds that tests make small (`PeerLimits.max_known_proofs_per_peer`); the others are
+        the module constants (`limits`)."""
+        self.side = side
+        """The node and its peers, as the gossip sees them."""
         self.clock = clock
-        """The node's clock, in seconds (ids from further ahead than PROOF_CLOCK_TOLERANCE are
-        not wanted)."""
-        self.address = address
-        """A peer's address key (`Peer.key`): its connections share their failures."""
+        """The node's clock (ids from further ahead than PROOF_CLOCK_TOLERANCE are not wanted)."""
         self.failures: OrderedDict[Hashable, int] = OrderedDict()
         """Address -> ids its connections were asked for and brought no copy of that was accepted,
         less one for each that did (MAX_FAILED_ADDRESSES, oldest out). Kept across reconnects: a
@@ -101,15 +127,16 @@ class ProofGossip:
 
     def registered(self, key: bytes) -> bool:
         """Whether `key` is a registered service node's."""
-        return key in self.registry()
+        return key in self.side.registry()
 
     def state(self, peer: Peer) -> PeerProofs | None:
         """What we know of `peer`; None for a peer that is gone (its state is never made again)."""
         state = self.peers.get(peer)
-        if state is None and self.connected(peer):
+        side = self.side
+        if state is None and side.connected(peer):
             self._connections += 1
-            state = self.peers[peer] = PeerProofs(outbound=self.outbound(peer), address=self.address(peer),
-                                                  order=self._connections)
+            state = self.peers[peer] = PeerProofs(outbound=side.outbound(peer), address=side.address(peer),
+                                                  order=self._connections, cap=self.limits.max_known_proofs_per_peer)
         return state
 
     # --- out ----------------------------------------------------------------------------------
@@ -129,7 +156,7 @@ class ProofGossip:
         if source is None:
             return
         if want is not None and want.asked is source:
-            self._forgive(self.address(source))  # it brought what we asked it for
+            self._forgive(self.side.address(source))  # it brought what we asked it for
         state = self.state(source)
         if state is not None:
             state.learn(pubkey, timestamp)
@@ -176,11 +203,11 @@ class ProofGossip:
         if state is None:
             return None
         ask: list[ProofId] = []
-        horizon = self.clock() + PROOF_CLOCK_TOLERANCE
+        horizon = int(self.clock.time()) + PROOF_CLOCK_TOLERANCE
         # One pass, the common cases first and without a call: in a dense mesh most ids are of
         # proofs we have (from their signers) or were offered already.
-        registry, known, offered, served, accepted_at = self.registry(), state.known, state.offered, self.served, \
-            self.accepted_at
+        registry, known, offered, served, accepted_at = self.side.registry(), state.known, state.offered, \
+            self.served, self.side.accepted_at
         for pubkey, timestamp in ids:
             if timestamp > horizon or pubkey not in registry:
                 continue
@@ -211,7 +238,7 @@ class ProofGossip:
                 if want.due == PARKED:  # an announcer that may have room: looked at again
                     self._schedule(key, want, now if state.outbound else now + L.INBOUND_ASK_DELAY)
             self._offer(state, key)
-        bound(known)
+        bound(known, state.cap)
         return self._ask(state, ask, now)
 
     def answered(self, peer: Peer, proofs: list[UptimeProof], now: float) -> Answer:
@@ -285,7 +312,7 @@ class ProofGossip:
     def _have(self, key: ProofId) -> bool:
         pubkey, timestamp = key
         proof = self.served.get(pubkey)
-        return self.accepted_at(pubkey) >= timestamp or (proof is not None and proof.timestamp >= timestamp)
+        return self.side.accepted_at(pubkey) >= timestamp or (proof is not None and proof.timestamp >= timestamp)
 
     def _room(self, state: PeerProofs, key: ProofId) -> bool:
         """Whether `state`'s peer may be remembered as an announcer of `key` (the bounds)."""

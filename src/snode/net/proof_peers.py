@@ -41,6 +41,8 @@ class PeerProofs:
     """Its address key (`Peer.key`): what its failures are kept under, across reconnects."""
     order: int = 0
     """When it connected, among our connections (older ones are asked first)."""
+    cap: int = L.MAX_KNOWN_PROOFS_PER_PEER
+    """Entries at most in `known` and in `announced` (`PeerLimits.max_known_proofs_per_peer`)."""
 
     def has(self, pubkey: bytes, timestamp: int) -> bool:
         return self.known.get(pubkey, -1) >= timestamp
@@ -51,7 +53,7 @@ class PeerProofs:
             return
         known.pop(pubkey, None)
         known[pubkey] = timestamp
-        if len(known) > L.MAX_KNOWN_PROOFS_PER_PEER:
+        if len(known) > self.cap:
             del known[next(iter(known))]
 
     def told(self, ids: list[ProofId]) -> None:
@@ -63,20 +65,20 @@ class PeerProofs:
             known[pubkey] = timestamp
             announced.pop(pubkey, None)
             announced[pubkey] = timestamp
-        bound(known)
-        bound(announced)
+        bound(known, self.cap)
+        bound(announced, self.cap)
 
     def announce(self, pubkey: bytes, timestamp: int) -> None:
         announced = self.announced
         announced.pop(pubkey, None)
         announced[pubkey] = timestamp
-        if len(announced) > L.MAX_KNOWN_PROOFS_PER_PEER:
+        if len(announced) > self.cap:
             del announced[next(iter(announced))]
 
 
-def bound(book: dict[bytes, int]) -> None:
-    """MAX_KNOWN_PROOFS_PER_PEER entries at most, the oldest out."""
-    while len(book) > L.MAX_KNOWN_PROOFS_PER_PEER:
+def bound(book: dict[bytes, int], cap: int = L.MAX_KNOWN_PROOFS_PER_PEER) -> None:
+    """`cap` entries at most (MAX_KNOWN_PROOFS_PER_PEER), the oldest out."""
+    while len(book) > cap:
         del book[next(iter(book))]
 
 

@@ -288,7 +288,7 @@ class QuorumNet:
             return
         self._delivering = (member, last)
         try:
-            self.node.hub.publish(QuorumMessageReceived(message, member))
+            self.node.publish(QuorumMessageReceived(message, member))
         finally:
             self._delivering = None
 

@@ -25,6 +25,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Container, Hashable
 from typing import Final, NoReturn
 
 import msgspec
@@ -47,11 +48,34 @@ from snode.net.peer import Peer, PeerGone
 from snode.net.peers import PeerManager
 from snode.net.protocol import ProtocolViolation
 from snode.node.events import BlocksAdopted, ProofAccepted, TransactionAdmitted
+from snode.node.views import NetNode
 from snode.node.writer import ChainWriter, NotOnTip
 from snode.params import MAX_BLOCK_BYTES
 from snode.store.errors import StoreError
 
 log = logging.getLogger(__name__)
+
+
+class _GossipSide:
+    """The node and the peers as the proof gossip sees them (`proof_gossip.GossipSide`)."""
+
+    def __init__(self, relay: Relay) -> None:
+        self._node, self._peers = relay.node, relay.peers
+
+    def registry(self) -> Container[bytes]:
+        return self._node.state.service_nodes
+
+    def accepted_at(self, pubkey: bytes) -> int:
+        return self._node.proofs.last_accepted(pubkey)
+
+    def connected(self, peer: Hashable) -> bool:
+        return peer in self._peers.peers
+
+    def outbound(self, peer: Hashable) -> bool:
+        return isinstance(peer, Peer) and peer.outbound
+
+    def address(self, peer: Hashable) -> Hashable:
+        return peer.key if isinstance(peer, Peer) else peer
 
 
 class Relay:
@@ -61,19 +85,14 @@ class Relay:
         self.peers = peers
         self.limits = limits
         self.writer = writer
-        self.node = writer.node
+        self.node: NetNode = writer.node
         self.orphans = OrphanPool()
         self._seen_txs: OrderedDict[bytes, None] = OrderedDict()
         self._accepting: dict[bytes, dict[str, tuple[Peer, P.NewBlock]]] = {}
         """The blocks from peers that the writer is accepting now, by hash, with the copies that
         other peers sent meanwhile, by address (`max_parked` at most; the first copy's address
         under its key too, holding nothing to take up)."""
-        self.gossip = ProofGossip(registry=lambda: self.node.state.service_nodes,
-                                  accepted_at=self.node.proofs.last_accepted,
-                                  connected=lambda peer: peer in self.peers.peers,
-                                  outbound=lambda peer: isinstance(peer, Peer) and peer.outbound,
-                                  clock=self.node.now,
-                                  address=lambda peer: peer.key if isinstance(peer, Peer) else peer)
+        self.gossip = ProofGossip(_GossipSide(self), self.node.clock, limits=limits)
         peers.on(P.NewBlock, self._on_new_block)
         peers.on(P.NewTransaction, self._on_new_transaction)
         peers.on(P.Proof, self._on_proof)
@@ -84,12 +103,12 @@ class Relay:
         peers.on(P.Proofs, self._on_proofs)
         peers.on(P.GetBlocks, self._on_get_blocks)
         peers.on(P.NewCheckpoint, self._on_checkpoint)
-        hub = self.node.hub
-        hub.subscribe(BlocksAdopted, self._relay_blocks)
-        hub.subscribe(TransactionAdmitted, self._relay_transaction)
-        hub.subscribe(ProofAccepted, self._relay_proof)
-        hub.subscribe(PeerDisconnected, self._on_peer_gone)
-        hub.subscribe(PeerConnected, self._on_peer_connected)
+        node = self.node
+        node.subscribe(BlocksAdopted, self._relay_blocks)
+        node.subscribe(TransactionAdmitted, self._relay_transaction)
+        node.subscribe(ProofAccepted, self._relay_proof)
+        node.subscribe(PeerDisconnected, self._on_peer_gone)
+        node.subscribe(PeerConnected, self._on_peer_connected)
         self._announcing = False
         self._wake: tuple[float, asyncio.TimerHandle] | None = None
         """When `_ask_due` runs next, and its timer (cancelled at stop: `_announce_every`)."""
@@ -202,7 +221,7 @@ class Relay:
         peer.proven = max(peer.proven, h.height)  # signed by a key that could have made it
         if h.height <= node.height + L.ORPHAN_AHEAD:
             self.orphans.add(block, size, peer.ip)
-        node.hub.publish(BlocksAhead(peer, h.height))
+        node.publish(BlocksAhead(peer, h.height))
 
     async def _on_main_chain(self, header: BlockHeader, this: bytes) -> bool:
         """Whether we have this block (hash `this`) on the main chain already (most copies of a
@@ -279,7 +298,7 @@ class Relay:
             state = self.gossip.state(peer)
             if state is not None:
                 state.learn(message.proof.pubkey, message.proof.timestamp)
-        self.node.hub.publish(ProofMessage(peer, peer.ip, peer.name, message))
+        self.node.publish(ProofMessage(peer, peer.ip, peer.name, message))
 
     # --- proofs by announcement (`net.proof_gossip`) -------------------------------------------
 
@@ -298,9 +317,9 @@ class Relay:
         if answer.problem:
             self.peers.misbehaving(peer, L.SCORE_UNASKED_PROOFS, answer.problem)
             return
-        hub = self.node.hub
+        publish = self.node.publish
         for proof in answer.proofs:
-            hub.publish(ProofMessage(peer, peer.ip, peer.name, P.Proof(proof, relayed=True)))
+            publish(ProofMessage(peer, peer.ip, peer.name, P.Proof(proof, relayed=True)))
 
     def _on_peer_connected(self, event: PeerConnected) -> None:
         self.gossip.state(event.peer)  # made now: its connection's place among the announcers
@@ -366,7 +385,7 @@ class Relay:
             checkpoint = decode(message.checkpoint, Checkpoint)
         except DecodeError as err:
             raise ProtocolViolation(f"sent a checkpoint that does not decode: {err.reason}") from None
-        self.node.hub.publish(CheckpointMessage(peer, checkpoint))
+        self.node.publish(CheckpointMessage(peer, checkpoint))
 
     async def _on_get_blocks(self, peer: Peer, message: P.GetBlocks) -> None:
         """One request at a time (the peer's messages wait while this runs): answered once the

@@ -4,6 +4,6 @@ Others use the modules in `__all__`; the rest is its own.
 """
 
 __all__ = [
-    "batches", "disk_watch", "events", "node", "proofs", "readiness", "saved", "upgrade",
-    "verifier", "verify_worker", "writer",
+    "batches", "checksum_primer", "disk_watch", "events", "node", "proofs", "readiness", "saved", "upgrade",
+    "verifier", "verify_worker", "views", "writer",
 ]

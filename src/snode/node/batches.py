@@ -10,6 +10,7 @@ the bad one and refuses the rest.
 
 from __future__ import annotations
 
+import bisect
 import gc
 import logging
 from collections.abc import Iterator, Sequence
@@ -105,13 +106,14 @@ class StoredBatch:
 def stage(
     base: ChainState, blocks: list[Block], consensus: Consensus, verifier: Verifier, now: int, *,
     after: StagedBatch | None = None, extending: StagedBatch | None = None,
-    template: CheckedTemplate | None = None, assume_valid: bytes | None = None,
+    template: CheckedTemplate | None = None, assume_valid: bytes | None = None, chunk: int = VERIFY_CHUNK,
 ) -> StagedBatch:
     """`Node.stage_batch`: apply `blocks` on `base` (the tip, or `after`'s state), or joined to
     `extending`, handing their signatures to `verifier` in chunks. `template`: a check of one
     of them as a template, whose result that block takes if it is provably the same block on
     the same parent (`apply_final`). `assume_valid`: a block hash; the blocks before it among
-    `blocks` (its ancestors: each is applied on the one before) skip their input signatures."""
+    `blocks` (its ancestors: each is applied on the one before) skip their input signatures.
+    `chunk`: the checks handed to the verifier at a time, at least (VERIFY_CHUNK)."""
     if extending is not None:
         if after is not None:
             raise ValueError("stage_batch takes `after` or `extending`, not both")
@@ -127,8 +129,35 @@ def stage(
         if after is not None and after.failure is not None:
             batch.failure = after.failure  # nothing can follow an invalid block
     with collector_paused():
-        _apply_into(batch, blocks, consensus, verifier, now, template, assumed_valid(blocks, assume_valid))
+        _apply_into(batch, blocks, consensus, verifier, now, template, assumed_valid(blocks, assume_valid), chunk)
     return batch
+
+
+def store_staged(store: Store, batch: StagedBatch, *, defer_state: bool, flush_blocks: int) -> StoredBatch:
+    """`Node.store_batch`: write a staged batch's rows while its last signature checks finish,
+    then commit them, or roll them back on a bad signature and commit the blocks before the bad
+    one alone. `defer_state`: the store may keep the state rows in memory (`ChainStore.write`),
+    while the stored state is fewer than `flush_blocks` blocks behind."""
+    commits, failure = batch.commits, batch.failure
+    if not commits:
+        return StoredBatch(batch.base, [], failure)
+    defer = defer_state and failure is None and batch.state.height - store.state_height() < flush_blocks
+    with collector_paused():
+        pending = store.write([], commits, defer_state=defer)
+        try:
+            bad = batch.first_bad_signature()
+        except BaseException:
+            pending.rollback()
+            raise
+        if bad < 0:
+            pending.commit()
+        else:
+            pending.rollback()
+            failure = InvalidBlock(f"{batch.checks[bad].what} has a bad signature")
+            commits = batch.valid_prefix(bisect.bisect_right(batch.ends, bad))
+            if commits:
+                store.commit_blocks(commits)
+    return StoredBatch(batch.base, commits, failure)
 
 
 def check_trusted(blocks: Sequence[Block], trusted: tuple[int, bytes] | None) -> None:
@@ -157,7 +186,7 @@ def assumed_valid(blocks: Sequence[Block], assume_valid: bytes | None) -> int:
 
 def _apply_into(
     batch: StagedBatch, blocks: list[Block], consensus: Consensus, verifier: Verifier, now: int,
-    template: CheckedTemplate | None, assumed: int = 0,
+    template: CheckedTemplate | None, assumed: int = 0, chunk: int = VERIFY_CHUNK,
 ) -> None:
     checks = batch.checks
     chunk_start = len(checks)
@@ -168,7 +197,7 @@ def _apply_into(
         if assumed > len(batch.commits) - first:  # an ancestor of the assume-valid block: inputs skipped
             block_checks = [check for check in block_checks if not check.input]
         checks.extend(block_checks)
-        if len(checks) - chunk_start >= VERIFY_CHUNK:
+        if len(checks) - chunk_start >= chunk:
             batch.pending.append((chunk_start, verifier.submit(checks[chunk_start:])))
             chunk_start = len(checks)
         return -1

@@ -8,6 +8,7 @@ subscriber that reads the node sees the new tip, the new mempool, the new proof.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from snode.core.blocks import Block
 from snode.core.proofs import UptimeProof
@@ -51,6 +52,8 @@ class TransactionAdmitted:
 class ProofAccepted:
     """This node accepted an uptime proof (its own included)."""
 
+    TOPIC: ClassVar[str] = "source"
+    """A subscriber of only this node's own proofs takes `topics=(type(None),)` (`common.events`)."""
     proof: UptimeProof
     source: object | None
     """The peer it came from, or None when this node made it."""

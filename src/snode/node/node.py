@@ -11,45 +11,47 @@ on the caller's thread, for tests and for the simulation.
 The node is built from what it is given: a store (`store.protocol.Store`: SQLite, or in
 memory), a signature verifier (`Verifier`: worker processes, or inline), an event hub and a
 clock. It opens nothing itself, so many nodes can share one process. Only the node writes its
-fields; other layers read them or call its methods.
+fields; other layers read them or call its methods, most through the narrow view they need
+(`node.views`: mypy holds them to it).
 """
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import logging
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from snode import __version__
 from snode.common.clock import Clock, SystemClock
 from snode.common.events import EventHub
-from snode.common.text import STATUS_LINE_LIMIT, printable
 from snode.core import mempool as mp
 from snode.core.blocks import Block, Checkpoint, block_hash
 from snode.core.chain import locator_heights
 from snode.core.crypto import SigningKey
 from snode.core.encoding import encode
-from snode.core.errors import InvalidBlock, SnodeError
+from snode.core.errors import SnodeError
 from snode.core.genesis import Consensus
 from snode.core.production import build_block
-from snode.core.proofs import InvalidProof, ProofRefusal, UptimeProof, parse_proof_version, semver_text
-from snode.core.service_nodes import status_words
-from snode.core.standing import Departure, credit_warning, departure_in, departure_words
+from snode.core.proofs import (
+    InvalidProof, ProofRefusal, Semver, UptimeProof, parse_proof_version, parse_semver, semver_text,
+)
+from snode.core.standing import Departure, credit_warning, departure_in
 from snode.core.pulse import Mode, production_mode
 from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
+from snode.core.state_root import Checksum, with_checksum
 from snode.core.transactions import Registration, Transaction, txid
 from snode.core.transition import check_block_stateless
-from snode.core.units import format_age
 from snode.node.batches import (
-    Reorganization, StagedBatch, StaleBatch, StoredBatch, check_trusted, collector_paused, reorganization, stage,
+    VERIFY_CHUNK, Reorganization, StagedBatch, StaleBatch, StoredBatch, check_trusted, reorganization, stage,
+    store_staged,
 )
-from snode.node.events import BlocksAdopted, ChainReorganized, OwnProofAccepted, OwnProofRefused, ProofAccepted
+from snode.node.events import BlocksAdopted, ChainReorganized, ProofAccepted
 from snode.node.events import SyncProgress, TransactionAdmitted
 from snode.node.owners import OwnerIndex
 from snode.node.participation import LIVE_SECONDS, ParticipationBook
 from snode.node.own_proof import Identity, OwnProof
-from snode.node import saved
+from snode.node import saved, status
 from snode.node.proofs import check_against
 from snode.node.templates import CheckedTemplates
 from snode.node.upgrade import CannotValidateYet, UpgradeWatch
@@ -60,11 +62,22 @@ from snode.store.protocol import Store
 
 log = logging.getLogger(__name__)
 
+E = TypeVar("E")
+
 STATE_FLUSH_BLOCKS = 3_000
 """A syncing node writes the state tables at most this many blocks apart (ChainStore's `defer_state`); after
 a crash it applies up to that many stored blocks again at start-up (about 0.3 ms each with their reads, no
 signatures). 5,000 synced 100,000 blocks about 2 % faster, but a start-up after a crash at 99,000 blocks
 took 2.7 s with 4,000 to apply, too close to the 3 s restart target."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLimits:
+    """The bounds of the node's own work, as one record (tests pass small ones)."""
+
+    state_flush_blocks: int = STATE_FLUSH_BLOCKS
+    verify_chunk: int = VERIFY_CHUNK
+    """Signature checks handed to the verifier at a time, at least (`batches.stage`)."""
 
 
 class Node:
@@ -82,8 +95,9 @@ class Node:
         state: ChainState, identity: Identity | None, producer_key: SigningKey | None,
         hub: EventHub | None = None, clock: Clock | None = None, verifier: Verifier | None = None,
         pool_limits: mp.PoolLimits | None = None, upgrade: UpgradeWatch | None = None,
+        limits: NodeLimits | None = None,
     ) -> None:
-        self.params = params
+        self.params, self.limits = params, limits if limits is not None else NodeLimits()
         self.upgrade = upgrade if upgrade is not None else UpgradeWatch(params)
         """What this node learnt of forks it does not know, and the blocks kept for them."""
         self.consensus = consensus
@@ -109,18 +123,17 @@ class Node:
         making them all at once."""
         self._accepted = 0  # transactions admitted since the last block, for its log line
         self.proofs = restored.proofs
-        """This node's view of every SN's uptime proofs; only the node writes it."""
+        """This node's view of every SN's uptime proofs; only the node writes it (`record_proof`)."""
         self.saved = saved.SavedState(restored)
         """What of the proof book and the mempool is saved as it is now (kept across restarts)."""
         self.own_proof = OwnProof(params, identity, self.keys, book=self.proofs, hub=self.hub,
-                                  tip=lambda: self._state)
+                                  tip=lambda: self._state, record=self.record_proof)
         """This daemon's own proofs: signing and sending them, and the network's word on them."""
         self.participation = ParticipationBook(params)
         """This node's view of every SN's block-production duties; only the node writes it."""
-        self._target_height = 0
-        self.revision = 0  # counts every change an RPC answer can show (`rpc.answers` keeps each until it moves)
-        for verdict in (OwnProofAccepted, OwnProofRefused):  # `OwnProof`'s changes of the proof book
-            self.hub.subscribe(verdict, self._revise)
+        self._target_height = self._revision = 0
+        self._seen: tuple[mp.Mempool | None, int, bytes, int, Departure | None] = (None, -1, b"", 0, None)
+        """What `revision` last saw (the mempool held, so compared by identity: `revision`)."""
         self.sn_versions: dict[bytes, str] = {}
         """The `version` of each service node's last accepted proof (readiness for a fork)."""
         self.outdated: dict[bytes, int] = {}
@@ -165,9 +178,42 @@ class Node:
         """The highest final height (no reorganisation may undo a block at or below it)."""
         return immutable_height(self._state)
 
+    @property
+    def revision(self) -> int:
+        """Counts the changes an RPC answer can show (`rpc.answers` keeps each until it moves).
+        Derived from the values those answers read (the tip, the mempool, the sync target, this
+        key's departure, and the versions of the proof book, our own proof's verdicts, the
+        participation book and the upgrade watch): no writer has to remember to count."""
+        # One pass, in the order things change most: each version only grows, so their sum is
+        # the same only while none of them moved.
+        state, seen = self._state, self._seen
+        versions = self.proofs.version + self.own_proof.version + self.participation.version + self.upgrade.revision
+        if (seen[0] is not self.pool or seen[1] != versions or seen[2] != state.tip_hash
+                or seen[3] != self._target_height or seen[4] is not self.departure):
+            self._seen = (self.pool, versions, state.tip_hash, self._target_height, self.departure)
+            self._revision += 1
+        return self._revision
+
     def now(self) -> int:
         """The daemon's clock, in whole seconds (a regtest node's may be mocked)."""
         return int(self.clock.time())
+
+    @property
+    def proof_refusal(self) -> str:
+        """Why a peer last refused this node's own proof ('' if none has; get_info's
+        `last_uptime_proof_rejection`), kept after a later proof is accepted."""
+        return self.own_proof.refusal
+
+    @property
+    def refused_reason(self) -> str:
+        """Why peers refuse this node's proofs now, in our words ('' while they do not)."""
+        return self.own_proof.refused_reason if self.identity is not None else ""
+
+    @property
+    def own_snoded(self) -> Semver:
+        """The snoded version this node's proofs say (its own, or `--test-sn-version`'s)."""
+        own = self.own_proof
+        return own.advertised or parse_semver(own.version_text()) or (0, 0, 0)
 
     def block_at(self, height: int) -> Block | None:
         """The main-chain block at `height`, None above the tip."""
@@ -182,6 +228,11 @@ class Node:
         block = self.store.get_block(hash_)
         assert block is not None, "every main-chain block is stored"
         return block, self.store.get_undo(hash_)
+
+    def keep_checksum(self, checksum: Checksum) -> None:
+        """Keep `checksum`, the tip state's, with it (`node.checksum_primer`: summed off the
+        loop before fork v2); the store writes it with the next block."""
+        self._state = with_checksum(self._state, checksum)
 
     def block_by_hash(self, hash_: bytes) -> Block | None:
         """Any stored block by its hash (main chain or undone by a reorg), or None."""
@@ -224,19 +275,8 @@ class Node:
         return out
 
     def sn_state_word(self) -> str:
-        """The status line's `SN:` state: `no` (not a service node), the node table's word
-        (`service_nodes.status_words`), or for a key not in the registry: `registration pending`
-        (one waits in the mempool), how it left (`standing.departure_words`), else `not registered`."""
-        if self.identity is None:
-            return "no"
-        node = self.state.service_nodes.get(self.identity.key.public)
-        if node is not None:
-            return status_words(node)
-        if self.registration_pending():
-            return "registration pending"
-        if self.departure is not None:
-            return departure_words(self.departure, self.height, self.params)
-        return "not registered"
+        """The status line's `SN:` state (`node.status.sn_state_word`)."""
+        return status.sn_state_word(self)
 
     def registration_pending(self) -> bool:
         """A registration of this service node's key waits in the mempool."""
@@ -273,7 +313,6 @@ class Node:
         if self.identity is not None and self.departure is None \
                 and self.identity.key.public not in self._state.service_nodes:
             self.departure = departure
-            self.revision += 1
 
     def _departure_after(self, state: ChainState, blocks: list[Block]) -> None:
         """Keep `departure` true when `state` replaces the tip by `blocks`."""
@@ -289,34 +328,35 @@ class Node:
             self.departure = found
 
     def status_line(self, now: int) -> str:
-        """`v<version>; Height: <n>, SN: <state>, proof: <age>` (the specification's fields,
-        always), then `, refused: <why>` while peers refuse this node's proofs, and the credit's
-        warning while it is short of an outage (`standing.credit_warning`); escaped (`common.text`)."""
-        # The network's view: the last proof a peer accepted, and why peers refuse the newer
-        # ones if they do (a proof this node signed and sent is not yet a proof).
-        last = self.proofs.last_accepted(self.identity.key.public) if self.identity is not None else 0
-        line = (f"v{__version__}; Height: {self.height}, SN: {self.sn_state_word()}, "
-                f"proof: {format_age(now - last) if last else 'never'}")
-        if self.identity is not None and self.own_proof.refused_reason:
-            line += f", refused: {self.own_proof.refused_reason}"
-        upgrade = self.upgrade.status_part(self.height, now)
-        if upgrade:
-            line += f", {upgrade}"
-        if self.snapshot_download is not None and not self.snapshot_download.done:
-            line += f", {self.snapshot_download.words()}"
-        warning = self.credit_warning()
-        if warning:
-            line += f", {warning}"
-        return printable(line, STATUS_LINE_LIMIT)
+        """The operator's status line (`node.status.status_line`)."""
+        return status.status_line(self, now)
 
     # --- transactions and proofs --------------------------------------------------------------
+
+    def publish(self, event: object) -> None:
+        """Tell the node's subscribers what happened (the layers on the node publish theirs
+        here too: `net.events`)."""
+        self.hub.publish(event)
+
+    def subscribe(self, kind: type[E], handler: Callable[[E], None], *, topics: tuple[type, ...] = ()) -> None:
+        """Call `handler` for every event of type `kind` published on this node's hub (with
+        `topics`, only those whose topic field holds one of them: `EventHub.subscribe`)."""
+        self.hub.subscribe(kind, handler, topics=topics)
+
+    def hub_counts(self) -> tuple[int, int]:
+        """(events published, subscriber calls) on this node's hub so far (`/metrics`)."""
+        return self.hub.published, self.hub.deliveries
+
+    def send_proof(self, now: int, *, alone: bool = False) -> UptimeProof:
+        """Sign this service node's next uptime proof and hand it to the network (`OwnProof.send`)."""
+        return self.own_proof.send(now, alone=alone)
+
 
     def submit_transaction(self, tx: Transaction, now: int, *, source: object = None) -> bytes:
         """Admit a transaction to the mempool (P2P relays it on TransactionAdmitted);
         SnodeError says why not. `source` is the peer it came from, if any."""
         before = len(self.pool)
         self.pool, entry = mp.admit(self.pool, tx, self.state, self.consensus, now=now, verifier=self.verifier)
-        self.revision += 1
         self._accepted += 1
         left = before + 1 - len(self.pool)
         # One line per transaction only at DEBUG: anyone can send thousands; each block's line counts them.
@@ -331,10 +371,16 @@ class Node:
         InvalidProof says why not. `signature_checked`: its signature was verified already (in
         a batch); every other rule is checked here, against the proofs recorded so far."""
         self.check_proof(proof, now, signature=not signature_checked)
-        self.proofs.record(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port), now=now)
+        self.record_proof(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port), now=now)
         self._note_version(proof)
-        self.revision += 1
         self.hub.publish(ProofAccepted(proof, source, relayed))
+
+    def record_proof(self, pubkey: bytes, timestamp: int, endpoint: tuple[str, int], *,
+                     now: int | None = None) -> None:
+        """The one writer of the proof book (`ProofBook.record`): a proof of `pubkey` the network
+        accepted (a peer's, checked by `accept_proof`; our own, as `OwnProof` hands it; the
+        simulation's, as its judges hand them)."""
+        self.proofs.record(pubkey, timestamp, endpoint, now=now)
 
     def check_proof(self, proof: UptimeProof, now: int, *, signature: bool = True) -> None:
         """Whether this node would accept a peer's `proof` now, on the tip and after the proofs
@@ -372,11 +418,7 @@ class Node:
         """The best height a peer has proven (the sync service's call); the target is 0 once
         the node has it."""
         self._target_height = target = best_peer_height if best_peer_height > self.height else 0
-        self.revision += 1
         self.hub.publish(SyncProgress(self.height, target))
-
-    def _revise(self, _event: object = None) -> None:
-        self.revision += 1
 
     # --- blocks: the three steps --------------------------------------------------------------
 
@@ -403,7 +445,7 @@ class Node:
         blocks = self._validatable(blocks, base)
         template = self.templates.of(blocks) if after is None and extending is None else None
         batch = stage(base, blocks, self.consensus, self.verifier, now, after=after, extending=extending,
-                      template=template, assume_valid=self.assume_valid)
+                      template=template, assume_valid=self.assume_valid, chunk=self.limits.verify_chunk)
         self.templates.taken(batch.reused - (extending.reused if extending is not None else 0))
         return batch
 
@@ -416,7 +458,6 @@ class Node:
             added = self.upgrade.park([(b.header.height, block_hash(b.header), encode(b)) for b in kept])
             reason = self.upgrade.refusal(kept[0].header.height)
             if added:
-                self.revision += 1
                 log.warning("%s (%d blocks kept)", reason, len(self.upgrade.pending()))
             if not fine:
                 raise CannotValidateYet(reason)
@@ -441,31 +482,11 @@ class Node:
         touched. StaleBatch when the batch's parent is no longer the tip.
 
         `defer_state`: a sync batch with more to come; the store may keep its state rows in
-        memory (`ChainStore.write`), up to STATE_FLUSH_BLOCKS blocks.
+        memory (`ChainStore.write`), up to `limits.state_flush_blocks` (STATE_FLUSH_BLOCKS) blocks.
         """
         if batch.base is not self._state:
             raise StaleBatch(f"batch staged on height {batch.base.height} is not on the tip ({self.height})")
-        commits, failure = batch.commits, batch.failure
-        if not commits:
-            return StoredBatch(batch.base, [], failure)
-        defer = (defer_state and failure is None
-                 and batch.state.height - self.store.state_height() < STATE_FLUSH_BLOCKS)
-        with collector_paused():
-            pending = self.store.write([], commits, defer_state=defer)
-            try:
-                bad = batch.first_bad_signature()
-            except BaseException:
-                pending.rollback()
-                raise
-            if bad < 0:
-                pending.commit()
-            else:
-                pending.rollback()
-                failure = InvalidBlock(f"{batch.checks[bad].what} has a bad signature")
-                commits = batch.valid_prefix(bisect.bisect_right(batch.ends, bad))
-                if commits:
-                    self.store.commit_blocks(commits)
-        return StoredBatch(batch.base, commits, failure)
+        return store_staged(self.store, batch, defer_state=defer_state, flush_blocks=self.limits.state_flush_blocks)
 
     def adopt_batch(self, stored: StoredBatch, now: int) -> int:
         """Step 3: make the stored blocks current, then raise the error that stopped the batch
@@ -528,7 +549,6 @@ class Node:
         still the tip (on a newer one they may be valid)."""
         if stale and built_on is self._state:
             self.pool = mp.remove(self.pool, stale)
-            self.revision += 1
 
     def check_template(self, block: Block, now: int) -> None:
         """A validator's check of a round leader's block: every rule of a next block but the
@@ -562,7 +582,6 @@ class Node:
         self._pool_after(blocks, undos, mined, now)
         if activation:
             self._readmit_pool(state, now)
-        self.revision += 1
         last = blocks[-1]
         log.info("block %d %s: %d transaction%s%s; mempool %d (%d accepted since the last block)",
                  last.header.height, state.tip_hash.hex()[:16],
@@ -592,10 +611,7 @@ class Node:
         for tx_id in batch:
             del queue[tx_id]
         if batch:
-            before = self.pool
             self.pool = mp.recheck(self.pool, batch, self._state, self.consensus, now=self.now())
-            if self.pool is not before:
-                self.revision += 1
         return len(queue)
 
     def _readmit_pool(self, state: ChainState, now: int) -> None:
@@ -654,6 +670,24 @@ class Node:
                 continue
 
     # --- closing ------------------------------------------------------------------------------
+
+    def save_peers(self, addresses: Sequence[str]) -> None:
+        """On the store thread: replace the saved peer addresses."""
+        self.store.save_peers(addresses)
+
+    def proofs_to_save(self) -> dict[str, bytes]:
+        """The proof book as the store keeps it, if it changed since the last save (`node.saved`);
+        on the event loop. Hand it to `write_saved` on the store thread."""
+        return self.saved.changed(self.proofs)
+
+    def write_saved(self, items: dict[str, bytes]) -> None:
+        """On the store thread: store what `proofs_to_save` took."""
+        saved.write(self.store, items)
+
+    def saved_not_written(self) -> None:
+        """What `proofs_to_save` took was not written: it is taken again next time."""
+        self.saved.not_written()
+
 
     def flush_state(self) -> None:
         """Write the state the store deferred during a sync (`store_batch(defer_state=...)`); a refused

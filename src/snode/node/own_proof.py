@@ -10,7 +10,8 @@ the last accepted proof keeps growing. The words are ours, made from the refusal
 verdict on which proof is the service-node duties' business (`services.sn_duties`).
 
 `OwnProof` owns all of this: the proofs sent, the refusal and who last accepted. It is built from
-what it needs (the identity, our keys, the node's proof book, hub and tip), not from the node.
+what it needs (the identity, our keys, a read view of the node's proof book, the node's writer of
+it, hub and tip), not from the node. It never writes the book: it hands the node what to record.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from snode import __version__
 from snode.common.events import EventHub
@@ -30,7 +32,7 @@ from snode.core.proofs import (
 )
 from snode.core.state import ChainState
 from snode.node.events import OwnProofAccepted, OwnProofRefused, ProofAccepted
-from snode.node.proofs import ProofBook, check_against
+from snode.node.proofs import check_against
 from snode.params import NetworkParams
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,16 @@ log = logging.getLogger(__name__)
 QUORUM_MEMBER = "this node, the quorum (no peers)"
 KEEP_SENT = 8
 """Own proofs remembered, so that a copy a peer relays back counts only if it is one of them."""
+
+
+class ProofTimes(Protocol):
+    """What of the proof book this daemon's own proofs read."""
+
+    def last_accepted(self, pubkey: bytes) -> int: ...
+
+
+Record = Callable[[bytes, int, tuple[str, int]], None]
+"""The proof book's writer (`Node.record_proof`): key, accepted proof's timestamp, endpoint."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,18 +63,20 @@ class Identity:
 
 
 class OwnProof:
-    """The node's own proofs. It writes its own fields and the node's ProofBook (a proof of ours
-    the network accepted), and publishes on the node's hub."""
+    """The node's own proofs. It writes its own fields, hands `record` a proof of ours the network
+    accepted (the node writes it in its ProofBook), and publishes on the node's hub."""
 
     def __init__(
         self, params: NetworkParams, identity: Identity | None, keys: tuple[SigningKey, ...], *,
-        book: ProofBook, hub: EventHub, tip: Callable[[], ChainState],
+        book: ProofTimes, hub: EventHub, tip: Callable[[], ChainState], record: Record | None = None,
     ) -> None:
         self._params = params
         self._identity = identity
         self._keys = keys
         """All of this daemon's keys (the quorum may hold its authority key rather than its SN key)."""
         self._book = book
+        self._record: Record = record if record is not None else lambda *_: None
+        """The node's writer of the book (None: a stand-alone OwnProof, whose acceptances no book keeps)."""
         self._hub = hub
         self._tip = tip
         self._sent: dict[int, UptimeProof] = {}
@@ -81,6 +95,9 @@ class OwnProof:
         self.advertised: Semver | None = None
         """The snoded version this node's proofs say instead of its own: devnet and regtest
         tests only (`--test-sn-version`), to play an outdated node."""
+        self.version = 0
+        """Counts the network's verdicts on our proofs (an acceptance, a refusal), so answers
+        that show them (`Node.revision`) know when to refresh."""
         self.upgrade_to: Callable[[], str] = lambda: "a newer snoded"
         """What an `outdated` refusal tells the operator to install (`Node` sets it from
         `node.upgrade`)."""
@@ -138,11 +155,12 @@ class OwnProof:
         own = ident.key.public
         if timestamp > self.sent[0] or timestamp <= book.last_accepted(own):
             return  # not a proof we sent, or no newer than what the network already took
-        book.record(own, timestamp, (ident.public_ip, ident.quorumnet_port))
+        self._record(own, timestamp, (ident.public_ip, ident.quorumnet_port))
         self.accepted_by = by
         if self.refused_reason and timestamp >= self.refused_sent:
             log.info("uptime proof accepted again, by %s", by)
             self.refused_reason = ""
+        self.version += 1
         self._hub.publish(OwnProofAccepted(timestamp, by))
 
     def refused(self, by: str, timestamp: int, code: ProofRefusal, seen_ip: bytes = b"") -> None:
@@ -156,6 +174,7 @@ class OwnProof:
         self.refusal = f"uptime proof rejected by {by}: {words}"
         self.refused_reason = words
         self.refused_sent = timestamp
+        self.version += 1
         log.warning("%s", self.refusal)
         self._hub.publish(OwnProofRefused(by, words))
 

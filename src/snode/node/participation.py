@@ -38,6 +38,8 @@ class ParticipationBook:
         self._witnessed_height = 0
         self._held: dict[bytes, int] = {}
         """Validator -> how many of its signatures `_witnessed` holds."""
+        self.version = 0
+        """Counts changes of the records (`Node.revision`)."""
 
     def of(self, pubkey: bytes) -> Participation:
         """The node's record (empty if it has had no duty yet)."""
@@ -46,6 +48,7 @@ class ParticipationBook:
     def record(self, updates: Iterable[Update], at: int) -> None:
         """Note the duties a block stamped `at` settled."""
         self._records.update(recorded(self._records, updates, self._params, at))
+        self.version += 1
 
     def witness(self, signature: ValidatorSignature, tip_height: int) -> None:
         """A validator's signature of a template of the next height, as it sent it to this node
@@ -91,3 +94,4 @@ class ParticipationBook:
         keys = self._records if changed is None else [k for k in changed if k in self._records]
         for key in [k for k in keys if (sn := registry.get(k)) is None or not sn.active]:
             del self._records[key]
+            self.version += 1

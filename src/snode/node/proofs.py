@@ -1,6 +1,7 @@
 """ProofBook: this node's view of every service node's uptime proofs.
 
-Written only by the node (`Node.accept_proof`, `OwnProof`); read by the
+Written only by the node (`Node.record_proof`, which `accept_proof` calls and to which `OwnProof`
+and the simulation's judges hand what they record); read by the
 service-node duties (judging), quorumnet (where members are) and the RPC (`last_uptime_proof`).
 Saved in the store when the node closes and at times while it runs (`node.saved`,
 `services.saving`), and read back when it opens (`restore`): a restarted node knows when the

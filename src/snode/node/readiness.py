@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from snode.core.proofs import parse_proof_version, parse_semver, semver_text
-from snode.node.node import Node
+from snode.node.views import NodeView
 from snode.node.upgrade import duration
 from snode.params import FAR_AHEAD, Fork
 
@@ -33,7 +33,7 @@ def knows(version: str, fork: Fork) -> bool:
     return snoded is not None and snoded >= fork.rules.min_sn_version
 
 
-def next_fork(node: Node) -> dict[str, Any] | None:
+def next_fork(node: NodeView) -> dict[str, Any] | None:
     """`get_info`'s `next_fork`: the next fork of this node's schedule (not one FAR_AHEAD: known,
     not scheduled), when, and how many active service nodes are ready for it; None: none."""
     fork = node.params.next_fork(node.height)
@@ -55,9 +55,9 @@ def next_fork(node: Node) -> dict[str, Any] | None:
             "active_sns": len(active), "ready_sns": ready, "this_node": this, "summary": summary}
 
 
-def _this_node(node: Node, fork: Fork) -> str:
+def _this_node(node: NodeView, fork: Fork) -> str:
     """`ready` (its schedule has the fork, its snoded is new enough), or why not."""
-    own = node.own_proof.advertised or parse_semver(node.own_proof.version_text()) or (0, 0, 0)
+    own = node.own_snoded
     if own < fork.rules.min_sn_version:
         return f"outdated (snoded {semver_text(own)}, {semver_text(fork.rules.min_sn_version)} needed)"
     return "ready"

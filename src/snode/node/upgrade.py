@@ -119,6 +119,7 @@ class UpgradeWatch:
         self._lock = threading.Lock()  # the store thread parks, the event loop reads
         self._last_notice = 0
         self.revision = 0
+        """Counts changes of what it learnt and of the blocks it keeps (`Node.revision`)."""
         if directory is not None:
             self._load(directory)
 
@@ -358,6 +359,7 @@ class UpgradeWatch:
                 log.warning("could not save what this node learnt of forks: %s", err)
 
     def _save_pending(self) -> None:
+        self.revision += 1
         if self.directory is None:
             return
         folder = self.directory / PENDING_DIR

@@ -20,7 +20,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -44,9 +45,23 @@ RETRY_START_S: Final = 60.0
 before starting them is tried again."""
 
 
-def default_workers() -> int:
-    """One worker per core, at most MAX_WORKERS."""
-    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+@dataclass(frozen=True, slots=True)
+class VerifierLimits:
+    """A worker pool's bounds (`VerifierPool`); tests pass small ones."""
+
+    inline_below: int = INLINE_BELOW
+    max_workers: int = MAX_WORKERS
+    pipe_bytes: int = PIPE_BYTES
+    stop_wait_s: float = STOP_WAIT_S
+    retry_start_s: float = RETRY_START_S
+
+
+DEFAULT_LIMITS: Final = VerifierLimits()
+
+
+def default_workers(limits: VerifierLimits = DEFAULT_LIMITS) -> int:
+    """One worker per core, at most `limits.max_workers` (MAX_WORKERS)."""
+    return max(1, min(os.cpu_count() or 1, limits.max_workers))
 
 
 class Pending:
@@ -104,10 +119,10 @@ class Spread:
         return -1
 
 
-def spread(verifier: Verifier, checks: Sequence[SigCheck], ways: int) -> Spread:
+def spread(verifier: Verifier, checks: Sequence[SigCheck], ways: int, *, inline_below: int = INLINE_BELOW) -> Spread:
     """Hand `checks` to `verifier` in at most `ways` parts (one per worker), each large enough to
-    go to a worker rather than be checked inline."""
-    ways = max(1, min(ways, len(checks) // INLINE_BELOW))
+    go to a worker rather than be checked inline (`inline_below` checks at least)."""
+    ways = max(1, min(ways, len(checks) // inline_below))
     step = max(1, -(-len(checks) // ways))
     return Spread([(start, verifier.submit(checks[start:start + step])) for start in range(0, len(checks), step)])
 
@@ -156,7 +171,8 @@ class InlineVerifier:
 class _Worker:
     """One worker process and the batches it has not answered yet, in order."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, pipe_bytes: int = PIPE_BYTES) -> None:
+        self.pipe_bytes = pipe_bytes
         self.reading = threading.RLock()
         """Held while an answer is read: one reader at a time. Requests are written under the
         pool's lock, so a thread waiting for this worker's answer holds up neither the other
@@ -187,7 +203,7 @@ class _Worker:
         try:
             import fcntl
 
-            fcntl.fcntl(self.requests.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+            fcntl.fcntl(self.requests.fileno(), fcntl.F_SETPIPE_SZ, self.pipe_bytes)
         except (ImportError, AttributeError, OSError):
             pass  # not Linux, or above /proc/sys/fs/pipe-max-size: the default pipe works too
 
@@ -249,11 +265,17 @@ class VerifierPool:
     processes, started when the first large batch comes. Safe from several threads (the
     store thread checks blocks while the event loop checks proofs and mempool transactions):
     one lock orders the requests and the workers' starts, and each worker's answers are read
-    under its own lock."""
+    under its own lock.
 
-    def __init__(self, workers: int | None = None) -> None:
+    `limits`: its bounds (`VerifierLimits`); `clock`: the monotonic seconds that time a retry to
+    start workers (tests pass a fake one)."""
+
+    def __init__(self, workers: int | None = None, *, limits: VerifierLimits = DEFAULT_LIMITS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits = limits
+        self._clock = clock
         self._lock = threading.RLock()
-        self.size = workers if workers is not None else default_workers()
+        self.size = workers if workers is not None else default_workers(limits)
         self._workers: list[_Worker] = []
         self._next = 0
         self._encoder = msgspec.msgpack.Encoder()
@@ -263,7 +285,7 @@ class VerifierPool:
     def submit(self, checks: Sequence[SigCheck]) -> Pending:
         """Hand `checks` to the next worker; small batches are checked at once, inline (so
         are all while no worker can be started)."""
-        if len(checks) < INLINE_BELOW or self._closed:
+        if len(checks) < self.limits.inline_below or self._closed:
             return Pending(checks, None, verify_serially(checks))
         with self._lock:
             worker = self._worker()
@@ -275,36 +297,38 @@ class VerifierPool:
     def __call__(self, checks: Sequence[SigCheck]) -> int:
         """Index of the first bad signature in `checks`, or -1: large batches are split over
         the workers."""
-        if len(checks) < INLINE_BELOW:
+        inline_below = self.limits.inline_below
+        if len(checks) < inline_below:
             return verify_serially(checks)
-        return spread(self, checks, self.size).result()
+        return spread(self, checks, self.size, inline_below=inline_below).result()
 
     def start(self) -> None:
         """Start the workers now instead of at the first large batch: a sync calls this as it
         begins, so that they come up (about 0.1 s) while its first download is on its way.
         If they cannot be started, checks run inline (logged) and starting is tried again
-        after RETRY_START_S."""
+        after `limits.retry_start_s` (RETRY_START_S)."""
         with self._lock:
             self._start()
 
     def _start(self) -> None:
-        if self._workers or self._closed or time.monotonic() < self._no_start_until:
+        if self._workers or self._closed or self._clock() < self._no_start_until:
             return
         started: list[_Worker] = []
         try:
             for index in range(self.size):
-                started.append(_Worker(index))
+                started.append(_Worker(index, self.limits.pipe_bytes))
         except OSError as err:
             self._cannot_start(err)
             for worker in started:
-                worker.stop(STOP_WAIT_S)
+                worker.stop(self.limits.stop_wait_s)
             return
         self._workers = started
 
     def _cannot_start(self, err: OSError) -> None:
-        self._no_start_until = time.monotonic() + RETRY_START_S
+        retry = self.limits.retry_start_s
+        self._no_start_until = self._clock() + retry
         log.warning("cannot start a signature worker process (%s); checking signatures on the "
-                    "daemon's own thread, trying again in %.0f s", err, RETRY_START_S)
+                    "daemon's own thread, trying again in %.0f s", err, retry)
 
     def _worker(self) -> _Worker | None:
         """The next worker (replacing it if it died), or None when none can be started."""
@@ -314,10 +338,10 @@ class VerifierPool:
         self._next = (self._next + 1) % len(self._workers)
         worker = self._workers[self._next]
         if not worker.alive:
-            if time.monotonic() < self._no_start_until:
+            if self._clock() < self._no_start_until:
                 return None
             try:
-                worker = self._workers[self._next] = _Worker(self._next)
+                worker = self._workers[self._next] = _Worker(self._next, self.limits.pipe_bytes)
             except OSError as err:
                 self._cannot_start(err)
                 return None
@@ -332,5 +356,5 @@ class VerifierPool:
         with self._lock:
             self._closed = True
             for worker in self._workers:
-                worker.stop(STOP_WAIT_S)
+                worker.stop(self.limits.stop_wait_s)
             self._workers = []

@@ -73,8 +73,11 @@ class ChainWriter:
     def __init__(
         self, node: Node, executor: Executor | None = None, *,
         on_damaged: Callable[[str], None] | None = None, disk: DiskWatch | None = None,
+        recheck_per_turn: int = RECHECK_PER_TURN,
     ) -> None:
         self.node = node
+        self.recheck_per_turn = recheck_per_turn
+        """Pool rechecks per turn of the event loop (RECHECK_PER_TURN; tests pass a few)."""
         self.disk = disk
         """Told of each refused write and of a commit after them (a daemon's: the WARNING lines
         and /readyz's reason of a full disk)."""
@@ -135,7 +138,7 @@ class ChainWriter:
             self._rechecking = asyncio.get_running_loop().create_task(self._recheck_pool())
 
     async def _recheck_pool(self) -> None:
-        while self.node.recheck_pool(RECHECK_PER_TURN):
+        while self.node.recheck_pool(self.recheck_per_turn):
             await asyncio.sleep(0)
 
     async def call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

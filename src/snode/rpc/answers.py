@@ -1,9 +1,9 @@
 """The admin RPC answers that callers poll many times a second, kept encoded until they can change.
 
 `get_info` (monitoring, tools and wallets poll it) and the whole `get_service_nodes` list (2,000
-records take milliseconds to encode) are encoded once per node revision: `Node.revision` counts
-every change either answer can show (a new tip or a reorganisation, the mempool, an accepted
-uptime proof, the network's verdict on our own, the sync target). `get_info` also shows two
+records take milliseconds to encode) are encoded once per node revision: `Node.revision` moves
+with every change either answer can show (a new tip or a reorganisation, the mempool, an accepted
+uptime proof, the network's verdict on our own, the sync target), derived from those values. `get_info` also shows two
 things that are not the node's: the peer count (the peer manager's) and the clock's second (the
 status line's proof age), so its key holds them beside the revision.
 
@@ -29,7 +29,7 @@ from snode.core.credit import credit_at
 from snode.core.participation import Participation
 from snode.core.state import ServiceNode
 from snode.core.state_root import tip_root
-from snode.node.node import Node
+from snode.node.views import NodeView
 from snode.node.readiness import next_fork
 
 _json = msgspec.json.Encoder()
@@ -41,7 +41,7 @@ _Stamp = tuple[int, bool, Participation, int]
 class Answers:
     """The encoded `get_info` and `get_service_nodes` answers of one node, each kept for its key."""
 
-    def __init__(self, node: Node, peer_count: Callable[[], int]) -> None:
+    def __init__(self, node: NodeView, peer_count: Callable[[], int]) -> None:
         self.node = node
         self.peer_count = peer_count
         """How many peers the daemon has now (0 without a P2P layer)."""
@@ -72,10 +72,11 @@ class Answers:
             service_node=node.identity is not None,
             service_node_count=len(node.state.service_nodes),
             peer_count=peer_count,
-            last_uptime_proof_rejection=node.own_proof.refusal,
+            last_uptime_proof_rejection=node.proof_refusal,
             immutable_height=node.immutable_height,
             block_production=node.production_mode.value,
-            state_root=tip_root(node.params.network_id, node.state),
+            state_root=tip_root(node.params.network_id, node.state)
+            if node.params.rules_at(node.state.height).state_root else "",  # a checksum summed before v2 is no root yet
             upgrade_required=upgrade_required(node, now),
             history_start=node.history_start,
             snapshot_download=SnapshotDownload(**node.snapshot_download.record()) if node.snapshot_download else None,
@@ -111,17 +112,17 @@ class Answers:
                                   participation=node.participation.of(sn.pubkey))
 
 
-def upgrade_required(node: Node, now: int) -> UpgradeRequired | None:
+def upgrade_required(node: NodeView, now: int) -> UpgradeRequired | None:
     """`get_info`'s `upgrade_required` (`node.upgrade.required`)."""
     info = node.upgrade.required(node.height, now)
     return None if info is None else UpgradeRequired(**info)
 
 
-def _next_fork(node: Node) -> NextFork | None:
+def _next_fork(node: NodeView) -> NextFork | None:
     """`get_info`'s `next_fork` (`node.readiness.next_fork`)."""
     info = next_fork(node)
     return None if info is None else NextFork(**info)
-def own_standing(node: Node) -> dict[str, Any]:
+def own_standing(node: NodeView) -> dict[str, Any]:
     """`get_info`'s fields on this service node's standing (`core.standing`): its downtime
     credit and what it means, how its key left the registry, a registration in the mempool."""
     ident = node.identity

@@ -24,10 +24,10 @@ from snode.api.types import sync_state
 from snode.core.service_nodes import status_words
 from snode.core.standing import payable_note
 from snode.core.units import format_age
-from snode.node.node import Node
+from snode.node.views import NodeView
 
 
-def unmet_conditions(node: Node, now: int, *, peer_count: int, shortage: str | None = None,
+def unmet_conditions(node: NodeView, now: int, *, peer_count: int, shortage: str | None = None,
                      disk: str | None = None) -> dict[str, Any]:
     """`{"ready", "height", "unmet": [...], "warnings": [...]}` for /readyz (`shortage`: the
     descriptor watch's; `disk`: the disk watch's)."""
@@ -62,13 +62,13 @@ def unmet_conditions(node: Node, now: int, *, peer_count: int, shortage: str | N
             elif now - last > healthy:
                 unmet.append(f"last accepted uptime proof is {format_age(now - last)} old "
                              f"(healthy under {healthy} s)")
-            if node.own_proof.refused_reason:
-                unmet.append(f"peers refuse this node's uptime proofs: {node.own_proof.refused_reason}")
+            if node.refused_reason:
+                unmet.append(f"peers refuse this node's uptime proofs: {node.refused_reason}")
     return {"ready": not unmet, "height": node.height, "unmet": [printable(u) for u in unmet],
             "warnings": [printable(w) for w in warnings]}
 
 
-def _unregistered(node: Node) -> str:
+def _unregistered(node: NodeView) -> str:
     """The unmet condition of a service node whose key is not in the registry: its registration
     waits in the mempool, the chain removed it (how), or the chain never knew it."""
     if node.registration_pending():

@@ -28,6 +28,7 @@ from snode.core.transactions import StateChange, Transaction, payload_kind, txid
 from snode.common.endpoints import ip_endpoint
 from snode.net.peers import PeerManager
 from snode.node.node import Node
+from snode.node.views import NodeView
 from snode.node.writer import ChainWriter
 from snode.services.sn_duties import ServiceNodeDuties
 from snode.params import MAX_FUTURE_BLOCK_TIME
@@ -200,7 +201,7 @@ class MethodTable:
                 "register it first (get_service_node_registration_cmd)",
             )
         try:
-            proof = node.own_proof.send(self.now(), alone=self.peers is None or not self.peers.peers)
+            proof = node.send_proof(self.now(), alone=self.peers is None or not self.peers.peers)
         except InvalidProof as err:
             raise RpcError(E.PROOF_FAILED, f"send_uptime_proof: {err.reason}") from None
         # The recovery step tells whether the network took it: wait briefly for a peer's word.
@@ -437,14 +438,14 @@ def _regtest_only(method: str) -> RpcError:
     return RpcError(E.REGTEST_ONLY, f"{method} is only available on regtest (--regtest)")
 
 
-def _producer_name(producer: bytes, height: int, node: Node) -> str:
+def _producer_name(producer: bytes, height: int, node: NodeView) -> str:
     """`genesis`, `authority`, or the producing service node's key."""
     if height == 0:
         return "genesis"
     return "authority" if producer in node.consensus.authorities else producer.hex()
 
 
-def block_result(block: Block, undo: Undo | None, node: Node) -> BlockResult:
+def block_result(block: Block, undo: Undo | None, node: NodeView) -> BlockResult:
     """A block as tools show it: who produced it, in which round, with whose signatures
     (named by its undo record, which keeps the round's validators)."""
     h = block.header

@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 from snode import __version__
 from snode.core.credit import credit_at
 from snode.core.service_nodes import Status, is_payable, status
-from snode.node.node import Node
+from snode.node.views import NodeView
 from snode.node.readiness import next_fork
 from snode.rpc.counters import BUCKETS, EventCounters
 
@@ -56,7 +56,7 @@ def _gauge(name: str, text: str, value: float, labels: dict[str, str] | None = N
 class NodeCollector(Collector):
     """The node's values, read when scraped."""
 
-    def __init__(self, node: Node, counters: EventCounters, peer_count: Callable[[], int],
+    def __init__(self, node: NodeView, counters: EventCounters, peer_count: Callable[[], int],
                  quorum_figures: Callable[[], dict[str, int]] | None = None) -> None:
         self.node = node
         self.counters = counters
@@ -75,6 +75,11 @@ class NodeCollector(Collector):
         yield _gauge("snode_peers", "Connected P2P peers", self.peer_count())
         yield _gauge("snode_mempool_transactions", "Transactions in the mempool", len(node.pool))
         yield _gauge("snode_immutable_height", "Highest final height", node.immutable_height)
+        published, deliveries = node.hub_counts()
+        yield CounterMetricFamily("snode_event_hub_events", "Events published on the daemon's event hub",
+                                  value=published)
+        yield CounterMetricFamily("snode_event_hub_deliveries", "Calls of the event hub's subscribers",
+                                  value=deliveries)
         sns = GaugeMetricFamily("snode_service_nodes", "Registered service nodes by status", labels=["status"])
         counts = {s: 0 for s in Status}
         for sn in node.state.service_nodes.values():
@@ -174,7 +179,7 @@ class NodeCollector(Collector):
         return family
 
 
-def registry_for(node: Node, counters: EventCounters, peer_count: Callable[[], int],
+def registry_for(node: NodeView, counters: EventCounters, peer_count: Callable[[], int],
                  quorum_figures: Callable[[], dict[str, int]] | None = None) -> CollectorRegistry:
     """The registry /metrics exposes, made once (at the first scrape)."""
     registry = CollectorRegistry()

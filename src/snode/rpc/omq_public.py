@@ -48,6 +48,18 @@ MAX_MESSAGE: Final = 1 << 20
 RATE: Final = 20.0
 """Requests a second one client IP may make, on average."""
 BURST: Final = 40.0
+ANSWER_BYTES_PER_TOKEN: Final = 65_536
+"""An answer costs its client a request for each 64 KiB of it, charged once it is made (the
+bucket may go into debt): `get_block` of a full 2 MB block is a 4.7 MB answer that takes about
+70 ms of the event loop to make (13,000 transaction ids hashed, the hex, the JSON); at one
+request each, one client had 94 MB/s of them and more than the loop's whole time."""
+TX_BYTES_PER_TOKEN: Final = 1_024
+"""`send_raw_transaction` costs a request for each KiB of its transaction (BURST at most): its
+signatures are checked on the event loop before it can be refused, one an input, about 900 in a
+transaction of 93 KB, and one bad signature at the end makes all of them work for nothing. At one
+request each, 80 copies of such a transaction sent at once by one client held this loop for 29 s
+(its blocks, votes and proofs with it); now a client has at most RATE KiB of transactions, about
+200 signatures, checked a second."""
 MAX_CLIENTS_TRACKED: Final = 10_000
 QUEUE: Final = 64
 """ZeroMQ's receive high-water mark, per connection: a client's requests beyond it wait in TCP
@@ -65,7 +77,7 @@ key completes the handshake here, so every connection is an anonymous one."""
 REQUESTS_A_TURN: Final = 64
 """Requests answered before the server lets the event loop run (a queued request, a 429 or a
 method that does not wait is answered without a suspension): one client's flood cannot hold the
-loop that produces blocks and casts votes."""
+loop that produces blocks and casts votes (a transaction's signatures: TX_BYTES_PER_TOKEN)."""
 
 _decode = msgspec.json.Decoder()
 _encode = msgspec.json.Encoder().encode
@@ -78,14 +90,23 @@ class TokenBuckets:
         self.rate, self.burst = rate, burst
         self._buckets: dict[str, tuple[float, float]] = {}
 
-    def take(self, client: str, now: float) -> bool:
+    def take(self, client: str, now: float, cost: float = 1.0) -> bool:
+        """Whether `client` may make a request now (a token in its bucket); if so, `cost` tokens
+        are taken, which may leave the bucket in debt: its next request waits until it is paid."""
         tokens, last = self._buckets.pop(client, (self.burst, now))
         tokens = min(self.burst, tokens + (now - last) * self.rate)
         allowed = tokens >= 1.0
-        self._buckets[client] = (tokens - 1.0 if allowed else tokens, now)
+        self._buckets[client] = (tokens - cost if allowed else tokens, now)
         if len(self._buckets) > MAX_CLIENTS_TRACKED:
             del self._buckets[next(iter(self._buckets))]
         return allowed
+
+    def charge(self, client: str, cost: float) -> None:
+        """Take `cost` more tokens of a request already let through (its answer's size), into
+        debt if need be."""
+        found = self._buckets.get(client)
+        if found is not None and cost > 0:
+            self._buckets[client] = (found[0] - cost, found[1])
 
 
 def parse_request(frames: list[bytes]) -> tuple[str, dict[str, Any]]:
@@ -109,6 +130,15 @@ def parse_request(frames: list[bytes]) -> tuple[str, dict[str, Any]]:
     if not isinstance(params, dict):
         raise RequestError(b"400", "params must be a JSON object")
     return method, params
+
+
+def transaction_cost(method: bytes, params: bytes) -> float:
+    """Requests' worth of the bucket a request takes, from its frames before they are parsed:
+    for `send_raw_transaction`, its params' size in KiB of transaction (two hex digits a byte), 1
+    at least and BURST at most (see TX_BYTES_PER_TOKEN); 1 for every other request."""
+    if method != b"send_raw_transaction":
+        return 1.0
+    return float(min(BURST, max(1, -(-len(params) // (2 * TX_BYTES_PER_TOKEN)))))
 
 
 class RequestError(Exception):
@@ -203,8 +233,11 @@ class PublicOmq:
                 continue  # the client is gone or not reading: its answer is dropped
 
     async def _answer(self, frames: list[bytes], peer: str) -> tuple[bytes, bytes]:
-        if not self.buckets.take(peer, time.monotonic()):
-            return b"429", _encode({"error": f"rate-limited: at most {RATE:g} requests a second per client"})
+        # A transaction's cost is known once parsed, so its bucket is charged after the fact.
+        cost = transaction_cost(frames[0] if frames else b"", frames[1] if len(frames) == 2 else b"")
+        if not self.buckets.take(peer, time.monotonic(), cost):
+            return b"429", _encode({"error": f"rate-limited: at most {RATE:g} requests a second per client, "
+                                             f"a transaction a request for each {TX_BYTES_PER_TOKEN} bytes"})
         try:
             method, params = parse_request(frames)
             result = await self.methods.call(method, params)
@@ -219,4 +252,6 @@ class PublicOmq:
             info = msgspec.json.decode(result)
             result = {name: info[name] for name in PUBLIC_INFO_FIELDS}
         payload = result if isinstance(result, msgspec.Raw) else _encode(msgspec.to_builtins(result))
-        return b"200", bytes(payload)
+        body = bytes(payload)
+        self.buckets.charge(peer, len(body) / ANSWER_BYTES_PER_TOKEN - 1)
+        return b"200", body

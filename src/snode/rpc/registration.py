@@ -15,7 +15,7 @@ from snode.core.errors import InvalidAddress, InvalidAmount, InvalidRegistration
 from snode.core.registration import sign_registration
 from snode.core.transactions import Registration, Reservation
 from snode.core.units import coin_word, format_coins, parse_percent_ppm
-from snode.node.node import Node
+from snode.node.views import NodeView
 from snode.params import COIN, MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM
 
 REG_FAILED = "Failed to make registration command"
@@ -101,7 +101,7 @@ def _out_of_range(subject: str, value: int, net: Any) -> str | None:
     return _not_positive(subject, value)
 
 
-def build_registration(params: dict[str, Any], node: Node, now: int) -> Registration:
+def build_registration(params: dict[str, Any], node: NodeView, now: int) -> Registration:
     """Check get_service_node_registration_cmd's params against every rule; the signed payload."""
     net = node.params
     allowed = {"operator_cut", "contributor_addresses", "contributor_amounts", "staking_requirement"}

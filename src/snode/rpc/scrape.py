@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from snode.node.node import Node
+from snode.node.views import NodeView
 from snode.rpc.counters import EventCounters
 
 if TYPE_CHECKING:  # loaded at the first scrape
     from prometheus_client import CollectorRegistry
 
 
-def metrics_page(node: Node, counters: EventCounters, peer_count: Callable[[], int],
+def metrics_page(node: NodeView, counters: EventCounters, peer_count: Callable[[], int],
                  quorum_figures: Callable[[], dict[str, int]] | None = None) -> Callable[[str], tuple[bytes, str]]:
     """GET /metrics for a scraper's Accept header: its body and content type. The registry is
     made at the first scrape, when prometheus_client loads."""

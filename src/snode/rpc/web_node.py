@@ -20,7 +20,7 @@ from snode.core.credit import credit_at
 from snode.core.service_nodes import Reason, StateChangeKind, is_payable, reward_split
 from snode.core.transactions import StateChange, TxOut
 from snode.core.units import format_age, format_coins, format_percent
-from snode.node.node import Node
+from snode.node.views import NodeView
 from snode.node.writer import ChainWriter
 from snode.rpc.web_parts import card, key, page, table
 
@@ -39,7 +39,7 @@ class History(NamedTuple):
     """The lowest height read."""
 
 
-def node_history(node: Node, pubkey: bytes, depth: int = HISTORY) -> History:
+def node_history(node: NodeView, pubkey: bytes, depth: int = HISTORY) -> History:
     """The node's rewards and state changes in the last `depth` blocks (on the store thread)."""
     rewards, changes = [], []
     lowest = max(1, node.height - depth + 1)
@@ -67,7 +67,7 @@ class HistoryCache:
         self._tip = b""
         self._histories: dict[bytes, History] = {}
 
-    async def get(self, node: Node, writer: ChainWriter, pubkey: bytes) -> History:
+    async def get(self, node: NodeView, writer: ChainWriter, pubkey: bytes) -> History:
         tip = node.state.tip_hash
         if tip != self._tip:
             self._tip, self._histories = tip, {}
@@ -80,7 +80,7 @@ class HistoryCache:
         return history
 
 
-async def node_page(node: Node, writer: ChainWriter, text: str, *, now: int,
+async def node_page(node: NodeView, writer: ChainWriter, text: str, *, now: int,
                     histories: HistoryCache | None = None) -> tuple[int, str]:
     """(HTTP status, page) for `/sn/<text>`: 404 naming the key when no such node is registered;
     the history from `histories` when given."""

@@ -21,7 +21,7 @@ from snode.core.credit import credit_at
 from snode.core.service_nodes import status_words
 from snode.core.state import ServiceNode
 from snode.core.units import format_age, format_coins, format_percent
-from snode.node.node import Node
+from snode.node.views import NodeView
 from snode.node.readiness import next_fork
 from snode.node.writer import ChainWriter
 from snode.rpc.methods import block_result
@@ -46,7 +46,7 @@ STATUSES: Final = ("Active", "Decomm", "Await")
 class WebView:
     """The pages, read from the node (and its store, on the store thread, for blocks)."""
 
-    def __init__(self, node: Node, writer: ChainWriter, peer_count: Callable[[], int]) -> None:
+    def __init__(self, node: NodeView, writer: ChainWriter, peer_count: Callable[[], int]) -> None:
         self.node = node
         self.writer = writer
         self.peer_count = peer_count
@@ -61,7 +61,7 @@ class WebView:
         return 200, render_page(node, peer_count=self.peer_count(), now=node.now(), query=query, blocks=blocks)
 
 
-def last_blocks(node: Node, count: int) -> list[BlockResult]:
+def last_blocks(node: NodeView, count: int) -> list[BlockResult]:
     """The newest `count` main-chain blocks above genesis, newest first (on the store thread)."""
     found = []
     for height in range(node.height, max(0, node.height - count), -1):
@@ -71,7 +71,7 @@ def last_blocks(node: Node, count: int) -> list[BlockResult]:
     return found
 
 
-def render_page(node: Node, *, peer_count: int, now: int, query: Mapping[str, str],
+def render_page(node: NodeView, *, peer_count: int, now: int, query: Mapping[str, str],
                 blocks: list[BlockResult] | None = None) -> str:
     """The main page for one request (`query`: its URL parameters)."""
     height = node.height
@@ -93,7 +93,7 @@ def render_page(node: Node, *, peer_count: int, now: int, query: Mapping[str, st
     return page(f"snoded {node.params.name} {height}", node.params.name, body)
 
 
-def _chain_card(node: Node, peer_count: int) -> str:
+def _chain_card(node: NodeView, peer_count: int) -> str:
     target = node.target_height
     return card("Chain", [
         ("height", f'<span id="height">{node.height}</span>'),
@@ -105,7 +105,7 @@ def _chain_card(node: Node, peer_count: int) -> str:
     ], "chain")
 
 
-def _fork_rows(node: Node) -> list[tuple[str, str]]:
+def _fork_rows(node: NodeView) -> list[tuple[str, str]]:
     """The next fork and its readiness; a fork this node does not know (`node.upgrade`)."""
     rows = []
     fork = next_fork(node)
@@ -117,7 +117,7 @@ def _fork_rows(node: Node) -> list[tuple[str, str]]:
     return rows
 
 
-def _node_card(node: Node, now: int) -> str:
+def _node_card(node: NodeView, now: int) -> str:
     ident = node.identity
     if ident is None:
         return card("This node", [("service node", "no (started without --service-node)")], "this-node")
@@ -131,7 +131,7 @@ def _node_card(node: Node, now: int) -> str:
     record = service_node_state(sn, node.height, node.params, last_uptime_proof=node.proofs.last_accepted(pubkey))
     last = node.proofs.last_accepted(pubkey)
     proof = f"{format_age(now - last)} ago, accepted by the network" if last else "none accepted yet"
-    refused = node.own_proof.refused_reason
+    refused = node.refused_reason
     if refused:
         proof += f' &middot; <span class="bad">refused: {escape(refused)}</span>'
     rows += [
@@ -145,7 +145,7 @@ def _node_card(node: Node, now: int) -> str:
     return card("This node", rows, "this-node")
 
 
-def _credit(node: Node, sn: ServiceNode) -> str:
+def _credit(node: NodeView, sn: ServiceNode) -> str:
     """`75 blocks`, or the credit's warning when it is short of an outage (`standing.credit_warning`)."""
     warning = node.credit_warning()
     if warning:

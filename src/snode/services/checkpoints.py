@@ -66,9 +66,9 @@ class CheckpointDuties:
         """(height, block hash) -> voter -> signature, for the chain's pending slots."""
         self.complete: dict[int, Checkpoint] = {}
         """Checkpoints ready to be carried, by height."""
-        node.hub.subscribe(BlocksAdopted, self._on_blocks)
-        node.hub.subscribe(QuorumMessageReceived, self._on_vote)
-        node.hub.subscribe(CheckpointMessage, self._on_checkpoint)
+        node.subscribe(BlocksAdopted, self._on_blocks)
+        node.subscribe(QuorumMessageReceived, self._on_vote, topics=(CheckpointVote,))
+        node.subscribe(CheckpointMessage, self._on_checkpoint)
 
     def best(self, state: ChainState) -> Checkpoint | None:
         """The checkpoint a block after `state` should carry: the lowest complete one the chain

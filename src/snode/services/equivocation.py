@@ -42,6 +42,13 @@ log = logging.getLogger(__name__)
 MAX_PROOFS: Final = 64
 """Proofs kept, one per offender: a proof leaves once its offender is no longer registered (the
 quorum deregistered it); past this many at once, the oldest goes."""
+RESEND_BLOCKS: Final = 4
+"""While its offender stays registered, a held proof goes again to the tip's obligations quorum
+every this many blocks: a quorumnet message can be lost (a full queue, a link replaced when a
+member's address changes, a member that restarted), and the judges change with every block."""
+RESEND_MAX: Final = 4
+"""Proofs sent again at once, the oldest first, turn by turn: with RESEND_BLOCKS, at most one
+proof a block to each member, within its budget (`quorum_guard.EVIDENCE_RATE`, a second)."""
 
 
 class EquivocationWatch:
@@ -53,8 +60,11 @@ class EquivocationWatch:
         self.proofs: dict[bytes, EquivocationProof] = {}
         self._sent: set[bytes] = set()
         """Offenders whose proof this node has sent to every service node (once each)."""
-        node.hub.subscribe(QuorumMessageReceived, self._on_message)
-        node.hub.subscribe(BlocksAdopted, self._on_blocks)
+        self._resend_at = 0
+        """The tip height at or after which held proofs go again to the tip's quorum."""
+        node.subscribe(QuorumMessageReceived, self._on_message,
+                       topics=(ValidatorSignature, EquivocationEvidence))
+        node.subscribe(BlocksAdopted, self._on_blocks)
 
     @property
     def judged(self) -> bool:
@@ -92,6 +102,7 @@ class EquivocationWatch:
         if len(self.proofs) >= MAX_PROOFS:
             del self.proofs[next(iter(self.proofs))]
         self.proofs[who] = proof
+        self._resend_at = max(self._resend_at, self.node.height + RESEND_BLOCKS)  # sent now: again later
         return True
 
     def _send(self, message: EquivocationEvidence, members: Iterable[bytes]) -> None:
@@ -134,3 +145,21 @@ class EquivocationWatch:
             del self.proofs[who]
         self._sent &= self.proofs.keys()
         self._send_new()
+        self._resend()
+
+    def _resend(self) -> None:
+        """Every RESEND_BLOCKS blocks, RESEND_MAX of the proofs still held (their offenders still
+        registered) go again to the tip's obligations quorum, the oldest first; the proofs sent
+        move to the end, so that each is sent in its turn. A member that holds one already drops
+        it unchecked (`_on_evidence`)."""
+        height = self.node.height
+        if not self.proofs or height < self._resend_at or not self.judged:
+            return
+        self._resend_at = height + RESEND_BLOCKS
+        quorum = self.node.state.quorums.get(height)
+        if quorum is None:
+            return
+        for who in list(self.proofs)[:RESEND_MAX]:
+            proof = self.proofs.pop(who)
+            self.proofs[who] = proof
+            self._send(EquivocationEvidence(proof), [m for m in quorum.members if m != who])

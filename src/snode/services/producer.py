@@ -81,8 +81,8 @@ class BlockProducer:
         self._changed = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._mode = production_mode(node.state, node.params)
-        node.hub.subscribe(BlocksAdopted, self._on_blocks)
-        node.hub.subscribe(QuorumMessageReceived, self._on_message)
+        node.subscribe(BlocksAdopted, self._on_blocks)
+        node.subscribe(QuorumMessageReceived, self._on_message, topics=(R.BlockTemplate, R.ValidatorSignature))
 
     # --- the loop -----------------------------------------------------------------------------
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from snode.node import saved
-from snode.node.node import Node
 from snode.node.proofs import STORE_KEY as PROOFS_KEY
+from snode.node.views import SavingNode
 from snode.node.writer import ChainWriter
 from snode.store.errors import StoreError
 
@@ -22,7 +21,7 @@ MIN_SAVE_INTERVAL = 10.0
 otherwise: 60 s on mainnet; devnet's 2 s would be a write every other second for nothing)."""
 
 
-async def keep_saving(node: Node, writer: ChainWriter, interval: float | None = None) -> None:
+async def keep_saving(node: SavingNode, writer: ChainWriter, interval: float | None = None) -> None:
     """Save the proof book every `interval` seconds (the proof interval, at least
     MIN_SAVE_INTERVAL) when it changed, on the store thread; a failed write is tried again at
     the next turn."""
@@ -30,12 +29,12 @@ async def keep_saving(node: Node, writer: ChainWriter, interval: float | None = 
         interval = max(float(node.params.proof_interval), MIN_SAVE_INTERVAL)
     while True:
         await asyncio.sleep(interval)
-        changed = node.saved.changed(node.proofs)
+        changed = node.proofs_to_save()
         if not changed:
             continue
         try:
-            await writer.call(saved.write, node.store, changed)
+            await writer.call(node.write_saved, changed)
             log.debug("saved the proof book (%d bytes)", len(changed[PROOFS_KEY]))
         except StoreError as err:
-            node.saved.not_written()
+            node.saved_not_written()
             log.warning("could not save the uptime proofs (%s); trying again in %g s", err, interval)

@@ -141,10 +141,10 @@ class ServiceNodeDuties:
         self.submitted: set[VoteKey] = set()
         self.intake = ProofIntake(node, self._proof_verdict)
         self.asked = Asked()
-        node.hub.subscribe(ProofAccepted, self._on_proof_out)
-        node.hub.subscribe(ProofMessage, self.on_peer_proof)
-        node.hub.subscribe(BlocksAdopted, self.on_new_blocks)
-        node.hub.subscribe(QuorumMessageReceived, self.on_quorum_message)
+        node.subscribe(ProofAccepted, self._on_proof_out, topics=(type(None),))  # ours: from no peer
+        node.subscribe(ProofMessage, self.on_peer_proof)
+        node.subscribe(BlocksAdopted, self.on_new_blocks)
+        node.subscribe(QuorumMessageReceived, self.on_quorum_message, topics=(P.QuorumVote,))
 
     def now(self) -> int:
         return self.node.now()

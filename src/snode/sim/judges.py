@@ -115,10 +115,10 @@ class Judges:
         return int(until - (until - self.phase.get(pubkey, 0.0)) % interval)
 
     def _refresh(self, pubkey: bytes, now: float) -> None:
-        book = self.stage.node.proofs
+        node = self.stage.node
         last = self._last_sent(pubkey, now)
-        if last > book.last_accepted(pubkey):
-            book.record(pubkey, last, (SIM_IP, self.stage.params.quorumnet_port))
+        if last > node.proofs.last_accepted(pubkey):
+            node.record_proof(pubkey, last, (SIM_IP, self.stage.params.quorumnet_port))
 
     def sample_proofs(self) -> None:
         """Real proofs of a few running nodes, checked by the observer (timed)."""

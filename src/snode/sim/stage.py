@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from snode.core.crypto import SigningKey
-from snode.node.node import Node
+from snode.node.views import SimNode
 from snode.params import NetworkParams
 from snode.sim.network import SimNetwork
 
@@ -28,7 +28,7 @@ class Stage:
 
     params: NetworkParams
     net: SimNetwork
-    node: Node
+    node: SimNode
     """The observer: it holds the chain every simulated node agrees on, its mempool and proofs."""
     keys: Mapping[bytes, SigningKey]
     """Every simulated node's key, and the genesis authority's."""

@@ -2,8 +2,9 @@
 
 `up --nodes N` writes a genesis (fresh authority and faucet keys), starts N service-node daemons
 on 127.0.100.x with their own data dirs under a base dir it prints, and creates a funded faucet
-wallet. `status` shows a table, `down` stops exactly the processes `up` started (by pid, after
-checking each pid still runs that data dir), `demo` runs the operator flow against real daemons.
+wallet (`faucet ADDRESS [AMOUNT]` pays from it). `status` shows a table, `down` stops exactly the
+processes `up` started (by pid, after checking each pid still runs that data dir), `demo` runs
+the operator flow against real daemons.
 
 This module is the command line only: what it does to the network is `tools.devnet_network`,
 the processes and their state file `tools.devnet_procs`, the demo `tools.devnet_demo`.
@@ -20,7 +21,9 @@ import click
 from snode import __version__
 from snode.core.units import counted
 from snode.common.entry import run_command
-from snode.tools.devnet_network import down, node_rows, restart, status_table, trusted_point, up
+from snode.tools.devnet_network import (
+    FAUCET_AMOUNT, down, faucet, node_rows, restart, status_table, trusted_point, up,
+)
 from snode.tools.devnet_procs import (
     IP_PREFIX, Devnet, DevnetError, command_line, default_base_dir, is_our_process, stop_node,
 )
@@ -131,6 +134,18 @@ def trusted_point_cmd(base_dir: Path) -> None:
     """HEIGHT:HASH of the newest final snapshot height, for a new node's --trusted-checkpoint
     (its daemons write snapshots as service nodes do)."""
     click.echo(trusted_point(Devnet.load(base_dir)))
+
+
+@cli.command("faucet")
+@base_dir_option
+@click.argument("address")
+@click.argument("amount", default=str(FAUCET_AMOUNT))
+@click.pass_obj
+def faucet_cmd(base_dir: Path, address: str, amount: str) -> None:
+    """Pay AMOUNT coins (default 1000, decimals allowed) from the devnet's faucet wallet to
+    ADDRESS; they unlock 10 blocks after the block that mines them."""
+    tx_id = faucet(Devnet.load(base_dir), address, amount)
+    click.echo(f"sent {amount} coins to {address}: transaction {tx_id}")
 
 
 @cli.command("down")

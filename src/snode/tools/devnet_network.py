@@ -19,7 +19,7 @@ from mnemonic import Mnemonic
 from rich import box
 from rich.table import Table
 
-from snode.core.address import encode_address
+from snode.core.address import InvalidAddress, decode_address, encode_address
 from snode.core.crypto import SigningKey
 from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
 from snode.params import COIN, DEVNET, ScheduleError, schedule_test_forks
@@ -27,7 +27,7 @@ from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.types import BlockResult, InfoResult, RegistrationCmdResult, ServiceNodeKeyResult
 from snode.tools.devnet_procs import (
     AUTHORITY, FAUCET_COINS, FAUCET_OUTPUTS, IP_PREFIX, SERVICE_NODE, STATE_FILE, Devnet, DevnetError,
-    NodeEntry, clear_stopped, is_our_process, spawn, stop_node, wait_rpc,
+    NodeEntry, clear_stopped, command_line, is_our_process, spawn, stop_node, wait_rpc,
 )
 
 
@@ -150,6 +150,32 @@ def register_nodes(devnet: Devnet, entries: list[NodeEntry], seeds: list[bytes],
         if out.returncode != 0:
             raise DevnetError(f"{name} could not register {entry.name}: {(out.stdout + out.stderr).strip()}")
         say(f"{entry.name} registered by its operator ({address[:14]}...)")
+
+
+FAUCET_AMOUNT = 1_000
+"""Coins `snode-devnet faucet ADDRESS` pays when no amount is given."""
+
+
+def faucet(devnet: Devnet, address: str, amount: str) -> str:
+    """Pay `amount` coins (decimals allowed) from the devnet's faucet wallet to `address`; the
+    transaction's id. DevnetError says, in one line, why not (a bad address or amount, a
+    faucet whose coins wait for their unlock, no daemon running)."""
+    try:
+        decode_address(DEVNET.address_prefix, address)
+    except InvalidAddress as err:
+        raise DevnetError(f"faucet: {err}") from None
+    if not (devnet.faucet_dir / "faucet.wallet").is_file():
+        raise DevnetError(f"this devnet has no faucet wallet ({devnet.faucet_dir / 'faucet.wallet'})")
+    if not any(is_our_process(n) for n in devnet.nodes):
+        raise DevnetError(f"no daemon of this devnet is running; start one with: "
+                          f"{command_line(devnet.base_dir, 'start ' + devnet.authority.name)}")
+    out = run_wallet(devnet, "faucet", "--command", f"transfer {address} {amount}", "--yes")
+    lines = (out.stdout + out.stderr).strip().splitlines()
+    sent = next((line for line in lines if line.startswith("Transaction sent.")), None)
+    if out.returncode != 0 or sent is None:
+        why = next((line for line in reversed(lines) if line.strip()), f"exit code {out.returncode}")
+        raise DevnetError(f"the faucet could not pay {address}: {why.removeprefix('Error: ')}")
+    return sent.rsplit(" ", 1)[-1]
 
 
 def _wait_synced(entry: NodeEntry, timeout: float = 60) -> None:
