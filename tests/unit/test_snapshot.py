@@ -183,7 +183,7 @@ def test_the_state_at_a_height_below_the_tip_is_made_from_undo_records_with_its_
     class Undos:
         """The one store read `state_at` makes: a block's undo record by its hash."""
 
-        def get_undo(self, hash_):
+        def undo_of(self, hash_):
             return undos[hash_]
 
     store = Undos()

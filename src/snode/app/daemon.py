@@ -193,7 +193,7 @@ class Daemon:
                             book_file=cfg.data_dir / address_file.FILE_NAME)
         relay = Relay(peers, writer)
         syncer = Syncer(peers, relay, writer)
-        snapshots = self._snapshots(node, writer, peers)
+        maker = self._snapshots(node, writer, peers)  # snapshots written and served
         # Imported where used: quorumnet (pyzmq), the progress bar (rich) and the metrics
         # (prometheus_client) are about 60 ms of a start-up that is 0.4 s in all, and only a
         # service node, a terminal, or a /metrics request needs them.
@@ -231,8 +231,7 @@ class Daemon:
         peers.spawn(relay.resume_pending(), "blocks kept for an unknown fork")
         peers.spawn(feed.watch_upgrade(), "upgrade notices")
         omq = self._start_public_omq(methods, node)
-        wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar, notifier, omq,
-                        snapshots=snapshots)
+        wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar, notifier, omq, maker)
         self._start_tasks(node, wiring, methods)
         return wiring
 

@@ -234,6 +234,19 @@ class Node:
         loop before fork v2); the store writes it with the next block."""
         self._state = with_checksum(self._state, checksum)
 
+    def undo_of(self, hash_: bytes) -> Undo:
+        """The undo record of a stored block (`services.snapshots.state_at`); StoreError for none."""
+        return self.store.get_undo(hash_)
+
+    def block_bytes_at(self, height: int) -> bytes | None:
+        """The canonical bytes of the main-chain block at `height` (a snapshot's, for peers), or None."""
+        return self.store.get_block_bytes(height)
+
+    def store_snapshot(self, block: Block, state: ChainState) -> None:
+        """Store a checked snapshot's state with its block as the tip (`ChainStore.adopt_snapshot`,
+        on the store thread); `adopt_snapshot` then makes it current."""
+        self.store.adopt_snapshot(block, state)  # type: ignore[attr-defined]  # the SQLite store's alone
+
     def block_by_hash(self, hash_: bytes) -> Block | None:
         """Any stored block by its hash (main chain or undone by a reorg), or None."""
         return self.store.get_block(hash_)

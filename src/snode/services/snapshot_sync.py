@@ -270,7 +270,7 @@ class SnapshotFetch:
         finally:
             reporter.cancel()
         state = await asyncio.to_thread(self._load, manifest)
-        await self.writer.call(self.node.store.adopt_snapshot, block, state)  # type: ignore[attr-defined]
+        await self.writer.call(self.node.store_snapshot, block, state)
         self.node.adopt_snapshot(block, state, self.node.now())
         self.progress.done = True
         await asyncio.to_thread(self.download.discard)

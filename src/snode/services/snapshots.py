@@ -71,7 +71,7 @@ def due_height(node: Node, written: int) -> int | None:
 class UndoRecords(Protocol):
     """What `state_at` reads of the store: a stored block's undo record by its hash."""
 
-    def get_undo(self, hash_: bytes) -> Undo: ...
+    def undo_of(self, hash_: bytes) -> Undo: ...
 
 
 def state_at(store: UndoRecords, tip: ChainState, height: int) -> ChainState:
@@ -79,7 +79,7 @@ def state_at(store: UndoRecords, tip: ChainState, height: int) -> ChainState:
     records of the blocks above it (each names its parent); its checksum kept. On the store thread."""
     state = tip
     while state.height > height:
-        state = undo_summed(state, store.get_undo(state.tip_hash))
+        state = undo_summed(state, store.undo_of(state.tip_hash))
     return state
 
 
@@ -139,8 +139,8 @@ class SnapshotMaker:
         started = time.monotonic()
         network_id = self.node.params.network_id
         try:
-            state = await self.writer.call(state_at, self.node.store, self.node.state, height)
-            block = await self.writer.call(self.node.store.get_block, state.tip_hash)
+            state = await self.writer.call(state_at, self.node, self.node.state, height)
+            block = await self.writer.call(self.node.block_by_hash, state.tip_hash)
             carried = header_state_root(block.header) if block is not None else None
             manifest, path = await asyncio.to_thread(self._build_and_write, state, network_id, carried)
         except (SnapshotError, StoreError) as err:
@@ -243,7 +243,7 @@ class SnapshotServer:
         answer = P.Snapshot(b"", b"")
         if offered is not None:
             manifest = offered[0]
-            block = await self.writer.call(self.writer.node.store.get_block_bytes, manifest.height)
+            block = await self.writer.call(self.writer.node.block_bytes_at, manifest.height)
             if block is not None and block_hash(decode_trusted(block, Block).header) == manifest.block_hash:
                 answer = P.Snapshot(block, encode(manifest))
         self._charge(peer, len(answer.block) + len(answer.manifest))
