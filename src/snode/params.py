@@ -243,6 +243,20 @@ class NetworkParams:
     """The hash of a block this release assumes valid (Bitcoin Core's `-assumevalid`): a sync may
     skip the input signatures of its ancestors (`--assume-valid` overrides it). None on every
     network of this release: none is compiled in yet."""
+    snapshot_interval: int = BLOCKS_PER_DAY
+    """Heights a multiple of this are those a node writing snapshots writes one of, once they
+    are final (`services.snapshots`; fork v2 on, whose headers carry the root). Mainnet: a day."""
+    snapshot_chunk_bytes: int = 1024 * 1024
+    """Bytes of entries a snapshot chunk holds (at most `core.snapshot.CHUNK_BYTES`); regtest's
+    are small, so that its few entries make many chunks for the tests of a download."""
+    snapshot_depth: int = 0
+    """0: a snapshot height must be final (checkpointed twice over, `immutable_height`). Regtest,
+    whose authority chain has no checkpoint quorums: a height this many blocks below the tip."""
+    trusted_snapshot: tuple[int, bytes] | None = None
+    """The (height, block hash) a new node of this release trusts to start from a snapshot
+    (`--trusted-checkpoint` gives another). None on every network of this release: no network has
+    a v2 chain yet (v2 is FAR_AHEAD on mainnet and testnet; devnet and regtest take theirs from
+    the operator or `snode-devnet`)."""
     test_forks: bool = False
     """Devnet and regtest: `--test-fork` schedules forks at start (their tables hold v1 only)."""
     """The fork schedule, v1 from genesis first (`check_schedule`); devnet and regtest add
@@ -359,6 +373,7 @@ REGTEST: Final = NetworkParams(
     generate_on_demand=True, sn_blocks=False, round_time=2, backstop_rounds=10,
     participation_cooldown=10, participation_grace=60, unlock_duration=30, deregistration_lock=40,
     pool_fill_window=50, reachability_interval=10, test_forks=True, upgrade_grace_blocks=20,
+    snapshot_interval=5, snapshot_depth=2, snapshot_chunk_bytes=200,
 )
 
 NETWORKS: Final = {p.name: p for p in (MAINNET, TESTNET, DEVNET, REGTEST)}

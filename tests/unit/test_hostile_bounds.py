@@ -14,6 +14,7 @@ from snode.core.blocks import Block, BlockHeader, BlockHeaderV2, Checkpoint
 from snode.core.encoding import encode
 from snode.core.proofs import ProofRefusal, UptimeProof
 from snode.net import limits as L
+from snode.core.snapshot import CHUNK_FRAME, MANIFEST_BYTES
 from snode.net import protocol as P
 from snode.net.addrman import AddressBook, Candidate, choose_eviction, network_group
 from snode.net.orphans import OrphanPool
@@ -182,6 +183,8 @@ def test_every_message_at_its_largest_fits_its_frame_limit() -> None:
         P.ProofInv([(bytes(32), big)] * P.MAX_PROOF_IDS), P.GetProofs([(bytes(32), big)] * P.MAX_PROOF_IDS),
         P.Proofs([proof] * P.MAX_PROOF_IDS), _largest_tip_header(big), P.ForkStatus(bytes(4), big),
         P.GetHeaders([bytes(32)] * 64, P.MAX_HEADERS), *_largest_headers(big),
+        P.GetSnapshot(big), P.Snapshot(bytes(MAX_BLOCK_BYTES), bytes(MANIFEST_BYTES)), P.GetChunk(big, 1023),
+        P.SnapshotChunk(big, big, bytes(CHUNK_FRAME)),
     ]
     assert {type(m) for m in messages} == set(get_args(P.Message))
     for message in messages:

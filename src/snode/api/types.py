@@ -309,6 +309,11 @@ class InfoResult(Result, frozen=True):
     (DESIGN.md section 13); empty before."""
     upgrade_required: UpgradeRequired | None = None
     """A fork this daemon does not know, learnt of from the network; null: none."""
+    history_start: int = 1
+    """The lowest height above genesis whose block this node holds: 1, or the height of the
+    snapshot it started from (`--trusted-checkpoint`: the blocks below it are not downloaded)."""
+    snapshot_download: SnapshotDownload | None = None
+    """The snapshot download of a node started from a trusted point; null: none."""
     next_fork: NextFork | None = None
     """The next fork this daemon's schedule has (not one only known, far ahead), with readiness; null: none."""
     downtime_credit: int | None = None
@@ -326,6 +331,27 @@ class InfoResult(Result, frozen=True):
     """The fee per byte (atomic units, rounded up) this daemon's mempool asks of a transaction
     arriving now: the chain's minimum, or more while its floor is raised after evicting or while it
     is full. 0: a daemon older than this field (a wallet pays the chain's minimum then)."""
+
+
+class SnapshotDownload(msgspec.Struct, frozen=True, kw_only=True):
+    """A snapshot download's progress (`get_info`'s `snapshot_download`)."""
+
+    height: int
+    """The trusted point's height, the snapshot's."""
+    chunks: int
+    """Chunks checked and stored so far..."""
+    total_chunks: int
+    """...of this many."""
+    bytes: int
+    total_bytes: int
+    peers: int
+    """Peers the chunks are fetched from now."""
+    fetched_chunks: int
+    """Chunks fetched by this run of the daemon (a resumed download fetches none it stored)."""
+    eta: int
+    """Seconds left at the rate so far (0: not known yet)."""
+    done: bool
+    """The snapshot is loaded; the node syncs on from its height."""
 
 
 def sync_state(network: str, target_height: int, peer_count: int) -> str:

@@ -65,6 +65,9 @@ def snoded_command(start: Callable[[Config], None]) -> click.Command:
     @click.option("--trusted-checkpoint", metavar="HEIGHT:HASH",
                   help="A block the chain must pass through: a node whose chain has another block at "
                        "HEIGHT refuses to start, and a sync refuses one.")
+    @click.option("--snapshots/--no-snapshots", default=None,
+                  help="Write snapshots of the state at final heights and serve them to new nodes "
+                       "[on for a service node].")
     @click.option("--assume-valid", metavar="HASH",
                   help="A sync skips the input signatures of this block's ancestors (0: check every one; "
                        "default: the release's block for the network, none yet).")

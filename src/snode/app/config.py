@@ -65,6 +65,11 @@ class Config:
     signatures of its ancestors (None: checks them all)."""
     trusted_checkpoint: tuple[int, bytes] | None = None
     """`--trusted-checkpoint HEIGHT:HASH`: a block the chain must pass through (None: none)."""
+    snapshots: bool = False
+    """`--snapshots` / `--no-snapshots` (default: on for a service node): write snapshots of the
+    state at final heights and serve them to peers (`services.snapshots`)."""
+    snapshot_download_cap: int | None = None
+    """`SNODE_SNAPSHOT_DOWNLOAD_BYTES` (devnet and regtest tests of a full disk); None: no cap."""
 
 
 def build_config(
@@ -75,6 +80,7 @@ def build_config(
     notify: str | None = None, skip_doppelganger_check: bool = False, omq_public: str | None = None,
     rpc_login_file: str | None = None, rpc_login: str | None = None, test_forks: tuple[str, ...] = (),
     assume_valid: str | None = None, trusted_checkpoint: str | None = None, rpc_no_login: bool = False,
+    snapshots: bool | None = None,
 ) -> Config:
     """Validate the flags' raw strings into a Config; ConfigError names the first bad option."""
     params = with_test_forks(NETWORKS[network], test_forks)
@@ -123,6 +129,8 @@ def build_config(
         db_growth_pages=_db_growth_pages(params.name), rpc_no_login=rpc_no_login,
         rpc_login=_operator_login(rpc_login_file, rpc_no_login), assume_valid=parse_assume_valid(assume_valid, params),
         trusted_checkpoint=parse_trusted_checkpoint(trusted_checkpoint),
+        snapshots=service_node if snapshots is None else snapshots,
+        snapshot_download_cap=_snapshot_download_cap(params.name),
     )
 
 
@@ -217,6 +225,15 @@ def _db_growth_pages(network: str) -> int | None:
     return _test_number(DB_GROWTH_VARIABLE, network, "number of pages", 1_000_000)
 
 
+SNAPSHOT_CAP_VARIABLE = "SNODE_SNAPSHOT_DOWNLOAD_BYTES"
+
+
+def _snapshot_download_cap(network: str) -> int | None:
+    """`SNODE_SNAPSHOT_DOWNLOAD_BYTES`: a snapshot download may store that many bytes of chunks,
+    past which storing one fails as on a full disk (ENOSPC), so that a test meets one unprivileged."""
+    return _test_number(SNAPSHOT_CAP_VARIABLE, network, "number of bytes", 1 << 40)
+
+
 def _test_number(variable: str, network: str, what: str, high: int) -> int | None:
     """A devnet and regtest test's environment variable, a number from 1 to `high`; None unset."""
     text = os.environ.get(variable, "").strip()
@@ -230,7 +247,7 @@ def _test_number(variable: str, network: str, what: str, high: int) -> int | Non
 
 
 MISBEHAVE_VARIABLE = "SNODE_TEST_MISBEHAVE"
-MISBEHAVIOURS = ("equivocate", "drop-signatures")
+MISBEHAVIOURS = ("equivocate", "drop-signatures", "alter-snapshot-chunk", "slow-snapshot")
 
 
 def _test_misbehave(network: str) -> str:

@@ -59,7 +59,10 @@ from snode.services.equivocation import EquivocationWatch
 from snode.services.producer import BlockProducer
 from snode.services.saving import keep_saving
 from snode.services.sn_duties import ServiceNodeDuties
+from snode.services.snapshot_sync import SnapshotFetch
+from snode.services.snapshots import SnapshotMaker, SnapshotServer
 from snode.services.sync import Syncer
+from snode.core.snapshot import SnapshotError
 from snode.app.systemd import notify, status_message
 from snode.api.connections import GatedSite, runner_options
 from snode.common.descriptors import DescriptorWatch, raise_soft_limit
@@ -95,6 +98,7 @@ class Wiring:
     bar: SyncProgressBar | None
     notifier: Notifier | None = None
     omq: PublicOmq | None = None
+    snapshots: SnapshotMaker | None = None
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
 
@@ -189,6 +193,7 @@ class Daemon:
                             book_file=cfg.data_dir / address_file.FILE_NAME)
         relay = Relay(peers, writer)
         syncer = Syncer(peers, relay, writer)
+        maker = self._snapshots(node, writer, peers)  # snapshots written and served
         # Imported where used: quorumnet (pyzmq), the progress bar (rich) and the metrics
         # (prometheus_client) are about 60 ms of a start-up that is 0.4 s in all, and only a
         # service node, a terminal, or a /metrics request needs them.
@@ -222,11 +227,11 @@ class Daemon:
         await runner.setup()
         await GatedSite(runner, rpc_sock, shutdown_timeout=2.0).start()
         await peers.start(p2p_sock)
-        syncer.start()
+        self._start_sync(node, writer, peers, syncer)
         peers.spawn(relay.resume_pending(), "blocks kept for an unknown fork")
         peers.spawn(feed.watch_upgrade(), "upgrade notices")
         omq = self._start_public_omq(methods, node)
-        wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar, notifier, omq)
+        wiring = Wiring(writer, peers, relay, syncer, duties, producer, quorumnet, runner, bar, notifier, omq, maker)
         self._start_tasks(node, wiring, methods)
         return wiring
 
@@ -243,6 +248,41 @@ class Daemon:
                                                        disk=disk.shortage()), events=feed,
                         discover=served_document, page=WebView(node, writer, lambda: len(peers.peers)).serve,
                         page_script=LIVE_SCRIPT, auth=self.admin.auth)
+
+    def _start_sync(self, node: Node, writer: ChainWriter, peers: PeerManager, syncer: Syncer) -> None:
+        """Start the sync; first, for a data dir holding genesis only and a trusted point at a
+        v2 height, the snapshot at that point (`services.snapshot_sync`)."""
+        trusted = self.config.trusted_checkpoint or self.config.params.trusted_snapshot
+        if trusted is None or node.height != 0:
+            syncer.start()
+            return
+        params = self.config.params
+        if not params.rules_at(trusted[0]).state_root or trusted[0] % params.snapshot_interval:
+            log.info("no snapshot is written at the trusted point %d (snapshots are at multiples of %d from fork "
+                     "v2, whose headers carry the state root): syncing from genesis", trusted[0],
+                     params.snapshot_interval)
+            syncer.start()
+            return
+        fetch = SnapshotFetch(node, writer, peers, self.config.data_dir, trusted, cap=self.config.snapshot_download_cap)
+        node.snapshot_download = fetch.progress
+        self.snapshot_server.answers = fetch.on_answer
+
+        async def fetch_then_sync() -> None:
+            try:
+                await fetch.run()
+            except SnapshotError as err:
+                self.fail(f"--trusted-checkpoint: the snapshot cannot be loaded: {err.reason}")
+                return
+            syncer.start()
+
+        peers.spawn(fetch_then_sync(), "snapshot download")
+
+    def _snapshots(self, node: Node, writer: ChainWriter, peers: PeerManager) -> SnapshotMaker | None:
+        """The snapshots this node writes and serves (`--snapshots`), or None; peers' snapshot
+        requests are answered either way ("none" without)."""
+        maker = SnapshotMaker(node, writer, self.config.data_dir) if self.config.snapshots else None
+        self.snapshot_server = SnapshotServer(peers, writer, maker, misbehave=self.config.test_misbehave)
+        return maker
 
     def _start_public_omq(self, methods: MethodTable, node: Node) -> PublicOmq | None:
         endpoint = self.config.omq_public
@@ -274,6 +314,8 @@ class Daemon:
                   asyncio.create_task(keep_saving(node, wiring.writer), name="proof book saves"),
                   asyncio.create_task(self.descriptors.run(), name="descriptor watch"),
                   asyncio.create_task(find_departure(node, wiring.writer), name="own key's departure")]
+        if wiring.snapshots is not None:
+            tasks.append(asyncio.create_task(wiring.snapshots.run(), name="snapshots"))
         if not cfg.non_interactive and stdin_is_console():
             console = Console(node, methods, self.request_stop, cfg.data_dir)
             tasks.append(asyncio.create_task(console.run(), name="console"))
@@ -355,6 +397,7 @@ class Daemon:
                         verifier=verifier, pool_limits=_pool_limits(cfg),
                         upgrade=UpgradeWatch(params, datadir.path))
             node.assume_valid, node.trusted_checkpoint = cfg.assume_valid, cfg.trusted_checkpoint
+            node.history_start = store.history_start()
             _check_trusted_checkpoint(store, cfg.trusted_checkpoint)
             return node
         except BaseException as err:

@@ -69,7 +69,7 @@ def write_atomically(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Write a file so that a crash leaves either the old or the new content, never half; the
     file has `mode` from its creation."""
     os.replace(_written_beside(path, data, mode), path)
-    _sync_dir(path.parent)
+    sync_dir(path.parent)
 
 
 def create_file(path: Path, data: bytes, mode: int) -> bool:
@@ -86,7 +86,7 @@ def create_file(path: Path, data: bytes, mode: int) -> bool:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    _sync_dir(path.parent)
+    sync_dir(path.parent)
     return True
 
 
@@ -103,7 +103,8 @@ def _written_beside(path: Path, data: bytes, mode: int) -> Path:
     return tmp
 
 
-def _sync_dir(path: Path) -> None:
+def sync_dir(path: Path) -> None:
+    """Sync a directory, so that the renames and creations in it survive a power cut."""
     dir_fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

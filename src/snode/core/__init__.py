@@ -10,6 +10,6 @@ __all__ = [
     "address", "block_head", "blocks", "chain", "credit", "crypto", "encoding", "equivocation", "errors",
     "final_block", "finality", "genesis", "mempool", "obligations", "participation", "production",
     "proofs", "pulse", "registration", "round_actions", "round_messages", "rounds",
-    "service_nodes", "sigchecks", "stake_exit", "standing", "state", "state_change", "state_root",
+    "service_nodes", "sigchecks", "snapshot", "stake_exit", "standing", "state", "state_change", "state_root",
     "transactions", "transition", "txbuilder", "types", "units", "utxo_set",
 ]

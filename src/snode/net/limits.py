@@ -225,6 +225,20 @@ UPLOAD_DRAIN_TIMEOUT: Final = 30.0
 """A peer that has not read our last Blocks answer this long after asking for more is dropped
 (not banned: it may only be slow)."""
 
+# --- serving and fetching snapshots (peer protocol 5) ------------------------------------------
+
+SNAPSHOT_UPLOAD_RATE: Final = 16 * 1024 * 1024
+"""Bytes of snapshots (manifests and chunks) per second all peers together may pull from us on
+average (each peer's pulls count against its UPLOAD_RATE as well)..."""
+SNAPSHOT_UPLOAD_BURST: Final = 32 * 1024 * 1024
+"""...and in one burst; past it the next answer waits until the budget has refilled."""
+SNAPSHOT_REQUEST_TIMEOUT: Final = 30.0
+"""Seconds a peer may take to answer a GetSnapshot or GetChunk of ours; then its request is
+asked of another peer and it is not asked again during this download."""
+SCORE_BAD_SNAPSHOT: Final = 100
+"""A snapshot answer that fails its check (a manifest not of the trusted block or whose parts do
+not sum to its root, a chunk not its manifest's) or that answers nothing we asked: banned."""
+
 # --- addresses and connections ---------------------------------------------------------------
 
 # The address book (`addrman.AddressBook`, Bitcoin Core's addrman at a sixteenth of its size).

@@ -22,6 +22,7 @@ from snode.core.errors import DecodeError
 from snode.core.equivocation import EquivocationEvidence
 from snode.core.finality import CheckpointVote
 from snode.core.proofs import ProofRefusal, UptimeProof
+from snode.core.snapshot import CHUNK_FRAME, MANIFEST_BYTES
 from snode.core.round_messages import BlockTemplate, ValidatorSignature
 from snode.core.types import Hash32, Height, Signature, Timestamp
 from snode.net.limits import MAX_CONTROL_FRAME
@@ -29,8 +30,10 @@ from snode.params import MAX_BLOCK_BYTES, MAX_TX_BYTES
 
 PROTOCOL_VERSION: Final = 5
 """5: a syncing node far behind first downloads the header chain (`GetHeaders`, answered by one
-`Headers`), sent only to peers of version 5 or later (`HEADERS_VERSION`); an older peer is
-synced from by blocks alone, as before. 4: right after the handshake each side sends a peer of
+`Headers`; `HEADERS_VERSION`), and snapshots (issue #36: GetSnapshot, Snapshot, GetChunk and
+SnapshotChunk; `SNAPSHOT_VERSION`), each sent only to peers of version 5 or later (an older
+peer would ban their sender); an older peer is synced from by blocks alone, as before.
+4: right after the handshake each side sends a peer of
 version 4 or later its fork identity (`ForkStatus`, EIP-2124: `net.fork_id`), and a node
 announces its tip to version-4 peers as a `TipHeader` (the tip's header and signatures, so that
 the receiver can check the height it claims), right after the handshake and whenever a batch
@@ -56,6 +59,8 @@ MAX_HEADERS: Final = 2_000
 MAX_HEADERS_BYTES: Final = 1024 * 1024
 """Bytes of headers one Headers answer carries at most (the sender stops before it: a header
 that carries a checkpoint is larger); its frame limit is this and some room."""
+SNAPSHOT_VERSION: Final = 5
+"""The first version that takes the snapshot messages (an older peer bans their sender)."""
 MAX_PROOF_IDS: Final = 128
 """Proof ids in one ProofInv or GetProofs, and proofs in one Proofs: 128 of the largest uptime
 proof (about 430 bytes, its text fields all 4-byte characters) fit MAX_CONTROL_FRAME."""
@@ -254,10 +259,43 @@ class ForkStatus(msgspec.Struct, frozen=True, array_like=True, tag=20):
     """The height of the sender's next scheduled fork; 0: none."""
 
 
+class GetSnapshot(msgspec.Struct, frozen=True, array_like=True, tag=23):
+    """Send me your snapshot of `height` (0: your newest): answered by exactly one Snapshot
+    (version 5). One snapshot request at a time per peer, of either kind."""
+
+    height: Height
+
+
+class Snapshot(msgspec.Struct, frozen=True, array_like=True, tag=24):
+    """The answer to one GetSnapshot: the block the snapshot is the state after (whose hash the
+    asker checks against its trusted point, and whose header carries the root) and the encoded
+    `core.snapshot.Manifest`; both empty when the sender has no such snapshot ("none")."""
+
+    block: Annotated[bytes, msgspec.Meta(max_length=MAX_BLOCK_BYTES)]
+    manifest: Annotated[bytes, msgspec.Meta(max_length=MANIFEST_BYTES)]
+
+
+class GetChunk(msgspec.Struct, frozen=True, array_like=True, tag=25):
+    """Send me chunk `number` of your snapshot of `height`: answered by exactly one SnapshotChunk."""
+
+    height: Annotated[int, msgspec.Meta(ge=1)]
+    number: Annotated[int, msgspec.Meta(ge=0, lt=1024)]
+
+
+class SnapshotChunk(msgspec.Struct, frozen=True, array_like=True, tag=28):
+    """The answer to one GetChunk: the chunk's bytes, checked by the asker against the manifest
+    it holds (`core.snapshot.check_chunk`); empty when the sender has no such chunk ("none")."""
+
+    height: Height
+    number: int
+    data: Annotated[bytes, msgspec.Meta(max_length=CHUNK_FRAME)]
+
+
 Message: TypeAlias = Union[
     Hello, Ping, Pong, Tip, GetBlocks, Blocks, NewBlock, NewTransaction, GetPeers, Peers, Proof,
     ProofRejected, NewCheckpoint, ProofAck, ProofInv, GetProofs, Proofs, TipHeader, ForkStatus,
     GetHeaders, Headers,
+    GetSnapshot, Snapshot, GetChunk, SnapshotChunk,
 ]
 
 
@@ -289,7 +327,10 @@ _FRAME_LIMITS: Final = {
     _tag(NewBlock): MAX_BLOCK_BYTES + BLOCK_OVERHEAD, _tag(Blocks): MAX_FRAME,
     _tag(NewTransaction): MAX_TX_BYTES + BLOCK_OVERHEAD, _tag(NewCheckpoint): MAX_CHECKPOINT + BLOCK_OVERHEAD,
     _tag(Headers): MAX_HEADERS_BYTES + MAX_CONTROL_FRAME,
+    _tag(Snapshot): MAX_BLOCK_BYTES + MANIFEST_BYTES + 2 * BLOCK_OVERHEAD,
+    _tag(SnapshotChunk): CHUNK_FRAME + 32,
 }
+assert max(_FRAME_LIMITS.values()) <= MAX_FRAME
 assert min(_FRAME_LIMITS.values()) >= MAX_CONTROL_FRAME  # so FrameDecoder reads a tag only above it
 
 

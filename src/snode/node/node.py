@@ -21,7 +21,7 @@ import itertools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from snode.common.clock import Clock, SystemClock
 from snode.common.events import EventHub
@@ -87,6 +87,12 @@ class Node:
     assumed_ancestors: Callable[[Sequence[Block]], int] | None = None
     """While a sync holds a header chain that reached the assume-valid block: how many of a
     batch's blocks, from the first, are that block's ancestors (they skip input signatures)."""
+    history_start: int = 1
+    """The lowest height above genesis whose block this node holds: 1, or the height of the
+    snapshot it started from (`services.snapshot_sync`; the blocks below are not downloaded)."""
+    snapshot_download: Any = None
+    """The progress of the snapshot download under way (`services.snapshot_sync.Progress`:
+    `words()`, `record()`, `done`), or None: no download."""
 
     def __init__(
         self, *, params: NetworkParams, consensus: Consensus, store: Store,
@@ -231,6 +237,19 @@ class Node:
         """Keep `checksum`, the tip state's, with it (`node.checksum_primer`: summed off the
         loop before fork v2); the store writes it with the next block."""
         self._state = with_checksum(self._state, checksum)
+
+    def undo_of(self, hash_: bytes) -> Undo:
+        """The undo record of a stored block (`services.snapshots.state_at`); StoreError for none."""
+        return self.store.get_undo(hash_)
+
+    def block_bytes_at(self, height: int) -> bytes | None:
+        """The canonical bytes of the main-chain block at `height` (a snapshot's, for peers), or None."""
+        return self.store.get_block_bytes(height)
+
+    def store_snapshot(self, block: Block, state: ChainState) -> None:
+        """Store a checked snapshot's state with its block as the tip (`ChainStore.adopt_snapshot`,
+        on the store thread); `adopt_snapshot` then makes it current."""
+        self.store.adopt_snapshot(block, state)  # type: ignore[attr-defined]  # the SQLite store's alone
 
     def block_by_hash(self, hash_: bytes) -> Block | None:
         """Any stored block by its hash (main chain or undone by a reorg), or None."""
@@ -577,6 +596,13 @@ class Node:
         if self.upgrade.stops_at(block.header.height):
             raise CannotValidateYet(self.upgrade.refusal(block.header.height))
         self.templates.check(self._state, block, self.consensus, self.verifier, now)
+
+    def adopt_snapshot(self, block: Block, state: ChainState, now: int) -> None:
+        """Make `state`, loaded from a snapshot and stored with `block` as the tip
+        (`ChainStore.adopt_snapshot`), current; the history starts at its height."""
+        self._owners = OwnerIndex()
+        self.history_start = state.height
+        self._adopt(state, [], [block], now)
 
     def _adopt(self, state: ChainState, undos: list[Undo], blocks: list[Block], now: int, *,
                mined: list[bytes] | None = None) -> None:

@@ -45,6 +45,8 @@ def status_line(node: NodeView, now: int) -> str:
     upgrade = node.upgrade.status_part(node.height, now)
     if upgrade:
         line += f", {upgrade}"
+    if node.snapshot_download is not None and not node.snapshot_download.done:
+        line += f", {node.snapshot_download.words()}"
     warning = node.credit_warning()
     if warning:
         line += f", {warning}"

@@ -14,7 +14,7 @@ it. `SavingNode` is what the proof book's saver needs. `Node` is each of them; a
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from snode.common.clock import Clock
 from snode.core import mempool as mp
@@ -94,6 +94,10 @@ class NodeView(ChainView, Protocol):
     def refused_reason(self) -> str: ...
     @property
     def own_snoded(self) -> Semver: ...
+    @property
+    def history_start(self) -> int: ...
+    @property
+    def snapshot_download(self) -> Any: ...
 
     def status_line(self, now: int) -> str: ...
     def sn_state_word(self) -> str: ...

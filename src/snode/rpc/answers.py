@@ -22,7 +22,9 @@ import msgspec
 
 from snode import __version__
 from snode.api.records import service_node_state
-from snode.api.types import Departure, InfoResult, NextFork, ServiceNodesResult, ServiceNodeState, UpgradeRequired
+from snode.api.types import (
+    Departure, InfoResult, NextFork, ServiceNodesResult, ServiceNodeState, SnapshotDownload, UpgradeRequired,
+)
 from snode.core import mempool as mp
 from snode.core import service_nodes as sn_rules
 from snode.core.credit import credit_at
@@ -83,6 +85,8 @@ class Answers:
             state_root=tip_root(node.params.network_id, node.state)
             if node.params.rules_at(node.state.height).state_root else "",  # a checksum summed before v2 is no root yet
             upgrade_required=upgrade_required(node, now),
+            history_start=node.history_start,
+            snapshot_download=SnapshotDownload(**node.snapshot_download.record()) if node.snapshot_download else None,
             next_fork=_next_fork(node),
             mempool_min_fee_rate=mempool_min_fee_rate(node.pool, node.consensus, now),
             **own_standing(node),

@@ -37,6 +37,9 @@ def unmet_conditions(node: NodeView, now: int, *, peer_count: int, shortage: str
                      "--add-priority-node and that the P2P port reaches other daemons")
     if node.target_height:
         unmet.append(f"syncing: height {node.height} of {node.target_height}")
+    download = node.snapshot_download
+    if download is not None and not download.done:
+        unmet.append(f"downloading the {download.words()}")
     upgrade = node.upgrade.required(node.height, now)
     if upgrade is not None and upgrade["stopped"]:
         unmet.append(f"upgrade required: fork {upgrade['fork']} starts at height {upgrade['height']}, which "

@@ -77,6 +77,12 @@ def tx_kind(tx: Transaction) -> str:
     return payload_kind(tx.payload).value
 
 
+
+def missing_history(node: Node) -> str:
+    """Why a block below a snapshot is not here, in the operator's words."""
+    return (f"it started from the snapshot of height {node.history_start} and holds no block between genesis "
+            "and it (not downloaded)")
+
 class MethodTable:
     """Dispatch from method name to implementation, over one Node."""
 
@@ -224,15 +230,19 @@ class MethodTable:
         if p.hash is not None:
             block = await self.writer.call(node.block_by_hash, _hex32("hash", p.hash))
             if block is None:
-                raise RpcError(E.NOT_FOUND, "no such block")
+                start = node.history_start
+                since = f" from height {start} on ({missing_history(node)})" if start > 1 else ""
+                raise RpcError(E.NOT_FOUND, f"no such block{since}")
             if await self.writer.call(node.main_chain_hash, block.header.height) != block_hash(block.header):
                 return block_result(block, None, node)  # undone by a reorganisation
             height = block.header.height
         assert height is not None
-        if height == 0:
-            genesis = await self.writer.call(node.block_at, 0)
-            assert genesis is not None
-            return block_result(genesis, None, node)
+        if 0 < height < node.history_start:
+            raise RpcError(E.NOT_FOUND, f"block {height} is not on this node: {missing_history(node)}")
+        if height == 0 or height == node.history_start > 1:  # genesis, or the snapshot's block: no undo record
+            first = await self.writer.call(node.block_at, height)
+            assert first is not None
+            return block_result(first, None, node)
         found = await self.writer.call(node.block_and_undo, height)
         if found is None:
             raise RpcError(E.NOT_FOUND, "no such block on the main chain")
@@ -246,7 +256,9 @@ class MethodTable:
                                      tx_hex=encode(entry.tx).hex())
         found = await self.writer.call(self.node.transaction, tid)
         if found is None:
-            raise RpcError(E.NOT_FOUND, f"transaction {p.txid} is neither in the chain nor in the mempool")
+            where = f" (blocks from height {self.node.history_start} on: {missing_history(self.node)})" \
+                if self.node.history_start > 1 else ""
+            raise RpcError(E.NOT_FOUND, f"transaction {p.txid} is neither in the chain{where} nor in the mempool")
         height, tx = found
         return TransactionResult(txid=p.txid, height=height, in_pool=False, kind=tx_kind(tx),
                                  tx_hex=encode(tx).hex())

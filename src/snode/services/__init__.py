@@ -5,5 +5,5 @@ The app starts the services in `__all__`; the rest serve them.
 
 __all__ = [
     "checkpoints", "departure", "equivocation", "event_feed", "notify", "producer", "reachability",
-    "saving", "sn_duties", "sync",
+    "saving", "sn_duties", "snapshot_sync", "snapshots", "sync",
 ]

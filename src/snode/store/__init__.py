@@ -5,7 +5,8 @@ block or per batch of blocks, so a crash at any moment leaves the state of the l
 block. See `chain_store.ChainStore`.
 
 Others use the names in `__all__`: the store, its records and errors, and the `errors`, `memory`
-(a store in memory, for tests and the simulator) and `protocol` modules; the rest is its own.
+(a store in memory, for tests and the simulator), `protocol` and `snapshot` (snapshots on disk)
+modules; the rest is its own.
 """
 
 from snode.store.chain_store import DATABASE_FILE, ChainStore, Commit, PendingWrite, Undone
@@ -14,5 +15,5 @@ from snode.store.errors import DatabaseDamaged, StoreError, damaged
 
 __all__ = [
     "DATABASE_FILE", "ChainStore", "Commit", "DatabaseDamaged", "Encoded", "PendingWrite", "StoreError",
-    "Undone", "damaged", "errors", "memory", "protocol",
+    "Undone", "damaged", "errors", "memory", "protocol", "snapshot",
 ]

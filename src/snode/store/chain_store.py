@@ -19,15 +19,17 @@ from types import TracebackType
 from typing import Any, Final
 
 from snode.core.blocks import Block, block_hash
-from snode.core.encoding import decode_trusted
+from snode.core.encoding import decode_trusted, encode
 from snode.core.errors import DecodeError
-from snode.core.state import ChainState, Undo
+from snode.core.state import MAP_NAMES, ChainState, Undo
 from snode.core.transactions import Transaction, txid
 from snode.store import rows, schema, state_tables
 from snode.store.protocol import Commit, Undone
 from snode.store.errors import StoreError, damaged, read_error, write_error
 
 DATABASE_FILE: Final = "chain.sqlite3"
+HISTORY_START_KEY: Final = "history_start"
+"""The `node_meta` row of the height a store started from a snapshot holds blocks from."""
 """The database's file name inside a data dir."""
 
 
@@ -206,6 +208,32 @@ class ChainStore:
             rows.insert_txs(self._conn, txs)
             state_tables.write_state(self._conn, state, *state_tables.changed_keys(undos))
         self._state_height = state.height
+
+    def adopt_snapshot(self, block: Block, state: ChainState) -> None:
+        """Make `state`, loaded from a checked snapshot (`core.snapshot`), the stored state, and
+        `block`, whose state it is, the tip, in one transaction: a store holding genesis only.
+        The blocks between are not stored (`history_start` says where the history starts); the
+        next block is applied on this one like any other."""
+        if self._tip[0] != 0 or self._deferred is not None:
+            raise ValueError("a snapshot is loaded into a store holding genesis only")
+        block_row, main_row, tx_rows = rows.block_rows(block, state.tip_hash, None)
+        with rows.transaction(self._conn, self._path):
+            for name in MAP_NAMES:
+                self._conn.execute(f"DELETE FROM {name}")
+            rows.insert_blocks(self._conn, [block_row], [main_row])
+            rows.insert_txs(self._conn, tx_rows)
+            keys = state_tables.all_keys(state)
+            state_tables.write_state(self._conn, state, keys, keys)
+            self._conn.execute("INSERT OR REPLACE INTO node_meta (key, value) VALUES (?, ?)",
+                               (HISTORY_START_KEY, encode(state.height)))
+        self._tip = (state.height, state.tip_hash)
+        self._state_height = state.height
+
+    def history_start(self) -> int:
+        """The lowest height above genesis whose block this store holds: 1, or the height of the
+        snapshot it was started from (the blocks below it were never downloaded)."""
+        value = self.get_meta(HISTORY_START_KEY)
+        return decode_trusted(value, int) if value is not None else 1
 
     def commit_block(self, block: Block, new_state: ChainState, undo: Undo) -> None:
         """Append one block to the main chain, in one transaction."""

@@ -163,8 +163,26 @@ def status(ctx: click.Context) -> None:
     if info.upgrade_required is not None:
         click.echo(_shown(f"UPGRADE REQUIRED: fork {info.upgrade_required.fork} at height "
                           f"{info.upgrade_required.height}: {info.upgrade_required.action}"))
-    for line in standing_lines(info):
+    for line in [*snapshot_lines(info), *standing_lines(info)]:
         click.echo(_shown(line))
+
+
+def snapshot_lines(info: InfoResult) -> list[str]:
+    """What `status` says of a start from a snapshot: the download with a bar, then where the
+    node's history starts."""
+    lines = []
+    download = info.snapshot_download
+    if download is not None and not download.done:
+        share = download.bytes / download.total_bytes if download.total_bytes else 0.0
+        bar = "#" * round(share * 20)
+        eta = f", ETA {download.eta} s" if download.eta else ""
+        lines.append(f"snapshot {download.height}: [{bar:-<20}] {share:.0%} {download.chunks}/{download.total_chunks} "
+                     f"chunks, {download.bytes:,}/{download.total_bytes:,} bytes from "
+                     f"{counted(download.peers, 'peer')}{eta}")
+    if info.history_start > 1:
+        lines.append(f"history: from height {info.history_start} (started from its snapshot; the blocks below are "
+                     "not downloaded)")
+    return lines
 
 
 def standing_lines(info: InfoResult) -> list[str]:

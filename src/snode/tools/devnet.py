@@ -21,7 +21,9 @@ import click
 from snode import __version__
 from snode.core.units import counted
 from snode.common.entry import run_command
-from snode.tools.devnet_network import FAUCET_AMOUNT, down, faucet, node_rows, restart, status_table, up
+from snode.tools.devnet_network import (
+    FAUCET_AMOUNT, down, faucet, node_rows, restart, status_table, trusted_point, up,
+)
 from snode.tools.devnet_procs import (
     IP_PREFIX, Devnet, DevnetError, command_line, default_base_dir, is_our_process, stop_node,
 )
@@ -123,6 +125,15 @@ def start_cmd(base_dir: Path, name: str) -> None:
         raise DevnetError(f"{name} is already running (pid {entry.pid})")
     restart(devnet, entry)
     click.echo(f"started {name} (pid {entry.pid}), admin RPC {entry.rpc_url}")
+
+
+@cli.command("trusted-point")
+@base_dir_option
+@click.pass_obj
+def trusted_point_cmd(base_dir: Path) -> None:
+    """HEIGHT:HASH of the newest final snapshot height, for a new node's --trusted-checkpoint
+    (its daemons write snapshots as service nodes do)."""
+    click.echo(trusted_point(Devnet.load(base_dir)))
 
 
 @cli.command("faucet")

@@ -24,7 +24,7 @@ from snode.core.crypto import SigningKey
 from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
 from snode.params import COIN, DEVNET, ScheduleError, schedule_test_forks
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
-from snode.api.types import InfoResult, RegistrationCmdResult, ServiceNodeKeyResult
+from snode.api.types import BlockResult, InfoResult, RegistrationCmdResult, ServiceNodeKeyResult
 from snode.tools.devnet_procs import (
     AUTHORITY, FAUCET_COINS, FAUCET_OUTPUTS, IP_PREFIX, SERVICE_NODE, STATE_FILE, Devnet, DevnetError,
     NodeEntry, clear_stopped, command_line, is_our_process, spawn, stop_node, wait_rpc,
@@ -236,6 +236,31 @@ def _live_row(entry: NodeEntry) -> dict[str, Any]:
         return {"status": f"not answering ({err})"}
     finally:
         client.close()
+
+
+def trusted_point(devnet: Devnet) -> str:
+    """`HEIGHT:HASH` of the newest final snapshot height of the devnet's chain (a multiple of
+    `snapshot_interval` at or below the immutable height, at fork v2 or later), as a running node
+    of it sees it: what a new node's `--trusted-checkpoint` takes to start from that snapshot."""
+    params = schedule_test_forks(DEVNET, tuple(devnet.test_forks))
+    for entry in devnet.nodes:
+        if not is_our_process(entry):
+            continue
+        client = RpcClient(entry.rpc_url, timeout=5)
+        try:
+            final = client.call_typed("get_info", None, InfoResult).immutable_height
+            height = final // params.snapshot_interval * params.snapshot_interval
+            if height <= 0 or not params.rules_at(height).state_root:
+                raise DevnetError(f"no snapshot height is final yet (immutable height {final}; snapshots are "
+                                  f"every {params.snapshot_interval} blocks from fork v2: schedule it with "
+                                  "up --test-fork v2@H)")
+            block = client.call_typed("get_block", {"height": height}, BlockResult)
+            return f"{height}:{block.hash}"
+        except (RpcUnavailable, RpcFailure):
+            continue
+        finally:
+            client.close()
+    raise DevnetError("no daemon of the devnet answers: start it with 'snode-devnet up'")
 
 
 def status_table(devnet: Devnet) -> Any:

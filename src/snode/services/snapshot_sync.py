@@ -1,0 +1,288 @@
+"""A new node's start from a snapshot at its trusted point (issue #36 items 2, 3, 6, 7).
+
+A node whose data dir holds genesis only, given a trusted point (`--trusted-checkpoint
+HEIGHT:HASH`, or its release's `NetworkParams.trusted_snapshot`), starts from the state at that
+block instead of replaying every block before it, and trusts nothing it cannot check against it:
+
+1. the block at the height, from a peer's Snapshot answer: its hash must be the trusted one (a
+   block of another hash is refused and its sender banned, however its signatures check: keys
+   that have since unstaked can sign any history); its header gives the state root;
+2. the manifest, in the same answer: refused, its sender banned, unless its parts sum to that
+   root (`core.snapshot.check_manifest`), before any chunk is asked for;
+3. the chunks, from every peer that has the snapshot, one request out per peer: each checked on
+   arrival (`check_chunk`); a bad one bans its sender and is asked of another peer, one not
+   answered within SNAPSHOT_REQUEST_TIMEOUT is asked of another and that peer is left;
+4. each checked chunk is stored as it comes (`store.snapshot.Download`): a node killed during
+   the download resumes with what it stored and fetches none of it twice; a full disk stops the
+   download with one line and it goes on when space returns;
+5. the state is loaded in one write transaction (`ChainStore.adopt_snapshot`), and the sync goes
+   on from that height, validating every later block in full (the next block's root covers the
+   block's own entries the manifest carried).
+
+The download's progress (bytes, chunks, peers, ETA) is `SnapshotFetch.progress`, shown by the
+status line, get_info and the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from snode.core import snapshot as core
+from snode.core.blocks import Block, block_hash, header_state_root
+from snode.core.encoding import decode, encode
+from snode.core.errors import DecodeError
+from snode.core.snapshot import Manifest, SnapshotError
+from snode.net import protocol as P
+from snode.net.limits import SCORE_BAD_SNAPSHOT, SNAPSHOT_REQUEST_TIMEOUT
+from snode.net.peer import Peer
+from snode.net.peers import PeerManager
+from snode.node.node import Node
+from snode.node.writer import ChainWriter
+from snode.store.snapshot import Download
+
+log = logging.getLogger(__name__)
+
+MAX_CHUNK_PEERS = 4
+"""Peers chunks are fetched from at once, one request out each."""
+RETRY_S = 2.0
+"""Seconds between looks for a peer that has the snapshot (or for space on a full disk)."""
+LOG_EVERY_S = 5.0
+
+
+@dataclass
+class Progress:
+    """What the download has done, for the operator (status line, get_info, the log)."""
+
+    height: int
+    chunks: int = 0
+    total_chunks: int = 0
+    bytes: int = 0
+    total_bytes: int = 0
+    peers: int = 0
+    started: float = field(default_factory=time.monotonic)
+    fetched: int = 0
+    """Bytes fetched in this run (the ETA's rate; stored chunks of an earlier run not counted)..."""
+    fetched_chunks: int = 0
+    """...and chunks."""
+    done: bool = False
+
+    def eta(self) -> float | None:
+        """Seconds until the download is done at its rate so far (None: no rate yet)."""
+        elapsed = time.monotonic() - self.started
+        if not self.fetched or elapsed <= 0:
+            return None
+        return (self.total_bytes - self.bytes) / (self.fetched / elapsed)
+
+    def words(self) -> str:
+        """`snapshot 1,234: 12/40 chunks, 3.1/10.0 MB from 3 peers, ETA 20 s`."""
+        eta = self.eta()
+        return (f"snapshot {self.height}: {self.chunks}/{self.total_chunks} chunks, {self.bytes / 1e6:.1f}/"
+                f"{self.total_bytes / 1e6:.1f} MB from {self.peers} peer{'' if self.peers == 1 else 's'}"
+                f"{f', ETA {eta:.0f} s' if eta is not None else ''}")
+
+    def record(self) -> dict[str, Any]:
+        return {"height": self.height, "chunks": self.chunks, "total_chunks": self.total_chunks,
+                "bytes": self.bytes, "total_bytes": self.total_bytes, "peers": self.peers,
+                "fetched_chunks": self.fetched_chunks, "eta": round(self.eta() or 0), "done": self.done}
+
+
+class SnapshotFetch:
+    """Fetch, check, store and load the snapshot at the trusted point (see the module's text)."""
+
+    def __init__(self, node: Node, writer: ChainWriter, peers: PeerManager, data_dir: Path,
+                 trusted: tuple[int, bytes], *, cap: int | None = None) -> None:
+        self.node, self.writer, self.peers = node, writer, peers
+        self.height, self.hash = trusted
+        self.download = Download(data_dir, cap)
+        self.progress = Progress(self.height)
+        self._asked: dict[Peer, tuple[type, int, asyncio.Future[Any]]] = {}
+        """The one request out on each peer: the answer's kind, the chunk (-1: a snapshot), and its future."""
+        self._left: set[Peer] = set()
+        """Peers not to ask again in this download (no snapshot, a timeout, a bad answer)."""
+
+    # --- answers ------------------------------------------------------------------------------
+
+    async def on_answer(self, peer: Peer, message: P.Snapshot | P.SnapshotChunk) -> None:
+        """A peer's Snapshot or SnapshotChunk (`SnapshotServer.answers`): the answer to our one
+        request out on it, or misbehaviour."""
+        asked = self._asked.get(peer)
+        number = message.number if isinstance(message, P.SnapshotChunk) else -1
+        if asked is None or asked[0] is not type(message) or asked[1] != number or asked[2].done():
+            self.peers.misbehaving(peer, SCORE_BAD_SNAPSHOT, f"sent a {type(message).__name__} it was not asked for")
+            return
+        asked[2].set_result(message)
+
+    async def _ask(self, peer: Peer, message: P.GetSnapshot | P.GetChunk) -> Any:
+        """Send one request to `peer` and wait for its answer; None on a timeout or a peer gone
+        (then it is left)."""
+        kind, number = (P.Snapshot, -1) if isinstance(message, P.GetSnapshot) else (P.SnapshotChunk, message.number)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._asked[peer] = (kind, number, future)
+        try:
+            peer.send(message)
+            async with asyncio.timeout(SNAPSHOT_REQUEST_TIMEOUT):
+                while not future.done():
+                    if peer not in self.peers.peers:
+                        raise TimeoutError
+                    await asyncio.wait({future}, timeout=0.5)
+            return future.result()
+        except (TimeoutError, ConnectionError):
+            self._left.add(peer)
+            return None
+        finally:
+            self._asked.pop(peer, None)
+
+    def _bad(self, peer: Peer, reason: str) -> None:
+        self._left.add(peer)
+        log.warning("refused the snapshot of height %d from %s: %s", self.height, peer.name, reason)
+        self.peers.misbehaving(peer, SCORE_BAD_SNAPSHOT, f"sent a bad snapshot: {reason}")
+
+    def _candidates(self) -> list[Peer]:
+        return [p for p in self.peers.peers if p.hello is not None and p.hello.version >= P.SNAPSHOT_VERSION
+                and p not in self._left and p not in self._asked]
+
+    # --- the manifest -------------------------------------------------------------------------
+
+    def _checked_offer(self, peer: Peer, offer: P.Snapshot) -> tuple[Block, Manifest] | None:
+        """The block and manifest of `offer` if both check against the trusted point; else the
+        sender is banned (or, for "none", left) and None."""
+        if not offer.block and not offer.manifest:
+            self._left.add(peer)
+            return None
+        try:
+            block = decode(offer.block, Block)
+            manifest = decode(offer.manifest, Manifest)
+        except DecodeError as err:
+            self._bad(peer, err.reason)
+            return None
+        this = block_hash(block.header)
+        if (block.header.height, this) != (self.height, self.hash):
+            self._bad(peer, f"its block {block.header.height} is {this.hex()}, not the trusted point's "
+                            f"{self.hash.hex()}")
+            return None
+        try:
+            core.check_manifest(manifest, self.node.params.network_id, self.height, self.hash,
+                                header_state_root(block.header))
+        except SnapshotError as err:
+            self._bad(peer, err.reason)
+            return None
+        return block, manifest
+
+    async def _offer(self) -> tuple[Block, Manifest]:
+        """The checked block and manifest: the stored ones of a download under way, else the
+        first peer's offer that checks."""
+        stored = await asyncio.to_thread(self.download.manifest)
+        block_data = await asyncio.to_thread(self.download.block)
+        if stored is not None and block_data is not None and stored.block_hash == self.hash:
+            return decode(block_data, Block), stored
+        waited = 0.0
+        while True:
+            for peer in self._candidates():
+                offer = await self._ask(peer, P.GetSnapshot(self.height))
+                checked = self._checked_offer(peer, offer) if offer is not None else None
+                if checked is not None:
+                    await asyncio.to_thread(self.download.start, checked[1], encode(checked[0]))
+                    return checked
+            if waited % 30 == 0:
+                log.info("waiting for a peer with the snapshot of height %d (trusted point %s)", self.height,
+                         self.hash.hex())
+            await asyncio.sleep(RETRY_S)
+            waited += RETRY_S
+            if not self._candidates():
+                self._left.clear()  # peers that had none may have one now; bad ones stay banned
+
+    # --- the chunks ---------------------------------------------------------------------------
+
+    async def _fetch_chunks(self, manifest: Manifest) -> None:
+        have = await asyncio.to_thread(self.download.stored, manifest)
+        p = self.progress
+        p.total_chunks, p.total_bytes = len(manifest.chunks), sum(c.size for c in manifest.chunks)
+        p.chunks, p.bytes = len(have), sum(manifest.chunks[n].size for n in have)
+        if have:
+            log.info("resuming the snapshot download of height %d: %d of %d chunks stored", self.height,
+                     len(have), len(manifest.chunks))
+        wanted = [n for n in range(len(manifest.chunks)) if n not in have]
+        while wanted:
+            workers = [asyncio.create_task(self._worker(peer, manifest, wanted))
+                       for peer in self._candidates()[:MAX_CHUNK_PEERS]]
+            p.peers = len(workers)
+            if not workers:
+                await asyncio.sleep(RETRY_S)
+                if not self._candidates():
+                    self._left.clear()
+                continue
+            await asyncio.gather(*workers)
+
+    async def _worker(self, peer: Peer, manifest: Manifest, wanted: list[int]) -> None:
+        """Fetch chunks from `peer`, one request out, until none is wanted or the peer is left."""
+        while wanted and peer not in self._left:
+            number = wanted.pop(0)
+            answer = await self._ask(peer, P.GetChunk(self.height, number))
+            if answer is None or not answer.data:
+                self._left.add(peer)
+                wanted.append(number)
+                return
+            try:
+                await asyncio.to_thread(core.check_chunk, manifest, number, answer.data)
+            except SnapshotError as err:
+                wanted.append(number)
+                self._bad(peer, err.reason)
+                return
+            await self._store(number, answer.data, wanted)
+
+    async def _store(self, number: int, data: bytes, wanted: list[int]) -> None:
+        """Store a checked chunk; on a full disk, one WARNING line and it is tried again every
+        RETRY_S (the download waits for space)."""
+        warned = False
+        while True:
+            try:
+                await asyncio.to_thread(self.download.put, number, data)
+                break
+            except OSError as err:
+                if not warned:
+                    log.warning("snapshot download stopped: cannot store chunk %d (%s); it goes on when space is "
+                                "freed in the data dir", number, err.strerror or err)
+                    warned = True
+                await asyncio.sleep(RETRY_S)
+        if warned:
+            log.info("snapshot download goes on: chunk %d stored", number)
+        p = self.progress
+        p.chunks += 1
+        p.bytes += len(data)
+        p.fetched += len(data)
+        p.fetched_chunks += 1
+
+    # --- the whole ----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Fetch, check, store and load the snapshot; the node's tip is then the trusted block."""
+        block, manifest = await self._offer()
+        log.info("snapshot of height %d: %d chunks, %d bytes, checked against the trusted block's state root",
+                 self.height, len(manifest.chunks), sum(c.size for c in manifest.chunks))
+        reporter = asyncio.create_task(self._report())
+        try:
+            await self._fetch_chunks(manifest)
+        finally:
+            reporter.cancel()
+        state = await asyncio.to_thread(self._load, manifest)
+        await self.writer.call(self.node.store_snapshot, block, state)
+        self.node.adopt_snapshot(block, state, self.node.now())
+        self.progress.done = True
+        await asyncio.to_thread(self.download.discard)
+        log.info("loaded the snapshot of height %d (%d entries): syncing on from it", self.height,
+                 len(state.utxos) + len(state.service_nodes) + len(state.quorums) + len(state.checkpoints))
+
+    def _load(self, manifest: Manifest) -> Any:
+        entries = [entry for number in range(len(manifest.chunks))
+                   for entry in core.stored_entries(manifest, number, self.download.chunk(number))]
+        return core.load(manifest, entries)
+
+    async def _report(self) -> None:
+        while True:
+            await asyncio.sleep(LOG_EVERY_S)
+            log.info("%s", self.progress.words())

@@ -1,0 +1,221 @@
+"""Snapshots (issue #36 item 2): a manifest and chunks of the state at a v2 height, every check
+a new node makes before it loads one.
+
+A regtest chain with fork v2 and some outputs and service nodes: its snapshot's parts sum to the
+root its tip's header carries, its chunks load back into the very state (with its checksum), and
+each altered piece (a manifest part, a chunk's byte, keys out of order or out of range, another
+own entry) is refused with its reason before anything is loaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import msgspec
+import pytest
+
+from snode.core import snapshot as S
+from snode.core.blocks import block_hash, header_state_root
+from snode.core.crypto import hash32
+from snode.core.encoding import encode
+from snode.core.state_root import current_checksum, state_checksum
+from snode.params import V2, Fork
+from tests.unit import chain_ops as P
+
+
+def v2_chain(fresh_chain, blocks: int = 6):
+    """chain_ops' chain (outputs, a pool node, an active node) with fork v2 from its next block."""
+    chain = fresh_chain()
+    params = chain.params.with_test_forks((Fork(V2, chain.state.height + 1),))
+    chain.params, chain.consensus = params, dataclasses.replace(chain.consensus, params=params)
+    run = P.Run(chain)
+    operations: list[tuple] = [("transfer", 0, 1, 3 * P.COIN), ("register", 2, 2, P.REQUIREMENT, 0, []),
+                               ("transfer", 1, 2, P.COIN)]
+    for op in operations:
+        run.apply(op)
+        run.mine(1)
+    chain.mine(blocks)
+    return chain
+
+
+def trusted(chain):
+    header = chain.blocks[-1].header
+    return header.height, block_hash(header), header_state_root(header)
+
+
+@pytest.fixture
+def snap(fresh_chain):
+    chain = v2_chain(fresh_chain)
+    height, hash_, root = trusted(chain)
+    manifest, chunks = S.build(chain.state, chain.params.network_id, root, chunk_bytes=2_000)
+    return chain, manifest, chunks
+
+
+def test_the_parts_sum_to_the_headers_root_and_the_chunks_load_back_into_the_state(snap):
+    chain, manifest, chunks = snap
+    assert len(chunks) > 3, "small chunks, so that ranges and order are exercised"
+    S.check_manifest(manifest, chain.params.network_id, *trusted(chain))
+    entries = [entry for number, data in enumerate(chunks) for entry in S.check_chunk(manifest, number, data)]
+    state = S.load(manifest, entries)
+    assert state == chain.state
+    assert current_checksum(state) == state_checksum(chain.state)
+    assert [name for name, _, _ in S._own_entries(manifest)] == ["quorums"]
+
+
+def test_a_manifest_whose_parts_do_not_sum_to_the_root_is_refused_before_any_chunk(snap):
+    chain, manifest, _ = snap
+    part = bytearray(manifest.chunks[1].part)
+    part[0] ^= 1
+    chunks = list(manifest.chunks)
+    chunks[1] = msgspec.structs.replace(chunks[1], part=bytes(part))
+    with pytest.raises(S.SnapshotError, match="its chunks' parts sum to state root .*, not the trusted block's"):
+        S.check_manifest(msgspec.structs.replace(manifest, chunks=chunks), chain.params.network_id, *trusted(chain))
+
+
+def test_a_manifest_of_another_block_format_or_root_is_refused_by_name(snap):
+    chain, manifest, _ = snap
+    height, hash_, root = trusted(chain)
+    net = chain.params.network_id
+    with pytest.raises(S.SnapshotError, match="not the trusted block"):
+        S.check_manifest(manifest, net, height, bytes(32), root)
+    with pytest.raises(S.SnapshotError, match="this snoded reads snapshot format 1"):
+        S.check_manifest(msgspec.structs.replace(manifest, format=2), net, height, hash_, root)
+    with pytest.raises(S.SnapshotError, match="its state root is not the one"):
+        S.check_manifest(manifest, net, height, hash_, bytes(32))
+    swapped = list(manifest.chunks)
+    swapped[0], swapped[1] = swapped[1], swapped[0]
+    with pytest.raises(S.SnapshotError, match="the range of its chunk 1 is out of order"):
+        S.check_manifest(msgspec.structs.replace(manifest, chunks=swapped), net, height, hash_, root)
+    with pytest.raises(S.SnapshotError, match="its state root is not"):
+        S.check_manifest(msgspec.structs.replace(manifest, issued=manifest.issued + 1), net, height, hash_, bytes(32))
+    with pytest.raises(S.SnapshotError, match="parts sum to state root"):
+        S.check_manifest(msgspec.structs.replace(manifest, issued=manifest.issued + 1), net, height, hash_, root)
+
+
+def _relisted(manifest, number: int, data: bytes):
+    """`manifest` listing `data` as chunk `number` (size and hash), as a liar that made both would."""
+    chunks = list(manifest.chunks)
+    chunks[number] = msgspec.structs.replace(chunks[number], size=len(data), hash=hash32(data))
+    return msgspec.structs.replace(manifest, chunks=chunks)
+
+
+def test_an_altered_chunk_is_refused_on_arrival_with_its_reason(snap):
+    _, manifest, chunks = snap
+    altered = bytearray(chunks[2])
+    altered[-1] ^= 1
+    with pytest.raises(S.SnapshotError, match="chunk 2 is not the one its manifest lists"):
+        S.check_chunk(manifest, 2, bytes(altered))
+    rows = S.decode(chunks[2], S.Chunk).rows
+    reordered = encode(S.Chunk([rows[0], rows[2], rows[1], *rows[3:]]))
+    with pytest.raises(S.SnapshotError, match="keys out of order"):
+        S.check_chunk(_relisted(manifest, 2, reordered), 2, reordered)
+    shorter = encode(S.Chunk(rows[:-1]))
+    with pytest.raises(S.SnapshotError, match="does not span the range"):
+        S.check_chunk(_relisted(manifest, 2, shorter), 2, shorter)
+    table, key, value = rows[1]
+    changed = encode(S.Chunk([rows[0], (table, key, value[:-1] + bytes([value[-1] ^ 1])), *rows[2:]]))
+    with pytest.raises(S.SnapshotError, match="chunk 2"):
+        S.check_chunk(_relisted(manifest, 2, changed), 2, changed)
+
+
+def test_a_chunk_whose_entries_are_not_its_part_is_refused(snap):
+    chain, manifest, chunks = snap
+    last = len(chunks) - 1
+    rows = S.decode(chunks[last], S.Chunk).rows
+    own = manifest.own[0]
+    index = next(i for i, row in enumerate(rows) if row[:2] == own[:2])
+    other = next(v for k, v in chain.state.quorums.items() if k != chain.state.height)
+    forged = encode(S.Chunk([*rows[:index], (own[0], own[1], encode(other)), *rows[index + 1:]]))
+    with pytest.raises(S.SnapshotError, match="holds another quorums entry of block"):
+        S.check_chunk(_relisted(manifest, last, forged), last, forged)
+    first_utxo = S.decode(chunks[0], S.Chunk).rows
+    dropped = encode(S.Chunk([first_utxo[0], *first_utxo[2:]]))
+    with pytest.raises(S.SnapshotError, match="do not sum to its part"):
+        S.check_chunk(_relisted(manifest, 0, dropped), 0, dropped)
+
+
+# --- on disk ---------------------------------------------------------------------------------------
+
+def test_snapshots_are_written_whole_the_newest_two_kept_and_an_edited_one_named(snap, tmp_path):
+    from snode.store.snapshot import Snapshots, read_chunk
+
+    _, manifest, chunks = snap
+    snapshots = Snapshots(tmp_path)
+    (snapshots.root / ".0000000001-00.tmp").mkdir(parents=True)  # what a crash mid-write leaves
+    snapshots.clear_unfinished()
+    assert list(snapshots.root.iterdir()) == []
+    for height in (manifest.height - 2, manifest.height - 1, manifest.height):
+        path = snapshots.write(msgspec.structs.replace(manifest, height=height), chunks)
+    assert [p.name[:10] for p in snapshots.paths()] == [f"{h:010d}" for h in (manifest.height - 1, manifest.height)]
+    assert snapshots.verified(path).height == manifest.height
+    assert read_chunk(path, 1) == chunks[1]
+    (path / "chunk-0001").write_bytes(chunks[1][:-1] + b"\x00")
+    with pytest.raises(S.SnapshotError, match="chunk 1 is not the one its manifest lists"):
+        snapshots.verified(path)
+
+
+def test_a_download_keeps_each_stored_chunk_and_drops_one_that_does_not_match(snap, tmp_path):
+    from snode.store.snapshot import Download
+
+    _, manifest, chunks = snap
+    download = Download(tmp_path)
+    assert download.manifest() is None
+    download.start(manifest, b"block")
+    download.put(0, chunks[0])
+    download.put(2, chunks[2])
+    (download.path / "chunk-0003").write_bytes(b"half")  # edited, or what an older crash left
+    again = Download(tmp_path)
+    assert again.manifest() == manifest and again.block() == b"block"
+    assert again.stored(manifest) == {0, 2}
+    assert not (download.path / "chunk-0003").exists()
+
+
+# --- the state at a snapshot height, and loading it into a store --------------------------------------
+
+def test_the_state_at_a_height_below_the_tip_is_made_from_undo_records_with_its_root(fresh_chain):
+    """What a node writes at a final height: the tip's state with the blocks above taken back,
+    its checksum kept, its root the one that block's header carries; a wrong root is refused."""
+    from snode.services.snapshots import snapshot_of, state_at
+
+    chain = v2_chain(fresh_chain, blocks=4)
+    undos = {block_hash(b.header): u for b, u in zip(chain.blocks[1:], chain.undos)}
+
+    class Undos:
+        """The one store read `state_at` makes: a block's undo record by its hash."""
+
+        def undo_of(self, hash_):
+            return undos[hash_]
+
+    store = Undos()
+    target = chain.blocks[-3].header
+    state = state_at(store, chain.state, target.height)
+    assert (state.height, state.tip_hash) == (target.height, block_hash(target))
+    manifest, chunks = snapshot_of(state, chain.params.network_id, header_state_root(target), 2_000)
+    S.check_manifest(manifest, chain.params.network_id, target.height, block_hash(target), header_state_root(target))
+    with pytest.raises(S.SnapshotError, match=f"the state at height {target.height} has root .*, not its header's"):
+        snapshot_of(state, chain.params.network_id, bytes(32))
+
+
+def test_a_snapshot_loads_into_a_store_holding_genesis_only(snap, tmp_path):
+    from snode.core.state import undo_block
+    from snode.store.chain_store import ChainStore
+
+    def genesis_of(chain):
+        state = chain.state
+        for undo in reversed(chain.undos):
+            state = undo_block(state, undo)
+        return state
+
+    chain, manifest, chunks = snap
+    state = S.load(manifest, [e for n, data in enumerate(chunks) for e in S.check_chunk(manifest, n, data)])
+    path = tmp_path / "chain.sqlite3"
+    with ChainStore.open(path, genesis_block=chain.blocks[0], genesis_state=genesis_of(chain)) as store:
+        assert store.history_start() == 1
+        store.adopt_snapshot(chain.blocks[-1], state)
+        with pytest.raises(ValueError, match="genesis only"):
+            store.adopt_snapshot(chain.blocks[-1], state)
+    with ChainStore.open(path, genesis_block=chain.blocks[0], genesis_state=genesis_of(chain)) as store:
+        assert store.tip() == (state.height, state.tip_hash)
+        assert store.history_start() == state.height
+        assert store.load_state() == chain.state
+        assert current_checksum(store.load_state()) == state_checksum(chain.state)
