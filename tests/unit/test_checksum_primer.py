@@ -91,3 +91,16 @@ def test_the_slices_sum_to_the_whole_and_a_stop_ends_the_sum(chain_factory):
     stopped = threading.Event()
     stopped.set()
     assert primer_module._sum(state, stopped) is None
+
+
+def test_a_sum_that_comes_while_a_batch_is_staged_keeps_the_tip_and_reaches_the_adopted_state(chain_factory):
+    """The tip stays the same object (a staged batch is stored and adopted on it, not refused as
+    stale), and the state the batch makes gets the checksum brought up by the batch's undos."""
+    chain = _forked(chain_factory(), PRIME_BLOCKS)
+    node = node_on(chain)
+    tip = node.state
+    batch = node.stage_batch(chain.mine(3), chain.now)
+    node.keep_checksum(state_checksum(tip))  # what the primer's worker hands over meanwhile
+    assert node.state is tip
+    assert node.finish_batch(batch, chain.now) == 3
+    assert current_checksum(node.state) == state_checksum(node.state)

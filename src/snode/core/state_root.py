@@ -217,6 +217,13 @@ def with_checksum(state: ChainState, checksum: Checksum) -> ChainState:
     return replace(state, summed=StateSum(_maps(state), checksum))
 
 
+def keep_in(state: ChainState, checksum: Checksum) -> None:
+    """Give `state` itself `checksum` (its maps' checksum), keeping its identity: `summed` is a
+    cache outside the state's value (compare=False), and the node's batches are staged and stored
+    on its tip *object*, so a checksum that comes later (summed off the loop) must not replace it."""
+    object.__setattr__(state, "summed", StateSum(_maps(state), checksum))
+
+
 def undo_summed(state: ChainState, undo: Undo) -> ChainState:
     """`state.undo_block`, keeping the checksum when `state` carries one (a reorganisation
     costs the keys it undoes, not a recomputation at the next block)."""

@@ -40,7 +40,7 @@ from snode.core.proofs import (
 from snode.core.standing import Departure, credit_warning, departure_in
 from snode.core.pulse import Mode, production_mode
 from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
-from snode.core.state_root import Checksum, with_checksum
+from snode.core.state_root import Checksum, caught_up, current_checksum, keep_in
 from snode.core.transactions import Registration, Transaction, txid
 from snode.core.transition import check_block_stateless
 from snode.node.batches import (
@@ -235,8 +235,10 @@ class Node:
 
     def keep_checksum(self, checksum: Checksum) -> None:
         """Keep `checksum`, the tip state's, with it (`node.checksum_primer`: summed off the
-        loop before fork v2); the store writes it with the next block."""
-        self._state = with_checksum(self._state, checksum)
+        loop before fork v2); the store writes it with the next block. The tip stays the same
+        object (a batch may be staged or stored on it: `state_root.keep_in`), and a batch staged
+        before it came gets it at its adoption (`_adopt`)."""
+        keep_in(self._state, checksum)
 
     def undo_of(self, hash_: bytes) -> Undo:
         """The undo record of a stored block (`services.snapshots.state_at`); StoreError for none."""
@@ -614,6 +616,9 @@ class Node:
         self.participation.keep_active(state, [k for u in undos for k, _ in u.service_nodes] if undos else None)
         activation = self.params.rules_at(state.height + 1) != self.params.rules_at(self._state.height + 1)
         self._departure_after(state, blocks)
+        kept = current_checksum(self._state)
+        if kept is not None and current_checksum(state) is None:  # staged before the tip's checksum came
+            keep_in(state, caught_up(kept, self._state, state, undos))
         self._state = state
         self.upgrade.forget_pending(state.height)
         if not mined:
