@@ -20,7 +20,7 @@ from snode.net.events import ProofMessage
 from snode.net.peers import PeerManager
 from snode.node.node import Node
 from snode.node.proofs import ENDPOINT_CHANGE_EVERY, ENDPOINT_CHANGES_BURST, EndpointChanges, ProofBook
-from snode.services.sn_duties import ServiceNodeDuties
+from snode.services.sn_duties import ServiceNodeDuties, same_ip
 from tests.unit.conftest import new_chain, node_on, peer_manager
 
 SIGNER = "endpoint sn"
@@ -130,3 +130,18 @@ def test_a_proof_copy_is_not_an_endpoint_change(node: Node) -> None:
     again = msgspec.structs.replace(signed(node, node.now(), "198.51.100.1"))
     node.accept_proof(again, node.now())
     assert node.proofs.changes.allowed(first.pubkey, node.now())
+
+
+def test_an_address_written_another_way_is_the_same_address(node: Node) -> None:
+    assert same_ip("2001:db8::1", "2001:db8:0:0::0001") and same_ip("::ffff:203.0.113.5", "203.0.113.5")
+    assert not same_ip("2001:db8::1", "2001:db8::2") and not same_ip("203.0.113.5", "203.0.113.6")
+    sent: list[object] = []
+    duties = ServiceNodeDuties(node, Recorded(peer_manager()[0], sent), quorumnet=None)  # type: ignore[arg-type]
+    intake = Intake()
+    duties.intake = intake  # type: ignore[assignment]
+    now = node.now()
+    for timestamp, declared, seen in ((now, "2001:db8:0:0::0001", "2001:db8::1"),
+                                      (now + 1, "203.0.113.5", "::ffff:203.0.113.5")):
+        proof = signed(node, timestamp, declared)
+        duties.on_peer_proof(ProofMessage(object(), seen, f"[{seen}]:9230", P.Proof(proof, relayed=False)))
+    assert len(intake.added) == 2 and sent == [], "a direct proof from its declared address, however written"

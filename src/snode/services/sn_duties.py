@@ -12,6 +12,7 @@ While the network is small the genesis authority is the quorum and signs alone.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
 import weakref
@@ -107,6 +108,24 @@ class Asked:
             waiting.timestamps.remove(timestamp)
             return Answer.ASKED
         return Answer.LATE if 0 < timestamp <= waiting.forgotten else Answer.UNASKED
+
+
+@functools.lru_cache(maxsize=8192)
+def _canonical(ip: str) -> str:
+    """`ip` in one spelling: IPv6 compressed, an IPv4-mapped IPv6 address as its IPv4 (a dual-stack
+    listener sees IPv4 peers so); text that is no address stays as it is."""
+    try:
+        address = ipaddress.ip_address(ip)
+    except ValueError:
+        return ip
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return str(mapped if mapped is not None else address)
+
+
+def same_ip(a: str, b: str) -> bool:
+    """Whether two texts name one address however each is written (`2001:db8::1` and
+    `2001:db8:0::0001`, `::ffff:203.0.113.5` and `203.0.113.5`)."""
+    return a == b or _canonical(a) == _canonical(b)
 
 
 def _packed(ip: str) -> bytes:
@@ -211,7 +230,7 @@ class ServiceNodeDuties:
         if node.proofs.last_accepted(proof.pubkey) == proof.timestamp:
             return  # a copy of a proof we have: proofs reach us along several paths
         direct = not message.relayed
-        if proof.public_ip != event.peer_ip and (direct or self._from_its_signer(proof, event.peer_ip)):
+        if not same_ip(proof.public_ip, event.peer_ip) and (direct or self._from_its_signer(proof, event.peer_ip)):
             log.info("refused uptime proof of %s from %s: declared IP %s, we see %s%s", proof.pubkey.hex()[:16],
                      event.peer_name, proof.public_ip, event.peer_ip,
                      "" if direct else " (passed off as relayed, from the address its last proof declared)",
@@ -228,7 +247,7 @@ class ServiceNodeDuties:
         rate-limited as a change: `ProofBook.check_endpoint`). Such a proof's IP is checked as
         a direct one's, so a node cannot move its endpoint by calling its own proof relayed."""
         endpoint = self.node.proofs.endpoint(proof.pubkey)
-        return endpoint is not None and endpoint[0] == peer_ip
+        return endpoint is not None and same_ip(endpoint[0], peer_ip)
 
     def _on_verdict(self, event: ProofMessage, message: P.ProofRejected | P.ProofAck, own: bytes | None) -> None:
         """A peer's word on our proof: it counts only if we sent that proof to that peer and
