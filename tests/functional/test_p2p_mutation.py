@@ -67,6 +67,7 @@ def _samples(node: TestNode) -> list[P.Message]:
         P.ProofInv([(bytes(32), 5)]), P.GetProofs([(bytes(32), 5)]), P.Proofs([]),
         P.tip_header(decode(block, Block)), P.ForkStatus(bytes(4), 0),
         P.GetSnapshot(0), P.Snapshot(block, b"\x90"), P.GetChunk(5, 0), P.SnapshotChunk(5, 0, b"\x90"),
+        P.GetHeaders([genesis], 10), P.Headers([P.signed_header(decode(block, Block))], 5),
     ]
     kinds = {type(m) for m in samples} | {P.Proof}  # a Proof needs a key: mutated from fields below
     assert kinds >= set(typing.get_args(P.Message)) - {P.Proof}, "a sample of every message kind"
