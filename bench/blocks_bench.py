@@ -41,8 +41,8 @@ import re
 import statistics
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Final
 
 import zmq
@@ -50,10 +50,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
 from bench import blocks_profile, perf_split
-from snode.app.profiling import ENV as PROFILE_ENV
-from bench.daemons import BLOCKS_NET, Daemon, log as bench_log, loopback_ip
+from bench.daemons import BLOCKS_NET, Daemon, loopback_ip
+from bench.daemons import log as bench_log
 from bench.report import figures_table, verdict
 from snode.api.client import RpcFailure
+from snode.app.profiling import ENV as PROFILE_ENV
 from snode.core.address import encode_address
 from snode.core.blocks import Block
 from snode.core.crypto import SigningKey, signature_cache, verify

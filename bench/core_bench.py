@@ -32,7 +32,6 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.report import timed, verdict
-
 from snode.core import mempool as mp
 from snode.core.blocks import Block
 from snode.core.crypto import SigningKey, signature_cache, verify

@@ -27,9 +27,9 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.blocks_bench import wait
-from snode.common.procs import cpu_seconds, memory_mib
 from bench.report import verdict
 from snode.api.client import call_once as call
+from snode.common.procs import cpu_seconds, memory_mib
 from snode.params import DEVNET
 
 NODES: Final = 12

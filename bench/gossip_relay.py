@@ -21,13 +21,12 @@ import asyncio
 import time
 from typing import Final
 
+from bench.intake_bench import IP, PEERS, Bench, _chain
 from snode.core.crypto import verify_uncached
 from snode.core.proofs import UptimeProof, make_proof, proof_message
 from snode.net import protocol as P
 from snode.net.peer import Peer
 from snode.net.relay import Relay
-
-from bench.intake_bench import IP, PEERS, Bench, _chain
 
 ROUNDS: Final = 50
 TRIALS: Final = 5

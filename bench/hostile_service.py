@@ -40,11 +40,11 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
+import zmq
+
 from bench import hostile_mempool
 from bench.daemons import NET_WIDTH, SYNC_NET
 from bench.hostile_mempool import MempoolAttack
-import zmq
-
 from snode.api.client import RpcFailure, RpcUnavailable, call_once
 from snode.common.data_dir import seed_of
 from snode.core.crypto import SigningKey, x25519_public

@@ -32,16 +32,16 @@ from typing import Any, Final
 
 from rich.console import Console
 
+import snode.node.writer as writer
 from bench import daemons
 from bench.report import figures_table, timed, verdict
 from snode.common.clock import MockableClock
 from snode.core import mempool as mp
 from snode.core.encoding import decode, encode
 from snode.core.state import ChainState, undo_block
-from snode.core.txbuilder import build_spend
 from snode.core.transactions import TX_VERSION, OutPoint, Transaction, Transfer, TxOut, signing_hash, txid
+from snode.core.txbuilder import build_spend
 from snode.devchain import DevChain, key_from_label
-import snode.node.writer as writer
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.params import COIN, V1

@@ -49,8 +49,9 @@ import msgspec
 from rich.console import Console
 
 from bench import daemons
-from bench.report import figures_table, verdict
 from bench.daemons import BENCH_DIR, RPC_NET, Daemon, child_env, loopback_ip, stop_process
+from bench.report import figures_table, verdict
+from snode.api.client import RpcClient
 from snode.common.procs import cpu_seconds
 from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
@@ -60,11 +61,16 @@ from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import UtxoEntry
 from snode.core.state_change import sign_votes, state_change_tx
 from snode.core.transactions import (
-    OutPoint, Reservation, Stake, Transaction, Transfer, TxOut, txid,
+    OutPoint,
+    Reservation,
+    Stake,
+    Transaction,
+    Transfer,
+    TxOut,
+    txid,
 )
 from snode.core.txbuilder import Spendable, build_spend
 from snode.params import COIN, REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_SEED
-from snode.api.client import RpcClient
 
 SERVICE_NODES: Final = 2_000
 POOL_EVERY: Final = 5
@@ -446,10 +452,10 @@ def profile_service_nodes(data_dir: Path, runs: int = 5, top: int = 15) -> str:
     import io
     import pstats
 
-    from snode.core.genesis import genesis_state
-    from snode.app.datadir import DataDir
-    from snode.node.node import Node
     from snode.api.types import GetServiceNodesParams
+    from snode.app.datadir import DataDir
+    from snode.core.genesis import genesis_state
+    from snode.node.node import Node
     from snode.rpc.methods import MethodTable
     from snode.store import ChainStore
 

@@ -38,15 +38,23 @@ from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import UtxoEntry
 from snode.core.state_change import sign_votes, state_change_tx
 from snode.core.transactions import (
-    OutPoint, Payload, Reservation, Transaction, Transfer, TxOut, txid,
+    OutPoint,
+    Payload,
+    Reservation,
+    Transaction,
+    Transfer,
+    TxOut,
+    txid,
 )
 from snode.core.transition import SigCheck, apply_block, make_coinbase
 from snode.core.txbuilder import estimate_fee, payload_spend, sign_spend
 from snode.params import (
-    COIN, REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_SEED,
+    COIN,
+    REGTEST,
+    REGTEST_AUTHORITY_SEED,
+    REGTEST_FAUCET_SEED,
 )
-from snode.store import DATABASE_FILE, ChainStore
-from snode.store import Commit
+from snode.store import DATABASE_FILE, ChainStore, Commit
 
 PARAMS: Final = REGTEST
 GENESIS_FILE: Final = "genesis.json"

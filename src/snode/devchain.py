@@ -25,7 +25,13 @@ from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import ChainState, Undo
 from snode.core.state_change import sign_votes, state_change_tx
 from snode.core.transactions import (
-    OutPoint, Reservation, Stake, Transaction, Transfer, TxOut, txid,
+    OutPoint,
+    Reservation,
+    Stake,
+    Transaction,
+    Transfer,
+    TxOut,
+    txid,
 )
 from snode.core.transition import apply_block
 from snode.core.txbuilder import Spendable, build_spend, build_transfer, build_unlock_request

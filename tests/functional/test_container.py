@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from snode import __version__
-from snode.common.procs import all_pids, process_args, stat_fields
 from snode.app.cli import VERSION_LINE
+from snode.common.procs import all_pids, process_args, stat_fields
 from tests.functional.framework import assert_equal, narrator, scaled, wait_until
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(1800)]  # the first build is slow on vfs

@@ -28,13 +28,18 @@ from typing import Any
 
 import pytest
 
-from snode.store import DATABASE_FILE
 from snode.api.client import call_once as call
+from snode.store import DATABASE_FILE
 from tests.functional.crash_helpers import PAYEE, TXID, WALLET_LOCK, Spender, answers, finish, wallet
 from tests.functional.devnet_helpers import ENV, devnet, devnet_command, pid_of, rows
 from tests.functional.figures import write_figures
 from tests.functional.framework import (
-    assert_equal, narrator, process_gone, scaled, strike_at_random, wait_until,
+    assert_equal,
+    narrator,
+    process_gone,
+    scaled,
+    strike_at_random,
+    wait_until,
 )
 
 log = narrator(__name__)

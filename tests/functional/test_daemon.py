@@ -22,7 +22,13 @@ from snode.core.transactions import Transfer, TxOut
 from snode.devchain import key_from_label
 from snode.params import COIN
 from tests.functional.framework import (
-    assert_equal, narrator, next_loopback_ip, run_snoded, scaled, send_spend, wait_until,
+    assert_equal,
+    narrator,
+    next_loopback_ip,
+    run_snoded,
+    scaled,
+    send_spend,
+    wait_until,
 )
 from tests.functional.sn_helpers import SOLO, fund_and_unlock, register
 

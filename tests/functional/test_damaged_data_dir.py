@@ -18,7 +18,13 @@ from pathlib import Path
 from snode.devchain import key_from_label
 from snode.params import COIN
 from tests.functional.framework import (
-    JSONRPCException, NodeSet, TestNode, assert_equal, narrator, scaled, wait_until,
+    JSONRPCException,
+    NodeSet,
+    TestNode,
+    assert_equal,
+    narrator,
+    scaled,
+    wait_until,
 )
 from tests.functional.sn_helpers import SOLO, fund_and_unlock, register
 

@@ -19,10 +19,23 @@ import pytest
 from snode.core.units import parse_coins
 from snode.params import COIN
 from tests.functional.framework import (
-    assert_equal, connect_nodes, narrator, run_snoded, scaled, sync_blocks, wait_until,
+    assert_equal,
+    connect_nodes,
+    narrator,
+    run_snoded,
+    scaled,
+    sync_blocks,
+    wait_until,
 )
 from tests.functional.sn_helpers import (
-    SOLO, fund_and_unlock, mine_until, move_clocks, notified, notify_script, record, registered_solo,
+    SOLO,
+    fund_and_unlock,
+    mine_until,
+    move_clocks,
+    notified,
+    notify_script,
+    record,
+    registered_solo,
 )
 from tests.functional.wallet_helpers import Wallet, registration_cmd
 

@@ -12,19 +12,31 @@ import os
 import sqlite3
 import time
 
+from snode.common.logs import REPEAT_BURST
 from snode.core.crypto import SigningKey
-from snode.devchain import key_from_label
 from snode.core.encoding import encode
+from snode.devchain import key_from_label
 from snode.net import limits as L
 from snode.net import protocol as P
 from snode.params import COIN, MAX_BLOCK_BYTES, REGTEST_AUTHORITY_SEED
 from snode.store import DATABASE_FILE
-from snode.common.logs import REPEAT_BURST
 from tests.functional.framework import (
-    assert_equal, connect_nodes, narrator, next_loopback_ip, wait_until,
+    assert_equal,
+    connect_nodes,
+    narrator,
+    next_loopback_ip,
+    wait_until,
 )
 from tests.functional.hostile import (
-    assert_serving, ban_reasons, fat_transactions, handshake, junk_proofs, orphan, pong, rss_mib, send_until_cut,
+    assert_serving,
+    ban_reasons,
+    fat_transactions,
+    handshake,
+    junk_proofs,
+    orphan,
+    pong,
+    rss_mib,
+    send_until_cut,
 )
 from tests.functional.p2p import FakePeer
 from tests.functional.sn_helpers import SOLO, fund_and_unlock, record, register

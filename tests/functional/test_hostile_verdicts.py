@@ -22,11 +22,18 @@ from snode.core.proofs import ProofRefusal
 from snode.net import protocol as P
 from snode.services.sn_duties import UNASKED_VERDICT
 from tests.functional.framework import (
-    assert_equal, connect_nodes, narrator, next_loopback_ip, wait_until,
+    assert_equal,
+    connect_nodes,
+    narrator,
+    next_loopback_ip,
+    wait_until,
 )
 from tests.functional.p2p import FakePeer, cut_off_after
 from tests.functional.sn_helpers import (
-    notified, notify_script, record, registered_solo,
+    notified,
+    notify_script,
+    record,
+    registered_solo,
 )
 
 log = narrator(__name__)

@@ -16,7 +16,13 @@ from pathlib import Path
 
 from snode.devchain import key_from_label
 from tests.functional.framework import (
-    NodeSet, assert_equal, connect_nodes, narrator, scaled, snode_cli, wait_until,
+    NodeSet,
+    assert_equal,
+    connect_nodes,
+    narrator,
+    scaled,
+    snode_cli,
+    wait_until,
 )
 from tests.functional.sn_helpers import record, registered_solo
 

@@ -29,8 +29,17 @@ from pathlib import Path
 from snode.api.client import RpcClient, RpcUnavailable
 from snode.api.credentials import Login, read_cookie
 from tests.functional.framework import (
-    NodeSet, TestNode, assert_equal, assert_raises_rpc_error, narrator, next_loopback_ip, run_snoded,
-    scaled, snode_cli, wait_until, wildcard_port,
+    NodeSet,
+    TestNode,
+    assert_equal,
+    assert_raises_rpc_error,
+    narrator,
+    next_loopback_ip,
+    run_snoded,
+    scaled,
+    snode_cli,
+    wait_until,
+    wildcard_port,
 )
 from tests.functional.wallet_helpers import Wallet, WalletServer, run_wallet
 

@@ -18,7 +18,13 @@ from snode.core.txbuilder import build_spend, transfer_at_rate
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
 from tests.functional.framework import (
-    assert_equal, assert_raises_rpc_error, connect_nodes, fund, narrator, spendable_outputs, wait_until,
+    assert_equal,
+    assert_raises_rpc_error,
+    connect_nodes,
+    fund,
+    narrator,
+    spendable_outputs,
+    wait_until,
 )
 
 POOL_ENTRIES = 8

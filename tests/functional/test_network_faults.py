@@ -31,12 +31,15 @@ from typing import Any
 import pytest
 
 from snode.core.pulse import round_start0
-from snode.params import DEVNET
-
-from snode.params import PROOF_CLOCK_TOLERANCE
+from snode.params import DEVNET, PROOF_CLOCK_TOLERANCE
 from tests.functional.figures import write_figures
 from tests.functional.framework import (
-    assert_equal, connect_nodes, narrator, strike_at, sync_blocks, wait_until,
+    assert_equal,
+    connect_nodes,
+    narrator,
+    strike_at,
+    sync_blocks,
+    wait_until,
 )
 from tests.functional.sn_helpers import SnNet, leader_queue, record
 

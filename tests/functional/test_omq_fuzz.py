@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from snode.rpc.omq_public import PUBLIC_METHODS
 from tests.functional.figures import write_figures
-from tests.functional.framework import fuzz_settings, TestNode, assert_equal, narrator, next_loopback_ip, scaled
+from tests.functional.framework import TestNode, assert_equal, fuzz_settings, narrator, next_loopback_ip, scaled
 
 log = narrator(__name__)
 EXAMPLES = int(os.environ.get("SNODE_FUZZ_EXAMPLES", "300"))

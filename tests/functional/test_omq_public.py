@@ -22,7 +22,14 @@ from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
 from snode.rpc.omq_public import ANSWER_BYTES_PER_TOKEN, BURST, PUBLIC_INFO_FIELDS, RATE, transaction_cost
 from tests.functional.framework import (
-    assert_equal, faucet_key, narrator, run_snoded, scaled, send_spend, spendable_outputs, wait_until,
+    assert_equal,
+    faucet_key,
+    narrator,
+    run_snoded,
+    scaled,
+    send_spend,
+    spendable_outputs,
+    wait_until,
 )
 
 log = narrator(__name__)

@@ -18,18 +18,30 @@ from __future__ import annotations
 import json
 import time
 
-from snode.core.encoding import decode
 from snode.core.blocks import Block
+from snode.core.encoding import decode
 from snode.core.transactions import StateChange
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
 from tests.functional.framework import (
-    assert_equal, connect_nodes, narrator, snode_cli, sync_blocks, wait_until,
-)
-from tests.functional.sn_helpers import (
-    SOLO, fund_and_unlock, mine_until, move_clocks, notified, notify_script, record, register,
+    assert_equal,
+    connect_nodes,
+    narrator,
+    snode_cli,
+    sync_blocks,
+    wait_until,
 )
 from tests.functional.metrics_helpers import samples, value
+from tests.functional.sn_helpers import (
+    SOLO,
+    fund_and_unlock,
+    mine_until,
+    move_clocks,
+    notified,
+    notify_script,
+    record,
+    register,
+)
 
 log = narrator(__name__)
 

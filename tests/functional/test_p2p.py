@@ -18,8 +18,18 @@ from snode.devchain import key_from_label
 from snode.net import protocol as P
 from snode.params import COIN
 from tests.functional.framework import (
-    assert_equal, connect_nodes, faucet_key, fund, narrator, next_loopback_ip, process_gone, scaled,
-    spendable_outputs, sync_blocks, sync_mempools, wait_until,
+    assert_equal,
+    connect_nodes,
+    faucet_key,
+    fund,
+    narrator,
+    next_loopback_ip,
+    process_gone,
+    scaled,
+    spendable_outputs,
+    sync_blocks,
+    sync_mempools,
+    wait_until,
 )
 from tests.functional.p2p import FakePeer, cut_off_after
 

@@ -22,7 +22,7 @@ from snode.core.encoding import decode, encode
 from snode.core.proofs import ProofRefusal
 from snode.net import protocol as P
 from tests.functional.figures import write_figures
-from tests.functional.framework import fuzz_settings, TestNode, assert_equal, narrator, next_loopback_ip
+from tests.functional.framework import TestNode, assert_equal, fuzz_settings, narrator, next_loopback_ip
 from tests.functional.p2p import FakePeer
 
 log = narrator(__name__)

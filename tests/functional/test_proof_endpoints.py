@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import time
 
-from snode.core.proofs import make_proof
 from snode.core.crypto import SigningKey
+from snode.core.proofs import make_proof
 from snode.net import protocol as P
 from snode.node.proofs import ENDPOINT_CHANGES_BURST
 from snode.params import REGTEST
-from tests.functional.framework import connect_nodes, next_loopback_ip, narrator, wait_until
+from tests.functional.framework import connect_nodes, narrator, next_loopback_ip, wait_until
 from tests.functional.p2p import FakePeer
 from tests.functional.sn_helpers import record, registered_solo
 

@@ -20,7 +20,12 @@ from snode.net import limits as L
 from snode.net import protocol as P
 from snode.params import COIN
 from tests.functional.framework import (
-    assert_equal, connect_nodes, narrator, next_loopback_ip, scaled, wait_until,
+    assert_equal,
+    connect_nodes,
+    narrator,
+    next_loopback_ip,
+    scaled,
+    wait_until,
 )
 from tests.functional.hostile import assert_serving, ban_reasons, pong
 from tests.functional.p2p import FakePeer, cut_off_after

@@ -33,7 +33,11 @@ from snode.net.quorum_guard import CHECKPOINT_VOTE_BURST
 from snode.params import COIN, REGTEST
 from tests.functional.figures import write_figures
 from tests.functional.framework import (
-    narrator, next_loopback_ip, scaled, send_spend, wait_until,
+    narrator,
+    next_loopback_ip,
+    scaled,
+    send_spend,
+    wait_until,
 )
 from tests.functional.p2p import FakePeer
 from tests.functional.sn_helpers import SOLO, fund_and_unlock, mine_until, record

@@ -27,7 +27,7 @@ from snode.devchain import key_from_label
 from snode.net import protocol as P
 from snode.params import COIN, REGTEST
 from tests.functional.figures import write_figures
-from tests.functional.framework import fuzz_settings, assert_equal, narrator, scaled, send_spend, wait_until
+from tests.functional.framework import assert_equal, fuzz_settings, narrator, scaled, send_spend, wait_until
 from tests.functional.sn_helpers import SOLO, fund_and_unlock
 
 log = narrator(__name__)

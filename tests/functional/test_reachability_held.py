@@ -18,8 +18,8 @@ from typing import Any
 from snode.params import DEVNET
 from snode.services.reachability import PROBE_TIMEOUT, refresh_s
 from tests.functional.framework import assert_equal, narrator, wait_until
-from tests.functional.sn_helpers import SnNet
 from tests.functional.metrics_helpers import samples, value
+from tests.functional.sn_helpers import SnNet
 
 log = narrator(__name__)
 BLOCKS_OF_SLACK = 5

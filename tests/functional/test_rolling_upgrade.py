@@ -33,7 +33,14 @@ from snode.devchain import key_from_label
 from snode.params import COIN, DEVNET, REGTEST, V1, V2, ForkRules
 from tests.functional.figures import write_figures
 from tests.functional.framework import (
-    assert_equal, assert_raises_rpc_error, connect_nodes, faucet_key, narrator, scaled, spendable_outputs, sync_blocks,
+    assert_equal,
+    assert_raises_rpc_error,
+    connect_nodes,
+    faucet_key,
+    narrator,
+    scaled,
+    spendable_outputs,
+    sync_blocks,
     wait_until,
 )
 from tests.functional.sn_helpers import SnNet, record

@@ -12,12 +12,18 @@ import json
 
 import pytest
 
+from snode.api import errors as E
 from snode.core.registration import parse_command
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
-from snode.api import errors as E
 from tests.functional.framework import (
-    address_of, assert_equal, assert_raises_rpc_error, fund, narrator, scaled, send_spend,
+    address_of,
+    assert_equal,
+    assert_raises_rpc_error,
+    fund,
+    narrator,
+    scaled,
+    send_spend,
 )
 from tests.functional.sn_helpers import POOL_MIN, SOLO
 

@@ -17,10 +17,23 @@ import time
 
 from snode.api import errors as E
 from snode.api.types import (
-    BlockResult, GenerateBlocksResult, HeightResult, InfoResult, MempoolResult, MockTimeResult,
-    OutputsResult, PeersResult, RegistrationCmdParams, RegistrationCmdResult, SendTxResult,
-    ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState, StakingRequirementResult,
-    StatusResult, TransactionResult,
+    BlockResult,
+    GenerateBlocksResult,
+    HeightResult,
+    InfoResult,
+    MempoolResult,
+    MockTimeResult,
+    OutputsResult,
+    PeersResult,
+    RegistrationCmdParams,
+    RegistrationCmdResult,
+    SendTxResult,
+    ServiceNodeKeyResult,
+    ServiceNodesResult,
+    ServiceNodeState,
+    StakingRequirementResult,
+    StatusResult,
+    TransactionResult,
 )
 from snode.core.address import encode_address
 from snode.core.crypto import SigningKey
@@ -32,7 +45,13 @@ from snode.core.txbuilder import build_spend
 from snode.devchain import key_from_label
 from snode.params import COIN, DEVNET, MAX_FUTURE_BLOCK_TIME, REGTEST
 from tests.functional.framework import (
-    TestNode, address_of, assert_equal, assert_raises_rpc_error, connect_nodes, faucet_key, narrator,
+    TestNode,
+    address_of,
+    assert_equal,
+    assert_raises_rpc_error,
+    connect_nodes,
+    faucet_key,
+    narrator,
     spendable_outputs,
 )
 from tests.functional.sn_helpers import POOL_MIN, SOLO

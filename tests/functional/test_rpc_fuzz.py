@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from snode.rpc.openrpc import document
 from snode.rpc.signatures import SIGNATURES
 from tests.functional.figures import write_figures
-from tests.functional.framework import fuzz_settings, TestNode, assert_equal, narrator
+from tests.functional.framework import TestNode, assert_equal, fuzz_settings, narrator
 
 log = narrator(__name__)
 

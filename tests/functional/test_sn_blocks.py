@@ -16,7 +16,6 @@ import time
 from typing import Any
 
 import msgspec
-
 import pytest
 
 from snode.core.blocks import Block, block_hash
@@ -28,7 +27,12 @@ from snode.net import protocol as P
 from snode.params import DEVNET
 from tests.functional.figures import write_figures
 from tests.functional.framework import (
-    assert_equal, connect_nodes, narrator, next_loopback_ip, sync_blocks, wait_until,
+    assert_equal,
+    connect_nodes,
+    narrator,
+    next_loopback_ip,
+    sync_blocks,
+    wait_until,
 )
 from tests.functional.p2p import FakePeer
 from tests.functional.sn_chain import rebuilt, sn_keys

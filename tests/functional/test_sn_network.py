@@ -16,24 +16,39 @@ import os
 import signal
 import time
 
-
+from snode.core.address import encode_address
 from snode.core.blocks import Block
 from snode.core.crypto import SigningKey
+from snode.core.encoding import decode
 from snode.core.proofs import make_proof
 from snode.core.transactions import StateChange
-from snode.net import protocol as P
-from snode.core.encoding import decode
-from snode.core.address import encode_address
 from snode.devchain import key_from_label
-from snode.services.saving import MIN_SAVE_INTERVAL
+from snode.net import protocol as P
 from snode.params import COIN, REGTEST
+from snode.services.saving import MIN_SAVE_INTERVAL
 from tests.functional.framework import (
-    assert_equal, assert_raises_rpc_error, connect_nodes, narrator, next_loopback_ip, scaled, send_spend,
-    snode_cli, sync_blocks, wait_until,
+    assert_equal,
+    assert_raises_rpc_error,
+    connect_nodes,
+    narrator,
+    next_loopback_ip,
+    scaled,
+    send_spend,
+    snode_cli,
+    sync_blocks,
+    wait_until,
 )
 from tests.functional.p2p import FakePeer
 from tests.functional.sn_helpers import (
-    POOL_MIN, SOLO, fund_and_unlock, mine_until, move_clocks, record, register, registered_solo, registered_solos,
+    POOL_MIN,
+    SOLO,
+    fund_and_unlock,
+    mine_until,
+    move_clocks,
+    record,
+    register,
+    registered_solo,
+    registered_solos,
     stake,
 )
 
@@ -254,9 +269,10 @@ def test_quorumnet_refuses_unregistered_keys(nodes):
     connect_nodes(sn, hub)
     op = key_from_label("quorumnet op")
     fund_and_unlock(hub, {op.public: SOLO + COIN})
+    import time
+
     from snode.core.registration import sign_registration
     from snode.core.transactions import Reservation
-    import time
     reg = sign_registration(stranger, REGTEST, 0, (Reservation(op.public, SOLO),), int(time.time()) + 3600)
     send_spend(hub, op, [], reg)
     hub.generate_blocks(blocks=1)
@@ -265,12 +281,12 @@ def test_quorumnet_refuses_unregistered_keys(nodes):
 
 
 def test_forged_state_changes_are_rejected(nodes):
+    from snode.core.crypto import SigningKey
     from snode.core.encoding import encode
     from snode.core.service_nodes import Reason, StateChangeKind
     from snode.core.state_change import state_change_tx
     from snode.core.transactions import Vote, state_change_hash
     from snode.params import REGTEST_AUTHORITY_SEED
-    from snode.core.crypto import SigningKey
 
     log.info("Register a service node, not yet activated")
     hub = nodes.add()

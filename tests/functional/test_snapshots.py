@@ -16,7 +16,13 @@ from snode.net import protocol as P
 from snode.params import REGTEST
 from snode.store.snapshot import Snapshots
 from tests.functional.framework import (
-    assert_equal, assert_raises_rpc_error, connect_nodes, narrator, next_loopback_ip, snode_cli, sync_blocks,
+    assert_equal,
+    assert_raises_rpc_error,
+    connect_nodes,
+    narrator,
+    next_loopback_ip,
+    snode_cli,
+    sync_blocks,
     wait_until,
 )
 from tests.functional.hostile import ban_reasons

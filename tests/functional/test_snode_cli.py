@@ -16,7 +16,15 @@ from snode.core.registration import parse_command
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
 from tests.functional.framework import (
-    address_of, assert_equal, connect_nodes, fund, narrator, next_loopback_ip, scaled, send_spend, snode_cli,
+    address_of,
+    assert_equal,
+    connect_nodes,
+    fund,
+    narrator,
+    next_loopback_ip,
+    scaled,
+    send_spend,
+    snode_cli,
     wait_until,
 )
 from tests.functional.sn_helpers import record, registered_solo

@@ -21,10 +21,23 @@ from snode.core.txbuilder import build_spend, build_unlock_request
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
 from tests.functional.framework import (
-    assert_equal, assert_raises_rpc_error, connect_nodes, narrator, send_spend, snode_cli, sync_blocks,
+    assert_equal,
+    assert_raises_rpc_error,
+    connect_nodes,
+    narrator,
+    send_spend,
+    snode_cli,
+    sync_blocks,
 )
 from tests.functional.sn_helpers import (
-    POOL_MIN, SOLO, fund_and_unlock, mine_until, move_clocks, record, registered_solo, stake,
+    POOL_MIN,
+    SOLO,
+    fund_and_unlock,
+    mine_until,
+    move_clocks,
+    record,
+    registered_solo,
+    stake,
 )
 
 log = narrator(__name__)

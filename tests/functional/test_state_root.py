@@ -19,7 +19,14 @@ from snode.devchain import key_from_label
 from snode.net import protocol as P
 from snode.params import COIN, REGTEST, REGTEST_AUTHORITY_SEED, V2
 from tests.functional.framework import (
-    assert_equal, connect_nodes, faucet_key, narrator, run_snoded, spendable_outputs, sync_blocks, wait_until,
+    assert_equal,
+    connect_nodes,
+    faucet_key,
+    narrator,
+    run_snoded,
+    spendable_outputs,
+    sync_blocks,
+    wait_until,
 )
 from tests.functional.hostile import ban_reasons
 from tests.functional.p2p import cut_off_after

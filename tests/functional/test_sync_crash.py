@@ -18,7 +18,13 @@ import pytest
 
 from snode.node.node import STATE_FLUSH_BLOCKS
 from tests.functional.framework import (
-    assert_equal, connect_nodes, narrator, process_gone, strike_at_random, sync_blocks, wait_until,
+    assert_equal,
+    connect_nodes,
+    narrator,
+    process_gone,
+    strike_at_random,
+    sync_blocks,
+    wait_until,
 )
 
 log = narrator(__name__)

@@ -15,7 +15,12 @@ import random
 import pytest
 
 from tests.functional.framework import (
-    assert_equal, connect_nodes, narrator, strike_at_random, sync_blocks, wait_until,
+    assert_equal,
+    connect_nodes,
+    narrator,
+    strike_at_random,
+    sync_blocks,
+    wait_until,
 )
 
 log = narrator(__name__)

@@ -13,7 +13,12 @@ from typing import Any
 from snode.api import errors as E
 from snode.devchain import key_from_label
 from tests.functional.framework import (
-    address_of, assert_equal, assert_raises_rpc_error, connect_nodes, narrator, snode_cli,
+    address_of,
+    assert_equal,
+    assert_raises_rpc_error,
+    connect_nodes,
+    narrator,
+    snode_cli,
 )
 from tests.functional.sn_helpers import POOL_MIN, SOLO
 

@@ -14,10 +14,16 @@ from snode.core.txbuilder import build_spend
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST, REGTEST_FAUCET_WORDS, V1, V2, ForkRules
 from tests.functional.framework import (
-    assert_equal, assert_raises_rpc_error, connect_nodes, faucet_key, narrator, run_snoded, spendable_outputs,
-    sync_blocks, wait_until,
+    assert_equal,
+    assert_raises_rpc_error,
+    connect_nodes,
+    faucet_key,
+    narrator,
+    run_snoded,
+    spendable_outputs,
+    sync_blocks,
+    wait_until,
 )
-
 from tests.functional.wallet_helpers import Wallet
 
 log = narrator(__name__)

@@ -25,7 +25,13 @@ from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
 from snode.wallet.logic import fee_rate
 from tests.functional.framework import (
-    assert_equal, assert_raises_rpc_error, fund, narrator, scaled, spendable_outputs, wait_until,
+    assert_equal,
+    assert_raises_rpc_error,
+    fund,
+    narrator,
+    scaled,
+    spendable_outputs,
+    wait_until,
 )
 from tests.functional.sn_helpers import SOLO
 from tests.functional.wallet_helpers import Wallet, registration_cmd

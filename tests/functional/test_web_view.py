@@ -27,7 +27,12 @@ from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
 from tests.functional.browser import ARTIFACTS, Browser, browser  # noqa: F401  (fixture)
 from tests.functional.framework import (
-    assert_equal, connect_nodes, narrator, send_spend, sync_blocks, wait_until,
+    assert_equal,
+    connect_nodes,
+    narrator,
+    send_spend,
+    sync_blocks,
+    wait_until,
 )
 from tests.functional.sn_helpers import POOL_MIN, fund_and_unlock, record, registered_solo
 

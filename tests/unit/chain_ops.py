@@ -17,7 +17,6 @@ from snode.core.transactions import Transfer, TxOut
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
 
-
 USERS = [key_from_label(x) for x in ("operator", "alice", "bob", "carol", "dave")]
 SN_KEYS = [key_from_label(f"sn-{i}") for i in range(3)]
 """Three nodes at most: below regtest's 4 active nodes the authority votes every state change."""

@@ -19,14 +19,21 @@ import pytest
 
 from snode.common.clock import MockableClock
 from snode.core.blocks import Block, make_block
-from snode.core.production import with_state_root
 from snode.core.crypto import SigningKey
+from snode.core.mempool import Mempool
+from snode.core.production import with_state_root
 from snode.core.registration import sign_registration
 from snode.core.service_nodes import Reason, StateChangeKind
-from snode.core.mempool import Mempool
 from snode.core.state import NO_HEIGHT, ChainState, Contribution, ServiceNode, undo_block
 from snode.core.transactions import (
-    OutPoint, Payload, Registration, Reservation, Stake, Transaction, Transfer, TxOut,
+    OutPoint,
+    Payload,
+    Registration,
+    Reservation,
+    Stake,
+    Transaction,
+    Transfer,
+    TxOut,
     signing_hash,
 )
 from snode.core.transition import make_coinbase
@@ -37,8 +44,8 @@ from snode.net.limits import DEFAULT_LIMITS, PeerLimits
 from snode.net.peers import PeerManager
 from snode.node.node import Identity, Node
 from snode.node.verifier import InlineVerifier
-from snode.store.memory import MemoryStore
 from snode.params import COIN
+from snode.store.memory import MemoryStore
 from tests.unit.chain_ops import fresh_chain  # noqa: F401 (the property tests' chain, a fixture)
 
 FUNDS = 1_000_000 * COIN

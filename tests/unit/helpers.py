@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 from snode.core.blocks import Block, BlockHeader, BlockHeaderV2, Checkpoint
 from snode.core.state import Contribution, Quorum, ServiceNode, Undo, UtxoEntry
 from snode.core.transactions import (
-    Coinbase, OutPoint, Registration, Reservation, Stake, StateChange, Transaction, Transfer, TxOut,
+    Coinbase,
+    OutPoint,
+    Registration,
+    Reservation,
+    Stake,
+    StateChange,
+    Transaction,
+    Transfer,
+    TxOut,
     Vote,
 )
 

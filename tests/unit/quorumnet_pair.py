@@ -12,13 +12,12 @@ import uvloop
 
 from snode.core.service_nodes import StateChangeKind
 from snode.devchain import key_from_label
+from snode.net.quorumnet import QuorumNet  # noqa: E402  (needs pyzmq)
 from snode.node.node import Identity, Node
 from snode.node.verifier import InlineVerifier
 from snode.store.memory import MemoryStore
 from tests.functional.framework import next_loopback_ip, scaled
 from tests.unit.conftest import free_port, new_chain
-
-from snode.net.quorumnet import QuorumNet  # noqa: E402  (needs pyzmq)
 
 MEMBERS = ("quorumnet a", "quorumnet b")
 

@@ -24,8 +24,8 @@ from snode.api import errors as E
 from snode.api import types as T
 from snode.api.errors import RpcError
 from snode.common.clock import MockableClock, SystemClock
-from snode.core.service_nodes import StateChangeKind
 from snode.core.address import encode_address
+from snode.core.service_nodes import StateChangeKind
 from snode.devchain import key_from_label
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier

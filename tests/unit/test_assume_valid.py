@@ -13,7 +13,8 @@ from snode.core.blocks import block_hash, sign_block
 from snode.core.errors import SnodeError
 from snode.devchain import key_from_label
 from snode.params import MAINNET, REGTEST, TESTNET
-from tests.unit.forged_chain import forged_chain as _forged_chain, node_on as _node
+from tests.unit.forged_chain import forged_chain as _forged_chain
+from tests.unit.forged_chain import node_on as _node
 
 
 def test_the_ancestors_of_the_assume_valid_block_skip_their_input_signatures(chain_factory):

@@ -11,8 +11,16 @@ from typing import Any
 import pytest
 
 from snode.api.credentials import (
-    BasicAuth, Login, client_login, cookie_dir_for, is_loopback, new_cookie, parse_login, read_cookie,
-    remove_cookie, write_cookie,
+    BasicAuth,
+    Login,
+    client_login,
+    cookie_dir_for,
+    is_loopback,
+    new_cookie,
+    parse_login,
+    read_cookie,
+    remove_cookie,
+    write_cookie,
 )
 from snode.common.endpoints import ConfigError
 

@@ -11,10 +11,21 @@ import pytest
 from snode.core.errors import InvalidStateChange
 from snode.core.service_nodes import Reason, StateChangeKind, apply_state_change
 from snode.core.transactions import (
-    DEREGISTER_KIND, Coinbase, Payload, ProvenStateChange, Registration, Reservation, Stake, StakeReturn, StateChange,
-    Transfer, TxKind, UnlockRequest, payload_kind, payload_spend,
+    DEREGISTER_KIND,
+    Coinbase,
+    Payload,
+    ProvenStateChange,
+    Registration,
+    Reservation,
+    Stake,
+    StakeReturn,
+    StateChange,
+    Transfer,
+    TxKind,
+    UnlockRequest,
+    payload_kind,
+    payload_spend,
 )
-
 
 SAMPLES: dict[str, Payload] = {
     "transfer": Transfer(),

@@ -23,7 +23,15 @@ from snode.core.errors import DecodeError
 from snode.core.state import Contribution, Quorum, ServiceNode, Undo, UtxoEntry
 from snode.core.transactions import OutPoint, Transaction, Vote
 from tests.unit.helpers import (
-    BLOCKS, PAYLOADS, QUORUMS, SERVICE_NODES, UNDOS, UTXOS, V1_HEADERS, V2_HEADERS, transactions,
+    BLOCKS,
+    PAYLOADS,
+    QUORUMS,
+    SERVICE_NODES,
+    UNDOS,
+    UTXOS,
+    V1_HEADERS,
+    V2_HEADERS,
+    transactions,
 )
 
 CASES: dict[str, tuple[type[msgspec.Struct], st.SearchStrategy[Any]]] = {

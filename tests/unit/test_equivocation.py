@@ -14,8 +14,16 @@ import pytest
 
 from snode.core.blocks import Block, BlockHeader, block_hash, make_header, producer_message
 from snode.core.equivocation import (
-    BlockTwice, EquivocationEvidence, InvalidEquivocation, block_proof, decode_proof, encode_proof, offender,
-    proof_checks, verified, vote_proof,
+    BlockTwice,
+    EquivocationEvidence,
+    InvalidEquivocation,
+    block_proof,
+    decode_proof,
+    encode_proof,
+    offender,
+    proof_checks,
+    verified,
+    vote_proof,
 )
 from snode.core.errors import InvalidStateChange, InvalidTransaction
 from snode.core.finality import CheckpointVote, checkpoint_message
@@ -30,14 +38,13 @@ from snode.devchain import key_from_label
 from snode.net import protocol as P
 from snode.net.events import QuorumMessageReceived
 from snode.net.quorum_guard import BUDGETS, SCORE_FORGED, message_tag
-from snode.services.producer import MAX_WITNESSES, witnesses
 from snode.node.node import Node
 from snode.node.own_proof import Identity
-from snode.services.checkpoints import CheckpointDuties
-from snode.services.equivocation import RESEND_BLOCKS, EquivocationWatch
-from snode.services.producer import BlockProducer
 from snode.node.participation import WITNESSED_PER_VALIDATOR, ParticipationBook
 from snode.params import DEVNET, REGTEST, schedule_test_forks
+from snode.services.checkpoints import CheckpointDuties
+from snode.services.equivocation import RESEND_BLOCKS, EquivocationWatch
+from snode.services.producer import MAX_WITNESSES, BlockProducer, witnesses
 from tests.unit.conftest import FUNDS, PEOPLE, LabChain, node_on, sn_record
 from tests.unit.sn_chain import KEYS, advance, new_sn_chain, sn_block
 

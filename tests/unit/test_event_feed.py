@@ -16,8 +16,7 @@ from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.services import notify as notify_module
 from snode.services.event_feed import MAX_QUEUED, RECENT, EventFeed, Numbered, Subscription
-from snode.services.notify import Notifier, event_environment, parse_command
-from snode.services.notify import NotifyConfigError
+from snode.services.notify import Notifier, NotifyConfigError, event_environment, parse_command
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import new_chain
 

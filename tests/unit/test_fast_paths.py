@@ -18,15 +18,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from snode.core import blocks as blocks_module, state as state_module, transactions as tx_module
+from snode.core import blocks as blocks_module
+from snode.core import state as state_module
+from snode.core import transactions as tx_module
 from snode.core.blocks import Block, encode_block_from_parts
 from snode.core.encoding import encode
 from snode.core.transactions import Transaction, Transfer, TxOut, signing_hash, signing_hash_of_encoded, txid
 from snode.core.transition import apply_block, apply_block_encoded
 from snode.devchain import key_from_label
 from snode.params import COIN
-from snode.store import DATABASE_FILE, ChainStore, Commit, Encoded
-from snode.store import state_tables
+from snode.store import DATABASE_FILE, ChainStore, Commit, Encoded, state_tables
 from tests.unit.helpers import BLOCKS, HEADERS, PAYLOADS, SIGNATURE, VOTES, transactions, tuples
 
 NETWORK_IDS = st.integers(0, 2**32 - 1)

@@ -21,8 +21,8 @@ from snode.core.encoding import encode
 from snode.core.errors import BlockFromFuture, InvalidBlock
 from snode.core.final_block import apply_final, check_template
 from snode.core.pulse import round_quorum, validator_message
-from snode.core.state import MAP_NAMES, ChainState
 from snode.core.sigchecks import SigCheck
+from snode.core.state import MAP_NAMES, ChainState
 from snode.core.transition import apply_block, apply_block_encoded
 from snode.devchain import key_from_label
 from snode.node import batches

@@ -12,9 +12,17 @@ from snode.core.crypto import hash32
 from snode.core.encoding import decode, encode
 from snode.core.errors import InvalidBlock
 from snode.core.finality import (
-    Checkpoint, CheckpointVote, accepts_vote, assemble_checkpoint, check_checkpoint_height,
-    checkpoint_checks, checkpoint_message, checkpoint_quorum, immutable_height,
-    is_checkpoint_height, reorg_allowed,
+    Checkpoint,
+    CheckpointVote,
+    accepts_vote,
+    assemble_checkpoint,
+    check_checkpoint_height,
+    checkpoint_checks,
+    checkpoint_message,
+    checkpoint_quorum,
+    immutable_height,
+    is_checkpoint_height,
+    reorg_allowed,
 )
 from snode.core.pulse import validator_message
 from snode.core.quorums import obligations_quorum_from_active

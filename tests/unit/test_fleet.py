@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from snode.tools.fleet import (
-    MAX_FLEET, FleetError, Member, View, check_size, fork_fields, lines, look_all, parse_fleet_file,
+    MAX_FLEET,
+    FleetError,
+    Member,
+    View,
+    check_size,
+    fork_fields,
+    lines,
+    look_all,
+    parse_fleet_file,
 )
 
 NOW = 1_700_000_000

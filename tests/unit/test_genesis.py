@@ -12,11 +12,19 @@ from snode.core.crypto import SigningKey
 from snode.core.encoding import decode, encode
 from snode.core.errors import InvalidGenesis
 from snode.core.genesis import (
-    GenesisOutput, encode_genesis, genesis_state, parse_genesis, regtest_genesis,
+    GenesisOutput,
+    encode_genesis,
+    genesis_state,
+    parse_genesis,
+    regtest_genesis,
 )
 from snode.core.transactions import outpoint_key, txid
 from snode.params import (
-    DEVNET, REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_AMOUNT, REGTEST_FAUCET_SEED,
+    DEVNET,
+    REGTEST,
+    REGTEST_AUTHORITY_SEED,
+    REGTEST_FAUCET_AMOUNT,
+    REGTEST_FAUCET_SEED,
 )
 
 DOC = regtest_genesis()

@@ -13,8 +13,8 @@ import pytest
 from snode.core.blocks import Block, BlockHeader, BlockHeaderV2, Checkpoint
 from snode.core.encoding import encode
 from snode.core.proofs import ProofRefusal, UptimeProof
-from snode.net import limits as L
 from snode.core.snapshot import CHUNK_FRAME, MANIFEST_BYTES
+from snode.net import limits as L
 from snode.net import protocol as P
 from snode.net.addrman import AddressBook, Candidate, choose_eviction, network_group
 from snode.net.orphans import OrphanPool

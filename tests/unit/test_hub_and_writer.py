@@ -16,17 +16,17 @@ from typing import ClassVar
 
 import pytest
 
+from snode.common.clock import MockableClock
+from snode.common.events import EventHub
 from snode.core.blocks import Block
 from snode.core.transactions import OutPoint, Stake, Transfer, TxOut, outpoint_key, txid
 from snode.core.txbuilder import build_spend
 from snode.devchain import key_from_label
-from snode.params import COIN
-from snode.common.clock import MockableClock
-from snode.common.events import EventHub
 from snode.node.events import BlocksAdopted
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.node.writer import ChainWriter, store_thread
+from snode.params import COIN
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import POOL_MINIMUM, LabChain, node_on
 

@@ -27,20 +27,33 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from snode.core import mempool as mp
+from snode.core.credit import credit_at
 from snode.core.crypto import hash32
 from snode.core.errors import SnodeError
 from snode.core.quorums import (
-    _shuffled, block_leader, block_leader_from_queue, block_validators,
-    block_validators_from_active, obligations_quorum, obligations_quorum_from_active,
+    _shuffled,
+    block_leader,
+    block_leader_from_queue,
+    block_validators,
+    block_validators_from_active,
+    obligations_quorum,
+    obligations_quorum_from_active,
 )
 from snode.core.service_nodes import (
-    Reason, StateChangeKind, next_reward_winner, reward_winner_from_queue,
+    Reason,
+    StateChangeKind,
+    next_reward_winner,
+    reward_winner_from_queue,
 )
-from snode.core.state import (
-    ChainState, build_index, current_index, registry_index, undo_block, with_index,
-)
-from snode.core.credit import credit_at
 from snode.core.stake_exit import nodes_leaving
+from snode.core.state import (
+    ChainState,
+    build_index,
+    current_index,
+    registry_index,
+    undo_block,
+    with_index,
+)
 from snode.core.state_change import sign_votes, state_change_tx
 from snode.devchain import DevChain, key_from_label
 from snode.params import COIN, REGTEST

@@ -12,9 +12,9 @@ import pytest
 from snode.app import config
 from snode.common.endpoints import ConfigError
 from snode.core import mempool as mp
+from snode.core.encoding import encode
 from snode.core.errors import InvalidStake, InvalidTransaction, MempoolRejection
 from snode.core.service_nodes import Reason, StateChangeKind
-from snode.core.encoding import encode
 from snode.core.transactions import OutPoint, Transfer, TxOut, outpoint_key, txid
 from snode.core.transition import make_coinbase
 from snode.devchain import key_from_label

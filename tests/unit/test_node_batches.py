@@ -13,12 +13,12 @@ import pytest
 from snode.core.blocks import Block
 from snode.core.errors import InvalidBlock
 from snode.core.state import ChainState, undo_block
+from snode.devchain import key_from_label
 from snode.node import verifier as verifier_module
 from snode.node.batches import StaleBatch
 from snode.node.node import Node, NodeLimits
 from snode.params import COIN
 from snode.store import DATABASE_FILE, ChainStore
-from snode.devchain import key_from_label
 from tests.unit.conftest import PEOPLE, LabChain
 
 BLOCKS = 120

@@ -9,7 +9,13 @@ import types
 import pytest
 
 from snode.rpc.omq_public import (
-    BURST, RATE, TX_BYTES_PER_TOKEN, RequestError, TokenBuckets, parse_request, transaction_cost,
+    BURST,
+    RATE,
+    TX_BYTES_PER_TOKEN,
+    RequestError,
+    TokenBuckets,
+    parse_request,
+    transaction_cost,
 )
 
 
@@ -65,8 +71,9 @@ def test_a_flood_from_one_client_lets_the_event_loop_run_between_requests():
     """Requests already queued are answered without a suspension of their own (the 429 path and a
     method that does not wait): the server must still give the loop a turn every
     REQUESTS_A_TURN requests, or one client's flood stops block production and votes."""
-    import zmq
     import uvloop
+    import zmq
+
     from snode.devchain import key_from_label
     from snode.rpc.omq_public import REQUESTS_A_TURN, PublicOmq
     from tests.functional.framework import next_loopback_ip, scaled

@@ -12,7 +12,13 @@ from snode.common.endpoints import ConfigError
 from snode.core.errors import InvalidStateChange
 from snode.core.obligations import Verdict, judge
 from snode.core.proofs import (
-    InvalidProof, ProofRefusal, ProofVersion, check_proof_version, make_proof, parse_proof_version, refusal_words,
+    InvalidProof,
+    ProofRefusal,
+    ProofVersion,
+    check_proof_version,
+    make_proof,
+    parse_proof_version,
+    refusal_words,
 )
 from snode.core.service_nodes import Reason, StateChangeKind, apply_state_change
 from snode.devchain import key_from_label

@@ -7,7 +7,13 @@ import pytest
 
 from snode.core.encoding import decode, encode
 from snode.core.participation import (
-    Participation, failing, fails_participation, miss_count, participation_updates, record, recorded,
+    Participation,
+    failing,
+    fails_participation,
+    miss_count,
+    participation_updates,
+    record,
+    recorded,
 )
 from snode.core.pulse import RoundQuorum
 from snode.params import DEVNET, MAINNET

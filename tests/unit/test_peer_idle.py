@@ -14,8 +14,8 @@ from typing import Any
 from snode.common.clock import MockableClock
 from snode.common.events import EventHub
 from snode.net import protocol as P
-from snode.net.peer import Peer
 from snode.net.limits import IDLE_TIMEOUT, PING_INTERVAL
+from snode.net.peer import Peer
 from snode.net.peers import PeerManager
 from snode.net.relay import Relay
 from snode.node.node import Node

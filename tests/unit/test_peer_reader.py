@@ -14,10 +14,10 @@ protocol's `data_received` itself, as the transport would.
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 from collections.abc import Awaitable, Callable, Iterator
-import logging
 from typing import Any
 
 import pytest

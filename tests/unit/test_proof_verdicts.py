@@ -12,11 +12,11 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
-from snode.core.proofs import BadProofSignature, InvalidProof, ProofRefusal, refusal_words
-from snode.node.events import OwnProofAccepted, OwnProofRefused
-from snode.net import protocol as P
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
+from snode.core.proofs import BadProofSignature, InvalidProof, ProofRefusal, refusal_words
+from snode.net import protocol as P
+from snode.node.events import OwnProofAccepted, OwnProofRefused
 from snode.services.sn_duties import Answer, Asked
 from tests.unit.conftest import service_node_daemon
 

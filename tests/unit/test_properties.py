@@ -20,6 +20,7 @@ from snode.core.state import undo_block
 from snode.params import COIN
 from tests.unit.chain_ops import OPERATIONS, POOL_MINIMUM, SN_KEYS, Run
 
+
 def _run(chain, operations: list[tuple]) -> Run:
     run = Run(chain)
     first, made_before = chain.state, len(chain.undos)

@@ -16,22 +16,38 @@ from snode.core.blocks import ZERO_HASH, BlockHeader, producer_message
 from snode.core.crypto import SigningKey, hash32
 from snode.core.errors import InvalidBlock
 from snode.core.genesis import Consensus
-from snode.core.pulse import (
-    MAX_ROUND, Mode, RoundQuorum, authority_reason, backstop_time, check_block_producer,
-    production_mode, round_at, round_quorum, round_window, signer_indexes, signer_set,
-    validator_checks, validator_message,
-)
-from snode.core.quorums import block_leader_from_queue, block_validators_from_active
 from snode.core.mempool import Mempool
 from snode.core.production import build_block
+from snode.core.pulse import (
+    MAX_ROUND,
+    Mode,
+    RoundQuorum,
+    authority_reason,
+    backstop_time,
+    check_block_producer,
+    production_mode,
+    round_at,
+    round_quorum,
+    round_window,
+    signer_indexes,
+    signer_set,
+    validator_checks,
+    validator_message,
+)
+from snode.core.quorums import block_leader_from_queue, block_validators_from_active
 from snode.core.rounds import (
-    Broadcast, BuildTemplate, CheckTemplate, RoundMachine, SendTemplate, SignTemplate, ValidatorSignature,
+    Broadcast,
+    BuildTemplate,
+    CheckTemplate,
+    RoundMachine,
+    SendTemplate,
+    SignTemplate,
+    ValidatorSignature,
 )
 from snode.core.state import ChainState, Contribution, ServiceNode, registry_index
 from snode.core.transition import verify_serially
 from snode.devchain import key_from_label
 from snode.params import COIN, DEVNET, MAINNET, REGTEST, TESTNET, NetworkParams
-
 from tests.unit.conftest import LabChain
 from tests.unit.sn_chain import new_sn_chain
 

@@ -18,11 +18,10 @@ from snode.core.crypto import x25519_public
 from snode.devchain import key_from_label
 from snode.net import protocol as P
 from snode.net.events import QuorumMessageReceived
+from snode.net.quorumnet import MESSAGES_A_TURN, QuorumNet  # noqa: E402  (needs pyzmq)
 from snode.node.node import Node
 from tests.functional.framework import scaled
 from tests.unit.conftest import free_port, wait_async
-
-from snode.net.quorumnet import MESSAGES_A_TURN, QuorumNet  # noqa: E402  (needs pyzmq)
 from tests.unit.quorumnet_pair import MEMBERS, run  # noqa: E402
 
 

@@ -16,12 +16,11 @@ from typing import Any
 from snode.net import protocol as P
 from snode.net.events import QuorumMessageReceived
 from snode.net.quorum_links import heartbeat_ms
+from snode.net.quorumnet import QuorumNet  # noqa: E402  (needs pyzmq)
 from snode.node.node import Node
 from tests.functional.framework import scaled
 from tests.unit.conftest import free_port, wait_async
 from tests.unit.quorumnet_pair import run
-
-from snode.net.quorumnet import QuorumNet  # noqa: E402  (needs pyzmq)
 
 
 def _vote(sender: QuorumNet, height: int) -> P.QuorumVote:

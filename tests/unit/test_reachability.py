@@ -9,8 +9,8 @@ import asyncio
 
 import pytest
 
-from snode.core.obligations import judge
 from snode.core.crypto import SigningKey
+from snode.core.obligations import judge
 from snode.core.service_nodes import Reason
 from snode.params import DEVNET, MAINNET, NETWORKS, REGTEST, NetworkParams
 from snode.services.reachability import Check, ReachabilityTests, check_due, refresh_s

@@ -7,7 +7,10 @@ import msgspec
 import pytest
 
 from snode.core.service_nodes import (
-    StateChangeKind, next_reward_winner, reward_order_key, reward_split,
+    StateChangeKind,
+    next_reward_winner,
+    reward_order_key,
+    reward_split,
 )
 from snode.core.state import Contribution, ServiceNode
 from snode.core.transactions import OutPoint, txid

@@ -26,8 +26,19 @@ from snode.core.encoding import decode, encode
 from snode.core.finality import CheckpointVote
 from snode.core.pulse import RoundQuorum, signer_indexes, validator_checks, validator_message
 from snode.core.rounds import (
-    Action, BlockTemplate, Broadcast, BuildTemplate, CheckTemplate, Equivocation, Parent,
-    SIGNATURE_GRACE, RoundFailed, RoundMachine, SendTemplate, SignTemplate, ValidatorSignature,
+    SIGNATURE_GRACE,
+    Action,
+    BlockTemplate,
+    Broadcast,
+    BuildTemplate,
+    CheckTemplate,
+    Equivocation,
+    Parent,
+    RoundFailed,
+    RoundMachine,
+    SendTemplate,
+    SignTemplate,
+    ValidatorSignature,
 )
 from snode.core.transactions import TX_VERSION, Coinbase, Transaction, TxOut
 from snode.core.transition import verify_serially

@@ -9,14 +9,14 @@ from snode.common.clock import MockableClock
 from snode.core.encoding import encode
 from snode.core.mempool import Mempool
 from snode.devchain import key_from_label
-from snode.node.saved import MEMPOOL_KEY, Restored, SavedState, restore
-from snode.services.saving import keep_saving
-from snode.store.errors import StoreError
-from snode.params import COIN, PROOF_CLOCK_TOLERANCE
-from snode.node.proofs import STORE_KEY, ProofBook
 from snode.node.node import Node
+from snode.node.proofs import STORE_KEY, ProofBook
+from snode.node.saved import MEMPOOL_KEY, Restored, SavedState, restore
 from snode.node.verifier import InlineVerifier
 from snode.node.writer import ChainWriter
+from snode.params import COIN, PROOF_CLOCK_TOLERANCE
+from snode.services.saving import keep_saving
+from snode.store.errors import StoreError
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import LabChain, new_chain, service_node_daemon, wait_async
 

@@ -18,7 +18,10 @@ from snode.core.participation import miss_count
 from snode.core.production import build_block
 from snode.core.pulse import backstop_time, round_quorum, round_window
 from snode.core.state import (
-    ChainState, Quorum, immutable_height, last_checkpoint,
+    ChainState,
+    Quorum,
+    immutable_height,
+    last_checkpoint,
 )
 from snode.core.transition import apply_block
 from snode.node.node import Node

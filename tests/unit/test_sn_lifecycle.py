@@ -8,7 +8,13 @@ import pytest
 
 from snode.core.errors import InvalidStateChange
 from snode.core.service_nodes import (
-    Reason, StateChangeKind, Status, apply_state_change, is_payable, next_reward_winner, status,
+    Reason,
+    StateChangeKind,
+    Status,
+    apply_state_change,
+    is_payable,
+    next_reward_winner,
+    status,
 )
 from snode.core.state import NO_HEIGHT
 from snode.devchain import key_from_label

@@ -18,7 +18,8 @@ from snode.core.transition import apply_block
 from snode.core.txbuilder import build_unlock_request
 from snode.devchain import key_from_label
 from snode.params import COIN, MAINNET, REGTEST
-from tests.unit.conftest import POOL_MINIMUM, REQUIREMENT, credit_record as _record
+from tests.unit.conftest import POOL_MINIMUM, REQUIREMENT
+from tests.unit.conftest import credit_record as _record
 
 OPERATOR, ALICE, BOB, CAROL = (key_from_label(x) for x in ("operator", "alice", "bob", "carol"))
 UNLOCK = REGTEST.unlock_duration

@@ -24,7 +24,8 @@ from snode.rpc.health import unmet_conditions
 from snode.services.departure import find_departure
 from snode.services.event_feed import EventFeed
 from snode.store.memory import MemoryStore
-from tests.unit.conftest import LabChain, new_chain, credit_record as _record
+from tests.unit.conftest import LabChain, new_chain
+from tests.unit.conftest import credit_record as _record
 
 SN_LABEL = "standing sn"
 SN = key_from_label(SN_LABEL)

@@ -4,11 +4,11 @@ returns a deregistered node's stakes in its outputs, and gives a node named by k
 
 from __future__ import annotations
 
+from snode.core.crypto import verify
 from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.stake_exit import returned_outputs
 from snode.core.state_change import sign_votes, state_change_tx
 from snode.core.transactions import StateChange, state_change_hash
-from snode.core.crypto import verify
 from snode.devchain import key_from_label
 from tests.unit.conftest import new_chain
 

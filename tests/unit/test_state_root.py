@@ -25,8 +25,17 @@ from snode.core.errors import DecodeError, InvalidBlock
 from snode.core.genesis import genesis_state, regtest_genesis
 from snode.core.state import ChainState, undo_block
 from snode.core.state_root import (
-    EMPTY, Checksum, after_block, before_block, current_checksum, header_root, own_entries, state_checksum,
-    undo_summed, with_checksum, with_entries,
+    EMPTY,
+    Checksum,
+    after_block,
+    before_block,
+    current_checksum,
+    header_root,
+    own_entries,
+    state_checksum,
+    undo_summed,
+    with_checksum,
+    with_entries,
 )
 from snode.node.batches import check_stored_checksum, replay_stored_blocks
 from snode.params import REGTEST, V2, Fork

@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 import pytest
 
-from snode.core.blocks import Block, block_hash
 from snode.core import utxo_set
+from snode.core.blocks import Block, block_hash
 from snode.core.encoding import encode
 from snode.core.errors import DecodeError
 from snode.core.mempool import Mempool

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from snode.core.blocks import Block, block_hash
 from snode.core.transactions import txid
+from snode.devchain import key_from_label
 from snode.node.batches import replay_stored_blocks
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
@@ -27,7 +28,6 @@ from snode.params import COIN
 from snode.store import DATABASE_FILE, ChainStore
 from snode.store.memory import MemoryStore
 from snode.store.protocol import Store
-from snode.devchain import key_from_label
 from tests.unit.conftest import PEOPLE, LabChain, new_chain
 
 FORK_AT = 8

@@ -20,7 +20,8 @@ from snode.net import protocol as P
 from snode.params import REGTEST
 from snode.services.sync import _tip_to_hold
 from snode.services.sync_headers import Contradicts, HeaderChain, Misled, blocks_named
-from tests.unit.forged_chain import forged_chain as _forged_chain, node_on as _node
+from tests.unit.forged_chain import forged_chain as _forged_chain
+from tests.unit.forged_chain import node_on as _node
 
 KEY = key_from_label("headers")
 START = 1_767_225_600

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import pytest
-
-from snode.params import COIN
 import json
 import time
 from typing import Any
 
+import pytest
+
+from snode.params import COIN
 from snode.tools.cli import event_line, watch_line
 from snode.tools.devnet import status as devnet_status
 from snode.tools.devnet_network import status_table

@@ -12,7 +12,14 @@ import pytest
 from snode.core.errors import InvalidBlock, InvalidTransaction
 from snode.core.state import new_utxo
 from snode.core.transactions import (
-    REFUSED_TX_VERSION, TX_VERSION, OutPoint, Transaction, Transfer, TxOut, signing_hash, txid,
+    REFUSED_TX_VERSION,
+    TX_VERSION,
+    OutPoint,
+    Transaction,
+    Transfer,
+    TxOut,
+    signing_hash,
+    txid,
 )
 from snode.core.transition import apply_block
 from snode.core.txbuilder import sign_spend

@@ -24,10 +24,19 @@ from snode.devchain import key_from_label
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.params import (
-    FAR_AHEAD, KNOWN_FORKS, MAINNET, NETWORKS, REGTEST, TESTNET, V1, V2, COIN, Fork, ScheduleError,
+    COIN,
+    FAR_AHEAD,
+    KNOWN_FORKS,
+    MAINNET,
+    NETWORKS,
+    REGTEST,
+    TESTNET,
+    V1,
+    V2,
+    Fork,
+    ScheduleError,
     check_schedule,
 )
-
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import FUNDS, PEOPLE, LabChain
 

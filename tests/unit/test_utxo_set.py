@@ -14,13 +14,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from snode.core import utxo_set
+from snode.core import utxo_base, utxo_set
 from snode.core.tx_rules import apply_transaction
-from snode.devchain import key_from_label
-from snode.params import COIN
-from snode.core import utxo_base
 from snode.core.utxo_base import BUCKET_BITS, RECORD, RECORD_BYTES, UtxoEntry, find_record
 from snode.core.utxo_set import UtxoSet
+from snode.devchain import key_from_label
+from snode.params import COIN
 
 
 @contextmanager

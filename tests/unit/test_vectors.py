@@ -19,8 +19,8 @@ import pytest
 from snode.core.blocks import Block, block_hash
 from snode.core.crypto import verify
 from snode.core.encoding import decode, encode
-from snode.core.proofs import UptimeProof
 from snode.core.errors import InvalidTransaction
+from snode.core.proofs import UptimeProof
 from snode.core.transactions import REFUSED_TX_VERSION, Transaction, check_stateless, txid
 from snode.sim.world import SimConfig, World
 from tests.vectors.compute import COMPUTE, Json, load_keys

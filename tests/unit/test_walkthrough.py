@@ -12,11 +12,11 @@ import io
 import msgspec
 import pytest
 
+from snode.api.records import service_node_record
 from snode.core.service_nodes import Status
 from snode.devchain import DevChain, key_from_label
 from snode.params import COIN, REGTEST
 from snode.tools import walkthrough
-from snode.api.records import service_node_record
 from snode.tools.tables import make_console, proof_age, record_status, service_node_table
 
 SPEC_FIELDS = {

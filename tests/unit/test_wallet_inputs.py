@@ -22,13 +22,13 @@ from snode.api import errors as E
 from snode.api.errors import RpcError
 from snode.core.address import encode_address
 from snode.core.errors import InvalidAmount
+from snode.core.units import parse_coins
 from snode.devchain import key_from_label
 from snode.params import REGTEST
 from snode.wallet.daemon import DaemonClient
 from snode.wallet.errors import OptionError
 from snode.wallet.rpc_server import WalletRpc, check_bind, make_app
 from snode.wallet.service import WalletService, parse_amount
-from snode.core.units import parse_coins
 from snode.wallet.staking import parse_stake_percent
 
 OTHER = encode_address(REGTEST.address_prefix, key_from_label("other").public)

@@ -11,12 +11,11 @@ import shutil
 import stat
 from pathlib import Path
 
+import nacl.pwhash
 import pytest
 
-from snode.core.crypto import SigningKey
-import nacl.pwhash
-
 from snode.core.address import encode_address
+from snode.core.crypto import SigningKey
 from snode.params import MAINNET, REGTEST, REGTEST_FAUCET_SEED, REGTEST_FAUCET_WORDS, TESTNET
 from snode.wallet import keystore
 from snode.wallet.errors import WalletError, WalletFileError, WrongPassword

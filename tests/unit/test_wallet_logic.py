@@ -16,16 +16,32 @@ from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST, TESTNET
 from snode.wallet.commands import COMMANDS, help_lines
 from snode.wallet.daemon import NodeRecord, node_of
+from snode.wallet.errors import WalletError
 from snode.wallet.logic import (
-    Output, PendingStake, balance_lines, balance_of, coins, is_unclear, is_yes, mempool_spends,
-    not_enough, parse_outputs, pool_effects, scan_block, spendable, split_command, transfer_lines,
-)
-from snode.wallet.staking import (
-    check_registration_line, choose_stake, parse_stake_percent, stake_line,
-    stakes_lines,
+    Output,
+    PendingStake,
+    balance_lines,
+    balance_of,
+    coins,
+    is_unclear,
+    is_yes,
+    mempool_spends,
+    not_enough,
+    parse_outputs,
+    pool_effects,
+    scan_block,
+    spendable,
+    split_command,
+    transfer_lines,
 )
 from snode.wallet.rpc_server import check_bind
-from snode.wallet.errors import WalletError
+from snode.wallet.staking import (
+    check_registration_line,
+    choose_stake,
+    parse_stake_percent,
+    stake_line,
+    stakes_lines,
+)
 
 PREFIX = REGTEST.address_prefix
 OPERATOR = key_from_label("operator")

@@ -11,8 +11,8 @@ from snode.devchain import key_from_label
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.node.writer import ChainWriter
-from snode.rpc.web_parts import LIVE_SCRIPT
 from snode.rpc.web_node import node_history, node_page
+from snode.rpc.web_parts import LIVE_SCRIPT
 from snode.rpc.web_view import render_page
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import POOL_MINIMUM, new_chain

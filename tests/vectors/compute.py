@@ -14,29 +14,50 @@ import immutables
 import msgspec
 
 from snode.app.builtin import BUILTIN_GENESIS
-from snode.core import pulse
-from snode.core import mempool
+from snode.core import mempool, pulse
 from snode.core.blocks import Block, block_hash, header_state_root, make_block, producer_message, tx_root
 from snode.core.crypto import SigningKey, hash32
 from snode.core.encoding import domain_hash, encode
 from snode.core.errors import InvalidTransaction
 from snode.core.genesis import GenesisDoc, GenesisOutput, genesis_state, regtest_genesis
+from snode.core.production import build_block
 from snode.core.proofs import make_proof, proof_message
 from snode.core.quorums import block_leader, block_validators, obligations_quorum
 from snode.core.registration import format_command, sign_registration
 from snode.core.service_nodes import reward_split
 from snode.core.state import NO_HEIGHT, ChainState, Contribution, ServiceNode
-from snode.core.transactions import (
-    REFUSED_TX_VERSION, Coinbase, OutPoint, Payload, Registration, Reservation, Stake, StakeReturn, StateChange,
-    Transaction, Transfer, TxOut, UnlockRequest, Vote, check_stateless, registration_hash,
-    signing_hash, state_change_hash, txid,
-)
-from snode.core.production import build_block
 from snode.core.state_root import state_checksum
+from snode.core.transactions import (
+    REFUSED_TX_VERSION,
+    Coinbase,
+    OutPoint,
+    Payload,
+    Registration,
+    Reservation,
+    Stake,
+    StakeReturn,
+    StateChange,
+    Transaction,
+    Transfer,
+    TxOut,
+    UnlockRequest,
+    Vote,
+    check_stateless,
+    registration_hash,
+    signing_hash,
+    state_change_hash,
+    txid,
+)
 from snode.core.transition import apply_block
 from snode.core.txbuilder import build_spend
 from snode.params import (
-    KNOWN_FORKS, NETWORKS, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_SEED, Fork, ForkRules, NetworkParams,
+    KNOWN_FORKS,
+    NETWORKS,
+    REGTEST_AUTHORITY_SEED,
+    REGTEST_FAUCET_SEED,
+    Fork,
+    ForkRules,
+    NetworkParams,
 )
 from snode.sim.population import SIMNET, make_population
 

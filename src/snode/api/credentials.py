@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from snode.common.endpoints import ConfigError
-from snode.common.files import too_open
-from snode.common.files import SMALL_FILE_BYTES, read_bounded
+from snode.common.files import SMALL_FILE_BYTES, read_bounded, too_open
 
 if TYPE_CHECKING:  # the servers have aiohttp loaded; the clients (snode-cli, the wallet) need not
     from aiohttp import web

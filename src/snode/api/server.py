@@ -15,8 +15,8 @@ Every path that reveals more (/json_rpc, /metrics, /events, the page) or changes
 
 from __future__ import annotations
 
-import base64
 import asyncio
+import base64
 import functools
 import hashlib
 import ipaddress

@@ -15,9 +15,16 @@ from typing import Annotated, Final, Generic, TypeVar
 
 import msgspec
 
-from snode.api.base import Params as Params, Result as Result  # named here with every record
+from snode.api.base import Params as Params  # named here with every record
+from snode.api.base import Result as Result
 from snode.api.peer_types import (
-    BanInfo as BanInfo, PeerInfo as PeerInfo, PeersResult as PeersResult,
+    BanInfo as BanInfo,
+)
+from snode.api.peer_types import (
+    PeerInfo as PeerInfo,
+)
+from snode.api.peer_types import (
+    PeersResult as PeersResult,
 )
 
 MAX_GENERATE: Final = 1000

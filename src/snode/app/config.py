@@ -10,13 +10,20 @@ from pathlib import Path
 
 from snode.api.credentials import COMMAND_LINE_LOGIN, LOGIN_ENV, Login, operator_login
 from snode.common.clock import clock_offset
-from snode.common.files import default_data_dir
 from snode.common.endpoints import (
-    ConfigError, Endpoint, looks_like_ip, parse_endpoint, parse_ip, parse_port, valid_hostname,
+    ConfigError,
+    Endpoint,
+    looks_like_ip,
+    parse_endpoint,
+    parse_ip,
+    parse_port,
+    valid_hostname,
 )
+from snode.common.files import default_data_dir
 from snode.core.proofs import parse_semver, semver_text
 from snode.params import NETWORKS, NetworkParams, ScheduleError, schedule_test_forks
-from snode.services.notify import NotifyConfigError, parse_command as parse_notify
+from snode.services.notify import NotifyConfigError
+from snode.services.notify import parse_command as parse_notify
 
 LOG_LEVELS = range(0, 5)
 

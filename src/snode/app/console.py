@@ -26,7 +26,13 @@ from snode.api.types import GetServiceNodesParams, ServiceNodesResult, ServiceNo
 from snode.core.address import decode_address
 from snode.core.errors import InvalidAddress, InvalidAmount
 from snode.core.units import (
-    coin_word, counted, format_age, format_coins, format_percent, parse_coins, parse_percent_ppm,
+    coin_word,
+    counted,
+    format_age,
+    format_coins,
+    format_percent,
+    parse_coins,
+    parse_percent_ppm,
 )
 from snode.params import MAX_CONTRIBUTORS, MAX_OPERATOR_FEE_PPM, PPM
 

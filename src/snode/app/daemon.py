@@ -14,63 +14,63 @@ import signal
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from snode import __version__
+from snode.api.connections import GatedSite, runner_options
+from snode.api.server import make_app
 from snode.app.cli import snoded_command, warn_about_flags
+from snode.app.config import Config, ConfigError, Endpoint, advertised_sn_version
 from snode.app.console import Console
+from snode.app.datadir import DataDir, check_writable
 from snode.app.partition import reload_denied
 from snode.app.profiling import start_from_env
-from snode.app.runtime import stdin_is_console, bind_socket, run_loop, setup_logging
+from snode.app.rpc_access import AdminAccess
+from snode.app.runtime import bind_socket, run_loop, setup_logging, stdin_is_console
+from snode.app.systemd import notify, status_message
+from snode.common.clock import MockableClock, SystemClock
+from snode.common.descriptors import DescriptorWatch, raise_soft_limit
+from snode.common.entry import run_command
 from snode.core import mempool as mp
 from snode.core.blocks import Block
 from snode.core.crypto import SigningKey
 from snode.core.errors import DecodeError
 from snode.core.genesis import genesis_state
-from snode.common.clock import MockableClock, SystemClock
+from snode.core.snapshot import SnapshotError
+from snode.net import address_file
 from snode.net.peers import PeerManager
 from snode.net.relay import Relay
-from snode.app.config import Config, ConfigError, Endpoint, advertised_sn_version
-from snode.app.datadir import DataDir, check_writable
-from snode.app.rpc_access import AdminAccess
-from snode.node.events import SyncProgress
 from snode.node.batches import replay_stored_blocks
 from snode.node.checksum_primer import ChecksumPrimer
 from snode.node.disk_watch import DiskWatch
-from snode.net import address_file
+from snode.node.events import SyncProgress
 from snode.node.node import Identity, Node
+from snode.node.upgrade import UpgradeWatch
 from snode.node.verifier import VerifierPool
 from snode.node.writer import ChainWriter, store_thread
+from snode.params import REGTEST_AUTHORITY_SEED, NetworkParams
 from snode.rpc.counters import EventCounters
-from snode.services.event_feed import EventFeed
-from snode.node.upgrade import UpgradeWatch
-from snode.services.departure import find_departure
-from snode.services.notify import Notifier
 from snode.rpc.health import unmet_conditions
+from snode.rpc.methods import MethodTable
+from snode.rpc.openrpc import served_document
 from snode.rpc.scrape import metrics_page
 from snode.rpc.web_parts import LIVE_SCRIPT
 from snode.rpc.web_view import WebView
 from snode.services.checkpoints import CheckpointDuties
+from snode.services.departure import find_departure
 from snode.services.equivocation import EquivocationWatch
+from snode.services.event_feed import EventFeed
+from snode.services.notify import Notifier
 from snode.services.producer import BlockProducer
 from snode.services.saving import keep_saving
 from snode.services.sn_duties import ServiceNodeDuties
 from snode.services.snapshot_sync import SnapshotFetch
 from snode.services.snapshots import SnapshotMaker, SnapshotServer
 from snode.services.sync import Syncer
-from snode.core.snapshot import SnapshotError
-from snode.app.systemd import notify, status_message
-from snode.api.connections import GatedSite, runner_options
-from snode.common.descriptors import DescriptorWatch, raise_soft_limit
-from snode.common.entry import run_command
-from snode.params import REGTEST_AUTHORITY_SEED, NetworkParams
-from snode.rpc.methods import MethodTable
-from snode.rpc.openrpc import served_document
-from snode.api.server import make_app
 from snode.store import ChainStore, StoreError, damaged
 
 if TYPE_CHECKING:  # imported at run time only where used (start-up time)

@@ -7,20 +7,26 @@ import os
 from pathlib import Path
 from typing import IO
 
+from snode.app.builtin import BUILTIN_GENESIS
+from snode.app.config import ConfigError
+from snode.common.data_dir import (
+    GENESIS_FILE,
+    KEY_FILE,
+    KEY_PUB_FILE,
+    DirLocked,
+    create_file,
+    key_file_text,
+    seed_of,
+    take_lock,
+    write_atomically,
+)
+from snode.common.files import LARGE_FILE_BYTES, SMALL_FILE_BYTES, read_bounded, too_open
 from snode.core.crypto import PUBKEY_BYTES, SigningKey
 from snode.core.errors import InvalidGenesis
 from snode.core.genesis import GenesisDoc, encode_genesis, parse_genesis, regtest_genesis
 from snode.core.state import ChainState
-from snode.app.builtin import BUILTIN_GENESIS
-from snode.app.config import ConfigError
-from snode.common.data_dir import (
-    GENESIS_FILE, KEY_FILE, KEY_PUB_FILE, DirLocked, create_file, key_file_text, seed_of, take_lock,
-    write_atomically,
-)
-from snode.common.files import too_open
 from snode.params import NetworkParams
 from snode.store import DATABASE_FILE
-from snode.common.files import LARGE_FILE_BYTES, SMALL_FILE_BYTES, read_bounded
 
 AUTHORITY_KEY_FILE = "authority_key"
 RUNNING_FILE = "running"

@@ -15,8 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from snode.api.credentials import (
-    ADMIN_COOKIE_FILE, LOGIN_ENV, LOGIN_FILE_OPTION, BasicAuth, Login, is_loopback, new_cookie,
-    remove_cookie, write_cookie,
+    ADMIN_COOKIE_FILE,
+    LOGIN_ENV,
+    LOGIN_FILE_OPTION,
+    BasicAuth,
+    Login,
+    is_loopback,
+    new_cookie,
+    remove_cookie,
+    write_cookie,
 )
 from snode.app.config import Config, ConfigError
 

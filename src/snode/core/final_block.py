@@ -28,7 +28,11 @@ from snode.core.pulse import RoundQuorum, validator_checks
 from snode.core.sigchecks import BatchVerifier, run_checks, verify_serially
 from snode.core.state import ChainState
 from snode.core.transition import (
-    AppliedBlock, EncodedBlock, apply_block_parts, check_block_size, check_not_future,
+    AppliedBlock,
+    EncodedBlock,
+    apply_block_parts,
+    check_block_size,
+    check_not_future,
 )
 
 

@@ -35,10 +35,10 @@ from snode.core.blocks import Checkpoint
 from snode.core.crypto import verify
 from snode.core.encoding import domain_hash
 from snode.core.errors import InvalidBlock
-from snode.core.quorums import _shuffled
 from snode.core.pulse import signer_set, signers
-from snode.core.state import Quorum
+from snode.core.quorums import _shuffled
 from snode.core.sigchecks import SigCheck
+from snode.core.state import Quorum
 from snode.core.types import Hash32, Height, PubKey, Signature
 from snode.params import NetworkParams
 

@@ -20,12 +20,16 @@ from snode.core.crypto import SigningKey
 from snode.core.errors import InvalidAddress, InvalidGenesis
 from snode.core.quorums import authority_quorum
 from snode.core.state import ChainState, new_utxo
-from snode.core.utxo_set import UtxoSet
 from snode.core.transactions import REFUSED_TX_VERSION, Coinbase, Transaction, TxOut, outpoint_key, txid
 from snode.core.types import PUBKEY_BYTES, Amount, Timestamp
+from snode.core.utxo_set import UtxoSet
 from snode.params import (
-    REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_AMOUNT, REGTEST_FAUCET_SEED,
-    REGTEST_GENESIS_TIMESTAMP, NetworkParams,
+    REGTEST,
+    REGTEST_AUTHORITY_SEED,
+    REGTEST_FAUCET_AMOUNT,
+    REGTEST_FAUCET_SEED,
+    REGTEST_GENESIS_TIMESTAMP,
+    NetworkParams,
 )
 
 

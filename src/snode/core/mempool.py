@@ -39,10 +39,17 @@ import immutables
 from snode.core.encoding import encode
 from snode.core.errors import InvalidTransaction, MempoolRejection, SnodeError
 from snode.core.genesis import Consensus
-from snode.core.state import ChainState
 from snode.core.sigchecks import BatchVerifier, verify_serially
+from snode.core.state import ChainState
 from snode.core.transactions import (
-    Registration, Stake, StateChange, Transaction, TxKind, UnlockRequest, payload_kind, txid,
+    Registration,
+    Stake,
+    StateChange,
+    Transaction,
+    TxKind,
+    UnlockRequest,
+    payload_kind,
+    txid,
 )
 from snode.core.tx_rules import apply_transaction, check_signatures
 

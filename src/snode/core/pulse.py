@@ -49,8 +49,8 @@ from snode.core.encoding import domain_hash
 from snode.core.errors import InvalidBlock
 from snode.core.genesis import Consensus
 from snode.core.quorums import block_leader_from_queue, block_validators_from_active
-from snode.core.state import ChainState, registry_index
 from snode.core.sigchecks import SigCheck
+from snode.core.state import ChainState, registry_index
 from snode.core.types import PubKey
 from snode.params import NetworkParams
 

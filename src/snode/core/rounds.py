@@ -47,15 +47,26 @@ from snode.core.blocks import Block, block_hash, producer_message
 from snode.core.crypto import verify
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
+from snode.core.pulse import (
+    RoundQuorum,
+    round_at,
+    round_quorum,
+    round_start0,
+    round_window,
+    signer_set,
+    validator_message,
+)
 from snode.core.round_actions import (  # the actions, named here too: the machine's outputs
-    Action, Broadcast, BuildTemplate, CheckTemplate, Equivocation, RoundFailed, SendTemplate,
+    Action,
+    Broadcast,
+    BuildTemplate,
+    CheckTemplate,
+    Equivocation,
+    RoundFailed,
+    SendTemplate,
     SignTemplate,
 )
 from snode.core.round_messages import BlockTemplate, ValidatorSignature  # its inputs, named here too
-from snode.core.pulse import (
-    RoundQuorum, round_at, round_quorum, round_start0, round_window, signer_set,
-    validator_message,
-)
 from snode.core.state import ChainState, with_index
 from snode.params import NetworkParams
 

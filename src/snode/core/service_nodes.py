@@ -15,7 +15,11 @@ import msgspec
 from snode.core.credit import credit_after_recommission, credit_at, decommissioned
 from snode.core.errors import InvalidRegistration, InvalidStake, InvalidStateChange
 from snode.core.state import (  # reward_order_key lives with the queue it orders; named here too
-    NO_HEIGHT, Contribution, RewardEntry, ServiceNode, reward_order_key,
+    NO_HEIGHT,
+    Contribution,
+    RewardEntry,
+    ServiceNode,
+    reward_order_key,
 )
 from snode.core.transactions import Registration
 from snode.core.units import coin_word, format_coins, format_percent, round_up_coins

@@ -34,7 +34,13 @@ from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError, SnodeError
 from snode.core.state import MAP_NAMES, ChainState, CheckpointSlot, Quorum, ServiceNode, UtxoEntry
 from snode.core.state_root import (
-    CHECKSUM_BYTES, EMPTY, Checksum, own_entries, state_root, with_checksum, with_entries,
+    CHECKSUM_BYTES,
+    EMPTY,
+    Checksum,
+    own_entries,
+    state_root,
+    with_checksum,
+    with_entries,
 )
 from snode.core.types import Amount, Hash32, Height, Timestamp
 from snode.core.utxo_set import UtxoSet

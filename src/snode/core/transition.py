@@ -33,7 +33,12 @@ import msgspec
 
 from snode.core import service_nodes as sn_rules
 from snode.core.blocks import (
-    Block, BlockHeader, encode_block_from_parts, header_state_root, producer_message, tx_root,
+    Block,
+    BlockHeader,
+    encode_block_from_parts,
+    header_state_root,
+    producer_message,
+    tx_root,
 )
 from snode.core.crypto import hash32, verify
 from snode.core.encoding import encode
@@ -44,13 +49,27 @@ from snode.core.pulse import RoundQuorum, check_block_producer, validator_checks
 from snode.core.quorums import obligations_quorum_from_active
 from snode.core.sigchecks import BatchVerifier, SigCheck, run_checks, verify_serially
 from snode.core.stake_exit import stake_returns
-from snode.core.state_root import after_block, after_block_with_root, current_checksum, state_checksum, with_checksum
 from snode.core.state import (
-    ChainState, CheckpointSlot, Quorum, RegistryIndex, ServiceNode, Undo, last_checkpoint, new_utxo,
-    registry_index, updated_index, with_index,
+    ChainState,
+    CheckpointSlot,
+    Quorum,
+    RegistryIndex,
+    ServiceNode,
+    Undo,
+    last_checkpoint,
+    new_utxo,
+    registry_index,
+    updated_index,
+    with_index,
 )
+from snode.core.state_root import after_block, after_block_with_root, current_checksum, state_checksum, with_checksum
 from snode.core.transactions import (
-    Coinbase, Transaction, TxOut, check_stateless, outpoint_key, txid,
+    Coinbase,
+    Transaction,
+    TxOut,
+    check_stateless,
+    outpoint_key,
+    txid,
 )
 from snode.core.tx_rules import Working, apply_one, apply_transaction, check_transaction, check_version
 from snode.params import MAX_BLOCK_BYTES, MAX_FUTURE_BLOCK_TIME, STATE_CHANGE_WINDOW

@@ -18,14 +18,34 @@ from snode.core.encoding import encode
 from snode.core.errors import BadSignature, InvalidStateChange, InvalidTransaction, WrongFork
 from snode.core.genesis import Consensus
 from snode.core.sigchecks import BatchVerifier, SigCheck, run_checks, verify_serially
+from snode.core.stake_exit import check_unlock_request, returned_outputs
 from snode.core.state import (
-    ChainState, CheckpointSlot, Quorum, ServiceNode, TrackedMap, TrackedUtxos, current_index, new_utxo,
+    ChainState,
+    CheckpointSlot,
+    Quorum,
+    ServiceNode,
+    TrackedMap,
+    TrackedUtxos,
+    current_index,
+    new_utxo,
     updated_index,
 )
-from snode.core.stake_exit import check_unlock_request, returned_outputs
 from snode.core.transactions import (
-    Coinbase, ProvenStateChange, Registration, Stake, StakeReturn, StateChange, Transaction, Transfer, TxOut,
-    UnlockRequest,    check_stateless, registration_hash, signing_hash_of_encoded, state_change_hash, txid,
+    Coinbase,
+    ProvenStateChange,
+    Registration,
+    Stake,
+    StakeReturn,
+    StateChange,
+    Transaction,
+    Transfer,
+    TxOut,
+    UnlockRequest,
+    check_stateless,
+    registration_hash,
+    signing_hash_of_encoded,
+    state_change_hash,
+    txid,
 )
 from snode.core.units import format_coins
 from snode.params import KNOWN_FORKS, STATE_CHANGE_WINDOW, ForkRules, NetworkParams

@@ -17,7 +17,14 @@ from snode.core.encoding import encode
 from snode.core.errors import InvalidTransaction
 from snode.core.state import UtxoEntry
 from snode.core.transactions import (  # payload_spend: named here too, where the wallet looks
-    TX_VERSION, OutPoint, Payload, Transaction, Transfer, TxOut, UnlockRequest, payload_spend,
+    TX_VERSION,
+    OutPoint,
+    Payload,
+    Transaction,
+    Transfer,
+    TxOut,
+    UnlockRequest,
+    payload_spend,
     signing_hash,
 )
 

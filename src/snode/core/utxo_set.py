@@ -35,7 +35,13 @@ from typing import Any
 import immutables
 
 from snode.core.utxo_base import (
-    EMPTY_BASE, Base, UtxoEntry, base_get, base_records, folded, packed,
+    EMPTY_BASE,
+    Base,
+    UtxoEntry,
+    base_get,
+    base_records,
+    folded,
+    packed,
 )
 
 COMPACT_AT = 8_192

@@ -30,11 +30,11 @@ from snode.net import address_file
 from snode.net import limits as L
 from snode.net import protocol as P
 from snode.net.addrman import AddressBook, network_group
-from snode.net.fork_id import ForkId, compatibility, fork_id
 from snode.net.admission import admit, limited
 from snode.net.bans import Bans, Scores, address_key
 from snode.net.dialer import Dialer
 from snode.net.events import PeerBanned, PeerConnected, PeerDisconnected
+from snode.net.fork_id import ForkId, compatibility, fork_id
 from snode.net.limits import DEFAULT_LIMITS, PeerLimits
 from snode.net.peer import Peer, PeerGone, PeerProtocol
 from snode.net.protocol import ProtocolViolation

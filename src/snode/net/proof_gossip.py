@@ -46,14 +46,13 @@ from collections.abc import Container, Hashable, Iterable
 from typing import Final, Protocol
 
 from snode.common.clock import Clock
-
 from snode.common.compiled import mypyc_attr
 from snode.core.proofs import UptimeProof
 from snode.net import limits as L
 from snode.net.limits import DEFAULT_LIMITS, PeerLimits
-from snode.params import PROOF_CLOCK_TOLERANCE
 from snode.net.proof_peers import PARKED, Answer, Peer, PeerProofs, Want, bound
 from snode.net.protocol import MAX_PROOF_IDS, GetProofs, ProofId, ProofInv
+from snode.params import PROOF_CLOCK_TOLERANCE
 
 INV_INTERVAL: Final = 1.0
 """Seconds between a node's announcements (each peer gets at most one ProofInv a round, holding

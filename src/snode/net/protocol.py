@@ -18,12 +18,12 @@ from snode.common import decode_reasons
 from snode.core.blocks import Block, Header
 from snode.core.chain import MAX_LOCATOR
 from snode.core.encoding import decode, encode
-from snode.core.errors import DecodeError
 from snode.core.equivocation import EquivocationEvidence
+from snode.core.errors import DecodeError
 from snode.core.finality import CheckpointVote
 from snode.core.proofs import ProofRefusal, UptimeProof
-from snode.core.snapshot import CHUNK_FRAME, MANIFEST_BYTES
 from snode.core.round_messages import BlockTemplate, ValidatorSignature
+from snode.core.snapshot import CHUNK_FRAME, MANIFEST_BYTES
 from snode.core.types import Hash32, Height, Signature, Timestamp
 from snode.net.limits import MAX_CONTROL_FRAME
 from snode.params import MAX_BLOCK_BYTES, MAX_TX_BYTES

@@ -35,14 +35,20 @@ from snode.core.crypto import SigningKey, x25519_public
 from snode.core.encoding import encode
 from snode.core.errors import DecodeError
 from snode.net.events import QuorumMessageReceived
-from snode.params import MAX_BLOCK_BYTES
 from snode.net.protocol import QuorumMessage, strict_decoder
 from snode.net.quorum_guard import (
-    KINDS, SCORE_IMPERSONATION, SCORE_OVER_BUDGET, SCORE_UNDECODABLE, MemberGuard, message_tag, signer_of,
+    KINDS,
+    SCORE_IMPERSONATION,
+    SCORE_OVER_BUDGET,
+    SCORE_UNDECODABLE,
+    MemberGuard,
+    message_tag,
+    signer_of,
 )
 from snode.net.quorum_links import Link, set_heartbeats
 from snode.net.zmq_guard import Caps, ListenerGuard
 from snode.node.node import Node
+from snode.params import MAX_BLOCK_BYTES
 
 log = logging.getLogger(__name__)
 

@@ -32,22 +32,22 @@ import msgspec
 
 from snode.core.blocks import HEADER_CLASSES, Block, BlockHeader, Checkpoint, Header, block_hash, producer_message
 from snode.core.crypto import verify
-from snode.core.types import Signature
 from snode.core.encoding import decode, encode
 from snode.core.errors import BadSignature, BlockFromFuture, DecodeError, SnodeError
-from snode.node.upgrade import CannotValidateYet
 from snode.core.transactions import Transaction, txid
 from snode.core.transition import check_block_stateless
+from snode.core.types import Signature
 from snode.net import limits as L
 from snode.net import protocol as P
-from snode.net.limits import DEFAULT_LIMITS, PeerLimits
 from snode.net.events import BlocksAhead, CheckpointMessage, PeerConnected, PeerDisconnected, ProofMessage
+from snode.net.limits import DEFAULT_LIMITS, PeerLimits
 from snode.net.orphans import OrphanPool
-from snode.net.proof_gossip import INV_INTERVAL, ProofGossip
 from snode.net.peer import Peer, PeerGone
 from snode.net.peers import PeerManager
+from snode.net.proof_gossip import INV_INTERVAL, ProofGossip
 from snode.net.protocol import ProtocolViolation
 from snode.node.events import BlocksAdopted, ProofAccepted, TransactionAdmitted
+from snode.node.upgrade import CannotValidateYet
 from snode.node.views import NetNode
 from snode.node.writer import ChainWriter, NotOnTip
 from snode.params import MAX_BLOCK_BYTES

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from snode.core.blocks import Block, block_hash, header_state_root
 from snode.core.chain import is_better_tip
 from snode.core.errors import InvalidBlock, SnodeError
 from snode.core.final_block import CheckedTemplate, apply_final
@@ -24,9 +25,7 @@ from snode.core.finality import reorg_allowed
 from snode.core.genesis import Consensus
 from snode.core.state import ChainState, Undo, immutable_height
 from snode.core.state_root import current_checksum, header_root, state_checksum, undo_summed
-from snode.core.blocks import block_hash, header_state_root
 from snode.core.transition import SigCheck, apply_block, apply_block_encoded
-from snode.core.blocks import Block
 from snode.node.verifier import Pending, Verifier
 from snode.store import Commit, Encoded, StoreError, Undone
 from snode.store.protocol import Store

@@ -35,24 +35,36 @@ from snode.core.errors import SnodeError
 from snode.core.genesis import Consensus
 from snode.core.production import build_block
 from snode.core.proofs import (
-    InvalidProof, ProofRefusal, Semver, UptimeProof, parse_proof_version, parse_semver, semver_text,
+    InvalidProof,
+    ProofRefusal,
+    Semver,
+    UptimeProof,
+    parse_proof_version,
+    parse_semver,
+    semver_text,
 )
-from snode.core.standing import Departure, credit_warning, departure_in
 from snode.core.pulse import Mode, production_mode
+from snode.core.standing import Departure, credit_warning, departure_in
 from snode.core.state import ChainState, Undo, UtxoEntry, immutable_height
 from snode.core.state_root import Checksum, caught_up, current_checksum, keep_in
 from snode.core.transactions import Registration, Transaction, txid
 from snode.core.transition import check_block_stateless
+from snode.node import saved, status
 from snode.node.batches import (
-    VERIFY_CHUNK, Reorganization, StagedBatch, StaleBatch, StoredBatch, check_trusted, reorganization, stage,
+    VERIFY_CHUNK,
+    Reorganization,
+    StagedBatch,
+    StaleBatch,
+    StoredBatch,
+    check_trusted,
+    reorganization,
+    stage,
     store_staged,
 )
-from snode.node.events import BlocksAdopted, ChainReorganized, ProofAccepted
-from snode.node.events import SyncProgress, TransactionAdmitted
+from snode.node.events import BlocksAdopted, ChainReorganized, ProofAccepted, SyncProgress, TransactionAdmitted
+from snode.node.own_proof import Identity, OwnProof
 from snode.node.owners import OwnerIndex
 from snode.node.participation import LIVE_SECONDS, ParticipationBook
-from snode.node.own_proof import Identity, OwnProof
-from snode.node import saved, status
 from snode.node.proofs import check_against
 from snode.node.templates import CheckedTemplates
 from snode.node.upgrade import CannotValidateYet, UpgradeWatch

@@ -28,7 +28,14 @@ from snode.common.events import EventHub
 from snode.core.crypto import SigningKey
 from snode.core.obligations import quorum_signers
 from snode.core.proofs import (
-    ProofRefusal, ProofVersion, Semver, UptimeProof, make_proof, parse_semver, refusal_words, semver_text,
+    ProofRefusal,
+    ProofVersion,
+    Semver,
+    UptimeProof,
+    make_proof,
+    parse_semver,
+    refusal_words,
+    semver_text,
 )
 from snode.core.state import ChainState
 from snode.node.events import OwnProofAccepted, OwnProofRefused, ProofAccepted

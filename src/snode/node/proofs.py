@@ -18,7 +18,12 @@ import msgspec
 
 from snode.common import decode_reasons
 from snode.core.proofs import (
-    InvalidProof, ProofRefusal, UptimeProof, check_proof, check_proof_rules, check_proof_version,
+    InvalidProof,
+    ProofRefusal,
+    UptimeProof,
+    check_proof,
+    check_proof_rules,
+    check_proof_version,
 )
 from snode.core.state import ChainState
 from snode.params import PROOF_CLOCK_TOLERANCE, NetworkParams

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from snode.core.proofs import parse_proof_version, parse_semver, semver_text
-from snode.node.views import NodeView
 from snode.node.upgrade import duration
+from snode.node.views import NodeView
 from snode.params import FAR_AHEAD, Fork
 
 

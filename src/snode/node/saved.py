@@ -25,7 +25,8 @@ from snode.core.errors import DecodeError, SnodeError
 from snode.core.genesis import Consensus
 from snode.core.state import ChainState
 from snode.core.transactions import Transaction
-from snode.node.proofs import STORE_KEY as PROOFS_KEY, ProofBook
+from snode.node.proofs import STORE_KEY as PROOFS_KEY
+from snode.node.proofs import ProofBook
 from snode.node.verifier import Verifier
 from snode.store.protocol import Store
 

@@ -39,8 +39,8 @@ from typing import Final, ParamSpec, TypeVar
 
 from snode.core.blocks import Block, Checkpoint
 from snode.core.crypto import SigningKey
-from snode.core.production import build_block
 from snode.core.errors import SnodeError
+from snode.core.production import build_block
 from snode.node.batches import Reorganization, StagedBatch
 from snode.node.disk_watch import DiskWatch
 from snode.node.node import Node

@@ -23,7 +23,13 @@ import msgspec
 from snode import __version__
 from snode.api.records import service_node_state
 from snode.api.types import (
-    Departure, InfoResult, NextFork, ServiceNodesResult, ServiceNodeState, SnapshotDownload, UpgradeRequired,
+    Departure,
+    InfoResult,
+    NextFork,
+    ServiceNodesResult,
+    ServiceNodeState,
+    SnapshotDownload,
+    UpgradeRequired,
 )
 from snode.core import mempool as mp
 from snode.core import service_nodes as sn_rules
@@ -32,8 +38,8 @@ from snode.core.genesis import Consensus
 from snode.core.participation import Participation
 from snode.core.state import ServiceNode
 from snode.core.state_root import tip_root
-from snode.node.views import NodeView
 from snode.node.readiness import next_fork
+from snode.node.views import NodeView
 
 _json = msgspec.json.Encoder()
 

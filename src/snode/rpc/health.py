@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from snode.common.text import printable
 from snode.api.types import sync_state
+from snode.common.text import printable
 from snode.core.service_nodes import status_words
 from snode.core.standing import payable_note
 from snode.core.units import format_age

@@ -12,7 +12,50 @@ from typing import Any
 
 import msgspec
 
+from snode.api import errors as E
+from snode.api.errors import RpcError
+from snode.api.invalid_params import invalid_params
+from snode.api.records import cached_address
+from snode.api.types import (
+    AddPeerParams,
+    AddressParams,
+    BanInfo,
+    BlockResult,
+    GenerateBlocksParams,
+    GenerateBlocksResult,
+    GetBlockParams,
+    GetServiceNodesParams,
+    HeightResult,
+    InfoResult,
+    LockedStake,
+    LockedStakesResult,
+    MempoolEntry,
+    MempoolResult,
+    MockTimeResult,
+    NoParams,
+    OutputEntry,
+    OutputsResult,
+    PeerInfo,
+    PeersResult,
+    RawTxParams,
+    RegistrationCmdResult,
+    RewardPaid,
+    RewardShare,
+    SendProofResult,
+    SendTxResult,
+    ServiceNodeKeyResult,
+    ServiceNodeRewardsParams,
+    ServiceNodeRewardsResult,
+    ServiceNodesResult,
+    ServiceNodeState,
+    SetMockTimeParams,
+    StakingRequirementResult,
+    StatusResult,
+    TransactionResult,
+    TxidParams,
+)
 from snode.common.clock import Clock, MockableClock
+from snode.common.endpoints import ip_endpoint
 from snode.common.text import fixed_hex
 from snode.core import service_nodes as sn_rules
 from snode.core.address import decode_address
@@ -21,34 +64,19 @@ from snode.core.crypto import x25519_public
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError, InvalidAddress, SnodeError
 from snode.core.proofs import InvalidProof
-from snode.core.registration import format_command
 from snode.core.pulse import signer_indexes
+from snode.core.registration import format_command
 from snode.core.state import ServiceNode, Undo, last_checkpoint
 from snode.core.transactions import StateChange, Transaction, payload_kind, txid
-from snode.common.endpoints import ip_endpoint
 from snode.net.peers import PeerManager
 from snode.node.node import Node
 from snode.node.views import NodeView
 from snode.node.writer import ChainWriter
-from snode.services.sn_duties import ServiceNodeDuties
 from snode.params import MAX_FUTURE_BLOCK_TIME
-from snode.api import errors as E
-from snode.api.errors import RpcError
-from snode.api.invalid_params import invalid_params
 from snode.rpc.answers import Answers
 from snode.rpc.registration import REG_FAILED, build_registration
 from snode.rpc.signatures import SIGNATURES
-from snode.api.types import (
-    AddPeerParams, AddressParams, BanInfo, BlockResult, GenerateBlocksParams, GenerateBlocksResult,
-    GetBlockParams, GetServiceNodesParams, HeightResult, InfoResult, LockedStake, LockedStakesResult,
-    MempoolEntry, MempoolResult,
-    MockTimeResult, NoParams, OutputEntry, OutputsResult, PeerInfo, PeersResult, RawTxParams,
-    RegistrationCmdResult, SendProofResult, SendTxResult, ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState,
-    SetMockTimeParams, StakingRequirementResult, StatusResult, TransactionResult, TxidParams,
-)
-from snode.api.types import RewardPaid, RewardShare, ServiceNodeRewardsParams, ServiceNodeRewardsResult
-from snode.api.records import cached_address
-
+from snode.services.sn_duties import ServiceNodeDuties
 
 MAX_REWARDS_LISTED = 2_000
 """Rewards one answer of `get_service_node_rewards` lists at most (oldest left out first; its

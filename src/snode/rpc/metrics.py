@@ -19,7 +19,11 @@ from collections.abc import Callable, Iterator
 from typing import Final
 
 from prometheus_client import (
-    GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR, CollectorRegistry, Metric,
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Metric,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily
 from prometheus_client.exposition import choose_encoder
@@ -28,8 +32,8 @@ from prometheus_client.registry import Collector
 from snode import __version__
 from snode.core.credit import credit_at
 from snode.core.service_nodes import Status, is_payable, status
-from snode.node.views import NodeView
 from snode.node.readiness import next_fork
+from snode.node.views import NodeView
 from snode.rpc.counters import BUCKETS, EventCounters
 
 COUNTED = {

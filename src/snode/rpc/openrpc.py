@@ -16,6 +16,7 @@ from snode.api.openrpc import Documented, openrpc_document
 from snode.rpc.methods import MethodTable
 from snode.rpc.signatures import DOCUMENTED_PARAMS, SIGNATURES
 
+
 def _result_type(attr: str) -> Any:
     """A method's result record (the encoded `msgspec.Raw` fast path left out)."""
     hint = typing.get_type_hints(getattr(MethodTable, attr))["return"]

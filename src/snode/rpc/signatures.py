@@ -10,10 +10,18 @@ from typing import Final
 import msgspec
 
 from snode.api.types import (
-    AddPeerParams, AddressParams, GenerateBlocksParams, GetBlockParams, GetServiceNodesParams,
-    NoParams, RawTxParams, RegistrationCmdParams, SetMockTimeParams, TxidParams,
+    AddPeerParams,
+    AddressParams,
+    GenerateBlocksParams,
+    GetBlockParams,
+    GetServiceNodesParams,
+    NoParams,
+    RawTxParams,
+    RegistrationCmdParams,
+    ServiceNodeRewardsParams,
+    SetMockTimeParams,
+    TxidParams,
 )
-from snode.api.types import ServiceNodeRewardsParams
 
 SIGNATURES: Final[dict[str, tuple[str, type[msgspec.Struct] | None]]] = {
     "get_info": ("get_info", NoParams),

@@ -21,8 +21,8 @@ from snode.core.credit import credit_at
 from snode.core.service_nodes import status_words
 from snode.core.state import ServiceNode
 from snode.core.units import format_age, format_coins, format_percent
-from snode.node.views import NodeView
 from snode.node.readiness import next_fork
+from snode.node.views import NodeView
 from snode.node.writer import ChainWriter
 from snode.rpc.methods import block_result
 from snode.rpc.web_node import HistoryCache, node_page

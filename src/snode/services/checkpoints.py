@@ -19,7 +19,11 @@ from snode.core.encoding import encode
 from snode.core.equivocation import verified, vote_proof
 from snode.core.errors import SnodeError
 from snode.core.finality import (
-    CheckpointVote, accepts_vote, assemble_checkpoint, checkpoint_checks, checkpoint_message,
+    CheckpointVote,
+    accepts_vote,
+    assemble_checkpoint,
+    checkpoint_checks,
+    checkpoint_message,
 )
 from snode.core.state import ChainState, CheckpointSlot, Quorum
 from snode.net import protocol as P

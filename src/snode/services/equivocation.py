@@ -26,7 +26,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
 from snode.core.equivocation import (
-    EquivocationEvidence, EquivocationProof, describe, encode_proof, offence_height, offender, verified,
+    EquivocationEvidence,
+    EquivocationProof,
+    describe,
+    encode_proof,
+    offence_height,
+    offender,
+    verified,
 )
 from snode.core.round_messages import ValidatorSignature
 from snode.net.events import QuorumMessageReceived

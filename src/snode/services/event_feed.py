@@ -37,7 +37,11 @@ from snode.core.state import ServiceNode
 from snode.core.transactions import StateChange
 from snode.net.events import PeerBanned
 from snode.node.events import (
-    BlocksAdopted, ChainReorganized, OwnProofAccepted, OwnProofRefused, SyncProgress,
+    BlocksAdopted,
+    ChainReorganized,
+    OwnProofAccepted,
+    OwnProofRefused,
+    SyncProgress,
 )
 from snode.node.node import Node
 

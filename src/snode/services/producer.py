@@ -32,7 +32,13 @@ from snode.core.encoding import decode, encode
 from snode.core.equivocation import EquivocationProof, block_proof
 from snode.core.errors import BlockFromFuture, SnodeError
 from snode.core.pulse import (
-    Mode, authority_reason, backstop_time, production_mode, round_quorum, round_window, signer_indexes,
+    Mode,
+    authority_reason,
+    backstop_time,
+    production_mode,
+    round_quorum,
+    round_window,
+    signer_indexes,
     validator_message,
 )
 from snode.core.state import ChainState

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from snode.core.proofs import BadProofSignature, InvalidProof, UptimeProof, proof_sig_check
+from snode.core.sigchecks import SigCheck
 from snode.net.limits import MAX_QUEUED_PROOFS, MAX_QUEUED_PROOFS_PER_PEER
 from snode.node.node import Node
-from snode.core.sigchecks import SigCheck
 from snode.node.verifier import INLINE_BELOW, Spread, spread
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,12 @@ from snode.net import protocol as P
 from snode.net.admission import limited
 from snode.net.events import BlocksAhead, PeerConnected
 from snode.net.limits import (
-    HEADERS_FIRST_MIN, MAX_SYNC_BACKOFFS, SCORE_PROTOCOL, SCORE_SYNC_STALL, SCORE_SYNC_TIMEOUT, SYNC_HEDGE_S,
+    HEADERS_FIRST_MIN,
+    MAX_SYNC_BACKOFFS,
+    SCORE_PROTOCOL,
+    SCORE_SYNC_STALL,
+    SCORE_SYNC_TIMEOUT,
+    SYNC_HEDGE_S,
 )
 from snode.net.peer import Peer, PeerGone, RequestTimeout
 from snode.net.peers import PeerManager
@@ -43,11 +48,11 @@ from snode.node.events import BlocksAdopted
 from snode.node.upgrade import CannotValidateYet
 from snode.node.writer import ChainWriter
 from snode.params import MAX_BLOCK_BYTES
-from snode.store.errors import StoreError
 from snode.services import sync_machine as S
 from snode.services.sync_headers import Contradicts, HeaderChain, Misled, download
 from snode.services.sync_peers import Backoffs, Claim, check_tip, choose, target
 from snode.services.sync_ranges import Sources, hedge_wait
+from snode.store.errors import StoreError
 
 log = logging.getLogger(__name__)
 

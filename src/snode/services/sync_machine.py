@@ -46,8 +46,14 @@ import msgspec
 from snode.core.blocks import Block, BlockHeader, block_hash
 from snode.core.transactions import Registration
 from snode.net.limits import (
-    MAX_BRANCH_BLOCKS, MAX_BRANCH_BYTES, MIN_SYNC_RATE, SCORE_FORK_RESET, SCORE_SYNC_STALL, SCORE_SYNC_TIMEOUT,
-    SCORE_UNKNOWN_PRODUCER, SYNC_STALL_S,
+    MAX_BRANCH_BLOCKS,
+    MAX_BRANCH_BYTES,
+    MIN_SYNC_RATE,
+    SCORE_FORK_RESET,
+    SCORE_SYNC_STALL,
+    SCORE_SYNC_TIMEOUT,
+    SCORE_UNKNOWN_PRODUCER,
+    SYNC_STALL_S,
 )
 
 # A fork offered by a peer is held in memory until it is longer than ours: bounded (`net.limits`).

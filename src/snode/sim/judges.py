@@ -29,7 +29,11 @@ from typing import Final
 
 from snode.core.blocks import Block, Checkpoint
 from snode.core.finality import (
-    CheckpointVote, accepts_vote, assemble_checkpoint, checkpoint_message, is_checkpoint_height,
+    CheckpointVote,
+    accepts_vote,
+    assemble_checkpoint,
+    checkpoint_message,
+    is_checkpoint_height,
 )
 from snode.core.obligations import judge
 from snode.core.proofs import UptimeProof, make_proof

@@ -23,7 +23,13 @@ from snode.core.errors import SnodeError
 from snode.core.production import build_block
 from snode.core.pulse import round_quorum, round_start0, round_window, validator_message
 from snode.core.round_actions import (
-    Action, Broadcast, BuildTemplate, CheckTemplate, Equivocation, SendTemplate, SignTemplate,
+    Action,
+    Broadcast,
+    BuildTemplate,
+    CheckTemplate,
+    Equivocation,
+    SendTemplate,
+    SignTemplate,
 )
 from snode.core.round_messages import BlockTemplate, ValidatorSignature
 from snode.core.rounds import Parent, RoundMachine

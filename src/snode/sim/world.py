@@ -41,7 +41,12 @@ from snode.sim.config import SimConfig
 from snode.sim.judges import Judges
 from snode.sim.network import LinkModel, SimNetwork
 from snode.sim.population import (
-    Population, SimNode, genesis_outpoints, make_population, registration_tx, stake_txs,
+    Population,
+    SimNode,
+    genesis_outpoints,
+    make_population,
+    registration_tx,
+    stake_txs,
 )
 from snode.sim.report import Tally
 from snode.sim.rounds import HeightProduction, SimError

@@ -10,8 +10,8 @@ modules; the rest is its own.
 """
 
 from snode.store.chain_store import DATABASE_FILE, ChainStore, Commit, PendingWrite, Undone
-from snode.store.rows import Encoded
 from snode.store.errors import DatabaseDamaged, StoreError, damaged
+from snode.store.rows import Encoded
 
 __all__ = [
     "DATABASE_FILE", "ChainStore", "Commit", "DatabaseDamaged", "Encoded", "PendingWrite", "StoreError",

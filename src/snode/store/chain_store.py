@@ -24,8 +24,8 @@ from snode.core.errors import DecodeError
 from snode.core.state import MAP_NAMES, ChainState, Undo
 from snode.core.transactions import Transaction, txid
 from snode.store import rows, schema, state_tables
-from snode.store.protocol import Commit, Undone
 from snode.store.errors import StoreError, damaged, read_error, write_error
+from snode.store.protocol import Commit, Undone
 
 DATABASE_FILE: Final = "chain.sqlite3"
 HISTORY_START_KEY: Final = "history_start"

@@ -18,9 +18,8 @@ from snode.core.encoding import encode
 from snode.core.state import ChainState, Undo
 from snode.core.transactions import txid
 from snode.store import schema, state_tables
-from snode.store.protocol import Encoded
 from snode.store.errors import write_error
-
+from snode.store.protocol import Encoded
 
 BlockRow = tuple[bytes, int, bytes, bytes | None]
 """(hash, height, data, undo) of the blocks table."""

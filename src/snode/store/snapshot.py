@@ -14,8 +14,8 @@ in one line and neither served nor loaded.
 from __future__ import annotations
 
 import errno
-import os
 import logging
+import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
@@ -26,8 +26,8 @@ from snode.common.files import read_bounded
 from snode.core.crypto import hash32
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError
-from snode.params import MAX_BLOCK_BYTES
 from snode.core.snapshot import CHUNK_FRAME, MANIFEST_BYTES, Manifest, SnapshotError
+from snode.params import MAX_BLOCK_BYTES
 
 log = logging.getLogger(__name__)
 

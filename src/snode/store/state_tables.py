@@ -20,11 +20,17 @@ import msgspec
 from snode.core.encoding import decode_trusted, decoding_trusted, encode
 from snode.core.errors import DecodeError
 from snode.core.state import (
-    MAP_NAMES, ChainState, CheckpointSlot, Quorum, ServiceNode, Undo, UtxoEntry,
+    MAP_NAMES,
+    ChainState,
+    CheckpointSlot,
+    Quorum,
+    ServiceNode,
+    Undo,
+    UtxoEntry,
 )
 from snode.core.state_root import Checksum, current_checksum, with_checksum
-from snode.core.utxo_set import UtxoSet
 from snode.core.types import Amount, Hash32, Height, Timestamp
+from snode.core.utxo_set import UtxoSet
 from snode.store.schema import query
 
 VALUE_TYPES: Final[dict[str, type]] = {

@@ -24,26 +24,30 @@ import click
 import msgspec
 
 from snode import __version__
-
-from snode.common.network_flags import given_networks, network_flags
-from snode.core.errors import InvalidAmount
-from snode.core.units import coin_word, counted, format_coins, parse_coins, whole_number
-from snode.params import COIN, NETWORKS
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.credentials import Login, client_login, cookie_dir_for
 from snode.api.types import (
-    BlockResult, HeightResult, InfoResult, RegistrationCmdParams, RegistrationCmdResult,
-    ServiceNodesResult, ServiceNodeState, sync_state,
+    BlockResult,
+    HeightResult,
+    InfoResult,
+    RegistrationCmdParams,
+    RegistrationCmdResult,
+    ServiceNodesResult,
+    ServiceNodeState,
+    sync_state,
 )
+from snode.common.data_dir import KEY_FILE
 from snode.common.endpoints import ConfigError, parse_http_url
 from snode.common.entry import run_command
-from snode.common.text import printable
-from snode.common.data_dir import KEY_FILE
 from snode.common.files import default_data_dir
+from snode.common.network_flags import given_networks, network_flags
+from snode.common.text import printable
+from snode.core.errors import InvalidAmount
+from snode.core.units import coin_word, counted, format_coins, parse_coins, whole_number
+from snode.params import COIN, NETWORKS
 from snode.tools import fleet as fleet_tools
 from snode.tools import keys
 from snode.tools.tables import block_table, make_console, service_node_table
-
 
 T = TypeVar("T")
 

@@ -19,13 +19,26 @@ from pathlib import Path
 import click
 
 from snode import __version__
-from snode.core.units import counted
 from snode.common.entry import run_command
+from snode.core.units import counted
 from snode.tools.devnet_network import (
-    FAUCET_AMOUNT, down, faucet, node_rows, restart, status_table, trusted_point, up,
+    FAUCET_AMOUNT,
+    down,
+    faucet,
+    node_rows,
+    restart,
+    status_table,
+    trusted_point,
+    up,
 )
 from snode.tools.devnet_procs import (
-    IP_PREFIX, Devnet, DevnetError, command_line, default_base_dir, is_our_process, stop_node,
+    IP_PREFIX,
+    Devnet,
+    DevnetError,
+    command_line,
+    default_base_dir,
+    is_our_process,
+    stop_node,
 )
 from snode.tools.tables import make_console
 

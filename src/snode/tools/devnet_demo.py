@@ -24,10 +24,10 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from snode.core.units import counted
-from snode.params import DEVNET
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.types import InfoResult, ServiceNodeKeyResult, ServiceNodesResult, ServiceNodeState
+from snode.core.units import counted
+from snode.params import DEVNET
 from snode.tools.devnet_network import create_wallet, down, restart, run_wallet, status_table, up
 from snode.tools.devnet_procs import Devnet, DevnetError, command_line, stop_node
 from snode.tools.tables import make_console, service_node_table

@@ -19,15 +19,28 @@ from mnemonic import Mnemonic
 from rich import box
 from rich.table import Table
 
+from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
+from snode.api.types import BlockResult, InfoResult, RegistrationCmdResult, ServiceNodeKeyResult
 from snode.core.address import InvalidAddress, decode_address, encode_address
 from snode.core.crypto import SigningKey
 from snode.core.genesis import GenesisDoc, GenesisOutput, encode_genesis
 from snode.params import COIN, DEVNET, ScheduleError, schedule_test_forks
-from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
-from snode.api.types import BlockResult, InfoResult, RegistrationCmdResult, ServiceNodeKeyResult
 from snode.tools.devnet_procs import (
-    AUTHORITY, FAUCET_COINS, FAUCET_OUTPUTS, IP_PREFIX, SERVICE_NODE, STATE_FILE, Devnet, DevnetError,
-    NodeEntry, clear_stopped, command_line, is_our_process, spawn, stop_node, wait_rpc,
+    AUTHORITY,
+    FAUCET_COINS,
+    FAUCET_OUTPUTS,
+    IP_PREFIX,
+    SERVICE_NODE,
+    STATE_FILE,
+    Devnet,
+    DevnetError,
+    NodeEntry,
+    clear_stopped,
+    command_line,
+    is_our_process,
+    spawn,
+    stop_node,
+    wait_rpc,
 )
 
 

@@ -22,7 +22,6 @@ from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.common.procs import process_args, snoded_args
 from snode.params import DEVNET
 
-
 STATE_FILE = "devnet.json"
 IP_PREFIX = os.environ.get("SNODE_DEVNET_IP_PREFIX", "127.0.100.")
 """Node i listens on IP_PREFIX + (i + 1); tests set another prefix to run beside a devnet."""

@@ -26,10 +26,18 @@ import msgspec
 
 from snode.common import sealed
 from snode.common.data_dir import (
-    GENESIS_FILE, KEY_FILE, KEY_PUB_FILE, DirLocked, create_file, key_file_text, seed_of, take_lock, write_atomically,
+    GENESIS_FILE,
+    KEY_FILE,
+    KEY_PUB_FILE,
+    DirLocked,
+    create_file,
+    key_file_text,
+    seed_of,
+    take_lock,
+    write_atomically,
 )
-from snode.core.crypto import SigningKey
 from snode.common.files import LARGE_FILE_BYTES, SMALL_FILE_BYTES, read_bounded
+from snode.core.crypto import SigningKey
 
 FORMAT: Final = "snode-service-node-key"
 VERSION: Final = 1

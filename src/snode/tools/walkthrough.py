@@ -17,6 +17,8 @@ from typing import Final
 import msgspec
 from rich.console import Console
 
+from snode.api.records import service_node_record
+from snode.api.types import ServiceNodeRecord
 from snode.core.address import decode_address, encode_address
 from snode.core.blocks import block_hash
 from snode.core.crypto import SigningKey
@@ -30,11 +32,14 @@ from snode.core.txbuilder import build_spend
 from snode.core.units import format_coins, format_percent, parse_coins, parse_percent_ppm
 from snode.devchain import DevChain, key_from_label
 from snode.params import (
-    COIN, MAX_OPERATOR_FEE_PPM, REGTEST, REGTEST_AUTHORITY_SEED, REGTEST_FAUCET_AMOUNT,
-    REGTEST_FAUCET_SEED, REGTEST_GENESIS_TIMESTAMP,
+    COIN,
+    MAX_OPERATOR_FEE_PPM,
+    REGTEST,
+    REGTEST_AUTHORITY_SEED,
+    REGTEST_FAUCET_AMOUNT,
+    REGTEST_FAUCET_SEED,
+    REGTEST_GENESIS_TIMESTAMP,
 )
-from snode.api.records import service_node_record
-from snode.api.types import ServiceNodeRecord
 from snode.tools.tables import make_console, service_node_table
 
 PARAMS: Final = REGTEST

@@ -26,7 +26,7 @@ import click
 from snode import __version__
 from snode.api.credentials import COMMAND_LINE_LOGIN, Login, client_login, cookie_dir_for
 from snode.common.endpoints import ConfigError
-from snode.common.files import default_data_dir
+from snode.common.files import SMALL_FILE_BYTES, default_data_dir, read_bounded
 from snode.common.network_flags import given_networks, network_flags
 from snode.common.usage_words import usage_words
 from snode.core.errors import SnodeError
@@ -38,7 +38,6 @@ from snode.wallet.errors import OptionError, WalletError, WalletFileError
 from snode.wallet.logic import is_unclear
 from snode.wallet.service import WalletService
 from snode.wallet.session import Session
-from snode.common.files import SMALL_FILE_BYTES, read_bounded
 
 PROG: Final = "snode-wallet"
 DEFAULT_IDLE_TIMEOUT: Final = 600

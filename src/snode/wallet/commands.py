@@ -12,10 +12,16 @@ from typing import Callable, Final
 from snode.api.types import ServiceNodeRewardsResult
 from snode.core.errors import SnodeError
 from snode.wallet.logic import (
-    balance_lines, coins, is_register_command, is_yes, split_command, transfer_lines, when,
+    balance_lines,
+    coins,
+    is_register_command,
+    is_yes,
+    split_command,
+    transfer_lines,
+    when,
 )
-from snode.wallet.staking import locked_line, stakes_lines
 from snode.wallet.service import Pending, WalletService, parse_amount
+from snode.wallet.staking import locked_line, stakes_lines
 
 CANCELLED: Final = "Transaction cancelled."
 """DESIGN.md section 8: what any answer but Yes prints; nothing is sent."""

@@ -15,11 +15,19 @@ from typing import Any, Final, TypeVar
 from snode.api.client import RpcClient, RpcFailure, RpcUnavailable
 from snode.api.credentials import Login
 from snode.api.types import (
-    BlockResult, GetServiceNodesParams, HeightResult, InfoResult, LockedStakesResult, MempoolResult, OutputsResult,
+    BlockResult,
+    GetServiceNodesParams,
+    HeightResult,
+    InfoResult,
+    LockedStakesResult,
+    MempoolResult,
+    OutputsResult,
     SendTxResult,
-    ServiceNodesResult, ServiceNodeState, TransactionResult,
+    ServiceNodeRewardsResult,
+    ServiceNodesResult,
+    ServiceNodeState,
+    TransactionResult,
 )
-from snode.api.types import ServiceNodeRewardsResult
 from snode.common.endpoints import ConfigError, parse_http_url
 from snode.core.address import decode_address
 from snode.core.errors import InvalidAddress

@@ -27,14 +27,13 @@ import nacl.utils
 from mnemonic import Mnemonic
 
 from snode.common import sealed
-from snode.common.files import too_open
+from snode.common.files import LARGE_FILE_BYTES, read_bounded, too_open
 from snode.common.sealed import MEMLIMIT, OPSLIMIT, Kdf
 from snode.common.sealed import TEST_COST_ENV as TEST_COST_ENV  # the tests set it by this name
 from snode.core.crypto import SigningKey
 from snode.core.types import SEED_BYTES
 from snode.params import NetworkParams
 from snode.wallet.errors import WalletError, WalletFileError, WrongPassword
-from snode.common.files import LARGE_FILE_BYTES, read_bounded
 
 FORMAT: Final = "snode-wallet"
 VERSION: Final = 1

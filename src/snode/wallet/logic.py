@@ -11,14 +11,28 @@ from typing import Any, Final, assert_never
 
 from snode.core.blocks import Block
 from snode.core.registration import COMMAND as REGISTER_COMMAND
+from snode.core.stake_exit import ReturnReason
 from snode.core.state import UtxoEntry
 from snode.core.transactions import (
-    DEREGISTER_KIND, Coinbase, OutPoint, Payload, Registration, Stake, StakeReturn, StateChange,
-    Transaction, Transfer, TxKind, UnlockRequest, outpoint_key, payload_kind, payload_spend, txid,
+    DEREGISTER_KIND,
+    Coinbase,
+    OutPoint,
+    Payload,
+    Registration,
+    Stake,
+    StakeReturn,
+    StateChange,
+    Transaction,
+    Transfer,
+    TxKind,
+    UnlockRequest,
+    outpoint_key,
+    payload_kind,
+    payload_spend,
+    txid,
 )
 from snode.core.txbuilder import Spendable
 from snode.core.units import coin_word, counted, duration, format_coins
-from snode.core.stake_exit import ReturnReason
 from snode.params import COIN, NetworkParams
 
 YES_ANSWERS: Final = frozenset({"yes", "y"})

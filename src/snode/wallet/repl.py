@@ -21,6 +21,7 @@ from snode.core.errors import SnodeError
 from snode.wallet import commands
 from snode.wallet.session import Session
 
+
 class CommandCompleter(Completer):
     """Completes the command name, the first word of a line."""
 

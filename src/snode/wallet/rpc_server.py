@@ -23,22 +23,38 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from snode.core.errors import SnodeError
 from snode.api import errors as E
 from snode.api.base import Params
 from snode.api.connections import GatedSite, runner_options
 from snode.api.credentials import (
-    LOGIN_ENV, LOGIN_FILE_OPTION, WALLET_COOKIE_SUFFIX, BasicAuth, Login, is_loopback, new_cookie,
-    operator_login, remove_cookie, write_cookie,
+    LOGIN_ENV,
+    LOGIN_FILE_OPTION,
+    WALLET_COOKIE_SUFFIX,
+    BasicAuth,
+    Login,
+    is_loopback,
+    new_cookie,
+    operator_login,
+    remove_cookie,
+    write_cookie,
 )
 from snode.api.errors import RpcError
 from snode.api.server import make_app as make_rpc_app
 from snode.common.endpoints import ConfigError, Endpoint, parse_endpoint
-from snode.wallet.openrpc import served_document
+from snode.core.errors import SnodeError
 from snode.wallet.errors import DaemonError, OptionError, WalletError, option_error
+from snode.wallet.openrpc import served_document
 from snode.wallet.rpc_params import (
-    InvalidParams, NoParams, PubkeyParams, RegisterParams, StakeParams, TransferParams, address_param,
-    checked, pubkey_param, stake_text,
+    InvalidParams,
+    NoParams,
+    PubkeyParams,
+    RegisterParams,
+    StakeParams,
+    TransferParams,
+    address_param,
+    checked,
+    pubkey_param,
+    stake_text,
 )
 from snode.wallet.service import Pending, WalletService
 

@@ -13,26 +13,36 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Final
 
+from snode.api.types import LockedStake
 from snode.core.address import decode_address, encode_address
 from snode.core.blocks import Block
 from snode.core.crypto import SigningKey
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError, InvalidAmount, InvalidRegistration, InvalidTransaction
-from snode.core.transactions import Payload, Stake, Transaction, Transfer, TxOut
 from snode.core.service_nodes import status
 from snode.core.stake_exit import check_unlock_allowed
+from snode.core.transactions import Payload, Stake, Transaction, Transfer, TxOut
 from snode.core.txbuilder import Spendable, build_spend, build_unlock_request, estimate_fee, payload_spend
 from snode.core.units import counted, format_coins, format_percent, parse_coins
 from snode.params import NetworkParams
 from snode.wallet.daemon import DaemonClient, NodeRecord
 from snode.wallet.errors import DaemonError, WalletError
-from snode.api.types import LockedStake
 from snode.wallet.logic import (
-    Balance, Output, PendingStake, TransferRecord, Unlocking, balance_of, coins, fee_rate, not_enough,
-    pool_effects, scan_block, spendable, when,
+    Balance,
+    Output,
+    PendingStake,
+    TransferRecord,
+    Unlocking,
+    balance_of,
+    coins,
+    fee_rate,
+    not_enough,
+    pool_effects,
+    scan_block,
+    spendable,
+    when,
 )
 from snode.wallet.staking import check_registration_line, choose_stake, my_contribution, parse_pubkey
-
 
 POOL_REFUSAL: Final = re.compile(r"mempool is full: .* needs at least (\d+)")
 """The daemon's refusal by its pool's minimum fee rate (`core.mempool`), with the rate it asks."""

@@ -16,12 +16,12 @@ from typing import Final
 
 import click
 
+from snode.common.files import SMALL_FILE_BYTES, read_bounded
 from snode.params import NetworkParams
 from snode.wallet import keystore
 from snode.wallet.daemon import DaemonClient
 from snode.wallet.errors import WalletError, WalletFileError, WrongPassword
 from snode.wallet.service import WalletService
-from snode.common.files import SMALL_FILE_BYTES, read_bounded
 
 PASSWORD_TRIES: Final = 3
 """Passwords typed on a terminal before the wallet gives up (a password file gets one try)."""

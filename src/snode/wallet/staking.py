@@ -13,8 +13,7 @@ from snode.common.text import fixed_hex
 from snode.core.address import SEPARATOR, decode_address, encode_address
 from snode.core.errors import InvalidAddress, InvalidAmount, InvalidRegistration, InvalidStake
 from snode.core.registration import parse_command
-from snode.core.service_nodes import check_registration, check_stake, open_for_others, status
-from snode.core.service_nodes import Stakeable
+from snode.core.service_nodes import Stakeable, check_registration, check_stake, open_for_others, status
 from snode.core.transactions import (
     Registration,
 )
