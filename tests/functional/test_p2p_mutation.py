@@ -39,16 +39,16 @@ ODD_VALUES = st.one_of(
 def target(tmp_path_factory):
     log.info("Start one daemon with a short chain for the whole module")
     node = TestNode(0, tmp_path_factory.mktemp("p2pfuzz"))
-    node.start()
-    node.generate_blocks(blocks=5)
-    samples = _samples(node)
-    tip_before = node.get_height()
-    log.info("Send it %d mutated messages of %d kinds", EXAMPLES, len(samples))
-    yield node, samples, tip_before
     try:
+        node.start()
+        node.generate_blocks(blocks=5)
+        samples = _samples(node)
+        tip_before = node.get_height()
+        log.info("Send it %d mutated messages of %d kinds", EXAMPLES, len(samples))
+        yield node, samples, tip_before
         assert_equal(node.stop(), 0)
     finally:
-        node.kill()
+        node.kill()  # also when the set-up failed: the daemon is stopped by its pid
 
 
 def _samples(node: TestNode) -> list[P.Message]:
