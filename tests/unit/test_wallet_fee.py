@@ -14,7 +14,7 @@ from snode.api.types import OutputsResult
 from snode.core import mempool as mp
 from snode.core.address import encode_address
 from snode.core.encoding import encode
-from snode.core.errors import MempoolRejection
+from snode.core.errors import InvalidTransaction, MempoolRejection
 from snode.core.transactions import OutPoint, Transfer, TxOut, outpoint_key, txid
 from snode.core.txbuilder import build_spend, estimate_fee, transfer_at_rate
 from snode.devchain import key_from_label
@@ -22,7 +22,7 @@ from snode.params import COIN, REGTEST
 from snode.rpc.answers import mempool_min_fee_rate
 from snode.wallet.daemon import DaemonClient
 from snode.wallet.errors import DaemonError
-from snode.wallet.logic import FEE_MARGIN_PERCENT, fee_rate
+from snode.wallet.logic import FEE_MARGIN_PERCENT, MAX_FEE_MULTIPLE, fee_rate
 from snode.wallet.service import WalletService
 
 ALICE, BOB = key_from_label("alice"), key_from_label("bob")
@@ -158,3 +158,14 @@ def test_a_refusal_by_the_pool_at_submit_is_one_line_with_its_rate_and_what_to_d
     daemon.refusal = "transaction rejected: it spends an output that does not exist"
     with pytest.raises(DaemonError, match="^transaction rejected: it spends an output"):
         service.submit(pending)
+
+
+def test_a_daemon_asking_more_than_a_hundred_times_the_minimum_gets_nothing_signed(chain):
+    """A lying daemon (or a public node a light wallet asks) cannot turn the wallet's coins into
+    fees: past MAX_FEE_MULTIPLE times the minimum, one line and nothing signed; up to it, the
+    margin stops at the cap."""
+    daemon = _Daemon(chain, {**OLD_INFO, "mempool_min_fee_rate": MAX_FEE_MULTIPLE * MIN + 1})
+    with pytest.raises(InvalidTransaction, match=r"over 100 times the minimum .*nothing was signed") as err:
+        _transfer(chain, daemon)
+    assert "\n" not in str(err.value) and daemon.sent == []
+    assert fee_rate(MAX_FEE_MULTIPLE * MIN, MIN) == MAX_FEE_MULTIPLE * MIN

@@ -277,12 +277,30 @@ peer that evicted later than our daemon asks a few percent more; 10 % covers bot
 more fee only while a pool is raised (at the chain's minimum the wallet pays exactly that)."""
 
 
+MAX_FEE_MULTIPLE: Final = 100
+"""The most a wallet pays a byte, as a multiple of the chain's minimum, whatever its daemon says
+the pool asks: a daemon that lies (or a public node a light wallet asks) must not turn a wallet's
+coins into fees (DESIGN.md section 11). A spam wave at the minimum raises an honest pool's floor to
+about twice it; a pool full of transactions paying 100 times the minimum is a fee war this wallet
+waits out."""
+
+
+class FeeRateTooHigh(ValueError):
+    """The daemon's pool asks more than MAX_FEE_MULTIPLE times the chain's minimum."""
+
+
 def fee_rate(pool_rate: int, minimum: int) -> int:
     """The fee per byte a wallet pays: the chain's `minimum`, or the pool's raised rate plus
-    FEE_MARGIN_PERCENT (rounded up) when the daemon asks more."""
+    FEE_MARGIN_PERCENT (rounded up) when the daemon asks more; FeeRateTooHigh past
+    MAX_FEE_MULTIPLE times the minimum (nothing is signed)."""
     if pool_rate <= minimum:
         return minimum
-    return pool_rate + -(-pool_rate * FEE_MARGIN_PERCENT // 100)
+    if pool_rate > MAX_FEE_MULTIPLE * minimum:
+        raise FeeRateTooHigh(
+            f"the daemon says its mempool asks {pool_rate} atomic units a byte, over {MAX_FEE_MULTIPLE} times "
+            f"the minimum ({minimum}): nothing was signed; wait for the pool to empty, or use another daemon"
+        )
+    return min(pool_rate + -(-pool_rate * FEE_MARGIN_PERCENT // 100), MAX_FEE_MULTIPLE * minimum)
 
 
 def not_enough(unlocked: int, amount: int, fee: int, balance: Balance, confirmations: int) -> str:

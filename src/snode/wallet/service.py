@@ -29,6 +29,7 @@ from snode.wallet.daemon import DaemonClient, NodeRecord
 from snode.wallet.errors import DaemonError, WalletError
 from snode.wallet.logic import (
     Balance,
+    FeeRateTooHigh,
     Output,
     PendingStake,
     TransferRecord,
@@ -271,7 +272,10 @@ class WalletService:
         target = sum(o.amount for o in outputs) + payload_spend(payload)
         have = sum(entry.amount for _, entry in available)
         # What the daemon's pool asks now (raised after a spam wave evicted), not only the chain's minimum.
-        rate = fee_rate(self.daemon.pool_fee_rate(), self.params.fee_per_byte)
+        try:
+            rate = fee_rate(self.daemon.pool_fee_rate(), self.params.fee_per_byte)
+        except FeeRateTooHigh as err:
+            raise InvalidTransaction(str(err)) from None
         fee = estimate_fee(max(len(available), 1), outputs, payload, self.params, rate=rate)
         if have < target + fee:  # what build_spend would refuse, said with when more unlocks
             balance = self._balance_of(height, mine, pool_spent, 0)
