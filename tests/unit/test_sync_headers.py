@@ -19,7 +19,7 @@ from snode.devchain import key_from_label
 from snode.net import protocol as P
 from snode.params import REGTEST
 from snode.services.sync import _tip_to_hold
-from snode.services.sync_headers import Contradicts, HeaderChain, Misled, blocks_named
+from snode.services.sync_headers import Contradicts, HeaderChain, Misled, blocks_named, download
 from tests.unit.forged_chain import forged_chain as _forged_chain
 from tests.unit.forged_chain import node_on as _node
 
@@ -178,3 +178,52 @@ def test_a_peer_is_asked_for_headers_up_to_the_tip_header_it_sent_checked_or_not
     assert hold(peer) == (1, block_hash(blocks[0].header))
     peer.proven = 2  # proven by blocks it delivered, not by a tip header
     assert hold(peer) == (2, b"")
+
+
+class _Answering:
+    """A peer's GetHeaders side as `download` uses it: the main chain it has at each ask (a list
+    per ask, so that its chain can change between two), served after the first locator hash on it."""
+
+    def __init__(self, chains: list[list[Block]]) -> None:
+        self.chains = chains
+        self.asked: list[list[bytes]] = []
+
+    def ask_headers(self, locator: list[bytes], max_count: int) -> tuple[list[bytes], int]:
+        self.asked.append(list(locator))
+        return locator, max_count
+
+    async def answer_headers(self, request: tuple[list[bytes], int]) -> P.Headers:
+        locator, max_count = request
+        blocks = self.chains[min(len(self.asked), len(self.chains)) - 1]
+        hashes = [block_hash(b.header) for b in blocks]
+        at = next(hashes.index(h) for h in locator if h in hashes) + 1
+        return P.Headers(_signed(blocks[at:at + max_count]), blocks[-1].header.height)
+
+
+class _Writer:
+    """The ChainWriter's face `download` uses: calls run at once on a node at genesis."""
+
+    def __init__(self, genesis: Block) -> None:
+        self.genesis = genesis
+        gh = block_hash(genesis.header)
+        self.node = SimpleNamespace(locator=lambda: [gh], main_chain_hash=lambda h: gh if h == 0 else None,
+                                    block_at=lambda h: genesis if h == 0 else None, height=0,
+                                    state=SimpleNamespace(tip_hash=gh, timestamp=genesis.header.timestamp))
+
+    async def call(self, fn, *args):
+        return fn(*args)
+
+
+def test_a_peer_whose_chain_moves_off_the_downloaded_tip_is_misled_not_banned():
+    """A follow-up GetHeaders names the downloaded tip first and then our locator, so a peer
+    that reorganised meanwhile answers after a block we share; such an answer is a changed
+    chain (Misled: scored and backed off), never a ban for headers that do not form a chain."""
+    genesis = _blocks(1)[0]
+    g = block_hash(genesis.header)
+    first = [genesis, *_blocks(P.MAX_HEADERS + 10, parent=g, first=1)]
+    moved = [genesis, *_blocks(P.MAX_HEADERS + 20, parent=g, first=1, salt=7)]  # another chain from block 1
+    peer = _Answering([first, moved])
+    make = lambda height, hash_, time: HeaderChain(height, hash_, time, REGTEST)  # noqa: E731
+    with pytest.raises(Misled, match="moved off"):
+        asyncio.run(download(peer, _Writer(genesis), 10**6, make, lambda: NOW))  # type: ignore[arg-type]
+    assert peer.asked[1][0] == block_hash(first[P.MAX_HEADERS].header) and peer.asked[1][1:] == [g]

@@ -213,7 +213,10 @@ async def download(peer: Peer, writer: ChainWriter, limit: int, make: Callable[[
     locator = await writer.call(node.locator)
     chain: HeaderChain | None = None
     while True:
-        ask = [chain.tip_hash] if chain is not None else locator
+        # A follow-up names the chain's tip first, then our locator: a peer whose chain moved
+        # off that tip (a reorganisation under way) answers after a block we share, not from
+        # genesis, and such an answer is a changed chain (Misled, scored), not a broken one.
+        ask = [chain.tip_hash, *locator][:P.MAX_LOCATOR] if chain is not None else locator
         reply = await peer.answer_headers(peer.ask_headers(ask, P.MAX_HEADERS))
         if not reply.headers:
             if chain is None:
@@ -221,6 +224,9 @@ async def download(peer: Peer, writer: ChainWriter, limit: int, make: Callable[[
             return chain
         if chain is None:
             chain = await _started(writer, reply.headers[0], locator, make)
+        elif reply.headers[0].header.prev_hash != chain.tip_hash:
+            raise Misled(f"its header chain moved off {chain.tip_hash.hex()[:16]} (height {chain.tip_height}) "
+                         "while we downloaded it")
         bad = chain.extend(reply.headers, now())
         if bad:
             raise ProtocolViolation(bad)
