@@ -118,6 +118,12 @@ class Relay:
     # --- in -----------------------------------------------------------------------------------
 
     async def _on_new_block(self, peer: Peer, message: P.NewBlock) -> None:
+        """A relayed block; dropped while a snapshot download is under way (adopting one would
+        keep the snapshot from loading; the peer is honest: no score)."""
+        if not self._downloading_snapshot():
+            await self._take_block(peer, message)
+
+    async def _take_block(self, peer: Peer, message: P.NewBlock) -> None:
         node = self.node
         try:
             head = peek_block(message.block)
@@ -190,6 +196,12 @@ class Relay:
                 continue
             return
 
+    def _downloading_snapshot(self) -> bool:
+        """A snapshot download is under way (`node.snapshot_download`): the tip must stay the
+        block it started on until the snapshot is loaded."""
+        download = self.node.snapshot_download
+        return download is not None and not download.done
+
     def could_produce(self, producer: bytes) -> bool:
         """Whether `producer` is a key that could have made a block: an authority or a registered
         service node (orphans here, a sync's fork in `services.sync_machine`)."""
@@ -235,7 +247,7 @@ class Relay:
     async def apply_orphans(self) -> None:
         """Accept the kept blocks that now connect to the tip, one after the other."""
         node = self.node
-        while True:
+        while not self._downloading_snapshot():
             child = self.orphans.pop(node.state.tip_hash)
             if child is None:
                 return
@@ -396,18 +408,24 @@ class Relay:
         node = self.node
         height = node.height
         blocks = await self.writer.call(node.blocks_after, message.locator, message.max_count, P.MAX_BATCH_BYTES)
+        if blocks is None:  # below the snapshot we started from: a range we cannot serve, not a claim of more
+            peer.send(P.Blocks(blocks=[], height=0))
+            return
         peer.upload.charge(sum(len(b) for b in blocks))
         peer.send(P.Blocks(blocks=blocks, height=height))
 
     async def _on_get_headers(self, peer: Peer, message: P.GetHeaders) -> None:
-        """As a GetBlocks (one at a time, the same upload budget): the headers, bounded by
-        MAX_HEADERS_BYTES."""
+        """As a GetBlocks (one at a time, the same upload budget, an empty answer at height 0
+        below our history): the headers, bounded by MAX_HEADERS_BYTES; charged the bytes of the
+        blocks read for them when that is more than the answer (up to 2,000 whole blocks)."""
         await self._upload_turn(peer)
         node = self.node
         height = node.height
-        heads = await self.writer.call(node.headers_after, message.locator, message.max_count, P.MAX_HEADERS_BYTES)
-        reply = P.frame(P.Headers(headers=[P.SignedHeader(h, s) for h, s in heads], height=height))
-        peer.upload.charge(len(reply))
+        found = await self.writer.call(node.headers_after, message.locator, message.max_count, P.MAX_HEADERS_BYTES)
+        heads, read = found if found is not None else ([], 0)
+        reply = P.frame(P.Headers(headers=[P.SignedHeader(h, s) for h, s in heads],
+                                  height=height if found is not None else 0))
+        peer.upload.charge(max(len(reply), read))
         self.peers.send_frame(peer, reply)
 
     async def _upload_turn(self, peer: Peer) -> None:

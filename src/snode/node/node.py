@@ -286,10 +286,13 @@ class Node:
         hashes = [self.store.block_hash_at(h) for h in locator_heights(self.height)]
         return [h for h in hashes if h is not None]
 
-    def blocks_after(self, locator: list[bytes], max_count: int, max_bytes: int) -> list[bytes]:
+    def blocks_after(self, locator: list[bytes], max_count: int, max_bytes: int) -> list[bytes] | None:
         """Canonical bytes of main-chain blocks after the first locator hash on the main chain
-        (after genesis when none is)."""
+        (after genesis when none is); None when they start below `history_start` (a node that
+        started from a snapshot does not hold them: it cannot serve that range)."""
         start = self._start_after(locator)
+        if start < self.history_start:
+            return None
         out: list[bytes] = []
         size = 0
         for height in range(start, min(start + max_count, self.height + 1)):
@@ -308,13 +311,18 @@ class Node:
                 return height + 1
         return 1
 
-    def headers_after(self, locator: list[bytes], max_count: int, max_bytes: int) -> list[tuple[Header, bytes]]:
+    def headers_after(self, locator: list[bytes], max_count: int,
+                      max_bytes: int) -> tuple[list[tuple[Header, bytes]], int] | None:
         """On the store thread: (header, producer signature) of the main-chain blocks after the
         first locator hash on the main chain (GetHeaders), at most `max_count` and about
-        `max_bytes` (a header and its signature: its encoding and 66 bytes)."""
+        `max_bytes` (a header and its signature: its encoding and 66 bytes), with the bytes read
+        for them (whole blocks: what the answer costs the peer's upload budget); None when they
+        start below `history_start` (as `blocks_after`)."""
         start = self._start_after(locator)
+        if start < self.history_start:
+            return None
         out: list[tuple[Header, bytes]] = []
-        size = 0
+        size = read = 0
         for height in range(start, min(start + max_count, self.height + 1)):
             data = self.store.get_block_bytes(height)
             if data is None:
@@ -323,8 +331,9 @@ class Node:
             size += length + 66
             if out and size > max_bytes:
                 break
+            read += len(data)
             out.append((header, signature))
-        return out
+        return out, read
 
     def sn_state_word(self) -> str:
         """The status line's `SN:` state (`node.status.sn_state_word`)."""
