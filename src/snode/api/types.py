@@ -564,7 +564,8 @@ class ServiceNodeRewardsResult(Result, frozen=True):
     """Each address's sum over the rewards listed, in the order of the latest reward's shares."""
     complete: bool
     """False when more rewards lie between from_height and the oldest listed than one answer
-    holds: ask again with `to_height` below `rewards[0].height`."""
+    holds: ask again with `to_height` below `rewards[0].height`; also when the range reaches
+    below the snapshot this node started from (its blocks are not here: ask a node that has them)."""
 
 
 class OutputsResult(Result, frozen=True):

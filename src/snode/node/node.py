@@ -235,11 +235,18 @@ class Node:
         """The main-chain block at `height`, None above the tip."""
         return self.store.get_block_by_height(height) if 0 <= height <= self.height else None
 
+    @property
+    def undo_start(self) -> int:
+        """The lowest height whose block has an undo record: 1, or the height after the snapshot
+        this node started from (`history_start`: its block has none, the blocks below are not
+        here). The history walks stop there and say the history is incomplete."""
+        return self.history_start + 1 if self.history_start > 1 else 1
+
     def block_and_undo(self, height: int) -> tuple[Block, Undo] | None:
         """The main-chain block at `height` (above genesis) and its undo record (which names
-        its round's validators), None above the tip."""
+        its round's validators), None above the tip or below `undo_start`."""
         hash_ = self.main_chain_hash(height)
-        if hash_ is None or height == 0:
+        if hash_ is None or height < self.undo_start:
             return None
         block = self.store.get_block(hash_)
         assert block is not None, "every main-chain block is stored"

@@ -374,6 +374,8 @@ class MethodTable:
         paid: list[Paid] = []
         height, steps = sn.last_reward_height, 0
         while height >= max(low, 1):
+            if height < node.undo_start:
+                return paid, False  # below the snapshot this node started from: not here
             steps += 1
             found = node.block_and_undo(height)
             before = dict(found[1].service_nodes).get(sn.pubkey, sn) if found is not None else sn

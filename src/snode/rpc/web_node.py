@@ -42,7 +42,7 @@ class History(NamedTuple):
 def node_history(node: NodeView, pubkey: bytes, depth: int = HISTORY) -> History:
     """The node's rewards and state changes in the last `depth` blocks (on the store thread)."""
     rewards, changes = [], []
-    lowest = max(1, node.height - depth + 1)
+    lowest = max(node.undo_start, node.height - depth + 1)
     for height in range(node.height, lowest - 1, -1):
         found = node.block_and_undo(height)
         if found is None:
@@ -58,6 +58,14 @@ def node_history(node: NodeView, pubkey: bytes, depth: int = HISTORY) -> History
             if block.transactions[0].outputs[:len(split)] == split:
                 rewards.append((height, sum(out.amount for out in split)))
     return History(rewards, changes, lowest)
+
+
+def _history_note(node: NodeView, history: History) -> str:
+    """A line when the history read stops at the snapshot this node started from."""
+    if node.history_start > 1 and history.since == node.undo_start:
+        return (f'<p id="history-start"><small>This node started from the snapshot of height '
+                f"{node.history_start}: its history before that is not here.</small></p>")
+    return ""
 
 
 class HistoryCache:
@@ -118,7 +126,8 @@ async def node_page(node: NodeView, writer: ChainWriter, text: str, *, now: int,
             f'<tr data-amount="{c.amount}"><td>{key(c.address)}</td><td class="num">{format_coins(c.amount)}</td>'
             f'<td class="num">{format_coins(c.reserved) if c.reserved else "-"}</td></tr>' for c in r.contributors],
             "no contributors"),
-        f"<h2>Rewards since height {history.since}</h2>", table("rewards", [("height", "num"), ("paid", "num")], [
+        f"<h2>Rewards since height {history.since}</h2>", _history_note(node, history),
+        table("rewards", [("height", "num"), ("paid", "num")], [
             f'<tr data-height="{h}" data-amount="{a}"><td class="num">{h}</td>'
             f'<td class="num">{format_coins(a)}</td></tr>' for h, a in history.rewards], "no reward in these blocks"),
         f"<h2>State changes since height {history.since}</h2>",

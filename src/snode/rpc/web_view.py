@@ -64,7 +64,7 @@ class WebView:
 def last_blocks(node: NodeView, count: int) -> list[BlockResult]:
     """The newest `count` main-chain blocks above genesis, newest first (on the store thread)."""
     found = []
-    for height in range(node.height, max(0, node.height - count), -1):
+    for height in range(node.height, max(node.undo_start - 1, node.height - count), -1):
         block = node.block_and_undo(height)
         if block is not None:
             found.append(block_result(block[0], block[1], node))
@@ -86,7 +86,7 @@ def render_page(node: NodeView, *, peer_count: int, now: int, query: Mapping[str
         shown.sort(key=SORTS[sort], reverse=order == "desc")
     body = "".join([
         '<div class="cards">', _chain_card(node, peer_count), _node_card(node, now), "</div>",
-        _blocks(blocks or [], now),
+        _blocks(blocks or [], now), _history_note(node, blocks or []),
         _table(shown, len(records), now, status, sort, order),
         f'<p><small>Height <span id="tip">{height}</span>.</small></p>',
     ])
@@ -151,6 +151,14 @@ def _credit(node: NodeView, sn: ServiceNode) -> str:
     if warning:
         return f'<span class="bad">{escape(warning)}</span>'
     return f"{credit_at(sn, node.height, node.params)} blocks"
+
+
+def _history_note(node: NodeView, blocks: list[BlockResult]) -> str:
+    """A line when the blocks listed reach the snapshot this node started from (none below)."""
+    if node.history_start > 1 and (not blocks or blocks[-1].height == node.undo_start):
+        return (f'<p id="history-start"><small>This node started from the snapshot of height '
+                f"{node.history_start}: it has no blocks below it.</small></p>")
+    return ""
 
 
 def _blocks(blocks: list[BlockResult], now: int) -> str:
