@@ -17,7 +17,6 @@ from snode.node.node import Node
 from snode.node.writer import ChainWriter
 from snode.services import sync_machine as S
 from tests.unit.conftest import LabChain, new_chain, node_on
-from tests.unit.test_sync_machine import Driver
 
 
 def _served(chain: LabChain, start: int) -> Node:
@@ -76,15 +75,13 @@ def test_a_node_from_genesis_still_serves_from_height_1() -> None:
 
 def test_the_syncing_side_neither_bans_nor_scores_an_empty_answer_at_height_0() -> None:
     chain = new_chain()
-    chain.mine(20)
-    blocks = chain.blocks[1:]
-    driver = Driver([], block_hash(chain.blocks[0].header), [])
-    machine = driver.machine(peer_height=20)
-    driver.run(machine, machine.start())
-    actions = machine.on_blocks(0, [], 0, 1_000.0)
+    machine = S.SyncMachine(peer_height=20, node_height=0, node_tip=block_hash(chain.blocks[0].header),
+                            store_blocks=20, batch_blocks=10, could_produce=lambda producer: True,
+                            check_signed=lambda block: "", clock=lambda: 1_000.0, whole_bytes=1_000_000)
+    assert [type(a) for a in machine.start()] == [S.Request]
+    actions = machine.on_blocks(0, [], 0, 1_000.0)  # the peer proved 20, then answered "none: height 0"
     assert not any(isinstance(a, (S.Ban, S.Score, S.Backoff)) for a in actions), actions
     assert machine.done and actions[-1] == S.Done(0)
-    assert blocks  # the chain the peer claimed
 
 
 def test_a_get_headers_is_charged_the_block_bytes_it_read() -> None:
