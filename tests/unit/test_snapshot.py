@@ -219,3 +219,22 @@ def test_a_snapshot_loads_into_a_store_holding_genesis_only(snap, tmp_path):
         assert store.history_start() == state.height
         assert store.load_state() == chain.state
         assert current_checksum(store.load_state()) == state_checksum(chain.state)
+
+
+def test_own_entries_the_blocks_hash_did_not_draw_are_refused_after_the_chunks_load(snap):
+    """The review's forgery: the root leaves the block's own quorum out, so a manifest of a state
+    with another quorum of height h passes every root and chunk check; the quorum its hash draws
+    from the loaded registry does not match, and it is refused before anything is stored."""
+    chain, manifest, chunks = snap
+    S.check_own(manifest, S.load(manifest, [e for n, d in enumerate(chunks) for e in S.check_chunk(manifest, n, d)]),
+                chain.consensus)
+    height = chain.state.height
+    honest = chain.state.quorums[height]
+    forged_quorum = msgspec.structs.replace(honest, members=[bytes(32)] + list(honest.members)[1:])
+    forged = dataclasses.replace(chain.state, quorums=chain.state.quorums.set(height, forged_quorum), index=None)
+    _, _, root = trusted(chain)
+    bad, bad_chunks = S.build(forged, chain.params.network_id, root, chunk_bytes=2_000)
+    S.check_manifest(bad, chain.params.network_id, *trusted(chain))  # the root cannot tell
+    state = S.load(bad, [e for n, d in enumerate(bad_chunks) for e in S.check_chunk(bad, n, d)])
+    with pytest.raises(S.SnapshotError, match=f"its quorum or checkpoint slot of height {height} is not the one"):
+        S.check_own(bad, state, chain.consensus)
