@@ -14,7 +14,8 @@ section 13), and trusts nothing in it that it cannot check against a header it a
 - the block's own entries (its height's obligations quorum and checkpoint slot: drawn from the
   block's hash, so its header cannot commit to them, docs/STATE_ROOT.md) travel in the manifest
   too: the root check takes them out of the sum, the chunk holding them must hold the very same,
-  and the next block's root, which covers them, is checked when the node syncs on from here.
+  and once the chunks are loaded they must be the ones the block's hash draws from the loaded
+  registry (`check_own`), before anything is stored; the next block's root covers them too.
 
 Chunks are ordered by table (`MAP_NAMES`) and then by key bytes (heights as 8 bytes big-endian,
 so in height order), so that the ranges of a manifest never overlap and a chunk's place in the

@@ -9,13 +9,18 @@ block instead of replaying every block before it, and trusts nothing it cannot c
    that have since unstaked can sign any history); its header gives the state root;
 2. the manifest, in the same answer: refused, its sender banned, unless its parts sum to that
    root (`core.snapshot.check_manifest`), before any chunk is asked for;
-3. the chunks, from every peer that has the snapshot, one request out per peer: each checked on
-   arrival (`check_chunk`); a bad one bans its sender and is asked of another peer, one not
-   answered within SNAPSHOT_REQUEST_TIMEOUT is asked of another and that peer is left;
+3. the chunks, from every peer whose own Snapshot answer is the same manifest (one offering
+   another is left alone, not scored), one request out per peer: each checked on arrival
+   (`check_chunk`); a bad one bans its sender and is asked of another peer, one not answered
+   within SNAPSHOT_REQUEST_TIMEOUT is asked of another and that peer is closed (a late answer
+   must not pass for an unasked one);
 4. each checked chunk is stored as it comes (`store.snapshot.Download`): a node killed during
    the download resumes with what it stored and fetches none of it twice; a full disk stops the
    download with one line and it goes on when space returns;
-5. the state is loaded in one write transaction (`ChainStore.adopt_snapshot`), and the sync goes
+5. the manifest's own entries must be the quorum and checkpoint slot the block's hash draws from
+   the loaded registry (`core.snapshot.check_own`): else the download is discarded, every peer
+   that offered that manifest banned, and it starts over;
+6. the state is loaded in one write transaction (`ChainStore.adopt_snapshot`), and the sync goes
    on from that height, validating every later block in full (the next block's root covers the
    block's own entries the manifest carried).
 
@@ -237,8 +242,8 @@ class SnapshotFetch:
                       for peer in unasked[:MAX_CHUNK_PEERS - len(sources)]]
             if not tasks:
                 await asyncio.sleep(RETRY_S)
-                if not self._candidates():
-                    self._left.clear()
+                if not self._sources(digest):
+                    self._left.clear()  # peers that had none may have it now; bad ones stay banned
                 continue
             await asyncio.gather(*tasks)
 
