@@ -191,6 +191,7 @@ class SnapshotFetch:
         except DecodeError as err:
             self._bad(peer, err.reason)
             return None
+        self._offers[peer] = hash32(encode(manifest))  # as `_fetch_chunks` names it, whatever bytes it came in
         try:
             core.check_manifest(manifest, self.node.params.network_id, self.height, self.hash,
                                 header_state_root(block.header))
