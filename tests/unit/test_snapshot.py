@@ -9,7 +9,10 @@ own entry) is refused with its reason before anything is loaded.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from types import SimpleNamespace
+from typing import Any
 
 import msgspec
 import pytest
@@ -19,7 +22,11 @@ from snode.core.blocks import block_hash, header_state_root
 from snode.core.crypto import hash32
 from snode.core.encoding import encode
 from snode.core.state_root import current_checksum, state_checksum
+from snode.net import protocol as PR
+from snode.node.writer import NotOnTip
 from snode.params import V2, Fork
+from snode.services import snapshot_sync
+from snode.services.snapshot_sync import SnapshotFetch
 from tests.unit import chain_ops as P
 
 
@@ -219,3 +226,164 @@ def test_a_snapshot_loads_into_a_store_holding_genesis_only(snap, tmp_path):
         assert store.history_start() == state.height
         assert store.load_state() == chain.state
         assert current_checksum(store.load_state()) == state_checksum(chain.state)
+
+
+def test_own_entries_the_blocks_hash_did_not_draw_are_refused_after_the_chunks_load(snap):
+    """The review's forgery: the root leaves the block's own quorum out, so a manifest of a state
+    with another quorum of height h passes every root and chunk check; the quorum its hash draws
+    from the loaded registry does not match, and it is refused before anything is stored."""
+    chain, manifest, chunks = snap
+    S.check_own(manifest, S.load(manifest, [e for n, d in enumerate(chunks) for e in S.check_chunk(manifest, n, d)]),
+                chain.consensus)
+    height = chain.state.height
+    honest = chain.state.quorums[height]
+    forged_quorum = msgspec.structs.replace(honest, members=[bytes(32)] + list(honest.members)[1:])
+    forged = dataclasses.replace(chain.state, quorums=chain.state.quorums.set(height, forged_quorum), index=None)
+    _, _, root = trusted(chain)
+    bad, bad_chunks = S.build(forged, chain.params.network_id, root, chunk_bytes=2_000)
+    S.check_manifest(bad, chain.params.network_id, *trusted(chain))  # the root cannot tell
+    state = S.load(bad, [e for n, d in enumerate(bad_chunks) for e in S.check_chunk(bad, n, d)])
+    with pytest.raises(S.SnapshotError, match=f"its quorum or checkpoint slot of height {height} is not the one"):
+        S.check_own(bad, state, chain.consensus)
+
+
+# --- the download (services.snapshot_sync) against fake peers ---------------------------------
+
+class _Peer:
+    """A peer that answers each request with `serve(message)` (None: never answers)."""
+
+    def __init__(self, name: str, serve) -> None:
+        self.name, self.serve = name, serve
+        self.hello = SimpleNamespace(version=PR.SNAPSHOT_VERSION)
+        self.sent: list = []
+        self.closed = False
+        self.fetch: Any = None
+
+    def send(self, message) -> None:
+        self.sent.append(message)
+        answer = self.serve(message)
+        if answer is not None:
+            asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.fetch.on_answer(self, answer)))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _Peers:
+    def __init__(self, peers) -> None:
+        self.peers = list(peers)
+        self.scored: dict[str, str] = {}
+
+    def misbehaving(self, peer, points, reason) -> None:
+        self.scored[peer.name] = reason
+        self.peers.remove(peer)  # banned: disconnected
+
+
+class _Writer:
+    def __init__(self, node) -> None:
+        self.node, self.adopted = node, None
+
+    async def adopt_snapshot(self, block, state) -> None:
+        if self.node.height != 0:
+            raise NotOnTip(f"this node's chain is at block {self.node.height}, not at genesis")
+        self.adopted = state
+
+
+def _server(chain, manifest, chunks):
+    """What a peer with this manifest and these chunks answers."""
+    block = encode(chain.blocks[-1])
+
+    def serve(message):
+        if isinstance(message, PR.GetSnapshot):
+            return PR.Snapshot(block, encode(manifest))
+        return PR.SnapshotChunk(message.height, message.number, chunks[message.number])
+    return serve
+
+
+def _fetch(chain, tmp_path, peers, height: int = 0):
+    node = SimpleNamespace(params=chain.params, consensus=chain.consensus, height=height)
+    writer = _Writer(node)
+    manager = _Peers(peers)
+    fetch = SnapshotFetch(node, writer, manager, tmp_path, trusted(chain)[:2])  # type: ignore[arg-type]
+    for peer in peers:
+        peer.fetch = fetch
+    return fetch, writer, manager
+
+
+def _chunk_asks(peer) -> int:
+    return sum(isinstance(m, PR.GetChunk) for m in peer.sent)
+
+
+def test_a_forged_own_quorum_is_refused_its_sender_banned_and_the_honest_snapshot_loaded(snap, tmp_path):
+    chain, manifest, chunks = snap
+    height = chain.state.height
+    honest = chain.state.quorums[height]
+    forged = dataclasses.replace(chain.state, index=None, quorums=chain.state.quorums.set(
+        height, msgspec.structs.replace(honest, members=[bytes(32)] + list(honest.members)[1:])))
+    bad, bad_chunks = S.build(forged, chain.params.network_id, trusted(chain)[2], chunk_bytes=2_000)
+    liar, good = _Peer("liar", _server(chain, bad, bad_chunks)), _Peer("good", _server(chain, manifest, chunks))
+    fetch, writer, peers = _fetch(chain, tmp_path, [liar, good])
+    asyncio.run(asyncio.wait_for(fetch.run(), 30))
+    assert "its quorum or checkpoint slot of height" in peers.scored.pop("liar")
+    assert peers.scored == {}, "the honest peer, which offered another manifest, is never scored"
+    assert writer.adopted == chain.state
+
+
+def test_chunks_are_asked_only_of_peers_that_offered_the_same_manifest(snap, tmp_path):
+    """Another valid manifest of the same block (other chunk sizes) is not this one's: a peer
+    offering it is left alone, never asked for this one's chunks (it would fail them) or scored."""
+    chain, manifest, chunks = snap
+    other, other_chunks = S.build(chain.state, chain.params.network_id, trusted(chain)[2], chunk_bytes=3_000)
+    first, same, different = (_Peer("first", _server(chain, manifest, chunks)),
+                              _Peer("same", _server(chain, manifest, chunks)),
+                              _Peer("different", _server(chain, other, other_chunks)))
+    fetch, writer, peers = _fetch(chain, tmp_path, [first, different, same])
+    asyncio.run(asyncio.wait_for(fetch.run(), 30))
+    assert peers.scored == {}
+    assert _chunk_asks(different) == 0 and _chunk_asks(first) + _chunk_asks(same) == len(chunks)
+    assert _chunk_asks(same) > 0, "a peer with the same manifest shares the chunks"
+    assert writer.adopted == chain.state
+
+
+def test_a_peer_that_times_out_is_closed_so_its_late_answer_cannot_ban_it(snap, tmp_path, monkeypatch):
+    chain, manifest, chunks = snap
+    monkeypatch.setattr(snapshot_sync, "SNAPSHOT_REQUEST_TIMEOUT", 0.2)
+    slow, good = _Peer("slow", lambda message: None), _Peer("good", _server(chain, manifest, chunks))
+    fetch, writer, peers = _fetch(chain, tmp_path, [slow, good])
+    asyncio.run(asyncio.wait_for(fetch.run(), 30))
+    assert slow.closed and peers.scored == {}
+    assert writer.adopted == chain.state
+
+
+def test_a_chain_past_genesis_stops_the_download_in_one_line(snap, tmp_path):
+    chain, manifest, chunks = snap
+    fetch, writer, _ = _fetch(chain, tmp_path, [_Peer("good", _server(chain, manifest, chunks))], height=1)
+    with pytest.raises(S.SnapshotError, match="this node's chain is at block 1, not at genesis, so no snapshot"):
+        asyncio.run(fetch.run())
+    writer.node.height = 0
+
+    async def relayed_block_meanwhile():
+        original = fetch._fetched
+
+        async def fetched(m):
+            state = await original(m)
+            writer.node.height = 1  # a relayed block 1 was adopted during the download
+            return state
+        fetch._fetched = fetched
+        await fetch.run()
+    with pytest.raises(S.SnapshotError, match="at block 1, not at genesis, so it is not loaded"):
+        asyncio.run(relayed_block_meanwhile())
+    assert writer.adopted is None
+
+
+def test_an_offered_block_of_another_hash_is_refused_on_its_header_before_the_rest_is_decoded(snap, tmp_path):
+    chain, manifest, chunks = snap
+    other = chain.blocks[-2]
+    undecodable = msgspec.msgpack.encode([msgspec.Raw(encode(other.header)), 5, other.producer_signature])
+    liar = _Peer("liar", lambda m: PR.Snapshot(undecodable, encode(manifest)) if isinstance(m, PR.GetSnapshot)
+                 else None)
+    good = _Peer("good", _server(chain, manifest, chunks))
+    fetch, writer, peers = _fetch(chain, tmp_path, [liar, good])
+    asyncio.run(asyncio.wait_for(fetch.run(), 30))
+    assert "not the trusted point's" in peers.scored["liar"]
+    assert writer.adopted == chain.state

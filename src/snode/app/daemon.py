@@ -273,6 +273,10 @@ class Daemon:
             except SnapshotError as err:
                 self.fail(f"--trusted-checkpoint: the snapshot cannot be loaded: {err.reason}")
                 return
+            except Exception as err:  # noqa: BLE001 -- any other ends the daemon in one line, not a silent task
+                log.debug("the snapshot download failed", exc_info=True)
+                self.fail(f"--trusted-checkpoint: the snapshot download failed: {type(err).__name__}: {err}")
+                return
             syncer.start()
 
         peers.spawn(fetch_then_sync(), "snapshot download")

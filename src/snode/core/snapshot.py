@@ -14,7 +14,8 @@ section 13), and trusts nothing in it that it cannot check against a header it a
 - the block's own entries (its height's obligations quorum and checkpoint slot: drawn from the
   block's hash, so its header cannot commit to them, docs/STATE_ROOT.md) travel in the manifest
   too: the root check takes them out of the sum, the chunk holding them must hold the very same,
-  and the next block's root, which covers them, is checked when the node syncs on from here.
+  and once the chunks are loaded they must be the ones the block's hash draws from the loaded
+  registry (`check_own`), before anything is stored; the next block's root covers them too.
 
 Chunks are ordered by table (`MAP_NAMES`) and then by key bytes (heights as 8 bytes big-endian,
 so in height order), so that the ranges of a manifest never overlap and a chunk's place in the
@@ -32,7 +33,8 @@ import msgspec
 from snode.core.crypto import hash32
 from snode.core.encoding import decode, encode
 from snode.core.errors import DecodeError, SnodeError
-from snode.core.state import MAP_NAMES, ChainState, CheckpointSlot, Quorum, ServiceNode, UtxoEntry
+from snode.core.genesis import Consensus
+from snode.core.state import MAP_NAMES, ChainState, CheckpointSlot, Quorum, ServiceNode, UtxoEntry, registry_index
 from snode.core.state_root import (
     CHECKSUM_BYTES,
     EMPTY,
@@ -42,6 +44,7 @@ from snode.core.state_root import (
     with_checksum,
     with_entries,
 )
+from snode.core.transition import height_quorums
 from snode.core.types import Amount, Hash32, Height, Timestamp
 from snode.core.utxo_set import UtxoSet
 
@@ -284,6 +287,21 @@ def load(manifest: Manifest, entries: Iterable[tuple[str, Any, Any]]) -> ChainSt
         quorums=immutables.Map(tables["quorums"]), checkpoints=immutables.Map(tables["checkpoints"]),
     )
     return with_checksum(state, total(manifest))
+
+
+def check_own(manifest: Manifest, state: ChainState, consensus: Consensus) -> None:
+    """SnapshotError unless the manifest's own entries, which no root covers, are the quorum and
+    checkpoint slot its block's hash draws from the loaded registry, as the block itself recorded
+    them (`core.transition.height_quorums`): else a forged one would be loaded and the honest
+    next block refused. `state` is `load`'s, of the checked chunks. O(active nodes)."""
+    height = manifest.height
+    quorum, slot = height_quorums(registry_index(state), manifest.block_hash, height, consensus)
+    drawn: list[tuple[str, Any, Any]] = [("quorums", height, quorum)]
+    if slot is not None:
+        drawn.append(("checkpoints", height, slot))
+    if _own_entries(manifest) != drawn or own_entries(state) != drawn:
+        raise SnapshotError(f"its quorum or checkpoint slot of height {height} is not the one block "
+                            f"{manifest.block_hash.hex()} draws from its registry")
 
 
 

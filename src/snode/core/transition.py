@@ -358,16 +358,28 @@ def _record_quorums(
     """The obligations quorum of this height (the oldest one leaves), and at a checkpoint height
     the checkpoint quorum; checkpoint heights nobody can carry any more are forgotten."""
     params = consensus.params
-    w.quorums.set(height, obligations_quorum_from_active(
-        index.active_keys, block_hash, height, consensus.authorities, params
-    ))
+    obligations, slot = height_quorums(index, block_hash, height, consensus)
+    w.quorums.set(height, obligations)
     if w.quorums.get(height - STATE_CHANGE_WINDOW) is not None:
         w.quorums.delete(height - STATE_CHANGE_WINDOW)
-    quorum = checkpoint_quorum(index.active_keys, block_hash, height, params)
-    if quorum is not None:
-        w.checkpoints.set(height, CheckpointSlot(height, block_hash, quorum.members, quorum.needed, False))
+    if slot is not None:
+        w.checkpoints.set(height, slot)
     heights = set(state.checkpoints.keys()) | set(w.checkpoints.old)
     _prune_checkpoints(w, heights, height, params.checkpoint_interval * CHECKPOINT_WAIT)
+
+
+def height_quorums(
+    index: RegistryIndex, block_hash: bytes, height: int, consensus: Consensus,
+) -> tuple[Quorum, CheckpointSlot | None]:
+    """The obligations quorum and the checkpoint slot (None: not a checkpoint height) the block
+    at `height` of hash `block_hash` records, `index` the registry after it: what its hash
+    draws, so a snapshot's own entries can be checked against them (`core.snapshot.check_own`)."""
+    obligations = obligations_quorum_from_active(
+        index.active_keys, block_hash, height, consensus.authorities, consensus.params
+    )
+    quorum = checkpoint_quorum(index.active_keys, block_hash, height, consensus.params)
+    slot = None if quorum is None else CheckpointSlot(height, block_hash, quorum.members, quorum.needed, False)
+    return obligations, slot
 
 
 def _prune_checkpoints(w: Working, heights: set[int], height: int, wait: int) -> None:

@@ -41,6 +41,7 @@ from snode.core.blocks import Block, Checkpoint
 from snode.core.crypto import SigningKey
 from snode.core.errors import SnodeError
 from snode.core.production import build_block
+from snode.core.state import ChainState
 from snode.node.batches import Reorganization, StagedBatch
 from snode.node.disk_watch import DiskWatch
 from snode.node.node import Node
@@ -208,6 +209,17 @@ class ChainWriter:
                                             round=round, checkpoint=checkpoint)
         node.drop_stale(stale, state)
         return block
+
+    async def adopt_snapshot(self, block: Block, state: ChainState) -> None:
+        """Store a checked snapshot's state with `block` as the tip and make it current
+        (`Node.store_snapshot`, `Node.adopt_snapshot`), under the chain-change lock; NotOnTip if
+        the chain is past genesis by then (a relayed block came first: nothing is written)."""
+        node = self.node
+        async with self._lock:
+            if node.height != 0:
+                raise NotOnTip(f"this node's chain is at block {node.height}, not at genesis")
+            await self._commit(lambda: node.store_snapshot(block, state),
+                               lambda _: node.adopt_snapshot(block, state, node.now()))
 
     async def flush_state(self) -> None:
         """Write the state a sync deferred (`Node.flush_state`)."""

@@ -9,13 +9,18 @@ block instead of replaying every block before it, and trusts nothing it cannot c
    that have since unstaked can sign any history); its header gives the state root;
 2. the manifest, in the same answer: refused, its sender banned, unless its parts sum to that
    root (`core.snapshot.check_manifest`), before any chunk is asked for;
-3. the chunks, from every peer that has the snapshot, one request out per peer: each checked on
-   arrival (`check_chunk`); a bad one bans its sender and is asked of another peer, one not
-   answered within SNAPSHOT_REQUEST_TIMEOUT is asked of another and that peer is left;
+3. the chunks, from every peer whose own Snapshot answer is the same manifest (one offering
+   another is left alone, not scored), one request out per peer: each checked on arrival
+   (`check_chunk`); a bad one bans its sender and is asked of another peer, one not answered
+   within SNAPSHOT_REQUEST_TIMEOUT is asked of another and that peer is closed (a late answer
+   must not pass for an unasked one);
 4. each checked chunk is stored as it comes (`store.snapshot.Download`): a node killed during
    the download resumes with what it stored and fetches none of it twice; a full disk stops the
    download with one line and it goes on when space returns;
-5. the state is loaded in one write transaction (`ChainStore.adopt_snapshot`), and the sync goes
+5. the manifest's own entries must be the quorum and checkpoint slot the block's hash draws from
+   the loaded registry (`core.snapshot.check_own`): else the download is discarded, every peer
+   that offered that manifest banned, and it starts over;
+6. the state is loaded in one write transaction (`ChainStore.adopt_snapshot`), and the sync goes
    on from that height, validating every later block in full (the next block's root covers the
    block's own entries the manifest carried).
 
@@ -34,15 +39,17 @@ from typing import Any
 
 from snode.core import snapshot as core
 from snode.core.blocks import Block, block_hash, header_state_root
+from snode.core.crypto import hash32
 from snode.core.encoding import decode, encode
-from snode.core.errors import DecodeError
+from snode.core.errors import DecodeError, SnodeError
 from snode.core.snapshot import Manifest, SnapshotError
 from snode.net import protocol as P
 from snode.net.limits import SCORE_BAD_SNAPSHOT, SNAPSHOT_REQUEST_TIMEOUT
 from snode.net.peer import Peer
 from snode.net.peers import PeerManager
+from snode.net.relay import peek_block
 from snode.node.node import Node
-from snode.node.writer import ChainWriter
+from snode.node.writer import ChainWriter, NotOnTip
 from snode.store.snapshot import Download
 
 log = logging.getLogger(__name__)
@@ -104,6 +111,11 @@ class SnapshotFetch:
         """The one request out on each peer: the answer's kind, the chunk (-1: a snapshot), and its future."""
         self._left: set[Peer] = set()
         """Peers not to ask again in this download (no snapshot, a timeout, a bad answer)."""
+        self._offers: dict[Peer, bytes] = {}
+        """The hash of each peer's own manifest of the height (its Snapshot answer): chunks are
+        asked only of peers that offered the manifest being fetched."""
+        self._forged: set[bytes] = set()
+        """Manifests whose own entries were found forged once their chunks loaded (`check_own`)."""
 
     # --- answers ------------------------------------------------------------------------------
 
@@ -133,6 +145,7 @@ class SnapshotFetch:
             return future.result()
         except (TimeoutError, ConnectionError):
             self._left.add(peer)
+            peer.close()  # its late answer must not pass for an unasked one (and ban a slow honest peer)
             return None
         finally:
             self._asked.pop(peer, None)
@@ -146,6 +159,11 @@ class SnapshotFetch:
         return [p for p in self.peers.peers if p.hello is not None and p.hello.version >= P.SNAPSHOT_VERSION
                 and p not in self._left and p not in self._asked]
 
+    def _sources(self, digest: bytes) -> list[Peer]:
+        """Candidates whose own Snapshot answer was the manifest of hash `digest`: the only peers
+        its chunks are asked of (a peer cannot be held to another's manifest's chunks)."""
+        return [p for p in self._candidates() if self._offers.get(p) == digest]
+
     # --- the manifest -------------------------------------------------------------------------
 
     def _checked_offer(self, peer: Peer, offer: P.Snapshot) -> tuple[Block, Manifest] | None:
@@ -154,17 +172,26 @@ class SnapshotFetch:
         if not offer.block and not offer.manifest:
             self._left.add(peer)
             return None
+        self._offers[peer] = digest = hash32(offer.manifest)
+        try:
+            header = peek_block(offer.block).header  # its hash is checked before the rest is decoded
+        except (P.ProtocolViolation, SnodeError) as err:
+            self._bad(peer, str(err))
+            return None
+        this = block_hash(header)
+        if (header.height, this) != (self.height, self.hash):
+            self._bad(peer, f"its block {header.height} is {this.hex()}, not the trusted point's {self.hash.hex()}")
+            return None
+        if digest in self._forged:
+            self._bad(peer, "its manifest's quorum or checkpoint slot is not the one its block's hash draws")
+            return None
         try:
             block = decode(offer.block, Block)
             manifest = decode(offer.manifest, Manifest)
         except DecodeError as err:
             self._bad(peer, err.reason)
             return None
-        this = block_hash(block.header)
-        if (block.header.height, this) != (self.height, self.hash):
-            self._bad(peer, f"its block {block.header.height} is {this.hex()}, not the trusted point's "
-                            f"{self.hash.hex()}")
-            return None
+        self._offers[peer] = hash32(encode(manifest))  # as `_fetch_chunks` names it, whatever bytes it came in
         try:
             core.check_manifest(manifest, self.node.params.network_id, self.height, self.hash,
                                 header_state_root(block.header))
@@ -207,19 +234,42 @@ class SnapshotFetch:
             log.info("resuming the snapshot download of height %d: %d of %d chunks stored", self.height,
                      len(have), len(manifest.chunks))
         wanted = [n for n in range(len(manifest.chunks)) if n not in have]
+        digest = hash32(encode(manifest))
         while wanted:
-            workers = [asyncio.create_task(self._worker(peer, manifest, wanted))
-                       for peer in self._candidates()[:MAX_CHUNK_PEERS]]
-            p.peers = len(workers)
-            if not workers:
+            sources = self._sources(digest)[:MAX_CHUNK_PEERS]
+            unasked = [peer for peer in self._candidates() if peer not in self._offers]
+            tasks = [asyncio.create_task(self._worker(peer, manifest, wanted)) for peer in sources]
+            tasks += [asyncio.create_task(self._probe(peer, manifest, digest, wanted))
+                      for peer in unasked[:MAX_CHUNK_PEERS - len(sources)]]
+            if not tasks:
                 await asyncio.sleep(RETRY_S)
-                if not self._candidates():
-                    self._left.clear()
+                if not self._sources(digest):
+                    self._left.clear()  # peers that had none may have it now; bad ones stay banned
                 continue
-            await asyncio.gather(*workers)
+            await asyncio.gather(*tasks)
+
+    async def _probe(self, peer: Peer, manifest: Manifest, digest: bytes, wanted: list[int]) -> None:
+        """Ask `peer` for its own Snapshot answer of the height; if its manifest is `digest`, fetch
+        chunks from it. One of another manifest is left alone (not scored: it never offered ours)."""
+        offer = await self._ask(peer, P.GetSnapshot(self.height))
+        if offer is None:
+            return
+        if not offer.block and not offer.manifest:
+            self._left.add(peer)
+            return
+        self._offers[peer] = hash32(offer.manifest)
+        if self._offers[peer] == digest:
+            await self._worker(peer, manifest, wanted)
 
     async def _worker(self, peer: Peer, manifest: Manifest, wanted: list[int]) -> None:
         """Fetch chunks from `peer`, one request out, until none is wanted or the peer is left."""
+        self.progress.peers += 1
+        try:
+            await self._chunks_from(peer, manifest, wanted)
+        finally:
+            self.progress.peers -= 1
+
+    async def _chunks_from(self, peer: Peer, manifest: Manifest, wanted: list[int]) -> None:
         while wanted and peer not in self._left:
             number = wanted.pop(0)
             answer = await self._ask(peer, P.GetChunk(self.height, number))
@@ -260,8 +310,32 @@ class SnapshotFetch:
     # --- the whole ----------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Fetch, check, store and load the snapshot; the node's tip is then the trusted block."""
-        block, manifest = await self._offer()
+        """Fetch, check, store and load the snapshot; the node's tip is then the trusted block.
+        SnapshotError if the chain is past genesis before it starts or loads (a relayed block)."""
+        while True:
+            self._at_genesis()
+            block, manifest = await self._offer()
+            state = await self._fetched(manifest)
+            if state is not None:
+                break
+        try:
+            await self.writer.adopt_snapshot(block, state)
+        except NotOnTip as err:
+            raise SnapshotError(f"{err}, so it is not loaded (a snapshot loads into a chain at genesis only)") from None
+        self.progress.done = True
+        await asyncio.to_thread(self.download.discard)
+        log.info("loaded the snapshot of height %d (%d entries): syncing on from it", self.height,
+                 len(state.utxos) + len(state.service_nodes) + len(state.quorums) + len(state.checkpoints))
+
+    def _at_genesis(self) -> None:
+        if self.node.height != 0:
+            raise SnapshotError(f"this node's chain is at block {self.node.height}, not at genesis, so no snapshot "
+                                "is fetched (a snapshot loads into a chain at genesis only)")
+
+    async def _fetched(self, manifest: Manifest) -> Any:
+        """The state of `manifest`, its chunks fetched, checked and loaded; None (the download
+        discarded, every peer that offered it banned) if its own entries are not the ones its
+        block's hash draws from the loaded registry (`core.snapshot.check_own`)."""
         log.info("snapshot of height %d: %d chunks, %d bytes, checked against the trusted block's state root",
                  self.height, len(manifest.chunks), sum(c.size for c in manifest.chunks))
         reporter = asyncio.create_task(self._report())
@@ -270,12 +344,16 @@ class SnapshotFetch:
         finally:
             reporter.cancel()
         state = await asyncio.to_thread(self._load, manifest)
-        await self.writer.call(self.node.store_snapshot, block, state)
-        self.node.adopt_snapshot(block, state, self.node.now())
-        self.progress.done = True
-        await asyncio.to_thread(self.download.discard)
-        log.info("loaded the snapshot of height %d (%d entries): syncing on from it", self.height,
-                 len(state.utxos) + len(state.service_nodes) + len(state.quorums) + len(state.checkpoints))
+        try:
+            await asyncio.to_thread(core.check_own, manifest, state, self.node.consensus)
+        except SnapshotError as err:
+            digest = hash32(encode(manifest))
+            self._forged.add(digest)
+            await asyncio.to_thread(self.download.discard)
+            for peer in [p for p, offered in self._offers.items() if offered == digest]:
+                self._bad(peer, err.reason)
+            return None
+        return state
 
     def _load(self, manifest: Manifest) -> Any:
         entries = [entry for number in range(len(manifest.chunks))

@@ -224,7 +224,7 @@ async def download(peer: Peer, writer: ChainWriter, limit: int, make: Callable[[
             return chain
         if chain is None:
             chain = await _started(writer, reply.headers[0], locator, make)
-        elif reply.headers[0].header.prev_hash != chain.tip_hash:
+        elif await _moved(writer, reply.headers[0], chain):
             raise Misled(f"its header chain moved off {chain.tip_hash.hex()[:16]} (height {chain.tip_height}) "
                          "while we downloaded it")
         bad = chain.extend(reply.headers, now())
@@ -235,6 +235,16 @@ async def download(peer: Peer, writer: ChainWriter, limit: int, make: Callable[[
                                     f"while claiming height {reply.height}")
         if chain.ended or chain.tip_height >= min(reply.height, limit):
             return chain
+
+
+async def _moved(writer: ChainWriter, first: P.SignedHeader, chain: HeaderChain) -> bool:
+    """Whether an answer to a follow-up starts after a block of our own main chain instead of
+    the downloaded tip: the peer's chain moved (a reorganisation), which is no lie. One that
+    follows neither is left to `HeaderChain.extend`, which bans it."""
+    h = first.header
+    if h.prev_hash == chain.tip_hash:
+        return False
+    return await writer.call(writer.node.main_chain_hash, h.height - 1) == h.prev_hash
 
 
 async def _started(writer: ChainWriter, first: P.SignedHeader, locator: list[bytes],
