@@ -363,7 +363,7 @@ DEVNET: Final = NetworkParams(
     decommission_proof_age=30, proof_clock_tolerance=10, min_active_sns=4, private_public_ip_allowed=True,
     round_time=2, backstop_rounds=10, participation_cooldown=10, participation_grace=60,
     unlock_duration=30, deregistration_lock=40, pool_fill_window=50, reachability_interval=10,
-    test_forks=True, upgrade_grace_blocks=60,
+    test_forks=True, upgrade_grace_blocks=60, snapshot_interval=20,
 )
 REGTEST: Final = NetworkParams(
     name="regtest", network_id=0x534E0004, address_prefix="snr",

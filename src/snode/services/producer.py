@@ -159,7 +159,7 @@ class BlockProducer:
         if mode is not self._mode:
             self._mode = mode
             if mode is Mode.SERVICE_NODES:
-                log.warning("block production passes to the service nodes at height %d",
+                log.info("block production passes to the service nodes at height %d",
                             state.height + 1)
             else:
                 log.warning("block production passes back to the authority at height %d: %s",

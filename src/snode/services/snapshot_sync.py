@@ -5,8 +5,9 @@ HEIGHT:HASH`, or its release's `NetworkParams.trusted_snapshot`), starts from th
 block instead of replaying every block before it, and trusts nothing it cannot check against it:
 
 1. the block at the height, from a peer's Snapshot answer: its hash must be the trusted one (a
-   block of another hash is refused and its sender banned, however its signatures check: keys
-   that have since unstaked can sign any history); its header gives the state root;
+   block of another hash is refused however its signatures check: keys that have since unstaked
+   can sign any history; its sender is left, in one WARNING line, not banned: the flag may be
+   wrong); its header gives the state root;
 2. the manifest, in the same answer: refused, its sender banned, unless its parts sum to that
    root (`core.snapshot.check_manifest`), before any chunk is asked for;
 3. the chunks, from every peer whose own Snapshot answer is the same manifest (one offering
@@ -114,6 +115,8 @@ class SnapshotFetch:
         self._offers: dict[Peer, bytes] = {}
         """The hash of each peer's own manifest of the height (its Snapshot answer): chunks are
         asked only of peers that offered the manifest being fetched."""
+        self._elsewhere: dict[Peer, bytes] = {}
+        """Peers whose block at the height was another than the trusted one (each said once)."""
         self._forged: set[bytes] = set()
         """Manifests whose own entries were found forged once their chunks loaded (`check_own`)."""
 
@@ -155,6 +158,18 @@ class SnapshotFetch:
         log.warning("refused the snapshot of height %d from %s: %s", self.height, peer.name, reason)
         self.peers.misbehaving(peer, SCORE_BAD_SNAPSHOT, f"sent a bad snapshot: {reason}")
 
+    def _other_chain(self, peer: Peer, height: int, this: bytes) -> None:
+        """A peer whose block at the height is not the trusted one: refused, and not asked again
+        in this round, but not scored. It may be an honest node of another chain, or the flag may
+        be wrong, and a mistyped --trusted-checkpoint must not make a node ban the network (as
+        the header download treats a peer contradicting the checkpoint)."""
+        self._left.add(peer)
+        if self._elsewhere.get(peer) != this:
+            self._elsewhere[peer] = this
+            log.warning("refused the snapshot of height %d from %s: its block %d is %s, not the trusted point's %s "
+                        "(if every peer says so, check --trusted-checkpoint)", self.height, peer.name, height,
+                        this.hex(), self.hash.hex())
+
     def _candidates(self) -> list[Peer]:
         return [p for p in self.peers.peers if p.hello is not None and p.hello.version >= P.SNAPSHOT_VERSION
                 and p not in self._left and p not in self._asked]
@@ -180,7 +195,7 @@ class SnapshotFetch:
             return None
         this = block_hash(header)
         if (header.height, this) != (self.height, self.hash):
-            self._bad(peer, f"its block {header.height} is {this.hex()}, not the trusted point's {self.hash.hex()}")
+            self._other_chain(peer, header.height, this)
             return None
         if digest in self._forged:
             self._bad(peer, "its manifest's quorum or checkpoint slot is not the one its block's hash draws")
@@ -216,8 +231,8 @@ class SnapshotFetch:
                     await asyncio.to_thread(self.download.start, checked[1], encode(checked[0]))
                     return checked
             if waited % 30 == 0:
-                log.info("waiting for a peer with the snapshot of height %d (trusted point %s)", self.height,
-                         self.hash.hex())
+                log.info("waiting for a peer with the snapshot of height %d (trusted point %s; %d peers offered "
+                         "another block there)", self.height, self.hash.hex(), len(self._elsewhere))
             await asyncio.sleep(RETRY_S)
             waited += RETRY_S
             if not self._candidates():
