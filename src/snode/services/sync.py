@@ -326,15 +326,18 @@ class Syncer:
 
     def _wants_headers(self, peer: Peer) -> bool:
         """Whether a sync from `peer` downloads its header chain first: a peer of version 5, a
-        trusted checkpoint above our height or HEADERS_FIRST_MIN blocks proven above it, and no
-        header chain kept that leads as far (and passed the checkpoint)."""
+        trusted checkpoint above our height, or an assume-valid block and HEADERS_FIRST_MIN
+        blocks proven above us, and no header chain kept that leads as far (and passed the
+        checkpoint). With neither anchor a header chain checks nothing the blocks do not (each is
+        validated in full as it comes), and downloading it first cost a 20,000-block sync a
+        tenth of its time (`python -m bench sync`): such a sync goes by blocks alone."""
         node, chain = self.node, self._chain
         if peer.hello is None or peer.hello.version < P.HEADERS_VERSION:
             return False
         checkpoint = node.trusted_checkpoint
         below = checkpoint is not None and checkpoint[0] > node.height
         ahead = _tip_to_hold(peer)[0]
-        if not below and ahead - node.height < HEADERS_FIRST_MIN:
+        if not below and (node.assume_valid is None or ahead - node.height < HEADERS_FIRST_MIN):
             return False
         return not (chain is not None and chain.passed_checkpoint
                     and chain.base_height <= node.height < chain.tip_height and chain.tip_height >= ahead)
