@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -20,7 +21,14 @@ from snode.core.transactions import Transfer, TxOut
 from snode.core.txbuilder import build_spend, sign_spend
 from snode.devchain import key_from_label
 from snode.params import COIN, REGTEST
-from snode.rpc.omq_public import ANSWER_BYTES_PER_TOKEN, BURST, PUBLIC_INFO_FIELDS, RATE, transaction_cost
+from snode.rpc.omq_public import (
+    ANSWER_BYTES_PER_TOKEN,
+    BURST,
+    PUBLIC_INFO_FIELDS,
+    RATE,
+    STALLED_CLIENT_MS,
+    transaction_cost,
+)
 from tests.functional.framework import (
     assert_equal,
     faucet_key,
@@ -38,11 +46,15 @@ log = narrator(__name__)
 class Client:
     """A CurveZMQ DEALER with a fresh key, as any internet client would be."""
 
-    def __init__(self, node: Any, server_key: bytes) -> None:
+    def __init__(self, node: Any, server_key: bytes, *, reads: bool = True) -> None:
         from zmq.utils import z85
 
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.DEALER)
+        if not reads:  # its ZeroMQ stops reading the connection at once, and never reconnects
+            self.sock.setsockopt(zmq.RCVHWM, 1)
+            self.sock.setsockopt(zmq.RCVBUF, 4096)
+            self.sock.setsockopt(zmq.RECONNECT_IVL, -1)
         public, secret = zmq.curve_keypair()
         self.sock.curve_publickey, self.sock.curve_secretkey = public, secret
         self.sock.curve_serverkey = z85.encode(server_key)
@@ -210,11 +222,8 @@ def test_transactions_whose_signatures_fail_cost_a_client_by_their_size(public_s
     assert_equal(node.get_info()["mempool_size"], 1)
 
 
-def test_big_answers_cost_a_client_by_their_size(public_sn):
-    """`get_block` of a full block is megabytes of JSON, made on the event loop: at one request
-    each, one client had 20 of them a second. An answer now costs its client a request for each
-    64 KiB of it (ANSWER_BYTES_PER_TOKEN), charged once made."""
-    node, server_key = public_sn
+def _big_block_request(node: Any) -> list[bytes]:
+    """A get_block request for a block of about 1.8 MB (its answer is 4.7 MB of JSON)."""
     owner = key_from_label("public omq big block")
     log.info("A block of about 1.8 MB: 20 transactions of 2,300 outputs each")
     send_spend(node, faucet_key(), [TxOut(owner.public, 10_000 * COIN)] * 20, Transfer())
@@ -224,7 +233,55 @@ def test_big_answers_cost_a_client_by_their_size(public_sn):
         node.send_raw_transaction(tx_hex=encode(tx).hex())
     block = node.get_block(hash=node.generate_blocks(blocks=1)["blocks"][0])
     assert len(block["block_hex"]) > 3_000_000, len(block["block_hex"])
-    request = [b"get_block", b'{"height": %d}' % block["height"]]
+    return [b"get_block", b'{"height": %d}' % block["height"]]
+
+
+def _served_connections(ip: str, port: int = 38093) -> int:
+    """The daemon's established TCP connections on its public port (Linux's /proc/net/tcp: the
+    local address is little-endian hex, state 01 is ESTABLISHED)."""
+    local = f"{int.from_bytes(bytes(map(int, ip.split('.'))), 'little'):08X}:{port:04X}"
+    lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return sum(1 for line in lines if line.split()[1] == local and line.split()[3] == "01")
+
+
+def test_a_client_that_never_reads_is_cut_and_its_queued_answers_freed(public_sn):
+    """ZeroMQ queues up to ANSWERS_QUEUED answers a connection for a client that does not read
+    them: gigabytes of big answers over an hour. The kernel now closes a connection whose window
+    stayed shut for STALLED_CLIENT_MS (ZMQ_TCP_MAXRT), which frees them."""
+    node, server_key = public_sn
+    request = _big_block_request(node)
+    stalled = Client(node, server_key, reads=False)
+    try:
+        stalled.ask(b"get_height")  # connected: the daemon holds its end
+        assert_equal(_served_connections(node.ip), 1, "the daemon's end of the connection")
+        log.info("A client that reads nothing asks for the big block, again and again, every 0.2 s")
+        started = time.monotonic()
+
+        def asked_again_and_cut() -> bool:
+            stalled.sock.send_multipart(request, flags=zmq.NOBLOCK)
+            return _served_connections(node.ip) == 0
+
+        wait_until(asked_again_and_cut, timeout=60, interval=0.2, what="the daemon cutting a client that reads nothing")
+        cut = time.monotonic() - started
+        log.info("Cut after %.1f s (its window shut some seconds before; the bound is %d ms of it)", cut,
+                 STALLED_CLIENT_MS)
+        assert cut >= STALLED_CLIENT_MS / 1000
+    finally:
+        stalled.close()
+    log.info("The port serves a reading client as before")
+    fresh = Client(node, server_key)
+    try:
+        wait_until(lambda: fresh.ask(b"get_height")[0] == "200", timeout=20, what="get_height served again")
+    finally:
+        fresh.close()
+
+
+def test_big_answers_cost_a_client_by_their_size(public_sn):
+    """`get_block` of a full block is megabytes of JSON, made on the event loop: at one request
+    each, one client had 20 of them a second. An answer now costs its client a request for each
+    64 KiB of it (ANSWER_BYTES_PER_TOKEN), charged once made."""
+    node, server_key = public_sn
+    request = _big_block_request(node)
     copies = int(BURST)
     client = Client(node, server_key)
     try:

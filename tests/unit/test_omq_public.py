@@ -126,3 +126,32 @@ def test_a_flood_from_one_client_lets_the_event_loop_run_between_requests():
     in_one_turn = collections.Counter(seen_at).most_common(1)[0][1]
     assert in_one_turn <= REQUESTS_A_TURN, f"{in_one_turn} requests answered in one turn of the loop"
     assert seen_at[-1] - seen_at[0] >= count // REQUESTS_A_TURN - 1
+
+
+def test_answers_for_all_clients_together_have_a_budget_so_clients_that_never_read_hold_bounded_memory():
+    """Each address's bucket lets it have 1.3 MB of answers a second; 256 connections from as many
+    addresses that never read would have ZeroMQ hold 10 s of that each (STALLED_CLIENT_MS) before
+    the kernel cuts them. The node-wide budget bounds the sum: past its burst a request is
+    answered 429 "busy", whoever asks."""
+    import msgspec
+
+    from snode.devchain import key_from_label
+    from snode.rpc.omq_public import ANSWER_BYTES_PER_TOKEN, ANSWER_TOKENS_BURST, PublicOmq
+
+    size = 4 * 2**20
+    big = msgspec.Raw(b"7" * size)
+
+    async def block(method: str, params: dict[str, object]) -> msgspec.Raw:
+        return big
+
+    server = PublicOmq(types.SimpleNamespace(call=block), key_from_label("public omq budget"),  # type: ignore[arg-type]
+                       host="127.0.0.1", port=1)
+    server._ctx.term()  # no socket here: only its answers are asked for
+    statuses = [asyncio.run(server._answer([b"get_block", b'{"height": 1}'], f"10.0.0.{n}"))[0]
+                for n in range(20)]
+    burst = int(ANSWER_TOKENS_BURST * ANSWER_BYTES_PER_TOKEN // size)
+    served = statuses.count(b"200")
+    # The budget refills while the test runs (a token every 8 ms): one or two more may pass.
+    assert burst <= served <= burst + 2 and statuses == [b"200"] * served + [b"429"] * (20 - served), statuses
+    status, body = asyncio.run(server._answer([b"get_height"], "10.0.0.99"))
+    assert status == b"429" and b"busy: this port makes at most 8 MiB of answers a second" in body

@@ -60,6 +60,19 @@ transaction of 93 KB, and one bad signature at the end makes all of them work fo
 request each, 80 copies of such a transaction sent at once by one client held this loop for 29 s
 (its blocks, votes and proofs with it); now a client has at most RATE KiB of transactions, about
 200 signatures, checked a second."""
+ANSWER_TOKENS_A_SECOND: Final = 128.0
+"""Answers the port makes a second in all, in ANSWER_BYTES_PER_TOKEN units (8 MiB/s; bursts of
+ANSWER_TOKENS_BURST, 32 MiB): a request that finds none left is answered 429 "busy". With
+STALLED_CLIENT_MS it bounds what clients that never read can make ZeroMQ hold for them, however
+many addresses they come from: at most the burst and 10 s of the rate, 112 MiB, where each
+address's own bucket alone would allow 1.3 MB/s for each of 256 connections."""
+ANSWER_TOKENS_BURST: Final = 512.0
+BUDGET_MIB: Final = ANSWER_TOKENS_A_SECOND * ANSWER_BYTES_PER_TOKEN / 2**20
+STALLED_CLIENT_MS: Final = 10_000
+"""ZMQ_TCP_MAXRT (Linux's TCP_USER_TIMEOUT): a connection whose client has read nothing for this
+long, its TCP window shut, is closed by the kernel, and ZeroMQ frees the answers queued for it
+(up to ANSWERS_QUEUED of them). A client that reads, however slowly, is not cut."""
+_ALL: Final = "*"
 MAX_CLIENTS_TRACKED: Final = 10_000
 QUEUE: Final = 64
 """ZeroMQ's receive high-water mark, per connection: a client's requests beyond it wait in TCP
@@ -163,6 +176,8 @@ class PublicOmq:
         self._task: asyncio.Task[None] | None = None
         self._readable = asyncio.Event()
         self.buckets = TokenBuckets()
+        self.answers = TokenBuckets(ANSWER_TOKENS_A_SECOND, ANSWER_TOKENS_BURST)
+        """The node-wide answer budget (one bucket, `_ALL`)."""
 
     def start(self) -> None:
         """Bind (raises zmq.ZMQError when the port is taken) and serve."""
@@ -175,6 +190,7 @@ class PublicOmq:
         router.setsockopt(zmq.SNDHWM, ANSWERS_QUEUED)
         router.setsockopt(zmq.LINGER, 0)
         router.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        router.setsockopt(zmq.TCP_MAXRT, STALLED_CLIENT_MS)
         self.guard = ListenerGuard(self._ctx, router, name="public OMQ", caps=LISTENER_CAPS,
                                    descriptors=self.descriptors)
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -238,6 +254,9 @@ class PublicOmq:
         if not self.buckets.take(peer, time.monotonic(), cost):
             return b"429", _encode({"error": f"rate-limited: at most {RATE:g} requests a second per client, "
                                              f"a transaction a request for each {TX_BYTES_PER_TOKEN} bytes"})
+        if not self.answers.take(_ALL, time.monotonic(), 0.0):
+            return b"429", _encode({"error": f"busy: this port makes at most {BUDGET_MIB:g} MiB of answers a "
+                                             "second for all its clients; ask again shortly"})
         try:
             method, params = parse_request(frames)
             result = await self.methods.call(method, params)
@@ -254,4 +273,5 @@ class PublicOmq:
         payload = result if isinstance(result, msgspec.Raw) else _encode(msgspec.to_builtins(result))
         body = bytes(payload)
         self.buckets.charge(peer, len(body) / ANSWER_BYTES_PER_TOKEN - 1)
+        self.answers.charge(_ALL, len(body) / ANSWER_BYTES_PER_TOKEN)
         return b"200", body
