@@ -31,8 +31,7 @@ from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
 from snode.node.writer import ChainWriter, store_thread
 from snode.params import COIN, REGTEST
-from snode.rpc import methods
-from snode.rpc.methods import MethodTable
+from snode.rpc.methods import MethodTable, RpcLimits
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import POOL_MINIMUM, LabChain
 
@@ -341,17 +340,19 @@ async def test_a_nodes_rewards_are_its_coinbase_outputs_over_1000_blocks(chain: 
             await table.call("get_service_node_rewards", {"service_node_pubkey": "11" * 32})
 
 
-async def test_an_answer_past_its_bounds_lists_the_newest_and_says_it_is_not_complete(
-        chain: LabChain, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_answer_past_its_bounds_lists_the_newest_and_says_it_is_not_complete(chain: LabChain) -> None:
     solo = chain.new_node(operator="carol", sn_label="sn-2")
     chain.change_state(solo, StateChangeKind.ACTIVATE)
     chain.mine(30)
-    async with _serving(chain) as (_, table, _):
+    async with _serving(chain) as (node, table, _):
         whole = await table.call("get_service_node_rewards", {"service_node_pubkey": solo.hex()})
         assert whole.complete and len(whole.rewards) > 20
-        monkeypatch.setattr(methods, "MAX_REWARDS_LISTED", 5)
-        listed = await table.call("get_service_node_rewards", {"service_node_pubkey": solo.hex()})
+
+        def bounded(**limits: int) -> MethodTable:
+            return MethodTable(node, request_stop=lambda: None, writer=table.writer, limits=RpcLimits(**limits))
+        listed = await bounded(max_rewards_listed=5).call("get_service_node_rewards",
+                                                          {"service_node_pubkey": solo.hex()})
         assert (listed.rewards, listed.complete) == (whole.rewards[-5:], False)
-        monkeypatch.setattr(methods, "MAX_REWARD_STEPS", 3)
-        read = await table.call("get_service_node_rewards", {"service_node_pubkey": solo.hex()})
+        read = await bounded(max_rewards_listed=5, max_reward_steps=3).call(
+            "get_service_node_rewards", {"service_node_pubkey": solo.hex()})
         assert (read.rewards, read.complete) == (whole.rewards[-3:], False)

@@ -14,7 +14,6 @@ import pytest
 from snode.net.events import PeerBanned
 from snode.node.node import Node
 from snode.node.verifier import InlineVerifier
-from snode.services import notify as notify_module
 from snode.services.event_feed import MAX_QUEUED, RECENT, EventFeed, Numbered, Subscription
 from snode.services.notify import Notifier, NotifyConfigError, event_environment, parse_command
 from snode.store.memory import MemoryStore
@@ -117,12 +116,11 @@ def test_the_notify_command_gets_the_event_and_runs_one_at_a_time(tmp_path: Path
     assert out.read_text().splitlines() == [f"state decommissioned {h}" for h in (5, 6, 7)]
 
 
-def test_a_hung_command_is_killed_and_a_failing_one_logged(monkeypatch, caplog):
-    monkeypatch.setattr(notify_module, "TIMEOUT", 0.3)
+def test_a_hung_command_is_killed_and_a_failing_one_logged(caplog):
     caplog.set_level(logging.INFO, logger="snode.services.notify")
 
     async def run() -> None:
-        hung = Notifier(parse_command("sleep 30"))
+        hung = Notifier(parse_command("sleep 30"), timeout=0.3)
         hung.on_event({"event": "reward", "height": 9})
         await _finished(hung)
         failing = Notifier(parse_command("sh -c 'echo broken >&2; exit 3'"))

@@ -19,8 +19,7 @@ from snode.net.events import QuorumMessageReceived
 from snode.node.events import ProofAccepted
 from snode.node.node import Identity, Node
 from snode.node.verifier import InlineVerifier
-from snode.services import sn_duties
-from snode.services.sn_duties import ServiceNodeDuties
+from snode.services.sn_duties import DEFAULT_DUTY_LIMITS, DutyLimits, ServiceNodeDuties
 from snode.store.memory import MemoryStore
 from tests.unit.conftest import new_chain, peer_manager
 
@@ -28,7 +27,7 @@ LABELS = [f"open votes sn {i}" for i in range(4)]
 KEYS = [key_from_label(label) for label in LABELS]
 
 
-def duties() -> tuple[ServiceNodeDuties, Node]:
+def duties(limits: DutyLimits = DEFAULT_DUTY_LIMITS) -> tuple[ServiceNodeDuties, Node]:
     chain = new_chain()
     for operator, label in zip(("operator", "alice", "bob", "carol"), LABELS):
         chain.change_state(chain.new_node(operator=operator, sn_label=label), StateChangeKind.ACTIVATE)
@@ -38,7 +37,7 @@ def duties() -> tuple[ServiceNodeDuties, Node]:
                 identity=Identity(KEYS[0], "203.0.113.5", 9230, 9232), producer_key=None,
                 verifier=InlineVerifier())
     assert set(node.state.quorums[node.height].members) == {k.public for k in KEYS}
-    return ServiceNodeDuties(node, peer_manager()[0], quorumnet=None), node
+    return ServiceNodeDuties(node, peer_manager()[0], quorumnet=None, limits=limits), node
 
 
 def vote(node: Node, voter: int, target: int, reason: Reason, height: int, *, forged: bool = False) -> P.QuorumVote:
@@ -49,12 +48,10 @@ def vote(node: Node, voter: int, target: int, reason: Reason, height: int, *, fo
     return P.QuorumVote(KEYS[target].public, StateChangeKind.DECOMMISSION, reason, height, key.public, signature)
 
 
-def test_one_voter_cannot_fill_the_open_vote_table(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_voter_cannot_fill_the_open_vote_table() -> None:
     """Small bounds, the same rule: a table of 12 verdicts, 3 a voter. Member 1 votes on every
     (node, reason, height) it can; member 2's vote still finds room."""
-    monkeypatch.setattr(sn_duties, "MAX_PENDING_VERDICTS", 12)
-    monkeypatch.setattr(sn_duties, "MAX_OPEN_VOTES_PER_VOTER", 3, raising=False)
-    service, node = duties()
+    service, node = duties(DutyLimits(max_pending_verdicts=12, max_open_votes_per_voter=3))
     heights = [node.height - i for i in range(3)]
     for height in heights:
         for target in (0, 2, 3):
@@ -67,15 +64,16 @@ def test_one_voter_cannot_fill_the_open_vote_table(monkeypatch: pytest.MonkeyPat
                                                                  node.height).signature}
 
 
-def test_a_voters_share_comes_back_as_its_heights_leave_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    service, node = duties()
-    service.add_vote(vote(node, 1, 0, Reason.UNREACHABLE, node.height), KEYS[1].public)
-    assert service._open == {KEYS[1].public: 1}
+def test_a_voters_share_comes_back_as_its_heights_leave_the_window() -> None:
+    service, node = duties(DutyLimits(vote_window=0))  # votes below our height have left the window
+    old, new = node.height - 1, node.height
+    service.add_vote(vote(node, 1, 0, Reason.UNREACHABLE, old), KEYS[1].public)
+    service.add_vote(vote(node, 2, 0, Reason.UNREACHABLE, old), KEYS[2].public)
+    service.add_vote(vote(node, 1, 3, Reason.UNREACHABLE, new), KEYS[1].public)
+    assert service._open == {KEYS[1].public: 2, KEYS[2].public: 1}
     service._prune()
-    assert service._open == {KEYS[1].public: 1}
-    monkeypatch.setattr(sn_duties, "STATE_CHANGE_WINDOW", -1)  # as if the window had moved past it
-    service._prune()
-    assert service._open == {} and service.votes == {}
+    assert service._open == {KEYS[1].public: 1}, "each voter's votes of the old height came back"
+    assert [key[3] for key in service.votes] == [new]
 
 
 class Junk:

@@ -11,12 +11,14 @@ that fails in any other way fails the test.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from snode.core import utxo_base, utxo_set
 from snode.core.service_nodes import StateChangeKind
 from snode.core.state import undo_block
+from snode.core.utxo_set import UtxoLimits, UtxoSet
 from snode.params import COIN
 from tests.unit.chain_ops import OPERATIONS, POOL_MINIMUM, SN_KEYS, Run
 
@@ -79,9 +81,8 @@ def test_the_properties_hold_when_the_outputs_fold_every_few_changes(fresh_chain
     # A 100,000-block chain folds its outputs' overlay into packed buckets every 8,192 keys
     # (core.utxo_set); here every few keys, so that blocks, undos and state comparisons all
     # meet packed outputs, tombstones over them and the overlay together.
-    before = utxo_set.COMPACT_AT, utxo_base.RENUMBER_SLACK
-    utxo_set.COMPACT_AT, utxo_base.RENUMBER_SLACK = fold_at, 0  # owners renumbered often too
-    try:
-        _run(fresh_chain(), operations)
-    finally:
-        utxo_set.COMPACT_AT, utxo_base.RENUMBER_SLACK = before
+    chain = fresh_chain()
+    limits = UtxoLimits(compact_at=fold_at, renumber_slack=0)  # owners renumbered often too
+    chain.state = replace(chain.state, utxos=UtxoSet(chain.state.utxos.items(), limits))
+    _run(chain, operations)
+    assert chain.state.utxos.limits == limits  # every block's state made from the first

@@ -54,7 +54,7 @@ def _renderings(value: float) -> list[str]:
 
 def test_the_p2p_bounds_table_names_each_peer_limit_with_its_value() -> None:
     """Every constant the P2P table names alone is one of net/limits.py, and every bound of
-    `PeerLimits` is in the table, in a row that shows its value."""
+    `PeerLimits` and `SyncLimits` is in the table, in a row that shows its value."""
     from dataclasses import fields
 
     from snode.net import limits as L
@@ -63,9 +63,11 @@ def test_the_p2p_bounds_table_names_each_peer_limit_with_its_value() -> None:
     bare = {name for row in rows for name in _named_alone(row.rstrip(" |").rsplit("|", 1)[1])}
     assert bare and [name for name in sorted(bare) if not hasattr(L, name)] == []
     wrong = []
-    for field in fields(L.PeerLimits):
-        constant, value = field.name.upper(), getattr(L.DEFAULT_LIMITS, field.name)
-        assert getattr(L, constant) == value, f"PeerLimits.{field.name} is not {constant}'s value"
+    bounds = [(record, field.name) for record in (L.DEFAULT_LIMITS, L.DEFAULT_SYNC_LIMITS)
+              for field in fields(record)]
+    for record, name in bounds:
+        constant, value = name.upper(), getattr(record, name)
+        assert getattr(L, constant) == value, f"{type(record).__name__}.{name} is not {constant}'s value"
         naming = [row for row in rows if f"`{constant}`" in row]
         if not any(re.search(rf"(?<![\d.])(?<!\d,){re.escape(shown)}(?!\d|,\d)", row)
                    for row in naming for shown in _renderings(value)):

@@ -59,19 +59,21 @@ def test_a_cached_signature_vouches_for_nothing_else(opened: list[bytes]) -> Non
     assert len(opened) == 4  # every refused one was checked in full (the last by its lengths)
 
 
-def test_the_cache_is_bounded(monkeypatch: pytest.MonkeyPatch, opened: list[bytes]) -> None:
-    monkeypatch.setattr(crypto, "GOOD_CACHE_SIZE", 8)
-    monkeypatch.setattr(crypto, "_good", crypto._GoodSignatures())
-    messages = [os.urandom(32) for _ in range(20)]
-    signatures = [KEY.sign(m) for m in messages]
-    for message, signature in zip(messages, signatures):
-        assert verify(KEY.public, message, signature)
-    assert len(crypto._good) <= 8
-    assert verify(KEY.public, messages[-1], signatures[-1])  # the newest are remembered
-    assert verify(KEY.public, messages[-4], signatures[-4])
-    assert len(opened) == 20
-    assert verify(KEY.public, messages[0], signatures[0])  # the oldest were dropped: checked again
-    assert len(opened) == 21
+def test_the_cache_is_bounded(opened: list[bytes]) -> None:
+    crypto.signature_cache(True, size=8)
+    try:
+        messages = [os.urandom(32) for _ in range(20)]
+        signatures = [KEY.sign(m) for m in messages]
+        for message, signature in zip(messages, signatures):
+            assert verify(KEY.public, message, signature)
+        assert len(crypto._good) <= 8
+        assert verify(KEY.public, messages[-1], signatures[-1])  # the newest are remembered
+        assert verify(KEY.public, messages[-4], signatures[-4])
+        assert len(opened) == 20
+        assert verify(KEY.public, messages[0], signatures[0])  # the oldest were dropped: checked again
+        assert len(opened) == 21
+    finally:
+        crypto.signature_cache(True)
 
 
 def test_verify_uncached_checks_every_time(opened: list[bytes]) -> None:

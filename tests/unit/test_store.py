@@ -16,7 +16,6 @@ from typing import NamedTuple
 
 import pytest
 
-from snode.core import utxo_set
 from snode.core.blocks import Block, block_hash
 from snode.core.encoding import encode
 from snode.core.errors import DecodeError
@@ -24,6 +23,7 @@ from snode.core.mempool import Mempool
 from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import ChainState, undo_block
 from snode.core.transactions import txid
+from snode.core.utxo_set import DEFAULT_UTXO_LIMITS, UtxoLimits
 from snode.devchain import DevChain, key_from_label
 from snode.params import COIN
 from snode.store import DATABASE_FILE, ChainStore, Commit, StoreError, Undone
@@ -93,19 +93,19 @@ def db(tmp_path: Path) -> Path:
     return tmp_path / DATABASE_FILE
 
 
-def open_store(db: Path, history: History) -> ChainStore:
-    """The store at `db` for the history's genesis."""
+def open_store(db: Path, history: History, utxo_limits: UtxoLimits = DEFAULT_UTXO_LIMITS) -> ChainStore:
+    """The store at `db` for the history's genesis (its loaded outputs folding at `utxo_limits`)."""
     return ChainStore.open(
-        db, genesis_block=history.genesis_block, genesis_state=history.genesis_state
+        db, genesis_block=history.genesis_block, genesis_state=history.genesis_state, utxo_limits=utxo_limits
     )
 
 
-def committed_store(db: Path, history: History) -> ChainStore:
+def committed_store(db: Path, history: History, utxo_limits: UtxoLimits = DEFAULT_UTXO_LIMITS) -> ChainStore:
     """A store holding every block of the history, committed one by one, reopened."""
     with open_store(db, history) as store:
         for commit in history.commits:
             commit_one(store, commit)
-    return open_store(db, history)
+    return open_store(db, history, utxo_limits)
 
 
 def file_digest(path: Path) -> str:
@@ -252,14 +252,14 @@ def test_genesis_cannot_be_undone(db: Path, history: History) -> None:
 
 @pytest.mark.parametrize("fold_at", [1, 8_192])
 def test_a_state_packed_on_load_reads_as_it_was_stored_and_a_bad_row_is_named(
-    db: Path, history: History, fold_at: int, monkeypatch: pytest.MonkeyPatch
+    db: Path, history: History, fold_at: int
 ) -> None:
     # A restart packs the stored outputs when there are COMPACT_AT of them or more (a large
     # chain's), else keeps them in the overlay: both must load the same state, and a row that
     # is not an output is one DecodeError naming the record, not a crash halfway.
-    monkeypatch.setattr(utxo_set, "COMPACT_AT", fold_at)
+    limits = UtxoLimits(compact_at=fold_at)
     final = history.final_state
-    with committed_store(db, history) as store:
+    with committed_store(db, history, limits) as store:
         loaded = store.load_state()
     assert loaded == final and dict(loaded.utxos.items()) == dict(final.utxos.items())
     assert (len(loaded.utxos._overlay) == 0) == (fold_at == 1)
@@ -267,7 +267,7 @@ def test_a_state_packed_on_load_reads_as_it_was_stored_and_a_bad_row_is_named(
     other.execute("UPDATE utxos SET value = ? WHERE key = (SELECT MIN(key) FROM utxos)", (b"\x93\x01",))
     other.commit()
     other.close()
-    with open_store(db, history) as store, pytest.raises(DecodeError, match="not a valid UtxoEntry"):
+    with open_store(db, history, limits) as store, pytest.raises(DecodeError, match="not a valid UtxoEntry"):
         store.load_state()
     if fold_at != 1:
         return  # below the fold a text key is carried as it is, as before (nothing spends it)
@@ -277,24 +277,23 @@ def test_a_state_packed_on_load_reads_as_it_was_stored_and_a_bad_row_is_named(
     other.execute("INSERT INTO utxos (key, value) VALUES (?, ?)", ("k" * 34, value))  # text, not bytes
     other.commit()
     other.close()
-    with open_store(db, history) as store, pytest.raises(DecodeError, match="not a valid UtxoEntry"):
+    with open_store(db, history, limits) as store, pytest.raises(DecodeError, match="not a valid UtxoEntry"):
         store.load_state()
 
 
 @pytest.mark.parametrize("table", ["utxos", "service_nodes"])
 def test_a_store_whose_load_failed_frees_its_file_at_close_while_the_error_lives_on(
-    db: Path, history: History, table: str, monkeypatch: pytest.MonkeyPatch
+    db: Path, history: History, table: str
 ) -> None:
     # The failed read's cursor is in the traceback's frames: left open, it kept its statement
     # past close() (Python >= 3.12), and the EXCLUSIVE lock with it ('database is locked').
-    monkeypatch.setattr(utxo_set, "COMPACT_AT", 1)
     committed_store(db, history).close()
     other = sqlite3.connect(db)
     assert other.execute(f"SELECT count(*) FROM {table}").fetchone()[0] >= 1
     other.execute(f"UPDATE {table} SET value = ? WHERE key = (SELECT MIN(key) FROM {table})", (b"\x93\x01",))
     other.commit()
     other.close()
-    with open_store(db, history) as store:
+    with open_store(db, history, UtxoLimits(compact_at=1)) as store:
         with pytest.raises(DecodeError) as failed:
             store.load_state()
     assert failed.value.__traceback__ is not None

@@ -50,6 +50,8 @@ class Driver:
     """Producer keys that could not have made a block (neither an authority nor a registered SN)."""
     now: float = 1_000.0
     """The fake clock the machine reads."""
+    limits: L.SyncLimits = L.DEFAULT_SYNC_LIMITS
+    """The machine's bounds (a test passes small ones)."""
 
     def tip(self) -> tuple[int, bytes]:
         if not self.ours:
@@ -62,7 +64,7 @@ class Driver:
                              store_blocks=STORE, batch_blocks=DOWNLOAD,
                              could_produce=lambda producer: producer not in self.strangers,
                              check_signed=lambda block: "",
-                             clock=lambda: self.now, whole_bytes=WHOLE_BYTES)
+                             clock=lambda: self.now, whole_bytes=WHOLE_BYTES, limits=self.limits)
 
     def run(self, machine: S.SyncMachine, actions: list[S.Action]) -> None:
         queue = list(actions)
@@ -207,14 +209,13 @@ def test_a_longer_fork_is_collected_then_switched_to(chain: LabChain) -> None:
     assert driver.reorgs  # the fork was applied as a reorganisation
 
 
-def test_an_endless_fork_is_refused_with_a_ban(chain: LabChain, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_endless_fork_is_refused_with_a_ban(chain: LabChain) -> None:
     genesis = block_hash(chain.blocks[0].header)
     chain.mine(29)
     ours = chain.blocks[1:]
     fork = chain.fork(at=1)
     fork.mine(29)
-    monkeypatch.setattr(S, "MAX_BRANCH_BLOCKS", 15)
-    driver = Driver(list(ours), genesis, fork.blocks[1:])
+    driver = Driver(list(ours), genesis, fork.blocks[1:], limits=L.SyncLimits(max_branch_blocks=15))
     sync(driver, peer_height=30)  # the fork is longer only at its end, past the bound
     assert driver.log[-1] == "Ban" and not driver.reorgs
 
@@ -234,14 +235,15 @@ def test_a_stalling_peer_is_dropped_and_what_was_staged_is_kept(long_chain: LabC
     assert actions[-1] == S.Done(10)  # the peer is believed only as far as it delivered
 
 
-def forked(chain: LabChain, *, strangers: bool = False) -> tuple[S.SyncMachine, list[Block]]:
+def forked(chain: LabChain, *, strangers: bool = False,
+           limits: L.SyncLimits = L.DEFAULT_SYNC_LIMITS) -> tuple[S.SyncMachine, list[Block]]:
     """Our chain of 5 and a peer's fork of it from height 2 up to 14 (its producer a stranger:
-    a key that could not have made a block), the machine's first request sent."""
+    a key that could not have made a block), the machine's first request sent (under `limits`)."""
     genesis = block_hash(chain.blocks[0].header)
     chain.mine(5)
     fork = chain.fork(at=2)
     fork.mine(12)
-    driver = Driver(list(chain.blocks[1:]), genesis, fork.blocks[1:])
+    driver = Driver(list(chain.blocks[1:]), genesis, fork.blocks[1:], limits=limits)
     if strangers:
         driver.strangers.add(fork.blocks[3].header.producer)
     machine = driver.machine(peer_height=14)
@@ -381,16 +383,14 @@ def test_a_fork_block_with_a_bad_signature_gets_the_peer_banned(chain: LabChain)
     assert machine.branch == [] and machine.branch_bytes == 0
 
 
-def test_the_fork_buffer_counts_decoded_memory_not_encoded_bytes(
-        chain: LabChain, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_fork_buffer_counts_decoded_memory_not_encoded_bytes(chain: LabChain) -> None:
     machine, fork = forked(chain)
     download = fork[3:5]
     machine.on_blocks(14, download, 200, 1_000.0)
     memory = sum(S.block_memory(b) for b in download)
     assert machine.branch_bytes == memory > sum(len(encode(b)) for b in download)
     # A buffer bound the encoding stays under but the decoded blocks pass: refused.
-    machine, fork = forked(new_chain())
-    monkeypatch.setattr(S, "MAX_BRANCH_BYTES", memory - 1)
+    machine, fork = forked(new_chain(), limits=L.SyncLimits(max_branch_bytes=memory - 1))
     actions = machine.on_blocks(14, fork[3:5], 200, 1_000.0)
     assert isinstance(actions[-1], S.Ban) and "bytes in memory" in actions[-1].reason
     assert machine.branch == []

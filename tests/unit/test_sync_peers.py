@@ -7,7 +7,6 @@ hint that is never the target; a peer that failed is backed off per address, dou
 from __future__ import annotations
 
 import msgspec
-import pytest
 
 from snode.core.blocks import Block
 from snode.core.crypto import SigningKey
@@ -116,10 +115,9 @@ def test_a_backoff_doubles_up_to_its_cap_and_a_good_download_clears_it() -> None
     assert not backoffs.blocked("a") and backoffs.fail("a") == L.SYNC_BACKOFF_S
 
 
-def test_the_backoff_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(SP, "MAX_SYNC_BACKOFFS", 3)
+def test_the_backoff_table_is_bounded() -> None:
     clock = Clock()
-    backoffs = Backoffs(clock)
+    backoffs = Backoffs(clock, L.SyncLimits(max_sync_backoffs=3))
     for key in "abcd":
         backoffs.fail(key)
         clock.now += 1

@@ -18,10 +18,16 @@ from snode.core.blocks import block_hash, make_block
 from snode.core.crypto import SigningKey
 from snode.core.encoding import encode
 from snode.net import protocol as P
-from snode.net.limits import MAX_SYNC_SOURCES, SCORE_SYNC_STALL, SCORE_SYNC_TIMEOUT, SYNC_HEDGE_S
+from snode.net.limits import (
+    DEFAULT_SYNC_LIMITS,
+    MAX_SYNC_SOURCES,
+    SCORE_SYNC_STALL,
+    SCORE_SYNC_TIMEOUT,
+    SYNC_HEDGE_S,
+    SyncLimits,
+)
 from snode.net.peer import Peer, PeerWriter, RequestTimeout
 from snode.params import REGTEST
-from snode.services import sync_ranges
 from snode.services.sync import Syncer, _Ask, _Run
 from snode.services.sync_peers import Backoffs, Claim
 from snode.services.sync_ranges import TURN, Sources, hedge_wait
@@ -106,6 +112,7 @@ def test_blocks_are_credited_to_their_source() -> None:
 def test_a_request_is_hedged_after_the_hedge_delay() -> None:
     assert hedge_wait(100.0, 100.0) == SYNC_HEDGE_S
     assert hedge_wait(100.0, 100.0 + SYNC_HEDGE_S + 1) == 0.0
+    assert hedge_wait(100.0, 100.5, hedge_s=1.0) == 0.5
 
 
 # --- the adapter's use of them (`sync._Run._answer`), with stand-in peers ----------------------
@@ -135,13 +142,13 @@ class _Source(Peer):
         self.closed = True
 
 
-def _run(peers: list[_Source], scores: list[tuple[str, int]]) -> Any:
+def _run(peers: list[_Source], scores: list[tuple[str, int]], limits: SyncLimits = DEFAULT_SYNC_LIMITS) -> Any:
     node = SimpleNamespace(height=0, state=SimpleNamespace(tip_hash=bytes(32)), consensus=None,
                            hub=SimpleNamespace(subscribe=lambda kind, handler: None), note_sync_target=lambda h: None)
     manager = SimpleNamespace(on=lambda kind, handler: None, peers=peers,
                               misbehaving=lambda peer, points, reason: scores.append((peer.key, points)))
     syncer = Syncer(manager, SimpleNamespace(could_produce=lambda key: True),  # type: ignore[arg-type]
-                    SimpleNamespace(node=node))  # type: ignore[arg-type]
+                    SimpleNamespace(node=node), limits)  # type: ignore[arg-type]
     return _Run(syncer, peers[0])
 
 
@@ -155,11 +162,12 @@ def _blocks(parent: bytes, count: int) -> list[bytes]:
     return out
 
 
-def _answer(peers: list[_Source], top: bytes | None = None) -> tuple[Any, list[tuple[str, int]], Any]:
+def _answer(peers: list[_Source], top: bytes | None = None,
+            limits: SyncLimits = DEFAULT_SYNC_LIMITS) -> tuple[Any, list[tuple[str, int]], Any]:
     scores: list[tuple[str, int]] = []
 
     async def go() -> tuple[Any, Any]:
-        run = _run(peers, scores)
+        run = _run(peers, scores, limits)
         run.sources.fill(run.syncer._claims(), 1, run.syncer.backoffs)
         ask = _Ask([top or bytes(32)], top, time.monotonic())
         run._send(ask, peers[0])
@@ -168,10 +176,9 @@ def _answer(peers: list[_Source], top: bytes | None = None) -> tuple[Any, list[t
     return got, scores, run
 
 
-def test_a_held_request_is_asked_of_another_source_and_the_slow_one_is_left(monkeypatch: Any) -> None:
-    monkeypatch.setattr(sync_ranges, "SYNC_HEDGE_S", 0.05)
+def test_a_held_request_is_asked_of_another_source_and_the_slow_one_is_left() -> None:
     holder, honest = _Source("10.0.0.1", 50), _Source("10.0.0.2", 50, P.Blocks([], 50))
-    (peer, reply, _, _), scores, run = _answer([holder, honest])
+    (peer, reply, _, _), scores, run = _answer([holder, honest], limits=SyncLimits(sync_hedge_s=0.05))
     assert peer is honest and reply.height == 50
     assert holder.blocks_owed == 1, "the held answer, when it comes, is dropped"
     assert run.syncer.backoffs.blocked(holder.key) and not run.sources.has(holder)

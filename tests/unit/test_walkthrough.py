@@ -50,12 +50,9 @@ def test_walkthrough_tells_the_whole_story(capsys: pytest.CaptureFixture[str]) -
     assert lines[-1].startswith("walkthrough complete:")
 
 
-def test_a_claim_that_does_not_hold_fails_the_demo(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_claim_that_does_not_hold_fails_the_demo(capsys: pytest.CaptureFixture[str]) -> None:
     # dave stakes too little, so the pool node never fills and the story's claim breaks.
-    monkeypatch.setattr(walkthrough, "CONTRIBUTOR_STAKES", {"carol": "60000", "dave": "30000"})
-    assert walkthrough.main() == 1
+    assert walkthrough.main({"carol": "60000", "dave": "30000"}) == 1
     _, err = capsys.readouterr()
     assert "walkthrough FAILED" in err
     assert "the two stakes fill the pool node" in err

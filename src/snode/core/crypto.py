@@ -51,7 +51,9 @@ class _GoodSignatures:
     the newer one is full it becomes the older, and the older is dropped. No lock: a rebinding
     and a dict operation are each atomic under the GIL, and a race can only lose an entry."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int = GOOD_CACHE_SIZE) -> None:
+        self.half = size // 2
+        """Triples a generation holds (the cache remembers `size` at most)."""
         self.newer: dict[bytes, None] = {}
         self.older: dict[bytes, None] = {}
 
@@ -61,7 +63,7 @@ class _GoodSignatures:
     def add(self, key: bytes) -> None:
         newer = self.newer
         newer[key] = None
-        if len(newer) >= GOOD_CACHE_SIZE // 2:
+        if len(newer) >= self.half:
             self.older, self.newer = newer, {}
 
     def __len__(self) -> int:
@@ -81,11 +83,12 @@ class _NoCache(_GoodSignatures):
 _good: _GoodSignatures = _GoodSignatures()
 
 
-def signature_cache(on: bool) -> None:
-    """Switch the signature cache on (the default, emptied) or off: the benchmarks measure
-    what a signature costs when it is first seen, verifying the same ones over and over."""
+def signature_cache(on: bool, size: int = GOOD_CACHE_SIZE) -> None:
+    """Switch the signature cache on (the default, emptied, remembering `size` good triples at
+    most) or off: the benchmarks measure what a signature costs when it is first seen, verifying
+    the same ones over and over; a test of the bound passes a small `size`."""
     global _good
-    _good = _GoodSignatures() if on else _NoCache()
+    _good = _GoodSignatures(size) if on else _NoCache()
 
 
 def verify(public: bytes, message: bytes, signature: bytes) -> bool:

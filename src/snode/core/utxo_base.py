@@ -71,7 +71,8 @@ def new_utxo(owner: bytes, amount: int, unlock_height: int) -> UtxoEntry:
 
 RENUMBER_SLACK = 65_536
 """Owner numbers a base's table may hold beyond twice its records before a fold numbers the
-owners afresh (dropping those whose outputs are all spent). Tests lower it."""
+owners afresh (dropping those whose outputs are all spent). Tests pass a lower one
+(`utxo_set.UtxoLimits`)."""
 
 
 class OwnerTable:
@@ -155,9 +156,11 @@ def base_records(base: Base) -> Iterator[tuple[bytes, UtxoEntry]]:
             yield key, UtxoEntry(owners[owner], amount, unlock)
 
 
-def folded(base: Base, overlay: Iterable[tuple[bytes, UtxoEntry | None]]) -> tuple[Base, dict[bytes, UtxoEntry]]:
+def folded(base: Base, overlay: Iterable[tuple[bytes, UtxoEntry | None]],
+           renumber_slack: int = RENUMBER_SLACK) -> tuple[Base, dict[bytes, UtxoEntry]]:
     """A new base with these changes made to it (None: delete the key), and the entries that
-    cannot be packed (for the new overlay). Only the buckets the changes touch are rebuilt."""
+    cannot be packed (for the new overlay). Only the buckets the changes touch are rebuilt; the
+    owners are numbered afresh past `renumber_slack` dead ones (RENUMBER_SLACK)."""
     groups: dict[int, list[tuple[bytes, UtxoEntry | None]]] = {}
     kept: dict[bytes, UtxoEntry] = {}
     for key, entry in overlay:
@@ -182,7 +185,7 @@ def folded(base: Base, overlay: Iterable[tuple[bytes, UtxoEntry | None]]) -> tup
                 blob += pack(key, number(entry.owner), entry.amount, entry.unlock_height)
                 records += 1
         buckets[index] = bytes(blob) if blob else _EMPTY
-    if len(owners.numbers) > 2 * records + RENUMBER_SLACK:
+    if len(owners.numbers) > 2 * records + renumber_slack:
         return _renumbered(buckets, owners, records), kept
     return Base(tuple(buckets), owners, records), kept
 

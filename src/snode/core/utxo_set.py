@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 import immutables
 
 from snode.core.utxo_base import (
     EMPTY_BASE,
+    RENUMBER_SLACK,
     Base,
     UtxoEntry,
     base_get,
@@ -46,7 +48,21 @@ from snode.core.utxo_base import (
 
 COMPACT_AT = 8_192
 """Overlay keys at which a block's `finish(fold=True)` folds the overlay into a new base: the
-overlay then costs about 2 MiB, and a fold about 20 ms. Tests lower it to make folds happen."""
+overlay then costs about 2 MiB, and a fold about 20 ms. Tests pass a lower one (`UtxoLimits`)
+to make folds happen."""
+
+
+@dataclass(frozen=True, slots=True)
+class UtxoLimits:
+    """When a set folds its overlay and numbers its owners afresh, as one record a set carries
+    and hands to every set made from it (`mutate`, `update`): the node's are the defaults, the
+    constants; a test makes a set with small ones so that folds happen every few keys."""
+
+    compact_at: int = COMPACT_AT
+    renumber_slack: int = RENUMBER_SLACK
+
+
+DEFAULT_UTXO_LIMITS: Final = UtxoLimits()
 
 
 _MISSING: Any = object()
@@ -54,12 +70,13 @@ _MISSING: Any = object()
 
 def _built(
     pairs: Iterable[tuple[bytes, Any]], decode: Callable[[Any], UtxoEntry] | None = None,
+    compact_at: int = COMPACT_AT,
 ) -> tuple[Base, immutables.Map[bytes, UtxoEntry | None], int]:
     """(base, overlay, length) of these distinct keys' entries (made by `decode` from each
-    pair's value if given): all in the overlay below COMPACT_AT, else packed."""
+    pair's value if given): all in the overlay below `compact_at`, else packed."""
     pairs = iter(pairs)
-    first = list(itertools.islice(pairs, COMPACT_AT))
-    if len(first) < COMPACT_AT:
+    first = list(itertools.islice(pairs, compact_at))
+    if len(first) < compact_at:
         if decode is not None:
             first = [(key, decode(value)) for key, value in first]
         return EMPTY_BASE, immutables.Map(first), len(first)
@@ -71,25 +88,35 @@ class UtxoSet:
     """A persistent map of outpoint key -> UtxoEntry (see the module's text). Read it like a
     Mapping; change it through `mutate()` or `update()`, which return a new set."""
 
-    __slots__ = ("_base", "_overlay", "_len")
+    __slots__ = ("_base", "_overlay", "_len", "_limits")
 
-    def __init__(self, items: Mapping[bytes, UtxoEntry] | Iterable[tuple[bytes, UtxoEntry]] = ()) -> None:
+    def __init__(self, items: Mapping[bytes, UtxoEntry] | Iterable[tuple[bytes, UtxoEntry]] = (),
+                 limits: UtxoLimits = DEFAULT_UTXO_LIMITS) -> None:
         """A set of these entries; an iterable must not repeat a key (a Mapping's or a table's
-        rows). Fewer than COMPACT_AT go into the overlay, as a mutation would leave them; more
-        are packed as they come, without a map of them all first."""
-        self._base, self._overlay, self._len = _built(items.items() if isinstance(items, Mapping) else items)
+        rows). Fewer than COMPACT_AT (`limits.compact_at`) go into the overlay, as a mutation
+        would leave them; more are packed as they come, without a map of them all first."""
+        pairs = items.items() if isinstance(items, Mapping) else items
+        self._base, self._overlay, self._len = _built(pairs, None, limits.compact_at)
+        self._limits = limits
 
     @classmethod
-    def from_rows(cls, rows: Iterable[tuple[bytes, bytes]], decode: Callable[[bytes], UtxoEntry]) -> UtxoSet:
+    def from_rows(cls, rows: Iterable[tuple[bytes, bytes]], decode: Callable[[bytes], UtxoEntry],
+                  limits: UtxoLimits = DEFAULT_UTXO_LIMITS) -> UtxoSet:
         """A set of stored rows (distinct keys, each value decoded by `decode`): a restart's
         load, packed as the rows come (never a map of them all first)."""
-        return cls._made(*_built(rows, decode))
+        return cls._made(*_built(rows, decode, limits.compact_at), limits)
 
     @classmethod
-    def _made(cls, base: Base, overlay: immutables.Map[bytes, UtxoEntry | None], length: int) -> UtxoSet:
+    def _made(cls, base: Base, overlay: immutables.Map[bytes, UtxoEntry | None], length: int,
+              limits: UtxoLimits) -> UtxoSet:
         made = cls.__new__(cls)
-        made._base, made._overlay, made._len = base, overlay, length
+        made._base, made._overlay, made._len, made._limits = base, overlay, length, limits
         return made
+
+    @property
+    def limits(self) -> UtxoLimits:
+        """When this set, and every set made from it, folds (`UtxoLimits`)."""
+        return self._limits
 
     def get(self, key: bytes, default: Any = None) -> Any:
         """The entry of key, or default."""
@@ -132,7 +159,7 @@ class UtxoSet:
 
     def mutate(self) -> UtxoMutation:
         """A mutation whose `finish` makes the changed set; this one stays as it is."""
-        return UtxoMutation(self._base, self._overlay, self._len)
+        return UtxoMutation(self._base, self._overlay, self._len, self._limits)
 
     def update(self, changes: Mapping[bytes, UtxoEntry]) -> UtxoSet:
         """This set with these keys set."""
@@ -166,10 +193,12 @@ class UtxoMutation:
     reads an input and then spends it, and each would otherwise search and decode the same
     record. A set without a base (every small one) never looks there."""
 
-    __slots__ = ("_base", "_packed", "_changes", "_len", "_seen_key", "_seen")
+    __slots__ = ("_base", "_packed", "_changes", "_len", "_seen_key", "_seen", "_limits")
 
-    def __init__(self, base: Base, overlay: immutables.Map[bytes, UtxoEntry | None], length: int) -> None:
+    def __init__(self, base: Base, overlay: immutables.Map[bytes, UtxoEntry | None], length: int,
+                 limits: UtxoLimits = DEFAULT_UTXO_LIMITS) -> None:
         self._base = base
+        self._limits = limits
         self._packed = base.records > 0
         self._changes = overlay.mutate()
         self._len = length
@@ -235,11 +264,11 @@ class UtxoMutation:
         (`transition.apply_block`, after its signatures were handed to the verifier), never a
         result that may be thrown away (a transaction's admission check, a producer's pick), so
         that nobody can make a node fold, or number owners, for a transaction it refuses."""
-        overlay = self._changes.finish()
-        if not fold or len(overlay) < COMPACT_AT:
-            return UtxoSet._made(self._base, overlay, self._len)
-        base, kept = folded(self._base, overlay.items())
-        return UtxoSet._made(base, immutables.Map(kept), self._len)
+        overlay, limits = self._changes.finish(), self._limits
+        if not fold or len(overlay) < limits.compact_at:
+            return UtxoSet._made(self._base, overlay, self._len, limits)
+        base, kept = folded(self._base, overlay.items(), limits.renumber_slack)
+        return UtxoSet._made(base, immutables.Map(kept), self._len, limits)
 
 
 class TrackedUtxos(UtxoMutation):
@@ -249,7 +278,7 @@ class TrackedUtxos(UtxoMutation):
     __slots__ = ("old",)
 
     def __init__(self, utxos: UtxoSet) -> None:
-        super().__init__(utxos._base, utxos._overlay, utxos._len)
+        super().__init__(utxos._base, utxos._overlay, utxos._len, utxos._limits)
         self.old: dict[bytes, UtxoEntry | None] = {}
 
     def set(self, key: bytes, entry: UtxoEntry) -> None:

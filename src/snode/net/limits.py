@@ -342,3 +342,23 @@ class PeerLimits:
 
 
 DEFAULT_LIMITS: Final = PeerLimits()
+
+
+@dataclass(frozen=True, slots=True)
+class SyncLimits:
+    """The bounds a chain sync enforces (`services.sync_machine`, `sync_ranges`, `sync_peers`),
+    as one record that the syncer, its machine, its sources and its backoffs take as an
+    argument: the daemon passes the defaults, the constants above; a test passes small ones."""
+
+    max_branch_blocks: int = MAX_BRANCH_BLOCKS
+    max_branch_bytes: int = MAX_BRANCH_BYTES
+    sync_stall_s: float = SYNC_STALL_S
+    min_sync_rate: int = MIN_SYNC_RATE
+    sync_backoff_s: float = SYNC_BACKOFF_S
+    sync_backoff_max_s: float = SYNC_BACKOFF_MAX_S
+    max_sync_backoffs: int = MAX_SYNC_BACKOFFS
+    max_sync_sources: int = MAX_SYNC_SOURCES
+    sync_hedge_s: float = SYNC_HEDGE_S
+
+
+DEFAULT_SYNC_LIMITS: Final = SyncLimits()

@@ -8,7 +8,8 @@ an error naming it rather than a silently ignored option.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 import msgspec
 
@@ -86,6 +87,18 @@ Paid = tuple[int, list[tuple[bytes, int]]]
 MAX_REWARD_STEPS = 10_000
 """Blocks `get_service_node_rewards` reads back at most for one answer (rewards above
 `to_height` are read to get past them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RpcLimits:
+    """The bounds of one answer, as one record the method table takes (the daemon passes the
+    defaults, the constants above; a test passes small ones)."""
+
+    max_rewards_listed: int = MAX_REWARDS_LISTED
+    max_reward_steps: int = MAX_REWARD_STEPS
+
+
+DEFAULT_RPC_LIMITS: Final = RpcLimits()
 PROOF_ACK_WAIT = 3.0
 """Seconds `send_uptime_proof` waits for a peer to acknowledge the proof it sent."""
 
@@ -116,8 +129,10 @@ class MethodTable:
 
     def __init__(self, node: Node, *, request_stop: Callable[[], None],
                  peers: PeerManager | None = None, duties: ServiceNodeDuties | None = None,
-                 writer: ChainWriter | None = None, clock: Clock | None = None) -> None:
+                 writer: ChainWriter | None = None, clock: Clock | None = None,
+                 limits: RpcLimits = DEFAULT_RPC_LIMITS) -> None:
         self.node = node
+        self.limits = limits
         self.peers = peers
         self.duties = duties
         self.writer = writer if writer is not None else ChainWriter(node)
@@ -391,10 +406,10 @@ class MethodTable:
                     raise RpcError(E.INTERNAL_ERROR, f"get_service_node_rewards: the coinbase of block {height} "
                                                      "does not pay this node's split: the chain changed during "
                                                      "the call: ask again")
-                if len(paid) == MAX_REWARDS_LISTED:
+                if len(paid) == self.limits.max_rewards_listed:
                     return paid, False
                 paid.append((height, split))
-            if steps == MAX_REWARD_STEPS and before.last_reward_height >= max(low, 1):
+            if steps == self.limits.max_reward_steps and before.last_reward_height >= max(low, 1):
                 return paid, False
             height, sn = before.last_reward_height, before
         return paid, True

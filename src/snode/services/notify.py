@@ -72,8 +72,10 @@ def event_environment(event: dict[str, Any]) -> dict[str, str]:
 class Notifier:
     """Runs the command for each event, one at a time."""
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], *, timeout: float = TIMEOUT) -> None:
         self.argv = argv
+        self.timeout = timeout
+        """Seconds a run may take before it is killed (TIMEOUT; a test passes a short one)."""
         self._waiting: deque[dict[str, Any]] = deque()
         self._running: asyncio.Task[None] | None = None
         self._proc: asyncio.subprocess.Process | None = None
@@ -103,14 +105,14 @@ class Notifier:
             return
         self._proc = proc
         try:
-            async with asyncio.timeout(TIMEOUT):
+            async with asyncio.timeout(self.timeout):
                 assert proc.stderr is not None
                 err_out = await _tail(proc.stderr)
                 await proc.wait()
         except TimeoutError:
             proc.kill()  # by its pid: the process we started
             await proc.wait()
-            log.warning("notify: %s ran over %g s for a %s event; killed", self.argv[0], TIMEOUT,
+            log.warning("notify: %s ran over %g s for a %s event; killed", self.argv[0], self.timeout,
                         event.get("event"))
             return
         finally:

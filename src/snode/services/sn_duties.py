@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # pyzmq is imported only by a service node's daemon (start-up
 
 log = logging.getLogger(__name__)
 
-MAX_PENDING_VERDICTS = 10_000
+MAX_PENDING_VERDICTS: Final = 10_000
 """Open (node, verdict, height) keys kept at once; a member cannot grow this without bound..."""
 MAX_OPEN_VOTES_PER_VOTER: Final = MAX_PENDING_VERDICTS // 10
 """...and one voter's votes among them (1,000): a tenth, one member's share of a quorum of ten,
@@ -57,6 +57,20 @@ votes once a block on each node it finds failing, each vote under that block's q
 this holds its votes on 100 nodes failing at once over the whole STATE_CHANGE_WINDOW; with more,
 its votes of the newest heights wait until the oldest are pruned, and a verdict needs the votes
 of one height only."""
+
+
+@dataclass(frozen=True, slots=True)
+class DutyLimits:
+    """The bounds of the open-vote table, as one record the duties take (the daemon passes the
+    defaults, the constants above; a test passes small ones)."""
+
+    max_pending_verdicts: int = MAX_PENDING_VERDICTS
+    max_open_votes_per_voter: int = MAX_OPEN_VOTES_PER_VOTER
+    vote_window: int = STATE_CHANGE_WINDOW
+    """Heights a vote is kept below our own (a state change carries votes of that window)."""
+
+
+DEFAULT_DUTY_LIMITS: Final = DutyLimits()
 
 VoteKey = tuple[bytes, int, int, int]
 """(sn pubkey, kind, reason, quorum height)."""
@@ -141,8 +155,10 @@ class ServiceNodeDuties:
 
     def __init__(self, node: Node, peers: PeerManager, *, quorumnet: QuorumNet | None,
                  doppelganger_wait: float = 0, on_doppelganger: Callable[[str], None] | None = None,
-                 equivocations: EquivocationWatch | None = None) -> None:
+                 equivocations: EquivocationWatch | None = None,
+                 limits: DutyLimits = DEFAULT_DUTY_LIMITS) -> None:
         self.node = node
+        self.limits = limits
         self.peers = peers
         self.quorumnet = quorumnet
         self.started = node.now()
@@ -360,11 +376,13 @@ class ServiceNodeDuties:
         target = node.state.service_nodes.get(vote.sn_pubkey)
         key: VoteKey = (vote.sn_pubkey, vote.kind, vote.reason, vote.quorum_height)
         held = self.votes.get(key)
-        if quorum is None or target is None or (held is None and len(self.votes) >= MAX_PENDING_VERDICTS):
+        limits = self.limits
+        if quorum is None or target is None or (held is None and len(self.votes) >= limits.max_pending_verdicts):
             return  # only registered nodes, and a bounded number of open verdicts
         if held is not None and held.get(vote.voter) == vote.signature:
             return  # a copy of a vote we hold
-        if (held is None or vote.voter not in held) and self._open.get(vote.voter, 0) >= MAX_OPEN_VOTES_PER_VOTER:
+        if ((held is None or vote.voter not in held)
+                and self._open.get(vote.voter, 0) >= limits.max_open_votes_per_voter):
             return  # this voter's share of the table is full
         if not accepts_vote(vote, quorum, target, node.height + 1, node.params):
             self._refused_vote(vote, quorum, sender)
@@ -413,7 +431,7 @@ class ServiceNodeDuties:
             self.quorumnet.junk(sender, SCORE_FORGED, "sent an obligations vote whose signature does not verify")
 
     def _prune(self) -> None:
-        oldest = self.node.height - STATE_CHANGE_WINDOW
+        oldest = self.node.height - self.limits.vote_window
         for key in [k for k in self.votes if k[3] < oldest]:
             for voter in self.votes.pop(key):
                 left = self._open.get(voter, 0) - 1

@@ -32,12 +32,12 @@ from snode.net import protocol as P
 from snode.net.admission import limited
 from snode.net.events import BlocksAhead, PeerConnected
 from snode.net.limits import (
+    DEFAULT_SYNC_LIMITS,
     HEADERS_FIRST_MIN,
-    MAX_SYNC_BACKOFFS,
     SCORE_PROTOCOL,
     SCORE_SYNC_STALL,
     SCORE_SYNC_TIMEOUT,
-    SYNC_HEDGE_S,
+    SyncLimits,
 )
 from snode.net.peer import Peer, PeerGone, RequestTimeout
 from snode.net.peers import PeerManager
@@ -98,12 +98,15 @@ class _Ask:
 class Syncer:
     """Keeps the node's chain up with the best peer's."""
 
-    def __init__(self, peers: PeerManager, relay: Relay, writer: ChainWriter) -> None:
+    def __init__(self, peers: PeerManager, relay: Relay, writer: ChainWriter,
+                 limits: SyncLimits = DEFAULT_SYNC_LIMITS) -> None:
         self.peers = peers
         self.relay = relay
         self.writer = writer
         self.node = writer.node
-        self.backoffs = Backoffs(time.monotonic)
+        self.limits = limits
+        """The sync's bounds (`net.limits`), handed to its machine, sources and backoffs."""
+        self.backoffs = Backoffs(time.monotonic, limits)
         self._wanted = asyncio.Event()
         self._run: _Run | None = None
         self._tip: Block | None = None
@@ -392,7 +395,7 @@ class Syncer:
     def _refuse(self, peer: Peer, reason: str) -> None:
         """`peer`'s chain contradicts the trusted checkpoint: one line, never synced from again."""
         log.warning("sync: peer %s %s; not syncing from it", peer.name, reason, extra=limited(peer))
-        if len(self._contradicting) >= MAX_SYNC_BACKOFFS:
+        if len(self._contradicting) >= self.limits.max_sync_backoffs:
             del self._contradicting[next(iter(self._contradicting))]
         self._contradicting[peer.key] = None
         self._update_target()
@@ -456,12 +459,13 @@ class _Run:
             peer_height=peer.height, node_height=node.height, node_tip=node.state.tip_hash,
             store_blocks=SYNC_STORE_BLOCKS, batch_blocks=P.MAX_BLOCKS_PER_BATCH,
             could_produce=syncer.relay.could_produce, check_signed=signed_check(node.consensus),
-            clock=time.monotonic, whole_bytes=WHOLE_DOWNLOAD_BYTES,
+            clock=time.monotonic, whole_bytes=WHOLE_DOWNLOAD_BYTES, limits=syncer.limits,
         )
         self.held: StagedBatch | None = None
         self.held_by = peer
         """The source of the staged batch's blocks (a batch is joined only from one source)."""
-        self.sources = Sources([Claim(peer, peer.key, peer.height, peer.proven)])
+        self.sources = Sources([Claim(peer, peer.key, peer.height, peer.proven)],
+                               limit=syncer.limits.max_sync_sources)
         self.last_height = node.height
         """The height of the last block downloaded."""
         self.requests: list[_Ask] = []
@@ -568,8 +572,9 @@ class _Run:
         until we look for one again: a peer may prove the range meanwhile)."""
         self._fill()
         if self.sources.spare(ask.tries) is None:
-            return SYNC_HEDGE_S
-        return hedge_wait(max(asked for _, asked in ask.tries.values()), time.monotonic())
+            return self.syncer.limits.sync_hedge_s
+        return hedge_wait(max(asked for _, asked in ask.tries.values()), time.monotonic(),
+                          self.syncer.limits.sync_hedge_s)
 
     def _hedge(self, ask: _Ask) -> None:
         spare = self.sources.spare(ask.tries)

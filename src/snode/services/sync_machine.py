@@ -46,17 +46,13 @@ import msgspec
 from snode.core.blocks import Block, BlockHeader, block_hash
 from snode.core.transactions import Registration
 from snode.net.limits import (
-    MAX_BRANCH_BLOCKS,
-    MAX_BRANCH_BYTES,
-    MIN_SYNC_RATE,
+    DEFAULT_SYNC_LIMITS,
     SCORE_FORK_RESET,
     SCORE_SYNC_STALL,
     SCORE_SYNC_TIMEOUT,
     SCORE_UNKNOWN_PRODUCER,
-    SYNC_STALL_S,
+    SyncLimits,
 )
-
-# A fork offered by a peer is held in memory until it is longer than ours: bounded (`net.limits`).
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +156,9 @@ class SyncMachine:
     whole_bytes: int
     """A download of this many bytes or more is whole even with fewer than `batch_blocks` blocks
     (the sender's next block did not fit its batch's byte limit)."""
+    limits: SyncLimits = DEFAULT_SYNC_LIMITS
+    """The fork buffer's bounds (a fork offered by a peer is held in memory until it is longer
+    than ours) and what makes a staller (`net.limits`; a test passes small ones)."""
     outstanding: int = 0
     """Requests sent and not answered yet..."""
     sent: deque[float] = field(default_factory=deque)
@@ -280,7 +279,7 @@ class SyncMachine:
                 and size < self.whole_bytes):
             return (f"sent {len(blocks)} blocks ({size} bytes) for a download of up to "
                     f"{self.batch_blocks} while claiming height {reply_height}")
-        if took > SYNC_STALL_S and size < MIN_SYNC_RATE * took:
+        if took > self.limits.sync_stall_s and size < self.limits.min_sync_rate * took:
             return f"took {took:.0f} s to send a download of {size} bytes"
         return ""
 
@@ -327,10 +326,11 @@ class SyncMachine:
                 return actions + [Ban(f"offered a fork with an invalid block {block.header.height}: {bad}")]
             self.branch.append(block)
             self.branch_bytes += block_memory(block)
-            if len(self.branch) > MAX_BRANCH_BLOCKS or self.branch_bytes > MAX_BRANCH_BYTES:
+            limits = self.limits
+            if len(self.branch) > limits.max_branch_blocks or self.branch_bytes > limits.max_branch_bytes:
                 self._drop_branch()
-                return actions + [Ban(f"offers a fork of more than {MAX_BRANCH_BLOCKS} blocks or "
-                                      f"{MAX_BRANCH_BYTES} bytes in memory")]
+                return actions + [Ban(f"offers a fork of more than {limits.max_branch_blocks} blocks or "
+                                      f"{limits.max_branch_bytes} bytes in memory")]
         if self.branch[-1].header.height > top:
             actions.append(Reorganize(self.branch))
             self._drop_branch()

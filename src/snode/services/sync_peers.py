@@ -39,7 +39,7 @@ from snode.core.pulse import check_block_producer, validator_checks
 from snode.core.sigchecks import verify_serially
 from snode.core.state import ChainState
 from snode.net import protocol as P
-from snode.net.limits import MAX_SYNC_BACKOFFS, SYNC_BACKOFF_MAX_S, SYNC_BACKOFF_S
+from snode.net.limits import DEFAULT_SYNC_LIMITS, SyncLimits
 from snode.params import MAX_FUTURE_BLOCK_TIME
 
 
@@ -88,10 +88,12 @@ def check_tip(tip: P.TipHeader, state: ChainState, consensus: Consensus, now: in
 class Backoffs:
     """Addresses not to sync from for a while: SYNC_BACKOFF_S after a failure, doubling with
     each one up to SYNC_BACKOFF_MAX_S, forgotten after a good download. Bounded
-    (MAX_SYNC_BACKOFFS: when full, the one whose backoff ends first goes)."""
+    (MAX_SYNC_BACKOFFS: when full, the one whose backoff ends first goes); the three bounds
+    are `limits`'s."""
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(self, clock: Callable[[], float], limits: SyncLimits = DEFAULT_SYNC_LIMITS) -> None:
         self.clock = clock
+        self.limits = limits
         self._until: dict[str, tuple[float, float]] = {}
         """Address -> (when its backoff ends, its length)."""
 
@@ -99,8 +101,9 @@ class Backoffs:
         """One more failure of `key`; how long it is backed off now."""
         now = self.clock()
         last = self._until.pop(key, None)
-        delay = SYNC_BACKOFF_S if last is None else min(last[1] * 2, SYNC_BACKOFF_MAX_S)
-        if len(self._until) >= MAX_SYNC_BACKOFFS:
+        limits = self.limits
+        delay = limits.sync_backoff_s if last is None else min(last[1] * 2, limits.sync_backoff_max_s)
+        if len(self._until) >= limits.max_sync_backoffs:
             del self._until[min(self._until, key=lambda k: self._until[k][0])]
         self._until[key] = (now + delay, delay)
         return delay

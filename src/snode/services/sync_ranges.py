@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from snode.net.limits import MAX_SYNC_SOURCES, SYNC_HEDGE_S
+from snode.net.limits import DEFAULT_SYNC_LIMITS, MAX_SYNC_SOURCES
 from snode.services.sync_peers import Backoffs, Claim
 
 TURN = 2
@@ -107,6 +107,7 @@ class Sources:
         self.delivered[peer] = self.delivered.get(peer, 0) + blocks
 
 
-def hedge_wait(sent: float, now: float) -> float:
-    """Seconds until a request sent at `sent` is to be asked of another peer too (0: now)."""
-    return max(0.0, sent + SYNC_HEDGE_S - now)
+def hedge_wait(sent: float, now: float, hedge_s: float = DEFAULT_SYNC_LIMITS.sync_hedge_s) -> float:
+    """Seconds until a request sent at `sent` is to be asked of another peer too (0: now), a
+    request being hedged `hedge_s` after it was sent (SYNC_HEDGE_S; `SyncLimits.sync_hedge_s`)."""
+    return max(0.0, sent + hedge_s - now)

@@ -23,6 +23,7 @@ from snode.core.encoding import decode_trusted, encode
 from snode.core.errors import DecodeError
 from snode.core.state import MAP_NAMES, ChainState, Undo
 from snode.core.transactions import Transaction, txid
+from snode.core.utxo_set import DEFAULT_UTXO_LIMITS, UtxoLimits
 from snode.store import rows, schema, state_tables
 from snode.store.errors import StoreError, damaged, read_error, write_error
 from snode.store.protocol import Commit, Undone
@@ -75,10 +76,12 @@ class ChainStore:
     """
 
     def __init__(
-        self, conn: sqlite3.Connection, path: Path, tip: tuple[int, bytes], state_height: int
+        self, conn: sqlite3.Connection, path: Path, tip: tuple[int, bytes], state_height: int,
+        utxo_limits: UtxoLimits = DEFAULT_UTXO_LIMITS,
     ) -> None:
         """Wrap an open, checked connection; use `ChainStore.open`."""
         self._conn = conn
+        self._utxo_limits = utxo_limits
         self._path = path
         self._tip = tip
         self._state_height = state_height
@@ -98,10 +101,12 @@ class ChainStore:
 
     @classmethod
     def open(
-        cls, path: Path, *, genesis_block: Block, genesis_state: ChainState
+        cls, path: Path, *, genesis_block: Block, genesis_state: ChainState,
+        utxo_limits: UtxoLimits = DEFAULT_UTXO_LIMITS,
     ) -> ChainStore:
         """Open the database file `path` (usually `data_dir / DATABASE_FILE`), creating it with
-        the genesis block and state on first use.
+        the genesis block and state on first use. A loaded state's outputs fold at `utxo_limits`
+        (the node's: the defaults; a test passes small ones).
 
         StoreError when the file belongs to another genesis, has an unsupported schema version,
         is not an snode database or is in use by another process; such a file is not written.
@@ -141,7 +146,7 @@ class ChainStore:
         except BaseException:
             conn.close()
             raise
-        return cls(conn, path, (height, tip_hash), state_tip.height)
+        return cls(conn, path, (height, tip_hash), state_tip.height, utxo_limits)
 
     def close(self) -> None:
         """Close the database (SQLite checkpoints the WAL into the main file)."""
@@ -174,7 +179,7 @@ class ChainStore:
         if self._deferred is not None:
             raise ValueError("the state of the last blocks is deferred; flush_state first")
         try:
-            return state_tables.read_state(self._conn)
+            return state_tables.read_state(self._conn, self._utxo_limits)
         except sqlite3.DatabaseError as err:
             raise read_error(self._path, err) from err
 

@@ -30,7 +30,7 @@ from snode.core.state import (
 )
 from snode.core.state_root import Checksum, current_checksum, with_checksum
 from snode.core.types import Amount, Hash32, Height, Timestamp
-from snode.core.utxo_set import UtxoSet
+from snode.core.utxo_set import DEFAULT_UTXO_LIMITS, UtxoLimits, UtxoSet
 from snode.store.schema import query
 
 VALUE_TYPES: Final[dict[str, type]] = {
@@ -138,11 +138,12 @@ def read_tip(conn: sqlite3.Connection) -> TipRecord:
     return decode_trusted(row[0], TipRecord)
 
 
-def read_state(conn: sqlite3.Connection) -> ChainState:
-    """The stored state: one query per table, decoded in one pass each."""
+def read_state(conn: sqlite3.Connection, utxo_limits: UtxoLimits = DEFAULT_UTXO_LIMITS) -> ChainState:
+    """The stored state: one query per table, decoded in one pass each (its outputs a set
+    folding at `utxo_limits`)."""
     tip = read_tip(conn)
     with _collector_paused():
-        utxos = _read_utxos(conn)
+        utxos = _read_utxos(conn, utxo_limits)
         maps = {name: _read_map(conn, name) for name in VALUE_TYPES}
     state = ChainState(
         height=tip.height, tip_hash=tip.tip_hash, timestamp=tip.timestamp, issued=tip.issued,
@@ -167,10 +168,10 @@ def read_checksum(conn: sqlite3.Connection, tip_hash: bytes) -> Checksum | None:
         raise DecodeError(f"not a valid state checksum: {err}") from None
 
 
-def _read_utxos(conn: sqlite3.Connection) -> UtxoSet:
+def _read_utxos(conn: sqlite3.Connection, limits: UtxoLimits) -> UtxoSet:
     with query(conn, "SELECT key, value FROM utxos") as rows, decoding_trusted(UtxoEntry) as decode:
         try:
-            return UtxoSet.from_rows(rows, decode)
+            return UtxoSet.from_rows(rows, decode, limits)
         except (struct.error, TypeError) as err:  # a key that is not bytes (edited by hand)
             raise DecodeError(f"not a valid UtxoEntry row: {err}") from None
 

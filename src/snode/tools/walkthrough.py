@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Final
 
@@ -58,8 +59,10 @@ class StoryError(Exception):
 class Story:
     """The chain, the cast and the console, with the checks made so far."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, contributor_stakes: Mapping[str, str] = CONTRIBUTOR_STAKES) -> None:
         self.console = console
+        self.contributor_stakes = contributor_stakes
+        """What each contributor stakes in the pool node (coins as typed; a test passes too little)."""
         self.checks = 0
         self.faucet = SigningKey(REGTEST_FAUCET_SEED)
         self.wallets = {
@@ -68,7 +71,7 @@ class Story:
         self.sn_keys = {name: key_from_label(f"walkthrough {name} node") for name in ("solo", "pool")}
         self.stakes = {
             "alice": SOLO_STAKE, "bob": POOL_OPERATOR_STAKE,
-            **{name: parse_coins(amount) for name, amount in CONTRIBUTOR_STAKES.items()},
+            **{name: parse_coins(amount) for name, amount in contributor_stakes.items()},
         }
         self.names = {k.public: name for name, k in self.wallets.items()}
         self.chain = DevChain.create(
@@ -243,7 +246,7 @@ class Story:
         self.say("open for 100000 coins more from up to 10 contributors: tools show Await")
         self.show_nodes()
         pool_pubkey = self.sn_keys["pool"].public
-        for name, amount_text in CONTRIBUTOR_STAKES.items():
+        for name, amount_text in self.contributor_stakes.items():
             self.command(f"stake {pool_pubkey.hex()} {amount_text}", prompt=f"{name}'s wallet>")
             self.chain.stake(self.wallets[name], pool_pubkey, parse_coins(amount_text))
             self.chain.mine()
@@ -345,7 +348,7 @@ class Story:
         reward, requirement = PARAMS.block_reward, PARAMS.staking_requirement
         fee = reward * int(POOL_CUT) // 100
         rest = reward - fee
-        members = ("bob", *CONTRIBUTOR_STAKES)
+        members = ("bob", *self.contributor_stakes)
         expected = {name: rest * self.stakes[name] // requirement for name in members}
         expected["bob"] += fee
         got = {self.who(o.owner): o.amount for o in outputs}
@@ -383,12 +386,13 @@ class Story:
         )
 
 
-def main() -> int:
-    """Tell the story; 0 when every check held, 1 with the failed claim otherwise."""
+def main(contributor_stakes: Mapping[str, str] = CONTRIBUTOR_STAKES) -> int:
+    """Tell the story (the pool node's contributors staking `contributor_stakes`); 0 when every
+    check held, 1 with the failed claim otherwise."""
     console = make_console()
     started = time.perf_counter()
     console.print("[bold]snode walkthrough[/]: the real functional core on an in-process regtest chain")
-    story = Story(console)
+    story = Story(console, contributor_stakes)
     try:
         story.genesis()
         story.fund_wallets()
