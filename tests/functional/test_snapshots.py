@@ -116,13 +116,14 @@ def test_a_new_node_given_a_trusted_point_starts_from_the_snapshot_and_syncs_on(
     sync_blocks(servers)
     wait_until(lambda: all(_written(server.data_dir) == [5, 10] for server in servers), timeout=30)
     log.info("A new node with only the trusted point 10 fetches the snapshot from both and syncs on")
-    fresh = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", _trusted(servers[0], 10)])
+    fresh = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", _trusted(servers[0], 10), "--no-backfill"])
     for server in servers:
         connect_nodes(fresh, server)
     servers[0].generate_blocks(blocks=2)
     sync_blocks([*servers, fresh])
     assert_equal(fresh.get_info()["state_root"], servers[0].get_info()["state_root"], "the root at the tip")
     assert "loaded the snapshot of height 10" in fresh.log_tail(200)
+    wait_until(lambda: "--no-backfill: this node's history starts at the snapshot of height 10" in fresh.log_tail(200))
     log.info("Blocks below the snapshot were never downloaded: RPCs say so in one line, never wrongly")
     assert_equal(fresh.get_info()["history_start"], 10, "where its history starts")
     assert_raises_rpc_error(None, "block 5 is not on this node: it started from the snapshot of height 10 and holds "
