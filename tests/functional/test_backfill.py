@@ -16,7 +16,11 @@ from tests.functional.framework import (
     wait_until,
 )
 from tests.functional.hostile import ban_reasons
-from tests.functional.test_snapshots import V2_AT, _servers, _trusted, _unmet, _written
+from tests.functional.snapshot_nodes import V2_AT
+from tests.functional.snapshot_nodes import servers as _servers
+from tests.functional.snapshot_nodes import trusted as _trusted
+from tests.functional.snapshot_nodes import unmet as _unmet
+from tests.functional.snapshot_nodes import written as _written
 
 log = narrator(__name__)
 
