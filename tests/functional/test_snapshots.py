@@ -5,8 +5,6 @@ a new node given only the trusted point fetches one from peers and syncs on from
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import TypeVar
 
 from snode.core.blocks import Block, block_hash, header_state_root
@@ -27,17 +25,15 @@ from tests.functional.framework import (
 )
 from tests.functional.hostile import ban_reasons
 from tests.functional.p2p import FakePeer
+from tests.functional.snapshot_nodes import V2_AT
+from tests.functional.snapshot_nodes import header as _header
+from tests.functional.snapshot_nodes import servers as _servers
+from tests.functional.snapshot_nodes import trusted as _trusted
+from tests.functional.snapshot_nodes import unmet as _unmet
+from tests.functional.snapshot_nodes import written as _written
 
 log = narrator(__name__)
 T = TypeVar("T")
-V2_AT = 1
-"""Fork v2 from the first block: no state before it to prime (main's checksum primer, which races a
-generate_blocks of many blocks when v2 is a few blocks ahead: its keep_checksum changes the tip
-between a block's store and its adoption)."""
-
-
-def _header(node, height: int):
-    return decode(bytes.fromhex(node.get_block(height=height)["block_hex"]), Block).header
 
 
 def _answer(peer: FakePeer, kind: type[T]) -> T:
@@ -45,10 +41,6 @@ def _answer(peer: FakePeer, kind: type[T]) -> T:
     message = peer.receive_until(lambda m: isinstance(m, kind))
     assert isinstance(message, kind)
     return message
-
-
-def _written(data_dir: Path) -> list[int]:
-    return [int(p.name[:10]) for p in Snapshots(data_dir).paths()]
 
 
 def test_a_node_writes_snapshots_at_settled_heights_and_keeps_the_newest_two(nodes):
@@ -104,10 +96,6 @@ def test_peers_get_a_snapshot_in_bounded_checked_chunks_and_a_node_without_answe
     other.close()
 
 
-def _trusted(node, height: int) -> str:
-    return f"--trusted-checkpoint={height}:{block_hash(_header(node, height)).hex()}"
-
-
 def test_a_new_node_given_a_trusted_point_starts_from_the_snapshot_and_syncs_on(nodes):
     log.info("Two nodes with snapshots at heights 5 and 10 (tip 12)")
     servers = [nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", "--snapshots"]) for _ in range(2)]
@@ -116,13 +104,14 @@ def test_a_new_node_given_a_trusted_point_starts_from_the_snapshot_and_syncs_on(
     sync_blocks(servers)
     wait_until(lambda: all(_written(server.data_dir) == [5, 10] for server in servers), timeout=30)
     log.info("A new node with only the trusted point 10 fetches the snapshot from both and syncs on")
-    fresh = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", _trusted(servers[0], 10)])
+    fresh = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", _trusted(servers[0], 10), "--no-backfill"])
     for server in servers:
         connect_nodes(fresh, server)
     servers[0].generate_blocks(blocks=2)
     sync_blocks([*servers, fresh])
     assert_equal(fresh.get_info()["state_root"], servers[0].get_info()["state_root"], "the root at the tip")
     assert "loaded the snapshot of height 10" in fresh.log_tail(200)
+    wait_until(lambda: "--no-backfill: this node's history starts at the snapshot of height 10" in fresh.log_tail(200))
     log.info("Blocks below the snapshot were never downloaded: RPCs say so in one line, never wrongly")
     assert_equal(fresh.get_info()["history_start"], 10, "where its history starts")
     assert_raises_rpc_error(None, "block 5 is not on this node: it started from the snapshot of height 10 and holds "
@@ -140,27 +129,6 @@ def test_a_new_node_given_a_trusted_point_starts_from_the_snapshot_and_syncs_on(
 
 
 # --- faults (issue #36 item 7) ---------------------------------------------------------------------
-
-def _servers(nodes, envs: list[dict[str, str]]) -> list:
-    """Nodes with snapshots at heights 5 and 10 (tip 12), each started with its environment."""
-    servers = []
-    for env in envs:
-        server = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", "--snapshots"], start=False)
-        server.start(env=env)
-        servers.append(server)
-    for server in servers[1:]:
-        connect_nodes(server, servers[0])
-    servers[0].generate_blocks(blocks=12)
-    sync_blocks(servers)
-    wait_until(lambda: all(_written(s.data_dir) == [5, 10] for s in servers), timeout=30)
-    return servers
-
-
-def _unmet(node) -> list[str]:
-    """/readyz's unmet conditions (503 while any)."""
-    _, _, data = node.rpc.raw("", method="GET", path="/readyz")
-    return json.loads(data)["unmet"]
-
 
 def _download(node) -> dict:
     return node.get_info()["snapshot_download"] or {}

@@ -319,6 +319,12 @@ class InfoResult(Result, frozen=True):
     history_start: int = 1
     """The lowest height above genesis whose block this node holds: 1, or the height of the
     snapshot it started from (`--trusted-checkpoint`: the blocks below it are not downloaded)."""
+    history_backfilled: int = 0
+    """The height up to which a node started from a snapshot holds every block from genesis
+    (the backfill below `history_start`; 0: none yet, or a node that started from genesis)."""
+    history_percent: int = 100
+    """The share of the blocks below `history_start` this node holds: 100 when all are (or it
+    started from genesis), less while the backfill fills them in or with `--no-backfill`."""
     snapshot_download: SnapshotDownload | None = None
     """The snapshot download of a node started from a trusted point; null: none."""
     next_fork: NextFork | None = None

@@ -68,6 +68,9 @@ def snoded_command(start: Callable[[Config], None]) -> click.Command:
     @click.option("--snapshots/--no-snapshots", default=None,
                   help="Write snapshots of the state at final heights and serve them to new nodes "
                        "[on for a service node].")
+    @click.option("--no-backfill", is_flag=True,
+                  help="A node started from a snapshot never downloads the blocks below it: its history "
+                       "starts at the snapshot.")
     @click.option("--assume-valid", metavar="HASH",
                   help="A sync skips the input signatures of this block's ancestors (0: check every one; "
                        "default: the release's block for the network, none yet).")

@@ -75,6 +75,9 @@ class Config:
     snapshots: bool = False
     """`--snapshots` / `--no-snapshots` (default: on for a service node): write snapshots of the
     state at final heights and serve them to peers (`services.snapshots`)."""
+    no_backfill: bool = False
+    """`--no-backfill`: a node started from a snapshot never downloads the blocks below it
+    (`services.backfill`); its history starts at the snapshot."""
     snapshot_download_cap: int | None = None
     """`SNODE_SNAPSHOT_DOWNLOAD_BYTES` (devnet and regtest tests of a full disk); None: no cap."""
 
@@ -87,7 +90,7 @@ def build_config(
     notify: str | None = None, skip_doppelganger_check: bool = False, omq_public: str | None = None,
     rpc_login_file: str | None = None, rpc_login: str | None = None, test_forks: tuple[str, ...] = (),
     assume_valid: str | None = None, trusted_checkpoint: str | None = None, rpc_no_login: bool = False,
-    snapshots: bool | None = None,
+    snapshots: bool | None = None, no_backfill: bool = False,
 ) -> Config:
     """Validate the flags' raw strings into a Config; ConfigError names the first bad option."""
     params = with_test_forks(NETWORKS[network], test_forks)
@@ -136,7 +139,7 @@ def build_config(
         db_growth_pages=_db_growth_pages(params.name), rpc_no_login=rpc_no_login,
         rpc_login=_operator_login(rpc_login_file, rpc_no_login), assume_valid=parse_assume_valid(assume_valid, params),
         trusted_checkpoint=parse_trusted_checkpoint(trusted_checkpoint),
-        snapshots=service_node if snapshots is None else snapshots,
+        snapshots=service_node if snapshots is None else snapshots, no_backfill=no_backfill,
         snapshot_download_cap=_snapshot_download_cap(params.name),
     )
 
@@ -254,7 +257,8 @@ def _test_number(variable: str, network: str, what: str, high: int) -> int | Non
 
 
 MISBEHAVE_VARIABLE = "SNODE_TEST_MISBEHAVE"
-MISBEHAVIOURS = ("equivocate", "drop-signatures", "alter-snapshot-chunk", "slow-snapshot")
+MISBEHAVIOURS = ("equivocate", "drop-signatures", "alter-snapshot-chunk", "slow-snapshot", "alter-old-block",
+                 "slow-old-blocks")
 
 
 def _test_misbehave(network: str) -> str:

@@ -60,6 +60,7 @@ from snode.rpc.openrpc import served_document
 from snode.rpc.scrape import metrics_page
 from snode.rpc.web_parts import LIVE_SCRIPT
 from snode.rpc.web_view import WebView
+from snode.services.backfill import Backfill
 from snode.services.checkpoints import CheckpointDuties
 from snode.services.departure import find_departure
 from snode.services.equivocation import EquivocationWatch
@@ -252,6 +253,8 @@ class Daemon:
     def _start_sync(self, node: Node, writer: ChainWriter, peers: PeerManager, syncer: Syncer) -> None:
         """Start the sync; first, for a data dir holding genesis only and a trusted point at a
         v2 height, the snapshot at that point (`services.snapshot_sync`)."""
+        syncer.relay.misbehave = self.config.test_misbehave
+        peers.spawn(self._backfill(node, writer, peers, syncer), "backfill")
         trusted = self.config.trusted_checkpoint or self.config.params.trusted_snapshot
         if trusted is None or node.height != 0:
             syncer.start()
@@ -280,6 +283,23 @@ class Daemon:
             syncer.start()
 
         peers.spawn(fetch_then_sync(), "snapshot download")
+
+    async def _backfill(self, node: Node, writer: ChainWriter, peers: PeerManager, syncer: Syncer) -> None:
+        """Once a snapshot is loaded (now or before) and the tip synced, the blocks below it
+        (`services.backfill`); with `--no-backfill`, one line that the history starts there."""
+        def downloading() -> bool:
+            return node.snapshot_download is not None and not node.snapshot_download.done
+
+        while downloading():
+            await asyncio.sleep(1.0)
+        if node.history_percent == 100:
+            return
+        if self.config.no_backfill:
+            log.info("--no-backfill: this node's history starts at the snapshot of height %d (blocks %d to %d are "
+                     "not downloaded)", node.history_start, node.backfilled + 1, node.history_start - 1)
+            return
+        await Backfill(writer, peers, lambda: syncer.running or node.target_height > 0 or downloading(),
+                       time.time).run()
 
     def _snapshots(self, node: Node, writer: ChainWriter, peers: PeerManager) -> SnapshotMaker | None:
         """The snapshots this node writes and serves (`--snapshots`), or None; peers' snapshot
@@ -401,7 +421,7 @@ class Daemon:
                         verifier=verifier, pool_limits=_pool_limits(cfg),
                         upgrade=UpgradeWatch(params, datadir.path))
             node.assume_valid, node.trusted_checkpoint = cfg.assume_valid, cfg.trusted_checkpoint
-            node.history_start = store.history_start()
+            node.history_start, node.backfilled = store.history_start(), store.backfilled()
             _check_trusted_checkpoint(store, cfg.trusted_checkpoint)
             return node
         except BaseException as err:

@@ -81,6 +81,9 @@ class _GossipSide:
 class Relay:
     """Gossip of blocks, transactions and proofs for one node."""
 
+    misbehave: str = ""
+    """`SNODE_TEST_MISBEHAVE` (devnet and regtest tests): see `misbehave_old_blocks`."""
+
     def __init__(self, peers: PeerManager, writer: ChainWriter, *, limits: PeerLimits = DEFAULT_LIMITS) -> None:
         self.peers = peers
         self.limits = limits
@@ -411,6 +414,8 @@ class Relay:
         if blocks is None:  # below the snapshot we started from: a range we cannot serve, not a claim of more
             peer.send(P.Blocks(blocks=[], height=0))
             return
+        if self.misbehave:
+            blocks = await misbehave_old_blocks(self.misbehave, blocks)
         peer.upload.charge(sum(len(b) for b in blocks))
         peer.send(P.Blocks(blocks=blocks, height=height))
 
@@ -544,3 +549,26 @@ def _refuse_undecodable(raw: bytes, reason: str) -> NoReturn:
 def _check_size(raw: bytes) -> None:
     if len(raw) > MAX_BLOCK_BYTES:
         raise ProtocolViolation(f"sent a block of {len(raw)} bytes; the limit is {MAX_BLOCK_BYTES}")
+
+
+ALTERED_OLD_BLOCK: Final = 2
+"""The height whose block `alter-old-block` serves altered."""
+
+
+async def misbehave_old_blocks(misbehave: str, blocks: list[bytes]) -> list[bytes]:
+    """Test only (`SNODE_TEST_MISBEHAVE`, devnet and regtest): `alter-old-block` serves the block
+    of height ALTERED_OLD_BLOCK with its timestamp moved by a second (off the header chain: a
+    backfilling node bans it); `slow-old-blocks` answers every GetBlocks a second late (a
+    backfill a test can kill half-way). Any other value: the blocks as they are."""
+    if misbehave == "slow-old-blocks":
+        await asyncio.sleep(1.0)
+    if misbehave != "alter-old-block":
+        return blocks
+    out = []
+    for raw in blocks:
+        block = decode(raw, Block)
+        if block.header.height == ALTERED_OLD_BLOCK:
+            header = msgspec.structs.replace(block.header, timestamp=block.header.timestamp + 1)
+            raw = encode(msgspec.structs.replace(block, header=header))
+        out.append(raw)
+    return out

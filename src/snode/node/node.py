@@ -102,6 +102,9 @@ class Node:
     history_start: int = 1
     """The lowest height above genesis whose block this node holds: 1, or the height of the
     snapshot it started from (`services.snapshot_sync`; the blocks below are not downloaded)."""
+    backfilled: int = 0
+    """The height up to which this node holds every block from genesis below `history_start`
+    (`services.backfill`; 0: none yet). Heights above it and below `history_start` are not here."""
     snapshot_download: Any = None
     """The progress of the snapshot download under way (`services.snapshot_sync.Progress`:
     `words()`, `record()`, `done`), or None: no download."""
@@ -235,6 +238,23 @@ class Node:
         """The main-chain block at `height`, None above the tip."""
         return self.store.get_block_by_height(height) if 0 <= height <= self.height else None
 
+    def holds(self, height: int) -> bool:
+        """Whether the main-chain block at `height` (at most the tip) is stored here: at or
+        below `backfilled`, or at or above `history_start`."""
+        return height <= self.backfilled or height >= self.history_start
+
+    @property
+    def history_percent(self) -> int:
+        """The share of the blocks below `history_start` this node holds (100: all, or none missing)."""
+        below = self.history_start - 1
+        return 100 if below <= 0 or self.backfilled >= below else self.backfilled * 100 // below
+
+    def store_backfill(self, blocks: list[Block]) -> int:
+        """On the store thread: store backfilled blocks (`ChainStore.store_backfill`) and take
+        the new backfilled height."""
+        self.backfilled = self.store.store_backfill(blocks)  # type: ignore[attr-defined]  # the SQLite store's alone
+        return self.backfilled
+
     @property
     def undo_start(self) -> int:
         """The lowest height whose block has an undo record: 1, or the height after the snapshot
@@ -296,9 +316,10 @@ class Node:
     def blocks_after(self, locator: list[bytes], max_count: int, max_bytes: int) -> list[bytes] | None:
         """Canonical bytes of main-chain blocks after the first locator hash on the main chain
         (after genesis when none is); None when they start below `history_start` (a node that
-        started from a snapshot does not hold them: it cannot serve that range)."""
+        started from a snapshot does not hold them, not backfilled yet: it cannot serve that range);
+        a range that starts in the backfilled blocks ends at the first one not stored."""
         start = self._start_after(locator)
-        if start < self.history_start:
+        if not self.holds(start):
             return None
         out: list[bytes] = []
         size = 0
@@ -324,9 +345,9 @@ class Node:
         first locator hash on the main chain (GetHeaders), at most `max_count` and about
         `max_bytes` (a header and its signature: its encoding and 66 bytes), with the bytes read
         for them (whole blocks: what the answer costs the peer's upload budget); None when they
-        start below `history_start` (as `blocks_after`)."""
+        start at a height not held (as `blocks_after`)."""
         start = self._start_after(locator)
-        if start < self.history_start:
+        if not self.holds(start):
             return None
         out: list[tuple[Header, bytes]] = []
         size = read = 0

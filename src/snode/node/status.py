@@ -47,6 +47,8 @@ def status_line(node: NodeView, now: int) -> str:
         line += f", {upgrade}"
     if node.snapshot_download is not None and not node.snapshot_download.done:
         line += f", {node.snapshot_download.words()}"
+    elif node.history_percent < 100 and node.backfilled:
+        line += f", history: {node.history_percent} %"
     warning = node.credit_warning()
     if warning:
         line += f", {warning}"

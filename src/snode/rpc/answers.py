@@ -92,6 +92,8 @@ class Answers:
             if node.params.rules_at(node.state.height).state_root else "",  # a checksum summed before v2 is no root yet
             upgrade_required=upgrade_required(node, now),
             history_start=node.history_start,
+            history_backfilled=node.backfilled,
+            history_percent=node.history_percent,
             snapshot_download=SnapshotDownload(**node.snapshot_download.record()) if node.snapshot_download else None,
             next_fork=_next_fork(node),
             mempool_min_fee_rate=mempool_min_fee_rate(node.pool, node.consensus, now),

@@ -121,8 +121,20 @@ def tx_kind(tx: Transaction) -> str:
 
 def missing_history(node: Node) -> str:
     """Why a block below a snapshot is not here, in the operator's words."""
-    return (f"it started from the snapshot of height {node.history_start} and holds no block between genesis "
-            "and it (not downloaded)")
+    if not node.backfilled:
+        return (f"it started from the snapshot of height {node.history_start} and holds no block between genesis "
+                "and it (not downloaded)")
+    return (f"it started from the snapshot of height {node.history_start} and holds no block between block "
+            f"{node.backfilled} and it (not downloaded yet: the backfill is at {node.history_percent} %)")
+
+
+def searched(node: Node) -> str:
+    """The heights whose blocks this node holds, for an answer that found nothing there."""
+    if node.history_start <= 1 or node.history_percent == 100:
+        return ""
+    if not node.backfilled:
+        return f"from height {node.history_start} on"
+    return f"up to height {node.backfilled} and from height {node.history_start} on"
 
 class MethodTable:
     """Dispatch from method name to implementation, over one Node."""
@@ -273,16 +285,16 @@ class MethodTable:
         if p.hash is not None:
             block = await self.writer.call(node.block_by_hash, _hex32("hash", p.hash))
             if block is None:
-                start = node.history_start
-                since = f" from height {start} on ({missing_history(node)})" if start > 1 else ""
+                since = f" {searched(node)} ({missing_history(node)})" if searched(node) else ""
                 raise RpcError(E.NOT_FOUND, f"no such block{since}")
             if await self.writer.call(node.main_chain_hash, block.header.height) != block_hash(block.header):
                 return block_result(block, None, node)  # undone by a reorganisation
             height = block.header.height
         assert height is not None
-        if 0 < height < node.history_start:
+        if not node.holds(height):
             raise RpcError(E.NOT_FOUND, f"block {height} is not on this node: {missing_history(node)}")
-        if height == 0 or height == node.history_start > 1:  # genesis, or the snapshot's block: no undo record
+        if height <= node.history_start and (height == 0 or node.history_start > 1):
+            # genesis, a backfilled block or the snapshot's: no undo record
             first = await self.writer.call(node.block_at, height)
             assert first is not None
             return block_result(first, None, node)
@@ -299,8 +311,7 @@ class MethodTable:
                                      tx_hex=encode(entry.tx).hex())
         found = await self.writer.call(self.node.transaction, tid)
         if found is None:
-            where = f" (blocks from height {self.node.history_start} on: {missing_history(self.node)})" \
-                if self.node.history_start > 1 else ""
+            where = f" (blocks {searched(self.node)}: {missing_history(self.node)})" if searched(self.node) else ""
             raise RpcError(E.NOT_FOUND, f"transaction {p.txid} is neither in the chain{where} nor in the mempool")
         height, tx = found
         return TransactionResult(txid=p.txid, height=height, in_pool=False, kind=tx_kind(tx),

@@ -4,6 +4,6 @@ The app starts the services in `__all__`; the rest serve them.
 """
 
 __all__ = [
-    "checkpoints", "departure", "equivocation", "event_feed", "notify", "producer", "reachability",
+    "backfill", "checkpoints", "departure", "equivocation", "event_feed", "notify", "producer", "reachability",
     "saving", "sn_duties", "snapshot_sync", "snapshots", "sync",
 ]

@@ -129,6 +129,11 @@ class Syncer:
         hub.subscribe(BlocksAhead, self._on_blocks_ahead)
         hub.subscribe(BlocksAdopted, self._on_adopted)
 
+    @property
+    def running(self) -> bool:
+        """A sync from a peer is under way (`services.backfill` waits while one is)."""
+        return self._run is not None
+
     def start(self) -> None:
         """Run the sync loop until the peer manager stops."""
         self.peers.spawn(self._loop(), "sync")

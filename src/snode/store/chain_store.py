@@ -31,7 +31,9 @@ from snode.store.protocol import Commit, Undone
 DATABASE_FILE: Final = "chain.sqlite3"
 HISTORY_START_KEY: Final = "history_start"
 """The `node_meta` row of the height a store started from a snapshot holds blocks from."""
-"""The database's file name inside a data dir."""
+BACKFILLED_KEY: Final = "backfilled"
+"""The `node_meta` row of the height up to which a store started from a snapshot holds every
+block from genesis (`store_backfill`; absent: 0)."""
 
 
 class PendingWrite:
@@ -239,6 +241,37 @@ class ChainStore:
         snapshot it was started from (the blocks below it were never downloaded)."""
         value = self.get_meta(HISTORY_START_KEY)
         return decode_trusted(value, int) if value is not None else 1
+
+    def backfilled(self) -> int:
+        """The height up to which this store holds every block from genesis below its
+        `history_start` (the backfill's progress; 0: none yet)."""
+        value = self.get_meta(BACKFILLED_KEY)
+        return decode_trusted(value, int) if value is not None else 0
+
+    def store_backfill(self, blocks: Sequence[Block]) -> int:
+        """Store `blocks` (consecutive, checked against the trusted point's hash chain by the
+        caller: `services.backfill`) below `history_start`, in one transaction with the new
+        backfilled height: their block, main-chain and transaction index rows, no state and no
+        undo record (the state below a snapshot is never rebuilt into the live state). Blocks at
+        or below the backfilled height, or at or above `history_start`, are skipped (never stored
+        twice); the first one kept must follow the backfilled block. Returns the new height."""
+        done, start = self.backfilled(), self.history_start()
+        fresh = [b for b in blocks if done < b.header.height < start]
+        if not fresh:
+            return done
+        parent = self.block_hash_at(done)
+        rows_: list[tuple[rows.BlockRow, rows.MainChainRow, list[rows.TxRow]]] = []
+        for block in fresh:
+            if block.header.height != done + 1 + len(rows_) or block.header.prev_hash != parent:
+                raise ValueError(f"backfilled block {block.header.height} does not follow block {done + len(rows_)}")
+            parent = block_hash(block.header)
+            rows_.append(rows.block_rows(block, parent, None))
+        with rows.transaction(self._conn, self._path):
+            rows.insert_blocks(self._conn, [r[0] for r in rows_], [r[1] for r in rows_])
+            rows.insert_txs(self._conn, [tx for r in rows_ for tx in r[2]])
+            self._conn.execute("INSERT OR REPLACE INTO node_meta (key, value) VALUES (?, ?)",
+                               (BACKFILLED_KEY, encode(done + len(rows_))))
+        return done + len(rows_)
 
     def commit_block(self, block: Block, new_state: ChainState, undo: Undo) -> None:
         """Append one block to the main chain, in one transaction."""

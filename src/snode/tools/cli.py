@@ -183,7 +183,13 @@ def snapshot_lines(info: InfoResult) -> list[str]:
         lines.append(f"snapshot {download.height}: [{bar:-<20}] {share:.0%} {download.chunks}/{download.total_chunks} "
                      f"chunks, {download.bytes:,}/{download.total_bytes:,} bytes from "
                      f"{counted(download.peers, 'peer')}{eta}")
-    if info.history_start > 1:
+    if info.history_start > 1 and info.history_percent == 100:
+        lines.append(f"history: complete (started from the snapshot of height {info.history_start}; the blocks "
+                     "below are backfilled)")
+    elif info.history_start > 1 and info.history_backfilled:
+        lines.append(f"history: {info.history_percent} % (blocks up to {info.history_backfilled} of "
+                     f"{info.history_start - 1} below the snapshot backfilled)")
+    elif info.history_start > 1:
         lines.append(f"history: from height {info.history_start} (started from its snapshot; the blocks below are "
                      "not downloaded)")
     return lines
