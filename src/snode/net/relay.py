@@ -553,15 +553,18 @@ def _check_size(raw: bytes) -> None:
 
 ALTERED_OLD_BLOCK: Final = 2
 """The height whose block `alter-old-block` serves altered."""
+SLOW_OLD_BLOCKS_S: Final = 3.0
+"""How late `slow-old-blocks` answers a GetBlocks: a backfill of four batches takes 12 s, long
+enough for a test on a loaded machine to see it under way and kill it (well under REQUEST_TIMEOUT)."""
 
 
 async def misbehave_old_blocks(misbehave: str, blocks: list[bytes]) -> list[bytes]:
     """Test only (`SNODE_TEST_MISBEHAVE`, devnet and regtest): `alter-old-block` serves the block
     of height ALTERED_OLD_BLOCK with its timestamp moved by a second (off the header chain: a
-    backfilling node bans it); `slow-old-blocks` answers every GetBlocks a second late (a
+    backfilling node bans it); `slow-old-blocks` answers every GetBlocks SLOW_OLD_BLOCKS_S late (a
     backfill a test can kill half-way). Any other value: the blocks as they are."""
     if misbehave == "slow-old-blocks":
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(SLOW_OLD_BLOCKS_S)
     if misbehave != "alter-old-block":
         return blocks
     out = []
