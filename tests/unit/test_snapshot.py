@@ -70,6 +70,20 @@ def test_the_parts_sum_to_the_headers_root_and_the_chunks_load_back_into_the_sta
     assert [name for name, _, _ in S._own_entries(manifest)] == ["quorums"]
 
 
+def test_chunks_grow_past_the_asked_size_where_it_would_need_more_than_a_manifest_lists(snap):
+    chain, manifest, _ = snap
+    root = trusted(chain)[2]
+    small, small_chunks = S.build(chain.state, chain.params.network_id, root, chunk_bytes=200)
+    grown, grown_chunks = S.build(chain.state, chain.params.network_id, root, chunk_bytes=200, max_chunks=3)
+    assert len(small_chunks) > 3
+    assert 1 < len(grown_chunks) <= 3
+    S.check_manifest(grown, chain.params.network_id, *trusted(chain))
+    entries = [entry for number, data in enumerate(grown_chunks) for entry in S.check_chunk(grown, number, data)]
+    assert S.load(grown, entries) == chain.state
+    assert S.chunk_size(chain.state, 200, max_chunks=100 * len(small_chunks)) == 200, "as asked where it fits"
+    assert S.chunk_size(chain.state, S.CHUNK_BYTES + 1) == S.CHUNK_BYTES
+
+
 def test_a_manifest_whose_parts_do_not_sum_to_the_root_is_refused_before_any_chunk(snap):
     chain, manifest, _ = snap
     part = bytearray(manifest.chunks[1].part)

@@ -141,10 +141,26 @@ def _rows(state: ChainState) -> Iterator[tuple[Row, tuple[str, Any, Any]]]:
             yield (index, key, encode(value)), (name, raw, value)
 
 
+def chunk_size(state: ChainState, asked: int, max_chunks: int = MAX_CHUNKS) -> int:
+    """The bytes of entries a chunk of `state`'s snapshot holds: `asked` (a network's
+    `snapshot_chunk_bytes`), raised as far as CHUNK_BYTES where chunks of `asked` would be more
+    than `max_chunks` (regtest asks for 200, so that its tests' few entries make many chunks, and
+    a state of a million outputs would need half a million). A pass over the entries' encodings
+    where `asked` is below CHUNK_BYTES (about 1 us an entry)."""
+    if asked >= CHUNK_BYTES:
+        return CHUNK_BYTES
+    total = sum(len(row[1]) + len(row[2]) + 8 for row, _ in _rows(state))
+    # A chunk closes once it holds `size` bytes, so all but the last hold at least that many.
+    return min(CHUNK_BYTES, max(asked, -(-total // max(max_chunks - 1, 1))))
+
+
 def build(state: ChainState, network_id: int, root: Hash32,
-          chunk_bytes: int = CHUNK_BYTES) -> tuple[Manifest, list[bytes]]:
-    """The manifest and the encoded chunks of `state`, whose tip's header carries `root`.
-    O(entries): about 15 us an entry, for its lanes."""
+          chunk_bytes: int = CHUNK_BYTES, max_chunks: int = MAX_CHUNKS) -> tuple[Manifest, list[bytes]]:
+    """The manifest and the encoded chunks of `state`, whose tip's header carries `root`, in
+    chunks of `chunk_bytes` or, where more than `max_chunks` of those would be needed, of the
+    size that fits them in `max_chunks` (`chunk_size`). O(entries): about 15 us an entry, for
+    its lanes."""
+    chunk_bytes = chunk_size(state, chunk_bytes, max_chunks)
     infos: list[ChunkInfo] = []
     chunks: list[bytes] = []
     rows: list[Row] = []
@@ -171,8 +187,8 @@ def build(state: ChainState, network_id: int, root: Hash32,
     own = [(MAP_NAMES.index(name), key_bytes(name, key), encode(value)) for name, key, value in own_entries(state)]
     manifest = Manifest(SNAPSHOT_FORMAT, network_id, state.height, state.tip_hash, state.timestamp, state.issued,
                         root, own, infos)
-    if len(infos) > MAX_CHUNKS:
-        raise SnapshotError(f"a state of {len(infos)} chunks is over the {MAX_CHUNKS} a manifest may list")
+    if len(infos) > max_chunks:
+        raise SnapshotError(f"a state of {len(infos)} chunks is over the {max_chunks} a manifest may list")
     return manifest, chunks
 
 
