@@ -24,14 +24,16 @@ state is its range.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from operator import itemgetter
 from typing import Annotated, Any, Final
 
 import immutables
 import msgspec
 
 from snode.core.crypto import hash32
-from snode.core.encoding import decode, encode
+from snode.core.encoding import decode, decode_trusted, decoding_trusted, encode
 from snode.core.errors import DecodeError, SnodeError
 from snode.core.genesis import Consensus
 from snode.core.state import MAP_NAMES, ChainState, CheckpointSlot, Quorum, ServiceNode, UtxoEntry, registry_index
@@ -293,13 +295,25 @@ def check_chunk(manifest: Manifest, number: int, data: bytes) -> list[tuple[str,
 
 def load(manifest: Manifest, entries: Iterable[tuple[str, Any, Any]]) -> ChainState:
     """The state of a checked manifest from the entries of its checked chunks, in order,
-    carrying the manifest's checksum (the parts' sum, which the chunks' checks made its own)."""
-    tables: dict[str, list[tuple[Any, Any]]] = {name: [] for name in MAP_NAMES}
-    for name, key, value in entries:
-        tables[name].append((key, value))
+    carrying the manifest's checksum (the parts' sum, which the chunks' checks made its own).
+    The entries are consumed as they come: the outputs are packed into the state's `UtxoSet`
+    one by one, so an iterator of them (`stored_entries` chunk after chunk) never has a list of a
+    million decoded outputs alive at once. SnapshotError when a table's entries are not in one
+    run (chunks in (table, key) order hold each table's together)."""
+    tables: dict[str, list[tuple[Any, Any]]] = {name: [] for name in MAP_NAMES if name != "utxos"}
+    utxos = UtxoSet()
+    seen: set[str] = set()
+    for name, group in itertools.groupby(entries, key=itemgetter(0)):
+        if name in seen:
+            raise SnapshotError(f"its {name} entries are not in one run")
+        seen.add(name)
+        if name == "utxos":
+            utxos = UtxoSet((key, value) for _, key, value in group)
+        else:
+            tables[name].extend((key, value) for _, key, value in group)
     state = ChainState(
         height=manifest.height, tip_hash=manifest.block_hash, timestamp=manifest.timestamp, issued=manifest.issued,
-        utxos=UtxoSet(tables["utxos"]), service_nodes=immutables.Map(tables["service_nodes"]),
+        utxos=utxos, service_nodes=immutables.Map(tables["service_nodes"]),
         quorums=immutables.Map(tables["quorums"]), checkpoints=immutables.Map(tables["checkpoints"]),
     )
     return with_checksum(state, total(manifest))
@@ -324,11 +338,29 @@ def check_own(manifest: Manifest, state: ChainState, consensus: Consensus) -> No
 
 def stored_entries(manifest: Manifest, number: int, data: bytes) -> list[tuple[str, Any, Any]]:
     """The entries of chunk `number`, stored after `check_chunk` passed on it: its hash must
-    still be the manifest's (then its bytes are those checked), and its lanes are not summed
-    again. SnapshotError when the hash differs (the file changed since)."""
+    still be the manifest's (then its bytes are those checked: canonical, so decoded without
+    encoding them again), and its lanes are not summed again. SnapshotError when the hash
+    differs (the file changed since)."""
     info = manifest.chunks[number]
     if len(data) != info.size or hash32(data) != info.hash:
         raise SnapshotError(f"stored chunk {number} is not the one its manifest lists")
-    chunk = decode(data, Chunk)
-    names = [MAP_NAMES[t] for t, _, _ in chunk.rows]
-    return [(name, _native_key(name, raw), _decoded(name, value)) for name, (_, raw, value) in zip(names, chunk.rows)]
+    chunk = decode_trusted(data, Chunk)
+    entries: list[tuple[str, Any, Any]] = []
+    for table, rows in itertools.groupby(chunk.rows, key=itemgetter(0)):
+        name = MAP_NAMES[table]
+        decoder: Callable[[bytes], Any]
+        with decoding_trusted(TABLE_TYPES[name]) as decoder:
+            entries.extend((name, _native_key(name, raw), decoder(value)) for _, raw, value in rows)
+    return entries
+
+
+def stored_rows(manifest: Manifest, number: int, data: bytes) -> Iterator[tuple[str, Any, bytes]]:
+    """The rows of stored chunk `number` as the store writes them: (table, key, the record's
+    encoding), that encoding the checked chunk's own (canonical: `check_chunk` decoded it
+    strictly). SnapshotError when its hash is not the manifest's any more."""
+    info = manifest.chunks[number]
+    if len(data) != info.size or hash32(data) != info.hash:
+        raise SnapshotError(f"stored chunk {number} is not the one its manifest lists")
+    for table, raw, value in decode_trusted(data, Chunk).rows:
+        name = MAP_NAMES[table]
+        yield name, _native_key(name, raw), value
