@@ -42,6 +42,9 @@ BENCHMARKS: Final = (
     Benchmark("hostile", "bench.hostile_bench", "sync rate under two hostile peers against quiet, then an honest "
               "node's share of service on a devnet under issue #33's attacks", 14, True,
               {"blocks": 300, "service_s": 0}),
+    Benchmark("snapshot", "bench.snapshot_bench", "a new node from a snapshot (1M outputs, 2,000 SNs) against "
+              "its replay from genesis: tip, first proof, RSS; the root's cost; assume-valid", 10, True,
+              {"outputs": 20_000, "service_nodes": 40, "owners": 5_000, "sync_blocks": 0}),
     Benchmark("mempool", "bench.mempool_bench", "the event loop's time after a block against 60,000 pooled transfers",
               2, False),
     Benchmark("final_block", "bench.final_block_bench", "a signed block staged with its template's result",

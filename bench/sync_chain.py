@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from snode.core.blocks import Block, make_block
 from snode.core.crypto import SigningKey
@@ -35,7 +35,7 @@ from snode.core.encoding import encode
 from snode.core.genesis import encode_genesis, genesis_state, regtest_genesis
 from snode.core.registration import sign_registration
 from snode.core.service_nodes import Reason, StateChangeKind
-from snode.core.state import UtxoEntry
+from snode.core.state import ChainState, UtxoEntry
 from snode.core.state_change import sign_votes, state_change_tx
 from snode.core.transactions import (
     OutPoint,
@@ -89,11 +89,23 @@ class Wallet:
 
 
 @dataclass
-class ChainStats:
-    """What the built chain holds."""
+class Built:
+    """What any benchmark chain built here holds (`tally` fills in the last four)."""
 
     blocks: int = 0
     transactions: int = 0
+    bytes: int = 0
+    commit_s: float = 0.0
+    build_s: float = 0.0
+    utxos: int = 0
+    service_nodes: int = 0
+    active_service_nodes: int = 0
+
+
+@dataclass
+class ChainStats(Built):
+    """What the built chain holds."""
+
     transfers: int = 0
     registrations: int = 0
     state_changes: int = 0
@@ -103,12 +115,28 @@ class ChainStats:
     producer_signatures: int = 0
     input_signatures: int = 0
     other_signatures: int = 0
-    bytes: int = 0
-    build_s: float = 0.0
-    commit_s: float = 0.0
-    utxos: int = 0
-    service_nodes: int = 0
-    active_service_nodes: int = 0
+
+
+S = TypeVar("S", bound=Built)
+
+
+def tally(stats: S, state: ChainState, started: float) -> S:
+    """`stats` with the build's seconds since `started` and what the built `state` holds."""
+    stats.build_s = time.perf_counter() - started
+    stats.utxos = len(state.utxos)
+    stats.service_nodes = len(state.service_nodes)
+    stats.active_service_nodes = sum(1 for sn in state.service_nodes.values() if sn.active)
+    return stats
+
+
+def commit_batch(store: ChainStore, batch: list[Commit], stats: Built) -> list[Commit]:
+    """Commit `batch` in one store transaction (its seconds added to `stats.commit_s`); the
+    empty batch that follows."""
+    if batch:
+        started = time.perf_counter()
+        store.commit_blocks(batch)
+        stats.commit_s += time.perf_counter() - started
+    return []
 
 
 class SyncChain:
@@ -283,11 +311,7 @@ class SyncChain:
 
     def flush(self) -> None:
         """Commit the blocks made since the last flush, in one store transaction."""
-        if self._batch:
-            started = time.perf_counter()
-            self.store.commit_blocks(self._batch)
-            self.stats.commit_s += time.perf_counter() - started
-            self._batch = []
+        self._batch = commit_batch(self.store, self._batch, self.stats)
 
     # --- the whole chain ----------------------------------------------------------------------
 
@@ -347,12 +371,7 @@ class SyncChain:
                 self.progress(f"built {height:,} of {self.target_blocks:,} blocks")
         self.flush()
         self.store.close()
-        stats = self.stats
-        stats.build_s = time.perf_counter() - started
-        stats.utxos = len(self.state.utxos)
-        stats.service_nodes = len(self.state.service_nodes)
-        stats.active_service_nodes = sum(1 for sn in self.state.service_nodes.values() if sn.active)
-        return stats
+        return tally(self.stats, self.state, started)
 
     def _transfer_count(self) -> int:
         """Transfers for the next block: 0 to twice the mean, uniformly."""

@@ -7,6 +7,7 @@ figures' targets are not checked: a smoke size is too small to mean anything."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,11 +21,12 @@ log = narrator(__name__)
 REPO = Path(__file__).resolve().parents[2]
 
 
-def smoke(tmp_path: Path, name: str, timeout: float) -> dict:
+def smoke(tmp_path: Path, name: str, timeout: float, env: dict[str, str] | None = None) -> dict:
     out = tmp_path / f"{name}.json"
     log.info("python -m bench --smoke --json %s %s", out.name, name)
     run = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--json", str(out), name], cwd=REPO,
-                         capture_output=True, text=True, timeout=scaled(timeout))
+                         capture_output=True, text=True, timeout=scaled(timeout),
+                         env={**os.environ, **env} if env else None)
     assert run.returncode == 0, run.stderr[-3000:]
     document = json.loads(out.read_text())
     assert document["smoke"] is True and document["commit"] and document["machine"]["cpus"]
@@ -44,6 +46,16 @@ def test_sync_bench_syncs_its_chain_and_replays_it(tmp_path: Path):
     assert figures["replay"] and figures["verify_per_s"] > 0
     assumed = figures["replay"]["assume_valid"]
     assert assumed["blocks_per_s"] > 0 and assumed["signatures"] < figures["replay"]["signatures"]
+
+
+def test_snapshot_bench_starts_a_node_from_its_snapshot_and_one_from_genesis(tmp_path: Path):
+    figures = smoke(tmp_path, "snapshot", 120, env={"SNODE_BENCH_CACHE": str(tmp_path / "cache")})
+    assert figures["built_now"] and figures["chain"]["utxos"] > 20_000 and figures["chain"]["service_nodes"] == 40
+    assert figures["snapshot"]["chunks"] > 1 and "loaded the snapshot of height" in figures["from_snapshot"]["loaded"]
+    for start in (figures["from_snapshot"], figures["from_genesis"]):
+        assert start["tip_s"] > 0 and start["proof_s"] > 0 and start["peak_rss_mb"] > 0
+    assert figures["from_genesis"]["loaded"] == "", "the replay loads no snapshot"
+    assert figures["root"]["root_ms"] > 0 and figures["root"]["keys"] > 0
 
 
 def test_core_bench_applies_its_blocks(tmp_path: Path):

@@ -70,6 +70,20 @@ def test_the_parts_sum_to_the_headers_root_and_the_chunks_load_back_into_the_sta
     assert [name for name, _, _ in S._own_entries(manifest)] == ["quorums"]
 
 
+def test_chunks_grow_past_the_asked_size_where_it_would_need_more_than_a_manifest_lists(snap):
+    chain, manifest, _ = snap
+    root = trusted(chain)[2]
+    small, small_chunks = S.build(chain.state, chain.params.network_id, root, chunk_bytes=200)
+    grown, grown_chunks = S.build(chain.state, chain.params.network_id, root, chunk_bytes=200, max_chunks=3)
+    assert len(small_chunks) > 3
+    assert 1 < len(grown_chunks) <= 3
+    S.check_manifest(grown, chain.params.network_id, *trusted(chain))
+    entries = [entry for number, data in enumerate(grown_chunks) for entry in S.check_chunk(grown, number, data)]
+    assert S.load(grown, entries) == chain.state
+    assert S.chunk_size(chain.state, 200, max_chunks=100 * len(small_chunks)) == 200, "as asked where it fits"
+    assert S.chunk_size(chain.state, S.CHUNK_BYTES + 1) == S.CHUNK_BYTES
+
+
 def test_a_manifest_whose_parts_do_not_sum_to_the_root_is_refused_before_any_chunk(snap):
     chain, manifest, _ = snap
     part = bytearray(manifest.chunks[1].part)
@@ -229,6 +243,36 @@ def test_a_snapshot_loads_into_a_store_holding_genesis_only(snap, tmp_path):
         assert current_checksum(store.load_state()) == state_checksum(chain.state)
 
 
+def test_a_snapshot_stored_from_its_chunks_rows_is_the_state_its_stored_entries_load(snap, tmp_path):
+    """What a new node does with a million outputs: the state loaded from the stored chunks one
+    after the other (never a list of every entry), and the store written from their rows as the
+    chunks hold them; both the very state of the chain, its checksum included."""
+    from snode.core.state import undo_block
+    from snode.store.chain_store import ChainStore
+
+    chain, manifest, chunks = snap
+    state = S.load(manifest, (e for n, data in enumerate(chunks) for e in S.stored_entries(manifest, n, data)))
+    assert state == chain.state and current_checksum(state) == state_checksum(chain.state)
+    genesis = chain.state
+    for undo in reversed(chain.undos):
+        genesis = undo_block(genesis, undo)
+    path = tmp_path / "chain.sqlite3"
+    with ChainStore.open(path, genesis_block=chain.blocks[0], genesis_state=genesis) as store:
+        store.adopt_snapshot(chain.blocks[-1], state,
+                             lambda: (row for n, data in enumerate(chunks) for row in S.stored_rows(manifest, n, data)))
+    with ChainStore.open(path, genesis_block=chain.blocks[0], genesis_state=genesis) as store:
+        assert store.tip() == (state.height, state.tip_hash)
+        assert store.load_state() == chain.state
+        assert current_checksum(store.load_state()) == state_checksum(chain.state)
+    altered = bytearray(chunks[1])
+    altered[-1] ^= 1
+    with pytest.raises(S.SnapshotError, match="stored chunk 1 is not the one its manifest lists"):
+        list(S.stored_rows(manifest, 1, bytes(altered)))
+    with pytest.raises(S.SnapshotError, match="its utxos entries are not in one run"):
+        S.load(manifest, [*S.check_chunk(manifest, 0, chunks[0]), ("service_nodes", b"x", None),
+                          *S.check_chunk(manifest, 0, chunks[0])])
+
+
 def test_own_entries_the_blocks_hash_did_not_draw_are_refused_after_the_chunks_load(snap):
     """The review's forgery: the root leaves the block's own quorum out, so a manifest of a state
     with another quorum of height h passes every root and chunk check; the quorum its hash draws
@@ -284,10 +328,11 @@ class _Writer:
     def __init__(self, node) -> None:
         self.node, self.adopted = node, None
 
-    async def adopt_snapshot(self, block, state) -> None:
+    async def adopt_snapshot(self, block, state, rows=None) -> None:
         if self.node.height != 0:
             raise NotOnTip(f"this node's chain is at block {self.node.height}, not at genesis")
         self.adopted = state
+        self.rows = list(rows()) if rows is not None else None
 
 
 def _server(chain, manifest, chunks):
@@ -328,6 +373,8 @@ def test_a_forged_own_quorum_is_refused_its_sender_banned_and_the_honest_snapsho
     assert "its quorum or checkpoint slot of height" in peers.scored.pop("liar")
     assert peers.scored == {}, "the honest peer, which offered another manifest, is never scored"
     assert writer.adopted == chain.state
+    entries = sum(len(getattr(chain.state, name)) for name in ("utxos", "service_nodes", "quorums", "checkpoints"))
+    assert writer.rows is not None and len(writer.rows) == entries, "the store is written from the chunks' rows"
 
 
 def test_chunks_are_asked_only_of_peers_that_offered_the_same_manifest(snap, tmp_path):

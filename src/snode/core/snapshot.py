@@ -24,14 +24,16 @@ state is its range.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from operator import itemgetter
 from typing import Annotated, Any, Final
 
 import immutables
 import msgspec
 
 from snode.core.crypto import hash32
-from snode.core.encoding import decode, encode
+from snode.core.encoding import decode, decode_trusted, decoding_trusted, encode
 from snode.core.errors import DecodeError, SnodeError
 from snode.core.genesis import Consensus
 from snode.core.state import MAP_NAMES, ChainState, CheckpointSlot, Quorum, ServiceNode, UtxoEntry, registry_index
@@ -141,10 +143,26 @@ def _rows(state: ChainState) -> Iterator[tuple[Row, tuple[str, Any, Any]]]:
             yield (index, key, encode(value)), (name, raw, value)
 
 
+def chunk_size(state: ChainState, asked: int, max_chunks: int = MAX_CHUNKS) -> int:
+    """The bytes of entries a chunk of `state`'s snapshot holds: `asked` (a network's
+    `snapshot_chunk_bytes`), raised as far as CHUNK_BYTES where chunks of `asked` would be more
+    than `max_chunks` (regtest asks for 200, so that its tests' few entries make many chunks, and
+    a state of a million outputs would need half a million). A pass over the entries' encodings
+    where `asked` is below CHUNK_BYTES (about 1 us an entry)."""
+    if asked >= CHUNK_BYTES:
+        return CHUNK_BYTES
+    total = sum(len(row[1]) + len(row[2]) + 8 for row, _ in _rows(state))
+    # A chunk closes once it holds `size` bytes, so all but the last hold at least that many.
+    return min(CHUNK_BYTES, max(asked, -(-total // max(max_chunks - 1, 1))))
+
+
 def build(state: ChainState, network_id: int, root: Hash32,
-          chunk_bytes: int = CHUNK_BYTES) -> tuple[Manifest, list[bytes]]:
-    """The manifest and the encoded chunks of `state`, whose tip's header carries `root`.
-    O(entries): about 15 us an entry, for its lanes."""
+          chunk_bytes: int = CHUNK_BYTES, max_chunks: int = MAX_CHUNKS) -> tuple[Manifest, list[bytes]]:
+    """The manifest and the encoded chunks of `state`, whose tip's header carries `root`, in
+    chunks of `chunk_bytes` or, where more than `max_chunks` of those would be needed, of the
+    size that fits them in `max_chunks` (`chunk_size`). O(entries): about 15 us an entry, for
+    its lanes."""
+    chunk_bytes = chunk_size(state, chunk_bytes, max_chunks)
     infos: list[ChunkInfo] = []
     chunks: list[bytes] = []
     rows: list[Row] = []
@@ -171,8 +189,8 @@ def build(state: ChainState, network_id: int, root: Hash32,
     own = [(MAP_NAMES.index(name), key_bytes(name, key), encode(value)) for name, key, value in own_entries(state)]
     manifest = Manifest(SNAPSHOT_FORMAT, network_id, state.height, state.tip_hash, state.timestamp, state.issued,
                         root, own, infos)
-    if len(infos) > MAX_CHUNKS:
-        raise SnapshotError(f"a state of {len(infos)} chunks is over the {MAX_CHUNKS} a manifest may list")
+    if len(infos) > max_chunks:
+        raise SnapshotError(f"a state of {len(infos)} chunks is over the {max_chunks} a manifest may list")
     return manifest, chunks
 
 
@@ -277,13 +295,25 @@ def check_chunk(manifest: Manifest, number: int, data: bytes) -> list[tuple[str,
 
 def load(manifest: Manifest, entries: Iterable[tuple[str, Any, Any]]) -> ChainState:
     """The state of a checked manifest from the entries of its checked chunks, in order,
-    carrying the manifest's checksum (the parts' sum, which the chunks' checks made its own)."""
-    tables: dict[str, list[tuple[Any, Any]]] = {name: [] for name in MAP_NAMES}
-    for name, key, value in entries:
-        tables[name].append((key, value))
+    carrying the manifest's checksum (the parts' sum, which the chunks' checks made its own).
+    The entries are consumed as they come: the outputs are packed into the state's `UtxoSet`
+    one by one, so an iterator of them (`stored_entries` chunk after chunk) never has a list of a
+    million decoded outputs alive at once. SnapshotError when a table's entries are not in one
+    run (chunks in (table, key) order hold each table's together)."""
+    tables: dict[str, list[tuple[Any, Any]]] = {name: [] for name in MAP_NAMES if name != "utxos"}
+    utxos = UtxoSet()
+    seen: set[str] = set()
+    for name, group in itertools.groupby(entries, key=itemgetter(0)):
+        if name in seen:
+            raise SnapshotError(f"its {name} entries are not in one run")
+        seen.add(name)
+        if name == "utxos":
+            utxos = UtxoSet((key, value) for _, key, value in group)
+        else:
+            tables[name].extend((key, value) for _, key, value in group)
     state = ChainState(
         height=manifest.height, tip_hash=manifest.block_hash, timestamp=manifest.timestamp, issued=manifest.issued,
-        utxos=UtxoSet(tables["utxos"]), service_nodes=immutables.Map(tables["service_nodes"]),
+        utxos=utxos, service_nodes=immutables.Map(tables["service_nodes"]),
         quorums=immutables.Map(tables["quorums"]), checkpoints=immutables.Map(tables["checkpoints"]),
     )
     return with_checksum(state, total(manifest))
@@ -308,11 +338,29 @@ def check_own(manifest: Manifest, state: ChainState, consensus: Consensus) -> No
 
 def stored_entries(manifest: Manifest, number: int, data: bytes) -> list[tuple[str, Any, Any]]:
     """The entries of chunk `number`, stored after `check_chunk` passed on it: its hash must
-    still be the manifest's (then its bytes are those checked), and its lanes are not summed
-    again. SnapshotError when the hash differs (the file changed since)."""
+    still be the manifest's (then its bytes are those checked: canonical, so decoded without
+    encoding them again), and its lanes are not summed again. SnapshotError when the hash
+    differs (the file changed since)."""
     info = manifest.chunks[number]
     if len(data) != info.size or hash32(data) != info.hash:
         raise SnapshotError(f"stored chunk {number} is not the one its manifest lists")
-    chunk = decode(data, Chunk)
-    names = [MAP_NAMES[t] for t, _, _ in chunk.rows]
-    return [(name, _native_key(name, raw), _decoded(name, value)) for name, (_, raw, value) in zip(names, chunk.rows)]
+    chunk = decode_trusted(data, Chunk)
+    entries: list[tuple[str, Any, Any]] = []
+    for table, rows in itertools.groupby(chunk.rows, key=itemgetter(0)):
+        name = MAP_NAMES[table]
+        decoder: Callable[[bytes], Any]
+        with decoding_trusted(TABLE_TYPES[name]) as decoder:
+            entries.extend((name, _native_key(name, raw), decoder(value)) for _, raw, value in rows)
+    return entries
+
+
+def stored_rows(manifest: Manifest, number: int, data: bytes) -> Iterator[tuple[str, Any, bytes]]:
+    """The rows of stored chunk `number` as the store writes them: (table, key, the record's
+    encoding), that encoding the checked chunk's own (canonical: `check_chunk` decoded it
+    strictly). SnapshotError when its hash is not the manifest's any more."""
+    info = manifest.chunks[number]
+    if len(data) != info.size or hash32(data) != info.hash:
+        raise SnapshotError(f"stored chunk {number} is not the one its manifest lists")
+    for table, raw, value in decode_trusted(data, Chunk).rows:
+        name = MAP_NAMES[table]
+        yield name, _native_key(name, raw), value

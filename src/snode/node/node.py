@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -287,10 +287,11 @@ class Node:
         """The canonical bytes of the main-chain block at `height` (a snapshot's, for peers), or None."""
         return self.store.get_block_bytes(height)
 
-    def store_snapshot(self, block: Block, state: ChainState) -> None:
+    def store_snapshot(self, block: Block, state: ChainState,
+                       rows: Callable[[], Iterable[tuple[str, Any, bytes]]] | None = None) -> None:
         """Store a checked snapshot's state with its block as the tip (`ChainStore.adopt_snapshot`,
-        on the store thread); `adopt_snapshot` then makes it current."""
-        self.store.adopt_snapshot(block, state)  # type: ignore[attr-defined]  # the SQLite store's alone
+        on the store thread, `rows` its chunks' rows); `adopt_snapshot` then makes it current."""
+        self.store.adopt_snapshot(block, state, rows)  # type: ignore[attr-defined]  # the SQLite store's alone
 
     def block_by_hash(self, hash_: bytes) -> Block | None:
         """Any stored block by its hash (main chain or undone by a reorg), or None."""

@@ -33,9 +33,9 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Final, ParamSpec, TypeVar
+from typing import Any, Final, ParamSpec, TypeVar
 
 from snode.core.blocks import Block, Checkpoint
 from snode.core.crypto import SigningKey
@@ -210,15 +210,17 @@ class ChainWriter:
         node.drop_stale(stale, state)
         return block
 
-    async def adopt_snapshot(self, block: Block, state: ChainState) -> None:
+    async def adopt_snapshot(self, block: Block, state: ChainState,
+                             rows: Callable[[], Iterable[tuple[str, Any, bytes]]] | None = None) -> None:
         """Store a checked snapshot's state with `block` as the tip and make it current
-        (`Node.store_snapshot`, `Node.adopt_snapshot`), under the chain-change lock; NotOnTip if
-        the chain is past genesis by then (a relayed block came first: nothing is written)."""
+        (`Node.store_snapshot`, `Node.adopt_snapshot`; `rows`: its chunks' rows), under the
+        chain-change lock; NotOnTip if the chain is past genesis by then (a relayed block came
+        first: nothing is written)."""
         node = self.node
         async with self._lock:
             if node.height != 0:
                 raise NotOnTip(f"this node's chain is at block {node.height}, not at genesis")
-            await self._commit(lambda: node.store_snapshot(block, state),
+            await self._commit(lambda: node.store_snapshot(block, state, rows),
                                lambda _: node.adopt_snapshot(block, state, node.now()))
 
     async def flush_state(self) -> None:

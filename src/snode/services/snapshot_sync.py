@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -334,7 +335,7 @@ class SnapshotFetch:
             if state is not None:
                 break
         try:
-            await self.writer.adopt_snapshot(block, state)
+            await self.writer.adopt_snapshot(block, state, lambda: self._rows(manifest))
         except NotOnTip as err:
             raise SnapshotError(f"{err}, so it is not loaded (a snapshot loads into a chain at genesis only)") from None
         self.progress.done = True
@@ -371,9 +372,14 @@ class SnapshotFetch:
         return state
 
     def _load(self, manifest: Manifest) -> Any:
-        entries = [entry for number in range(len(manifest.chunks))
-                   for entry in core.stored_entries(manifest, number, self.download.chunk(number))]
-        return core.load(manifest, entries)
+        """The state of the stored chunks, read one after the other (never all their entries at once)."""
+        return core.load(manifest, (entry for number in range(len(manifest.chunks))
+                                    for entry in core.stored_entries(manifest, number, self.download.chunk(number))))
+
+    def _rows(self, manifest: Manifest) -> Iterator[tuple[str, Any, bytes]]:
+        """The stored chunks' rows as the store writes them (`ChainStore.adopt_snapshot`)."""
+        for number in range(len(manifest.chunks)):
+            yield from core.stored_rows(manifest, number, self.download.chunk(number))
 
     async def _report(self) -> None:
         while True:

@@ -8,10 +8,12 @@ replaying the chain.
 from __future__ import annotations
 
 import gc
+import itertools
 import sqlite3
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from operator import itemgetter
 from typing import Any, Final
 
 import immutables
@@ -107,6 +109,21 @@ def write_state(
         conn.executemany(f"INSERT OR REPLACE INTO {name} (key, value) VALUES (?, ?)",
                          _rows(touched[name], values, no_row, gone))
         conn.executemany(f"DELETE FROM {name} WHERE key = ?", gone)
+    write_scalars(conn, state)
+
+
+def write_rows(conn: sqlite3.Connection, rows: Iterable[tuple[str, Any, bytes]]) -> None:
+    """Insert (table, key, encoded value) rows, a table's rows together (a snapshot's chunks in
+    order: `ChainStore.adopt_snapshot`), as they come. Call inside a transaction."""
+    for name, group in itertools.groupby(rows, key=itemgetter(0)):
+        if name not in MAP_NAMES:
+            raise ValueError(f"no state table {name!r}")
+        conn.executemany(f"INSERT OR REPLACE INTO {name} (key, value) VALUES (?, ?)",
+                         ((key, value) for _, key, value in group))
+
+
+def write_scalars(conn: sqlite3.Connection, state: ChainState) -> None:
+    """The stored state's tip record and checksum: `state`'s. Call inside a transaction."""
     tip = TipRecord(state.height, state.tip_hash, state.timestamp, state.issued)
     conn.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_TIP_KEY, encode(tip))
