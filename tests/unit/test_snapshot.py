@@ -26,7 +26,7 @@ from snode.core.state_root import current_checksum, state_checksum
 from snode.net import protocol as PR
 from snode.node.writer import NotOnTip
 from snode.params import V2, Fork
-from snode.services import snapshot_sync
+from snode.services import snapshot_sync, snapshots
 from snode.services.snapshot_sync import SnapshotFetch
 from tests.unit import chain_ops as P
 
@@ -437,3 +437,20 @@ def test_an_offered_block_of_another_hash_is_refused_on_its_header_before_the_re
     assert "liar" not in peers.scored, "another chain's block is refused, not scored: the flag may be wrong"
     assert "not the trusted point's" in caplog.text and "check --trusted-checkpoint" in caplog.text
     assert writer.adopted == chain.state
+
+
+def test_no_snapshot_falls_due_below_the_height_a_node_started_from_a_snapshot_at(fresh_chain):
+    """A node started from the snapshot of height 50 holds no undo records below it: the first
+    snapshot it writes is of 50 or above, never of 40 (its WARNING "no undo record" every block)."""
+    chain = fresh_chain()
+    params = dataclasses.replace(chain.params.with_test_forks((Fork(V2, 1),)), snapshot_interval=10,
+                                 snapshot_depth=5)
+
+    def node(height: int, history_start: int) -> SimpleNamespace:
+        return SimpleNamespace(params=params, immutable_height=0, height=height, history_start=history_start)
+
+    assert snapshots.due_height(node(47, 1), 0) == 40
+    assert snapshots.due_height(node(47, 50), 0) is None
+    assert snapshots.due_height(node(57, 50), 0) == 50
+    assert snapshots.due_height(node(57, 50), 50) is None
+    assert snapshots.due_height(node(67, 50), 50) == 60

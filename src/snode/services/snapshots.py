@@ -58,10 +58,12 @@ def settled_height(node: Node) -> int:
 
 
 def due_height(node: Node, written: int) -> int | None:
-    """The snapshot height to write now, above `written` (None: none is due)."""
+    """The snapshot height to write now, above `written` (None: none is due). Never below the
+    height a node started from a snapshot at (`history_start`): the blocks below have no undo
+    records, so their states cannot be rebuilt."""
     interval = node.params.snapshot_interval
     height = settled_height(node) // interval * interval
-    if height <= written or height <= 0 or not node.params.rules_at(height).state_root:
+    if height <= written or height < max(node.history_start, 1) or not node.params.rules_at(height).state_root:
         return None
     if node.height - height > MAX_UNDO_DEPTH:
         return None
