@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from pathlib import Path
 
+from snode.core.blocks import header_state_root
 from snode.core.encoding import decode
 from tests.functional.framework import (
     assert_equal,
@@ -19,6 +21,7 @@ from tests.functional.framework import (
 )
 from tests.functional.hostile import ban_reasons
 from tests.functional.snapshot_nodes import V2_AT
+from tests.functional.snapshot_nodes import header as _header
 from tests.functional.snapshot_nodes import servers as _servers
 from tests.functional.snapshot_nodes import trusted as _trusted
 from tests.functional.snapshot_nodes import unmet as _unmet
@@ -41,6 +44,16 @@ def _backfilled(node) -> int:
     return decode(row[0], int) if row is not None else 0
 
 
+def _checking(node) -> list[int]:
+    """The node's history-check processes."""
+    found = []
+    for pid in node.child_pids():
+        with contextlib.suppress(OSError):
+            if b"snode.services.history_check" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+    return found
+
+
 def test_a_node_from_a_snapshot_backfills_the_history_and_serves_it(nodes):
     (server,) = _servers(nodes, [{}])
     fresh = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", _trusted(server, 10)])
@@ -52,8 +65,13 @@ def test_a_node_from_a_snapshot_backfills_the_history_and_serves_it(nodes):
     for height in (1, 5, 9):
         assert_equal(fresh.get_block(height=height)["block_hex"], server.get_block(height=height)["block_hex"],
                      f"block {height}")
-    assert "history: complete" in snode_cli(fresh, "status").stdout
     assert "backfill: done" in fresh.log_tail(400)
+    log.info("Then it replays them from genesis in a child process and reaches the snapshot's state root")
+    wait_until(lambda: fresh.get_info()["history_verified"], timeout=60, what="the history verified")
+    assert_equal(fresh.get_info()["history_checked"], 10, "the history check's height")
+    assert "history: verified" in snode_cli(fresh, "status").stdout
+    assert "history check: done" in fresh.log_tail(400)
+    wait_until(lambda: _checking(fresh) == [], timeout=30, what="the history check's process gone")
     log.info("A node syncing from genesis syncs from it alone")
     late = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}"])
     connect_nodes(late, fresh)
@@ -104,3 +122,19 @@ def test_a_peer_serving_a_block_off_the_header_chain_is_banned_and_the_backfill_
     connect_nodes(fresh, honest)
     wait_until(lambda: _percent(fresh) == 100, timeout=60, what="the history complete")
     assert_equal(fresh.get_block(height=2)["block_hex"], honest.get_block(height=2)["block_hex"], "block 2")
+
+
+def test_a_history_whose_replay_misses_the_snapshots_root_stops_the_node_naming_both_roots(nodes):
+    (server,) = _servers(nodes, [{}])
+    carried = header_state_root(_header(server, 10))
+    assert carried is not None
+    fresh = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", _trusted(server, 10)], start=False)
+    log.info("A node whose history check computes another root at the snapshot (as a consensus bug would)")
+    fresh.start(env={"SNODE_TEST_MISBEHAVE": "history-check-differs"})
+    connect_nodes(fresh, server)
+    wait_until(lambda: not fresh.running, timeout=90, what="the node stopped by its history check")
+    assert_equal(fresh.process.returncode, 1, "the exit status")
+    last = fresh.stderr_text().splitlines()[-1]
+    assert last.startswith("snoded: history check: the replay from genesis"), fresh.log_tail(60)
+    ours = carried[:-1] + bytes([carried[-1] ^ 1])
+    assert f"computes state root {ours.hex()} at the snapshot of height 10, not {carried.hex()}" in last, last

@@ -446,7 +446,7 @@ def test_no_snapshot_falls_due_below_the_height_a_node_started_from_a_snapshot_a
     params = dataclasses.replace(chain.params.with_test_forks((Fork(V2, 1),)), snapshot_interval=10,
                                  snapshot_depth=5)
 
-    def node(height: int, history_start: int) -> SimpleNamespace:
+    def node(height: int, history_start: int) -> Any:  # the fields due_height reads
         return SimpleNamespace(params=params, immutable_height=0, height=height, history_start=history_start)
 
     assert snapshots.due_height(node(47, 1), 0) == 40

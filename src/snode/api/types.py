@@ -325,6 +325,12 @@ class InfoResult(Result, frozen=True):
     history_percent: int = 100
     """The share of the blocks below `history_start` this node holds: 100 when all are (or it
     started from genesis), less while the backfill fills them in or with `--no-backfill`."""
+    history_checked: int = 0
+    """The height up to which a node started from a snapshot has replayed its history from
+    genesis (the history check, once the backfill is done; `history_start` once verified)."""
+    history_verified: bool = False
+    """Whether that replay reached the snapshot's state root: the state it loaded is the one its
+    history gives (false before the check and for a node that started from genesis)."""
     snapshot_download: SnapshotDownload | None = None
     """The snapshot download of a node started from a trusted point; null: none."""
     next_fork: NextFork | None = None

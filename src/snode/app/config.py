@@ -58,7 +58,9 @@ class Config:
     test_misbehave: str = ""
     """`SNODE_TEST_MISBEHAVE` (devnet and regtest tests only): `equivocate`, a round's leader
     signs a second template too; `drop-signatures`, it leaves out of its block every validator
-    signature beyond those needed (`services.producer`). Empty: an honest node."""
+    signature beyond those needed (`services.producer`); the snapshot and backfill ones
+    (`services.snapshots`, `net.relay`) and `history-check-differs`, the history check's root
+    at the snapshot differs (`services.history_check`). Empty: an honest node."""
     db_growth_pages: int | None = None
     """`SNODE_DB_GROWTH_PAGES` (devnet and regtest tests of a full disk); None: no cap."""
     rpc_no_login: bool = False
@@ -258,7 +260,7 @@ def _test_number(variable: str, network: str, what: str, high: int) -> int | Non
 
 MISBEHAVE_VARIABLE = "SNODE_TEST_MISBEHAVE"
 MISBEHAVIOURS = ("equivocate", "drop-signatures", "alter-snapshot-chunk", "slow-snapshot", "alter-old-block",
-                 "slow-old-blocks")
+                 "slow-old-blocks", "history-check-differs")
 
 
 def _test_misbehave(network: str) -> str:

@@ -39,7 +39,7 @@ from snode.core import mempool as mp
 from snode.core.blocks import Block
 from snode.core.crypto import SigningKey
 from snode.core.errors import DecodeError
-from snode.core.genesis import genesis_state
+from snode.core.genesis import GenesisDoc, genesis_state
 from snode.core.snapshot import SnapshotError
 from snode.net import address_file
 from snode.net.peers import PeerManager
@@ -65,6 +65,7 @@ from snode.services.checkpoints import CheckpointDuties
 from snode.services.departure import find_departure
 from snode.services.equivocation import EquivocationWatch
 from snode.services.event_feed import EventFeed
+from snode.services.history_check import HistoryCheck, request_for
 from snode.services.notify import Notifier
 from snode.services.producer import BlockProducer
 from snode.services.saving import keep_saving
@@ -114,6 +115,7 @@ class Daemon:
         self.fatal: str | None = None  # why the daemon must not go on (`fail`); None: an ordinary stop
         self.node: Node | None = None
         self.saved_peers: list[str] = []  # the store's peer addresses, read in `_open_node`
+        self.genesis_doc: GenesisDoc | None = None  # the network's genesis, set in `_open_node`
         offset = config.clock_offset
         self.clock: MockableClock | SystemClock = (
             MockableClock(offset) if config.params.generate_on_demand else SystemClock(offset)
@@ -286,20 +288,25 @@ class Daemon:
 
     async def _backfill(self, node: Node, writer: ChainWriter, peers: PeerManager, syncer: Syncer) -> None:
         """Once a snapshot is loaded (now or before) and the tip synced, the blocks below it
-        (`services.backfill`); with `--no-backfill`, one line that the history starts there."""
+        (`services.backfill`), then their replay from genesis (`services.history_check`); with
+        `--no-backfill`, one line that the history starts there."""
         def downloading() -> bool:
             return node.snapshot_download is not None and not node.snapshot_download.done
 
         while downloading():
             await asyncio.sleep(1.0)
-        if node.history_percent == 100:
+        if node.history_start <= 1:
             return
-        if self.config.no_backfill:
-            log.info("--no-backfill: this node's history starts at the snapshot of height %d (blocks %d to %d are "
-                     "not downloaded)", node.history_start, node.backfilled + 1, node.history_start - 1)
-            return
-        await Backfill(writer, peers, lambda: syncer.running or node.target_height > 0 or downloading(),
-                       time.time).run()
+        if node.history_percent < 100:
+            if self.config.no_backfill:
+                log.info("--no-backfill: this node's history starts at the snapshot of height %d (blocks %d to %d "
+                         "are not downloaded)", node.history_start, node.backfilled + 1, node.history_start - 1)
+                return
+            await Backfill(writer, peers, lambda: syncer.running or node.target_height > 0 or downloading(),
+                           time.time).run()
+        assert self.genesis_doc is not None
+        await HistoryCheck(node, writer, request_for(node, self.genesis_doc, self.config.test_misbehave),
+                           self.fail).run()
 
     def _snapshots(self, node: Node, writer: ChainWriter, peers: PeerManager) -> SnapshotMaker | None:
         """The snapshots this node writes and serves (`--snapshots`), or None; peers' snapshot
@@ -394,6 +401,7 @@ class Daemon:
         cfg = self.config
         params = cfg.params
         doc = datadir.genesis(params, cfg.genesis_file)
+        self.genesis_doc = doc
         state0, block0, consensus = genesis_state(doc, params)
         try:
             store = ChainStore.open(datadir.database, genesis_block=block0, genesis_state=state0)
@@ -422,6 +430,8 @@ class Daemon:
                         upgrade=UpgradeWatch(params, datadir.path))
             node.assume_valid, node.trusted_checkpoint = cfg.assume_valid, cfg.trusted_checkpoint
             node.history_start, node.backfilled = store.history_start(), store.backfilled()
+            if store.history_verified():
+                node.history_verified, node.history_checked = True, node.history_start
             _check_trusted_checkpoint(store, cfg.trusted_checkpoint)
             return node
         except BaseException as err:

@@ -105,6 +105,11 @@ class Node:
     backfilled: int = 0
     """The height up to which this node holds every block from genesis below `history_start`
     (`services.backfill`; 0: none yet). Heights above it and below `history_start` are not here."""
+    history_checked: int = 0
+    """The height up to which the history check has replayed the blocks from genesis (its run
+    under way; `services.history_check`); `history_start` once verified."""
+    history_verified: bool = False
+    """Whether the replay of the history below `history_start` reached its snapshot's state root."""
     snapshot_download: Any = None
     """The progress of the snapshot download under way (`services.snapshot_sync.Progress`:
     `words()`, `record()`, `done`), or None: no download."""
@@ -248,6 +253,20 @@ class Node:
         """The share of the blocks below `history_start` this node holds (100: all, or none missing)."""
         below = self.history_start - 1
         return 100 if below <= 0 or self.backfilled >= below else self.backfilled * 100 // below
+
+    @property
+    def history_check_percent(self) -> int:
+        """The share of the blocks below `history_start` the history check has replayed (100:
+        verified, or a node from genesis)."""
+        top = self.history_start
+        if top <= 1 or self.history_verified:
+            return 100
+        return min(self.history_checked, top) * 100 // top
+
+    def store_history_verified(self) -> None:
+        """On the store thread: keep that the history is verified (`ChainStore.store_history_verified`)."""
+        self.store.store_history_verified()  # type: ignore[attr-defined]  # the SQLite store's alone
+        self.history_verified, self.history_checked = True, self.history_start
 
     def store_backfill(self, blocks: list[Block]) -> int:
         """On the store thread: store backfilled blocks (`ChainStore.store_backfill`) and take

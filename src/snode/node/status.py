@@ -49,6 +49,8 @@ def status_line(node: NodeView, now: int) -> str:
         line += f", {node.snapshot_download.words()}"
     elif node.history_percent < 100 and node.backfilled:
         line += f", history: {node.history_percent} %"
+    elif node.history_checked and not node.history_verified:
+        line += f", history check: {node.history_check_percent} %"
     warning = node.credit_warning()
     if warning:
         line += f", {warning}"

@@ -13,6 +13,7 @@ import os
 import signal
 import struct
 import sys
+from collections.abc import Iterator
 from typing import IO, Final
 
 import msgspec
@@ -35,16 +36,22 @@ def _read_exactly(stream: IO[bytes], size: int) -> bytes | None:
     return bytes(data)
 
 
+def read_frames(stream: IO[bytes]) -> Iterator[bytes]:
+    """The bodies of the frames on `stream` (a 4-byte little-endian length, then the body) until it ends."""
+    while True:
+        header = _read_exactly(stream, HEADER.size)
+        if header is None:
+            return
+        body = _read_exactly(stream, HEADER.unpack(header)[0])
+        if body is None:
+            return
+        yield body
+
+
 def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
     """Answer requests until their stream ends."""
     decoder = msgspec.msgpack.Decoder(list[tuple[bytes, bytes, bytes]])
-    while True:
-        header = _read_exactly(requests, HEADER.size)
-        if header is None:
-            return
-        body = _read_exactly(requests, HEADER.unpack(header)[0])
-        if body is None:
-            return
+    for body in read_frames(requests):
         bad = -1
         for i, (public, message, signature) in enumerate(decoder.decode(body)):
             if not verify_uncached(public, message, signature):

@@ -94,6 +94,8 @@ class Answers:
             history_start=node.history_start,
             history_backfilled=node.backfilled,
             history_percent=node.history_percent,
+            history_checked=node.history_checked,
+            history_verified=node.history_verified,
             snapshot_download=SnapshotDownload(**node.snapshot_download.record()) if node.snapshot_download else None,
             next_fork=_next_fork(node),
             mempool_min_fee_rate=mempool_min_fee_rate(node.pool, node.consensus, now),

@@ -34,6 +34,9 @@ HISTORY_START_KEY: Final = "history_start"
 BACKFILLED_KEY: Final = "backfilled"
 """The `node_meta` row of the height up to which a store started from a snapshot holds every
 block from genesis (`store_backfill`; absent: 0)."""
+HISTORY_VERIFIED_KEY: Final = "history_verified"
+"""The `node_meta` row of the snapshot height whose history the replay from genesis verified
+(`services.history_check`; absent: none)."""
 
 
 class PendingWrite:
@@ -256,6 +259,16 @@ class ChainStore:
         `history_start` (the backfill's progress; 0: none yet)."""
         value = self.get_meta(BACKFILLED_KEY)
         return decode_trusted(value, int) if value is not None else 0
+
+    def history_verified(self) -> bool:
+        """Whether the replay of the history below `history_start` reached its snapshot's state
+        root (`services.history_check`; kept: a node checks its history once)."""
+        value = self.get_meta(HISTORY_VERIFIED_KEY)
+        return value is not None and decode_trusted(value, int) == self.history_start()
+
+    def store_history_verified(self) -> None:
+        """Keep that the history below `history_start` is verified."""
+        self.set_meta(HISTORY_VERIFIED_KEY, encode(self.history_start()))
 
     def store_backfill(self, blocks: Sequence[Block]) -> int:
         """Store `blocks` (consecutive, checked against the trusted point's hash chain by the

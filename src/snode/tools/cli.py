@@ -183,7 +183,13 @@ def snapshot_lines(info: InfoResult) -> list[str]:
         lines.append(f"snapshot {download.height}: [{bar:-<20}] {share:.0%} {download.chunks}/{download.total_chunks} "
                      f"chunks, {download.bytes:,}/{download.total_bytes:,} bytes from "
                      f"{counted(download.peers, 'peer')}{eta}")
-    if info.history_start > 1 and info.history_percent == 100:
+    if info.history_start > 1 and info.history_verified:
+        lines.append(f"history: verified (started from the snapshot of height {info.history_start}; the blocks "
+                     "below are backfilled and their replay from genesis reached its state root)")
+    elif info.history_start > 1 and info.history_percent == 100 and info.history_checked:
+        lines.append(f"history: complete, checking: {info.history_checked * 100 // info.history_start} % "
+                     f"(the replay from genesis is at block {info.history_checked} of {info.history_start})")
+    elif info.history_start > 1 and info.history_percent == 100:
         lines.append(f"history: complete (started from the snapshot of height {info.history_start}; the blocks "
                      "below are backfilled)")
     elif info.history_start > 1 and info.history_backfilled:
