@@ -104,13 +104,18 @@ def test_a_new_node_given_a_trusted_point_starts_from_the_snapshot_and_syncs_on(
     sync_blocks(servers)
     wait_until(lambda: all(_written(server.data_dir) == [5, 10] for server in servers), timeout=30)
     log.info("A new node with only the trusted point 10 fetches the snapshot from both and syncs on")
-    fresh = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", _trusted(servers[0], 10), "--no-backfill"])
+    fresh = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}", _trusted(servers[0], 10), "--no-backfill", "--snapshots"])
     for server in servers:
         connect_nodes(fresh, server)
     servers[0].generate_blocks(blocks=2)
     sync_blocks([*servers, fresh])
     assert_equal(fresh.get_info()["state_root"], servers[0].get_info()["state_root"], "the root at the tip")
     assert "loaded the snapshot of height 10" in fresh.log_tail(200)
+    log.info("It serves the snapshot it started from, its download kept, never written again from its state")
+    wait_until(lambda: 10 in _written(fresh.data_dir), timeout=30, what="the download kept as a snapshot")
+    assert "serving the snapshot of height 10 this node started from" in fresh.log_tail(200)
+    assert "wrote the snapshot of height 10" not in fresh.log_tail(400)
+    assert not (fresh.data_dir / "snapshots" / "download").exists()
     wait_until(lambda: "--no-backfill: this node's history starts at the snapshot of height 10" in fresh.log_tail(200))
     log.info("Blocks below the snapshot were never downloaded: RPCs say so in one line, never wrongly")
     assert_equal(fresh.get_info()["history_start"], 10, "where its history starts")
@@ -126,6 +131,8 @@ def test_a_new_node_given_a_trusted_point_starts_from_the_snapshot_and_syncs_on(
     servers[0].generate_blocks(blocks=1)
     sync_blocks([servers[0], fresh])
     assert_equal(fresh.get_info()["history_start"], 10, "where its history starts, after a restart")
+    assert "not serving snapshot" not in fresh.log_tail(200), "the kept download checks against its manifest"
+    assert 10 in _written(fresh.data_dir)
 
 
 # --- faults (issue #36 item 7) ---------------------------------------------------------------------

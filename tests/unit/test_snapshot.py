@@ -192,6 +192,21 @@ def test_a_download_keeps_each_stored_chunk_and_drops_one_that_does_not_match(sn
     assert not (download.path / "chunk-0003").exists()
 
 
+def test_a_finished_download_becomes_a_served_snapshot_in_one_rename(snap, tmp_path):
+    from snode.store.snapshot import Download, Snapshots
+
+    _, manifest, chunks = snap
+    download = Download(tmp_path)
+    download.start(manifest, b"block")
+    for number, data in enumerate(chunks):
+        download.put(number, data)
+    snapshots = Snapshots(tmp_path)
+    path = snapshots.adopt(download, manifest)
+    assert snapshots.paths() == [path] and path.name.startswith(f"{manifest.height:010d}-")
+    assert snapshots.verified(path) == manifest, "its chunks check against its manifest, as a written one's"
+    assert not download.path.exists() and not (path / "block").exists()
+
+
 # --- the state at a snapshot height, and loading it into a store --------------------------------------
 
 def test_the_state_at_a_height_below_the_tip_is_made_from_undo_records_with_its_root(fresh_chain):

@@ -74,6 +74,7 @@ from snode.services.snapshot_sync import SnapshotFetch
 from snode.services.snapshots import SnapshotMaker, SnapshotServer
 from snode.services.sync import Syncer
 from snode.store import ChainStore, StoreError, damaged
+from snode.store.snapshot import Download
 
 if TYPE_CHECKING:  # imported at run time only where used (start-up time)
     from snode.app.progress import SyncProgressBar
@@ -258,6 +259,8 @@ class Daemon:
         syncer.relay.misbehave = self.config.test_misbehave
         peers.spawn(self._backfill(node, writer, peers, syncer), "backfill")
         trusted = self.config.trusted_checkpoint or self.config.params.trusted_snapshot
+        if node.height != 0:
+            Download(self.config.data_dir).discard()  # one a stop left between its load and its keeping
         if trusted is None or node.height != 0:
             syncer.start()
             return
@@ -268,7 +271,9 @@ class Daemon:
                      params.snapshot_interval)
             syncer.start()
             return
-        fetch = SnapshotFetch(node, writer, peers, self.config.data_dir, trusted, cap=self.config.snapshot_download_cap)
+        maker = self.snapshot_server.maker
+        fetch = SnapshotFetch(node, writer, peers, self.config.data_dir, trusted, cap=self.config.snapshot_download_cap,
+                              keep=maker.adopt if maker is not None else None)
         node.snapshot_download = fetch.progress
         self.snapshot_server.answers = fetch.on_answer
 

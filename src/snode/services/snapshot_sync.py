@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,8 +104,11 @@ class SnapshotFetch:
     """Fetch, check, store and load the snapshot at the trusted point (see the module's text)."""
 
     def __init__(self, node: Node, writer: ChainWriter, peers: PeerManager, data_dir: Path,
-                 trusted: tuple[int, bytes], *, cap: int | None = None) -> None:
+                 trusted: tuple[int, bytes], *, cap: int | None = None,
+                 keep: Callable[[Download, Manifest], Awaitable[None]] | None = None) -> None:
         self.node, self.writer, self.peers = node, writer, peers
+        self.keep = keep
+        """Where the finished download goes to be served (`SnapshotMaker.adopt`); None: deleted."""
         self.height, self.hash = trusted
         self.download = Download(data_dir, cap)
         self.progress = Progress(self.height)
@@ -338,10 +341,13 @@ class SnapshotFetch:
             await self.writer.adopt_snapshot(block, state, lambda: self._rows(manifest))
         except NotOnTip as err:
             raise SnapshotError(f"{err}, so it is not loaded (a snapshot loads into a chain at genesis only)") from None
-        self.progress.done = True
-        await asyncio.to_thread(self.download.discard)
         log.info("loaded the snapshot of height %d (%d entries): syncing on from it", self.height,
                  len(state.utxos) + len(state.service_nodes) + len(state.quorums) + len(state.checkpoints))
+        if self.keep is not None:
+            await self.keep(self.download, manifest)
+        else:
+            await asyncio.to_thread(self.download.discard)
+        self.progress.done = True
 
     def _at_genesis(self) -> None:
         if self.node.height != 0:

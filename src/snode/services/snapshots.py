@@ -41,7 +41,7 @@ from snode.node.events import BlocksAdopted, ChainReorganized
 from snode.node.node import Node
 from snode.node.writer import ChainWriter
 from snode.store.errors import StoreError
-from snode.store.snapshot import Snapshots, read_chunk
+from snode.store.snapshot import Download, Snapshots, read_chunk
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +119,9 @@ class SnapshotMaker:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            download = self.node.snapshot_download
+            if download is not None and not download.done:
+                continue  # the snapshot this node starts from is served once loaded (`adopt`)
             written = self.served[-1][0].height if self.served else 0
             height = due_height(self.node, written)
             if height is not None:
@@ -134,6 +137,24 @@ class SnapshotMaker:
                 log.warning("not serving snapshot %s: %s (the directory was changed outside snoded; delete it)",
                             path.name, err.reason)
         self.served = served
+
+    async def adopt(self, download: Download, manifest: Manifest) -> None:
+        """Serve the snapshot this node started from: its finished download moved into place
+        (`Snapshots.adopt`), not written again from the state (a new node's CPU and memory);
+        when it cannot be moved, one WARNING line, the download deleted, and it is written as
+        any other when due."""
+        try:
+            path = await asyncio.to_thread(self.snapshots.adopt, download, manifest)
+        except OSError as err:
+            log.warning("the downloaded snapshot of height %d is not kept to serve (%s): it is written again when due",
+                        manifest.height, err.strerror or err)
+            await asyncio.to_thread(download.discard)
+            return
+        kept = {p.name for p in self.snapshots.paths()}
+        self.served = [(m, p) for m, p in self.served if p.name in kept and p != path] + [(manifest, path)]
+        self.served.sort(key=lambda served: served[0].height)
+        log.info("serving the snapshot of height %d this node started from (%d chunks)", manifest.height,
+                 len(manifest.chunks))
 
     async def write(self, height: int) -> Path | None:
         """Write the snapshot of the state at `height` of the tip's chain; its directory, or None

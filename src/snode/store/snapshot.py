@@ -48,6 +48,10 @@ def _write_file(path: Path, data: bytes) -> None:
     write_atomically(path, data, 0o644)
 
 
+def _snapshot_name(manifest: Manifest) -> str:
+    return f"{manifest.height:010d}-{manifest.block_hash.hex()[:16]}"
+
+
 def read_manifest(path: Path) -> Manifest:
     """The manifest in snapshot directory `path`; SnapshotError when it is not one."""
     try:
@@ -87,7 +91,7 @@ class Snapshots:
         """Write a snapshot atomically and keep the newest KEEP; its directory. OSError (a full
         disk) leaves no part of it behind."""
         self.root.mkdir(parents=True, exist_ok=True)
-        name = f"{manifest.height:010d}-{manifest.block_hash.hex()[:16]}"
+        name = _snapshot_name(manifest)
         final = self.root / name
         tmp = self.root / f".{name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -104,9 +108,26 @@ class Snapshots:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        self._prune()
+        return final
+
+    def adopt(self, download: Download, manifest: Manifest) -> Path:
+        """Move a finished download of `manifest` (every chunk checked on arrival and loaded)
+        into place as a snapshot, in one rename, and keep the newest KEEP; its directory. A node
+        started from a snapshot serves it at once, and never writes it again from its state."""
+        final = self.root / _snapshot_name(manifest)
+        (download.path / BLOCK).unlink(missing_ok=True)
+        sync_dir(download.path)
+        if final.exists():
+            shutil.rmtree(final)
+        os.rename(download.path, final)
+        sync_dir(self.root)
+        self._prune()
+        return final
+
+    def _prune(self) -> None:
         for old in self.paths()[:-KEEP]:
             shutil.rmtree(old, ignore_errors=True)
-        return final
 
     def verified(self, path: Path) -> Manifest:
         """The manifest of `path` after every chunk file was checked against it (size and hash);
