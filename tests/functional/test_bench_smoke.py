@@ -55,6 +55,8 @@ def test_snapshot_bench_starts_a_node_from_its_snapshot_and_one_from_genesis(tmp
     for start in (figures["from_snapshot"], figures["from_genesis"]):
         assert start["tip_s"] > 0 and start["proof_s"] > 0 and start["peak_rss_mb"] > 0
     assert figures["from_genesis"]["loaded"] == "", "the replay loads no snapshot"
+    assert figures["from_snapshot"]["verified_s"] > figures["from_snapshot"]["tip_s"]
+    assert "history check: done in" in figures["from_snapshot"]["checked"]
     assert figures["root"]["root_ms"] > 0 and figures["root"]["keys"] > 0
 
 

@@ -10,9 +10,10 @@ The replay runs in a child process (`python -m snode.services.history_check`), a
   372 MB), and gives it back when it ends;
 - its CPU is another core's where there is one, and never the daemon's thread's (a block, a
   proof, an RPC go first);
-- the daemon reads the stored blocks on its store thread, BATCH at a time, and writes them to
-  the child's stdin (the database is the daemon's alone: SQLite's exclusive lock); a full pipe
-  holds the next batch back, so the daemon reads no faster than the child replays;
+- the daemon reads the stored blocks on its store thread, a batch at a time (100 blocks, 2 MiB
+  at most), and writes them to the child's stdin (the database is the daemon's alone: SQLite's
+  exclusive lock); a full pipe holds the next batch back, so the daemon reads no faster than
+  the child replays and holds one batch at a time;
 - the child exits when its stdin ends: when its daemon stops or dies, however it dies.
 
 Its stdin: a pickled Request, then batches, each a 4-byte little-endian length and a msgpack
@@ -62,7 +63,9 @@ log = logging.getLogger(__name__)
 
 NICENESS: Final = 10
 BATCH: Final = 100
-"""Blocks the daemon reads and writes to the child at a time."""
+"""Blocks the daemon reads and writes to the child at a time, at most."""
+BATCH_BYTES: Final = 2 << 20
+"""Bytes of blocks in one batch, at most (the daemon holds one batch at a time, and the pipe's)."""
 REPORT_EVERY_S: Final = 1.0
 """Seconds between two `at H` lines of the child."""
 LOG_EVERY_S: Final = 30.0
@@ -197,20 +200,19 @@ class HistoryCheck:
                 await proc.wait()
 
     async def _feed(self, stdin: asyncio.StreamWriter) -> None:
-        """The request, then blocks 1 to `top` read on the store thread, BATCH at a time."""
-        top = self.request.top
+        """The request, then blocks 1 to `top` read on the store thread, a batch at a time."""
+        top, height = self.request.top, 1
         try:
             stdin.write(pickle.dumps(self.request))
-            for start in range(1, top + 1, BATCH):
-                heights = range(start, min(start + BATCH, top + 1))
-                blocks = await self.writer.call(self._blocks, heights)
-                missing = next((h for h, b in zip(heights, blocks, strict=True) if b is None), None)
-                if missing is not None:
+            while height <= top:
+                blocks = await self.writer.call(self._blocks, height, top)
+                if not blocks:
                     self.short = True
                     log.warning("history check: not done: block %d is not stored; it runs again at the next start",
-                                missing)
+                                height)
                     break
-                stdin.write(frame([b for b in blocks if b is not None]))
+                height += len(blocks)
+                stdin.write(frame(blocks))
                 await stdin.drain()
         except StoreError as err:
             self.short = True
@@ -220,9 +222,19 @@ class HistoryCheck:
         finally:
             stdin.close()
 
-    def _blocks(self, heights: range) -> list[bytes | None]:
-        """On the store thread: the encoded blocks at `heights` (None where one is not stored)."""
-        return [self.node.block_bytes_at(h) for h in heights]
+    def _blocks(self, start: int, top: int) -> list[bytes]:
+        """On the store thread: the encoded blocks from `start` on, at most BATCH of them and
+        BATCH_BYTES together (one block more than that where the first alone is larger), up
+        to the first one not stored, and not above `top`."""
+        blocks: list[bytes] = []
+        size = 0
+        for height in range(start, min(start + BATCH, top + 1)):
+            data = self.node.block_bytes_at(height)
+            if data is None or (blocks and size + len(data) > BATCH_BYTES):
+                break
+            blocks.append(data)
+            size += len(data)
+        return blocks
 
     async def _follow(self, stdout: asyncio.StreamReader) -> tuple[str, str] | None:
         """Follow the child's lines; its result (`done` or `bad`, and the rest), or None."""
