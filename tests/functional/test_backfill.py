@@ -72,6 +72,13 @@ def test_a_node_from_a_snapshot_backfills_the_history_and_serves_it(nodes):
     assert "history: verified" in snode_cli(fresh, "status").stdout
     assert "history check: done" in fresh.log_tail(400)
     wait_until(lambda: _checking(fresh) == [], timeout=30, what="the history check's process gone")
+    log.info("Restarted, it keeps its verified history and replays nothing again")
+    fresh.stop()
+    fresh.start()
+    assert fresh.get_info()["history_verified"], "kept across a restart"
+    connect_nodes(fresh, server)
+    wait_until(lambda: "history: verified" in snode_cli(fresh, "status").stdout, timeout=30)
+    assert_equal(fresh.stderr_text().count("history check: replaying"), 1, "replays of the history in both runs")
     log.info("A node syncing from genesis syncs from it alone")
     late = nodes.add(extra_args=[f"--test-fork=v2@{V2_AT}"])
     connect_nodes(late, fresh)
