@@ -341,9 +341,14 @@ class Node:
         start = self._start_after(locator)
         if not self.holds(start):
             return None
+        return self.block_bytes_from(start, min(start + max_count, self.height + 1), max_bytes)
+
+    def block_bytes_from(self, start: int, end: int, max_bytes: int) -> list[bytes]:
+        """The encoded main-chain blocks from `start` to below `end`, at most `max_bytes`
+        together (the first one whatever its size), up to the first one not stored."""
         out: list[bytes] = []
         size = 0
-        for height in range(start, min(start + max_count, self.height + 1)):
+        for height in range(start, end):
             data = self.store.get_block_bytes(height)
             if data is None or (out and size + len(data) > max_bytes):
                 break

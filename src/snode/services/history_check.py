@@ -45,6 +45,7 @@ from typing import IO, Final
 
 import msgspec
 
+from snode.common.text import printable
 from snode.core.blocks import Block, header_state_root
 from snode.core.encoding import decode_trusted
 from snode.core.errors import SnodeError
@@ -205,7 +206,8 @@ class HistoryCheck:
         try:
             stdin.write(pickle.dumps(self.request))
             while height <= top:
-                blocks = await self.writer.call(self._blocks, height, top)
+                blocks = await self.writer.call(self.node.block_bytes_from, height, min(height + BATCH, top + 1),
+                                                BATCH_BYTES)
                 if not blocks:
                     self.short = True
                     log.warning("history check: not done: block %d is not stored; it runs again at the next start",
@@ -222,27 +224,13 @@ class HistoryCheck:
         finally:
             stdin.close()
 
-    def _blocks(self, start: int, top: int) -> list[bytes]:
-        """On the store thread: the encoded blocks from `start` on, at most BATCH of them and
-        BATCH_BYTES together (one block more than that where the first alone is larger), up
-        to the first one not stored, and not above `top`."""
-        blocks: list[bytes] = []
-        size = 0
-        for height in range(start, min(start + BATCH, top + 1)):
-            data = self.node.block_bytes_at(height)
-            if data is None or (blocks and size + len(data) > BATCH_BYTES):
-                break
-            blocks.append(data)
-            size += len(data)
-        return blocks
-
     async def _follow(self, stdout: asyncio.StreamReader) -> tuple[str, str] | None:
         """Follow the child's lines; its result (`done` or `bad`, and the rest), or None."""
         node, top = self.node, self.request.top
         logged = time.monotonic()
         async for raw in stdout:
             word, _, rest = raw.decode(errors="replace").strip().partition(" ")
-            if word == "at":
+            if word == "at" and rest.isdigit():
                 node.history_checked = int(rest)
                 if time.monotonic() - logged >= LOG_EVERY_S:
                     logged = time.monotonic()
@@ -255,13 +243,18 @@ class HistoryCheck:
     async def _ended(self, word: str, rest: str, seconds: float) -> None:
         node, top = self.node, self.request.top
         if word == "bad":
-            height, _, reason = rest.partition(" ")
+            height, _, reason = printable(rest).partition(" ")
             self.fail(f"history check: block {height} below the snapshot of height {top} is not valid when the "
                       f"history is replayed from genesis ({reason}): this node's state, loaded from the snapshot, "
                       "is not the one its history gives; report it, and sync from genesis (a new data dir without "
                       "--trusted-checkpoint) meanwhile")
             return
-        _, ours, carried = rest.split(" ")
+        parts = rest.split(" ")
+        if len(parts) != 3:
+            log.warning("history check: not done: the replay's result is unreadable (%s); it runs again at the next "
+                        "start", printable(rest, 200))
+            return
+        _, ours, carried = parts
         if ours != carried:
             self.fail(f"history check: the replay from genesis computes state root {ours} at the snapshot of height "
                       f"{top}, not {carried}, the root its block carries and the snapshot loaded: this node's "
