@@ -176,6 +176,41 @@ def test_snapshots_are_written_whole_the_newest_two_kept_and_an_edited_one_named
         snapshots.verified(path)
 
 
+def test_a_snapshot_built_into_its_directory_is_the_built_one_and_a_stopped_build_leaves_nothing(snap, tmp_path):
+    """`write_built` writes each chunk as `build_into` makes it (a daemon holds one chunk, not
+    the state's); a build stopped (the daemon stopping) ends within STOP_EVERY entries and
+    leaves no directory behind, served or hidden."""
+    from snode.store.snapshot import Snapshots, read_chunk
+
+    chain, manifest, chunks = snap
+    root = trusted(chain)[2]
+    snapshots = Snapshots(tmp_path)
+    written, path = snapshots.write_built(
+        lambda put: S.build_into(chain.state, chain.params.network_id, root, put, chunk_bytes=2_000))
+    assert written == manifest and snapshots.verified(path) == manifest
+    assert [read_chunk(path, n) for n in range(len(chunks))] == chunks
+    looks: list[int] = []
+
+    def stopped() -> bool:
+        looks.append(len(looks))
+        return len(looks) == 3
+
+    made = S._rows(chain.state, stopped, every=2)
+    assert len([next(made) for _ in range(5)]) == 5, "two looks, at entries 2 and 4, say go on"
+    with pytest.raises(S.BuildStopped):
+        next(made)
+    assert len(looks) == 3, "the third look, at entry 6, stops it"
+    before = sorted(p.name for p in snapshots.root.iterdir())
+
+    def stopping_build(put):
+        put(chunks[0])
+        raise S.BuildStopped("the snapshot's build was stopped")
+
+    with pytest.raises(S.BuildStopped):
+        snapshots.write_built(stopping_build)
+    assert sorted(p.name for p in snapshots.root.iterdir()) == before, "nothing of the stopped build is left"
+
+
 def test_a_download_keeps_each_stored_chunk_and_drops_one_that_does_not_match(snap, tmp_path):
     from snode.store.snapshot import Download
 
@@ -469,3 +504,44 @@ def test_no_snapshot_falls_due_below_the_height_a_node_started_from_a_snapshot_a
     assert snapshots.due_height(node(57, 50), 0) == 50
     assert snapshots.due_height(node(57, 50), 50) is None
     assert snapshots.due_height(node(67, 50), 50) == 60
+
+
+def test_a_snapshot_write_cancelled_by_a_stopping_daemon_stops_its_build_thread(fresh_chain, tmp_path):
+    """The daemon stopping cancels `SnapshotMaker.write`; its build thread, which asyncio cannot
+    cancel and the loop's shutdown waits for, is told to stop (a build of a million outputs takes
+    some 40 s: a SIGTERM was not obeyed in 20 s)."""
+    import threading
+
+    from snode.common.events import EventHub
+
+    chain = fresh_chain()
+    seen = threading.Event()
+    told: list[bool] = []
+
+    class Maker(snapshots.SnapshotMaker):
+        def _build_and_write(self, state, network_id, carried, stop):
+            seen.set()
+            told.append(stop.wait(10))  # a build looking at its flag
+            raise S.BuildStopped("the snapshot's build was stopped")
+
+    class Writer:
+        async def call(self, function, *args):
+            return chain.state if function is snapshots.state_at else chain.blocks[-1]
+
+    node = SimpleNamespace(params=chain.params, hub=EventHub(), state=chain.state, block_by_hash=None)
+
+    async def main() -> None:
+        maker = Maker(node, Writer(), tmp_path)  # type: ignore[arg-type]
+        task = asyncio.ensure_future(maker.write(chain.state.height))
+        await asyncio.to_thread(seen.wait, 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    started = asyncio.get_event_loop_policy().new_event_loop()
+    try:
+        started.run_until_complete(main())
+        started.run_until_complete(started.shutdown_default_executor())  # what asyncio.run's end waits for
+    finally:
+        started.close()
+    assert told == [True], "the build thread was told to stop, so the loop's shutdown did not wait for it"

@@ -134,16 +134,31 @@ def _native_key(table: str, raw: bytes) -> Any:
     return raw
 
 
-def _rows(state: ChainState) -> Iterator[tuple[Row, tuple[str, Any, Any]]]:
-    """Every entry of `state` in snapshot order, as a row and as (table, key, value)."""
+STOP_EVERY: Final = 4096
+"""Entries between two looks at a build's stop flag (some 30-60 ms of CPU)."""
+
+
+class BuildStopped(SnodeError):
+    """A snapshot's build was stopped (its daemon stopping) before it was done."""
+
+
+def _rows(state: ChainState, stopped: Callable[[], bool] | None = None,
+          every: int = STOP_EVERY) -> Iterator[tuple[Row, tuple[str, Any, Any]]]:
+    """Every entry of `state` in snapshot order, as a row and as (table, key, value);
+    BuildStopped within `every` entries of `stopped()` turning true."""
+    count = 0
     for index, name in enumerate(MAP_NAMES):
         table = getattr(state, name)
         for key, raw in sorted((key_bytes(name, key), key) for key in table.keys()):
+            count += 1
+            if stopped is not None and count % every == 0 and stopped():
+                raise BuildStopped("the snapshot's build was stopped")
             value = table[raw]
             yield (index, key, encode(value)), (name, raw, value)
 
 
-def chunk_size(state: ChainState, asked: int, max_chunks: int = MAX_CHUNKS) -> int:
+def chunk_size(state: ChainState, asked: int, max_chunks: int = MAX_CHUNKS,
+               stopped: Callable[[], bool] | None = None) -> int:
     """The bytes of entries a chunk of `state`'s snapshot holds: `asked` (a network's
     `snapshot_chunk_bytes`), raised as far as CHUNK_BYTES where chunks of `asked` would be more
     than `max_chunks` (regtest asks for 200, so that its tests' few entries make many chunks, and
@@ -151,33 +166,44 @@ def chunk_size(state: ChainState, asked: int, max_chunks: int = MAX_CHUNKS) -> i
     where `asked` is below CHUNK_BYTES (about 1 us an entry)."""
     if asked >= CHUNK_BYTES:
         return CHUNK_BYTES
-    total = sum(len(row[1]) + len(row[2]) + 8 for row, _ in _rows(state))
+    total = sum(len(row[1]) + len(row[2]) + 8 for row, _ in _rows(state, stopped))
     # A chunk closes once it holds `size` bytes, so all but the last hold at least that many.
     return min(CHUNK_BYTES, max(asked, -(-total // max(max_chunks - 1, 1))))
 
 
 def build(state: ChainState, network_id: int, root: Hash32,
           chunk_bytes: int = CHUNK_BYTES, max_chunks: int = MAX_CHUNKS) -> tuple[Manifest, list[bytes]]:
-    """The manifest and the encoded chunks of `state`, whose tip's header carries `root`, in
-    chunks of `chunk_bytes` or, where more than `max_chunks` of those would be needed, of the
-    size that fits them in `max_chunks` (`chunk_size`). O(entries): about 15 us an entry, for
-    its lanes."""
-    chunk_bytes = chunk_size(state, chunk_bytes, max_chunks)
-    infos: list[ChunkInfo] = []
+    """The manifest and the encoded chunks of `state` (`build_into`, the chunks in a list)."""
     chunks: list[bytes] = []
+    manifest = build_into(state, network_id, root, chunks.append, chunk_bytes, max_chunks)
+    return manifest, chunks
+
+
+def build_into(state: ChainState, network_id: int, root: Hash32, put: Callable[[bytes], None],
+               chunk_bytes: int = CHUNK_BYTES, max_chunks: int = MAX_CHUNKS,
+               stopped: Callable[[], bool] | None = None) -> Manifest:
+    """The manifest of `state`, whose tip's header carries `root`, each of its encoded chunks
+    handed to `put` in order as it is made (so that a writer holds one chunk, not the whole
+    state's), in chunks of `chunk_bytes` or, where more than `max_chunks` of those would be
+    needed, of the size that fits them in `max_chunks` (`chunk_size`). O(entries): about 15 us
+    an entry, for its lanes. BuildStopped soon after `stopped()` turns true (`STOP_EVERY`)."""
+    chunk_bytes = chunk_size(state, chunk_bytes, max_chunks, stopped)
+    infos: list[ChunkInfo] = []
     rows: list[Row] = []
     entries: list[tuple[str, Any, Any]] = []
     size = 0
 
     def close() -> None:
+        if len(infos) >= max_chunks:
+            raise SnapshotError(f"a state of over {max_chunks} chunks is more than a manifest may list")
         data = encode(Chunk(list(rows)))
         part = with_entries(EMPTY, entries).to_bytes()
         infos.append(ChunkInfo(rows[0][:2], rows[-1][:2], len(data), hash32(data), part))
-        chunks.append(data)
+        put(data)
         rows.clear()
         entries.clear()
 
-    for row, entry in _rows(state):
+    for row, entry in _rows(state, stopped):
         rows.append(row)
         entries.append(entry)
         size += len(row[1]) + len(row[2]) + 8
@@ -187,11 +213,8 @@ def build(state: ChainState, network_id: int, root: Hash32,
     if rows:
         close()
     own = [(MAP_NAMES.index(name), key_bytes(name, key), encode(value)) for name, key, value in own_entries(state)]
-    manifest = Manifest(SNAPSHOT_FORMAT, network_id, state.height, state.tip_hash, state.timestamp, state.issued,
-                        root, own, infos)
-    if len(infos) > max_chunks:
-        raise SnapshotError(f"a state of {len(infos)} chunks is over the {max_chunks} a manifest may list")
-    return manifest, chunks
+    return Manifest(SNAPSHOT_FORMAT, network_id, state.height, state.tip_hash, state.timestamp, state.issued,
+                    root, own, infos)
 
 
 def _own_entries(manifest: Manifest) -> list[tuple[str, Any, Any]]:

@@ -21,7 +21,6 @@ RECORD_BYTES: Final = RECORD.size
 BUCKET_BITS: Final = 16
 _MASK: Final = (1 << BUCKET_BITS) - 1
 _EMPTY: Final = b""
-_NO_RECORDS: Final[list[bytes]] = []
 _U64: Final = 1 << 64
 _U32: Final = 1 << 32
 
@@ -209,9 +208,11 @@ def packed(
     """A base of these (distinct) keys' entries (each made by `decode` from the pair's value if
     given), those that cannot be packed, and the count. (`packable` and the owner table's
     known case inlined: a restart packs every output.)"""
-    # Records are listed per bucket and joined at the end: faster than growing 65,536
-    # bytearrays in random order, for a transient list of the records.
-    buckets: list[list[bytes]] = [[] for _ in range(1 << BUCKET_BITS)]
+    # Each record goes straight into its bucket's bytearray: 50 bytes an output while packing.
+    # A list of each bucket's records joined at the end was as fast, but held a bytes object an
+    # output (about 90 bytes) beside the joined buckets: 78 MiB more at the peak of a snapshot
+    # load of a million outputs, which pymalloc then kept.
+    buckets: list[bytearray] = [bytearray() for _ in range(1 << BUCKET_BITS)]
     kept: dict[bytes, UtxoEntry] = {}
     owners = OwnerTable()
     pack, numbers, number_of = RECORD.pack, owners.numbers, owners.number
@@ -226,13 +227,14 @@ def packed(
             number = numbers.get(owner)
             if number is None:
                 number = number_of(owner)
-            buckets[hash(key) & _MASK].append(pack(key, number, amount, unlock))
+            buckets[hash(key) & _MASK] += pack(key, number, amount, unlock)
         else:
             kept[key] = entry
     if count == len(kept):
         return EMPTY_BASE, kept, count
     joined = []
-    for i, records in enumerate(buckets):
-        joined.append(b"".join(records) if records else _EMPTY)
-        buckets[i] = _NO_RECORDS  # each bucket's records go as its bytes are made
+    buckets.reverse()
+    while buckets:  # each bucket's bytearray goes as its bytes are made
+        records = buckets.pop()
+        joined.append(bytes(records) if records else _EMPTY)
     return Base(tuple(joined), owners, count - len(kept)), kept, count

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -85,10 +86,9 @@ def state_at(store: UndoRecords, tip: ChainState, height: int) -> ChainState:
     return state
 
 
-def snapshot_of(state: ChainState, network_id: int, carried: bytes | None,
-                chunk_bytes: int = core.CHUNK_BYTES) -> tuple[Manifest, list[bytes]]:
-    """The manifest and chunks of `state`, whose block's header carries root `carried`;
-    SnapshotError when the state's root is not that one (never written: a bug, said in one line)."""
+def checked_root(state: ChainState, network_id: int, carried: bytes | None) -> bytes:
+    """The root of `state`, whose block's header carries root `carried`; SnapshotError when the
+    state's root is not that one (never written: a bug, said in one line)."""
     checksum = current_checksum(state)
     if checksum is None or carried is None:
         raise SnapshotError(f"the state at height {state.height} has no state root to check it by")
@@ -96,7 +96,14 @@ def snapshot_of(state: ChainState, network_id: int, carried: bytes | None,
     if root != carried:
         raise SnapshotError(f"the state at height {state.height} has root {root.hex()}, not its header's "
                             f"{carried.hex()}")
-    return core.build(state, network_id, root, chunk_bytes)
+    return root
+
+
+def snapshot_of(state: ChainState, network_id: int, carried: bytes | None,
+                chunk_bytes: int = core.CHUNK_BYTES) -> tuple[Manifest, list[bytes]]:
+    """The manifest and chunks of `state`, whose block's header carries root `carried`
+    (`checked_root`)."""
+    return core.build(state, network_id, checked_root(state, network_id, carried), chunk_bytes)
 
 
 class SnapshotMaker:
@@ -165,7 +172,12 @@ class SnapshotMaker:
             state = await self.writer.call(state_at, self.node, self.node.state, height)
             block = await self.writer.call(self.node.block_by_hash, state.tip_hash)
             carried = header_state_root(block.header) if block is not None else None
-            manifest, path = await asyncio.to_thread(self._build_and_write, state, network_id, carried)
+            stop = threading.Event()
+            try:
+                manifest, path = await asyncio.to_thread(self._build_and_write, state, network_id, carried, stop)
+            except asyncio.CancelledError:
+                stop.set()  # the daemon stopping: the build ends within STOP_EVERY entries, not the whole state
+                raise
         except (SnapshotError, StoreError) as err:
             log.warning("no snapshot of height %d: %s", height, err.reason)
             return None
@@ -179,10 +191,13 @@ class SnapshotMaker:
                  sum(c.size for c in manifest.chunks), time.monotonic() - started)
         return path
 
-    def _build_and_write(self, state: ChainState, network_id: int, carried: bytes | None) -> tuple[Manifest, Path]:
-        manifest, chunks = snapshot_of(state, network_id, carried, min(self.node.params.snapshot_chunk_bytes,
-                                                                        core.CHUNK_BYTES))
-        return manifest, self.snapshots.write(manifest, chunks)
+    def _build_and_write(self, state: ChainState, network_id: int, carried: bytes | None,
+                         stop: threading.Event) -> tuple[Manifest, Path]:
+        """Each chunk written as it is made (one chunk in memory, not the whole state's)."""
+        root = checked_root(state, network_id, carried)
+        chunk_bytes = min(self.node.params.snapshot_chunk_bytes, core.CHUNK_BYTES)
+        return self.snapshots.write_built(
+            lambda put: core.build_into(state, network_id, root, put, chunk_bytes, stopped=stop.is_set))
 
     def offer(self, height: int) -> tuple[Manifest, Path] | None:
         """The served snapshot of `height` (0: the newest), or None."""

@@ -14,10 +14,11 @@ in one line and neither served nor loaded.
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
@@ -88,19 +89,28 @@ class Snapshots:
         return sorted((p for p in self.root.iterdir() if p.is_dir() and p.name[:1].isdigit()), key=lambda p: p.name)
 
     def write(self, manifest: Manifest, chunks: Iterable[bytes]) -> Path:
-        """Write a snapshot atomically and keep the newest KEEP; its directory. OSError (a full
-        disk) leaves no part of it behind."""
+        """Write a snapshot of these chunks atomically and keep the newest KEEP; its directory."""
+        def build(put: Callable[[bytes], None]) -> Manifest:
+            for data in chunks:
+                put(data)
+            return manifest
+        return self.write_built(build)[1]
+
+    def write_built(self, build: Callable[[Callable[[bytes], None]], Manifest]) -> tuple[Manifest, Path]:
+        """Write the snapshot that `build` makes (it hands each chunk, in order, to the function
+        it is given, and returns the manifest: `core.snapshot.build_into`), each chunk to its
+        file as it comes, atomically, and keep the newest KEEP; its manifest and directory. An exception
+        (OSError of a full disk, the build stopped) leaves no part of it behind."""
         self.root.mkdir(parents=True, exist_ok=True)
-        name = _snapshot_name(manifest)
-        final = self.root / name
-        tmp = self.root / f".{name}.tmp"
+        tmp = self.root / ".building.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
+        count = itertools.count()
         try:
-            for number, data in enumerate(chunks):
-                _write_file(tmp / _chunk_name(number), data)
+            manifest = build(lambda data: _write_file(tmp / _chunk_name(next(count)), data))
             _write_file(tmp / MANIFEST, encode(manifest))
             sync_dir(tmp)
+            final = self.root / _snapshot_name(manifest)
             if final.exists():
                 shutil.rmtree(final)
             os.rename(tmp, final)
@@ -109,7 +119,7 @@ class Snapshots:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         self._prune()
-        return final
+        return manifest, final
 
     def adopt(self, download: Download, manifest: Manifest) -> Path:
         """Move a finished download of `manifest` (every chunk checked on arrival and loaded)
