@@ -15,6 +15,8 @@ import socket
 import time
 from typing import Any
 
+import pytest
+
 from snode.params import DEVNET
 from snode.services.reachability import PROBE_TIMEOUT, refresh_s
 from tests.functional.framework import assert_equal, narrator, wait_until
@@ -54,6 +56,7 @@ def _connect_fails(ip: str, port: int) -> bool:
     return False
 
 
+@pytest.mark.scenario  # 87 s: run by `make scenario-test`, so that `make test` stays under CI's 15 minutes
 def test_a_node_whose_listener_stops_but_whose_old_connections_live_on_is_decommissioned_unreachable_in_time(
         nodes, tmp_path):
     log.info("An authority and 6 service nodes on a fresh devnet, all active")

@@ -168,6 +168,7 @@ def serve_blocks(peer: FakePeer, branch: list[Block]) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.scenario  # 72 s: run by `make scenario-test`, so that `make test` stays under CI's 15 minutes
 def test_rounds_skip_stopped_nodes_which_the_quorum_decommissions_and_takes_back(nodes, tmp_path):
     log.info("12 service nodes take over block production")
     net = SnNet(nodes, tmp_path, 12)
