@@ -60,7 +60,8 @@ upgrade-test: $(STAMP)
 	$(COMPILE)
 	$(PY) -m pytest -q -p no:xdist -m upgrade tests/functional
 
-# The longest stories (the whole demo, a restart against the decommission age, a skewed clock):
+# The longest stories (the whole demo, a restart against the decommission age, a skewed clock,
+# rounds skipping stopped nodes, a listener closed behind held connections, the hostile phase):
 # minutes each, apart from `make test` so that it stays under 15 minutes on CI's 2 cores;
 # .ci/run runs them too.
 .PHONY: scenario-test
