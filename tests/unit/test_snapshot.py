@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -185,8 +186,17 @@ def test_a_snapshot_built_into_its_directory_is_the_built_one_and_a_stopped_buil
     chain, manifest, chunks = snap
     root = trusted(chain)[2]
     snapshots = Snapshots(tmp_path)
-    written, path = snapshots.write_built(
-        lambda put: S.build_into(chain.state, chain.params.network_id, root, put, chunk_bytes=2_000))
+    held: list[int] = []
+
+    def build(put):
+        def put_checked(data: bytes) -> None:
+            building = [p for p in snapshots.root.iterdir() if p.name.startswith(".")]
+            held.append(len(list(building[0].iterdir())))  # the chunks before this one are on disk already
+            put(data)
+        return S.build_into(chain.state, chain.params.network_id, root, put_checked, chunk_bytes=2_000)
+
+    written, path = snapshots.write_built(build)
+    assert held == list(range(len(chunks))), "each chunk is written as it comes, none held back"
     assert written == manifest and snapshots.verified(path) == manifest
     assert [read_chunk(path, n) for n in range(len(chunks))] == chunks
     looks: list[int] = []
@@ -510,7 +520,6 @@ def test_a_snapshot_write_cancelled_by_a_stopping_daemon_stops_its_build_thread(
     """The daemon stopping cancels `SnapshotMaker.write`; its build thread, which asyncio cannot
     cancel and the loop's shutdown waits for, is told to stop (a build of a million outputs takes
     some 40 s: a SIGTERM was not obeyed in 20 s)."""
-    import threading
 
     from snode.common.events import EventHub
 
@@ -545,3 +554,21 @@ def test_a_snapshot_write_cancelled_by_a_stopping_daemon_stops_its_build_thread(
     finally:
         started.close()
     assert told == [True], "the build thread was told to stop, so the loop's shutdown did not wait for it"
+
+
+def test_the_makers_build_looks_at_its_stop_flag_and_leaves_nothing(snap, tmp_path):
+    """The real `SnapshotMaker._build_and_write`, its flag set: BuildStopped within its
+    `stop_every` entries, and no snapshot directory, served or hidden."""
+    from snode.common.events import EventHub
+
+    chain, _, _ = snap
+    maker = snapshots.SnapshotMaker(SimpleNamespace(params=chain.params, hub=EventHub()), None, tmp_path)  # type: ignore[arg-type]
+    maker.stop_every = 2
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(S.BuildStopped):
+        maker._build_and_write(chain.state, chain.params.network_id, trusted(chain)[2], stop)
+    assert list(maker.snapshots.root.iterdir()) == []
+    stop.clear()
+    manifest, path = maker._build_and_write(chain.state, chain.params.network_id, trusted(chain)[2], stop)
+    assert maker.snapshots.paths() == [path] and maker.snapshots.verified(path) == manifest

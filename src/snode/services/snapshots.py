@@ -115,6 +115,8 @@ class SnapshotMaker:
         self.snapshots = Snapshots(data_dir)
         self.served: list[tuple[Manifest, Path]] = []
         """The snapshots this node offers peers, oldest first (checked when listed)."""
+        self.stop_every = core.STOP_EVERY
+        """Entries a build makes between two looks at its stop flag (a test's is smaller)."""
         self._wake = asyncio.Event()
         node.hub.subscribe(BlocksAdopted, lambda _: self._wake.set())
         node.hub.subscribe(ChainReorganized, lambda _: self._wake.set())
@@ -197,7 +199,8 @@ class SnapshotMaker:
         root = checked_root(state, network_id, carried)
         chunk_bytes = min(self.node.params.snapshot_chunk_bytes, core.CHUNK_BYTES)
         return self.snapshots.write_built(
-            lambda put: core.build_into(state, network_id, root, put, chunk_bytes, stopped=stop.is_set))
+            lambda put: core.build_into(state, network_id, root, put, chunk_bytes, stopped=stop.is_set,
+                                        stop_every=self.stop_every))
 
     def offer(self, height: int) -> tuple[Manifest, Path] | None:
         """The served snapshot of `height` (0: the newest), or None."""

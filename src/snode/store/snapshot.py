@@ -18,6 +18,7 @@ import itertools
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
@@ -102,11 +103,12 @@ class Snapshots:
         file as it comes, atomically, and keep the newest KEEP; its manifest and directory. An exception
         (OSError of a full disk, the build stopped) leaves no part of it behind."""
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / ".building.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
+        # A name of its own (two builds never share one), hidden: never listed, and deleted by
+        # `clear_unfinished` at the next start if a crash leaves it.
+        tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=self.root))
         count = itertools.count()
         try:
+            tmp.chmod(0o755)  # as the directories made before
             manifest = build(lambda data: _write_file(tmp / _chunk_name(next(count)), data))
             _write_file(tmp / MANIFEST, encode(manifest))
             sync_dir(tmp)
