@@ -112,6 +112,23 @@ def test_a_batch_staged_after_a_bad_one_is_refused_as_stale(
     assert node.store.tip()[0] == 30
 
 
+def test_a_download_found_to_extend_the_tip_is_stale_not_invalid_once_relayed_blocks_moved_it(
+    node: Node, mined: tuple[LabChain, list[Block]]
+) -> None:
+    """A sync found blocks 1-40 to follow its tip (genesis); relayed blocks 1-2 were adopted
+    before it staged them. Staged on the new tip they would fail "block height 1 does not follow
+    the tip at 2" and ban an honest source (seen in test_upgrade_required under load): with the
+    tip it found (`on_tip`) they are stale, and asked again."""
+    chain, blocks = mined
+    found_on = node.state.tip_hash
+    node.accept_blocks(blocks[:2], chain.now)
+    with pytest.raises(StaleBatch, match="the tip moved to height 2"):
+        node.stage_batch(blocks[:40], chain.now, on_tip=found_on)
+    assert node.height == 2
+    batch = node.stage_batch(blocks[2:40], chain.now, on_tip=node.state.tip_hash)
+    assert node.finish_batch(batch, chain.now) == 38
+
+
 def test_a_batch_is_stale_when_the_tip_moves_while_it_is_staged(
     node: Node, mined: tuple[LabChain, list[Block]]
 ) -> None:

@@ -538,7 +538,7 @@ class Node:
 
     def stage_batch(
         self, blocks: list[Block], now: int, *, after: StagedBatch | None = None,
-        extending: StagedBatch | None = None,
+        extending: StagedBatch | None = None, on_tip: bytes | None = None,
     ) -> StagedBatch:
         """Step 1: apply consecutive blocks in memory, on the tip or on the blocks of `after`
         (a batch staged before and not finished yet), and hand their signatures to the verifier,
@@ -553,9 +553,15 @@ class Node:
 
         Stops at the first block that breaks a rule other than a signature; storing then
         commits the blocks before it and the error is raised when they are adopted.
+
+        `on_tip`: the tip hash the caller found these blocks to extend (a sync's download);
+        StaleBatch, not an invalid block, when the tip has moved since (relayed blocks adopted
+        meanwhile): the source did nothing wrong.
         """
         check_trusted(blocks, self.trusted_checkpoint)
         base = after.state if after is not None else self._state
+        if on_tip is not None and after is None and extending is None and base.tip_hash != on_tip:
+            raise StaleBatch(f"the tip moved to height {base.height} since these blocks were found to extend it")
         blocks = self._validatable(blocks, base)
         template = self.templates.of(blocks) if after is None and extending is None else None
         batch = stage(base, blocks, self.consensus, self.verifier, now, after=after, extending=extending,

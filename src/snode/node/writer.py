@@ -161,11 +161,12 @@ class ChainWriter:
 
     async def stage_batch(
         self, blocks: list[Block], *, after: StagedBatch | None = None,
-        extending: StagedBatch | None = None,
+        extending: StagedBatch | None = None, on_tip: bytes | None = None,
     ) -> StagedBatch:
         """`Node.stage_batch` on the store thread (it changes nothing, so it takes no lock)."""
         node = self.node
-        return await self._off_loop(node.stage_batch, blocks, node.now(), after=after, extending=extending)
+        return await self._off_loop(node.stage_batch, blocks, node.now(), after=after, extending=extending,
+                                    on_tip=on_tip)
 
     async def finish_batch(self, batch: StagedBatch, *, defer_state: bool = False) -> int:
         """Store a staged batch on the store thread, adopt it on the loop (`Node.finish_batch`)."""

@@ -678,7 +678,11 @@ class _Run:
         if action.join and held_by is self.peer:  # one source per batch: its bad block is that source's
             batch = await self.writer.stage_batch(action.blocks, extending=held)
         else:
-            batch = await self.writer.stage_batch(action.blocks, after=held)
+            # On the tip (nothing held): the machine found these blocks to follow it; relayed
+            # blocks adopted meanwhile make them stale (StaleBatch: asked again from the new
+            # tip), never an invalid block of this honest source's.
+            batch = await self.writer.stage_batch(action.blocks, after=held,
+                                                  on_tip=action.blocks[0].header.prev_hash if held is None else None)
             if held is not None:
                 self.held = None
                 await self._store(held, held_by, more=batch.failure is None)
