@@ -61,7 +61,8 @@ upgrade-test: $(STAMP)
 	$(PY) -m pytest -q -p no:xdist -m upgrade tests/functional
 
 # The longest stories (the whole demo, a restart against the decommission age, a skewed clock,
-# rounds skipping stopped nodes, a listener closed behind held connections, the hostile phase):
+# rounds skipping stopped nodes, a listener closed behind held connections, a partition, a log
+# flood, the hostile phase):
 # minutes each, apart from `make test` so that it stays under 15 minutes on CI's 2 cores;
 # .ci/run runs them too.
 .PHONY: scenario-test

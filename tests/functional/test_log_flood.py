@@ -27,6 +27,7 @@ REFUSED = "quorumnet: refused a client whose key"
 
 
 @pytest.mark.slow
+@pytest.mark.scenario  # 61 s: run by `make scenario-test`, so that `make test` stays under CI's 15 minutes
 def test_a_flood_of_anonymous_quorumnet_clients_is_counted_not_logged(nodes):
     import zmq
     from zmq.utils import z85

@@ -172,6 +172,7 @@ def partition(nodes_a: list[Any], nodes_b: list[Any]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.scenario  # 61 s: run by `make scenario-test`, so that `make test` stays under CI's 15 minutes
 def test_a_partition_of_four_heals_and_the_minoritys_blocks_give_way(nodes, tmp_path):
     log.info("An authority and 12 service nodes take over block production")
     net = SnNet(nodes, tmp_path, 12)
