@@ -257,7 +257,7 @@ def test_a_finished_download_becomes_a_served_snapshot_in_one_rename(snap, tmp_p
 def test_the_state_at_a_height_below_the_tip_is_made_from_undo_records_with_its_root(fresh_chain):
     """What a node writes at a final height: the tip's state with the blocks above taken back,
     its checksum kept, its root the one that block's header carries; a wrong root is refused."""
-    from snode.services.snapshots import snapshot_of, state_at
+    from snode.services.snapshots import checked_root, state_at
 
     chain = v2_chain(fresh_chain, blocks=4)
     undos = {block_hash(b.header): u for b, u in zip(chain.blocks[1:], chain.undos)}
@@ -272,10 +272,11 @@ def test_the_state_at_a_height_below_the_tip_is_made_from_undo_records_with_its_
     target = chain.blocks[-3].header
     state = state_at(store, chain.state, target.height)
     assert (state.height, state.tip_hash) == (target.height, block_hash(target))
-    manifest, chunks = snapshot_of(state, chain.params.network_id, header_state_root(target), 2_000)
+    root = checked_root(state, chain.params.network_id, header_state_root(target))
+    manifest, chunks = S.build(state, chain.params.network_id, root, 2_000)
     S.check_manifest(manifest, chain.params.network_id, target.height, block_hash(target), header_state_root(target))
     with pytest.raises(S.SnapshotError, match=f"the state at height {target.height} has root .*, not its header's"):
-        snapshot_of(state, chain.params.network_id, bytes(32))
+        checked_root(state, chain.params.network_id, bytes(32))
 
 
 def test_a_snapshot_loads_into_a_store_holding_genesis_only(snap, tmp_path):

@@ -99,13 +99,6 @@ def checked_root(state: ChainState, network_id: int, carried: bytes | None) -> b
     return root
 
 
-def snapshot_of(state: ChainState, network_id: int, carried: bytes | None,
-                chunk_bytes: int = core.CHUNK_BYTES) -> tuple[Manifest, list[bytes]]:
-    """The manifest and chunks of `state`, whose block's header carries root `carried`
-    (`checked_root`)."""
-    return core.build(state, network_id, checked_root(state, network_id, carried), chunk_bytes)
-
-
 class SnapshotMaker:
     """A daemon's snapshots: written as heights become final, listed and read for peers."""
 
