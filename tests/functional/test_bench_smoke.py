@@ -38,6 +38,8 @@ def test_proof_bench_counts_every_proof_a_protocol_3_peer_has_answered(tmp_path:
     (trial,) = figures["trials"]
     assert trial["acks_received"] == trial["proofs"] == figures["service_nodes"] * figures["rounds"]
     assert figures["intake_per_s"] > 0 and figures["ratio"] > 0 and trial["announced_s"] > 0
+    before, after = trial["verify_before_after"]
+    assert before > 0 and after > 0 and trial["verify_per_s"] == (before + after) / 2, "the limit brackets the trial"
 
 
 def test_sync_bench_syncs_its_chain_and_replays_it(tmp_path: Path):

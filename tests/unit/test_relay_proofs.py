@@ -75,13 +75,15 @@ def test_the_wake_up_timer_is_cancelled_when_the_peer_manager_stops() -> None:
 
 def test_anothers_proof_goes_in_full_only_to_older_peers_and_ours_to_every_peer() -> None:
     """Another's accepted proof is announced to version-3 peers (`_announce_proofs`), pushed in
-    full now only to older ones (not framed at all when there are none); our own goes in full to
-    every peer but none back to its source."""
+    full now only to older ones (not framed at all when there are none: the relay keeps them
+    apart as they connect and go); our own goes in full to every peer but none back to its source."""
     source, new, old = (Connected(f"127.0.0.{i}", outbound=True) for i in (5, 6, 7))
     for peer, version in ((source, 3), (new, 3), (old, 2)):
         peer.hello = SimpleNamespace(version=version)  # type: ignore[assignment]
     live = {source, new, old}
     relay = relay_for(live)
+    for peer in live:
+        relay._on_peer_connected(PeerConnected(peer, 0))
     sent: list[tuple[object, bytes]] = []
     relay.peers.send_frame = lambda peer, data: sent.append((peer, data))  # type: ignore[method-assign]
     identity = relay.node.identity
@@ -92,6 +94,7 @@ def test_anothers_proof_goes_in_full_only_to_older_peers_and_ours_to_every_peer(
     assert [peer for peer, _ in sent] == [old]
     assert sent[0][1] == P.frame(P.Proof(theirs, relayed=True))
     live.discard(old)
+    relay._on_peer_gone(PeerDisconnected(old))
     sent.clear()
     relay._relay_proof(ProofAccepted(UptimeProof(key, 12, "1.2.3.4", 1, 2, "0.1.0", bytes(64)), source, True))
     assert sent == [], "every peer is told by id"

@@ -92,8 +92,12 @@ class ProofVersion(NamedTuple):
         return f"{'.'.join(map(str, self.snoded))} {self.fork}@{self.fork_height}"
 
 
+@functools.lru_cache(maxsize=256)
 def parse_proof_version(text: str) -> ProofVersion | None:
-    """A proof's structured version, None when `text` is not one (a free-text, v1 version)."""
+    """A proof's structured version, None when `text` is not one (a free-text, v1 version).
+    Remembered: a proof's version is read three times on its way in (its two checks and the
+    accept), and a network runs a few versions (a peer that makes up many only turns the
+    bounded cache over)."""
     match = _PROOF_VERSION.fullmatch(text)
     if match is None:
         return None
@@ -117,13 +121,13 @@ def check_proof_version(proof: UptimeProof, rules: ForkRules) -> None:
     if rules.proof_version < 2:
         return
     parsed = parse_proof_version(proof.version)
-    minimum = semver_text(rules.min_sn_version)
     if parsed is None:
         raise InvalidProof(f"proof of {proof.pubkey.hex()[:16]} says no snoded version, which fork {rules.name}'s "
-                           f"proofs carry (an older snoded; {minimum} or later needed)", ProofRefusal.OUTDATED)
+                           f"proofs carry (an older snoded; {semver_text(rules.min_sn_version)} or later needed)",
+                           ProofRefusal.OUTDATED)
     if parsed.snoded < rules.min_sn_version:
         raise InvalidProof(f"proof of {proof.pubkey.hex()[:16]} is from snoded {semver_text(parsed.snoded)}, below "
-                           f"the {minimum} fork {rules.name} needs", ProofRefusal.OUTDATED)
+                           f"the {semver_text(rules.min_sn_version)} fork {rules.name} needs", ProofRefusal.OUTDATED)
 
 
 class UptimeProof(msgspec.Struct, frozen=True, array_like=True):

@@ -117,6 +117,10 @@ class Relay:
         self._wake: tuple[float, asyncio.TimerHandle] | None = None
         """When `_ask_due` runs next, and its timer (cancelled at stop: `_announce_every`)."""
         self._stopped = False
+        self._pushed_to: set[Peer] = set()
+        """The handshaken peers of a version before PROOF_INV_VERSION: relayed proofs are pushed
+        to them in full (the others get announcements), so a relayed proof looks at these only,
+        not at every peer."""
 
     # --- in -----------------------------------------------------------------------------------
 
@@ -339,6 +343,9 @@ class Relay:
 
     def _on_peer_connected(self, event: PeerConnected) -> None:
         self.gossip.state(event.peer)  # made now: its connection's place among the announcers
+        peer = event.peer
+        if isinstance(peer, Peer) and peer.hello is not None and peer.hello.version < P.PROOF_INV_VERSION:
+            self._pushed_to.add(peer)
         if not self._announcing:  # the first peer: the peer manager runs (`stop` ends the task)
             self._announcing = True
             self.peers.spawn(self._announce_every(), "proof announcements")
@@ -373,6 +380,7 @@ class Relay:
         self._ask(self.gossip.due(time.monotonic()))
 
     def _on_peer_gone(self, event: PeerDisconnected) -> None:
+        self._pushed_to.discard(event.peer)
         self._ask(self.gossip.gone(event.peer, time.monotonic()))
 
     def _ask(self, requests: list[tuple[object, P.GetProofs]]) -> None:
@@ -477,8 +485,8 @@ class Relay:
         proof, source, gossip = event.proof, event.source, self.gossip
         gossip.accepted(proof, source)
         relayed = source is not None
-        targets = [p for p in self.peers.peers if p.hello is not None and p is not source
-                   and not (relayed and p.hello.version >= P.PROOF_INV_VERSION)]
+        candidates = self._pushed_to if relayed else self.peers.peers
+        targets = [p for p in candidates if p.hello is not None and p is not source]
         if not targets:
             return  # the usual case for another's proof: nothing framed
         data = P.frame(P.Proof(proof=proof, relayed=relayed))

@@ -127,8 +127,9 @@ class UpgradeWatch:
 
     def _is_news(self, height: int, tip: int) -> bool:
         """A fork at `height` is one this schedule lacks and this node has not passed."""
-        scheduled = {fork.height for fork in self.params.forks}
-        return tip < height < FAR_AHEAD and height not in scheduled and height > _scheduled_top(self.params)
+        if not tip < height < FAR_AHEAD:
+            return False  # every proof of a node asks this: the schedule is looked at only when it may be news
+        return height not in {fork.height for fork in self.params.forks} and height > _scheduled_top(self.params)
 
     def _fork_at(self, height: int) -> LearntFork | None:
         return next((f for f in self.learnt if f.height == height), None)
