@@ -20,11 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CONSTANT = re.compile(r"[A-Z][A-Z0-9_]*")
 
-ALLOWED = {
-    # services/snapshot_sync.py belongs to another change under way (the snapshot download);
-    # its request timeout becomes an argument there, and this entry goes with it.
-    ("tests/unit/test_snapshot.py", "snode.services.snapshot_sync.SNAPSHOT_REQUEST_TIMEOUT"),
-}
+ALLOWED: set[tuple[str, str]] = set()
 """(test file, module.NAME) patches still to be turned into arguments, each with its reason."""
 
 

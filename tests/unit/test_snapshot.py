@@ -22,13 +22,15 @@ import pytest
 from snode.core import snapshot as S
 from snode.core.blocks import block_hash, header_state_root
 from snode.core.crypto import hash32
-from snode.core.encoding import encode
-from snode.core.state_root import current_checksum, state_checksum
+from snode.core.encoding import decode, encode
+from snode.core.state import MAP_NAMES
+from snode.core.state_root import Checksum, current_checksum, state_checksum, with_entries
 from snode.net import protocol as PR
 from snode.node.writer import NotOnTip
 from snode.params import V2, Fork
 from snode.services import snapshot_sync, snapshots
 from snode.services.snapshot_sync import SnapshotFetch
+from snode.store.snapshot import Download
 from tests.unit import chain_ops as P
 
 
@@ -392,7 +394,7 @@ class _Writer:
     async def adopt_snapshot(self, block, state, rows=None) -> None:
         if self.node.height != 0:
             raise NotOnTip(f"this node's chain is at block {self.node.height}, not at genesis")
-        self.adopted = state
+        self.adopted, self.block = state, block
         self.rows = list(rows()) if rows is not None else None
 
 
@@ -407,11 +409,11 @@ def _server(chain, manifest, chunks):
     return serve
 
 
-def _fetch(chain, tmp_path, peers, height: int = 0):
+def _fetch(chain, tmp_path, peers, *, height: int = 0, **timing: float):
     node = SimpleNamespace(params=chain.params, consensus=chain.consensus, height=height)
     writer = _Writer(node)
     manager = _Peers(peers)
-    fetch = SnapshotFetch(node, writer, manager, tmp_path, trusted(chain)[:2])  # type: ignore[arg-type]
+    fetch = SnapshotFetch(node, writer, manager, tmp_path, trusted(chain)[:2], **timing)  # type: ignore[arg-type]
     for peer in peers:
         peer.fetch = fetch
     return fetch, writer, manager
@@ -454,11 +456,10 @@ def test_chunks_are_asked_only_of_peers_that_offered_the_same_manifest(snap, tmp
     assert writer.adopted == chain.state
 
 
-def test_a_peer_that_times_out_is_closed_so_its_late_answer_cannot_ban_it(snap, tmp_path, monkeypatch):
+def test_a_peer_that_times_out_is_closed_so_its_late_answer_cannot_ban_it(snap, tmp_path):
     chain, manifest, chunks = snap
-    monkeypatch.setattr(snapshot_sync, "SNAPSHOT_REQUEST_TIMEOUT", 0.2)
     slow, good = _Peer("slow", lambda message: None), _Peer("good", _server(chain, manifest, chunks))
-    fetch, writer, peers = _fetch(chain, tmp_path, [slow, good])
+    fetch, writer, peers = _fetch(chain, tmp_path, [slow, good], request_timeout=0.2)
     asyncio.run(asyncio.wait_for(fetch.run(), 30))
     assert slow.closed and peers.scored == {}
     assert writer.adopted == chain.state
@@ -573,3 +574,119 @@ def test_the_makers_build_looks_at_its_stop_flag_and_leaves_nothing(snap, tmp_pa
     stop.clear()
     manifest, path = maker._build_and_write(chain.state, chain.params.network_id, trusted(chain)[2], stop)
     assert maker.snapshots.paths() == [path] and maker.snapshots.verified(path) == manifest
+
+
+# --- hostile offers (a fresh-eyes review of the download, 2026-12-03) --------------------------
+
+FAST_RETRY_S, FAST_STALE_S = 0.05, 0.3
+"""The download's waits, small: a test's fetch is done within seconds."""
+
+
+def _entries(data: bytes) -> list[tuple[str, Any, Any]]:
+    rows = decode(data, S.Chunk).rows
+    return [(MAP_NAMES[t], S._native_key(MAP_NAMES[t], k), S._decoded(MAP_NAMES[t], v)) for t, k, v in rows]
+
+
+def _poisoned(manifest, chunks):
+    """The honest manifest with chunk 0's first output made richer (its hash and part made
+    anew) and the last part moved by the difference, so that the parts still sum to the trusted
+    root: `check_manifest` passes it, and only the last chunk's check finds it out."""
+    (table, key, raw), *rest = decode(chunks[0], S.Chunk).rows
+    assert MAP_NAMES[table] == "utxos", "the first entry of a state is an output"
+    output: Any = decode(raw, S.TABLE_TYPES["utxos"])
+    richer = encode(msgspec.structs.replace(output, amount=output.amount + 10**15))
+    forged0 = encode(S.Chunk([(table, key, richer), *rest]))
+    part0 = with_entries(Checksum(), _entries(forged0)).to_bytes()
+    last = with_entries(Checksum.from_bytes(manifest.chunks[-1].part), _entries(chunks[0]), _entries(forged0))
+    infos = list(manifest.chunks)
+    infos[0] = msgspec.structs.replace(infos[0], size=len(forged0), hash=hash32(forged0), part=part0)
+    infos[-1] = msgspec.structs.replace(infos[-1], part=last.to_bytes())
+    return msgspec.structs.replace(manifest, chunks=infos), [forged0, *chunks[1:]]
+
+
+def test_a_forged_manifest_whose_parts_sum_to_the_root_is_dropped_and_the_honest_one_loaded(snap, tmp_path):
+    chain, manifest, chunks = snap
+    bad, bad_chunks = _poisoned(manifest, chunks)
+    S.check_manifest(bad, chain.params.network_id, *trusted(chain))  # the parts sum to the root
+    liar = _Peer("liar", _server(chain, bad, bad_chunks))
+    good = [_Peer(f"good{i}", _server(chain, manifest, chunks)) for i in (1, 2)]
+    fetch, writer, peers = _fetch(chain, tmp_path, [liar, *good], retry_s=FAST_RETRY_S, stale_s=FAST_STALE_S)
+    asyncio.run(asyncio.wait_for(fetch.run(), 30))
+    assert "do not sum to its part" in peers.scored.pop("liar"), "the chunk that finds the forgery bans its sender"
+    assert peers.scored == {}
+    assert writer.adopted == chain.state, "the manifest no peer offers any more was dropped for the honest one"
+
+
+def test_a_restart_that_resumes_a_manifest_no_peer_offers_drops_it_and_fetches_the_offered_one(snap, tmp_path):
+    chain, manifest, chunks = snap
+    bad, bad_chunks = _poisoned(manifest, chunks)
+    stored = Download(tmp_path)
+    stored.start(bad, encode(chain.blocks[-1]))
+    stored.put(0, bad_chunks[0])  # what a run killed after the liar's first chunk left
+    good = _Peer("good", _server(chain, manifest, chunks))
+    fetch, writer, peers = _fetch(chain, tmp_path, [good], retry_s=FAST_RETRY_S, stale_s=FAST_STALE_S)
+    asyncio.run(asyncio.wait_for(fetch.run(), 30))
+    assert peers.scored == {} and writer.adopted == chain.state
+
+
+def test_an_offered_block_whose_body_is_not_its_headers_bans_its_sender(snap, tmp_path):
+    """The block's hash covers its header: the trusted header with another body (no producer
+    signature, no transactions) is the trusted hash, and must still be refused."""
+    chain, manifest, chunks = snap
+    block = chain.blocks[-1]
+    for forged, reason in ((msgspec.structs.replace(block, producer_signature=bytes(64)), "bad producer signature"),
+                           (msgspec.structs.replace(block, transactions=()), "transaction root does not match")):
+        liar = _Peer("liar", lambda m, forged=forged: PR.Snapshot(encode(forged), encode(manifest))
+                     if isinstance(m, PR.GetSnapshot) else None)
+        fetch, writer, peers = _fetch(chain, tmp_path / reason, [liar, _Peer("good", _server(chain, manifest, chunks))])
+        asyncio.run(asyncio.wait_for(fetch.run(), 30))
+        assert reason in peers.scored.pop("liar") and peers.scored == {}
+        assert encode(writer.block) == encode(block), "the tip stored is the trusted block as it is"
+
+
+def test_a_manifest_of_another_format_is_left_not_scored(snap, tmp_path, caplog):
+    chain, manifest, chunks = snap
+    newer = encode(msgspec.structs.replace(manifest, format=S.SNAPSHOT_FORMAT + 1))
+    upgraded = _Peer("upgraded", lambda m: PR.Snapshot(encode(chain.blocks[-1]), newer)
+                     if isinstance(m, PR.GetSnapshot) else None)
+    fetch, writer, peers = _fetch(chain, tmp_path, [upgraded, _Peer("good", _server(chain, manifest, chunks))])
+    with caplog.at_level(logging.WARNING, logger=snapshot_sync.__name__):
+        asyncio.run(asyncio.wait_for(fetch.run(), 30))
+    assert peers.scored == {}, "a newer release's snapshot is not misbehaviour"
+    assert f"its format is {S.SNAPSHOT_FORMAT + 1}; this snoded reads snapshot format" in caplog.text
+    assert writer.adopted == chain.state
+
+
+def test_a_stored_download_whose_block_is_damaged_or_another_is_discarded_and_fetched_again(snap, tmp_path, caplog):
+    chain, manifest, chunks = snap
+    for name, data in (("garbage", b"\x93garbage"), ("another", encode(chain.blocks[-2]))):
+        stored = Download(tmp_path / name)
+        stored.start(manifest, encode(chain.blocks[-1]))
+        (stored.path / "block").write_bytes(data)
+        fetch, writer, peers = _fetch(chain, tmp_path / name, [_Peer("good", _server(chain, manifest, chunks))])
+        with caplog.at_level(logging.WARNING, logger=snapshot_sync.__name__):
+            asyncio.run(asyncio.wait_for(fetch.run(), 30))
+        assert "the stored snapshot download's block" in caplog.text and str(stored.path / "block") in caplog.text
+        assert encode(writer.block) == encode(chain.blocks[-1]) and writer.adopted == chain.state
+        caplog.clear()
+
+
+def test_what_is_kept_of_peers_offering_another_chain_goes_with_them(snap, tmp_path):
+    chain, manifest, chunks = snap
+    other = chain.blocks[-2]
+    strangers = [_Peer(f"stranger{i}", lambda m: PR.Snapshot(encode(other), encode(manifest))) for i in range(50)]
+    fetch, writer, peers = _fetch(chain, tmp_path, strangers, retry_s=FAST_RETRY_S, stale_s=FAST_STALE_S)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(fetch.run())
+        while len(fetch._elsewhere) < len(strangers):
+            await asyncio.sleep(0.01)
+        peers.peers.clear()  # they go (and would come back as new connections)
+        while fetch._elsewhere or fetch._offers:  # the fetch's next look (retry_s) forgets them
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert (fetch._offers, fetch._elsewhere, fetch._trusted_offers, fetch._left) == ({}, {}, {}, set())
+    assert peers.scored == {}

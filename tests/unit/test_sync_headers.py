@@ -10,11 +10,13 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import cast
 
+import msgspec
 import pytest
 
 from snode.core.blocks import Block, block_hash, make_block
 from snode.core.encoding import decode, encode
 from snode.core.errors import SnodeError
+from snode.core.genesis import genesis_block, regtest_genesis
 from snode.devchain import key_from_label
 from snode.net import protocol as P
 from snode.params import REGTEST
@@ -160,13 +162,35 @@ def test_the_blocks_a_header_chain_names_are_fetched_and_checked_back_to_it():
     blocks = _blocks(700, parent=block_hash(genesis.header), first=2)
     chain = HeaderChain(1, block_hash(genesis.header), genesis.header.timestamp, REGTEST, every=50)
     assert chain.extend(_signed(blocks), NOW) == ""
-    got = asyncio.run(blocks_named(_Serving([genesis, *blocks]), chain, 51, 601))  # type: ignore[arg-type]
+    consensus = SimpleNamespace(params=REGTEST)  # what the bodies' check reads: the network id
+    got = asyncio.run(blocks_named(_Serving([genesis, *blocks]), chain, 51, 601, consensus))  # type: ignore[arg-type]
     assert [b.header.height for b in got] == list(range(51, 601))
     other = [genesis, *blocks[:200], *_blocks(500, parent=block_hash(blocks[199].header), first=202, salt=1)]
     with pytest.raises(P.ProtocolViolation, match="not the block 250 its header chain names"):
-        asyncio.run(blocks_named(_Serving(other), chain, 51, 601))  # type: ignore[arg-type]
+        asyncio.run(blocks_named(_Serving(other), chain, 51, 601, consensus))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="keeps no hash at 51"):
-        asyncio.run(blocks_named(_Serving(other), chain, 52, 601))  # type: ignore[arg-type]
+        asyncio.run(blocks_named(_Serving(other), chain, 52, 601, consensus))  # type: ignore[arg-type]
+
+
+def test_a_named_block_whose_body_is_not_its_headers_bans_its_sender():
+    """A block's hash is its header's: the same header with another producer signature, or with
+    transactions its root does not hold, is the named block's hash and must still be refused
+    (stored, it would be served to peers and stop the history check)."""
+    genesis = _blocks(1)[0]
+    blocks = _blocks(100, parent=block_hash(genesis.header), first=2)
+    chain = HeaderChain(1, block_hash(genesis.header), genesis.header.timestamp, REGTEST, every=50)
+    assert chain.extend(_signed(blocks), NOW) == ""
+    consensus = SimpleNamespace(params=REGTEST)
+    unsigned = list(blocks)
+    unsigned[38] = msgspec.structs.replace(blocks[38], producer_signature=bytes(64))
+    with pytest.raises(P.ProtocolViolation, match="sent block 40 with a body that is not its header's: "
+                                                  "block 40 has a bad producer signature"):
+        asyncio.run(blocks_named(_Serving([genesis, *unsigned]), chain, 2, 101, consensus))  # type: ignore[arg-type]
+    stuffed = list(blocks)
+    foreign = genesis_block(regtest_genesis(), REGTEST).transactions
+    stuffed[60] = msgspec.structs.replace(blocks[60], transactions=foreign)
+    with pytest.raises(P.ProtocolViolation, match="sent block 62 with a body .* transaction root does not match"):
+        asyncio.run(blocks_named(_Serving([genesis, *stuffed]), chain, 2, 101, consensus))  # type: ignore[arg-type]
 
 
 def test_a_peer_is_asked_for_headers_up_to_the_tip_header_it_sent_checked_or_not():

@@ -131,6 +131,6 @@ class Backfill:
         node, top, every = self.node, self.node.history_start, chain.every
         start = node.backfilled - node.backfilled % every + 1
         end = min(start - 1 + every, top) + 1
-        blocks = await blocks_named(peer, chain, start, end)
+        blocks = await blocks_named(peer, chain, start, end, node.consensus)
         done = await self.writer.call(node.store_backfill, blocks)
         log.debug("backfill: blocks %d to %d stored from %s (%d %%)", start, done, peer.name, node.history_percent)

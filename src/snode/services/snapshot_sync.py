@@ -7,9 +7,12 @@ block instead of replaying every block before it, and trusts nothing it cannot c
 1. the block at the height, from a peer's Snapshot answer: its hash must be the trusted one (a
    block of another hash is refused however its signatures check: keys that have since unstaked
    can sign any history; its sender is left, in one WARNING line, not banned: the flag may be
-   wrong); its header gives the state root;
+   wrong), and its body its header's (`check_block_stateless`: the hash covers the header only,
+   and the block is stored as the tip, served to peers and replayed by the history check); its
+   header gives the state root;
 2. the manifest, in the same answer: refused, its sender banned, unless its parts sum to that
-   root (`core.snapshot.check_manifest`), before any chunk is asked for;
+   root (`core.snapshot.check_manifest`), before any chunk is asked for; one of another snapshot
+   format (a newer or older release) is left alone, not scored;
 3. the chunks, from every peer whose own Snapshot answer is the same manifest (one offering
    another is left alone, not scored), one request out per peer: each checked on arrival
    (`check_chunk`); a bad one bans its sender and is asked of another peer, one not answered
@@ -18,10 +21,15 @@ block instead of replaying every block before it, and trusts nothing it cannot c
 4. each checked chunk is stored as it comes (`store.snapshot.Download`): a node killed during
    the download resumes with what it stored and fetches none of it twice; a full disk stops the
    download with one line and it goes on when space returns;
-5. the manifest's own entries must be the quorum and checkpoint slot the block's hash draws from
+5. a manifest that no connected peer offers any more while another peer offers another manifest
+   of the trusted block, for `stale_s` (its offerers were banned for chunks that did not check:
+   parts that sum to the root can still be forged, one chunk's entries and another's part; or a
+   restart resumed a stored one the network no longer serves) is dropped, the download
+   discarded, and the other manifest fetched;
+6. the manifest's own entries must be the quorum and checkpoint slot the block's hash draws from
    the loaded registry (`core.snapshot.check_own`): else the download is discarded, every peer
    that offered that manifest banned, and it starts over;
-6. the state is loaded in one write transaction (`ChainStore.adopt_snapshot`), and the sync goes
+7. the state is loaded in one write transaction (`ChainStore.adopt_snapshot`), and the sync goes
    on from that height, validating every later block in full (the next block's root covers the
    block's own entries the manifest carried).
 
@@ -39,12 +47,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from snode.common.logs import LIMITED
 from snode.core import snapshot as core
 from snode.core.blocks import Block, block_hash, header_state_root
 from snode.core.crypto import hash32
-from snode.core.encoding import decode, encode
-from snode.core.errors import DecodeError, SnodeError
-from snode.core.snapshot import Manifest, SnapshotError
+from snode.core.encoding import decode, decode_trusted, encode
+from snode.core.errors import DecodeError, InvalidBlock, SnodeError
+from snode.core.snapshot import SNAPSHOT_FORMAT, Manifest, SnapshotError
+from snode.core.transition import check_block_stateless
 from snode.net import protocol as P
 from snode.net.limits import SCORE_BAD_SNAPSHOT, SNAPSHOT_REQUEST_TIMEOUT
 from snode.net.peer import Peer
@@ -61,6 +73,16 @@ MAX_CHUNK_PEERS = 4
 RETRY_S = 2.0
 """Seconds between looks for a peer that has the snapshot (or for space on a full disk)."""
 LOG_EVERY_S = 5.0
+MANIFEST_STALE_S = 60.0
+"""Seconds a manifest that no connected peer offers, while another of the trusted block is
+offered, is waited for before it is dropped (a peer that has it may be reconnecting)."""
+
+
+class _Format(msgspec.Struct, array_like=True):
+    """A manifest's first field alone: its format, read before the rest is decoded (a manifest
+    of another format need not decode as this release's)."""
+
+    format: int
 
 
 @dataclass
@@ -105,8 +127,12 @@ class SnapshotFetch:
 
     def __init__(self, node: Node, writer: ChainWriter, peers: PeerManager, data_dir: Path,
                  trusted: tuple[int, bytes], *, cap: int | None = None,
-                 keep: Callable[[Download, Manifest], Awaitable[None]] | None = None) -> None:
+                 keep: Callable[[Download, Manifest], Awaitable[None]] | None = None,
+                 request_timeout: float = SNAPSHOT_REQUEST_TIMEOUT, retry_s: float = RETRY_S,
+                 stale_s: float = MANIFEST_STALE_S) -> None:
         self.node, self.writer, self.peers = node, writer, peers
+        self.request_timeout, self.retry_s, self.stale_s = request_timeout, retry_s, stale_s
+        """SNAPSHOT_REQUEST_TIMEOUT, RETRY_S and MANIFEST_STALE_S, smaller in tests."""
         self.keep = keep
         """Where the finished download goes to be served (`SnapshotMaker.adopt`); None: deleted."""
         self.height, self.hash = trusted
@@ -121,6 +147,8 @@ class SnapshotFetch:
         asked only of peers that offered the manifest being fetched."""
         self._elsewhere: dict[Peer, bytes] = {}
         """Peers whose block at the height was another than the trusted one (each said once)."""
+        self._trusted_offers: dict[Peer, bytes] = {}
+        """The manifest hash of each peer whose Snapshot answer held the trusted block."""
         self._forged: set[bytes] = set()
         """Manifests whose own entries were found forged once their chunks loaded (`check_own`)."""
 
@@ -144,7 +172,7 @@ class SnapshotFetch:
         self._asked[peer] = (kind, number, future)
         try:
             peer.send(message)
-            async with asyncio.timeout(SNAPSHOT_REQUEST_TIMEOUT):
+            async with asyncio.timeout(self.request_timeout):
                 while not future.done():
                     if peer not in self.peers.peers:
                         raise TimeoutError
@@ -172,7 +200,17 @@ class SnapshotFetch:
             self._elsewhere[peer] = this
             log.warning("refused the snapshot of height %d from %s: its block %d is %s, not the trusted point's %s "
                         "(if every peer says so, check --trusted-checkpoint)", self.height, peer.name, height,
-                        this.hex(), self.hash.hex())
+                        this.hex(), self.hash.hex(), extra=LIMITED)  # a peer can reconnect and say it again
+
+    def _forget_gone(self) -> None:
+        """Drop what is kept of peers that are gone: a stranger reconnecting to offer another
+        chain's block again and again leaves nothing behind (a peer of the same address that
+        comes back is asked afresh)."""
+        live = set(self.peers.peers)
+        for kept in (self._offers, self._elsewhere, self._trusted_offers):
+            for peer in [p for p in kept if p not in live]:
+                del kept[peer]
+        self._left &= live
 
     def _candidates(self) -> list[Peer]:
         return [p for p in self.peers.peers if p.hello is not None and p.hello.version >= P.SNAPSHOT_VERSION
@@ -206,11 +244,18 @@ class SnapshotFetch:
             return None
         try:
             block = decode(offer.block, Block)
+            check_block_stateless(block, self.node.consensus)
+            form = decode_trusted(offer.manifest, _Format).format  # its shape only: decoded in full next
+            if form != SNAPSHOT_FORMAT:  # another release's: honest, not ours to read
+                self._left.add(peer)
+                log.warning("left the snapshot of height %d from %s: its format is %d; this snoded reads snapshot "
+                            "format %d", self.height, peer.name, form, SNAPSHOT_FORMAT, extra=LIMITED)
+                return None
             manifest = decode(offer.manifest, Manifest)
-        except DecodeError as err:
+        except (DecodeError, InvalidBlock) as err:
             self._bad(peer, err.reason)
             return None
-        self._offers[peer] = hash32(encode(manifest))  # as `_fetch_chunks` names it, whatever bytes it came in
+        self._offers[peer] = self._trusted_offers[peer] = hash32(encode(manifest))  # as `_fetch_chunks` names it
         try:
             core.check_manifest(manifest, self.node.params.network_id, self.height, self.hash,
                                 header_state_root(block.header))
@@ -225,9 +270,13 @@ class SnapshotFetch:
         stored = await asyncio.to_thread(self.download.manifest)
         block_data = await asyncio.to_thread(self.download.block)
         if stored is not None and block_data is not None and stored.block_hash == self.hash:
-            return decode(block_data, Block), stored
+            block = self._stored_block(block_data)
+            if block is not None:
+                return block, stored
+            await asyncio.to_thread(self.download.discard)
         waited = 0.0
         while True:
+            self._forget_gone()
             for peer in self._candidates():
                 offer = await self._ask(peer, P.GetSnapshot(self.height))
                 checked = self._checked_offer(peer, offer) if offer is not None else None
@@ -237,14 +286,30 @@ class SnapshotFetch:
             if waited % 30 == 0:
                 log.info("waiting for a peer with the snapshot of height %d (trusted point %s; %d peers offered "
                          "another block there)", self.height, self.hash.hex(), len(self._elsewhere))
-            await asyncio.sleep(RETRY_S)
-            waited += RETRY_S
+            await asyncio.sleep(self.retry_s)
+            waited += self.retry_s
             if not self._candidates():
                 self._left.clear()  # peers that had none may have one now; bad ones stay banned
 
+    def _stored_block(self, data: bytes) -> Block | None:
+        """The stored download's block if it is the trusted one, whole; else None, said in one
+        WARNING line (a damaged or edited data dir: the caller discards the download)."""
+        try:
+            block = decode(data, Block)
+            if block_hash(block.header) != self.hash:
+                raise InvalidBlock(f"it is block {block.header.height} {block_hash(block.header).hex()}, "
+                                   "not the trusted one")
+            check_block_stateless(block, self.node.consensus)
+        except (DecodeError, InvalidBlock) as err:
+            log.warning("the stored snapshot download's block (%s) is not the trusted point's: %s; the download is "
+                        "discarded and fetched again", self.download.path / "block", err.reason)
+            return None
+        return block
+
     # --- the chunks ---------------------------------------------------------------------------
 
-    async def _fetch_chunks(self, manifest: Manifest) -> None:
+    async def _fetch_chunks(self, manifest: Manifest) -> bool:
+        """Fetch the chunks `manifest` lacks; False when it is dropped (step 5 of the module's text)."""
         have = await asyncio.to_thread(self.download.stored, manifest)
         p = self.progress
         p.total_chunks, p.total_bytes = len(manifest.chunks), sum(c.size for c in manifest.chunks)
@@ -254,18 +319,46 @@ class SnapshotFetch:
                      len(have), len(manifest.chunks))
         wanted = [n for n in range(len(manifest.chunks)) if n not in have]
         digest = hash32(encode(manifest))
+        unoffered_since: float | None = None
         while wanted:
+            self._forget_gone()
             sources = self._sources(digest)[:MAX_CHUNK_PEERS]
             unasked = [peer for peer in self._candidates() if peer not in self._offers]
             tasks = [asyncio.create_task(self._worker(peer, manifest, wanted)) for peer in sources]
             tasks += [asyncio.create_task(self._probe(peer, manifest, digest, wanted))
                       for peer in unasked[:MAX_CHUNK_PEERS - len(sources)]]
             if not tasks:
-                await asyncio.sleep(RETRY_S)
+                if self._offered_elsewhere(digest):
+                    unoffered_since = unoffered_since if unoffered_since is not None else time.monotonic()
+                    if time.monotonic() - unoffered_since >= self.stale_s:
+                        log.warning("snapshot of height %d: no peer offers the manifest being fetched any more, and "
+                                    "%d offer another of the trusted block: the download is discarded and theirs "
+                                    "fetched", self.height, self._offered_elsewhere(digest))
+                        return False
+                else:
+                    unoffered_since = None
+                await asyncio.sleep(self.retry_s)
                 if not self._sources(digest):
                     self._left.clear()  # peers that had none may have it now; bad ones stay banned
                 continue
+            unoffered_since = None
             await asyncio.gather(*tasks)
+        return True
+
+    def _holds_trusted_block(self, offer: P.Snapshot) -> bool:
+        """Whether `offer`'s block has the trusted height and hash (its header alone is read)."""
+        try:
+            header = peek_block(offer.block).header
+        except (P.ProtocolViolation, SnodeError):
+            return False
+        return (header.height, block_hash(header)) == (self.height, self.hash)
+
+    def _offered_elsewhere(self, digest: bytes) -> int:
+        """Connected peers whose own Snapshot answer held the trusted block with another manifest
+        than `digest`, when none offers `digest` (0: keep waiting for `digest`)."""
+        live = set(self.peers.peers)
+        offers = [d for p, d in self._trusted_offers.items() if p in live]
+        return 0 if digest in offers else sum(1 for d in offers if d != digest)
 
     async def _probe(self, peer: Peer, manifest: Manifest, digest: bytes, wanted: list[int]) -> None:
         """Ask `peer` for its own Snapshot answer of the height; if its manifest is `digest`, fetch
@@ -276,8 +369,10 @@ class SnapshotFetch:
         if not offer.block and not offer.manifest:
             self._left.add(peer)
             return
-        self._offers[peer] = hash32(offer.manifest)
-        if self._offers[peer] == digest:
+        self._offers[peer] = offered = hash32(offer.manifest)
+        if self._holds_trusted_block(offer):
+            self._trusted_offers[peer] = offered
+        if offered == digest:
             await self._worker(peer, manifest, wanted)
 
     async def _worker(self, peer: Peer, manifest: Manifest, wanted: list[int]) -> None:
@@ -317,7 +412,7 @@ class SnapshotFetch:
                     log.warning("snapshot download stopped: cannot store chunk %d (%s); it goes on when space is "
                                 "freed in the data dir", number, err.strerror or err)
                     warned = True
-                await asyncio.sleep(RETRY_S)
+                await asyncio.sleep(self.retry_s)
         if warned:
             log.info("snapshot download goes on: chunk %d stored", number)
         p = self.progress
@@ -362,10 +457,21 @@ class SnapshotFetch:
                  self.height, len(manifest.chunks), sum(c.size for c in manifest.chunks))
         reporter = asyncio.create_task(self._report())
         try:
-            await self._fetch_chunks(manifest)
+            offered = await self._fetch_chunks(manifest)
         finally:
             reporter.cancel()
-        state = await asyncio.to_thread(self._load, manifest)
+        if not offered:
+            await asyncio.to_thread(self.download.discard)
+            self.progress = Progress(self.height)
+            return None
+        try:
+            state = await asyncio.to_thread(self._load, manifest)
+        except (OSError, DecodeError, SnapshotError) as err:  # a stored chunk gone or damaged since it was checked
+            log.warning("the stored snapshot download (%s) cannot be read back: %s; it is discarded and fetched again",
+                        self.download.path, getattr(err, "reason", None) or err)
+            await asyncio.to_thread(self.download.discard)
+            self.progress = Progress(self.height)
+            return None
         try:
             await asyncio.to_thread(core.check_own, manifest, state, self.node.consensus)
         except SnapshotError as err:

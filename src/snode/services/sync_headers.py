@@ -38,6 +38,7 @@ What the chain is for:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ from typing import Final
 from snode.core.blocks import Block, block_hash, producer_message
 from snode.core.crypto import verify
 from snode.core.encoding import encode
+from snode.core.errors import InvalidBlock
+from snode.core.genesis import Consensus
+from snode.core.transition import check_block_stateless
 from snode.net import protocol as P
 from snode.net.limits import HEADER_COMMIT_EVERY, MAX_HEADER_CHAIN
 from snode.net.peer import Peer
@@ -258,13 +262,16 @@ async def _started(writer: ChainWriter, first: P.SignedHeader, locator: list[byt
     return make(base, parent, block.header.timestamp if block is not None else None)
 
 
-async def blocks_named(peer: Peer, chain: HeaderChain, start: int, end: int) -> list[Block]:
+async def blocks_named(peer: Peer, chain: HeaderChain, start: int, end: int, consensus: Consensus) -> list[Block]:
     """The blocks of heights [start, end) of `peer`'s main chain, asked after the hash `chain`
     keeps at `start - 1` (a kept height, or the chain's base), each checked to be the child of
     the one before and, where the chain keeps a hash (and at `end - 1`, which must be a kept
     height or its tip), to be the block the chain names: for a backfill below a snapshot, whose
-    hash chain is thus checked back to the trusted point. ProtocolViolation for a block that is
-    not; RequestTimeout, PeerGone."""
+    hash chain is thus checked back to the trusted point. A block's hash covers its header only,
+    so each body is checked against its header too (`check_block_stateless`: the transaction
+    root and the producer's signature, on a thread): a block stored with another body would be
+    served to peers and fail the history check. ProtocolViolation for a block that is not;
+    RequestTimeout, PeerGone."""
     after = chain.base_hash if start - 1 == chain.base_height else chain.kept_at(start - 1)
     if after is None or chain.names(end - 1, b"") is None:
         raise ValueError(f"the header chain keeps no hash at {start - 1} or {end - 1}")
@@ -273,11 +280,23 @@ async def blocks_named(peer: Peer, chain: HeaderChain, start: int, end: int) -> 
         reply = await peer.answer(peer.ask_blocks([after], min(P.MAX_BLOCKS_PER_BATCH, end - start - len(out))))
         if not reply.blocks:
             raise ProtocolViolation(f"has no blocks after {start + len(out) - 1}, which its header chain holds")
+        batch: list[Block] = []
         for raw in reply.blocks[:end - start - len(out)]:
-            block = _named(raw, after, start + len(out), chain)
-            out.append(block)
+            block = _named(raw, after, start + len(out) + len(batch), chain)
+            batch.append(block)
             after = block_hash(block.header)
+        await asyncio.to_thread(_bodies_checked, batch, consensus)
+        out += batch
     return out
+
+
+def _bodies_checked(blocks: Sequence[Block], consensus: Consensus) -> None:
+    for block in blocks:
+        try:
+            check_block_stateless(block, consensus)
+        except InvalidBlock as err:
+            raise ProtocolViolation(f"sent block {block.header.height} with a body that is not its header's: "
+                                    f"{err.reason}") from None
 
 
 def _named(raw: bytes, parent: bytes, height: int, chain: HeaderChain) -> Block:
