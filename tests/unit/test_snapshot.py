@@ -690,3 +690,47 @@ def test_what_is_kept_of_peers_offering_another_chain_goes_with_them(snap, tmp_p
     asyncio.run(asyncio.wait_for(scenario(), 30))
     assert (fetch._offers, fetch._elsewhere, fetch._trusted_offers, fetch._left) == ({}, {}, {}, set())
     assert peers.scored == {}
+
+
+def test_a_network_group_pulls_a_few_whole_snapshots_a_day_then_hears_none(snap, tmp_path):
+    """One stranger re-asking the same snapshot must not keep our disk and the whole snapshot
+    upload budget busy: its network group gets SNAPSHOT_PULLS_PER_DAY whole snapshots a window,
+    then "none" (it fetches elsewhere); another group, or the next window, is served."""
+    from snode.net.limits import SNAPSHOT_PULLS_PER_DAY, SNAPSHOT_QUOTA_WINDOW_S
+    from snode.net.peer import TokenBucket
+
+    chain, manifest, chunks = snap
+    now = [1_000.0]
+
+    async def chunk(height, number):
+        return chunks[number]
+
+    async def drained():
+        return None
+
+    maker = SimpleNamespace(offer=lambda height: (manifest, tmp_path), chunk=chunk)
+    server = snapshots.SnapshotServer(SimpleNamespace(on=lambda kind, handler: None), None, maker,  # type: ignore[arg-type]
+                                      clock=lambda: now[0])
+
+    def peer(ip):
+        sent: list = []
+        return SimpleNamespace(ip=ip, name=ip, sent=sent, send=sent.append, clock=lambda: now[0],
+                               limits=SimpleNamespace(upload_drain_timeout=1.0), writer=SimpleNamespace(drain=drained),
+                               upload=TokenBucket(1e12, 1e12, 1e12, now[0]))
+
+    def pull_all(p) -> list[bytes]:
+        async def ask():
+            for number in range(len(chunks)):
+                await server._on_get_chunk(p, PR.GetChunk(manifest.height, number))
+        p.sent.clear()
+        asyncio.run(ask())
+        return [m.data for m in p.sent]
+
+    stranger, neighbour, elsewhere = peer("8.8.4.4"), peer("8.8.8.8"), peer("9.9.9.9")  # global: a /16 each
+    for _ in range(SNAPSHOT_PULLS_PER_DAY):
+        assert pull_all(stranger) == chunks
+    assert pull_all(stranger) == [b""] * len(chunks), "past its quota: none"
+    assert pull_all(neighbour) == [b""] * len(chunks), "the quota is its /16's, not one address's"
+    assert pull_all(elsewhere) == chunks, "another group is served"
+    now[0] += SNAPSHOT_QUOTA_WINDOW_S
+    assert pull_all(stranger) == chunks, "the next window"

@@ -232,6 +232,15 @@ SNAPSHOT_UPLOAD_RATE: Final = 16 * 1024 * 1024
 average (each peer's pulls count against its UPLOAD_RATE as well)..."""
 SNAPSHOT_UPLOAD_BURST: Final = 32 * 1024 * 1024
 """...and in one burst; past it the next answer waits until the budget has refilled."""
+SNAPSHOT_PULLS_PER_DAY: Final = 3
+"""Whole snapshots one network group (`addrman.network_group`: an IPv4 /16, an IPv6 /32) may
+pull from us in SNAPSHOT_QUOTA_WINDOW_S: a new node fetches one once (a restart resumes it),
+so three leave room for a few nodes behind one address; past it its GetChunk is answered
+"none" and it fetches elsewhere. Without it one stranger re-asking the same snapshot kept our
+disk and the whole SNAPSHOT_UPLOAD_RATE busy (1.4 TB a day) and starved the honest syncers."""
+SNAPSHOT_QUOTA_WINDOW_S: Final = 86_400.0
+MAX_SNAPSHOT_QUOTAS: Final = 4_096
+"""Network groups whose pulls are counted (the oldest forgotten first)."""
 SNAPSHOT_REQUEST_TIMEOUT: Final = 30.0
 """Seconds a peer may take to answer a GetSnapshot or GetChunk of ours; then its request is
 asked of another peer and it is not asked again during this download."""

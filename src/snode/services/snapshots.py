@@ -23,10 +23,12 @@ import asyncio
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
+from snode.common.logs import LIMITED
 from snode.core import snapshot as core
 from snode.core.blocks import Block, block_hash, header_state_root
 from snode.core.crypto import hash32
@@ -35,7 +37,15 @@ from snode.core.snapshot import Manifest, SnapshotError
 from snode.core.state import ChainState, Undo
 from snode.core.state_root import current_checksum, header_root, undo_summed
 from snode.net import protocol as P
-from snode.net.limits import SCORE_BAD_SNAPSHOT, SNAPSHOT_UPLOAD_BURST, SNAPSHOT_UPLOAD_RATE
+from snode.net.addrman import network_group
+from snode.net.limits import (
+    MAX_SNAPSHOT_QUOTAS,
+    SCORE_BAD_SNAPSHOT,
+    SNAPSHOT_PULLS_PER_DAY,
+    SNAPSHOT_QUOTA_WINDOW_S,
+    SNAPSHOT_UPLOAD_BURST,
+    SNAPSHOT_UPLOAD_RATE,
+)
 from snode.net.peer import Peer, PeerGone, TokenBucket
 from snode.net.peers import PeerManager
 from snode.node.events import BlocksAdopted, ChainReorganized
@@ -230,7 +240,8 @@ class SnapshotServer:
     """Answers peers' GetSnapshot and GetChunk (peer protocol 5) from a node's snapshots, or
     "none" (empty answers) for a node without them. A peer's requests are handled one at a
     time (its next message waits), each once the answer before has left our buffer, within its
-    UPLOAD_RATE and the node's SNAPSHOT_UPLOAD_RATE."""
+    UPLOAD_RATE and the node's SNAPSHOT_UPLOAD_RATE, and its network group's chunks within
+    SNAPSHOT_PULLS_PER_DAY whole snapshots a day (then "none")."""
 
     def __init__(self, peers: PeerManager, writer: ChainWriter, maker: SnapshotMaker | None,
                  clock: Callable[[], float] = time.monotonic, *, misbehave: str = "") -> None:
@@ -243,6 +254,9 @@ class SnapshotServer:
         self.clock = clock
         self.budget = TokenBucket(SNAPSHOT_UPLOAD_RATE, SNAPSHOT_UPLOAD_BURST, SNAPSHOT_UPLOAD_BURST, clock())
         """Bytes of snapshots all peers together may still pull."""
+        self.pulled: OrderedDict[str, tuple[float, int]] = OrderedDict()
+        """Network group -> (start of its quota window, bytes of chunks it pulled since), the
+        last MAX_SNAPSHOT_QUOTAS groups that pulled."""
         self.peers = peers
         self.answers: Callable[[Peer, P.Snapshot | P.SnapshotChunk], Awaitable[None]] | None = None
         """Where the answers to our own snapshot requests go (a download's `on_answer`); None: no
@@ -283,12 +297,39 @@ class SnapshotServer:
         self._charge(peer, len(answer.block) + len(answer.manifest))
         peer.send(answer)
 
+    def _within_quota(self, peer: Peer, height: int) -> bool:
+        """Whether `peer`'s network group may pull another chunk of the snapshot of `height`
+        (SNAPSHOT_PULLS_PER_DAY times its size in SNAPSHOT_QUOTA_WINDOW_S)."""
+        offered = self.maker.offer(height) if self.maker is not None else None
+        if offered is None:
+            return True  # answered "none" anyway
+        start, used = self.pulled.get(network_group(peer.ip), (0.0, 0))
+        if self.clock() - start >= SNAPSHOT_QUOTA_WINDOW_S:
+            return True
+        return used < SNAPSHOT_PULLS_PER_DAY * sum(c.size for c in offered[0].chunks)
+
+    def _count_pull(self, peer: Peer, size: int) -> None:
+        group, now = network_group(peer.ip), self.clock()
+        start, used = self.pulled.pop(group, (now, 0))
+        if now - start >= SNAPSHOT_QUOTA_WINDOW_S:
+            start, used = now, 0
+        self.pulled[group] = (start, used + size)
+        while len(self.pulled) > MAX_SNAPSHOT_QUOTAS:
+            self.pulled.popitem(last=False)
+
     async def _on_get_chunk(self, peer: Peer, message: P.GetChunk) -> None:
         await self._paced(peer)
+        if not self._within_quota(peer, message.height):
+            log.info("snapshot chunks: %s's network group pulled %d snapshots of height %d today; answered none",
+                     peer.name, SNAPSHOT_PULLS_PER_DAY, message.height, extra=LIMITED)
+            peer.send(P.SnapshotChunk(message.height, message.number, b""))
+            return
         data = await self.maker.chunk(message.height, message.number) if self.maker is not None else None
         if data and self.misbehave == "alter-snapshot-chunk":
             data = data[:-1] + bytes([data[-1] ^ 1])
         elif data and self.misbehave == "slow-snapshot":
             await asyncio.sleep(1.0)
         self._charge(peer, len(data or b""))
+        if data:
+            self._count_pull(peer, len(data))
         peer.send(P.SnapshotChunk(message.height, message.number, data or b""))
