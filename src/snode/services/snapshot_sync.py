@@ -461,16 +461,14 @@ class SnapshotFetch:
         finally:
             reporter.cancel()
         if not offered:
-            await asyncio.to_thread(self.download.discard)
-            self.progress = Progress(self.height)
+            await self._start_over()
             return None
         try:
             state = await asyncio.to_thread(self._load, manifest)
         except (OSError, DecodeError, SnapshotError) as err:  # a stored chunk gone or damaged since it was checked
             log.warning("the stored snapshot download (%s) cannot be read back: %s; it is discarded and fetched again",
                         self.download.path, getattr(err, "reason", None) or err)
-            await asyncio.to_thread(self.download.discard)
-            self.progress = Progress(self.height)
+            await self._start_over()
             return None
         try:
             await asyncio.to_thread(core.check_own, manifest, state, self.node.consensus)
@@ -482,6 +480,11 @@ class SnapshotFetch:
                 self._bad(peer, err.reason)
             return None
         return state
+
+    async def _start_over(self) -> None:
+        """Discard the download (a manifest dropped, or stored chunks that cannot be read back)."""
+        await asyncio.to_thread(self.download.discard)
+        self.progress = Progress(self.height)
 
     def _load(self, manifest: Manifest) -> Any:
         """The state of the stored chunks, read one after the other (never all their entries at once)."""
