@@ -112,6 +112,32 @@ def test_only_what_was_announced_is_served_and_only_once() -> None:
     assert g.serve("b", [(KEYS[0], 10)]) == [], "served once"
 
 
+def test_the_proof_a_newer_one_replaced_is_served_until_the_newer_is_announced() -> None:
+    """A peer told of a signer's proof may ask for it in the second before it is told of the
+    signer's newer one, or as that announcement crosses its request: it gets the copy it was told
+    of, not an empty answer that would count against us as an announcer that failed (the
+    censorship defence's ranking)."""
+    g = gossip()
+    g.accepted(proof(KEYS[0], 10), source=None)
+    g.announcements(["b", "c"])
+    g.accepted(proof(KEYS[0], 12), source=None)
+    g.accepted(proof(KEYS[0], 14), source=None)
+    assert g.serve("b", [(KEYS[0], 10)]) == [proof(KEYS[0], 10)], "told of 10, not yet of the newer"
+    assert g.serve("b", [(KEYS[0], 10)]) == [], "served once"
+    assert g.serve("b", [(KEYS[0], 12)]) == [], "never announced"
+    [(_, [message])] = [(peer, m) for peer, m in g.announcements(["b", "c"]) if peer == "c"]
+    assert message.ids == [(KEYS[0], 14)]
+    assert g.serve("c", [(KEYS[0], 10), (KEYS[0], 10)]) == [proof(KEYS[0], 10)], \
+        "its request crossed our announcement of 14: served, once"
+    assert g.serve("c", [(KEYS[0], 14)]) == [proof(KEYS[0], 14)]
+    assert g.serve("b", [(KEYS[0], 12)]) == [], "never announced to b either"
+    g.accepted(proof(KEYS[0], 16), source=None)
+    g.announcements(["b", "c"])
+    g.announcements(["b", "c"])
+    assert g.serve("b", [(KEYS[0], 14)]) == [], "two rounds later a replaced proof is not kept"
+    assert g.serve("b", [(KEYS[0], 16)]) == [proof(KEYS[0], 16)]
+
+
 def test_what_we_lack_is_asked_of_one_announcer_and_the_next_one_when_it_fails() -> None:
     g = gossip({KEYS[0]: 10})
     ids = [(KEYS[0], 10), (KEYS[1], 10), (os.urandom(32), 10)]  # had, lacked, not registered
@@ -268,6 +294,10 @@ def test_what_was_announced_to_a_peer_is_bounded() -> None:
     for _ in range(L.MAX_KNOWN_PROOFS_PER_PEER + 10):
         known.announce(os.urandom(32), 1)
     assert len(known.announced) == L.MAX_KNOWN_PROOFS_PER_PEER
+    keys = [os.urandom(32) for _ in range(L.MAX_KNOWN_PROOFS_PER_PEER + 10)]
+    known.told([(key, 1) for key in keys])
+    known.told([(key, 2) for key in keys])  # each told of twice, none fetched
+    assert len(known.superseded) == len(known.announced) == L.MAX_KNOWN_PROOFS_PER_PEER
 
 
 def test_reconnecting_does_not_put_an_announcer_ahead() -> None:

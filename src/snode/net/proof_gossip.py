@@ -5,7 +5,10 @@ A proof goes in full from its signer to each of its peers (so the receiver can c
 IP against the connection, and acknowledge it). A node that accepts another's proof announces it,
 by id (signer key, timestamp), to each version-3 peer not known to have it, in one `ProofInv` per
 peer every INV_INTERVAL; the receiver asks (`GetProofs`) for the ones it lacks, and the announcer
-answers with one `Proofs`. In a dense mesh nearly every node has each proof from its signer
+answers with one `Proofs`. An announcer serves a signer's newest proof, and for one more round of
+announcements the one that proof replaced (a peer that asks for what we told it of, just before
+or as our announcement of the newer crosses its request, gets it: not an empty answer that counts
+as a failure against us). In a dense mesh nearly every node has each proof from its signer
 already, so a proof's copies shrink to a few bytes of announcement, batched.
 
 Bounds, for a hostile peer (`limits`): at most MAX_PROOF_IDS ids a message (a longer one does
@@ -113,6 +116,17 @@ class ProofGossip:
         """Proofs accepted since the last announcement, the newest per signer."""
         self.served: dict[bytes, UptimeProof] = {}
         """The newest accepted proof per signer, to answer GetProofs with."""
+        self.replaced: dict[bytes, UptimeProof] = {}
+        """The proofs a newer one replaced in `served` since the last announcements (the first
+        replaced per signer: the one our peers were told of), still served to the peers told of
+        them (`PeerProofs.announced`, then `superseded`) until the announcements after next.
+        Without it an honest announcer asked between accepting a signer's newer proof and
+        announcing it, or as its announcement crossed the request, answered empty and was
+        charged as a censor is: on a loaded devnet (a proof per signer each 2 s) as often as an
+        attacker's connections that hold each request, so that the attacker's were asked first
+        and a victim got no proof for a minute."""
+        self._replaced_before: dict[bytes, UptimeProof] = {}
+        """`replaced` of the round before."""
         self.wanted: dict[ProofId, Want] = {}
         """Announced proofs we lack, until a copy is accepted or no announcer is left."""
         self.inbound_offers = 0
@@ -144,7 +158,9 @@ class ProofGossip:
         """The node accepted `proof` (from `source`, None for our own): to be announced, and no
         longer wanted."""
         pubkey, timestamp, served = proof.pubkey, proof.timestamp, self.served
-        served.pop(pubkey, None)
+        older = served.pop(pubkey, None)
+        if older is not None and older.timestamp < timestamp:
+            self.replaced.setdefault(pubkey, older)
         served[pubkey] = proof
         if len(served) > L.MAX_WANTED_PROOFS:  # keys that left the registry long ago
             del served[next(iter(served))]
@@ -164,6 +180,7 @@ class ProofGossip:
         """Each peer's ProofInv messages for the proofs accepted since the last call that it is
         not known to have (`peers`: the version-3 ones)."""
         pending, self.pending = self.pending, {}
+        self._replaced_before, self.replaced = self.replaced, {}  # served for one more round
         if not pending:
             return []
         news = [(pubkey, proof.timestamp) for pubkey, proof in pending.items()]
@@ -181,16 +198,24 @@ class ProofGossip:
 
     def serve(self, peer: Peer, ids: list[ProofId]) -> list[UptimeProof]:
         """The proofs to answer `peer`'s GetProofs with: those asked that we announced to it
-        and still have, each once."""
+        and still have (the newest of a signer, or the one it replaced: `replaced`), each once."""
         state = self.state(peer)
         if state is None:
             return []
-        announced, out = state.announced, []
+        announced, superseded, served, out = state.announced, state.superseded, self.served, []
         for pubkey, timestamp in ids:
-            proof = self.served.get(pubkey)
-            if proof is not None and proof.timestamp == timestamp and announced.get(pubkey) == timestamp:
-                del announced[pubkey]
-                out.append(proof)
+            if announced.get(pubkey) == timestamp:
+                told = announced
+            elif superseded.get(pubkey) == timestamp:
+                told = superseded
+            else:
+                continue
+            for held in (served, self.replaced, self._replaced_before):
+                proof = held.get(pubkey)
+                if proof is not None and proof.timestamp == timestamp:
+                    del told[pubkey]
+                    out.append(proof)
+                    break
         return out
 
     # --- in -----------------------------------------------------------------------------------

@@ -25,6 +25,10 @@ class PeerProofs:
     we to it); bounded, oldest out."""
     announced: dict[bytes, int] = field(default_factory=dict)
     """Signer key -> the proof we announced to it and it has not fetched (what it may ask for)."""
+    superseded: dict[bytes, int] = field(default_factory=dict)
+    """Signer key -> the proof we announced to it before the one in `announced`, not fetched: it
+    may ask for it while our newer announcement is on its way (served while we hold it:
+    `ProofGossip.replaced`); bounded as `announced` is."""
     requests: deque[tuple[float, list[ProofId]]] = field(default_factory=deque)
     """Our GetProofs not answered yet, oldest first: (deadline, ids)."""
     asked: int = 0
@@ -59,14 +63,18 @@ class PeerProofs:
     def told(self, ids: list[ProofId]) -> None:
         """We announced `ids` to it, none of which it was known to have: `learn` and `announce`
         each, in one pass (the oldest out once, after)."""
-        known, announced = self.known, self.announced
+        known, announced, superseded = self.known, self.announced, self.superseded
         for pubkey, timestamp in ids:
             known.pop(pubkey, None)
             known[pubkey] = timestamp
-            announced.pop(pubkey, None)
+            older = announced.pop(pubkey, None)
+            if older is not None:
+                superseded.pop(pubkey, None)
+                superseded[pubkey] = older
             announced[pubkey] = timestamp
         bound(known, self.cap)
         bound(announced, self.cap)
+        bound(superseded, self.cap)
 
     def announce(self, pubkey: bytes, timestamp: int) -> None:
         announced = self.announced
