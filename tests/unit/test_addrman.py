@@ -8,7 +8,7 @@ import random
 from collections import Counter
 
 from snode.net import limits as L
-from snode.net.addrman import AddressBook
+from snode.net.addrman import AddressBook, AddressInfo
 from snode.net.dialer import Dialer
 
 KEY = bytes(range(16))
@@ -328,3 +328,22 @@ def test_saved_addresses_load_as_new_and_bad_ones_are_named() -> None:
     b.good("8.8.8.8:9230", T0)
     b.add("9.9.9.9:9230", source_ip="1.1.1.1", now=T0)
     assert b.to_save(T0) == ["8.8.8.8:9230", "9.9.9.9:9230"], "tried first, as before"
+
+
+def test_a_small_book_with_nothing_usable_is_looked_through_once_not_drawn_from() -> None:
+    """A devnet node connected to every address it knows asks for one each 2 s: one pass over
+    its dozen entries, not SELECT_DRAWS draws; one usable entry is still found."""
+    b = book()
+    addresses = [addr(10 + i, 1) for i in range(12)]
+    for address in addresses:
+        b.add(address, source_ip="8.8.8.8", now=T0)
+    looked: list[str] = []
+
+    def busy(info: AddressInfo) -> bool:
+        looked.append(info.address)
+        return False
+
+    assert b.select(T0 + 3_600, usable=busy) is None
+    assert 0 < len(looked) <= len(b), f"{len(looked)} looks at a book of {len(b)}"
+    free = next(a for a in addresses if a in b)
+    assert b.select(T0 + 3_600, usable=lambda info: info.address == free) == free
