@@ -8,10 +8,23 @@ reindex and no command."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 
-from tests.functional.framework import assert_equal, connect_nodes, narrator, snode_cli, sync_blocks, wait_until
+from snode.net import protocol as P
+from tests.functional.framework import (
+    assert_equal,
+    connect_nodes,
+    narrator,
+    next_loopback_ip,
+    scaled,
+    snode_cli,
+    sync_blocks,
+    wait_until,
+)
+from tests.functional.hostile import assert_serving, pong
+from tests.functional.p2p import FakePeer
 from tests.functional.sn_helpers import notified, notify_script
 
 log = narrator(__name__)
@@ -98,3 +111,32 @@ def test_a_node_on_the_old_schedule_stops_at_the_fork_and_goes_on_once_restarted
     info = old.get_info()
     assert_equal((info["height"], info["upgrade_required"]), (H + 3, None), "the restarted node")
     assert "UPGRADE REQUIRED" not in info["status_line"], info["status_line"]
+
+
+def test_a_peer_that_streams_fork_announcements_is_heard_for_its_first(nodes):
+    """ForkStatus is sent once, after the handshake (`protocol.ForkStatus`): a stranger sending
+    one made-up height after another is heard for the first alone. The upgrade watch once took
+    each as a new fork (a WARNING, and its file written and fsynced on the event loop, each time),
+    and four made-up heights filled its places for good, shutting out the real fork's proofs."""
+    node = nodes.add()
+    peer = FakePeer(node, source_ip=next_loopback_ip())
+    try:
+        peer.handshake()
+        deadline = time.monotonic() + scaled(10)
+        status = None
+        while status is None and time.monotonic() < deadline:
+            message = peer.receive()
+            status = message if isinstance(message, P.ForkStatus) else None
+        assert status is not None, "the node sent no ForkStatus after the handshake"
+        first = 1_000_000
+        for i in range(200):
+            peer.send(P.ForkStatus(status.fork_hash, first - i))
+        log.info("200 ForkStatus of made-up heights sent on one connection; a ping answered after them")
+        pong(peer, 7)
+        info = node.get_info()["upgrade_required"]
+        assert info is not None and info["height"] == first and not info["confirmed"], info
+        saved = json.loads(next(node.data_dir.rglob("upgrade.json")).read_text())
+        assert [fork["height"] for fork in saved] == [first], saved
+    finally:
+        peer.close()
+    assert_serving(node)

@@ -17,7 +17,7 @@ from snode.devchain import key_from_label
 from snode.net.protocol import ProtocolViolation
 from snode.net.relay import decode_block, peek_block
 from snode.node.node import Node
-from snode.node.upgrade import MAX_ADDRESSES, MAX_PENDING_BLOCKS, CannotValidateYet, UpgradeWatch
+from snode.node.upgrade import MAX_ADDRESSES, MAX_LEARNT, MAX_PENDING_BLOCKS, CannotValidateYet, UpgradeWatch
 from snode.node.verifier import InlineVerifier
 from snode.params import REGTEST, TESTNET, V2, Fork
 from snode.store.memory import MemoryStore
@@ -191,3 +191,28 @@ def test_a_peers_block_of_a_version_never_heard_of_is_not_its_fault():
             read(future[:-5])
         with pytest.raises(ProtocolViolation, match="does not decode"):
             read(encode([[1], 2]))
+
+
+def test_forks_only_peers_announced_never_crowd_out_one_that_proofs_name(tmp_path):
+    """A stranger's made-up heights take the free places alone: service nodes' proofs of the real
+    fork take the place of the highest of them and stop the node; forks the chain passed
+    unconfirmed go; an accepted proof that says nothing new writes nothing."""
+    watch = UpgradeWatch(REGTEST, tmp_path)
+    tip, real = 1_000, 6_000
+    for height in range(tip + 10, tip + 10 + MAX_LEARNT + 3):
+        watch.learn_announcement(height, tip, agent="snoded/9.9.9", address="198.51.100.7")
+    assert [f.height for f in watch.learnt] == list(range(tip + 10, tip + 10 + MAX_LEARNT)), "free places only"
+    for i in range(3):
+        watch.learn_from_proof("v2", real, tip, version="0.2.0", source=f"sn{i}", needed=2)
+    assert watch.stop_height == real, [(f.height, f.confirmed) for f in watch.learnt]
+    assert real in [f.height for f in watch.learnt] and tip + 13 not in [f.height for f in watch.learnt]
+    written = watch.revision
+    for i in range(3, 50):
+        watch.learn_from_proof("v2", real, tip, version="0.2.0", source=f"sn{i}", needed=2)
+    assert watch.revision == written, "proofs that say nothing new are not a file write each"
+    info = watch.required(tip + 100, 0)
+    assert info is not None and info["height"] == real, "the chain passed the made-up heights"
+    watch.learn_announcement(tip + 200, tip + 100, agent="x", address="198.51.100.8")
+    assert [f.height for f in watch.learnt] == [tip + 200, real], "the passed ones went"
+    again = UpgradeWatch(REGTEST, tmp_path)
+    assert [(f.height, f.confirmed) for f in again.learnt] == [(tip + 200, False), (real, True)]

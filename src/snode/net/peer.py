@@ -152,6 +152,9 @@ class Peer:
         self.key = address_key(self.ip)
         """What its score, its ban and MAX_PER_IP hold (`bans.address_key`)."""
         self.hello: P.Hello | None = None
+        self.next_fork = 0
+        """The next fork its first ForkStatus announced (0: none yet): the one height a
+        connection may tell the upgrade watch (`PeerManager._check_fork`)."""
         self.height = 0
         """The height it announced (Hello, Tip): a hint, believed by nobody..."""
         self.proven = 0

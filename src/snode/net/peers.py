@@ -406,7 +406,10 @@ class PeerManager:
         """EIP-2124: a peer on another branch is dropped with one line, not banned (it is not
         misbehaving: one of the two nodes missed an upgrade)."""
         node = self.node
-        if status.next_fork and peer.hello is not None:  # a fork this schedule may lack (`node.upgrade`)
+        if status.next_fork and peer.hello is not None and not peer.next_fork:
+            # a fork this schedule may lack (`node.upgrade`): one height a connection, so that a
+            # stream of ForkStatus of new heights is not a stream of learnt forks and file writes
+            peer.next_fork = status.next_fork
             node.upgrade.learn_announcement(status.next_fork, node.height, agent=peer.hello.agent,
                                             address=peer.key)
         refusal = compatibility(node.consensus.genesis_hash, node.upgrade.schedule(), node.height,

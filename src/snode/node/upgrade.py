@@ -15,9 +15,16 @@ date.
 
 Peers' announcements only warn: they never stop the node, however many addresses send them
 (addresses cost an attacker little, and a stop at a height two of them made up would halt every
-node that heard them: the whole network). What stops it is signed by keys that may make it: a
-block of the fork by a producer that may make it (its signature checked), or the accepted
-uptime proofs of a third of the active service nodes (at least CONFIRMING_PROOFS) naming it.
+node that heard them: the whole network). Nor do they crowd out what is signed: a fork only
+peers announced takes a free place of the MAX_LEARNT and never another's, a fork that proofs
+or a block name takes the place of the highest of those, and one the chain passed unconfirmed
+is dropped (a stranger's made-up heights once filled the places for good, so that service nodes'
+proofs of the real fork were never counted, and every ForkStatus of a new height wrote and
+fsynced the file on the event loop: one height a connection is taken now, `net.peers`).
+
+What stops it is signed by keys that may make it: a block of the fork by a producer that may
+make it (its signature checked), or the accepted uptime proofs of a third of the active service
+nodes (at least CONFIRMING_PROOFS) naming it.
 
 The watch compares heights, which only `params.rules_at` may do in `core`: it lives in the
 node's shell, and asks the schedule only through `params`.
@@ -85,6 +92,11 @@ class LearntFork:
     """The service nodes whose accepted proofs name it (until it is confirmed; not saved: the
     proofs come again after a restart)."""
 
+    @property
+    def hearsay(self) -> bool:
+        """Only peers' announcements name it: nothing signed does (yet)."""
+        return not self.confirmed and not self.provers
+
     def record(self) -> dict[str, Any]:
         return {"height": self.height, "name": self.name, "block_version": self.block_version,
                 "known_by": self.known_by, "addresses": self.addresses, "confirmed": self.confirmed}
@@ -134,15 +146,27 @@ class UpgradeWatch:
     def _fork_at(self, height: int) -> LearntFork | None:
         return next((f for f in self.learnt if f.height == height), None)
 
-    def _add(self, height: int, *, name: str = "", block_version: int = 0) -> LearntFork | None:
+    def _add(self, height: int, *, name: str = "", block_version: int = 0,
+             signed: bool = True) -> LearntFork | None:
+        """The fork learnt at `height`, added if new and there is a place for it: a `signed`
+        one (named by a proof or a block) takes the place of the highest fork only peers
+        announced, or of the highest one at all if it is lower; an announced one only a free
+        place."""
         fork = self._fork_at(height)
         if fork is not None:
             return fork
-        if len(self.learnt) >= MAX_LEARNT and height > self.learnt[-1].height:
-            return None
+        learnt = self.learnt
+        if len(learnt) >= MAX_LEARNT:
+            if not signed:
+                return None
+            hearsay = [f for f in learnt if f.hearsay]
+            out = hearsay[-1] if hearsay else learnt[-1]
+            if not hearsay and height > out.height:
+                return None
+            learnt = [f for f in learnt if f is not out]
         guess, version = _unscheduled_name(self.params)
         fork = LearntFork(height, name or guess, block_version or version)
-        self.learnt = sorted([*self.learnt, fork], key=lambda f: f.height)[:MAX_LEARNT]
+        self.learnt = sorted([*learnt, fork], key=lambda f: f.height)
         log.warning("UPGRADE REQUIRED: fork %s is scheduled at height %d, which this snoded's schedule "
                     "lacks: install a snoded that knows it (or start this one with its schedule) "
                     "before that height", fork.name, height)
@@ -153,7 +177,8 @@ class UpgradeWatch:
         if not height or not self._is_news(height, tip):
             return
         with self._lock:
-            fork = self._add(height)
+            self._prune(tip)
+            fork = self._add(height, signed=False)
             if fork is None:
                 return
             name = printable(agent, 32)
@@ -179,18 +204,35 @@ class UpgradeWatch:
         if not self._is_news(height, tip):
             return
         with self._lock:
+            changed = self._prune(tip)
             rules = KNOWN_FORKS.get(name)
+            new = self._fork_at(height) is None
             fork = self._add(height, name=name if rules is not None else "unknown",
                              block_version=rules.block_version if rules is not None else 0)
             if fork is None:
+                if changed:
+                    self._changed()
                 return
+            changed = changed or new
             label = printable(f"snoded/{version}", 32)
             if label not in fork.known_by and len(fork.known_by) < MAX_KNOWN_BY:
                 fork.known_by.append(label)
+                changed = True
             if not fork.confirmed:
                 fork.provers.add(source)
                 fork.confirmed = len(fork.provers) >= max(needed, CONFIRMING_PROOFS)
-            self._changed()
+                changed = changed or fork.confirmed
+            if changed:  # each proof of every node names it: the file is written when it says more
+                self._changed()
+
+    def _prune(self, tip: int) -> bool:
+        """Drop the forks the chain has passed unconfirmed (none stopped it: a made-up height,
+        or one the network did not take); whether any went."""
+        kept = [f for f in self.learnt if f.confirmed or f.height > tip]
+        if len(kept) == len(self.learnt):
+            return False
+        self.learnt = kept
+        return True
 
     def upgrade_to(self) -> str:
         """What an operator installs for the fork learnt (an `outdated` proof refusal's words)."""
@@ -233,7 +275,7 @@ class UpgradeWatch:
         ours = self.params.rules_at(h.height).block_version
         if h.version <= ours:
             return False
-        learnt = [f for f in self.learnt if f.height <= h.height]
+        learnt = [f for f in self.learnt if tip < f.height <= h.height or f.confirmed and f.height <= h.height]
         unheard = h.version > max(rules.block_version for rules in KNOWN_FORKS.values())
         if not learnt and not (unheard and h.height == tip + 1 and self._is_news(h.height, tip)):
             return False
@@ -311,7 +353,8 @@ class UpgradeWatch:
     def required(self, height: int, now: int) -> dict[str, Any] | None:
         """`get_info`'s `upgrade_required`: the first fork this node learnt of and does not
         know, where it stops, in how long, and who knows it; None: none learnt."""
-        fork = next((f for f in self.learnt if f.confirmed), self.learnt[0] if self.learnt else None)
+        ahead = [f for f in self.learnt if f.confirmed or f.height > height]  # `_prune`'s, without writing
+        fork = next((f for f in ahead if f.confirmed), ahead[0] if ahead else None)
         if fork is None:
             return None
         left = max(fork.height - 1 - height, 0)
