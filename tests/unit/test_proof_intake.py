@@ -11,15 +11,16 @@ import msgspec
 import pytest
 
 from snode.common.clock import MockableClock
-from snode.core.proofs import BadProofSignature, InvalidProof, UptimeProof, make_proof
+from snode.core.proofs import BadProofSignature, InvalidProof, ProofRefusal, UptimeProof, make_proof
+from snode.core.service_nodes import StateChangeKind
 from snode.devchain import key_from_label
 from snode.node.node import Node
 from snode.node.verifier import INLINE_BELOW, InlineVerifier, VerifierPool
 from snode.node.writer import ChainWriter, store_thread
-from snode.params import PROOF_CLOCK_TOLERANCE
+from snode.params import PROOF_CLOCK_TOLERANCE, REGTEST, V2, Fork
 from snode.services.proof_intake import Arrival, ProofIntake
 from snode.store.memory import MemoryStore
-from tests.unit.conftest import LabChain, wait_async
+from tests.unit.conftest import FUNDS, PEOPLE, LabChain, wait_async
 
 OPERATORS = ("alice", "bob", "carol", "dave")
 SN_LABELS = tuple(f"intake sn {i}" for i in range(len(OPERATORS)))
@@ -215,3 +216,57 @@ async def test_two_forgers_in_one_batch_are_refused_and_the_honest_proofs_all_ac
     assert all(isinstance(r, BadProofSignature) for _, r in verdicts.refused())
     assert all(a.peer not in forgers for a, r in verdicts.said if r is None)
     assert len(verdicts.accepted()) == len(flood) - 3
+
+
+def _forked_node() -> tuple[LabChain, Node, bytes]:
+    """A node past fork v2 (structured proof versions) with one active service node."""
+    funds = {key_from_label(p).public: FUNDS for p in PEOPLE}
+    chain = LabChain.create(funds, params=REGTEST.with_test_forks((Fork(V2, FORK_AT),)))
+    pk = chain.new_node(operator="alice", sn_label=SN_LABELS[0])
+    chain.change_state(pk, StateChangeKind.ACTIVATE)
+    chain.mine(FORK_AT + 2 - chain.state.height)
+    genesis = chain.fork(at=0).state
+    clock = MockableClock()
+    clock.set_mock(chain.now)
+    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], genesis),
+                state=genesis, identity=None, producer_key=None, verifier=InlineVerifier(), clock=clock)
+    node.accept_blocks(chain.blocks[1:], chain.now)
+    return chain, node, pk
+
+
+FORK_AT = 8
+
+
+@pytest.mark.parametrize("filler", [0, INLINE_BELOW], ids=["inline", "batch"])
+async def test_a_forged_outdated_proof_bans_its_sender_and_marks_no_node_outdated(filler: int) -> None:
+    """Anyone can make up a proof of another's key with a version the fork refuses. Checked in a
+    batch, the rules (the version rule among them) once ran before the signature, and the refusal
+    as outdated marked the honest node outdated (its decommission reason became
+    outdated_software) without a word to the forger. Now the signature decides first, inline
+    and in a batch; a real outdated proof, signed by its key, still marks its node."""
+    _, node, pk = _forked_node()
+    verdicts = Verdicts()
+    intake = ProofIntake(node, verdicts)
+    now = node.now()
+    key = key_from_label(SN_LABELS[0])
+    good = make_proof(key, node.params, timestamp=now - 5, public_ip="127.0.0.1", p2p_port=1,
+                      quorumnet_port=2, version=f"0.2.0 v2@{FORK_AT}")
+    forged = msgspec.structs.replace(good, timestamp=now + 1, version="0.2.0", signature=bytes(64))
+    outdated = make_proof(key, node.params, timestamp=now + 2, public_ip="127.0.0.1", p2p_port=1,
+                          quorumnet_port=2, version="0.1.0")
+    fillers = [make_proof(key_from_label(f"nobody {i}"), node.params, timestamp=now, public_ip="127.0.0.1",
+                          p2p_port=1, quorumnet_port=2, version=f"0.2.0 v2@{FORK_AT}") for i in range(filler)]
+    intake.add(Arrival(good, "honest", "honest", relayed=False))
+    await wait_async(lambda: len(verdicts.said) == 1, what="the honest proof judged")
+    for proof in [forged, *fillers]:
+        intake.add(Arrival(proof, "forger", "forger", relayed=True))
+    await wait_async(lambda: len(verdicts.said) == 2 + filler, what="the forged proof judged")
+    [refusal] = [r for a, r in verdicts.said if a.proof is forged]
+    assert isinstance(refusal, BadProofSignature), refusal
+    assert not node.is_outdated(pk), "a forged proof marked an honest node outdated"
+    for proof in [outdated, *fillers]:
+        intake.add(Arrival(proof, "old", "old", relayed=True))
+    await wait_async(lambda: len(verdicts.said) == 3 + 2 * filler, what="the outdated proof judged")
+    [refusal] = [r for a, r in verdicts.said if a.proof is outdated]
+    assert refusal is not None and refusal.code is ProofRefusal.OUTDATED, refusal
+    assert node.is_outdated(pk), "its own signed outdated proof marks it"

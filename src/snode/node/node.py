@@ -484,7 +484,7 @@ class Node:
         """Record a peer's uptime proof this node accepts (`source`: the peer it came from);
         InvalidProof says why not. `signature_checked`: its signature was verified already (in
         a batch); every other rule is checked here, against the proofs recorded so far."""
-        self.check_proof(proof, now, signature=not signature_checked)
+        self.check_proof(proof, now, signature=not signature_checked, signed=signature_checked)
         self.record_proof(proof.pubkey, proof.timestamp, (proof.public_ip, proof.quorumnet_port), now=now)
         self._note_version(proof)
         self.hub.publish(ProofAccepted(proof, source, relayed))
@@ -496,16 +496,25 @@ class Node:
         simulation's, as its judges hand them)."""
         self.proofs.record(pubkey, timestamp, endpoint, now=now)
 
-    def check_proof(self, proof: UptimeProof, now: int, *, signature: bool = True) -> None:
+    def check_proof(self, proof: UptimeProof, now: int, *, signature: bool = True, signed: bool = False) -> None:
         """Whether this node would accept a peer's `proof` now, on the tip and after the proofs
-        recorded so far (`signature` False: all but its signature); InvalidProof says why not."""
+        recorded so far (`signature` False: all but its signature); InvalidProof says why not.
+        A refusal as outdated marks its node (`note_outdated`) only where the signature is known
+        good: checked here (before the version rule), or already (`signed`): anyone can make up
+        an unsigned proof of another's key."""
         try:
             check_against(proof, self.params, self._state, now, self.proofs.history(proof.pubkey), signature=signature)
         except InvalidProof as err:
-            if err.code is ProofRefusal.OUTDATED and proof.pubkey in self._state.service_nodes:
-                self.outdated[proof.pubkey] = max(self.outdated.get(proof.pubkey, 0), proof.timestamp)
+            if err.code is ProofRefusal.OUTDATED and (signature or signed):
+                self.note_outdated(proof)
             raise
         self.proofs.check_endpoint(proof, now)
+
+    def note_outdated(self, proof: UptimeProof) -> None:
+        """`proof`, signed by its key, was refused as outdated: its node runs a snoded this fork
+        no longer takes (`is_outdated`)."""
+        if proof.pubkey in self._state.service_nodes:
+            self.outdated[proof.pubkey] = max(self.outdated.get(proof.pubkey, 0), proof.timestamp)
 
     def _note_version(self, proof: UptimeProof) -> None:
         """What an accepted proof says of its node's snoded (readiness, `outdated`), and of a

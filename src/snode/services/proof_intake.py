@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from snode.core.proofs import BadProofSignature, InvalidProof, UptimeProof, proof_sig_check
+from snode.core.proofs import BadProofSignature, InvalidProof, ProofRefusal, UptimeProof, proof_sig_check
 from snode.core.sigchecks import SigCheck
 from snode.net.limits import MAX_QUEUED_PROOFS, MAX_QUEUED_PROOFS_PER_PEER
 from snode.node.node import Node
@@ -125,6 +125,9 @@ class Batch:
     now: int
     checks: list[SigCheck]
     answer: Spread
+    outdated: dict[int, InvalidProof]
+    """Index -> the refusal of the proofs the rules refused as outdated: their signatures are
+    checked too, since an outdated proof marks its node only if its key signed it."""
 
 
 Verdict = Callable[[Arrival, InvalidProof | None], None]
@@ -205,18 +208,21 @@ class ProofIntake:
     def _send(self, arrivals: list[Arrival], now: int) -> None:
         """The cheap rules now, the signatures on the workers."""
         passed: list[Arrival] = []
+        outdated: dict[int, InvalidProof] = {}
         for arrival in arrivals:
             try:
                 self.node.check_proof(arrival.proof, now, signature=False)
             except InvalidProof as err:
-                self.verdict(arrival, err)
-                continue
+                if err.code is not ProofRefusal.OUTDATED or arrival.proof.pubkey not in self.node.state.service_nodes:
+                    self.verdict(arrival, err)
+                    continue
+                outdated[len(passed)] = err  # judged once its signature is (`_accept_checked`)
             passed.append(arrival)
         if not passed:
             return
         params = self.node.params
         checks = [proof_sig_check(a.proof, params) for a in passed]
-        self._out.append(Batch(passed, now, checks, spread(self.node.verifier, checks, WAYS)))
+        self._out.append(Batch(passed, now, checks, spread(self.node.verifier, checks, WAYS), outdated))
         if self._drain is None:
             self._drain = asyncio.get_running_loop().create_task(self._accept_batches())
 
@@ -263,7 +269,11 @@ class ProofIntake:
 
     def _accept_checked(self, batch: Batch, forged: dict[int, bool] | None) -> None:
         for i, arrival in enumerate(batch.arrivals):
-            if forged is None:
+            refusal = batch.outdated.get(i)
+            if refusal is not None and forged is not None and i not in forged:
+                self.node.note_outdated(arrival.proof)  # signed by its key: its snoded is outdated
+                self.verdict(arrival, refusal)
+            elif forged is None:
                 self._accept(arrival, batch.now, signature_checked=False)
             elif i not in forged:
                 self._accept(arrival, batch.now, signature_checked=True)
