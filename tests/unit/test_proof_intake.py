@@ -20,7 +20,7 @@ from snode.node.writer import ChainWriter, store_thread
 from snode.params import PROOF_CLOCK_TOLERANCE, REGTEST, V2, Fork
 from snode.services.proof_intake import Arrival, ProofIntake
 from snode.store.memory import MemoryStore
-from tests.unit.conftest import FUNDS, PEOPLE, LabChain, wait_async
+from tests.unit.conftest import FUNDS, PEOPLE, LabChain, node_on, wait_async
 
 OPERATORS = ("alice", "bob", "carol", "dave")
 SN_LABELS = tuple(f"intake sn {i}" for i in range(len(OPERATORS)))
@@ -225,13 +225,7 @@ def _forked_node() -> tuple[LabChain, Node, bytes]:
     pk = chain.new_node(operator="alice", sn_label=SN_LABELS[0])
     chain.change_state(pk, StateChangeKind.ACTIVATE)
     chain.mine(FORK_AT + 2 - chain.state.height)
-    genesis = chain.fork(at=0).state
-    clock = MockableClock()
-    clock.set_mock(chain.now)
-    node = Node(params=chain.params, consensus=chain.consensus, store=MemoryStore(chain.blocks[0], genesis),
-                state=genesis, identity=None, producer_key=None, verifier=InlineVerifier(), clock=clock)
-    node.accept_blocks(chain.blocks[1:], chain.now)
-    return chain, node, pk
+    return chain, node_on(chain), pk
 
 
 FORK_AT = 8
