@@ -18,7 +18,7 @@ from snode.core.crypto import x25519_public
 from snode.devchain import key_from_label
 from snode.net import protocol as P
 from snode.net.events import QuorumMessageReceived
-from snode.net.quorumnet import MESSAGES_A_TURN, QuorumNet  # noqa: E402  (needs pyzmq)
+from snode.net.quorumnet import ADMISSIONS_BURST, MESSAGES_A_TURN, QuorumNet  # noqa: E402  (needs pyzmq)
 from snode.node.node import Node
 from tests.functional.framework import scaled
 from tests.unit.conftest import free_port, wait_async
@@ -269,3 +269,41 @@ def test_a_member_over_its_budget_is_dropped_unread_then_cut_off_and_refused(cap
         run(test)
     assert "sent more CheckpointVote messages than their budget" in caplog.text
     assert f"refused banned member {key_from_label(MEMBERS[1]).public.hex()[:16]}" in caplog.text
+
+
+def test_a_member_that_opens_connection_after_connection_is_admitted_a_burst_of_them():
+    """An insider's key opening idle connection after connection once held them all, until the
+    descriptors ran short and the listener cut every new connection, an honest tester's too
+    (the node then judged unreachable). ZAP admits ADMISSIONS_BURST handshakes of one member at
+    once, one more each quarter of the reachability interval; other members are admitted."""
+    async def test(pair: list[tuple[Node, QuorumNet]]) -> None:
+        (_, net_a), (_, net_b) = pair
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        socks = []
+        try:
+            for _ in range(3 * ADMISSIONS_BURST):
+                sock = ctx.socket(zmq.DEALER)
+                sock.setsockopt(zmq.CURVE_SECRETKEY, net_b.key.x25519_secret())
+                sock.setsockopt(zmq.CURVE_PUBLICKEY, x25519_public(net_b.key.public))
+                sock.setsockopt(zmq.CURVE_SERVERKEY, x25519_public(net_a.key.public))
+                sock.setsockopt(zmq.IMMEDIATE, 1)
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.connect(f"tcp://{net_a.bind_ip}:{net_a.port}")
+                socks.append(sock)
+                if len(socks) % 7 == 0:
+                    await asyncio.sleep(0.05)  # under the 8 in handshake an address
+            await wait_async(lambda: net_a.refused >= ADMISSIONS_BURST, what="the member's handshakes refused")
+            held = sum(1 for sock in socks if sock.poll(0, zmq.POLLOUT))
+            print(f"{len(socks)} connections of one member: {held} admitted, {net_a.refused} handshakes refused")
+            assert ADMISSIONS_BURST <= held <= ADMISSIONS_BURST + 4, held
+        finally:
+            for sock in socks:
+                sock.close(linger=0)
+            ctx.term()
+        other = [b"1.0", b"7", b"", b"127.0.0.1", b"", b"CURVE", x25519_public(net_a.key.public)]
+        assert net_a.zap_reply(other)[1:4] == [b"7", b"200", b"OK"], "another member is admitted"
+        again = [*other[:6], x25519_public(net_b.key.public)]
+        answers = [net_a.zap_reply(again)[2] for _ in range(5)]
+        assert answers.count(b"400") >= 4, answers  # a token may have come back meanwhile
+
+    run(test)

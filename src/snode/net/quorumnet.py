@@ -35,6 +35,7 @@ from snode.core.crypto import SigningKey, x25519_public
 from snode.core.encoding import encode
 from snode.core.errors import DecodeError
 from snode.net.events import QuorumMessageReceived
+from snode.net.peer import TokenBucket
 from snode.net.protocol import QuorumMessage, strict_decoder
 from snode.net.quorum_guard import (
     KINDS,
@@ -66,7 +67,18 @@ the address we connect to) drops that connection, rather than filling a receive 
 LISTENER_CAPS: Final = Caps(pending_per_ip=8, pending=128)
 """Connections to the ROUTER still in their handshake: 8 per address (a ninth is cut) and 128
 in all (over it the oldest is cut), `net.zmq_guard`. Completed ones are registered service
-nodes' (ZAP admits no other key) and are not capped here."""
+nodes' (ZAP admits no other key), held per key by ADMISSIONS_BURST."""
+ADMISSIONS_BURST: Final = 16
+"""Handshakes ZAP admits of one member at once; one more each quarter of the reachability
+interval (75 s on mainnet, 2.5 s on devnet). An honest member handshakes once for its
+connection to us and again for a reachability test every few intervals; an insider that opened
+connection after connection and held them idle took the descriptors until the listener cut
+every new one, an honest tester's too, and the quorum judged the node unreachable. (Idle
+connections send nothing to be scored by, and ZeroMQ does not say whose a closed one was, so
+the bound is on admissions: at mainnet's pace an insider key needs some 50 days for the
+descriptors a daemon has.)"""
+MAX_ADMISSION_BUCKETS: Final = 40_000
+"""Members whose admissions are counted (registered keys only; the least recent out)."""
 ZAP_ENDPOINT: Final = "inproc://zeromq.zap.01"
 """Where ZeroMQ asks this context's handshakes whom to admit (RFC 27, ZAP 1.0)."""
 
@@ -117,6 +129,9 @@ class QuorumNet:
         """A fault test closed the listener to new connections (`close_listener`)."""
         self.members = MemberGuard()
         """Each member's budgets, score and ban."""
+        self._admissions: dict[bytes, TokenBucket] = {}
+        """Each member's handshakes admitted (ADMISSIONS_BURST), least recent first."""
+        self._admission_rate = 4 / max(node.params.reachability_interval, 1)
         self._delivering: tuple[bytes, zmq.Frame] | None = None
         """The member whose message is being handled and that message (a service that finds it
         junk and bans the member cuts that connection at once)."""
@@ -127,9 +142,15 @@ class QuorumNet:
         """Whether a client with this X25519 key may connect: the key of a registered SN."""
         self._refresh_allowed()
         member = self._allowed.get(x25519_key)
-        if member is not None and self.members.banned(member, time.monotonic()):
+        now = time.monotonic()
+        if member is not None and self.members.banned(member, now):
             self.refused += 1
             log.info("quorumnet: refused banned member %s", member.hex()[:16], extra=LIMITED)
+            return False
+        if member is not None and not self._admission(member, now):
+            self.refused += 1
+            log.info("quorumnet: refused member %s: over %d handshakes at once, one each %.1f s after",
+                     member.hex()[:16], ADMISSIONS_BURST, 1 / self._admission_rate, extra=LIMITED)
             return False
         if member is not None:
             return True
@@ -140,6 +161,17 @@ class QuorumNet:
                     x25519_key.hex()[:16])
         return False
 
+    def _admission(self, member: bytes, now: float) -> bool:
+        """Whether `member` may have one more handshake admitted now (ADMISSIONS_BURST)."""
+        buckets = self._admissions
+        bucket = buckets.pop(member, None)
+        if bucket is None:
+            bucket = TokenBucket(self._admission_rate, ADMISSIONS_BURST, ADMISSIONS_BURST, now)
+        buckets[member] = bucket
+        if len(buckets) > MAX_ADMISSION_BUCKETS:
+            del buckets[next(iter(buckets))]
+        return bucket.take(now)
+
     def zap_reply(self, request: list[bytes]) -> list[bytes]:
         """ZeroMQ's question about one CURVE handshake (a ZAP request) and this node's answer.
         A REP socket must answer every request it reads, so anything malformed gets a 400."""
@@ -147,7 +179,7 @@ class QuorumNet:
         if len(request) != 7 or request[0] != b"1.0" or request[5] != b"CURVE":
             return _zap_answer(request, b"400", b"a CURVE request of ZAP 1.0 expected")
         if not self.admits(request[6]):
-            return _zap_answer(request, b"400", b"not a registered service node, or banned")
+            return _zap_answer(request, b"400", b"not a registered service node, banned, or over its handshakes")
         if self.guard is not None:
             self.guard.admitted(request[3].decode(errors="replace"))
         return _zap_answer(request, b"200", b"OK", self._allowed[request[6]].hex().encode())
