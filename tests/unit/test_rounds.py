@@ -360,6 +360,18 @@ def test_a_validator_checks_then_signs_the_leaders_template_once():
     assert m.on_checked(check.block_hash, True, ROUND0 + 0.4) == []
 
 
+def test_a_template_a_member_other_than_the_leader_brought_is_not_looked_at():
+    """A leader sends its template itself: one another member's connection brought (up to a
+    whole block of bytes, decoded and its signature checked before) is dropped unread."""
+    m = validating()
+    leader = KEY_OF[quorum_of(0).leader]
+    message = template(leader)
+    other = next(key for key in validator_keys() if key.public != leader.public)
+    assert m.on_template(message, ROUND0 + 0.1, sender=other.public) == []
+    [check] = m.on_template(message, ROUND0 + 0.2, sender=leader.public)
+    assert isinstance(check, CheckTemplate) and check.template == message
+
+
 def test_a_leader_that_equivocates_is_reported_and_neither_template_signed():
     m = validating()
     leader = KEY_OF[quorum_of(0).leader]

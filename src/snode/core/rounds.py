@@ -221,16 +221,17 @@ class RoundMachine:
         r.proposal = _Proposal(template, block, block_hash(header))
         return actions + [SendTemplate(template, r.quorum.validators)]
 
-    def on_template(self, template: BlockTemplate, now: float) -> list[Action]:
-        """Validator: a template arrived."""
+    def on_template(self, template: BlockTemplate, now: float, sender: bytes | None = None) -> list[Action]:
+        """Validator: a template arrived (`sender`: the member whose connection brought it;
+        one that is not the round's leader is not decoded: a leader sends its own)."""
         actions = self._advance(now)
         r = self._round
         if template.height != self.height:
             return actions
         if template.round == (0 if r is None else r.number + 1):
-            self._hold(template)
+            self._hold(template, sender)
             return actions
-        if r is None or template.round != r.number:
+        if r is None or template.round != r.number or sender not in (None, r.quorum.leader):
             return actions
         return actions + self._consider(template, r)
 
@@ -294,7 +295,7 @@ class RoundMachine:
         start, end = round_window(self.parent.timestamp, number, self.params)
         return _Round(number, quorum, self._role(quorum), start, end)
 
-    def _hold(self, template: BlockTemplate) -> None:
+    def _hold(self, template: BlockTemplate, sender: bytes | None = None) -> None:
         """A template for the next round that came before this node's clock reached it (a
         leader's clock a little ahead of ours, a fast network: oxen-core #1334) is held, and
         considered once the round begins. Only the round's leader's, and only two: a second
@@ -302,6 +303,8 @@ class RoundMachine:
         if len(self._early) >= MAX_EARLY_TEMPLATES or template in self._early:
             return
         r = self._new_round(template.round)
+        if sender not in (None, r.quorum.leader):
+            return
         if r.role is Role.VALIDATOR and self._leaders_block(template, r) is not None:
             self._early.append(template)
 

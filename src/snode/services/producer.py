@@ -182,7 +182,7 @@ class BlockProducer:
             return
         match message:
             case R.BlockTemplate():
-                self._spawn(self._do(machine.on_template(message, now)))
+                self._spawn(self._do(machine.on_template(message, now, event.sender)))
             case R.ValidatorSignature():
                 self._spawn(self._do(machine.on_signature(message, now)))
             case _:
