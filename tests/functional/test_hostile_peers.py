@@ -13,6 +13,7 @@ import sqlite3
 import time
 
 from snode.common.logs import REPEAT_BURST
+from snode.common.procs import cpu_seconds
 from snode.core.crypto import SigningKey
 from snode.core.encoding import encode
 from snode.devchain import key_from_label
@@ -210,17 +211,19 @@ def test_one_source_cannot_fill_the_address_book(nodes):
     prefix = next_loopback_ip().rsplit(".", 2)[0]
     honest = [f"{prefix}.251.{i}:9" for i in range(1, 21)]
     flood = [f"{prefix}.{250 - i // 200}.{i % 200 + 1}:9" for i in range(1_200)]
-    log.info("One peer tells of 20 addresses; another sends twelve messages of 100 (more than the "
-             "1,024 slots one source reaches; the old book held 1,024 in all and ten replaced it)")
+    log.info("One peer tells of 20 addresses; another, over twelve connections, answers each one's "
+             "GetPeers with 100 (more than the 1,024 slots one source reaches; the old book held 1,024 "
+             "in all and ten replaced it)")
     for addresses in (honest, flood):
-        peer = FakePeer(node, source_ip=next_loopback_ip())
-        try:
-            handshake(peer)
-            for at in range(0, len(addresses), P.MAX_PEER_ADDRESSES):
+        source = next_loopback_ip()
+        for at in range(0, len(addresses), P.MAX_PEER_ADDRESSES):
+            peer = FakePeer(node, source_ip=source)
+            try:
+                handshake(peer)
                 peer.send(P.Peers(addresses=addresses[at:at + P.MAX_PEER_ADDRESSES]))
-            pong(peer, 2)
-        finally:
-            peer.close()
+                pong(peer, 2)
+            finally:
+                peer.close()
     assert_equal(node.stop(), 0)
     saved = set(saved_peers(node))
     from_flood = len(saved & set(flood))
@@ -228,6 +231,77 @@ def test_one_source_cannot_fill_the_address_book(nodes):
     log.info("The book keeps %d of the flooder's and %d of the honest peer's", from_flood, from_honest)
     assert from_flood <= L.NEW_BUCKETS_PER_SOURCE_GROUP * L.ADDRESS_BUCKET_SIZE
     assert from_honest >= 5, "the flooder pushed out the honest peer's addresses"
+
+
+def test_addresses_past_a_connection_s_budget_are_skipped_unread_and_the_loop_stays_free(nodes):
+    victim = nodes.add()
+    connections, messages = 4, 1_000
+    log.info("%d connections of one address each send %d Peers messages of 100 addresses at once (8 MB, "
+             "under the flood rate's burst); every address once cost the book some 20 us, 26 CPU-seconds "
+             "for four times this, and the admin RPC waited 22 s", connections, messages)
+    ip, attackers = next_loopback_ip(), []
+    blobs = []
+    for c in range(connections):
+        addresses = [[f"127.{200 + c}.{(m * 100 + i) // 250 % 250}.{(m * 100 + i) % 250 + 1}:9" for i in range(100)]
+                     for m in range(messages)]
+        blobs.append(b"".join(P.frame(P.Peers(addresses=a)) for a in addresses))
+        peer = FakePeer(victim, source_ip=ip)
+        handshake(peer)
+        attackers.append(peer)
+    assert victim.process is not None
+    pid = victim.process.pid
+    before = cpu_seconds(pid) or 0.0
+    try:
+        for peer, blob in zip(attackers, blobs):
+            peer.send_raw(blob)
+        assert_serving(victim)
+        for n, peer in enumerate(attackers):
+            pong(peer, 10 + n, timeout=60)  # every message of every connection handled
+        used = (cpu_seconds(pid) or 0.0) - before
+        log.info("The victim used %.2f CPU-seconds on them", used)
+        assert used < 2.0, f"{used:.1f} CPU-seconds for {connections * messages} Peers messages"
+        assert_equal(ban_reasons(victim), {}, "bans (the messages were under the flood rate)")
+    finally:
+        for peer in attackers:
+            peer.close()
+    assert_equal(victim.stop(), 0)
+    kept = [a for a in saved_peers(victim) if a.startswith(tuple(f"127.{200 + c}." for c in range(connections)))]
+    log.info("The book kept %d of their %d addresses", len(kept), connections * messages * 100)
+    assert len(kept) <= connections * (P.MAX_PEER_ADDRESSES + 10), kept[:5]
+
+
+def test_a_get_peers_is_answered_once_a_connection(nodes):
+    node = nodes.add()
+    peer = FakePeer(node, source_ip=next_loopback_ip())
+    try:
+        handshake(peer)
+        log.info("A peer asks for addresses five times: one answer (each was 75x its bytes)")
+        for _ in range(5):
+            peer.send(P.GetPeers())
+        peer.send(P.Ping(7))
+        answers = 0
+        while not isinstance(message := peer.receive(), P.Pong):
+            answers += isinstance(message, P.Peers)
+        assert_equal(answers, 1, "Peers answers")
+    finally:
+        peer.close()
+
+
+def test_a_block_nested_past_the_decoder_s_depth_bans_its_sender(nodes):
+    node = nodes.add()
+    ip = next_loopback_ip()
+    peer = FakePeer(node, source_ip=ip)
+    try:
+        handshake(peer)
+        log.info("A NewBlock of 60,000 nested arrays: the decoder's RecursionError once ended the "
+                 "connection as our bug, with a traceback, and no ban")
+        peer.send(P.NewBlock(b"\x93" + b"\x91" * 60_000 + b"\xc0"))
+        assert peer.closed_by_node(), "the node kept the connection"
+    finally:
+        peer.close()
+    wait_until(lambda: ip in ban_reasons(node), timeout=10, what="the sender banned")
+    assert "does not decode" in ban_reasons(node)[ip], ban_reasons(node)
+    assert "error serving peer" not in node.stderr_text()
 
 
 def test_full_inbound_slots_evict_a_newcomer_not_a_useful_peer(nodes):

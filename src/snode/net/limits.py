@@ -127,6 +127,14 @@ FLOOD_RATE: Final = 500.0
 """Messages per second a peer may send on average..."""
 FLOOD_BURST: Final = 2_000.0
 """...and in one burst."""
+ADDR_RATE: Final = 0.1
+"""Addresses a second a connection's unasked Peers messages are read for (Bitcoin Core's
+MAX_ADDR_RATE_PER_SECOND); past its budget they are skipped unread, not scored (an honest peer
+only answers our GetPeers). Each address read costs the address book some 20 us: 500 messages of
+100 a second from one connection, under FLOOD_RATE, once held a core and the admin RPC for seconds..."""
+ADDR_BURST: Final = 100.0
+"""...and the most that budget saves up. Each GetPeers we send (one a connection) adds one
+whole answer's worth, `protocol.MAX_PEER_ADDRESSES`, on top."""
 HANDSHAKE_TIMEOUT: Final = 10.0
 """Seconds a new connection may take to send its Hello."""
 IDLE_TIMEOUT: Final = 90.0
@@ -335,6 +343,8 @@ class PeerLimits:
     close_flush_max: int = CLOSE_FLUSH_MAX
     flood_rate: float = FLOOD_RATE
     flood_burst: float = FLOOD_BURST
+    addr_rate: float = ADDR_RATE
+    addr_burst: float = ADDR_BURST
     proof_rate: float = PROOF_RATE
     proof_burst: float = PROOF_BURST
     upload_rate: float = UPLOAD_RATE

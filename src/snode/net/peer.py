@@ -144,9 +144,7 @@ class Peer:
         self.transport = transport
         self.limits, self.clock = limits, clock
         """Its bounds, and the monotonic clock its buckets and `last_heard` read."""
-        self.writer = writer
-        self.outbound = outbound
-        self.dialled = dialled
+        self.writer, self.outbound, self.dialled = writer, outbound, dialled
         peer = writer.get_extra_info("peername") or ("?", 0)
         self.ip, self.port = str(peer[0]), int(peer[1])
         self.key = address_key(self.ip)
@@ -181,6 +179,8 @@ class Peer:
         now = clock()
         self.bucket = TokenBucket(limits.flood_rate, limits.flood_burst, limits.flood_burst, now)
         self.proof_bucket = TokenBucket(limits.proof_rate, limits.proof_burst, limits.proof_burst, now)
+        self.addr_bucket = TokenBucket(limits.addr_rate, limits.addr_burst, 0.0, now)  # limits.ADDR_RATE
+        self.addresses_given = False  # our one answer to its GetPeers sent
         self.upload = TokenBucket(limits.upload_rate, limits.upload_burst, limits.upload_burst, now)
         """Bytes of blocks this peer may still pull (`relay`'s GetBlocks answers)."""
         self.last_heard = now

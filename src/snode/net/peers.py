@@ -20,7 +20,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from snode import __version__
 from snode.common.endpoints import ip_endpoint
@@ -43,6 +43,9 @@ from snode.node.views import NetNode
 log = logging.getLogger(__name__)
 
 M = TypeVar("M")
+YIELD_EVERY: Final = 16
+"""Messages of one connection handled before its task lets the others (and the RPC) have the loop:
+a connection's inbox holds up to 8 MiB of frames, read without an await between them."""
 Handler = Callable[[Peer, Any], Awaitable[None]]
 
 
@@ -339,11 +342,16 @@ class PeerManager:
             if first.version >= P.FORK_ID_VERSION:
                 peer.send(self._fork_status())
             peer.send(P.GetPeers())
+            peer.addr_bucket.tokens += P.MAX_PEER_ADDRESSES  # its answer is read whole
             self.node.publish(PeerConnected(peer, peer.height))
+            handled = 0
             while not peer.writer.is_closing():
                 message = await self._next_message(peer)
                 if message is not None:
                     await self._handle(peer, message)
+                handled += 1
+                if handled % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)  # a full inbox of cheap messages never holds the loop
         except ProtocolViolation as err:
             self.misbehaving(peer, L.SCORE_PROTOCOL, str(err))
         except asyncio.TimeoutError:
@@ -455,11 +463,18 @@ class PeerManager:
             case P.ForkStatus():
                 self._check_fork(peer, message)
             case P.GetPeers():
+                if peer.addresses_given:
+                    return  # one answer a connection: asked again and again, it was 75x its bytes back
+                peer.addresses_given = True
                 addresses = [p.listen_address for p in self.peers if p.listen_address and p is not peer]
                 peer.send(P.Peers(addresses=addresses[:P.MAX_PEER_ADDRESSES]))
             case P.Peers():
+                bucket = peer.addr_bucket
+                bucket.take(peer.last_heard, 0)  # its budget refilled to now
+                read = min(len(message.addresses), int(bucket.tokens))
+                bucket.tokens -= read
                 now = time.time()
-                for address in message.addresses:
+                for address in message.addresses[:read]:  # the rest skipped unread (limits.ADDR_RATE)
                     self.known.add(address, source_ip=peer.ip, now=now)
             case _:
                 handler = self._handlers.get(type(message))

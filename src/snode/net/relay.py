@@ -517,6 +517,8 @@ def peek_block(raw: bytes) -> BlockHead:
         return _peek.decode(raw)
     except msgspec.MsgspecError as err:
         _refuse_undecodable(raw, str(err))
+    except RecursionError:  # arrays nested past msgspec's depth in a field it skips (`Raw`)
+        _refuse_undecodable(raw, "nested too deep")
 
 
 def decode_block(raw: bytes) -> Block:
@@ -538,7 +540,7 @@ def _header_version(raw: bytes) -> int:
     try:
         first = _items.decode(_items.decode(raw)[0])[0]
         return msgspec.msgpack.decode(first, type=int)
-    except (msgspec.MsgspecError, IndexError):
+    except (msgspec.MsgspecError, IndexError, RecursionError):  # RecursionError: nested past msgspec's depth
         return 0
 
 
