@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from snode.common.descriptors import DESCRIPTOR_TARGET, DescriptorWatch, reserve_for
+from snode.common.descriptors import CHECK_INTERVAL, DESCRIPTOR_TARGET, QUIET_INTERVAL, DescriptorWatch, reserve_for
 
 UNIT = Path(__file__).parents[2] / "contrib" / "snoded.service"
 
@@ -34,6 +34,18 @@ def test_a_new_descriptor_near_the_limit_is_short_and_says_so_once(caplog):
         assert watch.short_of(1023)
     assert watch.low and "1024 in use" in (watch.shortage() or "")
     assert [r.levelname for r in caplog.records].count("ERROR") == 1, "rate-limited"
+
+
+def test_the_count_comes_every_second_only_where_a_shortage_is_near():
+    watch = DescriptorWatch(1024)
+    assert watch.interval() == CHECK_INTERVAL, "not counted yet"
+    watch.check()
+    assert watch.used is not None and watch.used < 512 and watch.interval() == QUIET_INTERVAL
+    watch._report(600)
+    assert watch.interval() == CHECK_INTERVAL, "half in use"
+    assert watch.short_of(1000) and watch.interval() == CHECK_INTERVAL, "short"
+    watch._report(100)
+    assert not watch.low and watch.interval() == QUIET_INTERVAL
 
 
 def test_the_unit_sets_the_limit_the_daemon_would_raise_itself_to():

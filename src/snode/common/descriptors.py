@@ -13,7 +13,8 @@ limit of 1,024, about 1,100 idle connections to one port did that. Three things 
   of that the ZeroMQ ports refuse a new connection whose descriptor number shows fewer than
   `reserve` free (`short_of`), so the admin RPC and P2P, bounded by their own caps, keep the
   last descriptors: the flooded port refuses first.
-- `DescriptorWatch` counts the descriptors in use every CHECK_INTERVAL seconds; under `reserve`
+- `DescriptorWatch` counts the descriptors in use every CHECK_INTERVAL seconds (QUIET_INTERVAL
+  while fewer than half are in use); under `reserve`
   free it writes one ERROR line (again at most every ERROR_EVERY seconds while it lasts) and
   `/readyz` names the shortage.
 """
@@ -37,6 +38,11 @@ RESERVE_MIN: Final = 64
 """Descriptors kept free: a tenth of the limit, at least 64. Under that the ZeroMQ ports take no
 new connection and the watch reports the shortage."""
 CHECK_INTERVAL: Final = 1.0
+"""Seconds between two counts while half the descriptors or more are in use, or they are short..."""
+QUIET_INTERVAL: Final = 10.0
+"""...and while fewer are: a count lists /proc/self/fd, some 0.25 ms with a service node's
+hundred descriptors (0.5 ms of its CPU a devnet block, issue #37), and a ZeroMQ port's accept
+marks a shortage at once without a count (`short_of`), so the count only catches up."""
 ERROR_EVERY: Final = 60.0
 """While descriptors stay short, the ERROR line comes again at most this often."""
 
@@ -117,7 +123,12 @@ class DescriptorWatch:
         return (f"file descriptors low: {self.used} of {self.limit} in use (fewer than "
                 f"{self.reserve} free); new quorumnet and public OMQ connections are refused")
 
+    def interval(self) -> float:
+        """Seconds until the next count: CHECK_INTERVAL where a shortage is near or here."""
+        near = self.low or self.used is None or 2 * self.used >= self.limit
+        return CHECK_INTERVAL if near else QUIET_INTERVAL
+
     async def run(self) -> None:
         while True:
             self.check()
-            await asyncio.sleep(CHECK_INTERVAL)
+            await asyncio.sleep(self.interval())
