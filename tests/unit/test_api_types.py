@@ -230,6 +230,14 @@ async def test_the_cached_list_equals_the_records_built_one_by_one(served: Serve
         await served.table.call("generate_blocks", {"blocks": 1})
 
 
+async def test_a_key_asked_many_times_is_answered_once(served: Served) -> None:
+    """A 1 MiB request naming one key 15,000 times was a 12.8 MB answer (three such drained the
+    public port's answer budget for every client)."""
+    pool = served.pool_node.hex()
+    assert await _on(served, service_node_pubkeys=[pool] * 50 + [served.solo_node.hex(), pool]) == sorted(
+        [pool, served.solo_node.hex()])
+
+
 async def test_the_kept_get_info_answer_follows_every_figure_it_shows(served: Served) -> None:
     node = served.table.node
 

@@ -12,8 +12,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from snode.core.blocks import Block, BlockHeader, block_hash, make_header, producer_message
+from snode.core.blocks import Block, BlockHeader, Checkpoint, block_hash, make_header, producer_message
 from snode.core.equivocation import (
+    MAX_PROOF_BYTES,
     BlockTwice,
     EquivocationEvidence,
     InvalidEquivocation,
@@ -321,6 +322,26 @@ def test_a_proof_that_proves_nothing_bans_its_sender_and_one_of_an_unknown_key_i
     assert watch.proofs == {} and len(qnet.junked) == 1
 
 
+def test_a_proof_too_large_for_a_state_change_bans_its_sender_and_leaves_room_for_the_real_one() -> None:
+    """An insider's proof of its own equivocation, padded past what a StateChange carries, was
+    kept (the first proof of an offender wins): the deregistration made from it was refused, and
+    the equivocation verdict kept the node from any other, for as long as it stayed registered."""
+    chain, pubkey, watch, qnet, node = _watched()
+    fat = msgspec.structs.replace(header(height=chain.state.height, producer=pubkey),
+                                  checkpoint=Checkpoint(1, b"\x02" * 32, 1, (b"\x03" * 64,) * 400))
+    padded = block_proof(*signed(fat), *signed(msgspec.structs.replace(fat, timestamp=fat.timestamp + 1)))
+    assert len(encode_proof(padded)) > MAX_PROOF_BYTES
+    assert "the limit is" in (verified(padded, NET) or "")
+    node.hub.publish(QuorumMessageReceived(EquivocationEvidence(padded), pubkey))
+    assert watch.proofs == {} and [(m, p) for m, p, _ in qnet.junked] == [(pubkey, SCORE_FORGED)]
+    real = decode_proof(_proof_at(chain, chain.state.height))
+    node.hub.publish(QuorumMessageReceived(EquivocationEvidence(real), OTHER.public))
+    assert watch.proofs == {pubkey: real}
+    chain.submit(_deregistration(chain, pubkey, watch.proof_of(pubkey)))
+    chain.mine()
+    assert pubkey not in chain.state.service_nodes
+
+
 def test_a_proof_this_node_made_goes_to_every_service_node_and_leaves_with_its_offender() -> None:
     chain, pubkey, watch, qnet, node = _watched()
     proof = decode_proof(_proof_at(chain, chain.state.height))
@@ -383,6 +404,20 @@ def test_two_checkpoint_votes_of_one_member_for_one_height_make_a_proof(ours_fir
     for v in ((ours, other) if ours_first else (other, ours)):
         node.hub.publish(QuorumMessageReceived(v, member))
     assert watch.proofs == {member: vote_proof(ours, other)}
+
+
+def test_a_second_checkpoint_vote_of_a_held_member_for_our_block_is_not_checked_again() -> None:
+    """Its signer can make any number of good signatures of it: one of a member we hold is
+    dropped unchecked (its bad signature here would be junk if it were checked)."""
+    chain, node, duties, watch, height = _checkpointing()
+    slot = chain.state.checkpoints[height]
+    member = slot.members[0]
+    ours = vote(slot.block_hash, height=height, key=KEYS[member], network=DEVNET.network_id)
+    node.hub.publish(QuorumMessageReceived(ours, member))
+    node.hub.publish(QuorumMessageReceived(msgspec.structs.replace(ours, signature=bytes(64)), member))
+    assert duties.votes[(height, slot.block_hash)][member] == ours.signature
+    qnet = duties.quorumnet
+    assert isinstance(qnet, FakeQuorumnet) and qnet.junked == []
 
 
 def test_a_forged_second_vote_makes_no_proof() -> None:

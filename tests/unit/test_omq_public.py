@@ -159,3 +159,53 @@ def test_answers_for_all_clients_together_have_a_budget_so_clients_that_never_re
     assert burst == 8 and statuses == [b"200"] * burst + [b"429"] * (20 - burst), statuses
     status, body = asyncio.run(server._answer([b"get_height"], "10.0.0.99"))
     assert status == b"429" and b"busy: this port makes at most 8 MiB of answers a second" in body
+
+
+def test_transactions_of_all_clients_together_have_a_budget(monkeypatch: pytest.MonkeyPatch):
+    """Each address's bucket lets it have 20 KiB of transactions checked a second; 32 addresses
+    at their own rates had 160 copies of a 93 KB transaction whose last signature is bad checked in
+    10 s. The port's budget for all clients bounds the sum, whoever sends."""
+    import msgspec
+
+    from snode.devchain import key_from_label
+    from snode.rpc import omq_public
+    from snode.rpc.omq_public import TX_TOKENS_BURST, PublicOmq
+
+    monkeypatch.setattr(omq_public, "time", types.SimpleNamespace(monotonic=lambda: 1000.0))
+    checked = []
+
+    async def send(method: str, params: dict[str, object]) -> msgspec.Raw:
+        checked.append(method)
+        return msgspec.Raw(b'{"status": "OK"}')
+
+    server = PublicOmq(types.SimpleNamespace(call=send), key_from_label("public omq tx budget"),  # type: ignore[arg-type]
+                       host="127.0.0.1", port=1)
+    server._ctx.term()
+    tx = b'{"tx_hex": "' + b"ab" * (int(BURST) * TX_BYTES_PER_TOKEN - 20) + b'"}'  # 40 KiB, the most one request costs
+    statuses = [asyncio.run(server._answer([b"send_raw_transaction", tx], f"10.0.1.{n}"))[0] for n in range(12)]
+    fits = int(TX_TOKENS_BURST // BURST) + 1  # a bucket with a token left lets one more go into debt
+    assert statuses == [b"200"] * fits + [b"429"] * (12 - fits), statuses
+    assert len(checked) == fits
+    status, body = asyncio.run(server._answer([b"send_raw_transaction", tx], "10.0.2.1"))
+    assert status == b"429" and b"KiB of transactions a second for all its clients" in body
+    assert asyncio.run(server._answer([b"get_height"], "10.0.3.1"))[0] == b"200", "other methods are not held"
+
+
+def test_an_ipv6_client_is_its_slash_64(monkeypatch: pytest.MonkeyPatch):
+    import msgspec
+
+    from snode.devchain import key_from_label
+    from snode.rpc import omq_public
+    from snode.rpc.omq_public import PublicOmq
+
+    monkeypatch.setattr(omq_public, "time", types.SimpleNamespace(monotonic=lambda: 1000.0))
+
+    async def height(method: str, params: dict[str, object]) -> msgspec.Raw:
+        return msgspec.Raw(b"1")
+
+    server = PublicOmq(types.SimpleNamespace(call=height), key_from_label("public omq ipv6"),  # type: ignore[arg-type]
+                       host="127.0.0.1", port=1)
+    server._ctx.term()
+    statuses = [asyncio.run(server._answer([b"get_height"], f"2001:db8::{n + 1:x}"))[0] for n in range(int(BURST) + 1)]
+    assert statuses == [b"200"] * int(BURST) + [b"429"], "each address of one /64 had a budget of its own"
+    assert asyncio.run(server._answer([b"get_height"], "2001:db8:0:1::1"))[0] == b"200"

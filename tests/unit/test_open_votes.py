@@ -106,6 +106,25 @@ def test_a_forged_vote_and_one_from_outside_the_quorum_cost_the_member_that_sent
     assert service.votes == {}
 
 
+def test_a_held_voters_other_signature_and_a_late_vote_are_not_checked_again() -> None:
+    """A signer can make any number of good signatures of one vote (any nonce), so neither a
+    second vote of a voter we hold nor a late one is verified: each once cost a verification
+    and a place in the good-signature cache (an insider could empty it every 16 s). Their
+    signatures here are bad, so a check would show as junk."""
+    service, node = duties()
+    junk = Junk()
+    service.quorumnet = junk  # type: ignore[assignment]
+    held = vote(node, 1, 0, Reason.UNREACHABLE, node.height)
+    service.add_vote(held, KEYS[1].public)
+    service.add_vote(vote(node, 1, 0, Reason.UNREACHABLE, node.height, forged=True), KEYS[1].public)
+    late = P.QuorumVote(KEYS[0].public, StateChangeKind.RECOMMISSION, Reason.UPTIME_PROOFS_RESUMED, node.height,
+                        KEYS[2].public, bytes(64))  # node 0 is active: no recommission fits it
+    service.add_vote(late, KEYS[2].public)
+    assert junk.calls == []
+    key = (KEYS[0].public, StateChangeKind.DECOMMISSION, Reason.UNREACHABLE, node.height)
+    assert service.votes == {key: {KEYS[1].public: held.signature}}
+
+
 # --- the hub's topics (issue #37 item 3) ------------------------------------------------------
 
 

@@ -119,7 +119,12 @@ def vote_proof(first: CheckpointVote, second: CheckpointVote) -> VoteTwice:
 
 def proof_checks(proof: EquivocationProof, network_id: int) -> list[SigCheck]:
     """The two signature checks of a proof, after InvalidEquivocation for two messages of
-    different signers, of different slots, or of the same content."""
+    different signers, of different slots, of the same content, or too large for a `StateChange`
+    to carry (an insider's own proof, padded, once held the place of every real one: its
+    deregistration was refused, and its equivocation verdict kept it from any other)."""
+    size = len(encode_proof(proof))
+    if size > MAX_PROOF_BYTES:
+        raise InvalidEquivocation(f"an equivocation proof is {size} bytes; the limit is {MAX_PROOF_BYTES}")
     if isinstance(proof, BlockTwice):
         return _block_checks(proof, network_id)
     a, b = proof.first, proof.second

@@ -128,7 +128,13 @@ def accepts_vote(
     """True when `vote` is a good vote of `quorum` (the obligations quorum of its height) for a
     state change that `target`, the node it is about, can take in the block at `height`: what a
     member keeps of the votes sent to it (a change that does not fit the node's state could never
-    be mined). The signature is checked last, after the cheap rules."""
+    be mined). The signature is checked last, after the cheap rules (`fits_vote`)."""
+    return fits_vote(vote, quorum, target, height, params) and vote_signed(vote, params)
+
+
+def fits_vote(vote: ObligationVote, quorum: Quorum, target: ServiceNode, height: int, params: NetworkParams) -> bool:
+    """`accepts_vote`'s rules but the signature: a vote of a member of `quorum` for a change that
+    `target` can take at `height`."""
     if (vote.quorum_height != quorum.height or vote.voter not in quorum.members
             or vote.sn_pubkey != target.pubkey):
         return False
@@ -136,5 +142,10 @@ def accepts_vote(
         apply_state_change(target, vote.kind, vote.reason, height, params)
     except SnodeError:
         return False
+    return True
+
+
+def vote_signed(vote: ObligationVote, params: NetworkParams) -> bool:
+    """Whether the vote's signature is its voter's."""
     message = state_change_hash(params.network_id, vote.sn_pubkey, vote.kind, vote.reason, vote.quorum_height)
     return verify(vote.voter, message, vote.signature)

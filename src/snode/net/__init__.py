@@ -4,6 +4,6 @@ Others use the modules in `__all__`; the rest is its own.
 """
 
 __all__ = [
-    "address_file", "addrman", "admission", "events", "limits", "peer", "peers", "protocol", "quorum_guard",
+    "address_file", "addrman", "admission", "bans", "events", "limits", "peer", "peers", "protocol", "quorum_guard",
     "quorumnet", "relay", "zmq_guard",
 ]

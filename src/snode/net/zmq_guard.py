@@ -61,6 +61,7 @@ import zmq
 
 from snode.common.descriptors import DescriptorWatch
 from snode.common.logs import LIMITED
+from snode.net.bans import address_key
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +233,7 @@ class ListenerGuard:
         if self._closing[fd]:
             return None
         try:
-            return str(_peer(self._spare)[0])
+            return address_key(str(_peer(self._spare)[0]))  # an IPv6 /64 counts as one address
         except (OSError, IndexError):
             return None
 

@@ -202,7 +202,7 @@ class MethodTable:
         registered = state.service_nodes
         chosen: list[ServiceNode] = list(registered.values())
         if p.service_node_pubkeys:
-            keys = [_hex32("service_node_pubkeys", k) for k in p.service_node_pubkeys]
+            keys = dict.fromkeys(_hex32("service_node_pubkeys", k) for k in p.service_node_pubkeys)  # each once
             chosen = [registered[k] for k in keys if k in registered]
         if p.contributor is not None:
             owner = self._address("contributor", p.contributor)

@@ -29,6 +29,7 @@ from snode.api.errors import RpcError
 from snode.common import decode_reasons
 from snode.common.descriptors import DescriptorWatch
 from snode.core.crypto import SigningKey, x25519_public
+from snode.net.bans import address_key
 from snode.net.quorumnet import int_option
 from snode.net.zmq_guard import Caps, ListenerGuard
 from snode.rpc.methods import MethodTable
@@ -60,6 +61,13 @@ transaction of 93 KB, and one bad signature at the end makes all of them work fo
 request each, 80 copies of such a transaction sent at once by one client held this loop for 29 s
 (its blocks, votes and proofs with it); now a client has at most RATE KiB of transactions, about
 200 signatures, checked a second."""
+TX_TOKENS_A_SECOND: Final = 64.0
+"""KiB of transactions the port takes a second from all its clients together (bursts of
+TX_TOKENS_BURST; a block carries at most 2 MB each 120 s, 17 KB/s); past it a
+`send_raw_transaction` is answered 429 "busy". Each address's own budget alone let 32 addresses
+have 160 copies of a 93 KB transaction whose last signature is bad checked in 10 s (2.8 CPU-s of
+the event loop, the admin RPC waiting 0.9 s), and the loop's whole time from about 64."""
+TX_TOKENS_BURST: Final = 256.0
 ANSWER_TOKENS_A_SECOND: Final = 128.0
 """Answers the port makes a second in all, in ANSWER_BYTES_PER_TOKEN units (8 MiB/s; bursts of
 ANSWER_TOKENS_BURST, 32 MiB): a request that finds none left is answered 429 "busy". With
@@ -177,7 +185,9 @@ class PublicOmq:
         self._readable = asyncio.Event()
         self.buckets = TokenBuckets()
         self.answers = TokenBuckets(ANSWER_TOKENS_A_SECOND, ANSWER_TOKENS_BURST)
-        """The node-wide answer budget (one bucket, `_ALL`)."""
+        """The node-wide answer budget (one bucket, `_ALL`)..."""
+        self.transactions = TokenBuckets(TX_TOKENS_A_SECOND, TX_TOKENS_BURST)
+        """...and transaction budget."""
 
     def start(self) -> None:
         """Bind (raises zmq.ZMQError when the port is taken) and serve."""
@@ -248,7 +258,8 @@ class PublicOmq:
             except zmq.ZMQError:
                 continue  # the client is gone or not reading: its answer is dropped
 
-    async def _answer(self, frames: list[bytes], peer: str) -> tuple[bytes, bytes]:
+    async def _answer(self, frames: list[bytes], address: str) -> tuple[bytes, bytes]:
+        peer = address_key(address)  # an IPv6 /64 is one client, as on the P2P port
         # A transaction's cost is known once parsed, so its bucket is charged after the fact.
         cost = transaction_cost(frames[0] if frames else b"", frames[1] if len(frames) == 2 else b"")
         if not self.buckets.take(peer, time.monotonic(), cost):
@@ -257,6 +268,9 @@ class PublicOmq:
         if not self.answers.take(_ALL, time.monotonic(), 0.0):
             return b"429", _encode({"error": f"busy: this port makes at most {BUDGET_MIB:g} MiB of answers a "
                                              "second for all its clients; ask again shortly"})
+        if frames[:1] == [b"send_raw_transaction"] and not self.transactions.take(_ALL, time.monotonic(), cost):
+            return b"429", _encode({"error": f"busy: this port takes at most {TX_TOKENS_A_SECOND:g} KiB of "
+                                             "transactions a second for all its clients; send it again shortly"})
         try:
             method, params = parse_request(frames)
             result = await self.methods.call(method, params)

@@ -120,8 +120,8 @@ class CheckpointDuties:
         slot = _pending(self.node.state).get(vote.height)
         if slot is None:
             return  # a height we no longer, or do not yet, wait for: late or early, not junk
-        if self.votes.get((slot.height, slot.block_hash), {}).get(vote.voter) == vote.signature:
-            return  # a copy of a vote we hold: nothing to check again
+        if vote.block_hash == slot.block_hash and vote.voter in self.votes.get((slot.height, slot.block_hash), {}):
+            return  # a vote we hold, whatever its signature (its signer can make any number): not checked again
         if vote.block_hash != slot.block_hash or vote.voter not in slot.members:
             self._foreign(slot, vote)
             self._junk(event.sender, SCORE_NOT_OURS,

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
 from snode.core.equivocation import (
+    MAX_PROOF_BYTES,
     EquivocationEvidence,
     EquivocationProof,
     describe,
@@ -105,6 +106,8 @@ class EquivocationWatch:
         sn = self.node.state.service_nodes.get(who)
         if who in self.proofs or sn is None or offence_height(proof) <= sn.registration_height:
             return False
+        if len(encode_proof(proof)) > MAX_PROOF_BYTES:
+            return False  # no StateChange could carry it: held, it would shut out one that can
         if len(self.proofs) >= MAX_PROOFS:
             del self.proofs[next(iter(self.proofs))]
         self.proofs[who] = proof

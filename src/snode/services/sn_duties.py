@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Final
 from snode.common.logs import LIMITED
 from snode.core.crypto import SigningKey, verify
 from snode.core.errors import SnodeError
-from snode.core.obligations import accepts_vote, judge, quorum_signers
+from snode.core.obligations import fits_vote, judge, quorum_signers, vote_signed
 from snode.core.proofs import BadProofSignature, InvalidProof, ProofRefusal, UptimeProof, proof_message
 from snode.core.service_nodes import Reason, StateChangeKind
 from snode.core.state import Quorum
@@ -368,7 +368,7 @@ class ServiceNodeDuties:
             self.add_vote(event.message, event.sender)
 
     def add_vote(self, vote: P.QuorumVote, sender: bytes | None = None) -> None:
-        """Keep a valid vote (`core.obligations.accepts_vote`); submit the state change once
+        """Keep a valid vote (`core.obligations.accepts_vote`, in two steps); submit the state change once
         enough votes are in. A member's (`sender`'s) vote from outside its quorum, or with a
         bad signature, costs the member (`QuorumNet.junk`)."""
         node = self.node
@@ -379,13 +379,16 @@ class ServiceNodeDuties:
         limits = self.limits
         if quorum is None or target is None or (held is None and len(self.votes) >= limits.max_pending_verdicts):
             return  # only registered nodes, and a bounded number of open verdicts
-        if held is not None and held.get(vote.voter) == vote.signature:
-            return  # a copy of a vote we hold
-        if ((held is None or vote.voter not in held)
-                and self._open.get(vote.voter, 0) >= limits.max_open_votes_per_voter):
+        if held is not None and vote.voter in held:
+            return  # a vote we hold, whatever its signature: its signer can make any number of good ones
+        if self._open.get(vote.voter, 0) >= limits.max_open_votes_per_voter:
             return  # this voter's share of the table is full
-        if not accepts_vote(vote, quorum, target, node.height + 1, node.params):
+        if not fits_vote(vote, quorum, target, node.height + 1, node.params):
             self._refused_vote(vote, quorum, sender)
+            return
+        if not vote_signed(vote, node.params):
+            if sender is not None and self.quorumnet is not None:
+                self.quorumnet.junk(sender, SCORE_FORGED, "sent an obligations vote whose signature does not verify")
             return
         collected = self.votes.setdefault(key, {})
         if vote.voter not in collected:
@@ -416,19 +419,13 @@ class ServiceNodeDuties:
                  Reason(reason).label)
 
     def _refused_vote(self, vote: P.QuorumVote, quorum: Quorum, sender: bytes | None) -> None:
-        """A vote `accepts_vote` refused: junk if it comes from outside its quorum or its
-        signature fails (a vote that no longer fits its node's state is only late)."""
+        """A vote `fits_vote` refused: junk if it comes from outside its quorum; one that no longer
+        fits its node's state is only late, and its signature is not checked (a check of each
+        late vote, made anew by its signer, once cost a verification a vote)."""
         log.debug("ignored a vote of %s on %s: not a good vote of its quorum", vote.voter.hex()[:16],
                   vote.sn_pubkey.hex()[:16])
-        if sender is None or self.quorumnet is None:
-            return
-        if vote.voter not in quorum.members:
+        if sender is not None and self.quorumnet is not None and vote.voter not in quorum.members:
             self.quorumnet.junk(sender, SCORE_NOT_OURS, "sent obligations votes from outside their quorum")
-            return
-        message = state_change_hash(self.node.params.network_id, vote.sn_pubkey, vote.kind, vote.reason,
-                                    vote.quorum_height)
-        if not verify(vote.voter, message, vote.signature):
-            self.quorumnet.junk(sender, SCORE_FORGED, "sent an obligations vote whose signature does not verify")
 
     def _prune(self) -> None:
         oldest = self.node.height - self.limits.vote_window
