@@ -31,6 +31,7 @@ import zmq
 
 from snode.common.descriptors import DescriptorWatch
 from snode.common.logs import LIMITED
+from snode.common.text import printable
 from snode.core.crypto import SigningKey, x25519_public
 from snode.core.encoding import encode
 from snode.core.errors import DecodeError
@@ -138,8 +139,9 @@ class QuorumNet:
 
     # --- ZAP: who may connect -----------------------------------------------------------------
 
-    def admits(self, x25519_key: bytes) -> bool:
-        """Whether a client with this X25519 key may connect: the key of a registered SN."""
+    def admits(self, x25519_key: bytes, address: str = "?") -> bool:
+        """Whether a client with this X25519 key (from `address`, for the log) may connect: the
+        key of a registered SN."""
         self._refresh_allowed()
         member = self._allowed.get(x25519_key)
         now = time.monotonic()
@@ -157,8 +159,8 @@ class QuorumNet:
         self.refused += 1
         # Anyone can cause this line: the daemon's RepeatLimiter writes 5 a minute of it and counts
         # the rest, as of every WARNING (tests/functional/test_log_flood.py).
-        log.warning("quorumnet: refused a client whose key %s is not a registered service node's",
-                    x25519_key.hex()[:16])
+        log.warning("quorumnet: refused a client whose key %s is not a registered service node's (from %s)",
+                    x25519_key.hex()[:16], address)
         return False
 
     def _admission(self, member: bytes, now: float) -> bool:
@@ -178,7 +180,7 @@ class QuorumNet:
         self.handshakes_in += 1
         if len(request) != 7 or request[0] != b"1.0" or request[5] != b"CURVE":
             return _zap_answer(request, b"400", b"a CURVE request of ZAP 1.0 expected")
-        if not self.admits(request[6]):
+        if not self.admits(request[6], printable(request[3].decode(errors="replace"), 64)):
             return _zap_answer(request, b"400", b"not a registered service node, banned, or over its handshakes")
         if self.guard is not None:
             self.guard.admitted(request[3].decode(errors="replace"))
@@ -425,6 +427,11 @@ class QuorumNet:
 
         With ZMQ_IMMEDIATE a DEALER attaches a connection only once its handshake is complete,
         so the socket turns writable exactly then: no socket monitor is needed."""
+        if self.key.public not in self.node.state.service_nodes:
+            # Every member's ZAP refuses a client that is no registered service node: its failed
+            # handshakes would say nothing of the member (a regtest daemon, the authority's key
+            # in hand, once deregistered two running nodes as `unreachable` this way).
+            return None
         address = self._declared(member)
         if address is None:  # cut off from it (`deny`): a failed test; else no address to test
             return False if self.node.proofs.endpoint(member) is not None and member != self.key.public else None
