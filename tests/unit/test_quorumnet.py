@@ -72,7 +72,8 @@ def test_a_probe_passes_for_a_member_and_a_key_that_is_no_service_nodes_makes_no
         try:
             assert await stranger.probe(net_a.key.public, 1.0) is None
             assert stranger.probes == 0, "no handshake tried"
-            assert stranger.send(net_a.key.public, P.QuorumVote(net_a.key.public, 2, 2, 9, stranger.key.public, bytes(64)))
+            vote = P.QuorumVote(net_a.key.public, 2, 2, 9, stranger.key.public, bytes(64))
+            assert stranger.send(net_a.key.public, vote)
             await wait_async(lambda: net_a.refused >= 1, what="the stranger's handshake refused")
         finally:
             await stranger.stop()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from snode.common.data_dir import write_all
 from snode.common.endpoints import ConfigError
 from snode.common.files import SMALL_FILE_BYTES, read_bounded, too_open
 
@@ -109,9 +110,12 @@ def write_cookie(path: Path, login: Login) -> None:
     tmp.unlink(missing_ok=True)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.write(fd, f"{login.user}:{login.password}\n".encode())
-    finally:
+        write_all(fd, f"{login.user}:{login.password}\n".encode())
+    except BaseException:
         os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     os.replace(tmp, path)
 
 

@@ -90,16 +90,28 @@ def create_file(path: Path, data: bytes, mode: int) -> bool:
     return True
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Every byte of `data` to `fd`: a write to a nearly full disk may take only part and say so by
+    its count, not by an error (OSError comes with the next one)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def _written_beside(path: Path, data: bytes, mode: int) -> Path:
-    """`data` in a new file beside `path`, synced to disk; its path."""
+    """`data` in a new file beside `path`, synced to disk; its path. On any error the new file is
+    removed and the error raised: nothing half-written is ever renamed over `path`."""
     tmp = path.with_name(f".{path.name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         os.fchmod(fd, mode)  # a file a crash left keeps its own mode through O_CREAT
-        os.write(fd, data)
+        write_all(fd, data)
         os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     return tmp
 
 
