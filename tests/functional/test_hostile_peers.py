@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sqlite3
 import time
 
@@ -26,6 +27,8 @@ from tests.functional.framework import (
     connect_nodes,
     narrator,
     next_loopback_ip,
+    scaled,
+    snode_cli,
     wait_until,
 )
 from tests.functional.hostile import (
@@ -302,6 +305,23 @@ def test_a_block_nested_past_the_decoder_s_depth_bans_its_sender(nodes):
     wait_until(lambda: ip in ban_reasons(node), timeout=10, what="the sender banned")
     assert "does not decode" in ban_reasons(node)[ip], ban_reasons(node)
     assert "error serving peer" not in node.stderr_text()
+
+
+def test_an_http_request_on_the_p2p_port_is_answered_in_http_and_bans_nobody(nodes):
+    node = nodes.add()
+    log.info("snode-cli pointed at the P2P port: its POST read as a frame of 1,347,375,956 bytes once "
+             "banned 127.0.0.1, and with it every peer on the machine, for 600 s")
+    done = snode_cli(f"http://{node.ip}:{node.p2p_port}", "status")
+    assert done.returncode == 1
+    assert "does not answer in HTTP: is this snoded's P2P or quorumnet port?" in done.stderr, done.stderr
+    assert all(c.isprintable() or c == "\n" for c in done.stderr), "the peer's bytes reached the terminal"
+    with socket.create_connection((node.ip, node.p2p_port), timeout=scaled(10)) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65_536):
+            answer += chunk
+    assert b"HTTP/1.1 400 Bad Request" in answer and b"not its admin RPC" in answer, answer[-200:]
+    assert_equal(ban_reasons(node), {}, "bans")
 
 
 def test_full_inbound_slots_evict_a_newcomer_not_a_useful_peer(nodes):

@@ -157,6 +157,23 @@ def test_what_was_learnt_and_kept_survives_a_restart_until_the_schedule_knows_it
     assert UpgradeWatch(REGTEST, tmp_path).pending() == []
 
 
+@pytest.mark.parametrize("learnt", [b"1e400", b"[" * 100_000, b"[{\"height\": 1e400}]", b"x" * (2 << 20)])
+def test_a_damaged_learnt_file_or_a_kept_block_that_is_no_file_is_one_warning_and_the_daemon_starts(
+        tmp_path, learnt: bytes, caplog) -> None:
+    """Each of these raised out of the watch's constructor on every start (the daemon could not
+    start until someone removed the file), or hung it: a kept block that is a link to /dev/zero."""
+    (tmp_path / "upgrade.json").write_bytes(learnt)
+    pending = tmp_path / "pending-blocks"
+    pending.mkdir()
+    (pending / f"7-{'ab' * 32}.block").mkdir()
+    (pending / f"8-{'cd' * 32}.block").symlink_to("/dev/zero")
+    with caplog.at_level(logging.WARNING, logger="snode.node.upgrade"):
+        watch = UpgradeWatch(REGTEST, tmp_path)
+    assert watch.learnt == [] and watch.pending() == []
+    assert "upgrade.json cannot be read" in caplog.text
+    assert list(pending.iterdir()) == [], "what is no kept block is removed"
+
+
 def test_the_pending_store_is_bounded_and_keeps_the_lowest_heights():
     watch = UpgradeWatch(REGTEST)
     watch.park([(h, h.to_bytes(32, "big"), b"x" * 100) for h in range(MAX_PENDING_BLOCKS + 10, 0, -1)])

@@ -19,6 +19,7 @@ from snode.api import errors as E
 from snode.api.credentials import Login
 from snode.common import decode_reasons
 from snode.common.endpoints import http_endpoint
+from snode.common.text import printable
 
 T = TypeVar("T")
 
@@ -153,4 +154,7 @@ def _why(err: BaseException) -> str:
         return "timed out"
     if isinstance(err, (ConnectionResetError, http.client.RemoteDisconnected)):
         return "Connection closed by the daemon"
-    return str(err) or type(err).__name__
+    if isinstance(err, http.client.BadStatusLine):  # its text is the bytes that came: no terminal's business
+        return ("it does not answer in HTTP: is this snoded's P2P or quorumnet port? Give the address its "
+                "--rpc-admin names")
+    return printable(str(err) or type(err).__name__)

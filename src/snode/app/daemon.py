@@ -364,6 +364,8 @@ class Daemon:
         print(node.status_line(node.now()), flush=True)
         notify(status_message(node.status_line(node.now()), ready=True))
         tasks.append(asyncio.create_task(self._report_status(node), name="sd_notify"))
+        for task in tasks:
+            task.add_done_callback(_ended)
 
     async def _shut_down(self, node: Node, wiring: Wiring) -> None:
         """The reverse of start-up: tasks, peers, quorumnet, the RPC, then the store thread
@@ -464,6 +466,15 @@ class Daemon:
         while True:
             await asyncio.sleep(10)
             notify(status_message(node.status_line(node.now())))
+
+
+def _ended(task: asyncio.Task[Any]) -> None:
+    """A daemon task that ended on an error (a bug) says so at once: the stop's gather, which
+    takes every task's result, would otherwise keep it to itself, and the duty it did stop unseen
+    (a snapshots task that met an unreadable folder wrote no snapshot again, with no line)."""
+    if not task.cancelled() and (err := task.exception()) is not None:
+        log.error("the %s task stopped: %s: %s; snoded goes on without it until restarted", task.get_name(),
+                  type(err).__name__, err, exc_info=err)
 
 
 def _pool_limits(cfg: Config) -> mp.PoolLimits:

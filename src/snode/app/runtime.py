@@ -66,6 +66,33 @@ class _QuietClientErrors(logging.Filter):
         return True
 
 
+class LogFile(logging.handlers.WatchedFileHandler):
+    """The data dir's log file. A write that fails (a full disk) is said once on stderr, and again
+    once it works, not with logging's traceback for every line."""
+
+    failing = False
+    _failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._failed = False
+        try:
+            super().emit(record)  # `handleError` on a failed write...
+        except OSError:  # ...but a failed reopen (the file renamed, its folder gone) raises
+            self.handleError(record)
+        if self.failing and not self._failed:
+            self.failing = False
+            sys.stderr.write(f"snoded: the log file {self.baseFilename} is written again\n")
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self._failed = True
+        if not self.failing:
+            self.failing = True
+            err = sys.exc_info()[1]
+            why = err.strerror if isinstance(err, OSError) and err.strerror else err
+            sys.stderr.write(f"snoded: cannot write the log file {self.baseFilename} ({why}); its lines go to "
+                             "stderr only until it can be written again\n")
+
+
 def setup_logging(level: int, log_file: Path) -> None:
     """Log to stderr and to the data dir's log file: every message escaped, repeated warnings
     counted (`common.logs`). The file is reopened when it is renamed or removed (logrotate's
@@ -75,7 +102,11 @@ def setup_logging(level: int, log_file: Path) -> None:
     atexit.register(limiter.close)  # before logging's own exit hook (last in, first out)
     root = logging.getLogger()
     root.setLevel(LOG_LEVELS[level])
-    for handler in (logging.StreamHandler(sys.stderr), logging.handlers.WatchedFileHandler(log_file)):
+    try:
+        file_handler = LogFile(log_file)
+    except OSError as err:
+        raise ConfigError(f"--data-dir: cannot write the log file {log_file}: {err.strerror or err}") from None
+    for handler in (logging.StreamHandler(sys.stderr), file_handler):
         handler.setFormatter(fmt)
         handler.addFilter(limiter)
         root.addHandler(handler)

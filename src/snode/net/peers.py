@@ -14,6 +14,7 @@ peer banned with that reason.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -352,6 +353,11 @@ class PeerManager:
                 handled += 1
                 if handled % YIELD_EVERY == 0:
                     await asyncio.sleep(0)  # a full inbox of cheap messages never holds the loop
+        except P.HttpRequest:
+            log.info("%s sent an HTTP request to the P2P port (a client meant for the admin RPC?): answered "
+                     "in HTTP, not scored", peer.ip, extra=limited(peer))
+            with contextlib.suppress(ProtocolViolation, ConnectionError):
+                peer.send_frame(P.HTTP_ANSWER)
         except ProtocolViolation as err:
             self.misbehaving(peer, L.SCORE_PROTOCOL, str(err))
         except asyncio.TimeoutError:

@@ -348,6 +348,20 @@ class ProtocolViolation(Exception):
     """The peer broke the protocol; the reason goes into the ban log."""
 
 
+class HttpRequest(ProtocolViolation):
+    """The first bytes of a connection are an HTTP request's: a client (snode-cli, curl, a
+    browser) pointed at the P2P port instead of the admin RPC, not a peer; answered in HTTP and
+    closed, never scored (a ban of 127.0.0.1 bans every local peer)."""
+
+
+HTTP_METHODS: Final = frozenset({b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC", b"CONN", b"TRAC"})
+"""An HTTP request's first four bytes, which this port reads as a frame's length (b"POST" is
+1,347,375,956 bytes: over any limit)."""
+HTTP_ANSWER: Final = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
+                      b"this is snoded's P2P port, not its admin RPC: ask the address its --rpc-admin "
+                      b"names (snode-cli --rpc HOST:PORT)\n")
+
+
 def frame(message: Message) -> bytes:
     """One message as a frame."""
     payload = encode(message)
@@ -426,6 +440,8 @@ class FrameDecoder:
         while end - start >= HEADER_BYTES:
             size: int = _LENGTH.unpack_from(buffer, start)[0]
             if size > max_frame:
+                if self.one_frame and bytes(buffer[start:start + HEADER_BYTES]) in HTTP_METHODS:
+                    raise HttpRequest("an HTTP request on the P2P port")
                 raise ProtocolViolation(f"frame of {size} bytes exceeds the {max_frame}-byte limit")
             body = start + HEADER_BYTES
             if size > MAX_CONTROL_FRAME:  # no message's limit is lower: the tag decides only above

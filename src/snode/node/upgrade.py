@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from snode.common.data_dir import write_atomically
+from snode.common.files import read_bounded
 from snode.common.text import printable
 from snode.core.blocks import Block
 from snode.core.errors import SnodeError
@@ -64,6 +66,8 @@ DAY: Final = 86_400
 HOUR: Final = 3_600
 
 LEARNT_FILE: Final = "upgrade.json"
+LEARNT_FILE_BYTES: Final = 1 << 20
+"""What `upgrade.json` is read up to (its 4 forks with their addresses are a few KiB)."""
 PENDING_DIR: Final = "pending-blocks"
 
 
@@ -427,22 +431,26 @@ class UpgradeWatch:
         for path in sorted(folder.glob("*.block")) if folder.is_dir() else []:
             height, _, digest = path.stem.partition("-")
             try:
-                data = path.read_bytes()
+                if path.is_symlink() or not path.is_file():  # a directory, a device: never ours
+                    raise OSError(f"{path} is not a file")
+                data = read_bounded(path, MAX_BLOCK_BYTES)
                 key = bytes.fromhex(digest)
                 self._pending[key] = (int(height), data)
             except (OSError, ValueError):
-                path.unlink(missing_ok=True)
+                log.warning("%s is not a block this daemon kept; removed", path)
+                _remove(path)
         self._trim()
 
     def _load_learnt(self, path: Path) -> None:
         try:
-            records = json.loads(path.read_bytes()) if path.exists() else []
+            records = json.loads(read_bounded(path, LEARNT_FILE_BYTES)) if path.exists() else []
             forks = [LearntFork(int(r["height"]), str(r["name"]), int(r["block_version"]),
                                 [str(a) for a in r["known_by"]][:MAX_KNOWN_BY],
                                 [str(a) for a in r["addresses"]][:MAX_ADDRESSES], bool(r["confirmed"]))
                      for r in records[:MAX_LEARNT]]
-        except (OSError, ValueError, KeyError, TypeError):
-            log.warning("%s is damaged; what an earlier run learnt of forks is forgotten", path)
+        except (OSError, ValueError, KeyError, TypeError, OverflowError, RecursionError) as err:
+            why = err.strerror if isinstance(err, OSError) and err.strerror else "damaged"
+            log.warning("%s cannot be read (%s); what an earlier run learnt of forks is forgotten", path, why)
             forks = []
         scheduled = {fork.height for fork in self.params.forks}
         for fork in forks:
@@ -473,3 +481,14 @@ def duration(seconds: int) -> str:
     if hours:
         return f"{hours}h {minutes}m"
     return f"{max(minutes, 1)}m"
+
+
+def _remove(path: Path) -> None:
+    """Remove what sits at `path` (a file, a link, a directory and all in it); never raises."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError as err:
+        log.warning("could not remove %s: %s", path, err.strerror or err)

@@ -140,9 +140,14 @@ class SnapshotMaker:
                 await self.write(height)
 
     def _list(self) -> None:
-        self.snapshots.clear_unfinished()
+        try:
+            self.snapshots.clear_unfinished()
+            paths = self.snapshots.paths()
+        except OSError as err:
+            log.warning("snapshots: cannot read %s (%s); none is served until it can", err.filename, err.strerror)
+            paths = []
         served = []
-        for path in self.snapshots.paths():
+        for path in paths:
             try:
                 served.append((self.snapshots.verified(path), path))
             except SnapshotError as err:
