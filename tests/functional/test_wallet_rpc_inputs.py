@@ -8,14 +8,16 @@ prints no traceback and keeps serving: a good transfer afterwards is sent.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from snode.params import COIN
+from snode.params import COIN, REGTEST
 from snode.wallet import openrpc as wallet_openrpc
-from tests.functional.framework import assert_equal, narrator, next_loopback_ip
+from tests.functional.framework import assert_equal, narrator, next_loopback_ip, scaled
 from tests.functional.wallet_helpers import WalletServer, funded, mine
 
 log = narrator(__name__)
@@ -91,3 +93,21 @@ def test_wallet_rpc_discover_answers_its_document_and_the_answers_are_as_documen
     finally:
         code = server.stop()
     assert_equal(code, 0)
+
+
+def test_a_second_server_of_one_wallet_file_is_refused_and_the_first_keeps_its_login(sn: Any, tmp_path: Path) -> None:
+    wallet = funded(sn, tmp_path, {"payer": 1 * COIN})["payer"]
+    server = WalletServer(wallet, next_loopback_ip(), tmp_path / "wallet-rpc.log")
+    try:
+        log.info("A second snode-wallet serving the same file: refused (it once overwrote the first's cookie, "
+                 "then removed it at its stop)")
+        second = subprocess.run([sys.executable, "-m", "snode.wallet", *wallet.args(), "--rpc-bind",
+                                 f"{next_loopback_ip()}:{REGTEST.wallet_rpc_port}"],
+                                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=scaled(60))
+        assert second.returncode != 0
+        assert f"--rpc-server: {wallet.path} is served by another snode-wallet (pid {server.process.pid})" in (
+            second.stderr), second.stderr
+        assert "Traceback" not in second.stderr
+        assert_equal(server.call("get_address")["result"], {"address": wallet.address}, "the first, after it")
+    finally:
+        assert_equal(server.stop(), 0)

@@ -186,3 +186,14 @@ def test_a_key_file_open_to_other_users_is_refused_naming_the_chmod(
     assert stat.S_IMODE(key_file.stat().st_mode) == mode, "the refusal changes nothing"
     key_file.chmod(0o400)
     assert read() is not None, "a read-only key of the owner's own is fine"
+
+
+def test_a_data_dir_of_another_network_names_the_flag_that_opens_it(tmp_path: Path) -> None:
+    from snode.params import DEVNET, MAINNET, REGTEST
+
+    datadir = DataDir(tmp_path)
+    datadir.genesis(REGTEST, None)
+    with pytest.raises(ConfigError, match="this is regtest's; run with --regtest, or give another --data-dir"):
+        datadir.genesis(DEVNET, None)
+    with pytest.raises(ConfigError, match="this is regtest's; run with --regtest, or give another --data-dir"):
+        datadir.genesis(MAINNET, None)

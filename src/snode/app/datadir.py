@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import IO
 
+import msgspec
+
 from snode.app.builtin import BUILTIN_GENESIS
 from snode.app.config import ConfigError
 from snode.common.data_dir import (
@@ -25,7 +27,7 @@ from snode.core.crypto import PUBKEY_BYTES, SigningKey
 from snode.core.errors import InvalidGenesis
 from snode.core.genesis import GenesisDoc, encode_genesis, parse_genesis, regtest_genesis
 from snode.core.state import ChainState
-from snode.params import NetworkParams
+from snode.params import NETWORKS, NetworkParams
 from snode.store import DATABASE_FILE
 
 AUTHORITY_KEY_FILE = "authority_key"
@@ -233,7 +235,20 @@ def _read_genesis(path: Path, params: NetworkParams, option: str) -> GenesisDoc:
     except OSError as err:
         raise ConfigError(f"{option}: cannot read {path}: {err.strerror}") from None
     except InvalidGenesis as err:
-        raise ConfigError(f"{option}: {path}: {err}") from None
+        raise ConfigError(f"{option}: {path}: {err}{_other_network_hint(path, params, option)}") from None
+
+
+def _other_network_hint(path: Path, params: NetworkParams, option: str) -> str:
+    """What to do about a genesis of another network we know: its flag, or another file or dir."""
+    try:
+        other = msgspec.json.decode(read_bounded(path, LARGE_FILE_BYTES)).get("network")
+    except (OSError, msgspec.MsgspecError, AttributeError):
+        return ""
+    if other == params.name or other not in NETWORKS:
+        return ""
+    flag = "no network flag" if other == "mainnet" else f"--{other}"
+    instead = "another --data-dir" if option == "--data-dir" else f"the genesis file of {params.name}"
+    return f": this is {other}'s; run with {flag}, or give {instead}"
 
 
 def builtin_genesis(params: NetworkParams) -> GenesisDoc:

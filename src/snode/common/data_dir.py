@@ -36,7 +36,12 @@ class DirLocked(Exception):
 def take_lock(path: Path) -> IO[str]:
     """The data dir's lock, taken (the open file: closing it, or the process ending, releases
     it) with this process's pid written in it; DirLocked when another process holds it."""
-    handle = open(path / LOCK_FILE, "a+")
+    return lock_file(path / LOCK_FILE)
+
+
+def lock_file(path: Path) -> IO[str]:
+    """The lock `path` is (created if need be), as `take_lock`."""
+    handle = open(path, "a+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

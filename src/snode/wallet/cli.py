@@ -19,7 +19,7 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Final, TextIO
+from typing import IO, Final, TextIO
 
 import click
 
@@ -180,6 +180,7 @@ def cli(
         from snode.wallet.rpc_server import check_bind, rpc_access
 
         bind = check_bind(rpc_bind or f"127.0.0.1:{params.wallet_rpc_port}")
+        held = _serving_lock(session.path)  # noqa: F841 (held while this process serves)
         access = rpc_access(session.path, bind, rpc_login_file, disable_rpc_login, os.environ)
     interactive = sys.stdin.isatty() and command_line is None and not serve
     service = _start(session, generate, restore_seed_file, interactive)
@@ -196,6 +197,20 @@ def cli(
         asyncio.run(run_repl(session, idle_timeout))
         return
     sys.exit(_plain_loop(service, sys.stdin))
+
+
+def _serving_lock(wallet: Path) -> IO[str]:
+    """`<wallet>.lock`, held while this process serves the wallet's RPC: a second server of one
+    wallet file once overwrote the first's cookie, then removed it at its stop."""
+    from snode.common.data_dir import DirLocked, lock_file
+
+    try:
+        return lock_file(wallet.with_name(wallet.name + ".lock"))
+    except DirLocked as held:
+        raise OptionError(f"--rpc-server: {wallet} is served by another snode-wallet (pid {held.holder}); "
+                          "stop it first, or use its RPC") from None
+    except OSError as err:
+        raise OptionError(f"--rpc-server: cannot lock {wallet}: {err.strerror or err}") from None
 
 
 def _daemon_login(params: NetworkParams, address: str, data_dir: str | None,

@@ -14,6 +14,8 @@ Amounts are atomic units, as on the daemon's RPC.
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import signal
 import socket
 from collections.abc import Callable, Mapping
@@ -219,7 +221,10 @@ async def serve_forever(service: WalletService, bind: Endpoint, access: Access) 
             write_cookie(access.cookie, access.login)
     except OSError as err:
         await runner.cleanup()
-        raise WalletError(f"cannot listen on {bind}: {err.strerror}") from None
+        if err.errno == errno.EADDRINUSE:
+            raise WalletError(f"--rpc-bind: {bind} is already in use by another program") from None
+        why = os.strerror(err.errno) if err.errno else str(err)
+        raise WalletError(f"--rpc-bind: cannot listen on {bind}: {why}") from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
