@@ -178,7 +178,7 @@ def _told_deregistered(sn, gone: int) -> None:
     assert_equal((departure["height"], departure["kind"], departure["reason"], departure["stakes_unlock_height"]),
                  (gone, "deregistered", "missed_uptime_proofs", unlock))
     assert (f"deregistered at height {gone} for missed_uptime_proofs; stakes locked, spendable from height "
-            f"{unlock}") in snode_cli(sn, "status").stdout
+            f"{unlock} (in {unlock - height} blocks)") in snode_cli(sn, "status").stdout  # the status line's count
     unmet = _readyz(sn)["unmet"]
     assert any(u.startswith(f"service node deregistered at height {gone}") for u in unmet), unmet
     assert not any("not registered" in u for u in unmet), unmet

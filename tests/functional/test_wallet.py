@@ -424,6 +424,17 @@ def test_a_new_wallet_refuses_an_empty_or_short_password(tmp_path, contents, fro
     assert run_wallet([*made, "--password-file", str(password)]).rc == 0 and path.exists()
 
 
+def test_an_empty_password_file_for_a_wallet_is_said_to_be_empty(wallet_file, tmp_path):
+    path, _ = wallet_file
+    empty = tmp_path / "empty-pw"
+    empty.write_text("")
+    log.info("Open a wallet with an empty password file: it is said to be empty, not a wrong password")
+    result = run_wallet(["--regtest", "--wallet-file", str(path), "--password-file", str(empty),
+                         "--command", "address"])
+    assert (result.rc, result.err.strip()) == (1, f"Error: password file {empty} is empty: write the wallet's "
+                                                   "password on its first line")
+
+
 def test_a_wallet_file_of_another_version_is_one_line_and_left_alone(wallet_file):
     path, password = wallet_file
     record = json.loads(path.read_text())

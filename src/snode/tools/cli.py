@@ -209,8 +209,10 @@ def standing_lines(info: InfoResult) -> list[str]:
         lines.append(f"WARNING: downtime {info.credit_warning}")
     d = info.departure
     if d is not None and d.kind == "deregistered":
+        # "in N blocks" to the height it names, as the status line counts (stakes_locked_blocks
+        # counts to the tip a wallet may send them from, one less: `stakes` says that height)
         lock = (f"stakes locked, spendable from height {d.stakes_unlock_height} (in "
-                f"{counted(d.stakes_locked_blocks, 'block')})" if d.stakes_locked_blocks
+                f"{counted(d.stakes_unlock_height - info.height, 'block')})" if d.stakes_locked_blocks
                 else f"stakes spendable since height {d.stakes_unlock_height}")
         lines.append(f"deregistered at height {d.height} for {d.reason}; {lock}; register the key "
                      "again to serve (get_service_node_registration_cmd)")

@@ -56,6 +56,9 @@ class Session:
             except UnicodeDecodeError:
                 raise WalletError(f"password file {self.password_file} is not text") from None
             password = text[:-1] if text.endswith("\n") else text
+            if not password and not new:  # no wallet has an empty password: "wrong password" would mislead
+                raise WalletError(f"password file {self.password_file} is empty: write the wallet's password "
+                                  "on its first line")
             problem = keystore.new_password_problem(password) if new else None
             if problem == keystore.EMPTY_PASSWORD:
                 raise WalletError(
