@@ -233,10 +233,12 @@ def test_a_download_keeps_each_stored_chunk_and_drops_one_that_does_not_match(sn
     download.put(0, chunks[0])
     download.put(2, chunks[2])
     (download.path / "chunk-0003").write_bytes(b"half")  # edited, or what an older crash left
+    (download.path / "chunk-0001").mkdir()  # never ours: it raised out of every start
+    (download.path / "chunk-0001" / "x").write_bytes(b"x")
     again = Download(tmp_path)
     assert again.manifest() == manifest and again.block() == b"block"
     assert again.stored(manifest) == {0, 2}
-    assert not (download.path / "chunk-0003").exists()
+    assert not (download.path / "chunk-0003").exists() and not (download.path / "chunk-0001").exists()
 
 
 def test_a_finished_download_becomes_a_served_snapshot_in_one_rename(snap, tmp_path):

@@ -208,7 +208,10 @@ class Download:
                 self.stored_bytes += len(data)
             else:
                 log.warning("stored snapshot chunk %d does not match its manifest: fetching it again", number)
-                path.unlink()
+                if path.is_dir() and not path.is_symlink():  # never ours: it once stopped every start
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
         return have
 
     def put(self, number: int, data: bytes) -> None:
