@@ -338,6 +338,23 @@ def test_a_data_dir_of_another_genesis_is_refused(db: Path, history: History) ->
     assert file_digest(db) == before
 
 
+@pytest.mark.parametrize(("edit", "said"), [
+    ("DROP TABLE txs", "its table txs is gone"),
+    ("DROP TABLE txs; DROP TABLE utxos", "its tables txs, utxos are gone"),
+    ("DELETE FROM main_chain WHERE height = 0", "its genesis block's row is gone"),
+    ("DELETE FROM meta", "the state's tip record is gone"),
+])
+def test_a_database_edited_by_hand_is_damaged_in_one_line(db: Path, history: History, edit: str, said: str) -> None:
+    """Each of these once raised out of the daemon's start (a traceback), or left it running with
+    a chain it could not serve ("disk full" for a dropped table, 78 GiB free)."""
+    open_store(db, history).close()
+    with sqlite3.connect(db) as conn:
+        conn.executescript(edit)
+    conn.close()
+    with pytest.raises(StoreError, match=f"database .* is damaged \\({said}\\)"):
+        open_store(db, history)
+
+
 def test_a_file_that_is_not_an_snode_database_is_refused(db: Path, history: History) -> None:
     db.write_bytes(b"these are not the bytes of an SQLite database" * 100)
     with pytest.raises(StoreError, match="is not an snode database"):

@@ -133,10 +133,14 @@ class ChainStore:
                 rows.create(conn, path, genesis_block, genesis_state)
             else:
                 schema.migrate(conn)
+            if missing := schema.missing_tables(conn):
+                raise damaged(path, f"its table{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                                    f"{'are' if len(missing) > 1 else 'is'} gone")
             state_tip = state_tables.read_tip(conn)
-            height, tip_hash = conn.execute(
-                "SELECT height, hash FROM main_chain ORDER BY height DESC LIMIT 1"
-            ).fetchone()
+            last = conn.execute("SELECT height, hash FROM main_chain ORDER BY height DESC LIMIT 1").fetchone()
+            if last is None:
+                raise damaged(path, "its chain's rows are gone")
+            height, tip_hash = last
             if height < state_tip.height or (height == state_tip.height and tip_hash != state_tip.tip_hash):
                 raise StoreError(
                     f"database {path} is inconsistent: its state is at height {state_tip.height} "

@@ -8,6 +8,7 @@ as it was.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -110,8 +111,17 @@ def _read_genesis(conn: sqlite3.Connection, path: Path) -> bytes | None:
             f"database schema version {version} is not supported by this snode (expects "
             f"{SCHEMA_VERSION}): use a matching snode release or a new data dir"
         )
-    (genesis,) = conn.execute("SELECT hash FROM main_chain WHERE height = 0").fetchone()
-    return genesis
+    row = conn.execute("SELECT hash FROM main_chain WHERE height = 0").fetchone()
+    if row is None or not isinstance(row[0], bytes):
+        raise damaged(path, "its genesis block's row is gone")
+    return row[0]
+
+
+def missing_tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables of TABLES an open database lacks (a file edited by hand, or a tool's mistake)."""
+    have = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    wanted = [match[1] for statement in TABLES if (match := re.match(r"CREATE TABLE (\w+)", statement))]
+    return [name for name in wanted if name not in have]
 
 
 def quick_check(conn: sqlite3.Connection) -> str | None:

@@ -152,6 +152,8 @@ def _rows(keys: set[Any], values: Any, no_row: Any, gone: list[tuple[Any]]) -> I
 def read_tip(conn: sqlite3.Connection) -> TipRecord:
     """The stored state's scalars."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (_TIP_KEY,)).fetchone()
+    if row is None or not isinstance(row[0], bytes):
+        raise DecodeError("the state's tip record is gone")
     return decode_trusted(row[0], TipRecord)
 
 
