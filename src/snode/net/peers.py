@@ -44,9 +44,12 @@ from snode.node.views import NetNode
 log = logging.getLogger(__name__)
 
 M = TypeVar("M")
-YIELD_EVERY: Final = 16
-"""Messages of one connection handled before its task lets the others (and the RPC) have the loop:
-a connection's inbox holds up to 8 MiB of frames, read without an await between them."""
+YIELD_AFTER_S: Final = 0.010
+"""CPU seconds one connection's task may hold the event loop for its queued messages before it
+lets the others (and the RPC) have it: an inbox holds up to 8 MiB of frames, read without an
+await between them. By CPU, not by count: a burst of proofs that arrive in one read must stay
+one batch, for the signature workers (`verifier.INLINE_BELOW`), and a loaded machine's waits
+must not split it."""
 Handler = Callable[[Peer, Any], Awaitable[None]]
 
 
@@ -345,14 +348,14 @@ class PeerManager:
             peer.send(P.GetPeers())
             peer.addr_bucket.tokens += P.MAX_PEER_ADDRESSES  # its answer is read whole
             self.node.publish(PeerConnected(peer, peer.height))
-            handled = 0
+            held = time.thread_time()
             while not peer.writer.is_closing():
                 message = await self._next_message(peer)
                 if message is not None:
                     await self._handle(peer, message)
-                handled += 1
-                if handled % YIELD_EVERY == 0:
+                if time.thread_time() - held >= YIELD_AFTER_S:
                     await asyncio.sleep(0)  # a full inbox of cheap messages never holds the loop
+                    held = time.thread_time()
         except P.HttpRequest:
             log.info("%s sent an HTTP request to the P2P port (a client meant for the admin RPC?): answered "
                      "in HTTP, not scored", peer.ip, extra=limited(peer))
