@@ -197,3 +197,15 @@ def test_a_data_dir_of_another_network_names_the_flag_that_opens_it(tmp_path: Pa
         datadir.genesis(DEVNET, None)
     with pytest.raises(ConfigError, match="this is regtest's; run with --regtest, or give another --data-dir"):
         datadir.genesis(MAINNET, None)
+
+
+def test_a_running_marker_that_cannot_be_written_or_a_genesis_in_the_way_is_one_line(tmp_path: Path) -> None:
+    from snode.params import REGTEST
+
+    datadir = DataDir(tmp_path)
+    (tmp_path / "running").mkdir()
+    with pytest.raises(ConfigError, match="--data-dir: cannot write .*running: Is a directory"):
+        datadir.mark_running()
+    (tmp_path / "genesis.json").mkdir()
+    with pytest.raises(ConfigError, match="--data-dir: cannot"):
+        datadir.genesis(REGTEST, None)

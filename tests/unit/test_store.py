@@ -9,6 +9,7 @@ equal the in-memory one, and every block, transaction and undo record must come 
 from __future__ import annotations
 
 import hashlib
+import logging
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
@@ -343,6 +344,8 @@ def test_a_data_dir_of_another_genesis_is_refused(db: Path, history: History) ->
     ("DROP TABLE txs; DROP TABLE utxos", "its tables txs, utxos are gone"),
     ("DELETE FROM main_chain WHERE height = 0", "its genesis block's row is gone"),
     ("DELETE FROM meta", "the state's tip record is gone"),
+    ("DELETE FROM blocks WHERE hash = (SELECT hash FROM main_chain ORDER BY height DESC LIMIT 1)",
+     "the tip block [0-9a-f]{16} at height 0 is gone"),
 ])
 def test_a_database_edited_by_hand_is_damaged_in_one_line(db: Path, history: History, edit: str, said: str) -> None:
     """Each of these once raised out of the daemon's start (a traceback), or left it running with
@@ -353,6 +356,19 @@ def test_a_database_edited_by_hand_is_damaged_in_one_line(db: Path, history: His
     conn.close()
     with pytest.raises(StoreError, match=f"database .* is damaged \\({said}\\)"):
         open_store(db, history)
+
+
+def test_a_directory_in_the_database_s_place_is_said_to_be_one(db: Path, history: History) -> None:
+    db.mkdir()
+    with pytest.raises(StoreError, match="is a directory, not a database: move it away"):
+        open_store(db, history)
+
+
+def test_an_empty_database_file_starts_a_new_chain_and_says_so(db: Path, history: History, caplog) -> None:
+    db.write_bytes(b"")
+    with caplog.at_level(logging.WARNING, logger="snode.store.schema"):
+        open_store(db, history).close()
+    assert "is empty: a new chain starts from genesis in it" in caplog.text
 
 
 def test_a_file_that_is_not_an_snode_database_is_refused(db: Path, history: History) -> None:

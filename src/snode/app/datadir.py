@@ -88,7 +88,11 @@ class DataDir:
 
     def mark_running(self) -> None:
         """Say that a daemon uses the database (removed by `mark_stopped`)."""
-        (self.path / RUNNING_FILE).write_text(f"{os.getpid()}\n")
+        path = self.path / RUNNING_FILE
+        try:
+            path.write_text(f"{os.getpid()}\n")
+        except OSError as err:
+            raise ConfigError(f"--data-dir: cannot write {path}: {err.strerror or err}") from None
 
     def mark_stopped(self) -> None:
         """Say that the database was closed cleanly."""
@@ -225,7 +229,10 @@ class DataDir:
                 )
             return doc
         doc = given or builtin_genesis(params)
-        write_atomically(stored, encode_genesis(doc), mode=0o644)
+        try:
+            write_atomically(stored, encode_genesis(doc), mode=0o644)
+        except OSError as err:
+            raise ConfigError(f"--data-dir: cannot write {stored}: {err.strerror or err}") from None
         return doc
 
 

@@ -141,6 +141,8 @@ class ChainStore:
             if last is None:
                 raise damaged(path, "its chain's rows are gone")
             height, tip_hash = last
+            if conn.execute("SELECT 1 FROM blocks WHERE hash = ?", (tip_hash,)).fetchone() is None:
+                raise damaged(path, f"the tip block {bytes(tip_hash).hex()[:16]} at height {height} is gone")
             if height < state_tip.height or (height == state_tip.height and tip_hash != state_tip.tip_hash):
                 raise StoreError(
                     f"database {path} is inconsistent: its state is at height {state_tip.height} "

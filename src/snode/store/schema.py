@@ -8,6 +8,7 @@ as it was.
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from snode.store.errors import StoreError, damaged, is_damage
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION: Final = 4
 """Bump with every change to the tables below or to what their rows mean. 2: the state tables
@@ -81,7 +84,12 @@ def stored_genesis(path: Path) -> bytes | None:
     does not support, or is held by another process. Opens the file read-only, so a database
     that is refused here has not been written to.
     """
-    if not path.exists() or path.stat().st_size == 0:
+    if path.is_dir():
+        raise StoreError(f"{path} is a directory, not a database: move it away")
+    if not path.exists():
+        return None
+    if path.stat().st_size == 0:
+        log.warning("%s is empty: a new chain starts from genesis in it", path)
         return None
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=_LOCK_WAIT)
