@@ -11,6 +11,7 @@ from typing import Callable, Final
 
 from snode.api.types import ServiceNodeRewardsResult
 from snode.core.errors import SnodeError
+from snode.core.units import counted
 from snode.wallet.logic import (
     balance_lines,
     coins,
@@ -122,7 +123,8 @@ def reward_lines(found: ServiceNodeRewardsResult, address: str) -> list[str]:
         return [f"Node {node}: no rewards up to height {found.to_height}."]
     mine = sum(t.amount for t in found.totals if t.address == address)
     first, last = found.rewards[0].height, found.rewards[-1].height
-    lines = [f"Node {node}: {len(found.rewards)} rewards from height {first} to {last}, "
+    span = f"at height {first}" if first == last else f"from height {first} to {last}"
+    lines = [f"Node {node}: {counted(len(found.rewards), 'reward')} {span}, "
              f"{coins(found.total)} in all, {coins(mine)} to this wallet."]
     if not found.complete:
         lines.append(f"  (older rewards than height {first} are not counted: the daemon lists "
