@@ -51,3 +51,6 @@ def test_rewards_are_the_coinbase_outputs_the_operator_got(sn, tmp_path):
                              "to this wallet" for h in shown])
     log.info("A node that is not registered: one Error line")
     assert operator.refused("rewards " + "11" * 32, "is not a registered service node")
+    log.info("A key that is no key: named as stake names it, not in the RPC's words")
+    assert operator.refused("rewards abc", "service node public key 'abc' is not 64 hex characters: copy it from "
+                                           "get_service_node_key")

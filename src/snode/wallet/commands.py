@@ -22,7 +22,7 @@ from snode.wallet.logic import (
     when,
 )
 from snode.wallet.service import Pending, WalletService, parse_amount
-from snode.wallet.staking import locked_line, stakes_lines
+from snode.wallet.staking import locked_line, parse_pubkey, stakes_lines
 
 CANCELLED: Final = "Transaction cancelled."
 """DESIGN.md section 8: what any answer but Yes prints; nothing is sent."""
@@ -106,7 +106,7 @@ REWARDS_SHOWN: Final = 10
 def _rewards(service: WalletService, args: list[str], line: str) -> Reply:
     if len(args) > 1:
         return _usage("rewards")
-    keys = args or [sn.pubkey.hex() for sn in service.my_nodes()]
+    keys = [parse_pubkey(args[0]).hex()] if args else [sn.pubkey.hex() for sn in service.my_nodes()]
     if not keys:
         return Reply(("This wallet has no stake on a service node: rewards <service_node_pubkey> shows "
                       "any node's.",))
