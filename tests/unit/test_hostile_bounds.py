@@ -101,6 +101,14 @@ def test_eviction_protects_old_and_useful_peers_and_picks_the_crowd() -> None:
     assert choose_eviction(honest) is None, "every peer protected: the newcomer is refused"
 
 
+def test_an_address_budget_grants_one_answer_then_trickles() -> None:
+    bucket = TokenBucket(L.ADDR_RATE, L.ADDR_BURST, 0.0, 0.0)
+    assert bucket.take_up_to(0.0, 100) == 0, "nothing unasked"
+    bucket.grant(P.MAX_PEER_ADDRESSES)
+    assert bucket.take_up_to(0.0, 1_000) == P.MAX_PEER_ADDRESSES
+    assert bucket.take_up_to(50.0, 100) == 5, "0.1 a second after that"
+
+
 def test_the_upload_bucket_goes_into_debt_and_says_how_long_to_wait() -> None:
     bucket = TokenBucket(rate=100.0, burst=1_000.0, tokens=1_000.0, stamp=0.0)
     assert bucket.wait(0.0, 1) == 0.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import types
+from typing import Any
 
 import pytest
 
@@ -128,6 +129,17 @@ def test_a_flood_from_one_client_lets_the_event_loop_run_between_requests():
     assert seen_at[-1] - seen_at[0] >= count // REQUESTS_A_TURN - 1
 
 
+def _answering(call: Any) -> Any:
+    """A PublicOmq whose method table is `call`, with no socket: only its answers are asked for."""
+    from snode.devchain import key_from_label
+    from snode.rpc.omq_public import PublicOmq
+
+    server = PublicOmq(types.SimpleNamespace(call=call), key_from_label("public omq answers"),  # type: ignore[arg-type]
+                       host="127.0.0.1", port=1)
+    server._ctx.term()
+    return server
+
+
 def test_answers_for_all_clients_together_have_a_budget_so_clients_that_never_read_hold_bounded_memory(
         monkeypatch: pytest.MonkeyPatch):
     """Each address's bucket lets it have 1.3 MB of answers a second; 256 connections from as many
@@ -136,9 +148,8 @@ def test_answers_for_all_clients_together_have_a_budget_so_clients_that_never_re
     answered 429 "busy", whoever asks."""
     import msgspec
 
-    from snode.devchain import key_from_label
     from snode.rpc import omq_public
-    from snode.rpc.omq_public import ANSWER_BYTES_PER_TOKEN, ANSWER_TOKENS_BURST, PublicOmq
+    from snode.rpc.omq_public import ANSWER_BYTES_PER_TOKEN, ANSWER_TOKENS_BURST
 
     # The budget's clock stands still: on a loaded machine 20 answers of 4 MiB take long enough for
     # the budget to refill one more (a token every 8 ms), which made the count depend on the load.
@@ -150,9 +161,7 @@ def test_answers_for_all_clients_together_have_a_budget_so_clients_that_never_re
     async def block(method: str, params: dict[str, object]) -> msgspec.Raw:
         return big
 
-    server = PublicOmq(types.SimpleNamespace(call=block), key_from_label("public omq budget"),  # type: ignore[arg-type]
-                       host="127.0.0.1", port=1)
-    server._ctx.term()  # no socket here: only its answers are asked for
+    server = _answering(block)
     statuses = [asyncio.run(server._answer([b"get_block", b'{"height": 1}'], f"10.0.0.{n}"))[0]
                 for n in range(20)]
     burst = int(ANSWER_TOKENS_BURST * ANSWER_BYTES_PER_TOKEN // size)
@@ -167,9 +176,8 @@ def test_transactions_of_all_clients_together_have_a_budget(monkeypatch: pytest.
     10 s. The port's budget for all clients bounds the sum, whoever sends."""
     import msgspec
 
-    from snode.devchain import key_from_label
     from snode.rpc import omq_public
-    from snode.rpc.omq_public import TX_TOKENS_BURST, PublicOmq
+    from snode.rpc.omq_public import TX_TOKENS_BURST
 
     monkeypatch.setattr(omq_public, "time", types.SimpleNamespace(monotonic=lambda: 1000.0))
     checked = []
@@ -178,9 +186,7 @@ def test_transactions_of_all_clients_together_have_a_budget(monkeypatch: pytest.
         checked.append(method)
         return msgspec.Raw(b'{"status": "OK"}')
 
-    server = PublicOmq(types.SimpleNamespace(call=send), key_from_label("public omq tx budget"),  # type: ignore[arg-type]
-                       host="127.0.0.1", port=1)
-    server._ctx.term()
+    server = _answering(send)
     tx = b'{"tx_hex": "' + b"ab" * (int(BURST) * TX_BYTES_PER_TOKEN - 20) + b'"}'  # 40 KiB, the most one request costs
     statuses = [asyncio.run(server._answer([b"send_raw_transaction", tx], f"10.0.1.{n}"))[0] for n in range(12)]
     fits = int(TX_TOKENS_BURST // BURST) + 1  # a bucket with a token left lets one more go into debt
@@ -194,18 +200,14 @@ def test_transactions_of_all_clients_together_have_a_budget(monkeypatch: pytest.
 def test_an_ipv6_client_is_its_slash_64(monkeypatch: pytest.MonkeyPatch):
     import msgspec
 
-    from snode.devchain import key_from_label
     from snode.rpc import omq_public
-    from snode.rpc.omq_public import PublicOmq
 
     monkeypatch.setattr(omq_public, "time", types.SimpleNamespace(monotonic=lambda: 1000.0))
 
     async def height(method: str, params: dict[str, object]) -> msgspec.Raw:
         return msgspec.Raw(b"1")
 
-    server = PublicOmq(types.SimpleNamespace(call=height), key_from_label("public omq ipv6"),  # type: ignore[arg-type]
-                       host="127.0.0.1", port=1)
-    server._ctx.term()
+    server = _answering(height)
     statuses = [asyncio.run(server._answer([b"get_height"], f"2001:db8::{n + 1:x}"))[0] for n in range(int(BURST) + 1)]
     assert statuses == [b"200"] * int(BURST) + [b"429"], "each address of one /64 had a budget of its own"
     assert asyncio.run(server._answer([b"get_height"], "2001:db8:0:1::1"))[0] == b"200"

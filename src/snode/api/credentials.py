@@ -18,14 +18,13 @@ import base64
 import binascii
 import hmac
 import ipaddress
-import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from snode.common.data_dir import write_all
+from snode.common.data_dir import write_atomically
 from snode.common.endpoints import ConfigError
 from snode.common.files import SMALL_FILE_BYTES, read_bounded, too_open
 
@@ -106,17 +105,7 @@ def operator_login(login_file: str | None, env: Mapping[str, str]) -> Login | No
 
 def write_cookie(path: Path, login: Login) -> None:
     """Write the cookie file (mode 0600 from its creation), replacing one a crash left behind."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        write_all(fd, f"{login.user}:{login.password}\n".encode())
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
+    write_atomically(path, f"{login.user}:{login.password}\n".encode(), mode=0o600)
 
 
 def remove_cookie(path: Path, login: Login) -> None:

@@ -7,8 +7,6 @@ import os
 from pathlib import Path
 from typing import IO
 
-import msgspec
-
 from snode.app.builtin import BUILTIN_GENESIS
 from snode.app.config import ConfigError
 from snode.common.data_dir import (
@@ -24,7 +22,7 @@ from snode.common.data_dir import (
 )
 from snode.common.files import LARGE_FILE_BYTES, SMALL_FILE_BYTES, read_bounded, too_open
 from snode.core.crypto import PUBKEY_BYTES, SigningKey
-from snode.core.errors import InvalidGenesis
+from snode.core.errors import GenesisOfAnotherNetwork, InvalidGenesis
 from snode.core.genesis import GenesisDoc, encode_genesis, parse_genesis, regtest_genesis
 from snode.core.state import ChainState
 from snode.params import NETWORKS, NetworkParams
@@ -242,16 +240,13 @@ def _read_genesis(path: Path, params: NetworkParams, option: str) -> GenesisDoc:
     except OSError as err:
         raise ConfigError(f"{option}: cannot read {path}: {err.strerror}") from None
     except InvalidGenesis as err:
-        raise ConfigError(f"{option}: {path}: {err}{_other_network_hint(path, params, option)}") from None
+        hint = _other_network_hint(err.network, params, option) if isinstance(err, GenesisOfAnotherNetwork) else ""
+        raise ConfigError(f"{option}: {path}: {err}{hint}") from None
 
 
-def _other_network_hint(path: Path, params: NetworkParams, option: str) -> str:
+def _other_network_hint(other: str, params: NetworkParams, option: str) -> str:
     """What to do about a genesis of another network we know: its flag, or another file or dir."""
-    try:
-        other = msgspec.json.decode(read_bounded(path, LARGE_FILE_BYTES)).get("network")
-    except (OSError, msgspec.MsgspecError, AttributeError):
-        return ""
-    if other == params.name or other not in NETWORKS:
+    if other not in NETWORKS:
         return ""
     flag = "no network flag" if other == "mainnet" else f"--{other}"
     instead = "another --data-dir" if option == "--data-dir" else f"the genesis file of {params.name}"

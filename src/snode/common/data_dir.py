@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 from pathlib import Path
 from typing import IO, Final
 
@@ -118,6 +119,15 @@ def _written_beside(path: Path, data: bytes, mode: int) -> Path:
         raise
     os.close(fd)
     return tmp
+
+
+def remove_entry(path: Path) -> None:
+    """Remove what sits at `path`: a file, a link, or a directory and all in it (something a crash
+    or a hand put where a file of ours belongs); OSError if it cannot be removed."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def sync_dir(path: Path) -> None:

@@ -60,5 +60,13 @@ class InvalidGenesis(SnodeError):
     """A genesis document is malformed."""
 
 
+class GenesisOfAnotherNetwork(InvalidGenesis):
+    """A genesis document of another network (`network`, as the document names it)."""
+
+    def __init__(self, reason: str, network: str) -> None:
+        super().__init__(reason)
+        self.network = network
+
+
 class MempoolRejection(SnodeError):
     """A valid-looking transaction the mempool will not take (duplicate, conflict, full)."""

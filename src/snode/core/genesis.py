@@ -17,7 +17,7 @@ from snode.common.text import fixed_hex
 from snode.core.address import decode_address, encode_address
 from snode.core.blocks import ZERO_HASH, ZERO_SIGNATURE, Block, BlockHeader, block_hash, tx_root
 from snode.core.crypto import SigningKey
-from snode.core.errors import InvalidAddress, InvalidGenesis
+from snode.core.errors import GenesisOfAnotherNetwork, InvalidAddress, InvalidGenesis
 from snode.core.quorums import authority_quorum
 from snode.core.state import ChainState, new_utxo
 from snode.core.transactions import REFUSED_TX_VERSION, Coinbase, Transaction, TxOut, outpoint_key, txid
@@ -66,8 +66,8 @@ def parse_genesis(data: bytes, params: NetworkParams) -> GenesisDoc:
     except decode_reasons.DECODE_FAILURES as err:
         raise InvalidGenesis(f"genesis document is not valid: {decode_reasons.reason(err)}") from None
     if doc.network != params.name:
-        raise InvalidGenesis(
-            f"genesis document is for network '{doc.network}', not '{params.name}'"
+        raise GenesisOfAnotherNetwork(
+            f"genesis document is for network '{doc.network}', not '{params.name}'", doc.network
         )
     if not doc.authorities:
         raise InvalidGenesis("genesis document names no authority key")

@@ -56,6 +56,17 @@ class TokenBucket:
         self.tokens -= amount
         return True
 
+    def take_up_to(self, now: float, amount: int) -> int:
+        """Take as many whole tokens as there are, `amount` at most; how many."""
+        self.take(now, 0)  # refilled to now
+        taken = max(0, min(amount, int(self.tokens)))
+        self.tokens -= taken
+        return taken
+
+    def grant(self, amount: float) -> None:
+        """Add `amount` tokens beyond the burst (what a request of ours entitles the peer to send)."""
+        self.tokens += amount
+
     def charge(self, amount: float) -> None:
         """Take `amount` whatever is left (the bucket may go into debt, repaid at `rate`)."""
         self.tokens -= amount

@@ -346,7 +346,7 @@ class PeerManager:
             if first.version >= P.FORK_ID_VERSION:
                 peer.send(self._fork_status())
             peer.send(P.GetPeers())
-            peer.addr_bucket.tokens += P.MAX_PEER_ADDRESSES  # its answer is read whole
+            peer.addr_bucket.grant(P.MAX_PEER_ADDRESSES)  # its answer is read whole
             self.node.publish(PeerConnected(peer, peer.height))
             held = time.thread_time()
             while not peer.writer.is_closing():
@@ -478,10 +478,7 @@ class PeerManager:
                 addresses = [p.listen_address for p in self.peers if p.listen_address and p is not peer]
                 peer.send(P.Peers(addresses=addresses[:P.MAX_PEER_ADDRESSES]))
             case P.Peers():
-                bucket = peer.addr_bucket
-                bucket.take(peer.last_heard, 0)  # its budget refilled to now
-                read = min(len(message.addresses), int(bucket.tokens))
-                bucket.tokens -= read
+                read = peer.addr_bucket.take_up_to(peer.last_heard, len(message.addresses))
                 now = time.time()
                 for address in message.addresses[:read]:  # the rest skipped unread (limits.ADDR_RATE)
                     self.known.add(address, source_ip=peer.ip, now=now)

@@ -180,10 +180,11 @@ class QuorumNet:
         self.handshakes_in += 1
         if len(request) != 7 or request[0] != b"1.0" or request[5] != b"CURVE":
             return _zap_answer(request, b"400", b"a CURVE request of ZAP 1.0 expected")
-        if not self.admits(request[6], printable(request[3].decode(errors="replace"), 64)):
+        address = request[3].decode(errors="replace")
+        if not self.admits(request[6], printable(address, 64)):
             return _zap_answer(request, b"400", b"not a registered service node, banned, or over its handshakes")
         if self.guard is not None:
-            self.guard.admitted(request[3].decode(errors="replace"))
+            self.guard.admitted(address)
         return _zap_answer(request, b"200", b"OK", self._allowed[request[6]].hex().encode())
 
     def deny(self, ips: frozenset[str]) -> None:

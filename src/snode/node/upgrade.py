@@ -34,13 +34,12 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from snode.common.data_dir import write_atomically
+from snode.common.data_dir import remove_entry, write_atomically
 from snode.common.files import read_bounded
 from snode.common.text import printable
 from snode.core.blocks import Block
@@ -484,11 +483,8 @@ def duration(seconds: int) -> str:
 
 
 def _remove(path: Path) -> None:
-    """Remove what sits at `path` (a file, a link, a directory and all in it); never raises."""
+    """`remove_entry`, a failure logged: never raises."""
     try:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
+        remove_entry(path)
     except OSError as err:
         log.warning("could not remove %s: %s", path, err.strerror or err)

@@ -13,6 +13,7 @@ in one line and neither served nor loaded.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import logging
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
-from snode.common.data_dir import sync_dir, write_atomically
+from snode.common.data_dir import remove_entry, sync_dir, write_atomically
 from snode.common.files import read_bounded
 from snode.core.crypto import hash32
 from snode.core.encoding import decode, encode
@@ -208,10 +209,8 @@ class Download:
                 self.stored_bytes += len(data)
             else:
                 log.warning("stored snapshot chunk %d does not match its manifest: fetching it again", number)
-                if path.is_dir() and not path.is_symlink():  # never ours: it once stopped every start
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    path.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # a directory there is never ours: it once stopped every start
+                    remove_entry(path)
         return have
 
     def put(self, number: int, data: bytes) -> None:
